@@ -1,0 +1,1 @@
+//! Tributary's runtime layer.

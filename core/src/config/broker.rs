@@ -1,0 +1,150 @@
+//! `server.properties`: the broker's settings (0.7's `KafkaConfig`), with 0.7.2 defaults.
+
+use std::collections::BTreeMap;
+
+use super::error::ConfigError;
+use super::fields::Fields;
+use super::properties::Properties;
+use super::zk::ZkConfig;
+use crate::wire::{TopicName, TOPIC_NAME_BYTES_MAX};
+
+const I32_MAX: i64 = i32::MAX as i64;
+/// The smallest `log.file.size`: one magic-0 message header.
+const LOG_FILE_BYTES_MIN: i64 = 5;
+
+/// The broker's configuration. Every key of 0.7's `KafkaConfig` is here with its 0.7 default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerConfig {
+    /// `brokerid` (required).
+    pub broker_id: i32,
+    /// `hostname` to register; unset means the host's address.
+    pub hostname: Option<String>,
+    /// `port` (6667).
+    pub port: u16,
+    /// `num.threads`; `None` means one per CPU (decided by the runtime).
+    pub num_threads: Option<u32>,
+    /// `socket.send.buffer` (102400).
+    pub socket_send_buffer_bytes: u32,
+    /// `socket.receive.buffer` (102400).
+    pub socket_receive_buffer_bytes: u32,
+    /// `max.socket.request.bytes` (104857600).
+    pub max_socket_request_bytes: u32,
+    /// `monitoring.period.secs` (600).
+    pub monitoring_period_secs: u32,
+    /// `log.dir` (required).
+    pub log_dir: String,
+    /// `num.partitions` (1).
+    pub num_partitions: u32,
+    /// `topic.partition.count.map` (`t1:8,t2:16`).
+    pub topic_partition_count: BTreeMap<TopicName, u32>,
+    /// `log.file.size` (1073741824).
+    pub log_file_bytes: u32,
+    /// `topic.log.file.size` (0.7.2).
+    pub topic_log_file_bytes: BTreeMap<TopicName, u32>,
+    /// `log.roll.hours` (168; 0.7.2).
+    pub log_roll_hours: u32,
+    /// `topic.log.roll.hours` (0.7.2).
+    pub topic_log_roll_hours: BTreeMap<TopicName, u32>,
+    /// `log.flush.interval`: messages between forced flushes (500).
+    pub log_flush_interval_messages: u32,
+    /// `log.default.flush.scheduler.interval.ms` (3000).
+    pub log_flush_scheduler_interval_ms: u32,
+    /// `log.default.flush.interval.ms` (defaults to the scheduler interval).
+    pub log_flush_interval_ms: u32,
+    /// `topic.flush.intervals.ms`.
+    pub topic_flush_interval_ms: BTreeMap<TopicName, u32>,
+    /// `log.retention.hours` (168).
+    pub log_retention_hours: u32,
+    /// `topic.log.retention.hours`.
+    pub topic_log_retention_hours: BTreeMap<TopicName, u32>,
+    /// `log.retention.size` in bytes; -1 (the default) turns size retention off.
+    pub log_retention_bytes: i64,
+    /// `topic.log.retention.size` (0.7.2).
+    pub topic_log_retention_bytes: BTreeMap<TopicName, i64>,
+    /// `log.cleanup.interval.mins` (10).
+    pub log_cleanup_interval_mins: u32,
+    /// `max.message.size` (1000000; checked by the broker from 0.7.2).
+    pub max_message_bytes: u32,
+    /// `max.topic.name.length` (255; names are never longer than 255 here).
+    pub max_topic_name_bytes: u32,
+    /// `enable.zookeeper` (true).
+    pub enable_zookeeper: bool,
+    /// `zk.*`.
+    pub zk: ZkConfig,
+    /// Keys Tributary does not know, kept as they were.
+    pub unknown: BTreeMap<String, String>,
+}
+
+impl BrokerConfig {
+    /// Reads a broker configuration, warning (through `tracing`) about unknown keys.
+    pub fn from_properties(props: &Properties) -> Result<Self, ConfigError> {
+        let mut f = Fields::new(props);
+        let scheduler_ms = f.int("log.default.flush.scheduler.interval.ms", 3000, 1..=I32_MAX)?;
+        let config = BrokerConfig {
+            broker_id: f.required_int("brokerid", 0..=I32_MAX)?,
+            hostname: f.string("hostname"),
+            port: f.int("port", 6667, 0..=65535)?,
+            num_threads: f.optional_int("num.threads", 1..=I32_MAX)?,
+            socket_send_buffer_bytes: f.int("socket.send.buffer", 102_400, 1..=I32_MAX)?,
+            socket_receive_buffer_bytes: f.int("socket.receive.buffer", 102_400, 1..=I32_MAX)?,
+            max_socket_request_bytes: f.int("max.socket.request.bytes", 104_857_600, 1..=I32_MAX)?,
+            monitoring_period_secs: f.int("monitoring.period.secs", 600, 1..=I32_MAX)?,
+            log_dir: f.required_string("log.dir")?,
+            num_partitions: f.int("num.partitions", 1, 1..=I32_MAX)?,
+            topic_partition_count: f.topic_map("topic.partition.count.map", 1..=I32_MAX),
+            log_file_bytes: f.int("log.file.size", 1_073_741_824, LOG_FILE_BYTES_MIN..=I32_MAX)?,
+            topic_log_file_bytes: f.topic_map("topic.log.file.size", LOG_FILE_BYTES_MIN..=I32_MAX),
+            log_roll_hours: f.int("log.roll.hours", 168, 1..=I32_MAX)?,
+            topic_log_roll_hours: f.topic_map("topic.log.roll.hours", 1..=I32_MAX),
+            log_flush_interval_messages: f.int("log.flush.interval", 500, 1..=I32_MAX)?,
+            log_flush_scheduler_interval_ms: scheduler_ms,
+            log_flush_interval_ms: f.int("log.default.flush.interval.ms", scheduler_ms, 1..=I32_MAX)?,
+            topic_flush_interval_ms: f.topic_map("topic.flush.intervals.ms", 1..=I32_MAX),
+            log_retention_hours: f.int("log.retention.hours", 168, 1..=I32_MAX)?,
+            topic_log_retention_hours: f.topic_map("topic.log.retention.hours", 1..=I32_MAX),
+            log_retention_bytes: f.int("log.retention.size", -1, -1..=i64::MAX)?,
+            topic_log_retention_bytes: f.topic_map("topic.log.retention.size", 1..=i64::MAX),
+            log_cleanup_interval_mins: f.int("log.cleanup.interval.mins", 10, 1..=I32_MAX)?,
+            max_message_bytes: f.int("max.message.size", 1_000_000, 0..=I32_MAX)?,
+            max_topic_name_bytes: f.int("max.topic.name.length", 255, 1..=TOPIC_NAME_BYTES_MAX as i64)?,
+            enable_zookeeper: f.bool("enable.zookeeper", true)?,
+            zk: ZkConfig::read(&mut f)?,
+            unknown: BTreeMap::new(),
+        };
+        if config.enable_zookeeper {
+            config.zk.require_connect(&f, "when enable.zookeeper=true")?;
+        }
+        Ok(BrokerConfig { unknown: f.warn_unknown("broker"), ..config })
+    }
+
+    /// Partitions of `topic` on this broker: the map's override, else `num.partitions`.
+    pub fn partitions_for(&self, topic: &TopicName) -> u32 {
+        self.topic_partition_count.get(topic).copied().unwrap_or(self.num_partitions)
+    }
+
+    /// Flush interval of `topic` in ms: the per-topic override, else the default.
+    pub fn flush_interval_ms_for(&self, topic: &TopicName) -> u32 {
+        self.topic_flush_interval_ms.get(topic).copied().unwrap_or(self.log_flush_interval_ms)
+    }
+
+    /// Retention of `topic` in hours: the per-topic override, else the default.
+    pub fn retention_hours_for(&self, topic: &TopicName) -> u32 {
+        self.topic_log_retention_hours.get(topic).copied().unwrap_or(self.log_retention_hours)
+    }
+
+    /// Size retention of `topic` in bytes, `None` when off.
+    pub fn retention_bytes_for(&self, topic: &TopicName) -> Option<u64> {
+        let limit = self.topic_log_retention_bytes.get(topic).copied().unwrap_or(self.log_retention_bytes);
+        u64::try_from(limit).ok()
+    }
+
+    /// Segment size of `topic` in bytes: the per-topic override, else `log.file.size`.
+    pub fn file_bytes_for(&self, topic: &TopicName) -> u32 {
+        self.topic_log_file_bytes.get(topic).copied().unwrap_or(self.log_file_bytes)
+    }
+
+    /// Roll age of `topic` in hours: the per-topic override, else `log.roll.hours`.
+    pub fn roll_hours_for(&self, topic: &TopicName) -> u32 {
+        self.topic_log_roll_hours.get(topic).copied().unwrap_or(self.log_roll_hours)
+    }
+}

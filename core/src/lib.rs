@@ -1,0 +1,17 @@
+//! Tributary's sans-IO core.
+//!
+//! Everything here is a pure function or a state machine: bytes, time and randomness come in from
+//! the caller, results go out as values. Nothing in this crate opens a socket or a file, reads the
+//! wall clock or draws from a global random source; `clippy.toml` beside this crate enforces that.
+//!
+//! - [`wire`]: the Kafka 0.7 request/response protocol and the incremental frame decoder.
+//! - [`message`]: messages (magic 0 and 1), compression codecs and the validating message-set
+//!   iterators.
+//! - [`config`]: the Java `.properties` reader and the typed broker, producer, consumer and mirror
+//!   configurations with their 0.7 defaults.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod message;
+pub mod wire;

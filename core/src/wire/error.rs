@@ -1,0 +1,66 @@
+//! Typed decoding errors: one variant per way a peer's bytes can be wrong.
+//!
+//! "Need more bytes" is never an error here; the frame decoder reports it as `Ok(None)`.
+
+use super::topic::TopicError;
+
+/// Why a frame, request or response could not be decoded. Every variant names what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The frame's declared size is zero, negative or too small to hold its header.
+    #[error("frame size {declared} is invalid: a frame must hold at least its {minimum}-byte header")]
+    FrameSizeInvalid {
+        /// The size field as sent.
+        declared: i32,
+        /// The smallest size that could be valid.
+        minimum: usize,
+    },
+    /// The frame's declared size exceeds the configured maximum; refused before allocating.
+    #[error("frame of {declared} bytes exceeds the limit of {max} bytes (max.socket.request.bytes)")]
+    FrameTooLarge {
+        /// The size field as sent.
+        declared: i32,
+        /// The configured limit.
+        max: usize,
+    },
+    /// The request type is not one of 0..=4.
+    #[error("unknown request type {0} (0.7 knows 0 PRODUCE .. 4 OFFSETS)")]
+    UnknownRequestType(i16),
+    /// A field runs past the end of its frame or region.
+    #[error("truncated {field}: needs {needed} bytes, {available} left")]
+    Truncated {
+        /// The field being read.
+        field: &'static str,
+        /// Bytes the field needs.
+        needed: usize,
+        /// Bytes that were left.
+        available: usize,
+    },
+    /// A length or count field is negative.
+    #[error("{field} has negative length {value}")]
+    NegativeLength {
+        /// The field being read.
+        field: &'static str,
+        /// The value as sent.
+        value: i64,
+    },
+    /// A MULTIFETCH or MULTIPRODUCE announces a count it cannot hold or that is out of range.
+    #[error("{field} count {count} is invalid")]
+    CountInvalid {
+        /// The field being read.
+        field: &'static str,
+        /// The count as sent.
+        count: i64,
+    },
+    /// Bytes remain inside the frame after its last field.
+    #[error("{extra} unexpected bytes after the end of the {context}")]
+    TrailingBytes {
+        /// What had been fully read.
+        context: &'static str,
+        /// How many bytes were left over.
+        extra: usize,
+    },
+    /// A topic name in a request is not valid.
+    #[error("invalid topic name: {0}")]
+    InvalidTopic(#[from] TopicError),
+}

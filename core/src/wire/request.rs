@@ -1,0 +1,295 @@
+//! The five 0.7 requests, decoded from and encoded to their exact byte layout.
+//!
+//! Layout (all big-endian): `int32 size | int16 type | body`, where `size` counts the type and
+//! the body. Bodies:
+//!
+//! | type | body |
+//! |---|---|
+//! | 0 PRODUCE | topic, int32 partition, int32 set size, message set |
+//! | 1 FETCH | topic, int32 partition, int64 offset, int32 max bytes |
+//! | 2 MULTIFETCH | int16 count, count × FETCH body |
+//! | 3 MULTIPRODUCE | int16 count, count × PRODUCE body |
+//! | 4 OFFSETS | topic, int32 partition, int64 time, int32 max offsets |
+//!
+//! A topic is an int16 length and that many bytes. Message sets are carried as opaque bytes here;
+//! the broker validates them with [`crate::message`] before appending.
+#![deny(clippy::indexing_slicing)]
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::codec::{put_string, Reader};
+use super::error::DecodeError;
+use super::topic::TopicName;
+
+/// The request type id, the int16 after the size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RequestType {
+    /// 0: append a message set; no response.
+    Produce,
+    /// 1: read from one partition.
+    Fetch,
+    /// 2: read from several partitions in one request.
+    MultiFetch,
+    /// 3: append to several partitions in one request; no response.
+    MultiProduce,
+    /// 4: list offsets before a time.
+    Offsets,
+}
+
+impl RequestType {
+    /// The id on the wire.
+    pub fn id(self) -> i16 {
+        match self {
+            RequestType::Produce => 0,
+            RequestType::Fetch => 1,
+            RequestType::MultiFetch => 2,
+            RequestType::MultiProduce => 3,
+            RequestType::Offsets => 4,
+        }
+    }
+
+    /// The type for a wire id, or `UnknownRequestType`.
+    pub fn from_id(id: i16) -> Result<Self, DecodeError> {
+        match id {
+            0 => Ok(RequestType::Produce),
+            1 => Ok(RequestType::Fetch),
+            2 => Ok(RequestType::MultiFetch),
+            3 => Ok(RequestType::MultiProduce),
+            4 => Ok(RequestType::Offsets),
+            other => Err(DecodeError::UnknownRequestType(other)),
+        }
+    }
+
+    /// Whether the broker answers this request (PRODUCE and MULTIPRODUCE get no response).
+    pub fn has_response(self) -> bool {
+        !matches!(self, RequestType::Produce | RequestType::MultiProduce)
+    }
+}
+
+/// One partition's worth of a PRODUCE or MULTIPRODUCE. `partition == -1` asks the broker to pick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceRequest {
+    /// The topic appended to.
+    pub topic: TopicName,
+    /// The partition, or -1 for "broker picks".
+    pub partition: i32,
+    /// The message set, as sent (not yet validated).
+    pub messages: Bytes,
+}
+
+/// One partition's worth of a FETCH or MULTIFETCH.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchRequest {
+    /// The topic read.
+    pub topic: TopicName,
+    /// The partition read.
+    pub partition: i32,
+    /// The byte offset to read from.
+    pub offset: i64,
+    /// The most bytes to return.
+    pub max_bytes: i32,
+}
+
+/// An OFFSETS request: offsets before `time` (-1 latest, -2 earliest, else ms since the epoch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetsRequest {
+    /// The topic asked about.
+    pub topic: TopicName,
+    /// The partition asked about.
+    pub partition: i32,
+    /// -1 latest, -2 earliest, or a time in ms since the epoch.
+    pub time: i64,
+    /// The most offsets to return.
+    pub max_offsets: i32,
+}
+
+/// A decoded 0.7 request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// PRODUCE (0).
+    Produce(ProduceRequest),
+    /// FETCH (1).
+    Fetch(FetchRequest),
+    /// MULTIFETCH (2).
+    MultiFetch(Vec<FetchRequest>),
+    /// MULTIPRODUCE (3).
+    MultiProduce(Vec<ProduceRequest>),
+    /// OFFSETS (4).
+    Offsets(OffsetsRequest),
+}
+
+/// Why a request could not be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    /// A MULTIFETCH or MULTIPRODUCE has more entries than an int16 count holds.
+    #[error("{0} entries do not fit in a 0.7 int16 count (at most 32767)")]
+    TooManyEntries(usize),
+    /// The encoded frame would exceed what an int32 size can describe.
+    #[error("request of {0} bytes is too large for a 0.7 frame")]
+    TooLarge(usize),
+}
+
+/// The smallest FETCH/OFFSETS body: empty topic excluded, so topic length 1.
+const PARTITION_REQUEST_BYTES_MIN: usize = 2 + 1 + 4 + 8 + 4;
+/// The smallest PRODUCE body with an empty message set.
+const PRODUCE_BYTES_MIN: usize = 2 + 1 + 4 + 4;
+
+impl Request {
+    /// The request's type id.
+    pub fn request_type(&self) -> RequestType {
+        match self {
+            Request::Produce(_) => RequestType::Produce,
+            Request::Fetch(_) => RequestType::Fetch,
+            Request::MultiFetch(_) => RequestType::MultiFetch,
+            Request::MultiProduce(_) => RequestType::MultiProduce,
+            Request::Offsets(_) => RequestType::Offsets,
+        }
+    }
+
+    /// Decodes a frame's contents (type + body, without the size prefix). Message sets are shared
+    /// with `frame`, not copied. Every byte of the frame must be accounted for.
+    pub fn decode(frame: &Bytes) -> Result<Request, DecodeError> {
+        let mut r = Reader::new(frame);
+        let kind = RequestType::from_id(r.i16("request type")?)?;
+        let request = match kind {
+            RequestType::Produce => Request::Produce(decode_produce(frame, &mut r)?),
+            RequestType::Fetch => Request::Fetch(decode_fetch(&mut r)?),
+            RequestType::Offsets => Request::Offsets(decode_offsets(&mut r)?),
+            RequestType::MultiFetch => {
+                let count = decode_count(&mut r, "multifetch", PARTITION_REQUEST_BYTES_MIN)?;
+                let mut fetches = Vec::with_capacity(count);
+                for _ in 0..count {
+                    fetches.push(decode_fetch(&mut r)?);
+                }
+                Request::MultiFetch(fetches)
+            }
+            RequestType::MultiProduce => {
+                let count = decode_count(&mut r, "multiproduce", PRODUCE_BYTES_MIN)?;
+                let mut produces = Vec::with_capacity(count);
+                for _ in 0..count {
+                    produces.push(decode_produce(frame, &mut r)?);
+                }
+                Request::MultiProduce(produces)
+            }
+        };
+        r.expect_end("request")?;
+        Ok(request)
+    }
+
+    /// Appends the whole frame (size prefix included) to `out`.
+    pub fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
+        let start = out.len();
+        out.put_i32(0); // size, patched below
+        out.put_i16(self.request_type().id());
+        match self {
+            Request::Produce(p) => encode_produce(out, p)?,
+            Request::Fetch(f) => encode_fetch(out, f),
+            Request::Offsets(o) => encode_offsets(out, o),
+            Request::MultiFetch(fetches) => {
+                out.put_i16(count_to_i16(fetches.len())?);
+                fetches.iter().for_each(|f| encode_fetch(out, f));
+            }
+            Request::MultiProduce(produces) => {
+                out.put_i16(count_to_i16(produces.len())?);
+                for p in produces {
+                    encode_produce(out, p)?;
+                }
+            }
+        }
+        patch_size(out, start)
+    }
+
+    /// The encoded frame as fresh bytes.
+    pub fn to_bytes(&self) -> Result<Bytes, EncodeError> {
+        let mut out = BytesMut::new();
+        self.encode(&mut out)?;
+        Ok(out.freeze())
+    }
+}
+
+/// Writes the int32 size at `start` once the frame after it is complete.
+pub(crate) fn patch_size(out: &mut BytesMut, start: usize) -> Result<(), EncodeError> {
+    let body = out.len() - start - 4;
+    let size = i32::try_from(body).map_err(|_| EncodeError::TooLarge(body))?;
+    if let Some(slot) = out.get_mut(start..start + 4) {
+        slot.copy_from_slice(&size.to_be_bytes());
+    }
+    Ok(())
+}
+
+fn count_to_i16(len: usize) -> Result<i16, EncodeError> {
+    i16::try_from(len).map_err(|_| EncodeError::TooManyEntries(len))
+}
+
+/// Reads an int16 entry count and checks it against what the rest of the frame could hold, so a
+/// lying count never makes us reserve memory the frame cannot fill.
+fn decode_count(
+    r: &mut Reader<'_>,
+    field: &'static str,
+    entry_bytes_min: usize,
+) -> Result<usize, DecodeError> {
+    let count = r.i16(field)?;
+    let count = usize::try_from(count)
+        .map_err(|_| DecodeError::CountInvalid { field, count: count.into() })?;
+    if count.saturating_mul(entry_bytes_min) > r.remaining() {
+        return Err(DecodeError::Truncated {
+            field,
+            needed: count.saturating_mul(entry_bytes_min),
+            available: r.remaining(),
+        });
+    }
+    Ok(count)
+}
+
+fn decode_topic(r: &mut Reader<'_>) -> Result<TopicName, DecodeError> {
+    Ok(TopicName::from_bytes(r.string("topic")?)?)
+}
+
+fn decode_produce(frame: &Bytes, r: &mut Reader<'_>) -> Result<ProduceRequest, DecodeError> {
+    let topic = decode_topic(r)?;
+    let partition = r.i32("partition")?;
+    let size = r.len_i32("message set size")?;
+    let set = r.take(size, "message set")?;
+    Ok(ProduceRequest { topic, partition, messages: frame.slice_ref(set) })
+}
+
+fn decode_fetch(r: &mut Reader<'_>) -> Result<FetchRequest, DecodeError> {
+    Ok(FetchRequest {
+        topic: decode_topic(r)?,
+        partition: r.i32("partition")?,
+        offset: r.i64("offset")?,
+        max_bytes: r.i32("max bytes")?,
+    })
+}
+
+fn decode_offsets(r: &mut Reader<'_>) -> Result<OffsetsRequest, DecodeError> {
+    Ok(OffsetsRequest {
+        topic: decode_topic(r)?,
+        partition: r.i32("partition")?,
+        time: r.i64("time")?,
+        max_offsets: r.i32("max offsets")?,
+    })
+}
+
+fn encode_produce(out: &mut BytesMut, p: &ProduceRequest) -> Result<(), EncodeError> {
+    put_string(out, p.topic.as_str().as_bytes());
+    out.put_i32(p.partition);
+    let len = p.messages.len();
+    out.put_i32(i32::try_from(len).map_err(|_| EncodeError::TooLarge(len))?);
+    out.put_slice(&p.messages);
+    Ok(())
+}
+
+fn encode_fetch(out: &mut BytesMut, f: &FetchRequest) {
+    put_string(out, f.topic.as_str().as_bytes());
+    out.put_i32(f.partition);
+    out.put_i64(f.offset);
+    out.put_i32(f.max_bytes);
+}
+
+fn encode_offsets(out: &mut BytesMut, o: &OffsetsRequest) {
+    put_string(out, o.topic.as_str().as_bytes());
+    out.put_i32(o.partition);
+    out.put_i64(o.time);
+    out.put_i32(o.max_offsets);
+}

@@ -1,0 +1,82 @@
+//! Topic names: validated once, at the edge, so no later code can turn one into a path outside
+//! `log.dir`.
+
+use std::fmt;
+
+/// The longest topic name accepted, in bytes (0.7.2's `max.topic.name.length`).
+pub const TOPIC_NAME_BYTES_MAX: usize = 255;
+
+/// A topic name that is non-empty, at most [`TOPIC_NAME_BYTES_MAX`] bytes, made only of
+/// `[A-Za-z0-9._-]`, and neither `.` nor `..`. Such a name is safe as a directory name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TopicName(String);
+
+/// Why a topic name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopicError {
+    /// The name is empty.
+    #[error("topic name is empty")]
+    Empty,
+    /// The name is longer than [`TOPIC_NAME_BYTES_MAX`].
+    #[error("topic name is {0} bytes long; the limit is 255")]
+    TooLong(usize),
+    /// The name is `.` or `..`.
+    #[error("topic name may not be \".\" or \"..\"")]
+    DotName,
+    /// The name holds a byte outside `[A-Za-z0-9._-]`.
+    #[error("topic name has byte 0x{byte:02x} at position {position}; only A-Z a-z 0-9 . _ - are allowed")]
+    BadByte {
+        /// The offending byte.
+        byte: u8,
+        /// Its index in the name.
+        position: usize,
+    },
+}
+
+impl TopicName {
+    /// Validates raw bytes from the wire or a config as a topic name.
+    pub fn from_bytes(raw: &[u8]) -> Result<Self, TopicError> {
+        if raw.is_empty() {
+            return Err(TopicError::Empty);
+        }
+        if raw.len() > TOPIC_NAME_BYTES_MAX {
+            return Err(TopicError::TooLong(raw.len()));
+        }
+        if raw == b"." || raw == b".." {
+            return Err(TopicError::DotName);
+        }
+        if let Some((position, &byte)) = raw
+            .iter()
+            .enumerate()
+            .find(|(_, b)| !(b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')))
+        {
+            return Err(TopicError::BadByte { byte, position });
+        }
+        // Every byte is ASCII, so this cannot fail; map rather than unwrap all the same.
+        String::from_utf8(raw.to_vec()).map(TopicName).map_err(|_| TopicError::Empty)
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for TopicName {
+    type Err = TopicError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::from_bytes(s.as_bytes())
+    }
+}
+
+impl fmt::Display for TopicName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for TopicName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
