@@ -1,0 +1,118 @@
+//! Seeded generators of valid requests, responses and message sets for the core tests.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tributary_core::message::{CompressionCodec, Magic, Message, MessageSetBuilder};
+use tributary_core::wire::{
+    ErrorCode, FetchRequest, FetchResponse, MultiFetchResponse, OffsetsRequest, OffsetsResponse,
+    ProduceRequest, Request, Response, TopicName,
+};
+
+pub fn rng(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed)
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes
+        .chunks(16)
+        .map(|line| line.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const TOPIC_CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
+
+pub fn topic(rng: &mut ChaCha8Rng) -> TopicName {
+    loop {
+        let max = if rng.random_bool(0.1) { 255 } else { 12 };
+        let len = rng.random_range(1..=max);
+        let raw: Vec<u8> = (0..len).map(|_| TOPIC_CHARS[rng.random_range(0..TOPIC_CHARS.len())]).collect();
+        if let Ok(t) = TopicName::from_bytes(&raw) {
+            return t;
+        }
+    }
+}
+
+pub fn payload(rng: &mut ChaCha8Rng, max: usize) -> Bytes {
+    let len = rng.random_range(0..=max);
+    let mut out = vec![0u8; len];
+    // Compressible half the time, so codecs see both kinds of input.
+    if rng.random_bool(0.5) {
+        rng.fill(&mut out[..]);
+    } else {
+        out.iter_mut().enumerate().for_each(|(i, b)| *b = b"tributary"[i % 9]);
+    }
+    Bytes::from(out)
+}
+
+pub fn codec(rng: &mut ChaCha8Rng) -> CompressionCodec {
+    [CompressionCodec::None, CompressionCodec::Gzip, CompressionCodec::Snappy][rng.random_range(0..3)]
+}
+
+/// Messages and the set they encode to (compressed into one wrapper unless `codec` is None).
+pub fn message_set(rng: &mut ChaCha8Rng, codec: CompressionCodec) -> (Vec<Message>, Bytes) {
+    let count = rng.random_range(0..8);
+    let mut builder = MessageSetBuilder::new();
+    let mut messages = Vec::new();
+    for _ in 0..count {
+        let magic = if codec == CompressionCodec::None && rng.random_bool(0.3) { Magic::V0 } else { Magic::V1 };
+        let m = Message::with_codec(magic, CompressionCodec::None, payload(rng, 300));
+        builder.push_message(&m);
+        messages.push(m);
+    }
+    (messages, builder.build(codec))
+}
+
+pub fn produce(rng: &mut ChaCha8Rng) -> ProduceRequest {
+    let codec = codec(rng);
+    ProduceRequest { topic: topic(rng), partition: rng.random_range(-1..16), messages: message_set(rng, codec).1 }
+}
+
+pub fn fetch(rng: &mut ChaCha8Rng) -> FetchRequest {
+    FetchRequest { topic: topic(rng), partition: rng.random(), offset: rng.random(), max_bytes: rng.random() }
+}
+
+pub fn request(rng: &mut ChaCha8Rng) -> Request {
+    match rng.random_range(0..5) {
+        0 => Request::Produce(produce(rng)),
+        1 => Request::Fetch(fetch(rng)),
+        2 => Request::MultiFetch((0..rng.random_range(0..6)).map(|_| fetch(rng)).collect()),
+        3 => Request::MultiProduce((0..rng.random_range(0..4)).map(|_| produce(rng)).collect()),
+        _ => Request::Offsets(OffsetsRequest {
+            topic: topic(rng),
+            partition: rng.random(),
+            time: { let t = rng.random(); [-1, -2, t][rng.random_range(0..3)] },
+            max_offsets: rng.random(),
+        }),
+    }
+}
+
+pub fn error_code(rng: &mut ChaCha8Rng) -> ErrorCode {
+    ErrorCode::from_code(rng.random_range(-2..7))
+}
+
+pub fn fetch_response(rng: &mut ChaCha8Rng) -> FetchResponse {
+    let codec = codec(rng);
+    let mut messages = message_set(rng, codec).1;
+    // Fetch responses may end in a partial message.
+    if !messages.is_empty() && rng.random_bool(0.3) {
+        messages.truncate(rng.random_range(0..messages.len()));
+    }
+    FetchResponse { error: error_code(rng), messages }
+}
+
+pub fn response(rng: &mut ChaCha8Rng) -> Response {
+    match rng.random_range(0..3) {
+        0 => Response::Fetch(fetch_response(rng)),
+        1 => Response::MultiFetch(MultiFetchResponse {
+            error: error_code(rng),
+            blocks: (0..rng.random_range(0..5)).map(|_| fetch_response(rng)).collect(),
+        }),
+        _ => Response::Offsets(OffsetsResponse {
+            error: error_code(rng),
+            offsets: (0..rng.random_range(0..6)).map(|_| rng.random_range(0..i64::MAX)).collect(),
+        }),
+    }
+}
