@@ -13,5 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod message;
 pub mod wire;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::error::ConfigError;
 use super::fields::Fields;
 use super::properties::Properties;
-use super::zk::ZkConfig;
+use super::zk::{read_connect, require_connect, ZkConfig, ZkConnect};
 use crate::wire::{TopicName, TOPIC_NAME_BYTES_MAX};
 
 const I32_MAX: i64 = i32::MAX as i64;
@@ -69,7 +69,9 @@ pub struct BrokerConfig {
     pub max_topic_name_bytes: u32,
     /// `enable.zookeeper` (true).
     pub enable_zookeeper: bool,
-    /// `zk.*`.
+    /// `zk.connect`; required when `enable.zookeeper` is true.
+    pub zk_connect: Option<ZkConnect>,
+    /// The other `zk.*` keys.
     pub zk: ZkConfig,
     /// Keys Tributary does not know, kept as they were.
     pub unknown: BTreeMap<String, String>,
@@ -108,13 +110,15 @@ impl BrokerConfig {
             max_message_bytes: f.int("max.message.size", 1_000_000, 0..=I32_MAX)?,
             max_topic_name_bytes: f.int("max.topic.name.length", 255, 1..=TOPIC_NAME_BYTES_MAX as i64)?,
             enable_zookeeper: f.bool("enable.zookeeper", true)?,
+            zk_connect: None,
             zk: ZkConfig::read(&mut f)?,
             unknown: BTreeMap::new(),
         };
-        if config.enable_zookeeper {
-            config.zk.require_connect(&f, "when enable.zookeeper=true")?;
-        }
-        Ok(BrokerConfig { unknown: f.warn_unknown("broker"), ..config })
+        let zk_connect = match config.enable_zookeeper {
+            true => Some(require_connect(&mut f, "when enable.zookeeper=true")?),
+            false => read_connect(&mut f)?,
+        };
+        Ok(BrokerConfig { zk_connect, unknown: f.warn_unknown("broker"), ..config })
     }
 
     /// Partitions of `topic` on this broker: the map's override, else `num.partitions`.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::error::ConfigError;
 use super::fields::Fields;
 use super::properties::Properties;
-use super::zk::{ZkConfig, ZkConnect};
+use super::zk::{require_connect, ZkConfig, ZkConnect};
 use crate::wire::TopicName;
 
 const I32_MAX: i64 = i32::MAX as i64;
@@ -61,10 +61,10 @@ pub struct ConsumerConfig {
     pub group_id: String,
     /// `consumerid`, if set (replaces the generated part of the consumer id).
     pub consumer_id: Option<String>,
-    /// `zk.connect` (required) and the other `zk.*` keys.
-    pub zk: ZkConfig,
-    /// The parsed `zk.connect`.
+    /// `zk.connect` (required): the source cluster's ZooKeeper, for a mirror.
     pub zk_connect: ZkConnect,
+    /// The other `zk.*` keys.
+    pub zk: ZkConfig,
     /// `socket.timeout.ms` (30000).
     pub socket_timeout_ms: u32,
     /// `socket.buffersize` (65536).
@@ -100,7 +100,7 @@ impl ConsumerConfig {
     pub fn from_properties(props: &Properties) -> Result<Self, ConfigError> {
         let mut f = Fields::new(props);
         let zk = ZkConfig::read(&mut f)?;
-        let zk_connect = zk.require_connect(&f, "for a consumer (the source cluster's ZooKeeper)")?;
+        let zk_connect = require_connect(&mut f, "for a consumer (the source cluster's ZooKeeper)")?;
         let timeout: i64 = f.int("consumer.timeout.ms", -1, i64::MIN..=I32_MAX)?;
         let config = ConsumerConfig {
             group_id: f.required_string("groupid")?,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::error::ConfigError;
 use super::fields::Fields;
 use super::properties::Properties;
-use super::zk::{ZkConfig, ZkConnect};
+use super::zk::{read_connect, ZkConfig, ZkConnect};
 use crate::message::CompressionCodec;
 use crate::wire::TopicName;
 
@@ -75,7 +75,7 @@ pub enum EnqueueTimeout {
 pub struct ProducerConfig {
     /// `broker.list` or `zk.connect` (0.7.0: both set → warning, ZooKeeper wins).
     pub discovery: Discovery,
-    /// `zk.*`.
+    /// The `zk.*` session keys.
     pub zk: ZkConfig,
     /// `partitioner.class`, if set (only meaningful with ZooKeeper discovery).
     pub partitioner_class: Option<String>,
@@ -129,7 +129,7 @@ impl ProducerConfig {
         let mut f = Fields::new(props);
         let zk = ZkConfig::read(&mut f)?;
         let partitioner_class = f.string("partitioner.class");
-        let discovery = read_discovery(&mut f, &zk, partitioner_class.is_some())?;
+        let discovery = read_discovery(&mut f, partitioner_class.is_some())?;
         let codec_id: u8 = f.int("compression.codec", 0, 0..=255)?;
         let compression_codec = CompressionCodec::from_id(codec_id).ok_or_else(|| {
             f.error("compression.codec", format!("unknown codec {codec_id}; expected 0 (none), 1 (gzip) or 2 (snappy)"))
@@ -184,11 +184,8 @@ fn read_producer_type(f: &mut Fields<'_>) -> Result<ProducerType, ConfigError> {
     }
 }
 
-fn read_discovery(
-    f: &mut Fields<'_>,
-    zk: &ZkConfig,
-    partitioner_set: bool,
-) -> Result<Discovery, ConfigError> {
+fn read_discovery(f: &mut Fields<'_>, partitioner_set: bool) -> Result<Discovery, ConfigError> {
+    let zk_connect = read_connect(f)?;
     let broker_list = match f.string("broker.list") {
         Some(raw) => Some(
             raw.split(',')
@@ -199,14 +196,14 @@ fn read_discovery(
         ),
         None => None,
     };
-    match (broker_list, &zk.connect) {
+    match (broker_list, zk_connect) {
         (Some(_), Some(connect)) => {
             // 0.7.0 accepts both and uses ZooKeeper; 0.7.1 refuses. We accept, as 0.7.0 did.
             tracing::warn!(
                 "{}: both broker.list and zk.connect are set; using zk.connect, as Kafka 0.7.0 does",
                 f.error("broker.list", "conflict")
             );
-            Ok(Discovery::ZooKeeper(connect.clone()))
+            Ok(Discovery::ZooKeeper(connect))
         }
         (Some(_), None) if partitioner_set => Err(f.error(
             "partitioner.class",
@@ -214,7 +211,7 @@ fn read_discovery(
         )),
         (Some(list), None) if list.is_empty() => Err(f.error("broker.list", "is empty; expected id:host:port,...")),
         (Some(list), None) => Ok(Discovery::BrokerList(list)),
-        (None, Some(connect)) => Ok(Discovery::ZooKeeper(connect.clone())),
+        (None, Some(connect)) => Ok(Discovery::ZooKeeper(connect)),
         (None, None) => Err(f.error("zk.connect", "neither zk.connect nor broker.list is set; set one of them")),
     }
 }

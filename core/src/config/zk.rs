@@ -82,11 +82,22 @@ impl fmt::Display for ZkConnect {
     }
 }
 
-/// `zk.*` settings.
+/// Reads `zk.connect`, if set.
+pub(crate) fn read_connect(fields: &mut Fields<'_>) -> Result<Option<ZkConnect>, ConfigError> {
+    match fields.string("zk.connect") {
+        Some(raw) => ZkConnect::parse(&raw).map(Some).map_err(|p| fields.error("zk.connect", p)),
+        None => Ok(None),
+    }
+}
+
+/// `zk.connect`, or an error saying it is needed for `why`.
+pub(crate) fn require_connect(fields: &mut Fields<'_>, why: &str) -> Result<ZkConnect, ConfigError> {
+    read_connect(fields)?.ok_or_else(|| fields.error("zk.connect", format!("required {why}, but not set")))
+}
+
+/// The ZooKeeper session settings (`zk.*` but `zk.connect`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZkConfig {
-    /// `zk.connect`, if set.
-    pub connect: Option<ZkConnect>,
     /// `zk.sessiontimeout.ms` (6000).
     pub session_timeout_ms: u32,
     /// `zk.connectiontimeout.ms` (defaults to the session timeout).
@@ -97,27 +108,11 @@ pub struct ZkConfig {
 
 impl ZkConfig {
     pub(crate) fn read(fields: &mut Fields<'_>) -> Result<Self, ConfigError> {
-        let connect = match fields.string("zk.connect") {
-            Some(raw) => Some(ZkConnect::parse(&raw).map_err(|p| fields.error("zk.connect", p))?),
-            None => None,
-        };
         let session_timeout_ms = fields.int("zk.sessiontimeout.ms", 6000, 1..=I32_MAX)?;
         Ok(ZkConfig {
-            connect,
             session_timeout_ms,
             connection_timeout_ms: fields.int("zk.connectiontimeout.ms", session_timeout_ms, 1..=I32_MAX)?,
             sync_time_ms: fields.int("zk.synctime.ms", 2000, 1..=I32_MAX)?,
         })
-    }
-
-    /// `zk.connect`, or an error saying it is needed for `why`.
-    pub(crate) fn require_connect(
-        &self,
-        fields: &Fields<'_>,
-        why: &str,
-    ) -> Result<ZkConnect, ConfigError> {
-        self.connect
-            .clone()
-            .ok_or_else(|| fields.error("zk.connect", format!("required {why}, but not set")))
     }
 }

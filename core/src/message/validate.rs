@@ -7,7 +7,8 @@
 use bytes::Bytes;
 
 use super::error::MessageError;
-use super::iter::{DeepIter, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT};
+use super::codec::CompressionCodec;
+use super::iter::{DeepIter, ShallowEntry, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT};
 
 /// Limits applied while validating a set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +46,7 @@ pub struct SetSummary {
 /// `set` is validated as if it started at offset 0; errors name positions within it.
 pub fn validate_set(set: &Bytes, limits: ValidationLimits) -> Result<SetSummary, MessageError> {
     let mut shallow = ShallowIter::new(set, 0);
-    let mut entries = 0;
+    let mut summary = SetSummary { bytes: set.len(), ..SetSummary::default() };
     for entry in shallow.by_ref() {
         let entry = entry?;
         if entry.message.payload.len() > limits.message_bytes_max {
@@ -55,7 +56,12 @@ pub fn validate_set(set: &Bytes, limits: ValidationLimits) -> Result<SetSummary,
                 limit: limits.message_bytes_max,
             });
         }
-        entries += 1;
+        summary.entries += 1;
+        summary.messages += match entry.message.codec() {
+            CompressionCodec::None => 1,
+            // Open only the wrapper, once: its own CRC was checked by the shallow pass.
+            _ => count_inner(set, &entry, limits.decompressed_bytes_max)?,
+        };
     }
     let end = shallow.end();
     if end.trailing_bytes > 0 {
@@ -64,10 +70,23 @@ pub fn validate_set(set: &Bytes, limits: ValidationLimits) -> Result<SetSummary,
             trailing: end.trailing_bytes,
         });
     }
-    let mut messages = 0;
-    for entry in DeepIter::new(set.clone(), 0, limits.decompressed_bytes_max) {
-        entry?;
-        messages += 1;
+    Ok(summary)
+}
+
+/// Deep-validates one compressed wrapper and counts the messages inside it.
+fn count_inner(
+    set: &Bytes,
+    entry: &ShallowEntry<'_>,
+    decompressed_bytes_max: usize,
+) -> Result<usize, MessageError> {
+    let start = usize::try_from(entry.offset).unwrap_or(0);
+    let end = usize::try_from(entry.next_offset).unwrap_or(0);
+    debug_assert!(start < end && end <= set.len(), "shallow entry outside its set");
+    let wrapper = set.slice(start..end.min(set.len()).max(start));
+    let mut count = 0;
+    for inner in DeepIter::new(wrapper, entry.offset, decompressed_bytes_max) {
+        inner?;
+        count += 1;
     }
-    Ok(SetSummary { bytes: set.len(), entries, messages })
+    Ok(count)
 }

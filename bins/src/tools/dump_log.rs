@@ -1,0 +1,59 @@
+//! `dump-log`: 0.7's DumpLogSegments. Prints every top-level entry of segment files with its
+//! offset, validity, size, magic and codec, then where the valid log ends.
+
+use std::io::Write;
+use std::path::Path;
+
+use tributary_core::message::{CompressionCodec, MessageError, ShallowIter};
+
+/// Segment files are named by their 20-digit starting offset: `00000000000000000000.kafka`.
+pub fn start_offset_from_name(path: &Path) -> Option<i64> {
+    let stem = path.file_name()?.to_str()?.strip_suffix(".kafka")?;
+    (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit())).then(|| stem.parse().ok())?
+}
+
+/// Dumps one segment's bytes in 0.7's format. Returns the first corruption found, if any, after
+/// printing everything valid before it.
+pub fn dump_segment(
+    out: &mut impl Write,
+    name: &str,
+    start_offset: i64,
+    bytes: &[u8],
+    print_payloads: bool,
+) -> std::io::Result<Option<MessageError>> {
+    writeln!(out, "Dumping {name}")?;
+    writeln!(out, "Starting offset: {start_offset}")?;
+    let mut entries = ShallowIter::new(bytes, start_offset);
+    let mut corruption = None;
+    for entry in entries.by_ref() {
+        match entry {
+            Ok(e) => {
+                let codec = e.message.codec();
+                writeln!(
+                    out,
+                    "offset: {} isvalid: true payloadsize: {} magic: {} compresscodec: {}",
+                    e.offset,
+                    e.message.payload.len(),
+                    e.message.magic.byte(),
+                    codec.name()
+                )?;
+                if print_payloads && codec == CompressionCodec::None {
+                    writeln!(out, "payload:\t{}", String::from_utf8_lossy(e.message.payload))?;
+                }
+            }
+            Err(error) => {
+                writeln!(out, "offset: {} isvalid: false ({error})", error.offset())?;
+                corruption = Some(error);
+            }
+        }
+    }
+    let valid = i64::try_from(entries.end().valid_bytes).unwrap_or(i64::MAX);
+    if corruption.is_none() {
+        let trailing = entries.end().trailing_bytes;
+        if trailing > 0 {
+            writeln!(out, "partial message of {trailing} bytes at the end (an unflushed or torn write)")?;
+        }
+    }
+    writeln!(out, "tail of the log is at offset: {}", start_offset.saturating_add(valid))?;
+    Ok(corruption)
+}

@@ -1,0 +1,96 @@
+//! The `tributary` binary's tools, run as a user would.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tributary_core::message::{CompressionCodec, MessageSetBuilder};
+
+fn tributary(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tributary"))
+        .args(args)
+        .current_dir(repo_root())
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+#[test]
+fn check_config_accepts_every_sample_file() {
+    let mut files: Vec<String> = std::fs::read_dir(repo_root().join("config"))
+        .unwrap()
+        .map(|e| format!("config/{}", e.unwrap().file_name().to_string_lossy()))
+        .collect();
+    files.sort();
+    let mut args = vec!["check-config"];
+    args.extend(files.iter().map(String::as_str));
+    let (code, stdout, stderr) = tributary(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.matches(": valid ").count(), files.len(), "{stdout}");
+    assert!(stdout.contains("config/mirror-producer.properties: valid producer configuration"));
+}
+
+#[test]
+fn check_config_names_file_line_and_key_of_a_bad_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad-server.properties");
+    std::fs::write(&path, "brokerid=0\nlog.dir=/tmp/x\nzk.connect=localhost:2181\nlog.flush.interval=ten\n").unwrap();
+    let (code, _, stderr) = tributary(&["check-config", path.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains(&format!(
+            "error: log.flush.interval in {} line 4: expected an integer from 1 to 2147483647, found \"ten\"",
+            path.display()
+        )),
+        "{stderr}"
+    );
+    let (code, _, stderr) = tributary(&["check-config", "no-such.conf"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("pass --kind"), "{stderr}");
+}
+
+#[test]
+fn dump_log_prints_entries_and_stops_at_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = MessageSetBuilder::new();
+    b.push(&b"hello"[..]).push(&b"world"[..]);
+    let mut bytes = b.build(CompressionCodec::None).to_vec();
+    let mut z = MessageSetBuilder::new();
+    z.push(&b"zipped"[..]);
+    bytes.extend_from_slice(&z.build(CompressionCodec::Gzip));
+    let good = dir.path().join("00000000000000001000.kafka");
+    std::fs::write(&good, &bytes).unwrap();
+    let (code, stdout, stderr) = tributary(&["dump-log", good.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[1], "Starting offset: 1000");
+    assert_eq!(lines[2], "offset: 1000 isvalid: true payloadsize: 5 magic: 1 compresscodec: NoCompressionCodec");
+    assert_eq!(lines[3], "payload:\thello");
+    assert_eq!(lines[4], "offset: 1015 isvalid: true payloadsize: 5 magic: 1 compresscodec: NoCompressionCodec");
+    assert!(lines[6].starts_with("offset: 1030 isvalid: true") && lines[6].ends_with("GZIPCompressionCodec"));
+    assert_eq!(*lines.last().unwrap(), format!("tail of the log is at offset: {}", 1000 + bytes.len()));
+
+    bytes[15 + 12] ^= 0xff; // corrupt "world"
+    let bad = dir.path().join("00000000000000000000.kafka");
+    std::fs::write(&bad, &bytes).unwrap();
+    let (code, stdout, _) = tributary(&["dump-log", "--noprint", bad.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(stdout.contains("offset: 15 isvalid: false (message at offset 15: CRC mismatch"), "{stdout}");
+    assert!(stdout.ends_with("tail of the log is at offset: 15\n"), "{stdout}");
+    assert!(!stdout.contains("payload:"));
+}
+
+#[test]
+fn server_says_plainly_that_it_is_not_available_yet() {
+    let (code, _, stderr) = tributary(&["server", "config/server.properties"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("the broker is not built yet"), "{stderr}");
+}

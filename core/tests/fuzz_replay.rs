@@ -1,0 +1,125 @@
+//! Replays every fuzz target's function over the stored corpus in `fuzz/corpus/<target>/`, then
+//! over seeded mutations of it, so the normal (stable) test run exercises what the fuzzers run.
+//!
+//! `TRIBUTARY_WRITE_CORPUS=1 cargo test -p tributary-core --test fuzz_replay` rewrites the seed
+//! files (valid frames of every request and response type, message sets of every codec, and
+//! the sample configs).
+// Tests read the sample files from disk; the sans-IO wall is for core's library code.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use rand::Rng;
+use tributary_core::fuzzing;
+use tributary_core::message::CompressionCodec;
+
+const MUTATIONS_PER_TARGET: usize = 3000;
+
+type Target = (&'static str, fn(&[u8]));
+
+const TARGETS: [Target; 4] = [
+    ("request_frames", fuzzing::request_stream),
+    ("response_frames", fuzzing::response_frame),
+    ("message_set", fuzzing::message_set),
+    ("properties", fuzzing::properties),
+];
+
+fn corpus_dir(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus").join(target)
+}
+
+fn seeds(target: &str) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for seed in 0..12u64 {
+        let mut rng = rng(seed);
+        out.push(match target {
+            "request_frames" => {
+                // Cycle through all five request types.
+                loop {
+                    let r = request(&mut rng);
+                    if r.request_type().id() as u64 == seed % 5 {
+                        break r.to_bytes().unwrap().to_vec();
+                    }
+                }
+            }
+            "response_frames" => response(&mut rng).to_bytes().unwrap().to_vec(),
+            "message_set" => {
+                let codec = [CompressionCodec::None, CompressionCodec::Gzip, CompressionCodec::Snappy][seed as usize % 3];
+                message_set(&mut rng, codec).1.to_vec()
+            }
+            _ => {
+                let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config");
+                let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+                files.sort();
+                std::fs::read(&files[seed as usize % files.len()]).unwrap()
+            }
+        });
+    }
+    out
+}
+
+fn write_seeds() {
+    for (target, _) in TARGETS {
+        let dir = corpus_dir(target);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (i, bytes) in seeds(target).iter().enumerate() {
+            std::fs::write(dir.join(format!("seed-{i:02}")), bytes).unwrap();
+        }
+    }
+}
+
+fn mutate(rng: &mut impl Rng, input: &[u8]) -> Vec<u8> {
+    let mut out = input.to_vec();
+    for _ in 0..rng.random_range(1..8) {
+        match rng.random_range(0..5) {
+            0 if !out.is_empty() => {
+                let i = rng.random_range(0..out.len());
+                out[i] ^= 1 << rng.random_range(0..8);
+            }
+            1 if !out.is_empty() => out.truncate(rng.random_range(0..out.len())),
+            2 => {
+                let at = rng.random_range(0..=out.len());
+                let byte = [0x00, 0x01, 0x7f, 0x80, 0xff, b'=', b'\\', b'\n'][rng.random_range(0..8)];
+                out.insert(at, byte);
+            }
+            3 if out.len() >= 4 => {
+                // Overwrite a length-sized word with an interesting value.
+                let i = rng.random_range(0..=out.len() - 4);
+                let v: i32 = [0, -1, 1, i32::MAX, i32::MIN, 5, 6][rng.random_range(0..7)];
+                out[i..i + 4].copy_from_slice(&v.to_be_bytes());
+            }
+            _ => {
+                let extra: Vec<u8> = (0..rng.random_range(0..16)).map(|_| rng.random()).collect();
+                out.extend_from_slice(&extra);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn fuzz_targets_hold_on_the_corpus_and_its_mutations() {
+    if std::env::var_os("TRIBUTARY_WRITE_CORPUS").is_some() {
+        write_seeds();
+    }
+    for (target, run) in TARGETS {
+        let dir = corpus_dir(target);
+        let mut corpus: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e} (run with TRIBUTARY_WRITE_CORPUS=1 to create it)", dir.display()))
+            .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+            .collect();
+        assert!(corpus.len() >= 12, "{target}: corpus has only {} files", corpus.len());
+        corpus.sort();
+        for input in &corpus {
+            run(input);
+        }
+        let mut rng = rng(0xF022);
+        for i in 0..MUTATIONS_PER_TARGET {
+            let input = mutate(&mut rng, &corpus[i % corpus.len()]);
+            run(&input);
+        }
+    }
+}
