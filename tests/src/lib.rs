@@ -1,2 +1,4 @@
-//! Support for Tributary's end-to-end tests: starting real binaries (and, once the broker lands,
-//! a real ZooKeeper) on loopback.
+//! Support for Tributary's end-to-end tests: running real programs beside the project's code
+//! (Java's codecs today; the `tributary` binary and a real ZooKeeper once the broker lands).
+
+pub mod java;
