@@ -6,4 +6,5 @@
 //! so the same code runs on tokio and in the simulator.
 
 pub mod config_file;
+pub mod real_fs;
 pub mod tools;

@@ -7,6 +7,8 @@
 //! - [`wire`]: the Kafka 0.7 request/response protocol and the incremental frame decoder.
 //! - [`message`]: messages (magic 0 and 1), compression codecs and the validating message-set
 //!   iterators.
+//! - [`log`]: the segmented byte-offset log, its flush and retention rules and crash recovery,
+//!   over a small file-system trait.
 //! - [`config`]: the Java `.properties` reader and the typed broker, producer, consumer and mirror
 //!   configurations with their 0.7 defaults.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -15,5 +17,6 @@
 pub mod config;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod log;
 pub mod message;
 pub mod wire;

@@ -1,0 +1,84 @@
+//! The log's file system on the real disk (`std::fs`), for production.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::UNIX_EPOCH;
+
+use tributary_core::log::{DirEntry, LogFile, LogFs};
+
+/// The real file system. Stateless; clone freely.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RealFs;
+
+/// An open file on the real disk.
+#[derive(Debug)]
+pub struct RealFile(File);
+
+impl LogFile for RealFile {
+    fn size_bytes(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+
+    fn write_all_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        self.0.write_all_at(data, offset)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.0.sync_all()
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+}
+
+impl LogFs for RealFs {
+    type File = RealFile;
+
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(path)
+    }
+
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            entries.push(DirEntry { name, is_dir: entry.file_type()?.is_dir() });
+        }
+        entries.sort();
+        Ok(entries)
+    }
+
+    fn open(&self, path: &Path, create: bool) -> io::Result<RealFile> {
+        OpenOptions::new().read(true).write(true).create(create).truncate(false).open(path).map(RealFile)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn modified_ms(&self, path: &Path) -> io::Result<i64> {
+        let modified = std::fs::metadata(path)?.modified()?;
+        let since_epoch = modified.duration_since(UNIX_EPOCH).unwrap_or_default();
+        Ok(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        File::open(path)?.sync_all()
+    }
+}

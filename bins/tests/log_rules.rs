@@ -1,0 +1,449 @@
+//! Every rule of the log, on the real file system in a temp dir.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tributary::real_fs::{RealFile, RealFs};
+use tributary_core::config::{BrokerConfig, Properties};
+use tributary_core::log::{
+    lock, DirEntry, Log, LogError, LogFile, LogFs, LogManager, LogPolicy, RecoveryHints, TopicPartition,
+    CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE,
+};
+use tributary_core::message::{CompressionCodec, MessageSetBuilder, ShallowIter};
+
+const HOUR_MS: i64 = 3_600_000;
+const T0: i64 = 1_700_000_000_000;
+
+fn policy() -> LogPolicy {
+    let config = config("/unused", "");
+    LogPolicy::for_topic(&config, &"t".parse().unwrap())
+}
+
+fn config(dir: &str, extra: &str) -> BrokerConfig {
+    let text = format!("brokerid=0\nlog.dir={dir}\nenable.zookeeper=false\n{extra}");
+    BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap()
+}
+
+fn tp(topic: &str, partition: u32) -> TopicPartition {
+    TopicPartition::new(topic.parse().unwrap(), partition)
+}
+
+/// A set of `n` messages of `size` bytes each, tagged with `tag`.
+fn set(tag: u8, n: usize, size: usize) -> Bytes {
+    let mut b = MessageSetBuilder::new();
+    for i in 0..n {
+        let mut payload = vec![tag; size];
+        payload[0] = i as u8;
+        b.push(payload);
+    }
+    b.build(CompressionCodec::None)
+}
+
+fn new_log(dir: &Path, policy: LogPolicy) -> Log<RealFs> {
+    Log::create(RealFs, &dir.join("t-0"), tp("t", 0), policy, T0).unwrap()
+}
+
+fn messages_in(bytes: &[u8], base: i64) -> usize {
+    ShallowIter::new(bytes, base).filter(|e| e.is_ok()).count()
+}
+
+#[test]
+fn appended_data_is_invisible_until_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), policy());
+    let info = log.append(&set(1, 3, 10), T0).unwrap();
+    assert_eq!((info.offset, info.next_offset, info.messages, info.flushed), (0, 60, 3, false));
+    assert_eq!(log.flushed_end(), 0);
+    assert!(log.read(0, 1000).unwrap().is_empty(), "unflushed data must not be served");
+    assert!(matches!(log.read(20, 1000), Err(LogError::OffsetOutOfRange { .. })));
+    assert_eq!(log.offsets_before(-1, 10, T0), vec![0]);
+    log.flush(T0).unwrap();
+    assert_eq!(log.read(0, 1000).unwrap(), set(1, 3, 10));
+    assert_eq!(log.offsets_before(-1, 10, T0), vec![60, 0]);
+}
+
+#[test]
+fn message_count_trigger_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), LogPolicy { flush_interval_messages: 5, ..policy() });
+    assert!(!log.append(&set(1, 4, 10), T0).unwrap().flushed);
+    let info = log.append(&set(2, 1, 10), T0).unwrap();
+    assert!(info.flushed);
+    assert_eq!(log.flushed_end(), info.next_offset);
+}
+
+#[test]
+fn time_trigger_is_due_after_the_interval_of_the_oldest_unflushed_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), LogPolicy { flush_interval_ms: 1000, ..policy() });
+    assert!(!log.flush_due(T0 + 5000), "nothing unflushed, nothing due");
+    log.append(&set(1, 1, 10), T0).unwrap();
+    log.append(&set(1, 1, 10), T0 + 900).unwrap();
+    assert!(!log.flush_due(T0 + 999));
+    assert!(log.flush_due(T0 + 1000));
+    log.flush(T0 + 1000).unwrap();
+    assert!(!log.flush_due(T0 + 10_000));
+}
+
+#[test]
+fn segments_roll_before_they_would_exceed_the_size_and_reads_stay_in_one_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), LogPolicy { segment_bytes_max: 100, ..policy() });
+    for i in 0..5 {
+        log.append(&set(i, 1, 30), T0).unwrap(); // 40-byte entries
+    }
+    log.flush(T0).unwrap();
+    assert_eq!(log.segment_starts(), vec![0, 80, 160]);
+    let names: Vec<String> = std::fs::read_dir(dir.path().join("t-0")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert!(names.contains(&"00000000000000000080.kafka".to_string()), "{names:?}");
+    let read = log.read(0, 10_000).unwrap();
+    assert_eq!(read.len(), 80, "a read never spans into the next segment");
+    assert_eq!(log.read(80, 10_000).unwrap().len(), 80);
+    assert_eq!(log.read(160, 10_000).unwrap().len(), 40);
+}
+
+#[test]
+fn a_set_larger_than_a_segment_gets_a_segment_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), LogPolicy { segment_bytes_max: 50, ..policy() });
+    log.append(&set(1, 1, 10), T0).unwrap();
+    log.append(&set(2, 5, 30), T0).unwrap();
+    log.append(&set(3, 1, 10), T0).unwrap();
+    assert_eq!(log.segment_starts(), vec![0, 20, 220]);
+}
+
+#[test]
+fn segments_roll_by_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), LogPolicy { segment_age_ms_max: HOUR_MS, ..policy() });
+    log.append(&set(1, 1, 10), T0).unwrap();
+    log.append(&set(1, 1, 10), T0 + HOUR_MS - 1).unwrap();
+    assert_eq!(log.segment_count(), 1);
+    log.append(&set(1, 1, 10), T0 + HOUR_MS).unwrap();
+    assert_eq!(log.segment_starts(), vec![0, 40]);
+}
+
+#[test]
+fn misaligned_and_out_of_range_offsets_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), policy());
+    log.append(&set(1, 3, 10), T0).unwrap();
+    log.flush(T0).unwrap();
+    for bad in [-1, 1, 5, 15, 19, 21, 59, 1000] {
+        assert!(matches!(log.read(bad, 1000), Err(LogError::OffsetOutOfRange { .. })), "offset {bad}");
+    }
+    assert!(log.read(60, 1000).unwrap().is_empty(), "the end offset gives an empty set");
+    assert_eq!(messages_in(&log.read(20, 1000).unwrap(), 20), 2);
+    // A max size smaller than the first message: the partial bytes are returned, 0.7-style.
+    let partial = log.read(20, 10).unwrap();
+    assert_eq!(partial.len(), 10);
+    assert!(matches!(log.read(21, 3), Err(LogError::OffsetOutOfRange { .. })));
+    assert_eq!(log.read(20, 3).unwrap().len(), 3);
+}
+
+#[test]
+fn an_invalid_set_is_refused_whole_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), policy());
+    log.append(&set(1, 2, 10), T0).unwrap();
+    let mut bad = set(2, 3, 10).to_vec();
+    bad[16 + 12] ^= 1; // second message's payload
+    let err = log.append(&Bytes::from(bad), T0).unwrap_err();
+    assert!(err.to_string().contains("CRC mismatch"), "{err}");
+    let partial = set(3, 2, 10).slice(..25);
+    assert!(log.append(&partial, T0).is_err());
+    assert_eq!(log.written_end(), 40);
+    let file = dir.path().join("t-0/00000000000000000000.kafka");
+    assert_eq!(std::fs::metadata(file).unwrap().len(), 40);
+}
+
+#[test]
+fn offsets_before_follow_0_7() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), LogPolicy { segment_bytes_max: 40, ..policy() });
+    assert_eq!(log.offsets_before(-1, 5, T0), vec![0], "empty log: latest is 0");
+    assert_eq!(log.offsets_before(-2, 5, T0), vec![0], "empty log: earliest is 0");
+    log.append(&set(1, 2, 4), T0 + 10).unwrap(); // 28 bytes, segment 0
+    log.append(&set(1, 2, 4), T0 + 20).unwrap(); // rolls: segment 28
+    log.append(&set(1, 2, 4), T0 + 30).unwrap(); // rolls: segment 56
+    log.flush(T0 + 40).unwrap();
+    assert_eq!(log.offsets_before(-1, 10, T0 + 50), vec![84, 56, 28, 0]);
+    assert_eq!(log.offsets_before(-1, 2, T0 + 50), vec![84, 56]);
+    assert_eq!(log.offsets_before(-2, 10, T0 + 50), vec![0]);
+    assert_eq!(log.offsets_before(T0 + 25, 10, T0 + 50), vec![28, 0]);
+    assert_eq!(log.offsets_before(T0 + 5, 10, T0 + 50), Vec::<i64>::new());
+    assert_eq!(log.offsets_before(-1, 0, T0 + 50), Vec::<i64>::new());
+}
+
+#[test]
+fn time_retention_deletes_old_segments_and_keeps_offsets_growing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), LogPolicy { segment_bytes_max: 40, retention_ms: 10 * HOUR_MS, ..policy() });
+    log.append(&set(1, 2, 4), T0).unwrap();
+    log.append(&set(1, 2, 4), T0 + HOUR_MS).unwrap();
+    log.append(&set(1, 2, 4), T0 + 5 * HOUR_MS).unwrap();
+    log.flush(T0 + 5 * HOUR_MS).unwrap();
+    assert_eq!(log.retain(T0 + 10 * HOUR_MS + 1).unwrap(), 1);
+    assert_eq!(log.segment_starts(), vec![28, 56]);
+    assert!(matches!(log.read(0, 100), Err(LogError::OffsetOutOfRange { .. })));
+    assert!(!dir.path().join("t-0/00000000000000000000.kafka").exists());
+    // Everything old: a fresh empty segment is rolled at the end first.
+    assert_eq!(log.retain(T0 + 100 * HOUR_MS).unwrap(), 2);
+    assert_eq!(log.segment_starts(), vec![84]);
+    assert_eq!((log.start_offset(), log.flushed_end()), (84, 84));
+    assert_eq!(log.append(&set(1, 1, 4), T0 + 100 * HOUR_MS).unwrap().offset, 84);
+    // An empty last segment is kept (and its time refreshed), never deleted.
+    let mut empty = new_log(&dir.path().join("other"), LogPolicy { retention_ms: HOUR_MS, ..policy() });
+    assert_eq!(empty.retain(T0 + 2 * HOUR_MS).unwrap(), 0);
+    assert_eq!(empty.segment_count(), 1);
+}
+
+#[test]
+fn size_retention_deletes_whole_segments_while_over_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), LogPolicy { segment_bytes_max: 40, retention_bytes: Some(60), ..policy() });
+    for _ in 0..4 {
+        log.append(&set(1, 2, 4), T0).unwrap(); // 28 bytes per segment
+    }
+    log.flush(T0).unwrap();
+    assert_eq!(log.retain(T0).unwrap(), 1, "112 bytes, limit 60: one 28-byte segment goes, the next would undershoot");
+    assert_eq!(log.segment_starts(), vec![28, 56, 84]);
+}
+
+fn manager(dir: &Path, extra: &str) -> (LogManager<RealFs>, tributary_core::log::OpenReport) {
+    LogManager::open(RealFs, config(dir.to_str().unwrap(), extra), T0).unwrap()
+}
+
+fn write_through(m: &LogManager<RealFs>, t: &TopicPartition, data: &Bytes) {
+    let log = m.get_or_create(t, T0).unwrap();
+    let mut log = lock(&log);
+    log.append(data, T0).unwrap();
+}
+
+#[test]
+fn clean_shutdown_writes_marker_and_checkpoint_and_restart_serves_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, report) = manager(dir.path(), "num.partitions=2\n");
+    assert!(!report.clean_shutdown);
+    write_through(&m, &tp("a", 1), &set(1, 3, 10));
+    write_through(&m, &tp("b-c", 0), &set(2, 1, 10));
+    m.close(T0).unwrap();
+    assert!(dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
+    let checkpoint = std::fs::read_to_string(dir.path().join(CHECKPOINT_FILE)).unwrap();
+    assert!(checkpoint.contains("a 1 60\n") && checkpoint.contains("b-c 0 20\n"), "{checkpoint}");
+    let (m, report) = manager(dir.path(), "num.partitions=2\n");
+    assert!(report.clean_shutdown);
+    assert!(!dir.path().join(CLEAN_SHUTDOWN_FILE).exists(), "the marker is removed at startup");
+    assert_eq!(report.opened, vec![tp("a", 1), tp("b-c", 0)]);
+    let log = m.get(&tp("a", 1)).unwrap();
+    assert_eq!(lock(&log).read(0, 1000).unwrap(), set(1, 3, 10));
+}
+
+#[test]
+fn recovery_truncates_a_torn_tail_of_the_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = manager(dir.path(), "");
+    write_through(&m, &tp("t", 0), &set(1, 3, 10));
+    m.flush_due(T0 + 10_000).unwrap();
+    drop(m); // no close: an unclean shutdown
+    let segment = dir.path().join("t-0/00000000000000000000.kafka");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let whole = set(2, 2, 10);
+    bytes.extend_from_slice(&whole); // unflushed but complete: kept
+    bytes.extend_from_slice(&set(3, 1, 50)[..30]); // torn: dropped
+    std::fs::write(&segment, &bytes).unwrap();
+    let (m, report) = manager(dir.path(), "");
+    assert!(report.refused.is_empty(), "{:?}", report.refused);
+    let log = m.get(&tp("t", 0)).unwrap();
+    let log = lock(&log);
+    assert_eq!(log.flushed_end(), 60 + 40);
+    assert_eq!(std::fs::metadata(&segment).unwrap().len(), 100);
+    assert_eq!(messages_in(&log.read(0, 1000).unwrap(), 0), 5);
+}
+
+#[test]
+fn corruption_below_the_checkpoint_refuses_the_partition_and_deletes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = manager(dir.path(), "");
+    write_through(&m, &tp("t", 0), &set(1, 3, 10));
+    write_through(&m, &tp("u", 0), &set(1, 3, 10));
+    m.flush_due(T0 + 10_000).unwrap();
+    drop(m);
+    let segment = dir.path().join("t-0/00000000000000000000.kafka");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[20 + 10] ^= 0xff;
+    std::fs::write(&segment, &bytes).unwrap();
+    // Without the checkpoint's promise this would look like a torn tail and be cut.
+    let (m, report) = manager(dir.path(), "");
+    assert_eq!(report.refused.len(), 1);
+    assert!(report.refused[0].1.contains("corrupt"), "{}", report.refused[0].1);
+    assert!(m.get(&tp("t", 0)).is_none());
+    assert!(m.get_or_create(&tp("t", 0), T0).is_err(), "a refused partition is not recreated");
+    assert!(m.get(&tp("u", 0)).is_some(), "other partitions are served");
+    assert_eq!(std::fs::read(&segment).unwrap(), bytes, "nothing was deleted or truncated");
+    m.write_checkpoint().unwrap();
+    let checkpoint = std::fs::read_to_string(dir.path().join(CHECKPOINT_FILE)).unwrap();
+    assert!(checkpoint.contains("t 0 60\n"), "the refused partition's promise is kept: {checkpoint}");
+}
+
+#[test]
+fn a_missing_or_damaged_checkpoint_falls_back_to_validating_everything() {
+    for damage in ["remove", "garble"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (m, _) = manager(dir.path(), "");
+        write_through(&m, &tp("t", 0), &set(1, 3, 10));
+        m.flush_due(T0 + 10_000).unwrap();
+        drop(m);
+        let checkpoint = dir.path().join(CHECKPOINT_FILE);
+        match damage {
+            "remove" => std::fs::remove_file(&checkpoint).unwrap(),
+            _ => std::fs::write(&checkpoint, b"tributary-recovery-checkpoint 1\nt 0 60\ncrc 00000000\n").unwrap(),
+        }
+        let segment = dir.path().join("t-0/00000000000000000000.kafka");
+        let mut bytes = std::fs::read(&segment).unwrap();
+        bytes.extend_from_slice(&[0, 0, 0, 99, 1, 0]);
+        std::fs::write(&segment, &bytes).unwrap();
+        let (m, report) = manager(dir.path(), "");
+        assert!(report.refused.is_empty(), "{damage}");
+        assert_eq!(lock(&m.get(&tp("t", 0)).unwrap()).flushed_end(), 60, "{damage}");
+    }
+}
+
+#[test]
+fn data_missing_below_the_checkpoint_is_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = manager(dir.path(), "");
+    write_through(&m, &tp("t", 0), &set(1, 3, 10));
+    m.flush_due(T0 + 10_000).unwrap();
+    drop(m);
+    let segment = dir.path().join("t-0/00000000000000000000.kafka");
+    let file = std::fs::OpenOptions::new().write(true).open(&segment).unwrap();
+    file.set_len(20).unwrap();
+    let (_, report) = manager(dir.path(), "");
+    assert!(report.refused[0].1.contains("checkpoint promised data up to 60"), "{:?}", report.refused);
+}
+
+#[test]
+fn gaps_between_segments_refuse_the_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let part = dir.path().join("t-0");
+    std::fs::create_dir_all(&part).unwrap();
+    std::fs::write(part.join("00000000000000000000.kafka"), set(1, 1, 10)).unwrap();
+    std::fs::write(part.join("00000000000000000100.kafka"), set(1, 1, 10)).unwrap();
+    let (_, report) = manager(dir.path(), "");
+    assert!(report.refused[0].1.contains("next segment starts at 100"), "{:?}", report.refused);
+}
+
+#[test]
+fn strange_entries_are_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let part = dir.path().join("t-0");
+    std::fs::create_dir_all(&part).unwrap();
+    std::fs::write(part.join("00000000000000000000.kafka"), set(1, 1, 10)).unwrap();
+    std::fs::write(part.join("notes.txt"), b"keep me").unwrap();
+    std::fs::write(part.join("123.kafka"), b"keep me too").unwrap();
+    std::fs::create_dir_all(dir.path().join("no_partition_number")).unwrap();
+    std::fs::create_dir_all(dir.path().join("t-01")).unwrap();
+    std::fs::write(dir.path().join("stray-file-0"), b"x").unwrap();
+    let (m, report) = manager(dir.path(), "");
+    assert_eq!(report.opened, vec![tp("t", 0)]);
+    assert_eq!(report.ignored.len(), 3, "{:?}", report.ignored);
+    assert!(part.join("notes.txt").exists() && part.join("123.kafka").exists());
+    assert_eq!(lock(&m.get(&tp("t", 0)).unwrap()).flushed_end(), 20);
+    // An empty partition directory (crash right after mkdir) gets a fresh segment.
+    std::fs::create_dir_all(dir.path().join("e-0")).unwrap();
+    drop(m);
+    let (m, _) = manager(dir.path(), "");
+    assert_eq!(lock(&m.get(&tp("e", 0)).unwrap()).segment_count(), 1);
+}
+
+#[test]
+fn partitions_are_created_on_demand_within_the_topic_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = manager(dir.path(), "num.partitions=2\ntopic.partition.count.map=big:5\n");
+    assert!(m.get_or_create(&tp("small", 1), T0).is_ok());
+    assert!(matches!(m.get_or_create(&tp("small", 2), T0), Err(LogError::UnknownPartition { count: 2, .. })));
+    assert!(m.get_or_create(&tp("big", 4), T0).is_ok());
+    assert!(dir.path().join("big-4/00000000000000000000.kafka").exists());
+    assert_eq!(m.topics().len(), 2);
+}
+
+#[test]
+fn the_manager_flushes_what_is_due_and_applies_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = manager(dir.path(), "log.default.flush.interval.ms=1000\ntopic.flush.intervals.ms=slow:5000\nlog.retention.hours=1\n");
+    write_through(&m, &tp("fast", 0), &set(1, 1, 10));
+    write_through(&m, &tp("slow", 0), &set(1, 1, 10));
+    m.flush_due(T0 + 1000).unwrap();
+    assert_eq!(lock(&m.get(&tp("fast", 0)).unwrap()).flushed_end(), 20);
+    assert_eq!(lock(&m.get(&tp("slow", 0)).unwrap()).flushed_end(), 0, "per-topic interval");
+    m.flush_due(T0 + 5000).unwrap();
+    assert_eq!(lock(&m.get(&tp("slow", 0)).unwrap()).flushed_end(), 20);
+    assert_eq!(m.cleanup(T0 + 2 * HOUR_MS).unwrap(), 2);
+    assert_eq!(lock(&m.get(&tp("fast", 0)).unwrap()).start_offset(), 20);
+}
+
+/// A file system whose syncs can be made to fail.
+#[derive(Debug, Clone, Default)]
+struct FlakyFs {
+    fail_sync: Arc<AtomicBool>,
+}
+
+#[derive(Debug)]
+struct FlakyFile(RealFile, Arc<AtomicBool>);
+
+impl LogFile for FlakyFile {
+    fn size_bytes(&self) -> std::io::Result<u64> { self.0.size_bytes() }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> { self.0.read_at(buf, offset) }
+    fn write_all_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> { self.0.write_all_at(data, offset) }
+    fn sync(&self) -> std::io::Result<()> {
+        if self.1.load(Ordering::SeqCst) { Err(std::io::Error::other("injected EIO")) } else { self.0.sync() }
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> { self.0.set_len(len) }
+}
+
+impl LogFs for FlakyFs {
+    type File = FlakyFile;
+    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> { RealFs.create_dir_all(path) }
+    fn list_dir(&self, path: &Path) -> std::io::Result<Vec<DirEntry>> { RealFs.list_dir(path) }
+    fn open(&self, path: &Path, create: bool) -> std::io::Result<FlakyFile> { Ok(FlakyFile(RealFs.open(path, create)?, self.fail_sync.clone())) }
+    fn exists(&self, path: &Path) -> bool { RealFs.exists(path) }
+    fn modified_ms(&self, path: &Path) -> std::io::Result<i64> { RealFs.modified_ms(path) }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> { RealFs.remove_file(path) }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> { RealFs.rename(from, to) }
+    fn sync_dir(&self, path: &Path) -> std::io::Result<()> { RealFs.sync_dir(path) }
+}
+
+#[test]
+fn a_failed_sync_poisons_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FlakyFs::default();
+    let path: PathBuf = dir.path().join("t-0");
+    let mut log = Log::create(fs.clone(), &path, tp("t", 0), policy(), T0).unwrap();
+    log.append(&set(1, 2, 10), T0).unwrap();
+    fs.fail_sync.store(true, Ordering::SeqCst);
+    assert!(log.flush(T0).is_err());
+    assert!(log.is_poisoned());
+    assert_eq!(log.flushed_end(), 0, "nothing becomes visible on a failed sync");
+    fs.fail_sync.store(false, Ordering::SeqCst);
+    let err = log.append(&set(2, 1, 10), T0).unwrap_err();
+    assert!(matches!(err, LogError::Poisoned { .. }), "{err}");
+    assert!(err.to_string().contains("restart the broker"));
+    assert!(log.flush(T0).is_err(), "a poisoned log does not pretend to flush");
+}
+
+#[test]
+fn hints_with_a_clean_marker_skip_validation_but_not_the_promise() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), policy());
+    log.append(&set(1, 2, 10), T0).unwrap();
+    log.flush(T0).unwrap();
+    drop(log);
+    let path = dir.path().join("t-0");
+    let hints = RecoveryHints { clean_shutdown: true, checkpoint: Some(64) };
+    assert!(matches!(Log::open(RealFs, &path, tp("t", 0), policy(), hints, T0), Err(LogError::Corrupt { .. })));
+    let hints = RecoveryHints { clean_shutdown: true, checkpoint: Some(20) };
+    assert_eq!(Log::open(RealFs, &path, tp("t", 0), policy(), hints, T0).unwrap().flushed_end(), 40);
+}

@@ -1,0 +1,78 @@
+//! What can go wrong in the log, each case naming the partition and, where there is one, the
+//! segment and offset.
+
+use std::io;
+
+use crate::message::MessageError;
+
+/// A log operation's failure.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// The message set is not valid; nothing was written.
+    #[error("{partition}: message set refused, nothing appended: {source}")]
+    InvalidMessageSet {
+        /// The partition appended to.
+        partition: String,
+        /// What is wrong with the set.
+        source: MessageError,
+    },
+    /// The offset is below the first segment, above the flushed end, or not a message boundary.
+    #[error("{partition}: offset {offset} is out of range (log holds {start}..{end})")]
+    OffsetOutOfRange {
+        /// The partition read.
+        partition: String,
+        /// The offset asked for.
+        offset: i64,
+        /// The first offset held.
+        start: u64,
+        /// The flushed end.
+        end: u64,
+    },
+    /// A previous sync failed; the log refuses writes rather than pretend they are durable.
+    #[error("{partition}: log is poisoned after a failed sync ({cause}); restart the broker to recover")]
+    Poisoned {
+        /// The partition.
+        partition: String,
+        /// The failure that poisoned it.
+        cause: String,
+    },
+    /// Data that was promised durable is missing or fails validation; the partition is not
+    /// served until an operator looks at it.
+    #[error("{partition}: corrupt at segment {segment} offset {offset}: {detail}; the partition is not served")]
+    Corrupt {
+        /// The partition.
+        partition: String,
+        /// The segment file.
+        segment: String,
+        /// The offset of the corruption.
+        offset: u64,
+        /// What was found.
+        detail: String,
+    },
+    /// The partition is not below the topic's partition count on this broker.
+    #[error("{partition}: no such partition (the topic has {count} partitions here)")]
+    UnknownPartition {
+        /// The partition asked for.
+        partition: String,
+        /// The topic's partition count.
+        count: u32,
+    },
+    /// The appended set would exceed the offsets a log can hold.
+    #[error("{partition}: log would pass the largest offset")]
+    OffsetOverflow {
+        /// The partition.
+        partition: String,
+    },
+    /// The file system failed.
+    #[error("{partition}: {op} {path}: {source}")]
+    Io {
+        /// The partition (or log directory).
+        partition: String,
+        /// What was being done.
+        op: &'static str,
+        /// The file or directory.
+        path: String,
+        /// The error.
+        source: io::Error,
+    },
+}

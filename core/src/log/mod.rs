@@ -1,0 +1,25 @@
+//! The broker's storage: a durable, append-only, segmented log per topic-partition, with Kafka
+//! 0.7's on-disk layout (`<log.dir>/<topic>-<partition>/<20-digit offset>.kafka`).
+//!
+//! The decisions (where to append, when to roll, flush and delete, what recovery truncates)
+//! live here; file access goes through [`LogFs`], implemented on the real file system by `bins`
+//! and on turmoil's simulated one by `sim`. Time is always an argument (`now_ms`).
+
+mod checkpoint;
+mod error;
+mod fs;
+mod manager;
+mod names;
+mod partition;
+mod policy;
+mod recovery;
+mod segment;
+
+pub use checkpoint::{decode as decode_checkpoint, encode as encode_checkpoint, CHECKPOINT_FILE};
+pub use error::LogError;
+pub use fs::{tmp_path, DirEntry, LogFile, LogFs};
+pub use manager::{lock, LogManager, OpenReport, SharedLog, CLEAN_SHUTDOWN_FILE};
+pub use names::{parse_segment_file_name, segment_file_name, TopicPartition, SEGMENT_SUFFIX};
+pub use partition::{AppendInfo, Log};
+pub use policy::LogPolicy;
+pub use recovery::RecoveryHints;

@@ -1,0 +1,66 @@
+//! Names on disk: partition directories `<topic>-<partition>` and segment files
+//! `<20-digit start offset>.kafka`, exactly as Kafka 0.7 lays them out.
+
+use std::fmt;
+
+use crate::wire::TopicName;
+
+/// The extension of segment files.
+pub const SEGMENT_SUFFIX: &str = ".kafka";
+/// Digits in a segment file name.
+const SEGMENT_DIGITS: usize = 20;
+
+/// A topic and one of its partitions on this broker.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TopicPartition {
+    /// The topic.
+    pub topic: TopicName,
+    /// The partition number.
+    pub partition: u32,
+}
+
+impl TopicPartition {
+    /// A topic-partition.
+    pub fn new(topic: TopicName, partition: u32) -> Self {
+        TopicPartition { topic, partition }
+    }
+
+    /// The directory name: `<topic>-<partition>`.
+    pub fn dir_name(&self) -> String {
+        format!("{}-{}", self.topic, self.partition)
+    }
+
+    /// Parses a directory name, splitting at the **last** `-` (topics may contain `-`).
+    pub fn from_dir_name(name: &str) -> Option<Self> {
+        let (topic, partition) = name.rsplit_once('-')?;
+        if partition.is_empty() || !partition.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let number: u32 = partition.parse().ok()?;
+        // Only the canonical spelling: "t-01" is not the directory of partition 1.
+        if number.to_string() != partition {
+            return None;
+        }
+        Some(TopicPartition { topic: topic.parse().ok()?, partition: number })
+    }
+}
+
+impl fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// The segment file name for a segment starting at `start`.
+pub fn segment_file_name(start: u64) -> String {
+    format!("{start:0width$}{SEGMENT_SUFFIX}", width = SEGMENT_DIGITS)
+}
+
+/// The start offset encoded in a segment file name, if it is one.
+pub fn parse_segment_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(SEGMENT_SUFFIX)?;
+    if digits.len() != SEGMENT_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}

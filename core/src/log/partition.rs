@@ -1,0 +1,398 @@
+//! One partition's log: an append-only sequence of segments addressed by byte offset.
+//!
+//! Guarantees:
+//! - **Visible ⇒ durable.** Reads and OFFSETS see only bytes below the flushed end, and the
+//!   flushed end moves only after a successful sync. After a failed sync the log is poisoned
+//!   and refuses appends.
+//! - **Whole sets or nothing.** An append validates the whole set first; a refused set writes
+//!   nothing.
+//! - Segments are contiguous: each starts where the previous ends; only the last (active)
+//!   segment takes appends, and rolling syncs it first, so unflushed bytes only ever live in the
+//!   active segment.
+//!
+//! Call order: `append`/`read`/`offsets_before` at any time; `flush_due(now)` → `flush(now)`
+//! from the flush scheduler; `retain(now)` from the cleaner. Every call takes `now` (ms since
+//! the epoch) from the caller's clock.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use super::error::LogError;
+use super::fs::{LogFile, LogFs};
+use super::names::{segment_file_name, TopicPartition};
+use super::policy::LogPolicy;
+use super::segment::{read_exact_at, Segment};
+use crate::message::{validate_set, MessageError, ShallowIter};
+
+/// Where an appended set landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the set's first message.
+    pub offset: u64,
+    /// Offset after the set (the new written end).
+    pub next_offset: u64,
+    /// Messages appended, counted deep.
+    pub messages: u64,
+    /// Whether the append also flushed (the message-count trigger fired).
+    pub flushed: bool,
+}
+
+/// A partition's log. See the module docs for its guarantees.
+#[derive(Debug)]
+pub struct Log<F: LogFs> {
+    pub(crate) fs: F,
+    pub(crate) tp: TopicPartition,
+    pub(crate) dir: PathBuf,
+    pub(crate) policy: LogPolicy,
+    pub(crate) segments: Vec<Segment<F::File>>,
+    pub(crate) flushed_end: u64,
+    pub(crate) unflushed_messages: u64,
+    /// When the oldest unflushed append happened; `None` when everything is flushed.
+    pub(crate) first_unflushed_ms: Option<i64>,
+    pub(crate) poisoned: Option<String>,
+}
+
+impl<F: LogFs> Log<F> {
+    /// Creates a new, empty log in `dir` (which must not hold one), durably.
+    pub fn create(fs: F, dir: &Path, tp: TopicPartition, policy: LogPolicy, now_ms: i64) -> Result<Self, LogError> {
+        let io = |op, path: &Path, source| LogError::Io { partition: tp.to_string(), op, path: path.display().to_string(), source };
+        fs.create_dir_all(dir).map_err(|e| io("create directory", dir, e))?;
+        if let Some(parent) = dir.parent() {
+            fs.sync_dir(parent).map_err(|e| io("sync directory", parent, e))?;
+        }
+        let mut log = Log {
+            fs,
+            tp,
+            dir: dir.to_path_buf(),
+            policy,
+            segments: Vec::new(),
+            flushed_end: 0,
+            unflushed_messages: 0,
+            first_unflushed_ms: None,
+            poisoned: None,
+        };
+        log.new_segment(0, now_ms)?;
+        Ok(log)
+    }
+
+    /// The partition this log holds.
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.tp
+    }
+
+    /// The first offset held.
+    pub fn start_offset(&self) -> u64 {
+        self.segments.first().map_or(0, |s| s.start)
+    }
+
+    /// The end of written (not necessarily visible) data.
+    pub fn written_end(&self) -> u64 {
+        self.segments.last().map_or(0, Segment::end)
+    }
+
+    /// The end of flushed, visible data.
+    pub fn flushed_end(&self) -> u64 {
+        self.flushed_end
+    }
+
+    /// Number of segment files.
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Start offsets of the segments, oldest first.
+    pub fn segment_starts(&self) -> Vec<u64> {
+        self.segments.iter().map(|s| s.start).collect()
+    }
+
+    /// Whether a failed sync has poisoned the log.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.is_some()
+    }
+
+    fn io(&self, op: &'static str, path: &Path, source: std::io::Error) -> LogError {
+        LogError::Io { partition: self.tp.to_string(), op, path: path.display().to_string(), source }
+    }
+
+    fn check_writable(&self) -> Result<(), LogError> {
+        match &self.poisoned {
+            Some(cause) => Err(LogError::Poisoned { partition: self.tp.to_string(), cause: cause.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Validates `set` whole and appends it to the active segment, rolling first if the segment
+    /// would pass `segment_bytes_max` or is older than `segment_age_ms_max`. Flushes when the
+    /// unflushed message count reaches the policy's limit. An empty set appends nothing.
+    pub fn append(&mut self, set: &Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
+        self.check_writable()?;
+        let summary = validate_set(set, self.policy.validation)
+            .map_err(|source| LogError::InvalidMessageSet { partition: self.tp.to_string(), source })?;
+        let len = set.len() as u64;
+        let offset = self.written_end();
+        if summary.messages == 0 {
+            return Ok(AppendInfo { offset, next_offset: offset, messages: 0, flushed: false });
+        }
+        if offset.checked_add(len).is_none_or(|end| end > i64::MAX as u64) {
+            return Err(LogError::OffsetOverflow { partition: self.tp.to_string() });
+        }
+        if self.should_roll(len, now_ms) {
+            self.roll(now_ms)?;
+        }
+        self.write_active(set, now_ms)?;
+        self.unflushed_messages += summary.messages as u64;
+        self.first_unflushed_ms.get_or_insert(now_ms);
+        let flushed = self.unflushed_messages >= self.policy.flush_interval_messages;
+        if flushed {
+            self.flush(now_ms)?;
+        }
+        debug_assert!(self.invariants_hold());
+        Ok(AppendInfo { offset, next_offset: offset + len, messages: summary.messages as u64, flushed })
+    }
+
+    fn should_roll(&self, incoming: u64, now_ms: i64) -> bool {
+        let Some(active) = self.segments.last() else { return true };
+        if active.size == 0 {
+            return false;
+        }
+        let too_big = active.size + incoming > self.policy.segment_bytes_max;
+        let too_old = active.first_append_ms.is_some_and(|t| now_ms - t >= self.policy.segment_age_ms_max);
+        too_big || too_old
+    }
+
+    fn write_active(&mut self, set: &[u8], now_ms: i64) -> Result<(), LogError> {
+        let Some(active) = self.segments.last_mut() else {
+            return Err(self.io("append", &self.dir.clone(), std::io::Error::other("no active segment")));
+        };
+        if let Err(e) = active.file.write_all_at(set, active.size) {
+            // Drop whatever part of the set reached the file: it is not part of the log.
+            let _ = active.file.set_len(active.size);
+            let path = active.path.clone();
+            return Err(self.io("write", &path, e));
+        }
+        active.size += set.len() as u64;
+        active.modified_ms = now_ms;
+        active.first_append_ms.get_or_insert(now_ms);
+        Ok(())
+    }
+
+    /// Whether unflushed data is older than the policy's flush interval.
+    pub fn flush_due(&self, now_ms: i64) -> bool {
+        self.first_unflushed_ms.is_some_and(|t| now_ms - t >= self.policy.flush_interval_ms)
+    }
+
+    /// Syncs the active segment and makes everything written visible. On failure the log is
+    /// poisoned: nothing more is appended and the flushed end stays where it was.
+    pub fn flush(&mut self, _now_ms: i64) -> Result<(), LogError> {
+        self.check_writable()?;
+        let end = self.written_end();
+        if self.flushed_end == end {
+            return Ok(());
+        }
+        let Some(active) = self.segments.last() else { return Ok(()) };
+        if let Err(e) = active.file.sync() {
+            let path = active.path.clone();
+            self.poisoned = Some(format!("sync of {} failed: {e}", path.display()));
+            return Err(self.io("sync", &path, e));
+        }
+        self.flushed_end = end;
+        self.unflushed_messages = 0;
+        self.first_unflushed_ms = None;
+        debug_assert!(self.invariants_hold());
+        Ok(())
+    }
+
+    /// Flushes the active segment and starts a new one at the written end.
+    fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
+        self.flush(now_ms)?;
+        self.new_segment(self.written_end(), now_ms)
+    }
+
+    /// Creates, syncs and registers an empty segment starting at `start`.
+    fn new_segment(&mut self, start: u64, now_ms: i64) -> Result<(), LogError> {
+        let path = self.dir.join(segment_file_name(start));
+        if self.fs.exists(&path) {
+            let len = self.fs.open(&path, false).and_then(|f| f.size_bytes()).map_err(|e| self.io("open", &path, e))?;
+            if len > 0 {
+                return Err(LogError::Corrupt {
+                    partition: self.tp.to_string(),
+                    segment: segment_file_name(start),
+                    offset: start,
+                    detail: format!("a {len}-byte file already exists where a new segment belongs"),
+                });
+            }
+        }
+        let file = self.fs.open(&path, true).map_err(|e| self.io("create", &path, e))?;
+        file.sync().map_err(|e| self.io("sync", &path, e))?;
+        self.fs.sync_dir(&self.dir).map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
+        self.segments.push(Segment { start, file, path, size: 0, modified_ms: now_ms, first_append_ms: None });
+        Ok(())
+    }
+
+    /// Reads up to `max_bytes` of whole messages starting at `offset` (a trailing partial
+    /// message is allowed, as 0.7 does), from one segment, never past the flushed end.
+    ///
+    /// `offset == flushed end` gives an empty result. An offset outside the log, or one where no
+    /// valid message starts (not a message boundary), is `OffsetOutOfRange`.
+    pub fn read(&self, offset: i64, max_bytes: usize) -> Result<Bytes, LogError> {
+        let out_of_range = || LogError::OffsetOutOfRange {
+            partition: self.tp.to_string(),
+            offset,
+            start: self.start_offset(),
+            end: self.flushed_end,
+        };
+        let pos = u64::try_from(offset).map_err(|_| out_of_range())?;
+        if pos < self.start_offset() || pos > self.flushed_end {
+            return Err(out_of_range());
+        }
+        if pos == self.flushed_end || max_bytes == 0 {
+            return Ok(Bytes::new());
+        }
+        let index = self.segments.partition_point(|s| s.start <= pos).saturating_sub(1);
+        let Some(segment) = self.segments.get(index) else { return Err(out_of_range()) };
+        let readable_end = segment.end().min(self.flushed_end);
+        let want = usize::try_from(readable_end - pos).unwrap_or(usize::MAX).min(max_bytes);
+        let buf = read_exact_at(&segment.file, pos - segment.start, want)
+            .map_err(|e| self.io("read", &segment.path, e))?;
+        self.checked_read(segment, pos, readable_end, Bytes::from(buf)).ok_or_else(out_of_range)
+    }
+
+    /// Validates what a read returns: the first message must be a valid message starting at
+    /// `pos` (else `pos` is not a boundary); later corruption cuts the result short.
+    fn checked_read(&self, segment: &Segment<F::File>, pos: u64, readable_end: u64, buf: Bytes) -> Option<Bytes> {
+        let mut entries = ShallowIter::new(&buf, pos as i64);
+        let mut valid = 0;
+        for entry in entries.by_ref() {
+            match entry {
+                Ok(e) => valid = (e.next_offset - pos as i64) as usize,
+                Err(MessageError::FirstMessageTooLarge { length, .. }) => {
+                    // The first message does not fit in max_bytes: check it against the file.
+                    return self.first_message_valid(segment, pos, readable_end, length).then_some(buf);
+                }
+                Err(error) if valid == 0 => {
+                    tracing::debug!("{}: fetch at {pos} refused: {error}", self.tp);
+                    return None;
+                }
+                Err(error) => {
+                    tracing::error!("{}: {error}; serving only the {valid} valid bytes before it", self.tp);
+                    return Some(buf.slice(..valid));
+                }
+            }
+        }
+        if valid == 0 && entries.end().trailing_bytes > 0 {
+            // Fewer than 4 bytes were asked for: the length field itself must still make sense.
+            return self.first_message_valid(segment, pos, readable_end, -1).then_some(buf);
+        }
+        Some(buf)
+    }
+
+    /// Whether a whole valid message of `length` (or of the length stored there, when -1)
+    /// starts at `pos`, reading it from the segment.
+    fn first_message_valid(&self, segment: &Segment<F::File>, pos: u64, readable_end: u64, length: i32) -> bool {
+        let length = if length >= 0 {
+            length as u64
+        } else {
+            match read_exact_at(&segment.file, pos - segment.start, 4) {
+                Ok(b) if b.len() == 4 => u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+                _ => return false,
+            }
+        };
+        let whole = 4 + length;
+        if pos + whole > readable_end {
+            return false;
+        }
+        match read_exact_at(&segment.file, pos - segment.start, whole as usize) {
+            Ok(bytes) => matches!(ShallowIter::new(&bytes, pos as i64).next(), Some(Ok(_))),
+            Err(_) => false,
+        }
+    }
+
+    /// 0.7's `getOffsetsBefore`: up to `max_offsets` segment start offsets (plus the flushed
+    /// end, when the active segment holds flushed data), newest first, starting from the latest
+    /// (`time == -1`), the earliest (`-2`), or the newest whose segment was last modified at or
+    /// before `time`.
+    pub fn offsets_before(&self, time: i64, max_offsets: i32, now_ms: i64) -> Vec<i64> {
+        let mut candidates: Vec<(u64, i64)> = self.segments.iter().map(|s| (s.start, s.modified_ms)).collect();
+        if self.segments.last().is_some_and(|s| self.flushed_end > s.start) {
+            candidates.push((self.flushed_end, now_ms));
+        }
+        let start_index = match time {
+            -1 => candidates.len().checked_sub(1),
+            -2 => (!candidates.is_empty()).then_some(0),
+            t => candidates.iter().rposition(|(_, ts)| *ts <= t),
+        };
+        let Some(start_index) = start_index else { return Vec::new() };
+        let count = usize::try_from(max_offsets).unwrap_or(0).min(start_index + 1);
+        candidates[..=start_index].iter().rev().take(count).map(|(o, _)| *o as i64).collect()
+    }
+
+    /// Applies retention: deletes, oldest first, segments last modified more than the
+    /// retention time ago, then segments while the log exceeds the size limit (0.7's rules:
+    /// whole segments only; if every segment goes, a fresh empty one is rolled at the end first
+    /// so offsets keep growing; an empty last segment is kept and its time refreshed).
+    /// Returns how many segments were deleted.
+    pub fn retain(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        let mut count = self.segments.iter().take_while(|s| now_ms - s.modified_ms > self.policy.retention_ms).count();
+        if let Some(limit) = self.policy.retention_bytes {
+            let total: u64 = self.segments.iter().map(|s| s.size).sum();
+            let mut excess = total.saturating_sub(limit);
+            for segment in self.segments.iter().skip(count) {
+                if segment.size > excess {
+                    break;
+                }
+                excess -= segment.size;
+                count += 1;
+            }
+        }
+        if count == 0 {
+            return Ok(0);
+        }
+        if count == self.segments.len() {
+            match self.segments.last_mut() {
+                Some(last) if last.size == 0 => {
+                    last.modified_ms = now_ms;
+                    count -= 1;
+                }
+                _ => {
+                    self.check_writable()?;
+                    self.roll(now_ms)?;
+                }
+            }
+        }
+        self.delete_oldest(count)
+    }
+
+    fn delete_oldest(&mut self, count: usize) -> Result<usize, LogError> {
+        let doomed: Vec<_> = self.segments.drain(..count).collect();
+        debug_assert!(!self.segments.is_empty(), "retention must keep a segment");
+        for segment in &doomed {
+            tracing::info!("{}: deleting segment {} (retention)", self.tp, segment.name());
+            if let Err(e) = self.fs.remove_file(&segment.path) {
+                tracing::warn!("{}: cannot delete {}: {e}; it will reappear at restart", self.tp, segment.path.display());
+            }
+        }
+        self.fs.sync_dir(&self.dir).map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
+        debug_assert!(self.invariants_hold());
+        Ok(doomed.len())
+    }
+
+    /// Syncs everything written (used at shutdown), then reports the flushed end.
+    pub fn close(&mut self, now_ms: i64) -> Result<u64, LogError> {
+        if self.poisoned.is_none() {
+            self.flush(now_ms)?;
+        }
+        Ok(self.flushed_end)
+    }
+
+    /// Segments contiguous and non-empty list, flushed end within the active segment.
+    pub(crate) fn invariants_hold(&self) -> bool {
+        let contiguous = self.segments.windows(2).all(|w| w[0].end() == w[1].start);
+        let active_start = self.segments.last().map_or(0, |s| s.start);
+        !self.segments.is_empty()
+            && contiguous
+            && self.flushed_end <= self.written_end()
+            && self.flushed_end >= active_start
+            && (self.flushed_end == self.written_end()) == self.first_unflushed_ms.is_none()
+    }
+}
