@@ -1,6 +1,14 @@
 //! Tributary's deterministic simulation suite.
 //!
-//! Empty for now: the simulator (turmoil network and file system, a ZooKeeper model, fault
-//! injection and invariant checkers) arrives once the broker exists. Everything built before it is
-//! designed to be driven from here: core is sans-IO, and bins/ will take its network, file system
-//! and clock from an environment trait.
+//! Runs Tributary's real code on turmoil: its simulated file system (unsynced writes lost on a
+//! crash, never-synced files deleted, writes torn at block boundaries) and, as the broker lands,
+//! its simulated network. One `u64` seed drives turmoil's RNG and every workload and fault
+//! choice, so a failure replays exactly from its seed.
+//!
+//! - [`sim_fs`]: the log's [`LogFs`](tributary_core::log::LogFs) on turmoil's file system, with
+//!   a crash point that can be set at any file-system operation.
+//! - [`log_crash`]: the log crash scenario: random appends, flushes, rolls, reads and retention,
+//!   a crash at a random file-system operation, then recovery checked against what was visible.
+
+pub mod log_crash;
+pub mod sim_fs;
