@@ -20,11 +20,12 @@ const MUTATIONS_PER_TARGET: usize = 3000;
 
 type Target = (&'static str, fn(&[u8]));
 
-const TARGETS: [Target; 4] = [
+const TARGETS: [Target; 5] = [
     ("request_frames", fuzzing::request_stream),
     ("response_frames", fuzzing::response_frame),
     ("message_set", fuzzing::message_set),
     ("properties", fuzzing::properties),
+    ("log_recovery", fuzzing::log_recovery),
 ];
 
 fn corpus_dir(target: &str) -> PathBuf {
@@ -49,6 +50,18 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
             "message_set" => {
                 let codec = [CompressionCodec::None, CompressionCodec::Gzip, CompressionCodec::Snappy][seed as usize % 3];
                 message_set(&mut rng, codec).1.to_vec()
+            }
+            "log_recovery" => {
+                // Control byte, then sets of every codec back to back, sometimes cut short.
+                let mut bytes = vec![(seed * 37) as u8];
+                for i in 0..4 {
+                    let codec = [CompressionCodec::None, CompressionCodec::Gzip, CompressionCodec::Snappy][(seed as usize + i) % 3];
+                    bytes.extend_from_slice(&message_set(&mut rng, codec).1);
+                }
+                if seed % 2 == 1 {
+                    bytes.truncate(bytes.len() - bytes.len() / 7);
+                }
+                bytes
             }
             _ => {
                 let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config");

@@ -4,12 +4,13 @@
 use std::io::Write;
 use std::path::Path;
 
+use tributary_core::log::parse_segment_file_name;
 use tributary_core::message::{CompressionCodec, MessageError, ShallowIter};
 
-/// Segment files are named by their 20-digit starting offset: `00000000000000000000.kafka`.
+/// The start offset a segment file's name encodes (`00000000000000000000.kafka`).
 pub fn start_offset_from_name(path: &Path) -> Option<i64> {
-    let stem = path.file_name()?.to_str()?.strip_suffix(".kafka")?;
-    (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit())).then(|| stem.parse().ok())?
+    let start = parse_segment_file_name(path.file_name()?.to_str()?)?;
+    i64::try_from(start).ok()
 }
 
 /// Dumps one segment's bytes in 0.7's format. Returns the first corruption found, if any, after
