@@ -5,6 +5,9 @@
 //! producer, consumer and mirror arrive with their issues, written against an environment trait
 //! so the same code runs on tokio and in the simulator.
 
+pub mod broker;
 pub mod config_file;
+pub mod coordination;
+pub mod env;
 pub mod real_fs;
 pub mod tools;

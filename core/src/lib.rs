@@ -20,3 +20,4 @@ pub mod fuzzing;
 pub mod log;
 pub mod message;
 pub mod wire;
+pub mod zk_layout;

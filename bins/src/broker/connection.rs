@@ -1,0 +1,118 @@
+//! One client connection: read a frame, serve it, write the response, repeat.
+//!
+//! Every wait has a deadline (idle, partial request, response write), so a stalled or dead
+//! peer never holds a task forever; frames are refused from their size prefix alone when too
+//! large; bytes held for requests and responses come from a broker-wide budget.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, watch, Semaphore, SemaphorePermit};
+use tributary_core::wire::{split_frame, FrameStatus, Request, TopicName};
+
+use super::handler::{Effects, Handler};
+use super::limits::{IDLE_TIMEOUT, REQUEST_READ_TIMEOUT, RESPONSE_BYTES_MAX, RESPONSE_WRITE_TIMEOUT};
+use crate::env::Env;
+
+/// What every connection shares.
+#[derive(Debug)]
+pub struct Shared<E: Env> {
+    /// Serves requests.
+    pub handler: Handler<E>,
+    /// `max.socket.request.bytes`.
+    pub request_bytes_max: usize,
+    /// `socket.receive.buffer`: the most read from the socket at once.
+    pub read_chunk_bytes: usize,
+    /// Budget of in-flight bytes, in KiB permits.
+    pub budget: Semaphore,
+    /// Topics created here, for registration.
+    pub new_topics: mpsc::UnboundedSender<TopicName>,
+}
+
+fn kib(bytes: usize) -> u32 {
+    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
+/// The most bytes a response to `request` can hold.
+fn response_bytes_bound(request: &Request) -> usize {
+    let fetch = |max: i32| usize::try_from(max).unwrap_or(0);
+    match request {
+        Request::Fetch(f) => fetch(f.max_bytes),
+        Request::MultiFetch(fs) => fs.iter().map(|f| fetch(f.max_bytes) + 6).sum(),
+        Request::Offsets(o) => 8 * usize::try_from(o.max_offsets).unwrap_or(0).min(1 << 20),
+        Request::Produce(_) | Request::MultiProduce(_) => 0,
+    }
+    .min(RESPONSE_BYTES_MAX)
+        + 64
+}
+
+/// Serves one connection until the peer leaves, breaks the protocol, stalls, or shutdown.
+pub async fn serve<E: Env>(mut stream: E::Stream, peer: SocketAddr, shared: Arc<Shared<E>>, mut shutdown: watch::Receiver<bool>, seed: u64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut buf = BytesMut::with_capacity(4096);
+    let mut frame_permit: Option<SemaphorePermit<'_>> = None;
+    loop {
+        let frame = match split_frame(&mut buf, shared.request_bytes_max) {
+            Ok(FrameStatus::Frame(frame)) => frame,
+            Ok(FrameStatus::Incomplete { total_bytes }) => {
+                if let (Some(total), None) = (total_bytes, &frame_permit) {
+                    match shared.budget.try_acquire_many(kib(total)) {
+                        Ok(permit) => frame_permit = Some(permit),
+                        Err(_) => return tracing::warn!("{peer}: closing: no memory budget for a {total}-byte request"),
+                    }
+                    buf.reserve(total.saturating_sub(buf.len()).min(shared.read_chunk_bytes));
+                }
+                let idle = buf.is_empty();
+                let deadline = if idle { IDLE_TIMEOUT } else { REQUEST_READ_TIMEOUT };
+                if buf.capacity() == buf.len() {
+                    buf.reserve(shared.read_chunk_bytes.min(4096));
+                }
+                tokio::select! {
+                    biased;
+                    _ = shutdown.changed(), if idle => return,
+                    read = tokio::time::timeout(deadline, stream.read_buf(&mut buf)) => match read {
+                        Ok(Ok(0)) => return,
+                        Ok(Ok(_)) => continue,
+                        Ok(Err(e)) => return tracing::debug!("{peer}: read failed: {e}"),
+                        Err(_) if idle => return tracing::debug!("{peer}: closing idle connection"),
+                        Err(_) => return tracing::warn!("{peer}: closing: request not completed within {deadline:?}"),
+                    },
+                }
+            }
+            Err(e) => return tracing::warn!("{peer}: closing: {e}"),
+        };
+        let request = match Request::decode(&frame) {
+            Ok(request) => request,
+            Err(e) => return tracing::warn!("{peer}: closing: malformed request: {e}"),
+        };
+        drop(frame);
+        let Ok(response_permit) = shared.budget.try_acquire_many(kib(response_bytes_bound(&request))) else {
+            return tracing::warn!("{peer}: closing: no memory budget for the response");
+        };
+        frame_permit = None;
+        let mut effects = Effects::default();
+        let response = match shared.handler.handle(request, &mut rng, &mut effects).await {
+            Ok(response) => response,
+            Err(reason) => return tracing::warn!("{peer}: closing: {reason}"),
+        };
+        for topic in effects.new_topics {
+            let _ = shared.new_topics.send(topic);
+        }
+        if let Some(response) = response {
+            let mut out = BytesMut::new();
+            if let Err(e) = response.encode(&mut out) {
+                return tracing::error!("{peer}: closing: cannot encode response: {e}");
+            }
+            match tokio::time::timeout(RESPONSE_WRITE_TIMEOUT, stream.write_all(&out)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return tracing::debug!("{peer}: write failed: {e}"),
+                Err(_) => return tracing::warn!("{peer}: closing: response not taken within {RESPONSE_WRITE_TIMEOUT:?}"),
+            }
+        }
+        drop(response_permit);
+    }
+}

@@ -1,0 +1,22 @@
+//! The broker's limits, named with their units. Everything that can grow is bounded here.
+
+use std::time::Duration;
+
+/// Connections served at once; more are accepted and closed at once.
+pub const CONNECTIONS_MAX: usize = 10_000;
+/// Bytes of requests and responses held in memory across all connections.
+pub const IN_FLIGHT_BYTES_MAX: usize = 512 * 1024 * 1024;
+/// Bytes one response may carry (a MULTIFETCH's blocks together): later blocks get less.
+pub const RESPONSE_BYTES_MAX: usize = 100 * 1024 * 1024;
+/// How long a connection may sit idle between requests.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long the rest of a started request may take to arrive.
+pub const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long writing a response may take.
+pub const RESPONSE_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long shutdown waits for in-flight requests.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// First retention run after startup (0.7: 60 s).
+pub const CLEANUP_FIRST_DELAY: Duration = Duration::from_secs(60);
+
+const _: () = assert!(RESPONSE_BYTES_MAX <= IN_FLIGHT_BYTES_MAX);

@@ -1,0 +1,176 @@
+//! The broker's ZooKeeper registration (0.7 layout): `/brokers/ids/<id>` and one
+//! `/brokers/topics/<topic>/<id>` per topic, all ephemeral. Re-registers everything on a new
+//! session after expiry; refuses to start while another live broker holds the same id.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tributary_core::config::{BrokerConfig, ZkConnect};
+use tributary_core::wire::TopicName;
+use tributary_core::zk_layout::{broker_id_path, broker_registration, broker_topic_partitions_path};
+
+use crate::coordination::zk::ZkCoordination;
+use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent};
+
+/// The clock registration stamps its creator id with.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// Pause between attempts to get a new session after expiry.
+const RECONNECT_BACKOFF: Duration = Duration::from_millis(500);
+/// Pause between checks of a stale registration left by an earlier run of this broker.
+const STALE_RETRY: Duration = Duration::from_millis(250);
+
+/// What is registered, and where.
+#[derive(Debug, Clone)]
+struct Registrar {
+    connect: ZkConnect,
+    broker_id: i32,
+    host: String,
+    port: u16,
+    partitions: BTreeSet<(TopicName, u32)>,
+    session_timeout: Duration,
+    connection_timeout: Duration,
+}
+
+/// The running registration; stop it to leave ZooKeeper.
+#[derive(Debug)]
+pub struct Registration {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Registration {
+    /// Connects, registers the broker and `topics`, and keeps the registration alive.
+    pub async fn start(config: &BrokerConfig, port: u16, topics: Vec<TopicName>, new_topics: mpsc::UnboundedReceiver<TopicName>, clock: Clock) -> Result<Self, String> {
+        let Some(connect) = config.zk_connect.clone() else {
+            return Err("zk.connect is not set".into());
+        };
+        let registrar = Registrar {
+            connect,
+            broker_id: config.broker_id,
+            host: config.hostname.clone().unwrap_or_else(local_address),
+            port,
+            partitions: topics.into_iter().map(|t| { let n = config.partitions_for(&t); (t, n) }).collect(),
+            session_timeout: Duration::from_millis(config.zk.session_timeout_ms.into()),
+            connection_timeout: Duration::from_millis(config.zk.connection_timeout_ms.into()),
+        };
+        let coord = registrar.connect().await.map_err(|e| format!("{}: {e}", registrar.connect))?;
+        registrar.register_all(&coord, &clock).await?;
+        tracing::info!("registered broker {} as {}:{} in ZooKeeper at {}", registrar.broker_id, registrar.host, registrar.port, registrar.connect);
+        let counts = config.clone();
+        let (stop, stop_rx) = oneshot::channel();
+        let task = tokio::spawn(keep_alive(registrar, coord, clock, new_topics, stop_rx, counts));
+        Ok(Registration { stop, task })
+    }
+
+    /// Closes the session (the ephemeral nodes go at once) and waits for it.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
+/// This host's address, for a broker without `hostname` (0.7 registers the host's IP).
+fn local_address() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let addrs: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(name.trim(), 0)).map(Iterator::collect).unwrap_or_default();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4() && !a.ip().is_loopback())
+        .or(addrs.first())
+        .map_or_else(|| "127.0.0.1".to_string(), |a| a.ip().to_string())
+}
+
+impl Registrar {
+    async fn connect(&self) -> Result<ZkCoordination, CoordError> {
+        ZkCoordination::connect(&self.connect, self.session_timeout, self.connection_timeout).await
+    }
+
+    /// Registers the broker and every topic. A registration of this id with other data is
+    /// waited out for up to two session timeouts (it may be this broker's previous, killed run
+    /// whose session has not expired yet); after that, another broker holds the id.
+    async fn register_all(&self, coord: &ZkCoordination, clock: &Clock) -> Result<(), String> {
+        let path = broker_id_path(self.broker_id);
+        let data = broker_registration(&self.host, clock(), self.port);
+        let deadline = tokio::time::Instant::now() + self.session_timeout * 2;
+        coord.ensure_parents(&path).await.map_err(|e| e.to_string())?;
+        loop {
+            match coord.create(&path, data.as_bytes(), NodeKind::Ephemeral).await {
+                Ok(_) => break,
+                Err(CoordError::NodeExists(_)) => match coord.get(&path).await {
+                    Ok((existing, _)) if existing == data.as_bytes() => break,
+                    Ok((existing, _)) if tokio::time::Instant::now() >= deadline => {
+                        return Err(format!(
+                            "broker id {} is already registered by a live broker ({}); give this broker another brokerid",
+                            self.broker_id,
+                            String::from_utf8_lossy(&existing)
+                        ))
+                    }
+                    Ok(_) | Err(CoordError::NoNode(_)) => tokio::time::sleep(STALE_RETRY).await,
+                    Err(e) => return Err(e.to_string()),
+                },
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        for (topic, count) in &self.partitions {
+            register_topic(coord, topic, self.broker_id, *count).await.map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+async fn register_topic(coord: &ZkCoordination, topic: &TopicName, broker_id: i32, count: u32) -> Result<(), CoordError> {
+    let path = broker_topic_partitions_path(topic, broker_id);
+    coord.ensure_parents(&path).await?;
+    match coord.create(&path, count.to_string().as_bytes(), NodeKind::Ephemeral).await {
+        Ok(_) => Ok(()),
+        Err(CoordError::NodeExists(_)) => coord.set(&path, count.to_string().as_bytes(), None).await.map(drop),
+        Err(e) => Err(e),
+    }
+}
+
+async fn keep_alive(
+    mut registrar: Registrar,
+    mut coord: ZkCoordination,
+    clock: Clock,
+    mut new_topics: mpsc::UnboundedReceiver<TopicName>,
+    mut stop: oneshot::Receiver<()>,
+    config: BrokerConfig,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stop => return coord.close().await,
+            Some(topic) = new_topics.recv() => {
+                let count = config.partitions_for(&topic);
+                if registrar.partitions.insert((topic.clone(), count)) {
+                    if let Err(e) = register_topic(&coord, &topic, registrar.broker_id, count).await {
+                        tracing::warn!("registering topic {topic}: {e} (retried on the next session)");
+                    }
+                }
+            }
+            event = coord.next_event() => match event {
+                SessionEvent::Expired => {
+                    tracing::warn!("ZooKeeper session expired: re-registering broker {}", registrar.broker_id);
+                    coord = loop {
+                        match registrar.connect().await {
+                            Ok(fresh) => match registrar.register_all(&fresh, &clock).await {
+                                Ok(()) => break fresh,
+                                Err(e) => tracing::warn!("re-registration failed: {e}"),
+                            },
+                            Err(e) => tracing::warn!("reconnecting to ZooKeeper: {e}"),
+                        }
+                        tokio::time::sleep(RECONNECT_BACKOFF).await;
+                    };
+                    tracing::info!("re-registered broker {} in ZooKeeper", registrar.broker_id);
+                }
+                SessionEvent::Disconnected => tracing::warn!("disconnected from ZooKeeper; the session lives until it times out"),
+                SessionEvent::Connected => tracing::info!("connected to ZooKeeper"),
+                SessionEvent::Closed => return,
+            },
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! What Tributary needs from ZooKeeper, as a trait: nodes (persistent, ephemeral, sequential),
+//! reads and versioned writes, children, one-shot watches, and session events. Production uses
+//! [`zk::ZkCoordination`] (the `zookeeper-client` crate); the simulator plugs in its model.
+
+pub mod zk;
+
+use std::future::Future;
+use std::pin::Pin;
+
+/// Kinds of node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// Stays until deleted.
+    Persistent,
+    /// Goes with the session that created it.
+    Ephemeral,
+    /// Persistent, with a sequence number appended to the name.
+    PersistentSequential,
+    /// Ephemeral, with a sequence number appended to the name.
+    EphemeralSequential,
+}
+
+/// A coordination failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoordError {
+    /// The node does not exist.
+    #[error("no node {0}")]
+    NoNode(String),
+    /// The node already exists.
+    #[error("node {0} already exists")]
+    NodeExists(String),
+    /// The node's version is not the one expected.
+    #[error("node {0} has another version")]
+    BadVersion(String),
+    /// The node has children.
+    #[error("node {0} has children")]
+    NotEmpty(String),
+    /// The session expired: ephemeral nodes are gone; a new session is needed.
+    #[error("session expired")]
+    SessionExpired,
+    /// The connection is lost or an operation timed out; the session may still be alive.
+    #[error("connection lost: {0}")]
+    ConnectionLoss(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A session's state change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// Connected (again) within the same session.
+    Connected,
+    /// Disconnected; the session lives on until its timeout.
+    Disconnected,
+    /// The session expired: its ephemeral nodes are deleted.
+    Expired,
+    /// The session was closed by us.
+    Closed,
+}
+
+/// A one-shot watch: resolves once when the watched node or its children change.
+pub type Watch = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The coordination service (one session).
+pub trait Coordination: Send + Sync + 'static {
+    /// Creates a node; returns its actual path (sequential nodes get a suffix).
+    fn create(&self, path: &str, data: &[u8], kind: NodeKind) -> impl Future<Output = Result<String, CoordError>> + Send;
+    /// A node's data and version.
+    fn get(&self, path: &str) -> impl Future<Output = Result<(Vec<u8>, i32), CoordError>> + Send;
+    /// A node's data and version, and a watch that fires when it changes or goes.
+    fn get_and_watch(&self, path: &str) -> impl Future<Output = Result<(Vec<u8>, i32, Watch), CoordError>> + Send;
+    /// Sets a node's data if its version is `version` (any version when `None`); returns the new version.
+    fn set(&self, path: &str, data: &[u8], version: Option<i32>) -> impl Future<Output = Result<i32, CoordError>> + Send;
+    /// Deletes a node if its version is `version` (any when `None`).
+    fn delete(&self, path: &str, version: Option<i32>) -> impl Future<Output = Result<(), CoordError>> + Send;
+    /// A node's children, sorted.
+    fn children(&self, path: &str) -> impl Future<Output = Result<Vec<String>, CoordError>> + Send;
+    /// A node's children, sorted, and a watch that fires when they change.
+    fn children_and_watch(&self, path: &str) -> impl Future<Output = Result<(Vec<String>, Watch), CoordError>> + Send;
+    /// The next session event.
+    fn next_event(&self) -> impl Future<Output = SessionEvent> + Send;
+    /// Closes the session (its ephemeral nodes go at once).
+    fn close(self) -> impl Future<Output = ()> + Send;
+
+    /// Creates `path`'s missing ancestors as persistent nodes.
+    fn ensure_parents(&self, path: &str) -> impl Future<Output = Result<(), CoordError>> + Send {
+        async move {
+            for ancestor in tributary_core::zk_layout::ancestors(path) {
+                match self.create(ancestor, b"", NodeKind::Persistent).await {
+                    Ok(_) | Err(CoordError::NodeExists(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        }
+    }
+}

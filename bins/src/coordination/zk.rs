@@ -1,0 +1,125 @@
+//! [`Coordination`] on a real ZooKeeper, through the `zookeeper-client` crate.
+
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tributary_core::config::ZkConnect;
+use zookeeper_client as zk;
+
+use super::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
+
+/// One ZooKeeper session.
+pub struct ZkCoordination {
+    client: zk::Client,
+    states: Mutex<zk::StateWatcher>,
+}
+
+impl std::fmt::Debug for ZkCoordination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZkCoordination").field("session", &self.client.session_id()).finish()
+    }
+}
+
+impl ZkCoordination {
+    /// Opens a session with `connect` (chroot included); fails after `connection_timeout`.
+    pub async fn connect(connect: &ZkConnect, session_timeout: Duration, connection_timeout: Duration) -> Result<Self, CoordError> {
+        let cluster = connect.to_string();
+        let connecting = zk::Client::connector()
+            .with_session_timeout(session_timeout)
+            .with_connection_timeout(connection_timeout)
+            .connect(&cluster);
+        let client = tokio::time::timeout(connection_timeout.max(session_timeout), connecting)
+            .await
+            .map_err(|_| CoordError::ConnectionLoss(format!("no ZooKeeper session with {connect} within {connection_timeout:?}")))?
+            .map_err(|e| map_error(e, &connect.to_string()))?;
+        let states = Mutex::new(client.state_watcher());
+        Ok(ZkCoordination { client, states })
+    }
+}
+
+fn map_error(error: zk::Error, path: &str) -> CoordError {
+    match error {
+        zk::Error::NoNode => CoordError::NoNode(path.to_string()),
+        zk::Error::NodeExists => CoordError::NodeExists(path.to_string()),
+        zk::Error::BadVersion => CoordError::BadVersion(path.to_string()),
+        zk::Error::NotEmpty => CoordError::NotEmpty(path.to_string()),
+        zk::Error::SessionExpired => CoordError::SessionExpired,
+        zk::Error::ConnectionLoss | zk::Error::Timeout => CoordError::ConnectionLoss(error.to_string()),
+        other => CoordError::Other(format!("{path}: {other}")),
+    }
+}
+
+fn mode(kind: NodeKind) -> zk::CreateMode {
+    match kind {
+        NodeKind::Persistent => zk::CreateMode::Persistent,
+        NodeKind::Ephemeral => zk::CreateMode::Ephemeral,
+        NodeKind::PersistentSequential => zk::CreateMode::PersistentSequential,
+        NodeKind::EphemeralSequential => zk::CreateMode::EphemeralSequential,
+    }
+}
+
+fn watch(watcher: zk::OneshotWatcher) -> Watch {
+    Box::pin(async move {
+        watcher.changed().await;
+    })
+}
+
+impl Coordination for ZkCoordination {
+    async fn create(&self, path: &str, data: &[u8], kind: NodeKind) -> Result<String, CoordError> {
+        let options = mode(kind).with_acls(zk::Acls::anyone_all());
+        let (_, sequence) = self.client.create(path, data, &options).await.map_err(|e| map_error(e, path))?;
+        Ok(match kind {
+            NodeKind::PersistentSequential | NodeKind::EphemeralSequential => format!("{path}{sequence}"),
+            _ => path.to_string(),
+        })
+    }
+
+    async fn get(&self, path: &str) -> Result<(Vec<u8>, i32), CoordError> {
+        let (data, stat) = self.client.get_data(path).await.map_err(|e| map_error(e, path))?;
+        Ok((data, stat.version))
+    }
+
+    async fn get_and_watch(&self, path: &str) -> Result<(Vec<u8>, i32, Watch), CoordError> {
+        let (data, stat, watcher) = self.client.get_and_watch_data(path).await.map_err(|e| map_error(e, path))?;
+        Ok((data, stat.version, watch(watcher)))
+    }
+
+    async fn set(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<i32, CoordError> {
+        let stat = self.client.set_data(path, data, version).await.map_err(|e| map_error(e, path))?;
+        Ok(stat.version)
+    }
+
+    async fn delete(&self, path: &str, version: Option<i32>) -> Result<(), CoordError> {
+        self.client.delete(path, version).await.map_err(|e| map_error(e, path))
+    }
+
+    async fn children(&self, path: &str) -> Result<Vec<String>, CoordError> {
+        let mut children = self.client.list_children(path).await.map_err(|e| map_error(e, path))?;
+        children.sort();
+        Ok(children)
+    }
+
+    async fn children_and_watch(&self, path: &str) -> Result<(Vec<String>, Watch), CoordError> {
+        let (mut children, _, watcher) = self.client.get_and_watch_children(path).await.map_err(|e| map_error(e, path))?;
+        children.sort();
+        Ok((children, watch(watcher)))
+    }
+
+    async fn next_event(&self) -> SessionEvent {
+        let mut states = self.states.lock().await;
+        loop {
+            match states.changed().await {
+                zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => return SessionEvent::Connected,
+                zk::SessionState::Disconnected => return SessionEvent::Disconnected,
+                zk::SessionState::Expired | zk::SessionState::AuthFailed => return SessionEvent::Expired,
+                zk::SessionState::Closed => return SessionEvent::Closed,
+                #[allow(unreachable_patterns)]
+                _ => continue,
+            }
+        }
+    }
+
+    async fn close(self) {
+        drop(self.client);
+    }
+}

@@ -1,0 +1,110 @@
+//! The environment the runtime code runs in: network, file system, clock, randomness and
+//! blocking work. The broker (and later producer, consumer and mirror) is written once against
+//! [`Env`]; [`TokioEnv`] runs it in production, the simulator plugs in turmoil.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::real_fs::RealFs;
+use tributary_core::log::LogFs;
+
+/// A listening socket.
+pub trait Listener: Send + 'static {
+    /// The connection type it yields.
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    /// Waits for the next connection.
+    fn accept(&mut self) -> impl Future<Output = io::Result<(Self::Stream, SocketAddr)>> + Send;
+    /// The address it listens on.
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+}
+
+/// Everything the runtime takes from its surroundings.
+pub trait Env: Clone + Send + Sync + 'static {
+    /// The log's file system.
+    type Fs: LogFs<File: Send + Sync + 'static> + Clone + Send + Sync + 'static;
+    /// Listening sockets.
+    type Listener: Listener<Stream = Self::Stream>;
+    /// Connections.
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+
+    /// The file system for logs.
+    fn fs(&self) -> Self::Fs;
+    /// Wall-clock time in ms since the Unix epoch.
+    fn now_ms(&self) -> i64;
+    /// A seed for this process's random choices.
+    fn rng_seed(&self) -> u64;
+    /// Listens on `addr` with the given socket buffer sizes.
+    fn bind(&self, addr: SocketAddr, send_buffer: u32, receive_buffer: u32) -> impl Future<Output = io::Result<Self::Listener>> + Send;
+    /// Connects to `host:port`.
+    fn connect(&self, host: &str, port: u16) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+    /// Runs blocking work (disk I/O) without stalling other connections.
+    fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> impl Future<Output = R> + Send;
+}
+
+/// Production: tokio sockets, the real disk, the system clock, blocking work on tokio's pool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokioEnv;
+
+/// A tokio listener.
+#[derive(Debug)]
+pub struct TokioListener(tokio::net::TcpListener);
+
+impl Listener for TokioListener {
+    type Stream = tokio::net::TcpStream;
+
+    async fn accept(&mut self) -> io::Result<(Self::Stream, SocketAddr)> {
+        let (stream, peer) = self.0.accept().await?;
+        // 0.7 sets TCP_NODELAY on every connection: responses go out as soon as written.
+        stream.set_nodelay(true)?;
+        Ok((stream, peer))
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
+impl Env for TokioEnv {
+    type Fs = RealFs;
+    type Listener = TokioListener;
+    type Stream = tokio::net::TcpStream;
+
+    fn fs(&self) -> RealFs {
+        RealFs
+    }
+
+    fn now_ms(&self) -> i64 {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    fn rng_seed(&self) -> u64 {
+        rand::random()
+    }
+
+    async fn bind(&self, addr: SocketAddr, send_buffer: u32, receive_buffer: u32) -> io::Result<TokioListener> {
+        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        socket.set_reuseaddr(true)?;
+        // Buffer sizes are hints to the kernel (as in 0.7.1+); accepted sockets inherit them.
+        let _ = socket.set_send_buffer_size(send_buffer);
+        let _ = socket.set_recv_buffer_size(receive_buffer);
+        socket.bind(addr)?;
+        Ok(TokioListener(socket.listen(1024)?))
+    }
+
+    async fn connect(&self, host: &str, port: u16) -> io::Result<tokio::net::TcpStream> {
+        let stream = tokio::net::TcpStream::connect((host, port)).await?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    }
+
+    async fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> R {
+        match tokio::task::spawn_blocking(work).await {
+            Ok(result) => result,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! Kafka 0.7's ZooKeeper layout: every path and every data format, built in one place.
+//!
+//! | path | kind | data |
+//! |---|---|---|
+//! | `/brokers/ids/<id>` | ephemeral | `<host>-<epoch ms>:<host>:<port>` |
+//! | `/brokers/topics/<topic>/<id>` | ephemeral | partition count on that broker |
+//! | `/consumers/<group>/ids/<consumer id>` | ephemeral | topic → stream count |
+//! | `/consumers/<group>/owners/<topic>/<bid>-<pid>` | ephemeral | owning thread id |
+//! | `/consumers/<group>/offsets/<topic>/<bid>-<pid>` | persistent | next offset, decimal |
+//!
+//! Paths here are relative to the chroot of `zk.connect`, which the client applies.
+
+use crate::wire::TopicName;
+
+/// Parent of the broker registrations.
+pub const BROKER_IDS_PATH: &str = "/brokers/ids";
+/// Parent of the per-topic registrations.
+pub const BROKER_TOPICS_PATH: &str = "/brokers/topics";
+
+/// `/brokers/ids/<id>`.
+pub fn broker_id_path(broker_id: i32) -> String {
+    format!("{BROKER_IDS_PATH}/{broker_id}")
+}
+
+/// `/brokers/topics/<topic>`.
+pub fn broker_topic_path(topic: &TopicName) -> String {
+    format!("{BROKER_TOPICS_PATH}/{topic}")
+}
+
+/// `/brokers/topics/<topic>/<id>`.
+pub fn broker_topic_partitions_path(topic: &TopicName, broker_id: i32) -> String {
+    format!("{BROKER_TOPICS_PATH}/{topic}/{broker_id}")
+}
+
+/// A broker's registration data: `<creator id>:<host>:<port>`, the creator id being
+/// `<host>-<epoch ms at registration>`.
+pub fn broker_registration(host: &str, registered_at_ms: i64, port: u16) -> String {
+    format!("{host}-{registered_at_ms}:{host}:{port}")
+}
+
+/// Host and port of a broker registration. Splits from the right, so a creator id containing
+/// ':' (an IPv6 host) still yields the port; 0.7 readers split left and took fields 1 and 2.
+pub fn parse_broker_registration(data: &str) -> Option<(String, u16)> {
+    let (rest, port) = data.trim().rsplit_once(':')?;
+    let (_, host) = rest.split_once(':')?;
+    Some((host.to_string(), port.parse().ok()?))
+}
+
+/// `/consumers/<group>/ids`.
+pub fn consumer_ids_path(group: &str) -> String {
+    format!("/consumers/{group}/ids")
+}
+
+/// `/consumers/<group>/owners/<topic>`.
+pub fn consumer_owners_path(group: &str, topic: &TopicName) -> String {
+    format!("/consumers/{group}/owners/{topic}")
+}
+
+/// `/consumers/<group>/offsets/<topic>`.
+pub fn consumer_offsets_path(group: &str, topic: &TopicName) -> String {
+    format!("/consumers/{group}/offsets/{topic}")
+}
+
+/// A partition's name under owners/offsets: `<broker id>-<partition>`.
+pub fn broker_partition_name(broker_id: i32, partition: u32) -> String {
+    format!("{broker_id}-{partition}")
+}
+
+/// Every ancestor of `path` from the top, the path itself excluded: `/a/b/c` → `/a`, `/a/b`.
+pub fn ancestors(path: &str) -> Vec<&str> {
+    path.match_indices('/').skip(1).filter_map(|(i, _)| path.get(..i)).collect()
+}
