@@ -6,6 +6,7 @@
 //! so the same code runs on tokio and in the simulator.
 
 pub mod broker;
+pub mod client;
 pub mod config_file;
 pub mod coordination;
 pub mod env;

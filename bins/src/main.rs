@@ -5,8 +5,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tributary::config_file::{load_kind, ConfigKind};
-use tributary::tools::{check_config, dump_log};
+use tributary::broker::Broker;
+use tributary::config_file::{load_file, load_kind, ConfigKind};
+use tributary::env::TokioEnv;
+use tributary::tools::console_producer::{produce_stdin, Target};
+use tributary::tools::simple_consumer::{consume, ConsumeOptions};
+use tributary::tools::{check_config, dump_log, get_offsets};
+use tributary_core::config::{BrokerConfig, BrokerEndpoint, ZkConnect};
+use tributary_core::message::CompressionCodec;
+use tributary_core::wire::TopicName;
 
 #[derive(Parser)]
 #[command(name = "tributary", version, about = "A Kafka 0.7-compatible log broker with cluster mirroring")]
@@ -17,14 +24,82 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Start a broker (not yet available: the broker is being built).
-    #[command(after_help = "Example:\n  tributary server config/server.properties\n  \
-        tributary server config/mirror-server.properties config/mirror-consumer.properties config/mirror-producer.properties")]
+    /// Start a broker (Kafka's kafka-server-start.sh).
+    #[command(after_help = "Examples:\n  tributary server config/server.properties\n  \
+        RUST_LOG=debug tributary server config/server.properties")]
     Server {
         /// The broker's server.properties.
         server: PathBuf,
         /// For a mirror broker: the embedded consumer's and producer's properties.
         mirror: Vec<PathBuf>,
+    },
+    /// Send lines of standard input to a topic (Kafka's ConsoleProducer).
+    #[command(after_help = "Examples:\n  echo hello | tributary console-producer --zookeeper localhost:2181 --topic test\n  \
+        tributary console-producer --broker-list 0:localhost:9092 --topic test --compress 1 < lines.txt")]
+    ConsoleProducer {
+        /// The topic.
+        #[arg(long)]
+        topic: TopicName,
+        /// ZooKeeper of the cluster: HOST:PORT[/CHROOT].
+        #[arg(long, conflicts_with = "broker_list", required_unless_present = "broker_list")]
+        zookeeper: Option<String>,
+        /// Brokers: id:host:port[,id:host:port...]; the broker picks the partition.
+        #[arg(long = "broker-list")]
+        broker_list: Option<String>,
+        /// Compression codec: 0 none, 1 gzip, 2 snappy.
+        #[arg(long, default_value_t = 0)]
+        compress: u8,
+        /// Messages per request.
+        #[arg(long = "batch-size", default_value_t = 200)]
+        batch_size: usize,
+    },
+    /// Print messages of a partition from an offset (Kafka's SimpleConsumerShell).
+    #[command(after_help = "Example:\n  tributary simple-consumer --server kafka://localhost:9092 --topic test --offset 0 --stop-at-end")]
+    SimpleConsumer {
+        /// The broker: kafka://host:port or host:port.
+        #[arg(long)]
+        server: String,
+        /// The topic.
+        #[arg(long)]
+        topic: TopicName,
+        /// The partition.
+        #[arg(long, default_value_t = 0)]
+        partition: i32,
+        /// The offset to start from.
+        #[arg(long, default_value_t = 0)]
+        offset: i64,
+        /// Bytes per fetch.
+        #[arg(long, default_value_t = 1_000_000)]
+        fetchsize: i32,
+        /// Print each message's next offset before it.
+        #[arg(long = "print-offsets")]
+        print_offsets: bool,
+        /// Stop after this many messages.
+        #[arg(long = "max-messages")]
+        max_messages: Option<u64>,
+        /// Stop at the end of the log instead of waiting for more.
+        #[arg(long = "stop-at-end")]
+        stop_at_end: bool,
+    },
+    /// Print offsets of a partition before a time (Kafka's GetOffsetShell).
+    #[command(after_help = "Examples:\n  tributary get-offsets --server kafka://localhost:9092 --topic test --time -1\n  \
+        tributary get-offsets --server localhost:9092 --topic test --time -2 --offsets 1")]
+    GetOffsets {
+        /// The broker: kafka://host:port or host:port.
+        #[arg(long)]
+        server: String,
+        /// The topic.
+        #[arg(long)]
+        topic: TopicName,
+        /// The partition.
+        #[arg(long, default_value_t = 0)]
+        partition: i32,
+        /// -1 latest, -2 earliest, or ms since the epoch.
+        #[arg(long, allow_hyphen_values = true)]
+        time: i64,
+        /// How many offsets.
+        #[arg(long, default_value_t = 1)]
+        offsets: i32,
     },
     /// Check configuration files and print the settings they produce.
     #[command(after_help = "Examples:\n  tributary check-config config/*.properties\n  \
@@ -52,10 +127,9 @@ enum Command {
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     match run(cli.command) {
@@ -67,13 +141,78 @@ fn main() -> ExitCode {
     }
 }
 
+fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime, String> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = threads {
+        builder.worker_threads(n as usize);
+    }
+    builder.enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
 fn run(command: Command) -> Result<ExitCode, String> {
     match command {
-        Command::Server { .. } => Err("the broker is not built yet; `tributary check-config` and \
-            `tributary dump-log` work today"
-            .into()),
+        Command::Server { server, mirror } => run_server(&server, &mirror),
+        Command::ConsoleProducer { topic, zookeeper, broker_list, compress, batch_size } => {
+            let codec = CompressionCodec::from_id(compress).ok_or_else(|| format!("--compress {compress}: expected 0, 1 or 2"))?;
+            let target = match (zookeeper, broker_list) {
+                (Some(zk), _) => Target::ZooKeeper(ZkConnect::parse(&zk).map_err(|e| format!("--zookeeper: {e}"))?),
+                (None, Some(list)) => Target::BrokerList(list.split(',').map(BrokerEndpoint::parse).collect::<Result<_, _>>().map_err(|e| format!("--broker-list: {e}"))?),
+                (None, None) => return Err("give --zookeeper or --broker-list".into()),
+            };
+            let sent = runtime(Some(1))?.block_on(produce_stdin(&target, &topic, codec, batch_size.max(1)))?;
+            eprintln!("sent {sent} messages to {topic}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::SimpleConsumer { server, topic, partition, offset, fetchsize, print_offsets, max_messages, stop_at_end } => {
+            let options = ConsumeOptions { server, topic, partition, offset, fetch_bytes: fetchsize, print_offsets, max_messages, stop_at_end };
+            runtime(Some(1))?.block_on(consume(&options, &mut std::io::stdout().lock()))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::GetOffsets { server, topic, partition, time, offsets } => {
+            let found = runtime(Some(1))?.block_on(get_offsets::get_offsets(&server, &topic, partition, time, offsets))?;
+            println!("get {} results", found.len());
+            found.iter().for_each(|o| println!("{o}"));
+            Ok(ExitCode::SUCCESS)
+        }
         Command::CheckConfig { kind, files } => check_configs(kind, &files),
         Command::DumpLog { no_print, files } => dump_logs(!no_print, &files),
+    }
+}
+
+fn run_server(server: &PathBuf, mirror: &[PathBuf]) -> Result<ExitCode, String> {
+    if !mirror.is_empty() {
+        return Err(format!(
+            "mirroring not yet available: start the broker with only {} (the embedded consumer and producer arrive with the mirror)",
+            server.display()
+        ));
+    }
+    let config = load_file(server, BrokerConfig::from_properties).map_err(|e| e.to_string())?;
+    tracing::info!("starting with {}: {config:?}", server.display());
+    let rt = runtime(config.num_threads)?;
+    rt.block_on(async move {
+        let broker = Broker::start(TokioEnv, config).await.map_err(|e| e.to_string())?;
+        if !broker.report.refused.is_empty() {
+            tracing::error!("{} partitions refused at startup; see the errors above", broker.report.refused.len());
+        }
+        wait_for_signal().await;
+        tracing::info!("signal received: shutting down");
+        broker.shutdown().await.map_err(|e| e.to_string())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
@@ -85,8 +224,7 @@ fn check_configs(kind: Option<ConfigKind>, files: &[PathBuf]) -> Result<ExitCode
             format!("{}: cannot tell what kind of configuration this is; pass --kind", path.display())
         })?;
         match load_kind(path, kind) {
-            Ok(config) => check_config::print_config(&mut out, &path.display().to_string(), &config)
-                .map_err(|e| e.to_string())?,
+            Ok(config) => check_config::print_config(&mut out, &path.display().to_string(), &config).map_err(|e| e.to_string())?,
             Err(e) => {
                 eprintln!("error: {e}");
                 failed = true;
@@ -104,8 +242,7 @@ fn dump_logs(print_payloads: bool, files: &[PathBuf]) -> Result<ExitCode, String
             format!("{}: not a segment file name (expected <20-digit offset>.kafka)", path.display())
         })?;
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let found = dump_log::dump_segment(&mut out, &path.display().to_string(), start, &bytes, print_payloads)
-            .map_err(|e| e.to_string())?;
+        let found = dump_log::dump_segment(&mut out, &path.display().to_string(), start, &bytes, print_payloads).map_err(|e| e.to_string())?;
         corrupt |= found.is_some();
         out.flush().map_err(|e| e.to_string())?;
     }

@@ -89,8 +89,18 @@ fn dump_log_prints_entries_and_stops_at_corruption() {
 }
 
 #[test]
-fn server_says_plainly_that_it_is_not_available_yet() {
-    let (code, _, stderr) = tributary(&["server", "config/server.properties"]);
+fn server_refuses_mirror_arguments_until_the_mirror_exists() {
+    let (code, _, stderr) = tributary(&["server", "config/mirror-server.properties", "config/mirror-consumer.properties", "config/mirror-producer.properties"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("the broker is not built yet"), "{stderr}");
+    assert!(stderr.contains("mirroring not yet available"), "{stderr}");
+}
+
+#[test]
+fn server_names_the_bad_line_of_its_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("server.properties");
+    std::fs::write(&path, "brokerid=zero\nlog.dir=/tmp/x\n").unwrap();
+    let (code, _, stderr) = tributary(&["server", path.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("brokerid in") && stderr.contains("line 1"), "{stderr}");
 }

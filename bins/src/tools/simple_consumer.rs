@@ -1,0 +1,72 @@
+//! `simple-consumer`: 0.7's SimpleConsumerShell. Fetches a partition from an offset and prints
+//! every message (compressed sets opened), advancing by the valid bytes of each fetch.
+
+use std::io::Write;
+use std::time::Duration;
+
+use tributary_core::message::{DeepIter, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT};
+use tributary_core::wire::{ErrorCode, FetchRequest, Request, Response, TopicName};
+
+use crate::client::{parse_server, Connection};
+
+/// What to fetch and how to print it.
+#[derive(Debug, Clone)]
+pub struct ConsumeOptions {
+    /// `host:port` or `kafka://host:port`.
+    pub server: String,
+    /// The topic.
+    pub topic: TopicName,
+    /// The partition.
+    pub partition: i32,
+    /// Where to start.
+    pub offset: i64,
+    /// Bytes per fetch.
+    pub fetch_bytes: i32,
+    /// Print each message's resume offset before it.
+    pub print_offsets: bool,
+    /// Stop after this many messages.
+    pub max_messages: Option<u64>,
+    /// Stop at the first empty fetch instead of polling.
+    pub stop_at_end: bool,
+}
+
+/// Consumes per `options`, printing to `out`; returns the number of messages printed.
+pub async fn consume(options: &ConsumeOptions, out: &mut impl Write) -> Result<u64, String> {
+    let (host, port) = parse_server(&options.server)?;
+    let mut conn = Connection::connect(&host, port, Duration::from_secs(30)).await.map_err(|e| e.to_string())?;
+    let (mut offset, mut printed) = (options.offset, 0u64);
+    loop {
+        let request = Request::Fetch(FetchRequest { topic: options.topic.clone(), partition: options.partition, offset, max_bytes: options.fetch_bytes });
+        let Response::Fetch(response) = conn.call(&request).await.map_err(|e| e.to_string())? else {
+            return Err("unexpected response to FETCH".into());
+        };
+        if response.error != ErrorCode::NoError {
+            return Err(format!("fetch at offset {offset}: error {} ({})", response.error.code(), response.error.name()));
+        }
+        let mut top = ShallowIter::new(&response.messages, offset);
+        let valid = top.by_ref().map_while(Result::ok).count();
+        let valid_bytes = top.end().valid_bytes;
+        if valid == 0 && !response.messages.is_empty() {
+            return Err(format!("message at offset {offset} is larger than the fetch size {} (or corrupt); raise --fetchsize", options.fetch_bytes));
+        }
+        for entry in DeepIter::new(response.messages.slice(..valid_bytes), offset, DECOMPRESSED_BYTES_MAX_DEFAULT) {
+            let entry = entry.map_err(|e| e.to_string())?;
+            if options.print_offsets {
+                write!(out, "next offset = {}: ", entry.next_offset).map_err(|e| e.to_string())?;
+            }
+            out.write_all(&entry.message.payload).and_then(|()| out.write_all(b"\n")).map_err(|e| e.to_string())?;
+            printed += 1;
+            if options.max_messages.is_some_and(|max| printed >= max) {
+                return Ok(printed);
+            }
+        }
+        out.flush().map_err(|e| e.to_string())?;
+        offset += valid_bytes as i64;
+        if valid_bytes == 0 {
+            if options.stop_at_end {
+                return Ok(printed);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
