@@ -179,7 +179,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
     }
 }
 
-fn run_server(server: &PathBuf, mirror: &[PathBuf]) -> Result<ExitCode, String> {
+fn run_server(server: &std::path::Path, mirror: &[PathBuf]) -> Result<ExitCode, String> {
     if !mirror.is_empty() {
         return Err(format!(
             "mirroring not yet available: start the broker with only {} (the embedded consumer and producer arrive with the mirror)",

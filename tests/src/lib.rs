@@ -1,4 +1,6 @@
-//! Support for Tributary's end-to-end tests: running real programs beside the project's code
-//! (Java's codecs today; the `tributary` binary and a real ZooKeeper once the broker lands).
+//! Support for Tributary's end-to-end tests: a real ZooKeeper, the real `tributary` binary as
+//! broker processes on loopback, and Java's codecs for interoperability checks.
 
+pub mod broker;
 pub mod java;
+pub mod zookeeper;

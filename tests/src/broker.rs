@@ -1,0 +1,127 @@
+//! The real `tributary` binary as a broker process on loopback.
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `tributary` binary built by `cargo test --workspace` (next to the test executables).
+pub fn tributary_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let binary = dir.join("tributary");
+    assert!(binary.exists(), "{} is missing: run `cargo build -p tributary` (cargo test --workspace builds it)", binary.display());
+    binary
+}
+
+/// A broker process; killed when dropped.
+#[derive(Debug)]
+pub struct BrokerProcess {
+    child: Option<Child>,
+    /// The broker's port.
+    pub port: u16,
+    /// Its server.properties.
+    pub config: PathBuf,
+    /// Where its stderr goes.
+    pub log: PathBuf,
+}
+
+impl BrokerProcess {
+    /// Writes `properties` to `dir/server.properties`, starts the broker and waits until its
+    /// port accepts connections.
+    pub fn start(dir: &Path, port: u16, properties: &str) -> BrokerProcess {
+        let config = dir.join("server.properties");
+        std::fs::write(&config, properties).expect("write server.properties");
+        let mut broker = BrokerProcess { child: None, port, config, log: dir.join("broker.log") };
+        broker.spawn();
+        broker
+    }
+
+    /// Starts the process again with the same configuration.
+    pub fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("broker log");
+        let child = Command::new(tributary_binary())
+            .arg("server")
+            .arg(&self.config)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start tributary");
+        self.child = Some(child);
+        self.wait_until_serving();
+    }
+
+    fn wait_until_serving(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("broker exited with {status}:\n{}", self.log_text());
+            }
+            assert!(Instant::now() < deadline, "broker not serving on {addr}:\n{}", self.log_text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The broker's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn signal(&self, signal: &str) {
+        if let Some(child) = &self.child {
+            let status = Command::new("kill").arg(format!("-{signal}")).arg(child.id().to_string()).status().expect("kill");
+            assert!(status.success(), "kill -{signal} failed");
+        }
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, and wait (up to 30 s) for a clean exit; returns whether it exited successfully.
+    pub fn terminate(&mut self) -> bool {
+        self.signal("TERM");
+        let Some(mut child) = self.child.take() else { return false };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.success();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGSTOP: freeze the process (its ZooKeeper session will expire).
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// SIGCONT: resume a frozen process.
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            let _ = Command::new("kill").arg("-CONT").arg(child.id().to_string()).status();
+        }
+        self.kill();
+    }
+}

@@ -1,0 +1,85 @@
+//! A real ZooKeeper server for a test binary: Debian's `zookeeper` package, a temp data dir, a
+//! free port on 127.0.0.1. Killed (exactly that process) when dropped.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Debian's ZooKeeper classpath (config dir first, for log4j).
+const CLASSPATH: &str = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar";
+const MAIN_CLASS: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A running ZooKeeper.
+#[derive(Debug)]
+pub struct ZooKeeper {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+/// A free TCP port on 127.0.0.1 (bound then released).
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local addr").port()
+}
+
+impl ZooKeeper {
+    /// Starts a standalone server with `tickTime=500` (so sessions may be as short as 1 s) and
+    /// waits until it answers `srvr`.
+    pub fn start() -> ZooKeeper {
+        assert!(
+            Path::new("/usr/share/java/zookeeper.jar").exists(),
+            "ZooKeeper is not installed: run scripts/install-test-deps.sh (apt-get install -y zookeeper)"
+        );
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let cfg = dir.path().join("zoo.cfg");
+        let config = format!(
+            "tickTime=500\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxClientCnxns=0\n",
+            dir.path().join("data").display()
+        );
+        std::fs::write(&cfg, config).expect("write zoo.cfg");
+        let child = Command::new("java")
+            .args(["-Xmx256m", "-cp", CLASSPATH, MAIN_CLASS])
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start java (apt-get install -y default-jre-headless)");
+        let zk = ZooKeeper { child, port, _dir: dir };
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !zk.answers() {
+            assert!(Instant::now() < deadline, "ZooKeeper did not answer on port {port} within {START_TIMEOUT:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        zk
+    }
+
+    /// The client port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn answers(&self) -> bool {
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else { return false };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut reply = String::new();
+        stream.write_all(b"srvr").is_ok() && stream.read_to_string(&mut reply).is_ok() && reply.contains("Mode:")
+    }
+}
+
+impl Drop for ZooKeeper {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
