@@ -102,9 +102,14 @@ impl Env for TokioEnv {
     }
 
     async fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> R {
-        match tokio::task::spawn_blocking(work).await {
-            Ok(result) => result,
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        // On the multi-thread runtime, run in place and let tokio move the other tasks off this
+        // worker: no thread hop per request. Elsewhere, fall back to the blocking pool.
+        match tokio::runtime::Handle::current().runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
+            _ => match tokio::task::spawn_blocking(work).await {
+                Ok(result) => result,
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            },
         }
     }
 }

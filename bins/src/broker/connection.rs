@@ -7,12 +7,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{BufMut, Bytes, BytesMut};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Semaphore, SemaphorePermit};
-use tributary_core::wire::{split_frame, FrameStatus, Request, TopicName};
+use tributary_core::wire::{split_frame, EncodeError, FrameStatus, Request, Response, TopicName};
 
 use super::handler::{Effects, Handler};
 use super::limits::{IDLE_TIMEOUT, REQUEST_READ_TIMEOUT, RESPONSE_BYTES_MAX, RESPONSE_WRITE_TIMEOUT};
@@ -103,16 +103,54 @@ pub async fn serve<E: Env>(mut stream: E::Stream, peer: SocketAddr, shared: Arc<
             let _ = shared.new_topics.send(topic);
         }
         if let Some(response) = response {
-            let mut out = BytesMut::new();
-            if let Err(e) = response.encode(&mut out) {
-                return tracing::error!("{peer}: closing: cannot encode response: {e}");
-            }
-            match tokio::time::timeout(RESPONSE_WRITE_TIMEOUT, stream.write_all(&out)).await {
+            let chunks = match response_chunks(&response) {
+                Ok(chunks) => chunks,
+                Err(e) => return tracing::error!("{peer}: closing: cannot encode response: {e}"),
+            };
+            let write = async {
+                for chunk in &chunks {
+                    stream.write_all(chunk).await?;
+                }
+                stream.flush().await
+            };
+            match tokio::time::timeout(RESPONSE_WRITE_TIMEOUT, write).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => return tracing::debug!("{peer}: write failed: {e}"),
                 Err(_) => return tracing::warn!("{peer}: closing: response not taken within {RESPONSE_WRITE_TIMEOUT:?}"),
             }
         }
         drop(response_permit);
+    }
+}
+
+/// The response as byte chunks to write in order: fetched message sets are written from the
+/// bytes read from the log, not copied into one buffer.
+fn response_chunks(response: &Response) -> Result<Vec<Bytes>, EncodeError> {
+    match response {
+        Response::Fetch(f) => {
+            let size = i32::try_from(2 + f.messages.len()).map_err(|_| EncodeError::TooLarge(f.messages.len()))?;
+            let mut header = BytesMut::with_capacity(6);
+            header.put_i32(size);
+            header.put_i16(f.error.code());
+            Ok(vec![header.freeze(), f.messages.clone()])
+        }
+        Response::MultiFetch(m) => {
+            let body: usize = m.blocks.iter().map(|b| 6 + b.messages.len()).sum();
+            let size = i32::try_from(2 + body).map_err(|_| EncodeError::TooLarge(body))?;
+            let mut chunks = Vec::with_capacity(1 + 2 * m.blocks.len());
+            let mut header = BytesMut::with_capacity(6);
+            header.put_i32(size);
+            header.put_i16(m.error.code());
+            chunks.push(header.freeze());
+            for block in &m.blocks {
+                let mut block_header = BytesMut::with_capacity(6);
+                block_header.put_i32(2 + block.messages.len() as i32);
+                block_header.put_i16(block.error.code());
+                chunks.push(block_header.freeze());
+                chunks.push(block.messages.clone());
+            }
+            Ok(chunks)
+        }
+        Response::Offsets(_) => response.to_bytes().map(|b| vec![b]),
     }
 }

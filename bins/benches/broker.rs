@@ -1,0 +1,176 @@
+//! Broker throughput over loopback, beside the same-run throughput of a plain TCP copy between
+//! two tasks (the physical ceiling here).
+//!
+//! - Produce: 100 B and 1 KiB messages in 200-message sets, over 1 and 4 connections; timed
+//!   until the broker has appended everything (an OFFSETS request on each connection is answered
+//!   only after the produce requests before it).
+//! - Fetch: a flushed 1 GiB partition read front to back in 1 MiB fetches.
+//!
+//! Run: `cargo bench -p tributary --bench broker`. `TRIBUTARY_BENCH_MIB` sets the produce
+//! volume per case (default 256) and `TRIBUTARY_BENCH_READ_MIB` the fetch volume (default 1024).
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tributary::broker::Broker;
+use tributary::client::Connection;
+use tributary::env::TokioEnv;
+use tributary::real_fs::RealFs;
+use tributary_core::config::{BrokerConfig, Properties};
+use tributary_core::log::{Log, LogPolicy, TopicPartition};
+use tributary_core::message::{CompressionCodec, MessageSetBuilder, ShallowIter};
+use tributary_core::wire::{FetchRequest, OffsetsRequest, ProduceRequest, Request, Response, TopicName};
+
+const BATCH_MESSAGES: usize = 200;
+const FETCH_BYTES: i32 = 1 << 20;
+const COPY_CHUNK_BYTES: usize = 1 << 20;
+
+fn mib_from_env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn config(dir: &std::path::Path) -> BrokerConfig {
+    let text = format!(
+        "brokerid=0\nhostname=127.0.0.1\nport=0\nlog.dir={}\nenable.zookeeper=false\nnum.partitions=4\n\
+         log.flush.interval=10000\nlog.default.flush.interval.ms=1000\nlog.default.flush.scheduler.interval.ms=1000\n\
+         log.file.size=536870912\nsocket.send.buffer=1048576\nsocket.receive.buffer=1048576\n",
+        dir.display()
+    );
+    BrokerConfig::from_properties(&Properties::parse("bench", &text).expect("config")).expect("config")
+}
+
+fn topic() -> TopicName {
+    "bench".parse().expect("topic")
+}
+
+fn set(payload_bytes: usize, k: u8) -> Bytes {
+    let mut b = MessageSetBuilder::new();
+    for i in 0..BATCH_MESSAGES {
+        b.push((0..payload_bytes).map(|j| (i + j) as u8 ^ k).collect::<Vec<u8>>());
+    }
+    b.build(CompressionCodec::None)
+}
+
+/// Bytes per second of a plain TCP copy over loopback between two tasks.
+async fn loopback_ceiling(total: usize) -> f64 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let reader = tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.expect("accept");
+        let mut buf = vec![0u8; COPY_CHUNK_BYTES];
+        let mut got = 0;
+        while got < total {
+            let n = s.read(&mut buf).await.expect("read");
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+    });
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let chunk = vec![7u8; COPY_CHUNK_BYTES];
+    let start = Instant::now();
+    let mut sent = 0;
+    while sent < total {
+        s.write_all(&chunk).await.expect("write");
+        sent += chunk.len();
+    }
+    reader.await.expect("reader");
+    sent as f64 / start.elapsed().as_secs_f64()
+}
+
+async fn produce(port: u16, partition: i32, sets: Vec<Bytes>, total: usize) -> usize {
+    let mut conn = Connection::connect("127.0.0.1", port, Duration::from_secs(60)).await.expect("connect");
+    let mut sent = 0;
+    let mut i = 0;
+    while sent < total {
+        let messages = sets[i % sets.len()].clone();
+        conn.send(&Request::Produce(ProduceRequest { topic: topic(), partition, messages })).await.expect("produce");
+        sent += sets[i % sets.len()].len();
+        i += 1;
+    }
+    // Answered only once every produce before it on this connection has been appended.
+    let request = Request::Offsets(OffsetsRequest { topic: topic(), partition, time: -1, max_offsets: 1 });
+    conn.call(&request).await.expect("offsets");
+    sent
+}
+
+async fn produce_case(port: u16, payload: usize, connections: usize, total: usize) -> f64 {
+    let sets: Vec<Bytes> = (0..4).map(|k| set(payload, k)).collect();
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..connections)
+        .map(|c| tokio::spawn(produce(port, c as i32, sets.clone(), total / connections)))
+        .collect();
+    let mut bytes = 0;
+    for t in tasks {
+        bytes += t.await.expect("producer");
+    }
+    bytes as f64 / start.elapsed().as_secs_f64()
+}
+
+async fn fetch_all(port: u16, end: u64) -> f64 {
+    let mut conn = Connection::connect("127.0.0.1", port, Duration::from_secs(60)).await.expect("connect");
+    let start = Instant::now();
+    let (mut offset, mut read) = (0u64, 0usize);
+    while offset < end {
+        let request = Request::Fetch(FetchRequest { topic: "fetched".parse().expect("topic"), partition: 0, offset: offset as i64, max_bytes: FETCH_BYTES });
+        let Response::Fetch(f) = conn.call(&request).await.expect("fetch") else { panic!("not a fetch response") };
+        let mut entries = ShallowIter::new(&f.messages, offset as i64);
+        entries.by_ref().for_each(drop);
+        let valid = entries.end().valid_bytes as u64;
+        assert!(valid > 0, "no progress at {offset}");
+        read += f.messages.len();
+        offset += valid;
+    }
+    read as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Writes a flushed partition `fetched-0` of about `bytes` bytes directly through the log.
+fn prepare_fetch_partition(dir: &std::path::Path, bytes: usize) -> u64 {
+    let config = config(dir);
+    let tp = TopicPartition::new("fetched".parse().expect("topic"), 0);
+    let policy = LogPolicy::for_topic(&config, &tp.topic);
+    let mut log = Log::create(RealFs, &dir.join("fetched-0"), tp, policy, 0).expect("log");
+    let sets: Vec<Bytes> = (0..4).map(|k| set(1024, k)).collect();
+    let mut i = 0;
+    while (log.written_end() as usize) < bytes {
+        log.append(&sets[i % sets.len()], 0).expect("append");
+        i += 1;
+    }
+    log.close(0).expect("close")
+}
+
+fn line(name: &str, rate: f64, ceiling: f64, messages_per_byte: f64) {
+    println!(
+        "{name:<36} {:>9.0} msg/s {:>7.0} MB/s {:>7.0} MB/s {:>6.2}",
+        rate * messages_per_byte,
+        rate / 1e6,
+        ceiling / 1e6,
+        rate / ceiling
+    );
+}
+
+fn main() {
+    let produce_bytes = mib_from_env("TRIBUTARY_BENCH_MIB", 256) << 20;
+    let fetch_bytes = mib_from_env("TRIBUTARY_BENCH_READ_MIB", 1024) << 20;
+    std::fs::create_dir_all("target").expect("target dir");
+    let dir = tempfile::tempdir_in("target").expect("temp dir");
+    let end = prepare_fetch_partition(dir.path(), fetch_bytes);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let broker = Broker::start(TokioEnv, config(dir.path())).await.expect("broker");
+        let port = broker.addr.port();
+        let ceiling = loopback_ceiling(1 << 30).await;
+        println!("{:<36} {:>15} {:>12} {:>12} {:>6}", "benchmark", "messages", "broker", "loopback", "ratio");
+        for payload in [100, 1024] {
+            for connections in [1, 4] {
+                let rate = produce_case(port, payload, connections, produce_bytes).await;
+                line(&format!("produce {payload} B x200, {connections} conn"), rate, ceiling, 1.0 / (payload + 10) as f64);
+            }
+        }
+        let rate = fetch_all(port, end).await;
+        line(&format!("fetch {} MiB in 1 MiB fetches", fetch_bytes >> 20), rate, ceiling, 1.0 / 1034.0);
+        broker.shutdown().await.expect("shutdown");
+    });
+}
