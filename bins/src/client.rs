@@ -4,10 +4,12 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tributary_core::wire::{DecodeError, EncodeError, Request, Response, ResponseDecoder, ResponseKind};
+use tributary_core::wire::{split_frame, DecodeError, EncodeError, FrameStatus, Request, Response, ResponseKind};
 
 /// The largest response a client accepts.
 pub const RESPONSE_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// Bytes read from the socket at once.
+const READ_CHUNK_BYTES: usize = 1024 * 1024;
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +52,6 @@ pub struct Connection<S> {
     stream: S,
     peer: String,
     buf: BytesMut,
-    decoder: ResponseDecoder,
     timeout: Duration,
 }
 
@@ -70,7 +71,7 @@ impl Connection<tokio::net::TcpStream> {
 impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Wraps an open stream to `peer`.
     pub fn new(stream: S, peer: String, timeout: Duration) -> Self {
-        Connection { stream, peer, buf: BytesMut::new(), decoder: ResponseDecoder::new(RESPONSE_BYTES_MAX), timeout }
+        Connection { stream, peer, buf: BytesMut::new(), timeout }
     }
 
     /// Sends a request that has no response (PRODUCE, MULTIPRODUCE).
@@ -91,9 +92,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         };
         let deadline = tokio::time::Instant::now() + self.timeout;
         loop {
-            match self.decoder.decode(kind, &mut self.buf) {
-                Ok(Some(response)) => return Ok(response),
-                Ok(None) => {}
+            match split_frame(&mut self.buf, RESPONSE_BYTES_MAX) {
+                Ok(FrameStatus::Frame(frame)) => {
+                    return Response::decode(kind, &frame).map_err(|source| ClientError::Decode { peer: self.peer.clone(), source })
+                }
+                // Room for the whole response at once, so it arrives in a few large reads.
+                Ok(FrameStatus::Incomplete { total_bytes }) => {
+                    let want = total_bytes.unwrap_or(READ_CHUNK_BYTES).saturating_sub(self.buf.len()).max(READ_CHUNK_BYTES.min(64 * 1024));
+                    self.buf.reserve(want);
+                }
                 Err(source) => return Err(ClientError::Decode { peer: self.peer.clone(), source }),
             }
             let read = tokio::time::timeout_at(deadline, self.stream.read_buf(&mut self.buf)).await;

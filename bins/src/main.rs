@@ -126,12 +126,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The broker logs what it does; the tools only what went wrong (RUST_LOG overrides both).
+    let default_level = if matches!(cli.command, Command::Server { .. }) { "info" } else { "warn" };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into()))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
     match run(cli.command) {
         Ok(code) => code,
         Err(message) => {

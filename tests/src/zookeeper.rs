@@ -32,7 +32,7 @@ impl ZooKeeper {
     pub fn start() -> ZooKeeper {
         assert!(
             Path::new("/usr/share/java/zookeeper.jar").exists(),
-            "ZooKeeper is not installed: run scripts/install-test-deps.sh (apt-get install -y zookeeper)"
+            "ZooKeeper is not installed: run scripts/install-deps.sh (apt-get install -y zookeeper)"
         );
         let dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
