@@ -8,7 +8,12 @@ use std::net::SocketAddr;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use std::time::Duration;
+
+use crate::coordination::zk::ZkCoordination;
+use crate::coordination::{CoordError, Coordination};
 use crate::real_fs::RealFs;
+use tributary_core::config::ZkConnect;
 use tributary_core::log::LogFs;
 
 /// A listening socket.
@@ -29,6 +34,8 @@ pub trait Env: Clone + Send + Sync + 'static {
     type Listener: Listener<Stream = Self::Stream>;
     /// Connections.
     type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    /// Coordination sessions (ZooKeeper).
+    type Coord: Coordination;
 
     /// The file system for logs.
     fn fs(&self) -> Self::Fs;
@@ -40,6 +47,8 @@ pub trait Env: Clone + Send + Sync + 'static {
     fn bind(&self, addr: SocketAddr, send_buffer: u32, receive_buffer: u32) -> impl Future<Output = io::Result<Self::Listener>> + Send;
     /// Connects to `host:port`.
     fn connect(&self, host: &str, port: u16) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+    /// Opens a coordination session with `connect` (chroot included).
+    fn coordinate(&self, connect: &ZkConnect, session_timeout: Duration, connection_timeout: Duration) -> impl Future<Output = Result<Self::Coord, CoordError>> + Send;
     /// Runs blocking work (disk I/O) without stalling other connections.
     fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> impl Future<Output = R> + Send;
 }
@@ -71,6 +80,7 @@ impl Env for TokioEnv {
     type Fs = RealFs;
     type Listener = TokioListener;
     type Stream = tokio::net::TcpStream;
+    type Coord = ZkCoordination;
 
     fn fs(&self) -> RealFs {
         RealFs
@@ -99,6 +109,10 @@ impl Env for TokioEnv {
         let stream = tokio::net::TcpStream::connect((host, port)).await?;
         stream.set_nodelay(true)?;
         Ok(stream)
+    }
+
+    async fn coordinate(&self, connect: &ZkConnect, session_timeout: Duration, connection_timeout: Duration) -> Result<ZkCoordination, CoordError> {
+        ZkCoordination::connect(connect, session_timeout, connection_timeout).await
     }
 
     async fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> R {

@@ -75,9 +75,7 @@ impl Broker {
         let addr = listener.local_addr().map_err(|source| StartError::Listen { addr: addr.to_string(), source })?;
         let (topics_tx, topics_rx) = mpsc::unbounded_channel();
         let registration = if config.enable_zookeeper {
-            let clock_env = env.clone();
-            let clock: registration::Clock = Arc::new(move || clock_env.now_ms());
-            Some(Registration::start(&config, addr.port(), logs.topics(), topics_rx, clock).await.map_err(StartError::Registration)?)
+            Some(Registration::start(env.clone(), &config, addr.port(), logs.topics(), topics_rx).await.map_err(StartError::Registration)?)
         } else {
             None
         };

@@ -3,7 +3,6 @@
 //! session after expiry; refuses to start while another live broker holds the same id.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -12,11 +11,8 @@ use tributary_core::config::{BrokerConfig, ZkConnect};
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{broker_id_path, broker_registration, broker_topic_partitions_path};
 
-use crate::coordination::zk::ZkCoordination;
 use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent};
-
-/// The clock registration stamps its creator id with.
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+use crate::env::Env;
 
 /// Pause between attempts to get a new session after expiry.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(500);
@@ -44,7 +40,7 @@ pub struct Registration {
 
 impl Registration {
     /// Connects, registers the broker and `topics`, and keeps the registration alive.
-    pub async fn start(config: &BrokerConfig, port: u16, topics: Vec<TopicName>, new_topics: mpsc::UnboundedReceiver<TopicName>, clock: Clock) -> Result<Self, String> {
+    pub async fn start<E: Env>(env: E, config: &BrokerConfig, port: u16, topics: Vec<TopicName>, new_topics: mpsc::UnboundedReceiver<TopicName>) -> Result<Self, String> {
         let Some(connect) = config.zk_connect.clone() else {
             return Err("zk.connect is not set".into());
         };
@@ -57,12 +53,12 @@ impl Registration {
             session_timeout: Duration::from_millis(config.zk.session_timeout_ms.into()),
             connection_timeout: Duration::from_millis(config.zk.connection_timeout_ms.into()),
         };
-        let coord = registrar.connect().await.map_err(|e| format!("{}: {e}", registrar.connect))?;
-        registrar.register_all(&coord, &clock).await?;
+        let coord = registrar.connect(&env).await.map_err(|e| format!("{}: {e}", registrar.connect))?;
+        registrar.register_all(&coord, env.now_ms()).await?;
         tracing::info!("registered broker {} as {}:{} in ZooKeeper at {}", registrar.broker_id, registrar.host, registrar.port, registrar.connect);
         let counts = config.clone();
         let (stop, stop_rx) = oneshot::channel();
-        let task = tokio::spawn(keep_alive(registrar, coord, clock, new_topics, stop_rx, counts));
+        let task = tokio::spawn(keep_alive(env, registrar, coord, new_topics, stop_rx, counts));
         Ok(Registration { stop, task })
     }
 
@@ -85,16 +81,16 @@ fn local_address() -> String {
 }
 
 impl Registrar {
-    async fn connect(&self) -> Result<ZkCoordination, CoordError> {
-        ZkCoordination::connect(&self.connect, self.session_timeout, self.connection_timeout).await
+    async fn connect<E: Env>(&self, env: &E) -> Result<E::Coord, CoordError> {
+        env.coordinate(&self.connect, self.session_timeout, self.connection_timeout).await
     }
 
     /// Registers the broker and every topic. A registration of this id with other data is
     /// waited out for up to two session timeouts (it may be this broker's previous, killed run
     /// whose session has not expired yet); after that, another broker holds the id.
-    async fn register_all(&self, coord: &ZkCoordination, clock: &Clock) -> Result<(), String> {
+    async fn register_all(&self, coord: &impl Coordination, now_ms: i64) -> Result<(), String> {
         let path = broker_id_path(self.broker_id);
-        let data = broker_registration(&self.host, clock(), self.port);
+        let data = broker_registration(&self.host, now_ms, self.port);
         let deadline = tokio::time::Instant::now() + self.session_timeout * 2;
         coord.ensure_parents(&path).await.map_err(|e| e.to_string())?;
         loop {
@@ -122,7 +118,7 @@ impl Registrar {
     }
 }
 
-async fn register_topic(coord: &ZkCoordination, topic: &TopicName, broker_id: i32, count: u32) -> Result<(), CoordError> {
+async fn register_topic(coord: &impl Coordination, topic: &TopicName, broker_id: i32, count: u32) -> Result<(), CoordError> {
     let path = broker_topic_partitions_path(topic, broker_id);
     coord.ensure_parents(&path).await?;
     match coord.create(&path, count.to_string().as_bytes(), NodeKind::Ephemeral).await {
@@ -132,10 +128,10 @@ async fn register_topic(coord: &ZkCoordination, topic: &TopicName, broker_id: i3
     }
 }
 
-async fn keep_alive(
+async fn keep_alive<E: Env>(
+    env: E,
     mut registrar: Registrar,
-    mut coord: ZkCoordination,
-    clock: Clock,
+    mut coord: E::Coord,
     mut new_topics: mpsc::UnboundedReceiver<TopicName>,
     mut stop: oneshot::Receiver<()>,
     config: BrokerConfig,
@@ -156,8 +152,8 @@ async fn keep_alive(
                 SessionEvent::Expired => {
                     tracing::warn!("ZooKeeper session expired: re-registering broker {}", registrar.broker_id);
                     coord = loop {
-                        match registrar.connect().await {
-                            Ok(fresh) => match registrar.register_all(&fresh, &clock).await {
+                        match registrar.connect(&env).await {
+                            Ok(fresh) => match registrar.register_all(&fresh, env.now_ms()).await {
                                 Ok(()) => break fresh,
                                 Err(e) => tracing::warn!("re-registration failed: {e}"),
                             },

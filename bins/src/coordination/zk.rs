@@ -12,6 +12,9 @@ use super::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
 pub struct ZkCoordination {
     client: zk::Client,
     states: Mutex<zk::StateWatcher>,
+    /// Every call gives up after this long (the session timeout): a ZooKeeper that stopped
+    /// answering must not stall its caller forever.
+    op_timeout: Duration,
 }
 
 impl std::fmt::Debug for ZkCoordination {
@@ -33,7 +36,7 @@ impl ZkCoordination {
             .map_err(|_| CoordError::ConnectionLoss(format!("no ZooKeeper session with {connect} within {connection_timeout:?}")))?
             .map_err(|e| map_error(e, &connect.to_string()))?;
         let states = Mutex::new(client.state_watcher());
-        Ok(ZkCoordination { client, states })
+        Ok(ZkCoordination { client, states, op_timeout: session_timeout })
     }
 }
 
@@ -46,6 +49,15 @@ fn map_error(error: zk::Error, path: &str) -> CoordError {
         zk::Error::SessionExpired => CoordError::SessionExpired,
         zk::Error::ConnectionLoss | zk::Error::Timeout => CoordError::ConnectionLoss(error.to_string()),
         other => CoordError::Other(format!("{path}: {other}")),
+    }
+}
+
+impl ZkCoordination {
+    async fn bounded<T>(&self, path: &str, op: impl std::future::Future<Output = Result<T, zk::Error>>) -> Result<T, CoordError> {
+        match tokio::time::timeout(self.op_timeout, op).await {
+            Ok(result) => result.map_err(|e| map_error(e, path)),
+            Err(_) => Err(CoordError::ConnectionLoss(format!("{path}: no answer within {:?}", self.op_timeout))),
+        }
     }
 }
 
@@ -67,7 +79,7 @@ fn watch(watcher: zk::OneshotWatcher) -> Watch {
 impl Coordination for ZkCoordination {
     async fn create(&self, path: &str, data: &[u8], kind: NodeKind) -> Result<String, CoordError> {
         let options = mode(kind).with_acls(zk::Acls::anyone_all());
-        let (_, sequence) = self.client.create(path, data, &options).await.map_err(|e| map_error(e, path))?;
+        let (_, sequence) = self.bounded(path, self.client.create(path, data, &options)).await?;
         Ok(match kind {
             NodeKind::PersistentSequential | NodeKind::EphemeralSequential => format!("{path}{sequence}"),
             _ => path.to_string(),
@@ -75,32 +87,32 @@ impl Coordination for ZkCoordination {
     }
 
     async fn get(&self, path: &str) -> Result<(Vec<u8>, i32), CoordError> {
-        let (data, stat) = self.client.get_data(path).await.map_err(|e| map_error(e, path))?;
+        let (data, stat) = self.bounded(path, self.client.get_data(path)).await?;
         Ok((data, stat.version))
     }
 
     async fn get_and_watch(&self, path: &str) -> Result<(Vec<u8>, i32, Watch), CoordError> {
-        let (data, stat, watcher) = self.client.get_and_watch_data(path).await.map_err(|e| map_error(e, path))?;
+        let (data, stat, watcher) = self.bounded(path, self.client.get_and_watch_data(path)).await?;
         Ok((data, stat.version, watch(watcher)))
     }
 
     async fn set(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<i32, CoordError> {
-        let stat = self.client.set_data(path, data, version).await.map_err(|e| map_error(e, path))?;
+        let stat = self.bounded(path, self.client.set_data(path, data, version)).await?;
         Ok(stat.version)
     }
 
     async fn delete(&self, path: &str, version: Option<i32>) -> Result<(), CoordError> {
-        self.client.delete(path, version).await.map_err(|e| map_error(e, path))
+        self.bounded(path, self.client.delete(path, version)).await
     }
 
     async fn children(&self, path: &str) -> Result<Vec<String>, CoordError> {
-        let mut children = self.client.list_children(path).await.map_err(|e| map_error(e, path))?;
+        let mut children = self.bounded(path, self.client.list_children(path)).await?;
         children.sort();
         Ok(children)
     }
 
     async fn children_and_watch(&self, path: &str) -> Result<(Vec<String>, Watch), CoordError> {
-        let (mut children, _, watcher) = self.client.get_and_watch_children(path).await.map_err(|e| map_error(e, path))?;
+        let (mut children, _, watcher) = self.bounded(path, self.client.get_and_watch_children(path)).await?;
         children.sort();
         Ok((children, watch(watcher)))
     }
