@@ -43,8 +43,8 @@ pub trait Env: Clone + Send + Sync + 'static {
     fn now_ms(&self) -> i64;
     /// A seed for this process's random choices.
     fn rng_seed(&self) -> u64;
-    /// Listens on `addr` with the given socket buffer sizes.
-    fn bind(&self, addr: SocketAddr, send_buffer: u32, receive_buffer: u32) -> impl Future<Output = io::Result<Self::Listener>> + Send;
+    /// Listens on `host:port` (`0.0.0.0` for every interface) with the given socket buffer sizes.
+    fn bind(&self, host: &str, port: u16, send_buffer: u32, receive_buffer: u32) -> impl Future<Output = io::Result<Self::Listener>> + Send;
     /// Connects to `host:port`.
     fn connect(&self, host: &str, port: u16) -> impl Future<Output = io::Result<Self::Stream>> + Send;
     /// Opens a coordination session with `connect` (chroot included).
@@ -95,7 +95,11 @@ impl Env for TokioEnv {
         rand::random()
     }
 
-    async fn bind(&self, addr: SocketAddr, send_buffer: u32, receive_buffer: u32) -> io::Result<TokioListener> {
+    async fn bind(&self, host: &str, port: u16, send_buffer: u32, receive_buffer: u32) -> io::Result<TokioListener> {
+        let addr = tokio::net::lookup_host((host, port))
+            .await?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address")))?;
         let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
         socket.set_reuseaddr(true)?;
         // Buffer sizes are hints to the kernel (as in 0.7.1+); accepted sockets inherit them.

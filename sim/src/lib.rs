@@ -10,5 +10,7 @@
 //! - [`log_crash`]: the log crash scenario: random appends, flushes, rolls, reads and retention,
 //!   a crash at a random file-system operation, then recovery checked against what was visible.
 
+pub mod conformance;
 pub mod log_crash;
 pub mod sim_fs;
+pub mod zk_model;

@@ -63,16 +63,11 @@ impl Broker {
         let logs = Arc::new(logs);
         let host = config.hostname.clone().unwrap_or_else(|| "0.0.0.0".into());
         let bind_addr = format!("{host}:{}", config.port);
-        let addr: SocketAddr = tokio::net::lookup_host(&bind_addr)
-            .await
-            .ok()
-            .and_then(|mut a| a.next())
-            .ok_or_else(|| StartError::Listen { addr: bind_addr.clone(), source: std::io::Error::other("cannot resolve") })?;
         let listener = env
-            .bind(addr, config.socket_send_buffer_bytes, config.socket_receive_buffer_bytes)
+            .bind(&host, config.port, config.socket_send_buffer_bytes, config.socket_receive_buffer_bytes)
             .await
-            .map_err(|source| StartError::Listen { addr: bind_addr, source })?;
-        let addr = listener.local_addr().map_err(|source| StartError::Listen { addr: addr.to_string(), source })?;
+            .map_err(|source| StartError::Listen { addr: bind_addr.clone(), source })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Listen { addr: bind_addr, source })?;
         let (topics_tx, topics_rx) = mpsc::unbounded_channel();
         let registration = if config.enable_zookeeper {
             Some(Registration::start(env.clone(), &config, addr.port(), logs.topics(), topics_rx).await.map_err(StartError::Registration)?)

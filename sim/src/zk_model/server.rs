@@ -1,0 +1,297 @@
+//! The ZooKeeper model's server: a znode tree with versions; persistent, ephemeral and
+//! sequential nodes; one-shot data and child watches; sessions that expire when the server has
+//! heard nothing from the client for the session timeout (deleting their ephemeral nodes and
+//! firing watches); replies and events delivered in order per session.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::proto::{recv_client, send_server, ClientMsg, ErrCode, Op, Reply, ServerMsg};
+
+/// How often the server looks for expired sessions.
+const EXPIRY_CHECK: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone)]
+struct Node {
+    data: Vec<u8>,
+    version: i32,
+    owner: Option<u64>,
+    next_sequence: u64,
+}
+
+#[derive(Debug)]
+struct Session {
+    timeout: Duration,
+    last_heard: Instant,
+    conn: Option<mpsc::UnboundedSender<ServerMsg>>,
+    /// Events fired while the session had no connection, delivered on reconnect.
+    pending: Vec<ServerMsg>,
+}
+
+/// The model's whole state.
+#[derive(Debug)]
+pub struct ModelState {
+    nodes: BTreeMap<String, Node>,
+    sessions: BTreeMap<u64, Session>,
+    data_watches: BTreeMap<String, BTreeSet<u64>>,
+    child_watches: BTreeMap<String, BTreeSet<u64>>,
+    next_session: u64,
+    /// Sessions expired so far (for traces and checks).
+    pub expired: u64,
+}
+
+impl Default for ModelState {
+    fn default() -> Self {
+        let mut nodes = BTreeMap::new();
+        nodes.insert("/".to_string(), Node { data: Vec::new(), version: 0, owner: None, next_sequence: 0 });
+        ModelState { nodes, sessions: BTreeMap::new(), data_watches: BTreeMap::new(), child_watches: BTreeMap::new(), next_session: 1, expired: 0 }
+    }
+}
+
+fn parent(path: &str) -> Option<&str> {
+    match path.rfind('/') {
+        Some(0) if path.len() > 1 => Some("/"),
+        Some(i) if i > 0 => Some(&path[..i]),
+        _ => None,
+    }
+}
+
+fn valid(path: &str) -> bool {
+    path.starts_with('/') && (path == "/" || (!path.ends_with('/') && !path.contains("//")))
+}
+
+impl ModelState {
+    /// Children names of `path`, sorted.
+    pub fn children(&self, path: &str) -> Vec<String> {
+        let prefix = if path == "/" { "/".to_string() } else { format!("{path}/") };
+        self.nodes
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter(|(k, _)| k.len() > prefix.len() && !k[prefix.len()..].contains('/'))
+            .map(|(k, _)| k[prefix.len()..].to_string())
+            .collect()
+    }
+
+    /// Data of `path`, if it exists.
+    pub fn data(&self, path: &str) -> Option<Vec<u8>> {
+        self.nodes.get(path).map(|n| n.data.clone())
+    }
+
+    fn fire(&mut self, path: &str, children: bool) {
+        let watches = if children { &mut self.child_watches } else { &mut self.data_watches };
+        let Some(sessions) = watches.remove(path) else { return };
+        for id in sessions {
+            if let Some(session) = self.sessions.get_mut(&id) {
+                let event = ServerMsg::Watch { path: path.to_string(), children };
+                match &session.conn {
+                    Some(conn) if conn.send(event.clone()).is_ok() => {}
+                    _ => session.pending.push(event),
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, session: u64, op: Op) -> Result<Reply, ErrCode> {
+        match op {
+            Op::Create { path, data, kind } => self.create(session, path, data, kind),
+            Op::Get { path, watch } => {
+                let node = self.nodes.get(&path).ok_or(ErrCode::NoNode)?;
+                let reply = Reply::Data(node.data.clone(), node.version);
+                if watch {
+                    self.data_watches.entry(path).or_default().insert(session);
+                }
+                Ok(reply)
+            }
+            Op::Set { path, data, version } => {
+                let node = self.nodes.get_mut(&path).ok_or(ErrCode::NoNode)?;
+                if version >= 0 && node.version != version {
+                    return Err(ErrCode::BadVersion);
+                }
+                node.data = data;
+                node.version += 1;
+                let v = node.version;
+                self.fire(&path, false);
+                Ok(Reply::Version(v))
+            }
+            Op::Delete { path, version } => {
+                let node = self.nodes.get(&path).ok_or(ErrCode::NoNode)?;
+                if version >= 0 && node.version != version {
+                    return Err(ErrCode::BadVersion);
+                }
+                if !self.children(&path).is_empty() {
+                    return Err(ErrCode::NotEmpty);
+                }
+                self.remove(&path);
+                Ok(Reply::Done)
+            }
+            Op::Children { path, watch } => {
+                if !self.nodes.contains_key(&path) {
+                    return Err(ErrCode::NoNode);
+                }
+                if watch {
+                    self.child_watches.entry(path.clone()).or_default().insert(session);
+                }
+                Ok(Reply::Children(self.children(&path)))
+            }
+        }
+    }
+
+    fn create(&mut self, session: u64, path: String, data: Vec<u8>, kind: u8) -> Result<Reply, ErrCode> {
+        if !valid(&path) || path == "/" {
+            return Err(ErrCode::Invalid);
+        }
+        let parent_path = parent(&path).ok_or(ErrCode::Invalid)?.to_string();
+        let parent = self.nodes.get_mut(&parent_path).ok_or(ErrCode::NoNode)?;
+        if parent.owner.is_some() {
+            return Err(ErrCode::Invalid);
+        }
+        let path = if kind >= 2 {
+            let seq = parent.next_sequence;
+            parent.next_sequence += 1;
+            format!("{path}{seq:010}")
+        } else {
+            path
+        };
+        if self.nodes.contains_key(&path) {
+            return Err(ErrCode::NodeExists);
+        }
+        let owner = (kind == 1 || kind == 3).then_some(session);
+        self.nodes.insert(path.clone(), Node { data, version: 0, owner, next_sequence: 0 });
+        self.fire(&path, false);
+        self.fire(&parent_path, true);
+        Ok(Reply::Created(path))
+    }
+
+    fn remove(&mut self, path: &str) {
+        self.nodes.remove(path);
+        self.fire(path, false);
+        self.fire(path, true);
+        if let Some(parent) = parent(path) {
+            let parent = parent.to_string();
+            self.fire(&parent, true);
+        }
+    }
+
+    /// Ends `session`: its ephemeral nodes go and its watches are dropped.
+    fn end_session(&mut self, id: u64) {
+        let Some(session) = self.sessions.remove(&id) else { return };
+        if let Some(conn) = session.conn {
+            let _ = conn.send(ServerMsg::Expired);
+        }
+        let owned: Vec<String> = self.nodes.iter().filter(|(_, n)| n.owner == Some(id)).map(|(k, _)| k.clone()).collect();
+        for path in owned {
+            self.remove(&path);
+        }
+        for watches in [&mut self.data_watches, &mut self.child_watches] {
+            watches.values_mut().for_each(|s| {
+                s.remove(&id);
+            });
+        }
+    }
+
+    /// Expires every session not heard from within its timeout.
+    fn expire(&mut self, now: Instant) -> usize {
+        let stale: Vec<u64> = self.sessions.iter().filter(|(_, s)| now.duration_since(s.last_heard) > s.timeout).map(|(id, _)| *id).collect();
+        for id in &stale {
+            self.end_session(*id);
+            self.expired += 1;
+        }
+        stale.len()
+    }
+}
+
+/// A shared handle to the model's state (to inspect it from checks).
+pub type SharedModel = Arc<Mutex<ModelState>>;
+
+fn lock(model: &SharedModel) -> std::sync::MutexGuard<'_, ModelState> {
+    model.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Serves the model on `port` until the host stops.
+pub async fn serve(port: u16, model: SharedModel) -> std::io::Result<()> {
+    let listener = turmoil::net::TcpListener::bind(("0.0.0.0", port)).await?;
+    let expiry_model = model.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(EXPIRY_CHECK).await;
+            let expired = lock(&expiry_model).expire(Instant::now());
+            if expired > 0 {
+                tracing::info!("zk model: expired {expired} sessions");
+            }
+        }
+    });
+    loop {
+        let (stream, _) = listener.accept().await?;
+        tokio::spawn(connection(stream, model.clone()));
+    }
+}
+
+async fn connection(stream: turmoil::net::TcpStream, model: SharedModel) {
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let Ok(ClientMsg::Connect { session, timeout_ms }) = recv_client(&mut reader).await else { return };
+    let (tx, mut rx) = mpsc::unbounded_channel::<ServerMsg>();
+    let id = {
+        let mut state = lock(&model);
+        let id = if session == 0 {
+            let id = state.next_session;
+            state.next_session += 1;
+            state.sessions.insert(id, Session { timeout: Duration::from_millis(timeout_ms), last_heard: Instant::now(), conn: None, pending: Vec::new() });
+            id
+        } else {
+            session
+        };
+        match state.sessions.get_mut(&id) {
+            Some(s) => {
+                s.last_heard = Instant::now();
+                let _ = tx.send(ServerMsg::Connected { session: id });
+                for event in s.pending.drain(..) {
+                    let _ = tx.send(event);
+                }
+                s.conn = Some(tx.clone());
+            }
+            None => {
+                let _ = tx.send(ServerMsg::Expired);
+            }
+        }
+        id
+    };
+    let writer_task = tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            let expired = msg == ServerMsg::Expired;
+            if send_server(&mut writer, &msg).await.is_err() || expired {
+                return;
+            }
+        }
+    });
+    while let Ok(msg) = recv_client(&mut reader).await {
+        let mut state = lock(&model);
+        let Some(session) = state.sessions.get_mut(&id) else { break };
+        session.last_heard = Instant::now();
+        match msg {
+            ClientMsg::Ping => {
+                let _ = tx.send(ServerMsg::Pong);
+            }
+            ClientMsg::Request { xid, op } => {
+                let result = state.apply(id, op);
+                let _ = tx.send(ServerMsg::Reply { xid, result });
+            }
+            ClientMsg::Close => {
+                state.end_session(id);
+                break;
+            }
+            ClientMsg::Connect { .. } => break,
+        }
+    }
+    // The connection is gone; the session lives on until it times out.
+    if let Some(session) = lock(&model).sessions.get_mut(&id) {
+        if session.conn.as_ref().is_some_and(|c| c.same_channel(&tx)) {
+            session.conn = None;
+        }
+    }
+    drop(tx);
+    let _ = writer_task.await;
+}
