@@ -10,7 +10,9 @@
 //! - [`log_crash`]: the log crash scenario: random appends, flushes, rolls, reads and retention,
 //!   a crash at a random file-system operation, then recovery checked against what was visible.
 
+pub mod cluster;
 pub mod conformance;
+pub mod env;
 pub mod log_crash;
 pub mod sim_fs;
 pub mod zk_model;

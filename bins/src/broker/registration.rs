@@ -31,6 +31,29 @@ struct Registrar {
     connection_timeout: Duration,
 }
 
+/// Why a registration attempt failed.
+#[derive(Debug)]
+enum RegisterError {
+    /// Another live broker holds this id: final.
+    Conflict(String),
+    /// ZooKeeper was unreachable or the session ended: worth retrying.
+    Transient(String),
+}
+
+impl From<CoordError> for RegisterError {
+    fn from(e: CoordError) -> Self {
+        RegisterError::Transient(e.to_string())
+    }
+}
+
+impl std::fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegisterError::Conflict(e) | RegisterError::Transient(e) => f.write_str(e),
+        }
+    }
+}
+
 /// The running registration; stop it to leave ZooKeeper.
 #[derive(Debug)]
 pub struct Registration {
@@ -53,8 +76,7 @@ impl Registration {
             session_timeout: Duration::from_millis(config.zk.session_timeout_ms.into()),
             connection_timeout: Duration::from_millis(config.zk.connection_timeout_ms.into()),
         };
-        let coord = registrar.connect(&env).await.map_err(|e| format!("{}: {e}", registrar.connect))?;
-        registrar.register_all(&coord, env.now_ms()).await?;
+        let coord = registrar.connect_and_register(&env).await?;
         tracing::info!("registered broker {} as {}:{} in ZooKeeper at {}", registrar.broker_id, registrar.host, registrar.port, registrar.connect);
         let counts = config.clone();
         let (stop, stop_rx) = oneshot::channel();
@@ -85,34 +107,56 @@ impl Registrar {
         env.coordinate(&self.connect, self.session_timeout, self.connection_timeout).await
     }
 
+    /// Connects and registers, retrying lost connections and expired sessions (as 0.7's
+    /// ZooKeeper client retries until connected) until `zk.connectiontimeout.ms` has passed.
+    /// A live broker holding this id is final.
+    async fn connect_and_register<E: Env>(&self, env: &E) -> Result<E::Coord, String> {
+        let deadline = tokio::time::Instant::now() + self.connection_timeout;
+        loop {
+            let attempt = match self.connect(env).await {
+                Ok(coord) => match self.register_all(&coord, env.now_ms()).await {
+                    Ok(()) => return Ok(coord),
+                    Err(RegisterError::Conflict(e)) => return Err(e),
+                    Err(RegisterError::Transient(e)) => e,
+                },
+                Err(e) => e.to_string(),
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!("{}: {attempt} (gave up after zk.connectiontimeout.ms)", self.connect));
+            }
+            tracing::warn!("registering in ZooKeeper at {}: {attempt}; retrying", self.connect);
+            tokio::time::sleep(RECONNECT_BACKOFF).await;
+        }
+    }
+
     /// Registers the broker and every topic. A registration of this id with other data is
     /// waited out for up to two session timeouts (it may be this broker's previous, killed run
     /// whose session has not expired yet); after that, another broker holds the id.
-    async fn register_all(&self, coord: &impl Coordination, now_ms: i64) -> Result<(), String> {
+    async fn register_all(&self, coord: &impl Coordination, now_ms: i64) -> Result<(), RegisterError> {
         let path = broker_id_path(self.broker_id);
         let data = broker_registration(&self.host, now_ms, self.port);
         let deadline = tokio::time::Instant::now() + self.session_timeout * 2;
-        coord.ensure_parents(&path).await.map_err(|e| e.to_string())?;
+        coord.ensure_parents(&path).await.map_err(RegisterError::from)?;
         loop {
             match coord.create(&path, data.as_bytes(), NodeKind::Ephemeral).await {
                 Ok(_) => break,
                 Err(CoordError::NodeExists(_)) => match coord.get(&path).await {
                     Ok((existing, _)) if existing == data.as_bytes() => break,
                     Ok((existing, _)) if tokio::time::Instant::now() >= deadline => {
-                        return Err(format!(
+                        return Err(RegisterError::Conflict(format!(
                             "broker id {} is already registered by a live broker ({}); give this broker another brokerid",
                             self.broker_id,
                             String::from_utf8_lossy(&existing)
-                        ))
+                        )))
                     }
                     Ok(_) | Err(CoordError::NoNode(_)) => tokio::time::sleep(STALE_RETRY).await,
-                    Err(e) => return Err(e.to_string()),
+                    Err(e) => return Err(e.into()),
                 },
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(e.into()),
             }
         }
         for (topic, count) in &self.partitions {
-            register_topic(coord, topic, self.broker_id, *count).await.map_err(|e| e.to_string())?;
+            register_topic(coord, topic, self.broker_id, *count).await?;
         }
         Ok(())
     }

@@ -60,13 +60,22 @@ impl ModelCoordination {
     /// Opens a session with the model at `host:port`; fails after `connect_timeout`.
     pub async fn connect(host: &str, port: u16, session_timeout: Duration, connect_timeout: Duration) -> Result<Self, CoordError> {
         let addr = (host.to_string(), port);
-        let (stream, session) = tokio::time::timeout(connect_timeout, handshake(&addr, 0, session_timeout))
-            .await
-            .map_err(|_| CoordError::ConnectionLoss(format!("{host}:{port}: no session within {connect_timeout:?}")))?
-            .map_err(|e| CoordError::ConnectionLoss(format!("{host}:{port}: {e}")))?;
+        // Like a real client: keep trying (a partition may heal) until the connect timeout.
+        let deadline = tokio::time::Instant::now() + connect_timeout;
+        let (stream, session) = loop {
+            let attempt = tokio::time::timeout(session_timeout / 3, handshake(&addr, 0, session_timeout)).await;
+            match attempt {
+                Ok(Ok(connected)) => break connected,
+                _ if tokio::time::Instant::now() >= deadline => {
+                    return Err(CoordError::ConnectionLoss(format!("{host}:{port}: no session within {connect_timeout:?}")))
+                }
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
         let shared = Arc::new(Shared::default());
         let (events_tx, events) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run_session(addr, session, session_timeout, stream, shared.clone(), events_tx));
+        let outbox = outbox(&shared);
+        let task = tokio::spawn(run_session(addr, session, session_timeout, stream, outbox, shared.clone(), events_tx));
         Ok(ModelCoordination { shared, events: tokio::sync::Mutex::new(events), timeout: session_timeout, task })
     }
 
@@ -125,16 +134,35 @@ async fn handshake(addr: &(String, u16), session: u64, timeout: Duration) -> std
     }
 }
 
+/// A fresh outgoing queue, installed before the connection's tasks start so that calls made
+/// right after a (re)connect are not refused.
+fn outbox(shared: &Shared) -> mpsc::UnboundedReceiver<ClientMsg> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    *guard(&shared.out) = Some(tx);
+    rx
+}
+
 /// Drives the session: one connection at a time, pings, reconnects, expiry.
-async fn run_session(addr: (String, u16), session: u64, timeout: Duration, mut stream: turmoil::net::TcpStream, shared: Arc<Shared>, events: mpsc::UnboundedSender<SessionEvent>) {
+async fn run_session(
+    addr: (String, u16),
+    session: u64,
+    timeout: Duration,
+    mut stream: turmoil::net::TcpStream,
+    mut rx: mpsc::UnboundedReceiver<ClientMsg>,
+    shared: Arc<Shared>,
+    events: mpsc::UnboundedSender<SessionEvent>,
+) {
     loop {
-        serve_connection(stream, timeout, &shared).await;
+        serve_connection(stream, rx, timeout, &shared).await;
         shared.fail_pending(&CoordError::ConnectionLoss("connection lost".into()));
         let _ = events.send(SessionEvent::Disconnected);
         stream = loop {
             tokio::time::sleep(timeout / 10).await;
             match tokio::time::timeout(timeout / 3, handshake(&addr, session, timeout)).await {
-                Ok(Ok((s, _))) => break s,
+                Ok(Ok((s, _))) => {
+                    rx = outbox(&shared);
+                    break s;
+                }
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused && e.to_string().contains("expired") => {
                     shared.dead.store(true, Ordering::SeqCst);
                     shared.fail_pending(&CoordError::SessionExpired);
@@ -150,10 +178,9 @@ async fn run_session(addr: (String, u16), session: u64, timeout: Duration, mut s
 }
 
 /// Runs one connection until it breaks or stays silent past two thirds of the timeout.
-async fn serve_connection(stream: turmoil::net::TcpStream, timeout: Duration, shared: &Arc<Shared>) {
+async fn serve_connection(stream: turmoil::net::TcpStream, mut rx: mpsc::UnboundedReceiver<ClientMsg>, timeout: Duration, shared: &Arc<Shared>) {
     let (mut reader, mut writer) = tokio::io::split(stream);
-    let (tx, mut rx) = mpsc::unbounded_channel::<ClientMsg>();
-    *guard(&shared.out) = Some(tx.clone());
+    let Some(tx) = guard(&shared.out).clone() else { return };
     let writer_task = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             if send_client(&mut writer, &msg).await.is_err() {
