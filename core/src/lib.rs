@@ -19,5 +19,7 @@ pub mod config;
 pub mod fuzzing;
 pub mod log;
 pub mod message;
+#[doc(hidden)]
+pub mod planted;
 pub mod wire;
 pub mod zk_layout;

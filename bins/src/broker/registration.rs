@@ -193,6 +193,9 @@ async fn keep_alive<E: Env>(
                 }
             }
             event = coord.next_event() => match event {
+                SessionEvent::Expired if tributary_core::planted::active(tributary_core::planted::Bug::NoReregistration) => {
+                    tracing::warn!("ZooKeeper session expired (planted bug: not re-registering)");
+                }
                 SessionEvent::Expired => {
                     tracing::warn!("ZooKeeper session expired: re-registering broker {}", registrar.broker_id);
                     coord = loop {

@@ -96,6 +96,14 @@ impl<F: LogFs> Log<F> {
         self.flushed_end
     }
 
+    /// Where reads stop: the flushed end (or, with a planted bug, the written end).
+    fn visible_end(&self) -> u64 {
+        if crate::planted::active(crate::planted::Bug::ServeUnflushed) {
+            return self.written_end();
+        }
+        self.flushed_end
+    }
+
     /// Number of segment files.
     pub fn segment_count(&self) -> usize {
         self.segments.len()
@@ -242,16 +250,17 @@ impl<F: LogFs> Log<F> {
             start: self.start_offset(),
             end: self.flushed_end,
         };
+        let visible_end = self.visible_end();
         let pos = u64::try_from(offset).map_err(|_| out_of_range())?;
-        if pos < self.start_offset() || pos > self.flushed_end {
+        if pos < self.start_offset() || pos > visible_end {
             return Err(out_of_range());
         }
-        if pos == self.flushed_end || max_bytes == 0 {
+        if pos == visible_end || max_bytes == 0 {
             return Ok(Bytes::new());
         }
         let index = self.segments.partition_point(|s| s.start <= pos).saturating_sub(1);
         let Some(segment) = self.segments.get(index) else { return Err(out_of_range()) };
-        let readable_end = segment.end().min(self.flushed_end);
+        let readable_end = segment.end().min(visible_end);
         let want = usize::try_from(readable_end - pos).unwrap_or(usize::MAX).min(max_bytes);
         let buf = read_exact_at(&segment.file, pos - segment.start, want)
             .map_err(|e| self.io("read", &segment.path, e))?;
@@ -314,8 +323,9 @@ impl<F: LogFs> Log<F> {
     /// before `time`.
     pub fn offsets_before(&self, time: i64, max_offsets: i32, now_ms: i64) -> Vec<i64> {
         let mut candidates: Vec<(u64, i64)> = self.segments.iter().map(|s| (s.start, s.modified_ms)).collect();
-        if self.segments.last().is_some_and(|s| self.flushed_end > s.start) {
-            candidates.push((self.flushed_end, now_ms));
+        let visible_end = self.visible_end();
+        if self.segments.last().is_some_and(|s| visible_end > s.start) {
+            candidates.push((visible_end, now_ms));
         }
         let start_index = match time {
             -1 => candidates.len().checked_sub(1),

@@ -1,0 +1,42 @@
+//! Planted bugs: switches that break a guarantee on purpose, so tests can show that the
+//! simulator's checkers catch each break. They only exist with the `planted-bugs` feature
+//! (enabled by the simulator's tests); without it [`active`] is `false` and compiles away.
+//!
+//! Switches are per thread: turmoil runs a whole simulation on the thread that drives it, so
+//! concurrent tests cannot see each other's bugs.
+
+/// A bug that can be planted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bug {
+    /// Reads and OFFSETS see written but unflushed data (breaks visible ⇒ durable).
+    ServeUnflushed = 1,
+    /// Recovery trusts every byte on disk (keeps torn tails).
+    SkipRecoveryValidation = 2,
+    /// The broker does not re-register after its ZooKeeper session expires.
+    NoReregistration = 4,
+}
+
+#[cfg(feature = "planted-bugs")]
+thread_local! {
+    static ACTIVE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether `bug` is planted on this thread.
+#[inline]
+pub fn active(bug: Bug) -> bool {
+    #[cfg(feature = "planted-bugs")]
+    {
+        ACTIVE.with(|a| a.get() & bug as u32 != 0)
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    {
+        let _ = bug;
+        false
+    }
+}
+
+/// Plants exactly `bugs` on this thread (an empty slice clears them).
+#[cfg(feature = "planted-bugs")]
+pub fn plant(bugs: &[Bug]) {
+    ACTIVE.with(|a| a.set(bugs.iter().fold(0, |acc, b| acc | *b as u32)));
+}
