@@ -72,6 +72,8 @@ pub enum Fault {
     Repair(String, String),
     /// Kill a host (unsynced writes lost).
     Crash(String),
+    /// Shut a broker down gracefully (flush, checkpoint, marker, leave ZooKeeper).
+    Stop(String),
     /// Restart a crashed host.
     Bounce(String),
 }
@@ -115,6 +117,8 @@ struct Shared {
     produced: u64,
     violation: Option<String>,
     stop: bool,
+    /// Brokers asked to shut down gracefully.
+    stop_requested: BTreeSet<u32>,
     final_done: bool,
 }
 
@@ -167,7 +171,8 @@ pub fn schedule(seed: u64, mode: Faults, duration: Duration) -> Vec<(Duration, F
             _ => rng.random_bool(0.4),
         };
         if crash {
-            out.push((t, Fault::Crash(broker.clone())));
+            let down = if rng.random_bool(0.3) { Fault::Stop(broker.clone()) } else { Fault::Crash(broker.clone()) };
+            out.push((t, down));
             out.push((t + length, Fault::Bounce(broker)));
         } else {
             let other = if rng.random_bool(0.5) { "zk".to_string() } else { "client".to_string() };
@@ -186,7 +191,14 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (String, C
     let mode = options.faults.unwrap_or(Faults::Mixed);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut builder = turmoil::Builder::new();
-    builder.rng_seed(seed).simulation_duration(duration + HEAL * 4).tcp_capacity(256);
+    builder
+        .rng_seed(seed)
+        .epoch(std::time::UNIX_EPOCH + Duration::from_millis(crate::sim_fs::SIM_EPOCH_MS as u64))
+        .simulation_duration(duration + HEAL * 4)
+        // Small socket queues (full queues) and varied message latency, from the seed.
+        .tcp_capacity(rng.random_range(16..256))
+        .min_message_latency(Duration::from_millis(rng.random_range(0..2)))
+        .max_message_latency(Duration::from_millis(rng.random_range(2..40)));
     // Torn writes: a crash keeps a random prefix of the blocks of unsynced writes.
     builder.fs().block_size(512);
     let mut sim = builder.build();
@@ -205,9 +217,15 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (String, C
             let (config, st) = (config.clone(), st.clone());
             async move {
                 match Broker::start(SimEnv::new(env_seed), config).await {
-                    Ok(_broker) => {
+                    Ok(broker) => {
                         trace(&st, format!("broker{id} started"));
-                        std::future::pending::<()>().await;
+                        while !guard(&st).stop_requested.remove(&id) {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        match broker.shutdown().await {
+                            Ok(()) => trace(&st, format!("broker{id} stopped gracefully")),
+                            Err(e) => violate(&st, format!("broker{id}: graceful shutdown failed: {e}")),
+                        }
                     }
                     Err(e) => trace(&st, format!("broker{id} failed to start: {e}")),
                 }
@@ -246,7 +264,7 @@ fn drive(sim: &mut turmoil::Sim<'_>, state: &SharedState, faults: Vec<(Duration,
     let mut crashed = BTreeSet::new();
     while sim.elapsed() < duration {
         while let Some((_, fault)) = pending.next_if(|(t, _)| *t <= sim.elapsed()) {
-            apply(sim, &fault, &mut crashed, report);
+            apply(sim, state, &fault, &mut crashed, report);
             trace_at(state, sim.elapsed(), format!("fault {fault:?}"));
         }
         sim.step().map_err(|e| format!("simulation error: {e}"))?;
@@ -271,7 +289,7 @@ fn drive(sim: &mut turmoil::Sim<'_>, state: &SharedState, faults: Vec<(Duration,
     Ok(())
 }
 
-fn apply(sim: &mut turmoil::Sim<'_>, fault: &Fault, crashed: &mut BTreeSet<String>, report: &mut ClusterReport) {
+fn apply(sim: &mut turmoil::Sim<'_>, state: &SharedState, fault: &Fault, crashed: &mut BTreeSet<String>, report: &mut ClusterReport) {
     let kind = match fault {
         Fault::Partition(a, b) => {
             sim.partition(a.as_str(), b.as_str());
@@ -287,6 +305,15 @@ fn apply(sim: &mut turmoil::Sim<'_>, fault: &Fault, crashed: &mut BTreeSet<Strin
             }
             sim.crash(h.as_str());
             "crash"
+        }
+        Fault::Stop(h) => {
+            if !crashed.insert(h.clone()) {
+                return;
+            }
+            if let Some(id) = h.strip_prefix("broker").and_then(|n| n.parse().ok()) {
+                guard(state).stop_requested.insert(id);
+            }
+            "stop"
         }
         Fault::Bounce(h) => {
             if !crashed.remove(h) {

@@ -35,9 +35,23 @@ fn parse() -> Result<Args, String> {
     Ok(args)
 }
 
+/// Log lines carry simulated time, not wall time.
+struct SimTime;
+
+impl tracing_subscriber::fmt::time::FormatTime for SimTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        write!(w, "{:>9.3}s", turmoil::sim_elapsed().unwrap_or_default().as_secs_f64())
+    }
+}
+
 fn main() -> ExitCode {
     if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_writer(std::io::stderr).without_time().init();
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .with_timer(SimTime)
+            .with_ansi(false)
+            .init();
     }
     let args = match parse() {
         Ok(a) => a,
