@@ -368,6 +368,8 @@ fn partitions_are_created_on_demand_within_the_topic_count() {
     assert!(m.get_or_create(&tp("big", 4), T0).is_ok());
     assert!(dir.path().join("big-4/00000000000000000000.kafka").exists());
     assert_eq!(m.topics().len(), 2);
+    assert!(m.has_topic(&"big".parse().unwrap()) && m.has_topic(&"small".parse().unwrap()));
+    assert!(!m.has_topic(&"bi".parse().unwrap()) && !m.has_topic(&"smaller".parse().unwrap()));
 }
 
 #[test]

@@ -93,7 +93,7 @@ impl<E: Env> Handler<E> {
         let partition = if p.partition == PARTITION_BROKER_PICKS { rng.random_range(0..count) as i32 } else { p.partition };
         let tp = self.partition(&p.topic, partition).ok_or(CloseReason::InvalidPartition { topic: p.topic.clone(), partition, count })?;
         let (logs, now) = (self.logs.clone(), self.env.now_ms());
-        let is_new_topic = !logs.topics().contains(&tp.topic);
+        let is_new_topic = !logs.has_topic(&tp.topic);
         let set = p.messages;
         self.env
             .blocking(move || {

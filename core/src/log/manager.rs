@@ -144,6 +144,12 @@ impl<F: LogFs + Clone> LogManager<F> {
         self.logs().keys().cloned().collect()
     }
 
+    /// Whether `topic` has at least one served partition (without listing every topic).
+    pub fn has_topic(&self, topic: &TopicName) -> bool {
+        let first = TopicPartition::new(topic.clone(), 0);
+        self.logs().range(first..).next().is_some_and(|(tp, _)| tp.topic == *topic)
+    }
+
     /// Topics with at least one served partition.
     pub fn topics(&self) -> Vec<TopicName> {
         let mut topics: Vec<TopicName> = self.logs().keys().map(|tp| tp.topic.clone()).collect();
