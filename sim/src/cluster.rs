@@ -383,9 +383,11 @@ async fn workload(seed: u64, st: &SharedState) {
                     set.push_message(&Message::new(format!("msg {serial} to {t}-{partition}@{broker}").into_bytes()));
                 }
                 let request = Request::Produce(ProduceRequest { topic: t.clone(), partition: partition as i32, messages: set.build(codec) });
-                if client.send(broker, &request).await {
+                let sent = client.send(broker, &request).await;
+                if sent {
                     guard(st).produced += n;
                 }
+                trace(st, format!("produce broker{broker} {t}-{partition} n={n} sent={sent}"));
             }
             5..8 => read(&mut client, st, broker, &t, partition, &mut rng).await,
             _ => latest(&mut client, st, broker, &t, partition).await,
@@ -399,7 +401,10 @@ async fn read(client: &mut Client, st: &SharedState, broker: u32, t: &TopicName,
     let known: Vec<i64> = guard(st).seen.range((broker, t.to_string(), partition, 0)..=(broker, t.to_string(), partition, i64::MAX)).map(|(k, _)| k.3).collect();
     let offset = if known.is_empty() || rng.random_bool(0.3) { 0 } else { known[rng.random_range(0..known.len())] };
     let request = Request::Fetch(FetchRequest { topic: t.clone(), partition: partition as i32, offset, max_bytes: 4096 });
-    let Some(Response::Fetch(f)) = client.call(broker, &request).await else { return };
+    let Some(Response::Fetch(f)) = client.call(broker, &request).await else {
+        return trace(st, format!("fetch broker{broker} {t}-{partition}@{offset}: no answer"));
+    };
+    trace(st, format!("fetch broker{broker} {t}-{partition}@{offset}: {:?} {} bytes", f.error, f.messages.len()));
     match f.error {
         ErrorCode::NoError => {}
         // Retention is off and offsets come from earlier reads, so a known offset must exist.
@@ -449,7 +454,10 @@ fn record_entries(st: &SharedState, broker: u32, t: &TopicName, partition: u32, 
 /// OFFSETS -1 must never go back (invariant 3).
 async fn latest(client: &mut Client, st: &SharedState, broker: u32, t: &TopicName, partition: u32) {
     let request = Request::Offsets(OffsetsRequest { topic: t.clone(), partition: partition as i32, time: -1, max_offsets: 1 });
-    let Some(Response::Offsets(o)) = client.call(broker, &request).await else { return };
+    let Some(Response::Offsets(o)) = client.call(broker, &request).await else {
+        return trace(st, format!("offsets broker{broker} {t}-{partition}: no answer"));
+    };
+    trace(st, format!("offsets broker{broker} {t}-{partition}: {:?}", o.offsets));
     let Some(&now) = o.offsets.first() else { return };
     let key = (broker, t.to_string(), partition);
     let mut s = guard(st);
