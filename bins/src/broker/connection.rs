@@ -60,9 +60,11 @@ pub async fn serve<E: Env>(mut stream: E::Stream, peer: SocketAddr, shared: Arc<
             Ok(FrameStatus::Frame(frame)) => frame,
             Ok(FrameStatus::Incomplete { total_bytes }) => {
                 if let (Some(total), None) = (total_bytes, &frame_permit) {
-                    match shared.budget.try_acquire_many(kib(total)) {
-                        Ok(permit) => frame_permit = Some(permit),
-                        Err(_) => return tracing::warn!("{peer}: closing: no memory budget for a {total}-byte request"),
+                    // Wait (holding no other permit, so waits cannot deadlock) for room in the
+                    // broker-wide budget before buffering the rest of the request.
+                    match tokio::time::timeout(REQUEST_READ_TIMEOUT, shared.budget.acquire_many(kib(total))).await {
+                        Ok(Ok(permit)) => frame_permit = Some(permit),
+                        _ => return tracing::warn!("{peer}: closing: no memory budget for a {total}-byte request within {REQUEST_READ_TIMEOUT:?}"),
                     }
                     buf.reserve(total.saturating_sub(buf.len()).min(shared.read_chunk_bytes));
                 }
@@ -90,10 +92,17 @@ pub async fn serve<E: Env>(mut stream: E::Stream, peer: SocketAddr, shared: Arc<
             Err(e) => return tracing::warn!("{peer}: closing: malformed request: {e}"),
         };
         drop(frame);
-        let Ok(response_permit) = shared.budget.try_acquire_many(kib(response_bytes_bound(&request))) else {
-            return tracing::warn!("{peer}: closing: no memory budget for the response");
+        // A produce keeps its request bytes (and needs no response); anything else gives its
+        // small request's share back before waiting for its response's.
+        let response_permit = if request.request_type().has_response() {
+            drop(frame_permit.take());
+            match tokio::time::timeout(RESPONSE_WRITE_TIMEOUT, shared.budget.acquire_many(kib(response_bytes_bound(&request)))).await {
+                Ok(Ok(permit)) => Some(permit),
+                _ => return tracing::warn!("{peer}: closing: no memory budget for the response within {RESPONSE_WRITE_TIMEOUT:?}"),
+            }
+        } else {
+            None
         };
-        frame_permit = None;
         let mut effects = Effects::default();
         let response = match shared.handler.handle(request, &mut rng, &mut effects).await {
             Ok(response) => response,
@@ -120,6 +129,7 @@ pub async fn serve<E: Env>(mut stream: E::Stream, peer: SocketAddr, shared: Arc<
             }
         }
         drop(response_permit);
+        drop(frame_permit.take());
     }
 }
 

@@ -1,0 +1,69 @@
+//! The broker-wide memory budget makes requests wait for room instead of failing them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch, Semaphore};
+use tributary::broker::connection::{serve, Shared};
+use tributary::broker::handler::Handler;
+use tributary::client::Connection;
+use tributary::env::TokioEnv;
+use tributary::real_fs::RealFs;
+use tributary_core::config::{BrokerConfig, Properties};
+use tributary_core::log::{lock, LogManager, TopicPartition};
+use tributary_core::message::{CompressionCodec, MessageSetBuilder};
+use tributary_core::wire::{ErrorCode, FetchRequest, Request, Response};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("brokerid=0\nlog.dir={}\nenable.zookeeper=false\n", dir.path().display());
+    let config = BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
+    let (logs, _) = LogManager::open(RealFs, config, 0).unwrap();
+    let logs = Arc::new(logs);
+    let mut set = MessageSetBuilder::new();
+    (0..10u8).for_each(|i| {
+        set.push(vec![i; 50_000]);
+    });
+    let set = set.build(CompressionCodec::None);
+    {
+        let log = logs.get_or_create(&TopicPartition::new("t".parse().unwrap(), 0), 0).unwrap();
+        let mut log = lock(&log);
+        log.append(&set, 0).unwrap();
+        log.flush(0).unwrap();
+    }
+    // Room for one 600 KB response at a time, not two.
+    let (new_topics, _rx) = mpsc::unbounded_channel();
+    let shared = Arc::new(Shared {
+        handler: Handler::new(TokioEnv, logs),
+        request_bytes_max: 1 << 20,
+        read_chunk_bytes: 1 << 16,
+        budget: Semaphore::new(700),
+        new_topics,
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (_stop, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let mut seed = 0;
+        while let Ok((stream, peer)) = listener.accept().await {
+            seed += 1;
+            tokio::spawn(serve::<TokioEnv>(stream, peer, shared.clone(), stop_rx.clone(), seed));
+        }
+    });
+    let fetch = Request::Fetch(FetchRequest { topic: "t".parse().unwrap(), partition: 0, offset: 0, max_bytes: 600_000 });
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let fetch = fetch.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Connection::connect("127.0.0.1", port, Duration::from_secs(20)).await.unwrap();
+            conn.call(&fetch).await.unwrap()
+        }));
+    }
+    for task in tasks {
+        match task.await.unwrap() {
+            Response::Fetch(f) => assert_eq!((f.error, f.messages.len()), (ErrorCode::NoError, set.len())),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
