@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests use, when missing: a Java runtime, ZooKeeper (the
-# end-to-end tests start their own server on a free port) and snappy-java (the codec library of
-# Kafka 0.7's clients, for the interoperability tests). Needs root (or sudo).
+# Installs what the tests and the demo use, when missing: from Debian, a Java runtime, ZooKeeper
+# (the end-to-end tests start their own server on a free port), snappy-java (the codec library of
+# Kafka 0.7's clients) and npm; from the npm registry, node-kafka (a Kafka 0.7 client). Needs
+# root (or sudo) for apt-get.
 set -euo pipefail
 
 need=()
@@ -9,10 +10,18 @@ command -v java >/dev/null || need+=(default-jre-headless)
 [ -f /usr/share/java/snappy-java.jar ] || need+=(libsnappy-java)
 [ -f /usr/lib/x86_64-linux-gnu/jni/libsnappyjava.so ] || need+=(libsnappy-jni)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
-[ ${#need[@]} -eq 0 ] && exit 0
+command -v npm >/dev/null || need+=(npm)
 
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-echo "installing: ${need[*]}"
-$sudo apt-get update -q
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${need[@]}"
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing: ${need[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${need[@]}"
+fi
+
+# node-kafka 0.2.3, a real Kafka 0.7 client, for the interoperability test (from the npm registry).
+here="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -d "$here/tests/node/node_modules/kafka" ]; then
+  npm ci --prefix "$here/tests/node" --no-audit --no-fund
+fi
