@@ -172,6 +172,18 @@ async fn register_topic(coord: &impl Coordination, topic: &TopicName, broker_id:
     }
 }
 
+/// Registers the topics in `pending`, keeping those that still fail.
+async fn register_pending(coord: &impl Coordination, broker_id: i32, pending: &mut BTreeSet<(TopicName, u32)>) {
+    let mut still = BTreeSet::new();
+    for (topic, count) in std::mem::take(pending) {
+        if let Err(e) = register_topic(coord, &topic, broker_id, count).await {
+            tracing::warn!("registering topic {topic}: {e} (will retry)");
+            still.insert((topic, count));
+        }
+    }
+    *pending = still;
+}
+
 async fn keep_alive<E: Env>(
     env: E,
     mut registrar: Registrar,
@@ -180,6 +192,9 @@ async fn keep_alive<E: Env>(
     mut stop: oneshot::Receiver<()>,
     config: BrokerConfig,
 ) {
+    // Topics whose registration failed (ZooKeeper unreachable): retried until they succeed.
+    let mut unregistered: BTreeSet<(TopicName, u32)> = BTreeSet::new();
+    let mut retry = tokio::time::interval(registrar.session_timeout / 2);
     loop {
         tokio::select! {
             biased;
@@ -187,11 +202,11 @@ async fn keep_alive<E: Env>(
             Some(topic) = new_topics.recv() => {
                 let count = config.partitions_for(&topic);
                 if registrar.partitions.insert((topic.clone(), count)) {
-                    if let Err(e) = register_topic(&coord, &topic, registrar.broker_id, count).await {
-                        tracing::warn!("registering topic {topic}: {e} (retried on the next session)");
-                    }
+                    unregistered.insert((topic, count));
+                    register_pending(&coord, registrar.broker_id, &mut unregistered).await;
                 }
             }
+            _ = retry.tick(), if !unregistered.is_empty() => register_pending(&coord, registrar.broker_id, &mut unregistered).await,
             event = coord.next_event() => match event {
                 SessionEvent::Expired if tributary_core::planted::active(tributary_core::planted::Bug::NoReregistration) => {
                     tracing::warn!("ZooKeeper session expired (planted bug: not re-registering)");
@@ -208,6 +223,8 @@ async fn keep_alive<E: Env>(
                         }
                         tokio::time::sleep(RECONNECT_BACKOFF).await;
                     };
+                    // register_all covered every topic, pending ones included.
+                    unregistered.clear();
                     tracing::info!("re-registered broker {} in ZooKeeper", registrar.broker_id);
                 }
                 SessionEvent::Disconnected => tracing::warn!("disconnected from ZooKeeper; the session lives until it times out"),
