@@ -209,6 +209,8 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (String, C
         let m = zk_model.clone();
         async move { serve(ZK_PORT, m).await.map_err(Into::into) }
     });
+    // Half the seeds get a slow disk: up to 5–200 ms per disk operation.
+    let disk_latency = if rng.random_bool(0.5) { Duration::from_millis(rng.random_range(5..200)) } else { Duration::ZERO };
     for id in 0..BROKERS {
         let config = broker_config(id, &mut rng);
         let env_seed: u64 = rng.random();
@@ -216,7 +218,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (String, C
         sim.host(format!("broker{id}"), move || {
             let (config, st) = (config.clone(), st.clone());
             async move {
-                match Broker::start(SimEnv::new(env_seed), config).await {
+                match Broker::start(SimEnv::with_disk_latency(env_seed, disk_latency), config).await {
                     Ok(broker) => {
                         trace(&st, format!("broker{id} started"));
                         while !guard(&st).stop_requested.remove(&id) {

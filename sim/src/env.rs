@@ -4,7 +4,11 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 use tributary::coordination::CoordError;
 use tributary::env::{Env, Listener};
@@ -18,12 +22,21 @@ use crate::zk_model::ModelCoordination;
 pub struct SimEnv {
     fs: SimFs,
     seed: u64,
+    /// A slow disk: each blocking (disk) operation first waits up to this long.
+    disk_latency_max: Duration,
+    disk_rng: Arc<Mutex<ChaCha8Rng>>,
 }
 
 impl SimEnv {
-    /// An environment drawing its random choices from `seed`.
+    /// An environment drawing its random choices from `seed`, with an instant disk.
     pub fn new(seed: u64) -> Self {
-        SimEnv { fs: SimFs::new(CrashPoint::never()), seed }
+        Self::with_disk_latency(seed, Duration::ZERO)
+    }
+
+    /// Like [`SimEnv::new`], with disk operations taking up to `max` each (drawn from `seed`).
+    pub fn with_disk_latency(seed: u64, max: Duration) -> Self {
+        let disk_rng = Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(seed ^ 0xD15C)));
+        SimEnv { fs: SimFs::new(CrashPoint::never()), seed, disk_latency_max: max, disk_rng }
     }
 }
 
@@ -85,7 +98,13 @@ impl Env for SimEnv {
     }
 
     async fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> R {
-        // One thread, deterministic: the simulated disk answers at once.
+        // One thread, deterministic. A slow disk is a seeded wait before the work: the calling
+        // task stalls, as it would on a real disk, while other tasks go on.
+        if !self.disk_latency_max.is_zero() {
+            let max_us = self.disk_latency_max.as_micros() as u64;
+            let wait = self.disk_rng.lock().map(|mut r| r.random_range(0..=max_us)).unwrap_or(0);
+            tokio::time::sleep(Duration::from_micros(wait)).await;
+        }
         work()
     }
 }
