@@ -278,6 +278,7 @@ fn drive(sim: &mut turmoil::Sim<'_>, state: &SharedState, faults: Vec<(Duration,
         }
     }
     for host in std::mem::take(&mut crashed) {
+        forget_stop_request(state, &host);
         sim.bounce(host.as_str());
         *report.faults.entry("bounce").or_default() += 1;
     }
@@ -289,6 +290,14 @@ fn drive(sim: &mut turmoil::Sim<'_>, state: &SharedState, faults: Vec<(Duration,
         sim.step().map_err(|e| format!("simulation error: {e}"))?;
     }
     Ok(())
+}
+
+/// A restarted broker must not act on a stop meant for its previous run (a stop requested just
+/// before the restart may not have been seen yet).
+fn forget_stop_request(state: &SharedState, host: &str) {
+    if let Some(id) = host.strip_prefix("broker").and_then(|n| n.parse::<u32>().ok()) {
+        guard(state).stop_requested.remove(&id);
+    }
 }
 
 fn apply(sim: &mut turmoil::Sim<'_>, state: &SharedState, fault: &Fault, crashed: &mut BTreeSet<String>, report: &mut ClusterReport) {
@@ -321,6 +330,7 @@ fn apply(sim: &mut turmoil::Sim<'_>, state: &SharedState, fault: &Fault, crashed
             if !crashed.remove(h) {
                 return;
             }
+            forget_stop_request(state, h);
             sim.bounce(h.as_str());
             "bounce"
         }
