@@ -1,6 +1,10 @@
 //! The environment the runtime code runs in: network, file system, clock, randomness and
 //! blocking work. The broker (and later producer, consumer and mirror) is written once against
 //! [`Env`]; [`TokioEnv`] runs it in production, the simulator plugs in turmoil.
+//!
+//! Timers and deadlines use `tokio::time` directly: turmoil drives tokio's clock, so they are
+//! simulated there. Wall-clock time (for mtimes and registration stamps) and randomness always
+//! come from [`Env::now_ms`] and [`Env::rng_seed`].
 
 use std::future::Future;
 use std::io;

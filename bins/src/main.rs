@@ -22,6 +22,20 @@ struct Cli {
     command: Command,
 }
 
+/// Which broker and partition a tool talks to.
+#[derive(clap::Args)]
+struct PartitionArgs {
+    /// The broker: kafka://host:port or host:port.
+    #[arg(long)]
+    server: String,
+    /// The topic.
+    #[arg(long)]
+    topic: TopicName,
+    /// The partition.
+    #[arg(long, default_value_t = 0)]
+    partition: i32,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Start a broker (Kafka's kafka-server-start.sh).
@@ -56,15 +70,8 @@ enum Command {
     /// Print messages of a partition from an offset (Kafka's SimpleConsumerShell).
     #[command(after_help = "Example:\n  tributary simple-consumer --server kafka://localhost:9092 --topic test --offset 0 --stop-at-end")]
     SimpleConsumer {
-        /// The broker: kafka://host:port or host:port.
-        #[arg(long)]
-        server: String,
-        /// The topic.
-        #[arg(long)]
-        topic: TopicName,
-        /// The partition.
-        #[arg(long, default_value_t = 0)]
-        partition: i32,
+        #[command(flatten)]
+        at: PartitionArgs,
         /// The offset to start from.
         #[arg(long, default_value_t = 0)]
         offset: i64,
@@ -85,15 +92,8 @@ enum Command {
     #[command(after_help = "Examples:\n  tributary get-offsets --server kafka://localhost:9092 --topic test --time -1\n  \
         tributary get-offsets --server localhost:9092 --topic test --time -2 --offsets 1")]
     GetOffsets {
-        /// The broker: kafka://host:port or host:port.
-        #[arg(long)]
-        server: String,
-        /// The topic.
-        #[arg(long)]
-        topic: TopicName,
-        /// The partition.
-        #[arg(long, default_value_t = 0)]
-        partition: i32,
+        #[command(flatten)]
+        at: PartitionArgs,
         /// -1 latest, -2 earliest, or ms since the epoch.
         #[arg(long, allow_hyphen_values = true)]
         time: i64,
@@ -165,13 +165,14 @@ fn run(command: Command) -> Result<ExitCode, String> {
             eprintln!("sent {sent} messages to {topic}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::SimpleConsumer { server, topic, partition, offset, fetchsize, print_offsets, max_messages, stop_at_end } => {
+        Command::SimpleConsumer { at, offset, fetchsize, print_offsets, max_messages, stop_at_end } => {
+            let PartitionArgs { server, topic, partition } = at;
             let options = ConsumeOptions { server, topic, partition, offset, fetch_bytes: fetchsize, print_offsets, max_messages, stop_at_end };
             runtime(Some(1))?.block_on(consume(&options, &mut std::io::stdout().lock()))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::GetOffsets { server, topic, partition, time, offsets } => {
-            let found = runtime(Some(1))?.block_on(get_offsets::get_offsets(&server, &topic, partition, time, offsets))?;
+        Command::GetOffsets { at, time, offsets } => {
+            let found = runtime(Some(1))?.block_on(get_offsets::get_offsets(&at.server, &at.topic, at.partition, time, offsets))?;
             println!("get {} results", found.len());
             found.iter().for_each(|o| println!("{o}"));
             Ok(ExitCode::SUCCESS)

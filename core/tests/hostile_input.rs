@@ -198,3 +198,10 @@ fn offsets_response_with_lying_count_is_refused_without_allocating() {
     let body = bytes::Bytes::from(body);
     assert!(matches!(Response::decode(ResponseKind::Offsets, &body), Err(DecodeError::CountInvalid { .. })));
 }
+
+#[test]
+fn a_limit_below_the_header_refuses_every_frame_without_panicking() {
+    let decoder = RequestDecoder::new(1);
+    let frame = request(&mut rng(1)).to_bytes().unwrap();
+    assert!(matches!(decoder.decode(&mut BytesMut::from(&frame[..])), Err(DecodeError::FrameTooLarge { max: 1, .. })));
+}

@@ -110,11 +110,6 @@ impl BrokerProcess {
     pub fn resume(&self) {
         self.signal("CONT");
     }
-
-    /// Whether the process is still running.
-    pub fn is_running(&mut self) -> bool {
-        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
-    }
 }
 
 impl Drop for BrokerProcess {

@@ -12,7 +12,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Semaphore, SemaphorePermit};
-use tributary_core::wire::{split_frame, EncodeError, FrameStatus, Request, Response, TopicName};
+use tributary_core::wire::{split_frame, EncodeError, FrameStatus, Request, Response, TopicName, MULTIFETCH_BLOCK_HEADER_BYTES};
 
 use super::handler::{Effects, Handler};
 use super::limits::{IDLE_TIMEOUT, REQUEST_READ_TIMEOUT, RESPONSE_BYTES_MAX, RESPONSE_WRITE_TIMEOUT};
@@ -42,7 +42,7 @@ fn response_bytes_bound(request: &Request) -> usize {
     let fetch = |max: i32| usize::try_from(max).unwrap_or(0);
     match request {
         Request::Fetch(f) => fetch(f.max_bytes),
-        Request::MultiFetch(fs) => fs.iter().map(|f| fetch(f.max_bytes) + 6).sum(),
+        Request::MultiFetch(fs) => fs.iter().map(|f| fetch(f.max_bytes) + MULTIFETCH_BLOCK_HEADER_BYTES).sum(),
         Request::Offsets(o) => 8 * usize::try_from(o.max_offsets).unwrap_or(0).min(1 << 20),
         Request::Produce(_) | Request::MultiProduce(_) => 0,
     }
@@ -54,44 +54,10 @@ fn response_bytes_bound(request: &Request) -> usize {
 pub async fn serve<E: Env>(mut stream: E::Stream, peer: SocketAddr, shared: Arc<Shared<E>>, mut shutdown: watch::Receiver<bool>, seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut buf = BytesMut::with_capacity(4096);
-    let mut frame_permit: Option<SemaphorePermit<'_>> = None;
     loop {
-        let frame = match split_frame(&mut buf, shared.request_bytes_max) {
-            Ok(FrameStatus::Frame(frame)) => frame,
-            Ok(FrameStatus::Incomplete { total_bytes }) => {
-                if let (Some(total), None) = (total_bytes, &frame_permit) {
-                    // Wait (holding no other permit, so waits cannot deadlock) for room in the
-                    // broker-wide budget before buffering the rest of the request.
-                    match tokio::time::timeout(REQUEST_READ_TIMEOUT, shared.budget.acquire_many(kib(total))).await {
-                        Ok(Ok(permit)) => frame_permit = Some(permit),
-                        _ => return tracing::warn!("{peer}: closing: no memory budget for a {total}-byte request within {REQUEST_READ_TIMEOUT:?}"),
-                    }
-                    buf.reserve(total.saturating_sub(buf.len()).min(shared.read_chunk_bytes));
-                }
-                let idle = buf.is_empty();
-                let deadline = if idle { IDLE_TIMEOUT } else { REQUEST_READ_TIMEOUT };
-                if buf.capacity() == buf.len() {
-                    buf.reserve(shared.read_chunk_bytes.min(4096));
-                }
-                tokio::select! {
-                    biased;
-                    _ = shutdown.changed(), if idle => return,
-                    read = tokio::time::timeout(deadline, stream.read_buf(&mut buf)) => match read {
-                        Ok(Ok(0)) => return,
-                        Ok(Ok(_)) => continue,
-                        Ok(Err(e)) => return tracing::debug!("{peer}: read failed: {e}"),
-                        Err(_) if idle => return tracing::debug!("{peer}: closing idle connection"),
-                        Err(_) => return tracing::warn!("{peer}: closing: request not completed within {deadline:?}"),
-                    },
-                }
-            }
-            Err(e) => return tracing::warn!("{peer}: closing: {e}"),
+        let Some((request, mut frame_permit)) = next_request(&mut stream, &mut buf, &shared, &mut shutdown, peer).await else {
+            return;
         };
-        let request = match Request::decode(&frame) {
-            Ok(request) => request,
-            Err(e) => return tracing::warn!("{peer}: closing: malformed request: {e}"),
-        };
-        drop(frame);
         // A produce keeps its request bytes (and needs no response); anything else gives its
         // small request's share back before waiting for its response's.
         let response_permit = if request.request_type().has_response() {
@@ -112,24 +78,100 @@ pub async fn serve<E: Env>(mut stream: E::Stream, peer: SocketAddr, shared: Arc<
             let _ = shared.new_topics.send(topic);
         }
         if let Some(response) = response {
-            let chunks = match response_chunks(&response) {
-                Ok(chunks) => chunks,
-                Err(e) => return tracing::error!("{peer}: closing: cannot encode response: {e}"),
-            };
-            let write = async {
-                for chunk in &chunks {
-                    stream.write_all(chunk).await?;
-                }
-                stream.flush().await
-            };
-            match tokio::time::timeout(RESPONSE_WRITE_TIMEOUT, write).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return tracing::debug!("{peer}: write failed: {e}"),
-                Err(_) => return tracing::warn!("{peer}: closing: response not taken within {RESPONSE_WRITE_TIMEOUT:?}"),
+            if !write_response(&mut stream, &response, peer).await {
+                return;
             }
         }
-        drop(response_permit);
-        drop(frame_permit.take());
+        drop((response_permit, frame_permit));
+    }
+}
+
+/// Reads until `buf` holds a whole request and decodes it; `None` when the connection must end
+/// (peer gone, deadline passed, malformed frame, shutdown while idle). The permit returned
+/// covers the request's bytes in the broker-wide budget.
+async fn next_request<'a, E: Env>(
+    stream: &mut E::Stream,
+    buf: &mut BytesMut,
+    shared: &'a Shared<E>,
+    shutdown: &mut watch::Receiver<bool>,
+    peer: SocketAddr,
+) -> Option<(Request, Option<SemaphorePermit<'a>>)> {
+    let mut frame_permit = None;
+    let frame = loop {
+        let total_bytes = match split_frame(buf, shared.request_bytes_max) {
+            Ok(FrameStatus::Frame(frame)) => break frame,
+            Ok(FrameStatus::Incomplete { total_bytes }) => total_bytes,
+            Err(e) => return close(peer, format!("closing: {e}")),
+        };
+        if let (Some(total), None) = (total_bytes, &frame_permit) {
+            // Wait (holding no other permit, so waits cannot deadlock) for room in the
+            // broker-wide budget before buffering the rest of the request.
+            match tokio::time::timeout(REQUEST_READ_TIMEOUT, shared.budget.acquire_many(kib(total))).await {
+                Ok(Ok(permit)) => frame_permit = Some(permit),
+                _ => return close(peer, format!("closing: no memory budget for a {total}-byte request within {REQUEST_READ_TIMEOUT:?}")),
+            }
+            buf.reserve(total.saturating_sub(buf.len()).min(shared.read_chunk_bytes));
+        }
+        let idle = buf.is_empty();
+        let deadline = if idle { IDLE_TIMEOUT } else { REQUEST_READ_TIMEOUT };
+        if buf.capacity() == buf.len() {
+            buf.reserve(shared.read_chunk_bytes.min(4096));
+        }
+        tokio::select! {
+            biased;
+            _ = shutdown.changed(), if idle => return None,
+            read = tokio::time::timeout(deadline, stream.read_buf(buf)) => match read {
+                Ok(Ok(0)) => return None,
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!("{peer}: read failed: {e}");
+                    return None;
+                }
+                Err(_) if idle => {
+                    tracing::debug!("{peer}: closing idle connection");
+                    return None;
+                }
+                Err(_) => return close(peer, format!("closing: request not completed within {deadline:?}")),
+            },
+        }
+    };
+    match Request::decode(&frame) {
+        Ok(request) => Some((request, frame_permit)),
+        Err(e) => close(peer, format!("closing: malformed request: {e}")),
+    }
+}
+
+/// Logs why a connection is closed; always `None`.
+fn close<T>(peer: SocketAddr, why: String) -> Option<T> {
+    tracing::warn!("{peer}: {why}");
+    None
+}
+
+/// Writes `response` within the deadline; `false` when the connection must end.
+async fn write_response<S: tokio::io::AsyncWrite + Unpin>(stream: &mut S, response: &Response, peer: SocketAddr) -> bool {
+    let chunks = match response_chunks(response) {
+        Ok(chunks) => chunks,
+        Err(e) => {
+            tracing::error!("{peer}: closing: cannot encode response: {e}");
+            return false;
+        }
+    };
+    let write = async {
+        for chunk in &chunks {
+            stream.write_all(chunk).await?;
+        }
+        stream.flush().await
+    };
+    match tokio::time::timeout(RESPONSE_WRITE_TIMEOUT, write).await {
+        Ok(Ok(())) => true,
+        Ok(Err(e)) => {
+            tracing::debug!("{peer}: write failed: {e}");
+            false
+        }
+        Err(_) => {
+            tracing::warn!("{peer}: closing: response not taken within {RESPONSE_WRITE_TIMEOUT:?}");
+            false
+        }
     }
 }
 
@@ -145,7 +187,7 @@ fn response_chunks(response: &Response) -> Result<Vec<Bytes>, EncodeError> {
             Ok(vec![header.freeze(), f.messages.clone()])
         }
         Response::MultiFetch(m) => {
-            let body: usize = m.blocks.iter().map(|b| 6 + b.messages.len()).sum();
+            let body: usize = m.blocks.iter().map(|b| MULTIFETCH_BLOCK_HEADER_BYTES + b.messages.len()).sum();
             let size = i32::try_from(2 + body).map_err(|_| EncodeError::TooLarge(body))?;
             let mut chunks = Vec::with_capacity(1 + 2 * m.blocks.len());
             let mut header = BytesMut::with_capacity(6);

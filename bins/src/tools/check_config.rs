@@ -7,19 +7,13 @@ use crate::config_file::AnyConfig;
 
 /// Prints the effective settings of a loaded configuration.
 pub fn print_config(out: &mut impl Write, name: &str, config: &AnyConfig) -> std::io::Result<()> {
-    let (kind, unknown) = match config {
-        AnyConfig::Server(c) => ("broker", Some(&c.unknown)),
-        AnyConfig::Producer(c) => ("producer", Some(&c.unknown)),
-        AnyConfig::Consumer(c) => ("consumer", Some(&c.unknown)),
-        AnyConfig::Zookeeper(_) => ("zookeeper server", None),
+    let (kind, body, unknown) = match config {
+        AnyConfig::Server(c) => ("broker", format!("{c:#?}"), Some(&c.unknown)),
+        AnyConfig::Producer(c) => ("producer", format!("{c:#?}"), Some(&c.unknown)),
+        AnyConfig::Consumer(c) => ("consumer", format!("{c:#?}"), Some(&c.unknown)),
+        AnyConfig::Zookeeper(c) => ("zookeeper server", format!("{c:#?}"), None),
     };
     writeln!(out, "{name}: valid {kind} configuration")?;
-    let body = match config {
-        AnyConfig::Server(c) => format!("{c:#?}"),
-        AnyConfig::Producer(c) => format!("{c:#?}"),
-        AnyConfig::Consumer(c) => format!("{c:#?}"),
-        AnyConfig::Zookeeper(c) => format!("{c:#?}"),
-    };
     for line in body.lines() {
         writeln!(out, "  {line}")?;
     }

@@ -92,12 +92,7 @@ impl<'a> MessageRef<'a> {
 
     /// The compression codec (always `None` for magic 0).
     pub fn codec(&self) -> CompressionCodec {
-        match self.magic {
-            Magic::V0 => CompressionCodec::None,
-            // parse() refused unknown codecs, so the fallback is unreachable.
-            Magic::V1 => CompressionCodec::from_id(self.attributes & CODEC_MASK)
-                .unwrap_or(CompressionCodec::None),
-        }
+        codec_of(self.magic, self.attributes)
     }
 
     /// Bytes of the whole entry, length field included.
@@ -113,6 +108,15 @@ impl<'a> MessageRef<'a> {
             Bytes::copy_from_slice(self.payload)
         };
         Message { magic: self.magic, attributes: self.attributes, crc: self.crc, payload }
+    }
+}
+
+/// The codec a message's magic and attributes name. Magic 0 is always uncompressed; unknown
+/// codec bits (refused by [`MessageRef::parse`]) read as uncompressed.
+fn codec_of(magic: Magic, attributes: u8) -> CompressionCodec {
+    match magic {
+        Magic::V0 => CompressionCodec::None,
+        Magic::V1 => CompressionCodec::from_id(attributes & CODEC_MASK).unwrap_or(CompressionCodec::None),
     }
 }
 
@@ -157,11 +161,7 @@ impl Message {
 
     /// The compression codec.
     pub fn codec(&self) -> CompressionCodec {
-        match self.magic {
-            Magic::V0 => CompressionCodec::None,
-            Magic::V1 => CompressionCodec::from_id(self.attributes & CODEC_MASK)
-                .unwrap_or(CompressionCodec::None),
-        }
+        codec_of(self.magic, self.attributes)
     }
 
     /// Bytes of the whole entry, length field included.
