@@ -119,7 +119,7 @@ fn disk_ceiling(dir: &std::path::Path, payload: usize, total: usize, fsync: bool
 }
 
 async fn produce(port: u16, partition: i32, sets: Vec<Bytes>, total: usize) -> usize {
-    let mut conn = Connection::connect("127.0.0.1", port, Duration::from_secs(60)).await.expect("connect");
+    let mut conn = tributary::client::connect(&tributary::env::TokioEnv, "127.0.0.1", port, Duration::from_secs(60)).await.expect("connect");
     let mut sent = 0;
     let mut i = 0;
     while sent < total {
@@ -148,7 +148,7 @@ async fn produce_case(port: u16, payload: usize, connections: usize, total: usiz
 }
 
 async fn fetch_all(port: u16, end: u64) -> f64 {
-    let mut conn = Connection::connect("127.0.0.1", port, Duration::from_secs(60)).await.expect("connect");
+    let mut conn = tributary::client::connect(&tributary::env::TokioEnv, "127.0.0.1", port, Duration::from_secs(60)).await.expect("connect");
     let start = Instant::now();
     let (mut offset, mut read) = (0u64, 0usize);
     while offset < end {

@@ -1,10 +1,18 @@
 //! A plain 0.7 client connection: send requests, read their responses, with deadlines.
+//!
+//! 0.7 has no correlation ids: a response is matched to its request only by its place on the
+//! connection. So a connection on which anything went wrong mid-call (a timeout, an I/O error, a
+//! response that did not decode) is **poisoned**: a late answer may still be on its way, and it
+//! would be read as the answer to the next request. A poisoned connection refuses every further
+//! call; the caller drops it and connects again.
 
 use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tributary_core::wire::{split_frame, DecodeError, EncodeError, FrameStatus, Request, Response, ResponseKind};
+
+use crate::env::Env;
 
 /// The largest response a client accepts.
 pub const RESPONSE_BYTES_MAX: usize = 256 * 1024 * 1024;
@@ -44,52 +52,114 @@ pub enum ClientError {
     /// The request could not be encoded.
     #[error(transparent)]
     Encode(#[from] EncodeError),
+    /// `call` was given a request that has no response in 0.7 (PRODUCE, MULTIPRODUCE); nothing
+    /// was sent. Use `send` for those.
+    #[error("a {0:?} request has no response: send it with `send`, not `call` (nothing was sent)")]
+    NoResponse(tributary_core::wire::RequestType),
+    /// An earlier call failed mid-way on this connection; a late answer could be mistaken for
+    /// the next one, so the connection is never used again.
+    #[error("connection to {peer} is unusable after an earlier failure ({cause}); reconnect")]
+    Poisoned {
+        /// The broker.
+        peer: String,
+        /// The failure that poisoned it.
+        cause: String,
+    },
 }
 
-/// One connection to a broker.
+impl ClientError {
+    /// Whether the error came from the connection (and the caller should reconnect), rather than
+    /// from a request that could never be sent.
+    pub fn is_connection_failure(&self) -> bool {
+        !matches!(self, ClientError::Encode(_) | ClientError::NoResponse(_))
+    }
+}
+
+/// One connection to a broker. See the module docs for when it becomes unusable.
 #[derive(Debug)]
 pub struct Connection<S> {
     stream: S,
     peer: String,
     buf: BytesMut,
     timeout: Duration,
+    /// Why the connection is unusable, once it is.
+    poisoned: Option<String>,
 }
 
-impl Connection<tokio::net::TcpStream> {
-    /// Connects to `host:port` within `timeout`.
-    pub async fn connect(host: &str, port: u16, timeout: Duration) -> Result<Self, ClientError> {
-        let peer = format!("{host}:{port}");
-        let stream = tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port)))
-            .await
-            .map_err(|_| ClientError::Timeout { peer: peer.clone(), timeout })?
-            .map_err(|source| ClientError::Io { peer: peer.clone(), source })?;
-        let _ = stream.set_nodelay(true);
-        Ok(Connection::new(stream, peer, timeout))
-    }
+/// Connects to `host:port` through `env` within `timeout`.
+pub async fn connect<E: Env>(env: &E, host: &str, port: u16, timeout: Duration) -> Result<Connection<E::Stream>, ClientError> {
+    let peer = format!("{host}:{port}");
+    let stream = tokio::time::timeout(timeout, env.connect(host, port))
+        .await
+        .map_err(|_| ClientError::Timeout { peer: peer.clone(), timeout })?
+        .map_err(|source| ClientError::Io { peer: peer.clone(), source })?;
+    Ok(Connection::new(stream, peer, timeout))
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Wraps an open stream to `peer`.
     pub fn new(stream: S, peer: String, timeout: Duration) -> Self {
-        Connection { stream, peer, buf: BytesMut::new(), timeout }
+        Connection { stream, peer, buf: BytesMut::new(), timeout, poisoned: None }
     }
 
-    /// Sends a request that has no response (PRODUCE, MULTIPRODUCE).
+    /// The broker this connection talks to.
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    /// Whether an earlier failure made the connection unusable.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.is_some()
+    }
+
+    fn check_usable(&self) -> Result<(), ClientError> {
+        match &self.poisoned {
+            Some(cause) => Err(ClientError::Poisoned { peer: self.peer.clone(), cause: cause.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records a connection failure: from now on every call is refused.
+    fn poison<T>(&mut self, result: Result<T, ClientError>) -> Result<T, ClientError> {
+        if let Err(e) = &result {
+            if e.is_connection_failure() && self.poisoned.is_none() {
+                self.poisoned = Some(e.to_string());
+            }
+        }
+        result
+    }
+
+    /// Sends a request that has no response (PRODUCE, MULTIPRODUCE). Success means the bytes
+    /// were written to the socket, nothing more (0.7 produce has no acknowledgement).
     pub async fn send(&mut self, request: &Request) -> Result<(), ClientError> {
+        self.check_usable()?;
         let bytes = request.to_bytes()?;
-        let peer = self.peer.clone();
-        tokio::time::timeout(self.timeout, self.stream.write_all(&bytes))
+        let result = self.write(&bytes).await;
+        self.poison(result)
+    }
+
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        let peer = &self.peer;
+        tokio::time::timeout(self.timeout, self.stream.write_all(bytes))
             .await
             .map_err(|_| ClientError::Timeout { peer: peer.clone(), timeout: self.timeout })?
-            .map_err(|source| ClientError::Io { peer, source })
+            .map_err(|source| ClientError::Io { peer: peer.clone(), source })
     }
 
-    /// Sends a request and waits for its response.
+    /// Sends a request and waits for its response. A produce request is refused before anything
+    /// is sent. Any failure after sending poisons the connection.
     pub async fn call(&mut self, request: &Request) -> Result<Response, ClientError> {
-        self.send(request).await?;
-        let Some(kind) = ResponseKind::for_request(request.request_type()) else {
-            return Err(ClientError::Closed(format!("{}: produce requests have no response", self.peer)));
+        self.check_usable()?;
+        let kind = ResponseKind::for_request(request.request_type()).ok_or(ClientError::NoResponse(request.request_type()))?;
+        let bytes = request.to_bytes()?;
+        let result = match self.write(&bytes).await {
+            Ok(()) => self.read_response(kind).await,
+            Err(e) => Err(e),
         };
+        self.poison(result)
+    }
+
+    async fn read_response(&mut self, kind: ResponseKind) -> Result<Response, ClientError> {
         let deadline = tokio::time::Instant::now() + self.timeout;
         loop {
             match split_frame(&mut self.buf, RESPONSE_BYTES_MAX) {

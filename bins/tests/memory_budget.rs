@@ -56,7 +56,7 @@ async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
     for _ in 0..4 {
         let fetch = fetch.clone();
         tasks.push(tokio::spawn(async move {
-            let mut conn = Connection::connect("127.0.0.1", port, Duration::from_secs(20)).await.unwrap();
+            let mut conn = tributary::client::connect(&tributary::env::TokioEnv, "127.0.0.1", port, Duration::from_secs(20)).await.unwrap();
             conn.call(&fetch).await.unwrap()
         }));
     }

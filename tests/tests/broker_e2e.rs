@@ -37,7 +37,7 @@ fn set(codec: CompressionCodec, tag: &str, n: usize) -> Bytes {
 }
 
 async fn connect(port: u16) -> Connection<tokio::net::TcpStream> {
-    Connection::connect("127.0.0.1", port, Duration::from_secs(10)).await.unwrap()
+    tributary::client::connect(&tributary::env::TokioEnv, "127.0.0.1", port, Duration::from_secs(10)).await.unwrap()
 }
 
 async fn fetch(conn: &mut Connection<tokio::net::TcpStream>, t: &str, partition: i32, offset: i64) -> (ErrorCode, Bytes) {

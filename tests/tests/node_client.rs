@@ -27,7 +27,7 @@ async fn node_kafka_produces_and_fetches_through_tributary() {
     let expected: Vec<String> = (0..5).map(|i| format!("got from-node node message {i} next={}", 23 * (i + 1))).collect();
     assert_eq!(stdout.lines().collect::<Vec<_>>(), expected);
 
-    let mut conn = Connection::connect("127.0.0.1", port, Duration::from_secs(10)).await.unwrap();
+    let mut conn = tributary::client::connect(&tributary::env::TokioEnv, "127.0.0.1", port, Duration::from_secs(10)).await.unwrap();
     let request = Request::Fetch(FetchRequest { topic: "from-node".parse().unwrap(), partition: 0, offset: 0, max_bytes: 1 << 20 });
     let Response::Fetch(f) = conn.call(&request).await.unwrap() else { panic!("expected a FETCH response") };
     assert_eq!(f.error, ErrorCode::NoError);

@@ -10,7 +10,8 @@ use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{ProduceRequest, Request, TopicName, PARTITION_BROKER_PICKS};
 use tributary_core::zk_layout::{broker_id_path, broker_topic_path, parse_broker_registration, BROKER_IDS_PATH};
 
-use crate::client::Connection;
+use crate::client::connect;
+use crate::env::TokioEnv;
 use crate::coordination::zk::ZkCoordination;
 use crate::coordination::Coordination;
 
@@ -56,7 +57,7 @@ async fn pick(target: &Target, topic: &TopicName) -> Result<(String, u16, i32), 
 /// many messages were sent.
 pub async fn produce_stdin(target: &Target, topic: &TopicName, codec: CompressionCodec, batch_size: usize) -> Result<u64, String> {
     let (host, port, partition) = pick(target, topic).await?;
-    let mut conn = Connection::connect(&host, port, Duration::from_secs(10)).await.map_err(|e| e.to_string())?;
+    let mut conn = connect(&TokioEnv, &host, port, Duration::from_secs(10)).await.map_err(|e| e.to_string())?;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let (mut sent, mut batch) = (0u64, MessageSetBuilder::new());
     loop {

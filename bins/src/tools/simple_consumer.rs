@@ -7,7 +7,8 @@ use std::time::Duration;
 use tributary_core::message::{DeepIter, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT};
 use tributary_core::wire::{ErrorCode, FetchRequest, Request, Response, TopicName};
 
-use crate::client::{parse_server, Connection};
+use crate::client::{connect, parse_server};
+use crate::env::TokioEnv;
 
 /// What to fetch and how to print it.
 #[derive(Debug, Clone)]
@@ -33,7 +34,7 @@ pub struct ConsumeOptions {
 /// Consumes per `options`, printing to `out`; returns the number of messages printed.
 pub async fn consume(options: &ConsumeOptions, out: &mut impl Write) -> Result<u64, String> {
     let (host, port) = parse_server(&options.server)?;
-    let mut conn = Connection::connect(&host, port, Duration::from_secs(30)).await.map_err(|e| e.to_string())?;
+    let mut conn = connect(&TokioEnv, &host, port, Duration::from_secs(30)).await.map_err(|e| e.to_string())?;
     let (mut offset, mut printed) = (options.offset, 0u64);
     loop {
         let request = Request::Fetch(FetchRequest { topic: options.topic.clone(), partition: options.partition, offset, max_bytes: options.fetch_bytes });
