@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tributary::broker::Broker;
-use tributary::client::Connection;
 use tributary::env::TokioEnv;
 use tributary::real_fs::RealFs;
 use tributary_core::config::{BrokerConfig, Properties};

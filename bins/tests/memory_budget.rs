@@ -6,7 +6,6 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tributary::broker::connection::{serve, Shared};
 use tributary::broker::handler::Handler;
-use tributary::client::Connection;
 use tributary::env::TokioEnv;
 use tributary::real_fs::RealFs;
 use tributary_core::config::{BrokerConfig, Properties};

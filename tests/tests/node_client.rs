@@ -5,7 +5,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use tributary::client::Connection;
 use tributary_core::message::DeepIter;
 use tributary_core::wire::{ErrorCode, FetchRequest, Request, Response};
 use tributary_tests::broker::BrokerProcess;
