@@ -67,8 +67,42 @@ fn every_truncation_of_a_response_is_incomplete_or_an_error() {
         for body_len in 0..frame.len() - 4 {
             let mut bytes = ((body_len) as i32).to_be_bytes().to_vec();
             bytes.extend_from_slice(&frame[4..4 + body_len]);
-            // FETCH bodies are raw bytes, so a shorter one is still a (different) valid response.
-            let _ = decoder.decode(response.kind(), &mut BytesMut::from(&bytes[..]));
+            let decoded = decoder.decode(response.kind(), &mut BytesMut::from(&bytes[..]));
+            check_cut_response(&response, body_len, decoded, seed);
+        }
+    }
+}
+
+/// What a response whose body was cut to `body_len` bytes (size prefix fixed up) must decode
+/// to: FETCH bodies are raw bytes, so the cut is a valid response holding the prefix; an OFFSETS
+/// count then lies, always an error; a MULTIFETCH cut exactly between blocks is a valid response
+/// with the blocks before the cut, anywhere else an error.
+fn check_cut_response(original: &Response, body_len: usize, decoded: Result<Option<Response>, DecodeError>, seed: u64) {
+    let context = format!("seed {seed}, body cut to {body_len} bytes");
+    if body_len < 2 {
+        assert!(decoded.is_err(), "{context}: no error code, yet {decoded:?}");
+        return;
+    }
+    match original {
+        Response::Fetch(f) => match decoded {
+            Ok(Some(Response::Fetch(cut))) => assert_eq!(cut.messages, f.messages.slice(..body_len - 2), "{context}"),
+            other => panic!("{context}: a cut FETCH body is a shorter valid one, got {other:?}"),
+        },
+        Response::Offsets(_) => assert!(decoded.is_err(), "{context}: a cut OFFSETS body must be refused, got {decoded:?}"),
+        Response::MultiFetch(m) => {
+            let mut boundary = 2;
+            let mut whole_blocks = None;
+            for (i, block) in m.blocks.iter().enumerate() {
+                if boundary == body_len {
+                    whole_blocks = Some(i);
+                }
+                boundary += 6 + block.messages.len();
+            }
+            match (whole_blocks, decoded) {
+                (Some(n), Ok(Some(Response::MultiFetch(cut)))) => assert_eq!(cut.blocks, m.blocks[..n], "{context}"),
+                (None, Err(_)) => {}
+                (expected, got) => panic!("{context}: expected {expected:?} whole blocks, got {got:?}"),
+            }
         }
     }
 }

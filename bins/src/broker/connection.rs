@@ -7,12 +7,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::BytesMut;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Semaphore, SemaphorePermit};
-use tributary_core::wire::{split_frame, EncodeError, FrameStatus, Request, Response, TopicName, MULTIFETCH_BLOCK_HEADER_BYTES};
+use tributary_core::wire::{split_frame, FrameStatus, Request, Response, TopicName, MULTIFETCH_BLOCK_HEADER_BYTES};
 
 use super::handler::{Effects, Handler};
 use super::limits::{IDLE_TIMEOUT, REQUEST_READ_TIMEOUT, RESPONSE_BYTES_MAX, RESPONSE_WRITE_TIMEOUT};
@@ -149,7 +149,7 @@ fn close<T>(peer: SocketAddr, why: String) -> Option<T> {
 
 /// Writes `response` within the deadline; `false` when the connection must end.
 async fn write_response<S: tokio::io::AsyncWrite + Unpin>(stream: &mut S, response: &Response, peer: SocketAddr) -> bool {
-    let chunks = match response_chunks(response) {
+    let chunks = match response.encode_chunks() {
         Ok(chunks) => chunks,
         Err(e) => {
             tracing::error!("{peer}: closing: cannot encode response: {e}");
@@ -172,37 +172,5 @@ async fn write_response<S: tokio::io::AsyncWrite + Unpin>(stream: &mut S, respon
             tracing::warn!("{peer}: closing: response not taken within {RESPONSE_WRITE_TIMEOUT:?}");
             false
         }
-    }
-}
-
-/// The response as byte chunks to write in order: fetched message sets are written from the
-/// bytes read from the log, not copied into one buffer.
-fn response_chunks(response: &Response) -> Result<Vec<Bytes>, EncodeError> {
-    match response {
-        Response::Fetch(f) => {
-            let size = i32::try_from(2 + f.messages.len()).map_err(|_| EncodeError::TooLarge(f.messages.len()))?;
-            let mut header = BytesMut::with_capacity(6);
-            header.put_i32(size);
-            header.put_i16(f.error.code());
-            Ok(vec![header.freeze(), f.messages.clone()])
-        }
-        Response::MultiFetch(m) => {
-            let body: usize = m.blocks.iter().map(|b| MULTIFETCH_BLOCK_HEADER_BYTES + b.messages.len()).sum();
-            let size = i32::try_from(2 + body).map_err(|_| EncodeError::TooLarge(body))?;
-            let mut chunks = Vec::with_capacity(1 + 2 * m.blocks.len());
-            let mut header = BytesMut::with_capacity(6);
-            header.put_i32(size);
-            header.put_i16(m.error.code());
-            chunks.push(header.freeze());
-            for block in &m.blocks {
-                let mut block_header = BytesMut::with_capacity(6);
-                block_header.put_i32(2 + block.messages.len() as i32);
-                block_header.put_i16(block.error.code());
-                chunks.push(block_header.freeze());
-                chunks.push(block.messages.clone());
-            }
-            Ok(chunks)
-        }
-        Response::Offsets(_) => response.to_bytes().map(|b| vec![b]),
     }
 }

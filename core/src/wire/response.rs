@@ -16,7 +16,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::codec::Reader;
 use super::error::DecodeError;
 use super::error_code::ErrorCode;
-use super::request::{patch_size, EncodeError, RequestType};
+use super::request::{EncodeError, RequestType};
 
 /// Which request a response answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,8 +79,12 @@ pub enum Response {
     Offsets(OffsetsResponse),
 }
 
+/// The error code of a response or block.
+const ERROR_BYTES: usize = 2;
+/// The size prefix and error code that start every response.
+const HEADER_BYTES: usize = 4 + ERROR_BYTES;
 /// The fixed part of one MULTIFETCH block: int32 size and int16 error.
-const BLOCK_HEADER_BYTES: usize = 4 + 2;
+const BLOCK_HEADER_BYTES: usize = 4 + ERROR_BYTES;
 /// Bytes of one offset in an OFFSETS response.
 const OFFSET_BYTES: usize = 8;
 
@@ -132,32 +136,59 @@ impl Response {
         Ok(response)
     }
 
-    /// Appends the whole frame (size prefix included) to `out`.
-    pub fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
-        let start = out.len();
-        out.put_i32(0); // size, patched below
+    /// The encoded frame as byte chunks to write in order (size prefix included). Message sets
+    /// are shared, not copied: the broker writes a FETCH response straight from the bytes read
+    /// from the log. This is the only response encoder; [`Response::encode`] and
+    /// [`Response::to_bytes`] join its chunks.
+    ///
+    /// Refuses (nothing encoded) a response whose size, or a block's, does not fit an int32, and
+    /// an OFFSETS count that does not fit one.
+    pub fn encode_chunks(&self) -> Result<Vec<Bytes>, EncodeError> {
+        let size_of = |body: usize| i32::try_from(body).map_err(|_| EncodeError::TooLarge(body));
         match self {
             Response::Fetch(f) => {
-                out.put_i16(f.error.code());
-                out.put_slice(&f.messages);
+                let mut header = BytesMut::with_capacity(HEADER_BYTES);
+                header.put_i32(size_of(ERROR_BYTES + f.messages.len())?);
+                header.put_i16(f.error.code());
+                Ok(vec![header.freeze(), f.messages.clone()])
             }
             Response::MultiFetch(m) => {
-                out.put_i16(m.error.code());
+                let body = m.blocks.iter().try_fold(0usize, |sum, b| sum.checked_add(BLOCK_HEADER_BYTES + b.messages.len()));
+                let body = body.ok_or(EncodeError::TooLarge(usize::MAX))?;
+                let mut chunks = Vec::with_capacity(1 + 2 * m.blocks.len());
+                let mut header = BytesMut::with_capacity(HEADER_BYTES);
+                header.put_i32(size_of(ERROR_BYTES + body)?);
+                header.put_i16(m.error.code());
+                chunks.push(header.freeze());
                 for block in &m.blocks {
-                    let size = 2 + block.messages.len();
-                    out.put_i32(i32::try_from(size).map_err(|_| EncodeError::TooLarge(size))?);
-                    out.put_i16(block.error.code());
-                    out.put_slice(&block.messages);
+                    let mut block_header = BytesMut::with_capacity(BLOCK_HEADER_BYTES);
+                    block_header.put_i32(size_of(ERROR_BYTES + block.messages.len())?);
+                    block_header.put_i16(block.error.code());
+                    chunks.push(block_header.freeze());
+                    chunks.push(block.messages.clone());
                 }
+                Ok(chunks)
             }
             Response::Offsets(o) => {
-                out.put_i16(o.error.code());
                 let count = o.offsets.len();
-                out.put_i32(i32::try_from(count).map_err(|_| EncodeError::TooLarge(count))?);
+                let count_i32 = i32::try_from(count).map_err(|_| EncodeError::TooLarge(count))?;
+                let body = count.checked_mul(OFFSET_BYTES).and_then(|b| b.checked_add(ERROR_BYTES + 4)).ok_or(EncodeError::TooLarge(count))?;
+                let mut out = BytesMut::with_capacity(4 + body);
+                out.put_i32(size_of(body)?);
+                out.put_i16(o.error.code());
+                out.put_i32(count_i32);
                 o.offsets.iter().for_each(|offset| out.put_i64(*offset));
+                Ok(vec![out.freeze()])
             }
         }
-        patch_size(out, start)
+    }
+
+    /// Appends the whole frame (size prefix included) to `out`.
+    pub fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
+        for chunk in self.encode_chunks()? {
+            out.extend_from_slice(&chunk);
+        }
+        Ok(())
     }
 
     /// The encoded frame as fresh bytes.
