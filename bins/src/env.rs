@@ -33,7 +33,7 @@ pub trait Listener: Send + 'static {
 /// Everything the runtime takes from its surroundings.
 pub trait Env: Clone + Send + Sync + 'static {
     /// The log's file system.
-    type Fs: LogFs<File: Send + Sync + 'static> + Clone + Send + Sync + 'static;
+    type Fs: LogFs<File: Send + Sync + 'static, DirLock: Send + Sync + 'static> + Clone + Send + Sync + 'static;
     /// Listening sockets.
     type Listener: Listener<Stream = Self::Stream>;
     /// Connections.
@@ -47,6 +47,9 @@ pub trait Env: Clone + Send + Sync + 'static {
     fn now_ms(&self) -> i64;
     /// A seed for this process's random choices.
     fn rng_seed(&self) -> u64;
+    /// This host's address as other hosts reach it, for a broker without `hostname` (0.7
+    /// registers the host's IP address).
+    fn host_address(&self) -> String;
     /// Listens on `host:port` (`0.0.0.0` for every interface) with the given socket buffer sizes.
     fn bind(&self, host: &str, port: u16, send_buffer: u32, receive_buffer: u32) -> impl Future<Output = io::Result<Self::Listener>> + Send;
     /// Connects to `host:port`.
@@ -97,6 +100,17 @@ impl Env for TokioEnv {
 
     fn rng_seed(&self) -> u64 {
         rand::random()
+    }
+
+    fn host_address(&self) -> String {
+        // As 0.7's InetAddress.getLocalHost: the host name's first non-loopback IPv4 address.
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(name.trim(), 0)).map(Iterator::collect).unwrap_or_default();
+        addrs
+            .iter()
+            .find(|a| a.is_ipv4() && !a.ip().is_loopback())
+            .or(addrs.first())
+            .map_or_else(|| "127.0.0.1".to_string(), |a| a.ip().to_string())
     }
 
     async fn bind(&self, host: &str, port: u16, send_buffer: u32, receive_buffer: u32) -> io::Result<TokioListener> {

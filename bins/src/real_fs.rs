@@ -1,12 +1,12 @@
 //! The log's file system on the real disk (`std::fs`), for production.
 
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::UNIX_EPOCH;
 
-use tributary_core::log::{DirEntry, LogFile, LogFs};
+use tributary_core::log::{DirEntry, LockError, LogFile, LogFs};
 
 /// The real file system. Stateless; clone freely.
 #[derive(Debug, Clone, Copy, Default)]
@@ -38,8 +38,14 @@ impl LogFile for RealFile {
     }
 }
 
+/// An OS lock (`flock`) on a directory's lock file; the kernel releases it when the process
+/// exits, however it exits, so a killed broker never leaves its directory locked.
+#[derive(Debug)]
+pub struct RealDirLock(#[allow(dead_code)] File);
+
 impl LogFs for RealFs {
     type File = RealFile;
+    type DirLock = RealDirLock;
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         std::fs::create_dir_all(path)
@@ -80,5 +86,22 @@ impl LogFs for RealFs {
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         File::open(path)?.sync_all()
+    }
+
+    fn lock_dir(&self, path: &Path, holder: &str) -> Result<RealDirLock, LockError> {
+        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(LockError::Io)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = std::fs::read_to_string(path).map(|h| h.trim().to_string()).unwrap_or_default();
+                let holder = if holder.is_empty() { "a process that did not say who it is".to_string() } else { holder };
+                return Err(LockError::Held { holder });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(LockError::Io(e)),
+        }
+        // Say who holds it, for the error the next process will print.
+        file.set_len(0).map_err(LockError::Io)?;
+        file.write_all(format!("{holder}, pid {}\n", std::process::id()).as_bytes()).map_err(LockError::Io)?;
+        Ok(RealDirLock(file))
     }
 }

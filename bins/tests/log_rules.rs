@@ -5,10 +5,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use tributary::broker::logs::{self, Logs};
+use tributary::env::TokioEnv;
 use tributary::real_fs::{RealFile, RealFs};
 use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::log::{
-    lock, DirEntry, Log, LogError, LogFile, LogFs, LogManager, LogPolicy, RecoveryHints, TopicPartition,
+    DirEntry, LockError, Log, LogError, LogFile, LogFs, LogPolicy, RecoveryHints, TopicPartition,
     CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE,
 };
 use tributary_core::message::{CompressionCodec, MessageSetBuilder, ShallowIter};
@@ -58,10 +60,10 @@ fn appended_data_is_invisible_until_flushed() {
     assert_eq!(log.flushed_end(), 0);
     assert!(log.read(0, 1000).unwrap().is_empty(), "unflushed data must not be served");
     assert!(matches!(log.read(20, 1000), Err(LogError::OffsetOutOfRange { .. })));
-    assert_eq!(log.offsets_before(-1, 10, T0), vec![0]);
+    assert_eq!(log.offsets_before(-1, 10, T0).unwrap(), vec![0]);
     log.flush(T0).unwrap();
     assert_eq!(log.read(0, 1000).unwrap(), set(1, 3, 10));
-    assert_eq!(log.offsets_before(-1, 10, T0), vec![60, 0]);
+    assert_eq!(log.offsets_before(-1, 10, T0).unwrap(), vec![60, 0]);
 }
 
 #[test]
@@ -163,18 +165,18 @@ fn an_invalid_set_is_refused_whole_and_nothing_is_written() {
 fn offsets_before_follow_0_7() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = new_log(dir.path(), LogPolicy { segment_bytes_max: 40, ..policy() });
-    assert_eq!(log.offsets_before(-1, 5, T0), vec![0], "empty log: latest is 0");
-    assert_eq!(log.offsets_before(-2, 5, T0), vec![0], "empty log: earliest is 0");
+    assert_eq!(log.offsets_before(-1, 5, T0).unwrap(), vec![0], "empty log: latest is 0");
+    assert_eq!(log.offsets_before(-2, 5, T0).unwrap(), vec![0], "empty log: earliest is 0");
     log.append(&set(1, 2, 4), T0 + 10).unwrap(); // 28 bytes, segment 0
     log.append(&set(1, 2, 4), T0 + 20).unwrap(); // rolls: segment 28
     log.append(&set(1, 2, 4), T0 + 30).unwrap(); // rolls: segment 56
     log.flush(T0 + 40).unwrap();
-    assert_eq!(log.offsets_before(-1, 10, T0 + 50), vec![84, 56, 28, 0]);
-    assert_eq!(log.offsets_before(-1, 2, T0 + 50), vec![84, 56]);
-    assert_eq!(log.offsets_before(-2, 10, T0 + 50), vec![0]);
-    assert_eq!(log.offsets_before(T0 + 25, 10, T0 + 50), vec![28, 0]);
-    assert_eq!(log.offsets_before(T0 + 5, 10, T0 + 50), Vec::<i64>::new());
-    assert_eq!(log.offsets_before(-1, 0, T0 + 50), Vec::<i64>::new());
+    assert_eq!(log.offsets_before(-1, 10, T0 + 50).unwrap(), vec![84, 56, 28, 0]);
+    assert_eq!(log.offsets_before(-1, 2, T0 + 50).unwrap(), vec![84, 56]);
+    assert_eq!(log.offsets_before(-2, 10, T0 + 50).unwrap(), vec![0]);
+    assert_eq!(log.offsets_before(T0 + 25, 10, T0 + 50).unwrap(), vec![28, 0]);
+    assert_eq!(log.offsets_before(T0 + 5, 10, T0 + 50).unwrap(), Vec::<i64>::new());
+    assert_eq!(log.offsets_before(-1, 0, T0 + 50).unwrap(), Vec::<i64>::new());
 }
 
 #[test]
@@ -200,8 +202,8 @@ fn time_retention_deletes_old_segments_and_keeps_offsets_growing() {
     assert_eq!(empty.segment_count(), 1);
 }
 
-#[test]
-fn size_retention_deletes_whole_segments_while_over_the_limit() {
+#[tokio::test(flavor = "multi_thread")]
+async fn size_retention_deletes_whole_segments_while_over_the_limit() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = new_log(dir.path(), LogPolicy { segment_bytes_max: 40, retention_bytes: Some(60), ..policy() });
     for _ in 0..4 {
@@ -212,27 +214,43 @@ fn size_retention_deletes_whole_segments_while_over_the_limit() {
     assert_eq!(log.segment_starts(), vec![28, 56, 84]);
 }
 
-fn manager(dir: &Path, extra: &str) -> (LogManager<RealFs>, tributary_core::log::OpenReport) {
-    LogManager::open(RealFs, config(dir.to_str().unwrap(), extra), T0).unwrap()
+/// The broker's log manager, as the broker opens it.
+fn manager(dir: &Path, extra: &str) -> (Arc<Logs<RealFs>>, tributary_core::log::OpenReport) {
+    let (m, report) = Logs::open(RealFs, config(dir.to_str().unwrap(), extra), T0).unwrap();
+    (Arc::new(m), report)
 }
 
-fn write_through(m: &LogManager<RealFs>, t: &TopicPartition, data: &Bytes) {
-    let log = m.get_or_create(t, T0).unwrap();
+/// A partition's log; these tests run one task, so the lock is always free.
+fn lock(log: &tokio::sync::Mutex<Log<RealFs>>) -> tokio::sync::MutexGuard<'_, Log<RealFs>> {
+    log.try_lock().expect("no other task holds the log")
+}
+
+/// What the broker's flush timer does at `now`: flush every due partition, then checkpoint.
+async fn flush_due(m: &Arc<Logs<RealFs>>, now: i64) {
+    for log in logs::due_for_flush(m, now).await {
+        logs::flush(&TokioEnv, &log).await.unwrap();
+    }
+    logs::checkpoint(&TokioEnv, m).await.unwrap();
+}
+
+fn write_through(m: &Logs<RealFs>, t: &TopicPartition, data: &Bytes) {
+    let (log, _) = m.get_or_create(t, T0).unwrap();
     let mut log = lock(&log);
     log.append(data, T0).unwrap();
 }
 
-#[test]
-fn clean_shutdown_writes_marker_and_checkpoint_and_restart_serves_everything() {
+#[tokio::test(flavor = "multi_thread")]
+async fn clean_shutdown_writes_marker_and_checkpoint_and_restart_serves_everything() {
     let dir = tempfile::tempdir().unwrap();
     let (m, report) = manager(dir.path(), "num.partitions=2\n");
     assert!(!report.clean_shutdown);
     write_through(&m, &tp("a", 1), &set(1, 3, 10));
     write_through(&m, &tp("b-c", 0), &set(2, 1, 10));
-    m.close(T0).unwrap();
+    logs::close(&TokioEnv, &m, T0).await.unwrap();
     assert!(dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
     let checkpoint = std::fs::read_to_string(dir.path().join(CHECKPOINT_FILE)).unwrap();
     assert!(checkpoint.contains("a 1 60\n") && checkpoint.contains("b-c 0 20\n"), "{checkpoint}");
+    drop(m); // a restart: the old process lets go of log.dir
     let (m, report) = manager(dir.path(), "num.partitions=2\n");
     assert!(report.clean_shutdown);
     assert!(!dir.path().join(CLEAN_SHUTDOWN_FILE).exists(), "the marker is removed at startup");
@@ -241,12 +259,12 @@ fn clean_shutdown_writes_marker_and_checkpoint_and_restart_serves_everything() {
     assert_eq!(lock(&log).read(0, 1000).unwrap(), set(1, 3, 10));
 }
 
-#[test]
-fn recovery_truncates_a_torn_tail_of_the_active_segment() {
+#[tokio::test(flavor = "multi_thread")]
+async fn recovery_truncates_a_torn_tail_of_the_active_segment() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = manager(dir.path(), "");
     write_through(&m, &tp("t", 0), &set(1, 3, 10));
-    m.flush_due(T0 + 10_000).unwrap();
+    flush_due(&m, T0 + 10_000).await;
     drop(m); // no close: an unclean shutdown
     let segment = dir.path().join("t-0/00000000000000000000.kafka");
     let mut bytes = std::fs::read(&segment).unwrap();
@@ -263,13 +281,13 @@ fn recovery_truncates_a_torn_tail_of_the_active_segment() {
     assert_eq!(messages_in(&log.read(0, 1000).unwrap(), 0), 5);
 }
 
-#[test]
-fn corruption_below_the_checkpoint_refuses_the_partition_and_deletes_nothing() {
+#[tokio::test(flavor = "multi_thread")]
+async fn corruption_below_the_checkpoint_refuses_the_partition_and_deletes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = manager(dir.path(), "");
     write_through(&m, &tp("t", 0), &set(1, 3, 10));
     write_through(&m, &tp("u", 0), &set(1, 3, 10));
-    m.flush_due(T0 + 10_000).unwrap();
+    flush_due(&m, T0 + 10_000).await;
     drop(m);
     let segment = dir.path().join("t-0/00000000000000000000.kafka");
     let mut bytes = std::fs::read(&segment).unwrap();
@@ -283,18 +301,18 @@ fn corruption_below_the_checkpoint_refuses_the_partition_and_deletes_nothing() {
     assert!(m.get_or_create(&tp("t", 0), T0).is_err(), "a refused partition is not recreated");
     assert!(m.get(&tp("u", 0)).is_some(), "other partitions are served");
     assert_eq!(std::fs::read(&segment).unwrap(), bytes, "nothing was deleted or truncated");
-    m.write_checkpoint().unwrap();
+    logs::checkpoint(&TokioEnv, &m).await.unwrap();
     let checkpoint = std::fs::read_to_string(dir.path().join(CHECKPOINT_FILE)).unwrap();
     assert!(checkpoint.contains("t 0 60\n"), "the refused partition's promise is kept: {checkpoint}");
 }
 
-#[test]
-fn a_missing_or_damaged_checkpoint_falls_back_to_validating_everything() {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_or_damaged_checkpoint_falls_back_to_validating_everything() {
     for damage in ["remove", "garble"] {
         let dir = tempfile::tempdir().unwrap();
         let (m, _) = manager(dir.path(), "");
         write_through(&m, &tp("t", 0), &set(1, 3, 10));
-        m.flush_due(T0 + 10_000).unwrap();
+        flush_due(&m, T0 + 10_000).await;
         drop(m);
         let checkpoint = dir.path().join(CHECKPOINT_FILE);
         match damage {
@@ -311,12 +329,12 @@ fn a_missing_or_damaged_checkpoint_falls_back_to_validating_everything() {
     }
 }
 
-#[test]
-fn data_missing_below_the_checkpoint_is_corruption() {
+#[tokio::test(flavor = "multi_thread")]
+async fn data_missing_below_the_checkpoint_is_corruption() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = manager(dir.path(), "");
     write_through(&m, &tp("t", 0), &set(1, 3, 10));
-    m.flush_due(T0 + 10_000).unwrap();
+    flush_due(&m, T0 + 10_000).await;
     drop(m);
     let segment = dir.path().join("t-0/00000000000000000000.kafka");
     let file = std::fs::OpenOptions::new().write(true).open(&segment).unwrap();
@@ -372,18 +390,18 @@ fn partitions_are_created_on_demand_within_the_topic_count() {
     assert!(!m.has_topic(&"bi".parse().unwrap()) && !m.has_topic(&"smaller".parse().unwrap()));
 }
 
-#[test]
-fn the_manager_flushes_what_is_due_and_applies_retention() {
+#[tokio::test(flavor = "multi_thread")]
+async fn the_manager_flushes_what_is_due_and_applies_retention() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = manager(dir.path(), "log.default.flush.interval.ms=1000\ntopic.flush.intervals.ms=slow:5000\nlog.retention.hours=1\n");
     write_through(&m, &tp("fast", 0), &set(1, 1, 10));
     write_through(&m, &tp("slow", 0), &set(1, 1, 10));
-    m.flush_due(T0 + 1000).unwrap();
+    flush_due(&m, T0 + 1000).await;
     assert_eq!(lock(&m.get(&tp("fast", 0)).unwrap()).flushed_end(), 20);
     assert_eq!(lock(&m.get(&tp("slow", 0)).unwrap()).flushed_end(), 0, "per-topic interval");
-    m.flush_due(T0 + 5000).unwrap();
+    flush_due(&m, T0 + 5000).await;
     assert_eq!(lock(&m.get(&tp("slow", 0)).unwrap()).flushed_end(), 20);
-    assert_eq!(m.cleanup(T0 + 2 * HOUR_MS).unwrap(), 2);
+    assert_eq!(logs::cleanup(&TokioEnv, &m, T0 + 2 * HOUR_MS).await, 2);
     assert_eq!(lock(&m.get(&tp("fast", 0)).unwrap()).start_offset(), 20);
 }
 
@@ -408,6 +426,8 @@ impl LogFile for FlakyFile {
 
 impl LogFs for FlakyFs {
     type File = FlakyFile;
+    type DirLock = ();
+    fn lock_dir(&self, _path: &Path, _holder: &str) -> Result<(), LockError> { Ok(()) }
     fn create_dir_all(&self, path: &Path) -> std::io::Result<()> { RealFs.create_dir_all(path) }
     fn list_dir(&self, path: &Path) -> std::io::Result<Vec<DirEntry>> { RealFs.list_dir(path) }
     fn open(&self, path: &Path, create: bool) -> std::io::Result<FlakyFile> { Ok(FlakyFile(RealFs.open(path, create)?, self.fail_sync.clone())) }

@@ -1,15 +1,18 @@
-//! The broker-wide memory budget makes requests wait for room instead of failing them.
+//! The broker-wide memory budget makes requests wait for room instead of failing them, and
+//! never lets more than the budget be held at once.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::watch;
+use tributary::broker::budget::Budget;
 use tributary::broker::connection::{serve, Shared};
 use tributary::broker::handler::Handler;
+use tributary::broker::logs::Logs;
 use tributary::env::TokioEnv;
 use tributary::real_fs::RealFs;
 use tributary_core::config::{BrokerConfig, Properties};
-use tributary_core::log::{lock, LogManager, TopicPartition};
+use tributary_core::log::TopicPartition;
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{ErrorCode, FetchRequest, Request, Response};
 
@@ -18,7 +21,7 @@ async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!("brokerid=0\nlog.dir={}\nenable.zookeeper=false\n", dir.path().display());
     let config = BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
-    let (logs, _) = LogManager::open(RealFs, config, 0).unwrap();
+    let (logs, _) = Logs::<RealFs>::open(RealFs, config, 0).unwrap();
     let logs = Arc::new(logs);
     let mut set = MessageSetBuilder::new();
     (0..10u8).for_each(|i| {
@@ -26,20 +29,21 @@ async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
     });
     let set = set.build(CompressionCodec::None);
     {
-        let log = logs.get_or_create(&TopicPartition::new("t".parse().unwrap(), 0), 0).unwrap();
-        let mut log = lock(&log);
+        let (log, _) = logs.get_or_create(&TopicPartition::new("t".parse().unwrap(), 0), 0).unwrap();
+        let mut log = log.try_lock().unwrap();
         log.append(&set, 0).unwrap();
         log.flush(0).unwrap();
     }
     // Room for one 600 KB response at a time, not two.
-    let (new_topics, _rx) = mpsc::unbounded_channel();
+    let budget_bytes = 700 * 1024;
     let shared = Arc::new(Shared {
         handler: Handler::new(TokioEnv, logs),
         request_bytes_max: 1 << 20,
         read_chunk_bytes: 1 << 16,
-        budget: Semaphore::new(700),
-        new_topics,
+        budget: Budget::new(budget_bytes),
+        new_topics: None,
     });
+    let observed = shared.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let (_stop, stop_rx) = watch::channel(false);
@@ -65,4 +69,8 @@ async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
             other => panic!("unexpected {other:?}"),
         }
     }
+    // The budget was used (each response held its share) and never exceeded.
+    let peak = observed.budget.peak_bytes();
+    assert!(peak >= 600_000, "responses did not take their share of the budget (peak {peak} bytes)");
+    assert!(peak <= budget_bytes, "{peak} bytes held at once, over the {budget_bytes}-byte budget");
 }

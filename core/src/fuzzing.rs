@@ -9,7 +9,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties};
-use crate::log::{lock, LogManager, MemFs, TopicPartition};
+use crate::log::{Log, LogManager, MemFs, TopicPartition};
 use crate::message::{validate_set, DeepIter, ShallowIter, ValidationLimits};
 use crate::wire::{Request, RequestDecoder, Response, ResponseDecoder, ResponseKind};
 
@@ -110,10 +110,10 @@ pub fn log_recovery(data: &[u8]) {
     }
     let Ok(props) = Properties::parse("fuzz", "brokerid=0\nlog.dir=/logs\nenable.zookeeper=false\n") else { return };
     let Ok(config) = BrokerConfig::from_properties(&props) else { return };
-    let Ok((manager, _)) = LogManager::open(fs, config, 0) else { return };
+    let Ok((manager, _)) = LogManager::<_, std::sync::Mutex<Log<MemFs>>>::open(fs, config, 0) else { return };
     for tp in manager.partitions() {
         let Some(log) = manager.get(&tp) else { continue };
-        let log = lock(&log);
+        let Ok(log) = log.lock() else { return };
         let mut pos = log.start_offset();
         while pos < log.flushed_end() {
             // Bytes below the checkpoint are trusted at startup, not validated; a read of them

@@ -14,6 +14,10 @@ pub enum Bug {
     SkipRecoveryValidation = 2,
     /// The broker does not re-register after its ZooKeeper session expires.
     NoReregistration = 4,
+    /// The broker appends a produce to the next partition instead of the one asked for.
+    ProduceWrongPartition = 8,
+    /// The broker drops every fourth produce request without a word.
+    DropSomeProduces = 16,
 }
 
 #[cfg(feature = "planted-bugs")]

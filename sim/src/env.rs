@@ -84,6 +84,11 @@ impl Env for SimEnv {
         self.seed
     }
 
+    fn host_address(&self) -> String {
+        // Simulated brokers always set `hostname`; this is only a fallback.
+        "127.0.0.1".to_string()
+    }
+
     async fn bind(&self, _host: &str, port: u16, _send_buffer: u32, _receive_buffer: u32) -> io::Result<SimListener> {
         turmoil::net::TcpListener::bind(("0.0.0.0", port)).await.map(SimListener)
     }

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary_core::config::{BrokerConfig, Properties};
-use tributary_core::log::{lock, LogManager, TopicPartition};
+use tributary_core::log::{Log, LogManager, TopicPartition};
 use tributary_core::message::{CompressionCodec, DeepIter, Message, MessageSetBuilder, ShallowIter};
 
 use crate::sim_fs::{CrashPoint, SimFs, SIM_EPOCH_MS};
@@ -30,6 +30,36 @@ const OPS_MAX: u32 = 250;
 /// Simulation steps allowed per phase before the scenario is declared stuck.
 const STEPS_MAX: u32 = 200_000;
 const LOG_DIR: &str = "/data/logs";
+
+/// The log manager as this scenario uses it: each partition behind a plain mutex (one task).
+type Manager = LogManager<SimFs, Mutex<Log<SimFs>>>;
+
+/// Locks a partition; a poisoned lock means an earlier operation panicked, which already
+/// failed the run, so it is reported rather than recovered.
+fn lock(log: &Mutex<Log<SimFs>>) -> std::sync::MutexGuard<'_, Log<SimFs>> {
+    log.lock().unwrap_or_else(|_| panic!("a partition lock was poisoned by an earlier panic"))
+}
+
+/// Flushes every partition whose unflushed data is due, then checkpoints (the broker's timer).
+fn flush_due(manager: &Manager, now: i64) -> Result<(), String> {
+    let mut ends = BTreeMap::new();
+    for (tp, log) in manager.all() {
+        let mut log = lock(&log);
+        if log.flush_due(now) {
+            log.flush(now).map_err(|e| e.to_string())?;
+        }
+        ends.insert(tp, log.flushed_end());
+    }
+    manager.write_checkpoint(ends).map_err(|e| e.to_string())
+}
+
+/// Applies retention to every partition (the broker's cleaner).
+fn cleanup(manager: &Manager, now: i64) -> Result<(), String> {
+    for (_, log) in manager.all() {
+        lock(&log).retain(now).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
 
 /// What one seed did.
 #[derive(Debug, Clone, Default)]
@@ -173,7 +203,7 @@ fn fail(model: &Mutex<Model>, message: String) {
 async fn write_phase(params: Params, crash: CrashPoint, model: &Mutex<Model>) {
     let mut rng = ChaCha8Rng::seed_from_u64(params.workload_seed);
     let fs = SimFs::new(crash.clone());
-    let manager = match LogManager::open(fs, broker_config(params), now_ms()) {
+    let manager = match Manager::open(fs, broker_config(params), now_ms()) {
         Ok((manager, _)) => manager,
         Err(_) if crash.hit() => return finish_writer(model, 0),
         Err(e) => return fail(model, format!("first open failed without a crash: {e}")),
@@ -202,18 +232,18 @@ fn finish_writer(model: &Mutex<Model>, ops: u32) {
     }
 }
 
-fn one_op(manager: &LogManager<SimFs>, tp: &TopicPartition, rng: &mut ChaCha8Rng, serial: u32, model: &Mutex<Model>) -> Result<(), String> {
+fn one_op(manager: &Manager, tp: &TopicPartition, rng: &mut ChaCha8Rng, serial: u32, model: &Mutex<Model>) -> Result<(), String> {
     let now = now_ms();
     match rng.random_range(0..100) {
         0..60 => {
             let set = random_set(rng, u64::from(serial));
-            let log = manager.get_or_create(tp, now).map_err(|e| e.to_string())?;
+            let (log, _) = manager.get_or_create(tp, now).map_err(|e| e.to_string())?;
             let info = lock(&log).append(&set, now).map_err(|e| e.to_string())?;
             let mut m = model.lock().map_err(|e| e.to_string())?;
             m.sets.entry(tp.clone()).or_default().insert(info.offset, set);
             m.report.sets_appended += 1;
         }
-        60..72 => manager.flush_due(now).map_err(|e| e.to_string())?,
+        60..72 => flush_due(manager, now)?,
         72..82 => {
             if let Some(log) = manager.get(tp) {
                 lock(&log).flush(now).map_err(|e| e.to_string())?;
@@ -221,14 +251,14 @@ fn one_op(manager: &LogManager<SimFs>, tp: &TopicPartition, rng: &mut ChaCha8Rng
         }
         82..94 => read_back(manager, tp, rng, model)?,
         _ => {
-            manager.cleanup(now).map_err(|e| e.to_string())?;
+            cleanup(manager, now)?;
         }
     }
     Ok(())
 }
 
 /// Reads a visible set back: it must come back exactly (invariant 2 before the crash).
-fn read_back(manager: &LogManager<SimFs>, tp: &TopicPartition, rng: &mut ChaCha8Rng, model: &Mutex<Model>) -> Result<(), String> {
+fn read_back(manager: &Manager, tp: &TopicPartition, rng: &mut ChaCha8Rng, model: &Mutex<Model>) -> Result<(), String> {
     let Some(log) = manager.get(tp) else { return Ok(()) };
     let log = lock(&log);
     let candidates: Vec<(u64, Bytes)> = {
@@ -247,7 +277,7 @@ fn read_back(manager: &LogManager<SimFs>, tp: &TopicPartition, rng: &mut ChaCha8
     Ok(())
 }
 
-fn record_visible(manager: &LogManager<SimFs>, model: &Mutex<Model>) {
+fn record_visible(manager: &Manager, model: &Mutex<Model>) {
     let Ok(mut m) = model.lock() else { return };
     for tp in manager.partitions() {
         if let Some(log) = manager.get(&tp) {
@@ -270,7 +300,7 @@ fn verify_phase(params: Params, model: &Mutex<Model>) {
 
 fn verify(params: Params, model: &Mutex<Model>) -> Result<(), String> {
     let now = now_ms();
-    let (manager, report) = LogManager::open(SimFs::new(CrashPoint::never()), broker_config(params), now).map_err(|e| format!("recovery failed: {e}"))?;
+    let (manager, report) = Manager::open(SimFs::new(CrashPoint::never()), broker_config(params), now).map_err(|e| format!("recovery failed: {e}"))?;
     if let Some((tp, why)) = report.refused.first() {
         return Err(format!("recovery refused {tp} after an honest crash: {why}"));
     }
@@ -307,7 +337,7 @@ fn verify(params: Params, model: &Mutex<Model>) -> Result<(), String> {
 }
 
 /// Reads the whole log through the public read path: every message must validate (deep).
-fn check_whole_log(manager: &LogManager<SimFs>, tp: &TopicPartition) -> Result<(), String> {
+fn check_whole_log(manager: &Manager, tp: &TopicPartition) -> Result<(), String> {
     let Some(log) = manager.get(tp) else { return Ok(()) };
     let log = lock(&log);
     let mut pos = log.start_offset();
@@ -329,8 +359,8 @@ fn check_whole_log(manager: &LogManager<SimFs>, tp: &TopicPartition) -> Result<(
     Ok(())
 }
 
-fn check_appends_continue(manager: &LogManager<SimFs>, tp: &TopicPartition, now: i64) -> Result<(), String> {
-    let log = manager.get_or_create(tp, now).map_err(|e| e.to_string())?;
+fn check_appends_continue(manager: &Manager, tp: &TopicPartition, now: i64) -> Result<(), String> {
+    let (log, _) = manager.get_or_create(tp, now).map_err(|e| e.to_string())?;
     let mut log = lock(&log);
     let end = log.written_end();
     let set = random_set(&mut ChaCha8Rng::seed_from_u64(end), 0);

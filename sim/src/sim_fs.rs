@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use tributary_core::log::{DirEntry, LogFile, LogFs};
+use tributary_core::log::{DirEntry, LockError, LogFile, LogFs};
 use turmoil::fs::shim::std::fs as tfs;
 
 /// The simulated wall clock's epoch, in ms since the Unix epoch: simulated time 0 is this
@@ -107,6 +107,8 @@ impl LogFile for SimFile {
 
 impl LogFs for SimFs {
     type File = SimFile;
+    /// A simulated host runs one process, so no one else can hold its directories.
+    type DirLock = ();
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         self.crash.spend()?;
@@ -154,5 +156,9 @@ impl LogFs for SimFs {
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         self.crash.spend()?;
         tfs::sync_dir(path)
+    }
+
+    fn lock_dir(&self, _path: &Path, _holder: &str) -> Result<(), LockError> {
+        Ok(())
     }
 }

@@ -11,9 +11,10 @@ use bytes::BytesMut;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, watch, Semaphore, SemaphorePermit};
+use tokio::sync::{mpsc, watch};
 use tributary_core::wire::{split_frame, FrameStatus, Request, Response, TopicName, MULTIFETCH_BLOCK_HEADER_BYTES};
 
+use super::budget::{Budget, BudgetShare};
 use super::handler::{Effects, Handler};
 use super::limits::{IDLE_TIMEOUT, REQUEST_READ_TIMEOUT, RESPONSE_BYTES_MAX, RESPONSE_WRITE_TIMEOUT};
 use crate::env::Env;
@@ -27,14 +28,10 @@ pub struct Shared<E: Env> {
     pub request_bytes_max: usize,
     /// `socket.receive.buffer`: the most read from the socket at once.
     pub read_chunk_bytes: usize,
-    /// Budget of in-flight bytes, in KiB permits.
-    pub budget: Semaphore,
-    /// Topics created here, for registration.
-    pub new_topics: mpsc::UnboundedSender<TopicName>,
-}
-
-fn kib(bytes: usize) -> u32 {
-    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
+    /// Budget of in-flight bytes.
+    pub budget: Budget,
+    /// Topics created here, for registration in ZooKeeper (`None` without ZooKeeper).
+    pub new_topics: Option<mpsc::UnboundedSender<TopicName>>,
 }
 
 /// The most bytes a response to `request` can hold.
@@ -62,8 +59,8 @@ pub async fn serve<E: Env>(mut stream: E::Stream, peer: SocketAddr, shared: Arc<
         // small request's share back before waiting for its response's.
         let response_permit = if request.request_type().has_response() {
             drop(frame_permit.take());
-            match tokio::time::timeout(RESPONSE_WRITE_TIMEOUT, shared.budget.acquire_many(kib(response_bytes_bound(&request)))).await {
-                Ok(Ok(permit)) => Some(permit),
+            match tokio::time::timeout(RESPONSE_WRITE_TIMEOUT, shared.budget.acquire(response_bytes_bound(&request))).await {
+                Ok(permit) => Some(permit),
                 _ => return tracing::warn!("{peer}: closing: no memory budget for the response within {RESPONSE_WRITE_TIMEOUT:?}"),
             }
         } else {
@@ -74,8 +71,13 @@ pub async fn serve<E: Env>(mut stream: E::Stream, peer: SocketAddr, shared: Arc<
             Ok(response) => response,
             Err(reason) => return tracing::warn!("{peer}: closing: {reason}"),
         };
-        for topic in effects.new_topics {
-            let _ = shared.new_topics.send(topic);
+        if let Some(registration) = &shared.new_topics {
+            for topic in effects.new_topics {
+                if registration.send(topic).is_err() {
+                    // The registration task is gone; the broker is stopping because of it.
+                    return tracing::warn!("{peer}: closing: ZooKeeper registration has stopped");
+                }
+            }
         }
         if let Some(response) = response {
             if !write_response(&mut stream, &response, peer).await {
@@ -95,7 +97,7 @@ async fn next_request<'a, E: Env>(
     shared: &'a Shared<E>,
     shutdown: &mut watch::Receiver<bool>,
     peer: SocketAddr,
-) -> Option<(Request, Option<SemaphorePermit<'a>>)> {
+) -> Option<(Request, Option<BudgetShare<'a>>)> {
     let mut frame_permit = None;
     let frame = loop {
         let total_bytes = match split_frame(buf, shared.request_bytes_max) {
@@ -106,8 +108,8 @@ async fn next_request<'a, E: Env>(
         if let (Some(total), None) = (total_bytes, &frame_permit) {
             // Wait (holding no other permit, so waits cannot deadlock) for room in the
             // broker-wide budget before buffering the rest of the request.
-            match tokio::time::timeout(REQUEST_READ_TIMEOUT, shared.budget.acquire_many(kib(total))).await {
-                Ok(Ok(permit)) => frame_permit = Some(permit),
+            match tokio::time::timeout(REQUEST_READ_TIMEOUT, shared.budget.acquire(total)).await {
+                Ok(permit) => frame_permit = Some(permit),
                 _ => return close(peer, format!("closing: no memory budget for a {total}-byte request within {REQUEST_READ_TIMEOUT:?}")),
             }
             buf.reserve(total.saturating_sub(buf.len()).min(shared.read_chunk_bytes));

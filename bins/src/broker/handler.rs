@@ -4,13 +4,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use rand::Rng;
-use tributary_core::log::{lock, LogError, LogManager, TopicPartition};
+use tributary_core::log::{LogError, TopicPartition, ValidatedSet};
 use tributary_core::wire::{
     ErrorCode, FetchRequest, FetchResponse, MultiFetchResponse, OffsetsRequest, OffsetsResponse, ProduceRequest,
     Request, Response, TopicName, PARTITION_BROKER_PICKS,
 };
 
 use super::limits::RESPONSE_BYTES_MAX;
+use super::logs::{self, with_log, Logs};
 use crate::env::Env;
 
 /// Why a connection must be closed instead of answered (0.7 closes on these).
@@ -29,6 +30,14 @@ pub enum CloseReason {
     /// The log refused the request (invalid message set, poisoned or failing disk).
     #[error(transparent)]
     Log(#[from] LogError),
+    /// The partition was refused at startup (corruption): it takes no writes.
+    #[error("{partition}: refused at startup, takes no writes: {reason}")]
+    RefusedPartition {
+        /// The partition.
+        partition: TopicPartition,
+        /// Why it was refused.
+        reason: String,
+    },
 }
 
 /// What a handled request asks of the broker besides its response.
@@ -42,7 +51,7 @@ pub struct Effects {
 #[derive(Debug)]
 pub struct Handler<E: Env> {
     env: E,
-    logs: Arc<LogManager<E::Fs>>,
+    logs: Arc<Logs<E::Fs>>,
 }
 
 impl<E: Env> Clone for Handler<E> {
@@ -53,13 +62,15 @@ impl<E: Env> Clone for Handler<E> {
 
 impl<E: Env> Handler<E> {
     /// A handler over `logs`.
-    pub fn new(env: E, logs: Arc<LogManager<E::Fs>>) -> Self {
+    pub fn new(env: E, logs: Arc<Logs<E::Fs>>) -> Self {
         Handler { env, logs }
     }
 
     /// Serves `request`: `Ok(None)` for the produce requests (no response in 0.7).
     pub async fn handle(&self, request: Request, rng: &mut impl Rng, effects: &mut Effects) -> Result<Option<Response>, CloseReason> {
         match request {
+            // Planted bug: a quarter of the produce requests vanish without a trace.
+            Request::Produce(_) if tributary_core::planted::active(tributary_core::planted::Bug::DropSomeProduces) && rng.random_ratio(1, 4) => Ok(None),
             Request::Produce(p) => self.produce(p, rng, effects).await.map(|()| None),
             Request::MultiProduce(ps) => {
                 // As in 0.7, earlier parts stay appended if a later one fails.
@@ -88,22 +99,32 @@ impl<E: Env> Handler<E> {
         u32::try_from(partition).ok().filter(|p| *p < count).map(|p| TopicPartition::new(topic.clone(), p))
     }
 
+    /// Validates the set (before any partition is touched, so an invalid first set of a new
+    /// topic creates nothing), creates the partition if needed (then the topic is registered,
+    /// whatever the append does next), appends, and flushes when the message count says so.
     async fn produce(&self, p: ProduceRequest, rng: &mut impl Rng, effects: &mut Effects) -> Result<(), CloseReason> {
         let count = self.logs.partition_count(&p.topic);
         let partition = if p.partition == PARTITION_BROKER_PICKS { rng.random_range(0..count) as i32 } else { p.partition };
+        let partition = planted_wrong_partition(partition, count);
         let tp = self.partition(&p.topic, partition).ok_or(CloseReason::InvalidPartition { topic: p.topic.clone(), partition, count })?;
+        if let Some(reason) = self.logs.refused(&tp) {
+            return Err(CloseReason::RefusedPartition { partition: tp, reason: reason.to_string() });
+        }
+        let limits = self.logs.policy_for(&tp.topic).validation;
+        let (messages, name) = (p.messages, tp.to_string());
+        let set = self
+            .env
+            .blocking(move || ValidatedSet::check(messages, limits))
+            .await
+            .map_err(|source| LogError::InvalidMessageSet { partition: name, source })?;
         let (logs, now) = (self.logs.clone(), self.env.now_ms());
-        let is_new_topic = !logs.has_topic(&tp.topic);
-        let set = p.messages;
-        self.env
-            .blocking(move || {
-                let log = logs.get_or_create(&tp, now)?;
-                let mut log = lock(&log);
-                log.append(&set, now).map(drop)
-            })
-            .await?;
-        if is_new_topic {
+        let (log, created) = self.env.blocking(move || logs.get_or_create(&tp, now)).await?;
+        if created {
             effects.new_topics.push(p.topic);
+        }
+        let appended = with_log(&self.env, &log, move |l| l.append_validated(&set, now)).await?;
+        if appended.flush_needed {
+            logs::flush(&self.env, &log).await?;
         }
         Ok(())
     }
@@ -111,11 +132,14 @@ impl<E: Env> Handler<E> {
     async fn fetch(&self, f: FetchRequest, budget: usize) -> FetchResponse {
         let empty = |error| FetchResponse { error, messages: Bytes::new() };
         let Some(tp) = self.partition(&f.topic, f.partition) else { return empty(ErrorCode::WrongPartition) };
+        if self.logs.refused(&tp).is_some() {
+            // Not "empty and caught up": the partition's data exists but cannot be served.
+            return empty(ErrorCode::Unknown);
+        }
         // 0.7.1+: a partition that has no log here is an empty answer, not an error.
         let Some(log) = self.logs.get(&tp) else { return empty(ErrorCode::NoError) };
         let max_bytes = usize::try_from(f.max_bytes).unwrap_or(0).min(budget);
-        let result = self.env.blocking(move || lock(&log).read(f.offset, max_bytes)).await;
-        match result {
+        match with_log(&self.env, &log, move |l| l.read(f.offset, max_bytes)).await {
             Ok(messages) => FetchResponse { error: ErrorCode::NoError, messages },
             Err(LogError::OffsetOutOfRange { .. }) => empty(ErrorCode::OffsetOutOfRange),
             Err(e) => {
@@ -128,10 +152,20 @@ impl<E: Env> Handler<E> {
     async fn offsets(&self, o: OffsetsRequest) -> Result<OffsetsResponse, CloseReason> {
         let count = self.logs.partition_count(&o.topic);
         let tp = self.partition(&o.topic, o.partition).ok_or(CloseReason::InvalidPartition { topic: o.topic.clone(), partition: o.partition, count })?;
+        let failed = OffsetsResponse { error: ErrorCode::Unknown, offsets: Vec::new() };
+        if self.logs.refused(&tp).is_some() {
+            return Ok(failed);
+        }
         let offsets = match self.logs.get(&tp) {
             Some(log) => {
                 let now = self.env.now_ms();
-                self.env.blocking(move || lock(&log).offsets_before(o.time, o.max_offsets, now)).await
+                match with_log(&self.env, &log, move |l| l.offsets_before(o.time, o.max_offsets, now)).await {
+                    Ok(offsets) => offsets,
+                    Err(e) => {
+                        tracing::error!("{e}");
+                        return Ok(failed);
+                    }
+                }
             }
             // 0.7.1+: no log → [0] for latest/earliest, nothing for a time.
             None if matches!(o.time, -1 | -2) && o.max_offsets > 0 => vec![0],
@@ -139,4 +173,13 @@ impl<E: Env> Handler<E> {
         };
         Ok(OffsetsResponse { error: ErrorCode::NoError, offsets })
     }
+}
+
+/// With the planted bug `ProduceWrongPartition`, an explicit partition is shifted to the next
+/// one: the data stays valid and readable, only its place is wrong (the history checker's bug).
+fn planted_wrong_partition(partition: i32, count: u32) -> i32 {
+    if count > 1 && tributary_core::planted::active(tributary_core::planted::Bug::ProduceWrongPartition) {
+        return (partition + 1) % count as i32;
+    }
+    partition
 }

@@ -1,27 +1,37 @@
 //! The broker: a Kafka 0.7 server over the log manager.
 //!
-//! Start order (0.7's): open and recover the logs, listen, register in ZooKeeper, start the
-//! flush scheduler and the cleaner. Shutdown: stop accepting, let in-flight requests finish
-//! (bounded), flush every log, write the checkpoint and the clean-shutdown marker, leave
-//! ZooKeeper.
+//! Start order (0.7's): lock `log.dir`, open and recover the logs, listen, register in
+//! ZooKeeper, start the flush scheduler and the cleaner. Shutdown: stop accepting, let
+//! in-flight requests finish (bounded), flush every log, write the checkpoint and the
+//! clean-shutdown marker, leave ZooKeeper (bounded, whether or not it answers).
+//!
+//! Failures are loud: a panic in any of the broker's tasks (a connection, a flush, the cleaner,
+//! the registration) stops the whole broker, which shuts down as gracefully as it still can
+//! and reports the panic; a partition whose operation panicked is marked failed first, so it
+//! serves nothing in the meantime and is recovered at the next start.
 
+pub mod budget;
 pub mod connection;
 pub mod handler;
 pub mod limits;
+pub mod logs;
 pub mod registration;
 mod scheduler;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, watch, Semaphore};
-use tokio::task::JoinSet;
+use tokio::sync::{mpsc, watch};
+use tokio::task::{JoinError, JoinSet};
 use tributary_core::config::BrokerConfig;
-use tributary_core::log::{LogError, LogManager, OpenReport};
+use tributary_core::log::{LogError, OpenReport};
 
+use self::budget::Budget;
 use self::connection::Shared;
 use self::handler::Handler;
 use self::limits::{CONNECTIONS_MAX, IN_FLIGHT_BYTES_MAX, SHUTDOWN_GRACE};
+use self::logs::{panic_message, Logs};
 use self::registration::Registration;
 use crate::env::{Env, Listener};
 
@@ -44,6 +54,35 @@ pub enum StartError {
     Registration(String),
 }
 
+/// Why a running broker stopped other than by request, or why its shutdown was not clean.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// Closing the logs failed.
+    #[error(transparent)]
+    Logs(#[from] LogError),
+    /// One of the broker's tasks panicked: a bug. The broker stopped.
+    #[error("internal error: {task} panicked ({message}); the broker stopped")]
+    Panicked {
+        /// Which task.
+        task: &'static str,
+        /// The panic's message.
+        message: String,
+    },
+    /// A task that runs for the broker's whole life ended early.
+    #[error("internal error: {0} ended unexpectedly; the broker stopped")]
+    TaskEnded(&'static str),
+}
+
+impl BrokerError {
+    fn from_join(task: &'static str, error: JoinError) -> Self {
+        if error.is_panic() {
+            BrokerError::Panicked { task, message: panic_message(error.into_panic().as_ref()) }
+        } else {
+            BrokerError::TaskEnded(task)
+        }
+    }
+}
+
 /// A running broker.
 #[derive(Debug)]
 pub struct Broker {
@@ -52,14 +91,14 @@ pub struct Broker {
     /// What log recovery found at startup.
     pub report: OpenReport,
     shutdown: watch::Sender<bool>,
-    done: tokio::task::JoinHandle<Result<(), LogError>>,
+    done: tokio::task::JoinHandle<Result<(), BrokerError>>,
 }
 
 impl Broker {
-    /// Opens the logs, listens, registers, and starts serving.
+    /// Locks and opens the logs, listens, registers, and starts serving.
     pub async fn start<E: Env>(env: E, config: BrokerConfig) -> Result<Broker, StartError> {
         let (fs, log_config, now) = (env.fs(), config.clone(), env.now_ms());
-        let (logs, report) = env.blocking(move || LogManager::open(fs, log_config, now)).await?;
+        let (logs, report) = env.blocking(move || Logs::open(fs, log_config, now)).await?;
         let logs = Arc::new(logs);
         let host = config.hostname.clone().unwrap_or_else(|| "0.0.0.0".into());
         let bind_addr = format!("{host}:{}", config.port);
@@ -68,56 +107,81 @@ impl Broker {
             .await
             .map_err(|source| StartError::Listen { addr: bind_addr.clone(), source })?;
         let addr = listener.local_addr().map_err(|source| StartError::Listen { addr: bind_addr, source })?;
-        let (topics_tx, topics_rx) = mpsc::unbounded_channel();
-        let registration = if config.enable_zookeeper {
-            Some(Registration::start(env.clone(), &config, addr.port(), logs.topics(), topics_rx).await.map_err(StartError::Registration)?)
+        let (registration, new_topics) = if config.enable_zookeeper {
+            let (topics_tx, topics_rx) = mpsc::unbounded_channel();
+            let registration = Registration::start(env.clone(), &config, addr.port(), logs.topics(), topics_rx).await.map_err(StartError::Registration)?;
+            (Some(registration), Some(topics_tx))
         } else {
-            None
+            (None, None)
         };
         let (shutdown, shutdown_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             handler: Handler::new(env.clone(), logs.clone()),
             request_bytes_max: config.max_socket_request_bytes as usize,
             read_chunk_bytes: config.socket_receive_buffer_bytes as usize,
-            budget: Semaphore::new(IN_FLIGHT_BYTES_MAX / 1024),
-            new_topics: topics_tx,
+            budget: Budget::new(IN_FLIGHT_BYTES_MAX),
+            new_topics,
         });
-        let timers = scheduler::start(env.clone(), logs.clone(), &config, shutdown_rx.clone());
-        let done = tokio::spawn(run(env, listener, shared, logs, shutdown_rx, timers, registration));
+        let done = tokio::spawn(run(env, config.clone(), listener, shared, logs, shutdown_rx, registration));
         tracing::info!("broker {} serving on {addr}", config.broker_id);
         Ok(Broker { addr, report, shutdown, done })
     }
 
-    /// Stops the broker gracefully and waits until every log is flushed and closed.
-    pub async fn shutdown(self) -> Result<(), LogError> {
-        let _ = self.shutdown.send(true);
-        match self.done.await {
-            Ok(result) => result,
-            Err(e) => Err(LogError::Io { partition: "broker".into(), op: "shut down", path: String::new(), source: std::io::Error::other(e.to_string()) }),
+    /// Serves until `stop` resolves (then shuts down gracefully) or until the broker fails on
+    /// its own (then returns why, after shutting down as far as it could).
+    pub async fn run_until(mut self, stop: impl Future<Output = ()>) -> Result<(), BrokerError> {
+        tokio::select! {
+            biased;
+            finished = &mut self.done => return flatten(finished),
+            () = stop => {}
         }
+        self.shutdown().await
     }
+
+    /// Stops the broker gracefully and waits until every log is flushed and closed.
+    pub async fn shutdown(self) -> Result<(), BrokerError> {
+        // The run task may have stopped on its own already; its result says why.
+        let _stopped_already = self.shutdown.send(true).is_err();
+        flatten(self.done.await)
+    }
+}
+
+fn flatten(finished: Result<Result<(), BrokerError>, JoinError>) -> Result<(), BrokerError> {
+    finished.map_err(|e| BrokerError::from_join("the broker's main task", e))?
 }
 
 async fn run<E: Env>(
     env: E,
+    config: BrokerConfig,
     mut listener: E::Listener,
     shared: Arc<Shared<E>>,
-    logs: Arc<LogManager<E::Fs>>,
+    logs: Arc<Logs<E::Fs>>,
     mut shutdown: watch::Receiver<bool>,
-    timers: JoinSet<()>,
-    registration: Option<Registration>,
-) -> Result<(), LogError> {
+    mut registration: Option<Registration>,
+) -> Result<(), BrokerError> {
+    // Connections and timers stop on this, whether the stop came from outside or a failure.
+    let (stop, stop_rx) = watch::channel(false);
+    let mut timers = scheduler::start(env.clone(), logs.clone(), &config, stop_rx.clone());
     let mut connections = JoinSet::new();
     let mut seeds = env.rng_seed();
-    loop {
-        while connections.try_join_next().is_some() {}
+    let failure = loop {
         tokio::select! {
             biased;
-            _ = shutdown.changed() => break,
+            _ = shutdown.changed() => break None,
+            Some(joined) = connections.join_next(), if !connections.is_empty() => {
+                if let Err(e) = joined {
+                    break Some(BrokerError::from_join("a connection task", e));
+                }
+            }
+            joined = timers.join_next() => break Some(match joined {
+                Some(Err(e)) => BrokerError::from_join("the flush scheduler or the cleaner", e),
+                _ => BrokerError::TaskEnded("the flush scheduler or the cleaner"),
+            }),
+            ended = registration_ended(&mut registration) => break Some(ended),
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) if connections.len() < CONNECTIONS_MAX => {
                     seeds = seeds.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    connections.spawn(connection::serve(stream, peer, shared.clone(), shutdown.clone(), seeds));
+                    connections.spawn(connection::serve(stream, peer, shared.clone(), stop_rx.clone(), seeds));
                 }
                 Ok((_, peer)) => tracing::warn!("{peer}: refused: {CONNECTIONS_MAX} connections already open"),
                 Err(e) => {
@@ -126,18 +190,49 @@ async fn run<E: Env>(
                 }
             },
         }
+    };
+    if let Some(failure) = &failure {
+        tracing::error!("{failure}");
     }
     drop(listener);
+    let _ = stop.send(true);
     tracing::info!("shutting down: waiting for {} connections", connections.len());
-    if tokio::time::timeout(SHUTDOWN_GRACE, async { while connections.join_next().await.is_some() {} }).await.is_err() {
+    let mut failure = failure;
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while let Some(joined) = connections.join_next().await {
+            if let Err(e) = joined {
+                failure.get_or_insert(BrokerError::from_join("a connection task", e));
+            }
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("{} connections still busy after {SHUTDOWN_GRACE:?}: closing them", connections.len());
         connections.abort_all();
     }
-    drop(timers);
-    let now = env.now_ms();
-    let result = env.blocking(move || logs.close(now)).await;
+    while let Some(joined) = timers.join_next().await {
+        if let Err(e) = joined.map_err(|e| BrokerError::from_join("the flush scheduler or the cleaner", e)) {
+            failure.get_or_insert(e);
+        }
+    }
+    let closed = logs::close(&env, &logs, env.now_ms()).await;
     if let Some(registration) = registration {
         registration.stop().await;
     }
     tracing::info!("shut down");
-    result
+    match failure {
+        Some(failure) => Err(failure),
+        None => closed.map_err(BrokerError::from),
+    }
+}
+
+/// Resolves when the registration task ends on its own (it never should); pending without one.
+async fn registration_ended(registration: &mut Option<Registration>) -> BrokerError {
+    match registration {
+        Some(r) => match r.ended().await {
+            Err(e) => BrokerError::from_join("the ZooKeeper registration", e),
+            Ok(()) => BrokerError::TaskEnded("the ZooKeeper registration"),
+        },
+        None => std::future::pending().await,
+    }
 }

@@ -16,6 +16,8 @@ use crate::env::Env;
 
 /// Pause between attempts to get a new session after expiry.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(500);
+/// How long leaving ZooKeeper may take at shutdown before the broker stops without it.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Pause between checks of a stale registration left by an earlier run of this broker.
 const STALE_RETRY: Duration = Duration::from_millis(250);
 
@@ -59,6 +61,8 @@ impl std::fmt::Display for RegisterError {
 pub struct Registration {
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
+    /// Set once `ended` saw the task finish, so it is never awaited twice.
+    finished: bool,
 }
 
 impl Registration {
@@ -70,7 +74,7 @@ impl Registration {
         let registrar = Registrar {
             connect,
             broker_id: config.broker_id,
-            host: config.hostname.clone().unwrap_or_else(local_address),
+            host: config.hostname.clone().unwrap_or_else(|| env.host_address()),
             port,
             partitions: topics.into_iter().map(|t| { let n = config.partitions_for(&t); (t, n) }).collect(),
             session_timeout: Duration::from_millis(config.zk.session_timeout_ms.into()),
@@ -81,25 +85,38 @@ impl Registration {
         let counts = config.clone();
         let (stop, stop_rx) = oneshot::channel();
         let task = tokio::spawn(keep_alive(env, registrar, coord, new_topics, stop_rx, counts));
-        Ok(Registration { stop, task })
+        Ok(Registration { stop, task, finished: false })
     }
 
-    /// Closes the session (the ephemeral nodes go at once) and waits for it.
-    pub async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.task.await;
+    /// Resolves when the registration task ends on its own, which it only does by panicking
+    /// (or if its session was closed under it); it runs until [`Registration::stop`] otherwise.
+    pub async fn ended(&mut self) -> Result<(), tokio::task::JoinError> {
+        if self.finished {
+            return std::future::pending().await;
+        }
+        let result = (&mut self.task).await;
+        self.finished = true;
+        result
     }
-}
 
-/// This host's address, for a broker without `hostname` (0.7 registers the host's IP).
-fn local_address() -> String {
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let addrs: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(name.trim(), 0)).map(Iterator::collect).unwrap_or_default();
-    addrs
-        .iter()
-        .find(|a| a.is_ipv4() && !a.ip().is_loopback())
-        .or(addrs.first())
-        .map_or_else(|| "127.0.0.1".to_string(), |a| a.ip().to_string())
+    /// Closes the session (the ephemeral nodes go at once) and waits for it, at most
+    /// [`STOP_GRACE`]: a ZooKeeper that does not answer never holds up shutdown.
+    pub async fn stop(mut self) {
+        if self.finished {
+            return;
+        }
+        // The task may be gone already (it panicked); then there is no one to tell.
+        let _gone = self.stop.send(()).is_err();
+        match tokio::time::timeout(STOP_GRACE, &mut self.task).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) if e.is_panic() => tracing::error!("the ZooKeeper registration panicked: {}", super::logs::panic_message(e.into_panic().as_ref())),
+            Ok(Err(_)) => {}
+            Err(_) => {
+                tracing::warn!("ZooKeeper did not answer within {STOP_GRACE:?}: stopping without closing the session (its nodes go when it expires)");
+                self.task.abort();
+            }
+        }
+    }
 }
 
 impl Registrar {
@@ -122,9 +139,9 @@ impl Registrar {
                 Err(e) => e.to_string(),
             };
             if tokio::time::Instant::now() >= deadline {
-                return Err(format!("{}: {attempt} (gave up after zk.connectiontimeout.ms)", self.connect));
+                return Err(format!("{attempt} (gave up after zk.connectiontimeout.ms = {:?})", self.connection_timeout));
             }
-            tracing::warn!("registering in ZooKeeper at {}: {attempt}; retrying", self.connect);
+            tracing::warn!("{attempt}; retrying");
             tokio::time::sleep(RECONNECT_BACKOFF).await;
         }
     }
@@ -172,16 +189,41 @@ async fn register_topic(coord: &impl Coordination, topic: &TopicName, broker_id:
     }
 }
 
-/// Registers the topics in `pending`, keeping those that still fail.
+/// Registers the topics in `pending`, keeping those that still fail; one log line per round.
 async fn register_pending(coord: &impl Coordination, broker_id: i32, pending: &mut BTreeSet<(TopicName, u32)>) {
     let mut still = BTreeSet::new();
+    let mut first_error = None;
     for (topic, count) in std::mem::take(pending) {
         if let Err(e) = register_topic(coord, &topic, broker_id, count).await {
-            tracing::warn!("registering topic {topic}: {e} (will retry)");
+            first_error.get_or_insert(format!("{topic}: {e}"));
             still.insert((topic, count));
         }
     }
+    if let Some(error) = first_error {
+        tracing::warn!("{} topics not registered in ZooKeeper yet (first: {error}); retrying", still.len());
+    }
     *pending = still;
+}
+
+/// Gets a new session and registers everything again, retrying until it works.
+async fn reregister<E: Env>(env: &E, registrar: &Registrar) -> E::Coord {
+    loop {
+        match registrar.connect(env).await {
+            Ok(fresh) => match registrar.register_all(&fresh, env.now_ms()).await {
+                Ok(()) => return fresh,
+                Err(e) => tracing::warn!("re-registration failed: {e}; retrying"),
+            },
+            Err(e) => tracing::warn!("{e}; retrying"),
+        }
+        tokio::time::sleep(RECONNECT_BACKOFF).await;
+    }
+}
+
+/// Closes the session, giving up after [`STOP_GRACE`].
+async fn close_bounded(coord: impl Coordination) {
+    if tokio::time::timeout(STOP_GRACE, coord.close()).await.is_err() {
+        tracing::warn!("closing the ZooKeeper session took longer than {STOP_GRACE:?}; its nodes go when it expires");
+    }
 }
 
 async fn keep_alive<E: Env>(
@@ -198,7 +240,7 @@ async fn keep_alive<E: Env>(
     loop {
         tokio::select! {
             biased;
-            _ = &mut stop => return coord.close().await,
+            _ = &mut stop => return close_bounded(coord).await,
             Some(topic) = new_topics.recv() => {
                 let count = config.partitions_for(&topic);
                 if registrar.partitions.insert((topic.clone(), count)) {
@@ -213,16 +255,14 @@ async fn keep_alive<E: Env>(
                 }
                 SessionEvent::Expired => {
                     tracing::warn!("ZooKeeper session expired: re-registering broker {}", registrar.broker_id);
-                    coord = loop {
-                        match registrar.connect(&env).await {
-                            Ok(fresh) => match registrar.register_all(&fresh, env.now_ms()).await {
-                                Ok(()) => break fresh,
-                                Err(e) => tracing::warn!("re-registration failed: {e}"),
-                            },
-                            Err(e) => tracing::warn!("reconnecting to ZooKeeper: {e}"),
-                        }
-                        tokio::time::sleep(RECONNECT_BACKOFF).await;
+                    let renewed = tokio::select! {
+                        biased;
+                        _ = &mut stop => None,
+                        fresh = reregister(&env, &registrar) => Some(fresh),
                     };
+                    // Stopped while ZooKeeper was unreachable: nothing is registered to leave.
+                    let Some(fresh) = renewed else { return };
+                    coord = fresh;
                     // register_all covered every topic, pending ones included.
                     unregistered.clear();
                     tracing::info!("re-registered broker {} in ZooKeeper", registrar.broker_id);

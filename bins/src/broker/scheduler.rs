@@ -1,4 +1,7 @@
 //! The flush scheduler and the cleaner, on the environment's clock.
+//!
+//! Both run until shutdown. A panic inside either (or inside one of the flushes they start)
+//! ends the task with that panic, which the broker's run loop sees and stops on.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,13 +9,13 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tributary_core::config::BrokerConfig;
-use tributary_core::log::{lock, LogManager};
 
 use super::limits::CLEANUP_FIRST_DELAY;
+use super::logs::{self, Logs};
 use crate::env::Env;
 
-/// Starts both timers; dropping the set stops them.
-pub fn start<E: Env>(env: E, logs: Arc<LogManager<E::Fs>>, config: &BrokerConfig, shutdown: watch::Receiver<bool>) -> JoinSet<()> {
+/// Starts both timers. They stop at shutdown; dropping the set aborts them.
+pub fn start<E: Env>(env: E, logs: Arc<Logs<E::Fs>>, config: &BrokerConfig, shutdown: watch::Receiver<bool>) -> JoinSet<()> {
     let mut set = JoinSet::new();
     let flush_every = Duration::from_millis(config.log_flush_scheduler_interval_ms.into());
     let cleanup_every = Duration::from_secs(u64::from(config.log_cleanup_interval_mins) * 60);
@@ -21,9 +24,9 @@ pub fn start<E: Env>(env: E, logs: Arc<LogManager<E::Fs>>, config: &BrokerConfig
     set
 }
 
-/// Every interval: flush each due partition on its own blocking task (one slow disk does not
-/// hold up the others), then write the recovery checkpoint.
-async fn flush_loop<E: Env>(env: E, logs: Arc<LogManager<E::Fs>>, every: Duration, mut shutdown: watch::Receiver<bool>) {
+/// Every interval: flush each due partition on its own task (one slow disk does not hold up
+/// the others), then write the recovery checkpoint.
+async fn flush_loop<E: Env>(env: E, logs: Arc<Logs<E::Fs>>, every: Duration, mut shutdown: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             biased;
@@ -32,23 +35,26 @@ async fn flush_loop<E: Env>(env: E, logs: Arc<LogManager<E::Fs>>, every: Duratio
         }
         let now = env.now_ms();
         let mut flushes = JoinSet::new();
-        for log in logs.due_for_flush(now) {
+        for log in logs::due_for_flush(&logs, now).await {
             let env = env.clone();
-            flushes.spawn(async move {
-                if let Err(e) = env.blocking(move || lock(&log).flush(now)).await {
-                    tracing::error!("{e}");
-                }
-            });
+            flushes.spawn(async move { logs::flush(&env, &log).await });
         }
-        while flushes.join_next().await.is_some() {}
-        let checkpoint_logs = logs.clone();
-        if let Err(e) = env.blocking(move || checkpoint_logs.write_checkpoint()).await {
+        while let Some(joined) = flushes.join_next().await {
+            match joined {
+                Ok(Ok(())) => {}
+                // A failed sync poisons only that partition; the others go on.
+                Ok(Err(e)) => tracing::error!("{e}"),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => tracing::error!("a flush task was cancelled: {e}"),
+            }
+        }
+        if let Err(e) = logs::checkpoint(&env, &logs).await {
             tracing::error!("{e}");
         }
     }
 }
 
-async fn cleanup_loop<E: Env>(env: E, logs: Arc<LogManager<E::Fs>>, every: Duration, mut shutdown: watch::Receiver<bool>) {
+async fn cleanup_loop<E: Env>(env: E, logs: Arc<Logs<E::Fs>>, every: Duration, mut shutdown: watch::Receiver<bool>) {
     let mut wait = CLEANUP_FIRST_DELAY;
     loop {
         tokio::select! {
@@ -57,11 +63,9 @@ async fn cleanup_loop<E: Env>(env: E, logs: Arc<LogManager<E::Fs>>, every: Durat
             () = tokio::time::sleep(wait) => {}
         }
         wait = every;
-        let (logs, now) = (logs.clone(), env.now_ms());
-        match env.blocking(move || logs.cleanup(now)).await {
-            Ok(0) => {}
-            Ok(deleted) => tracing::info!("retention deleted {deleted} segments"),
-            Err(e) => tracing::error!("{e}"),
+        match logs::cleanup(&env, &logs, env.now_ms()).await {
+            0 => {}
+            deleted => tracing::info!("retention deleted {deleted} segments"),
         }
     }
 }

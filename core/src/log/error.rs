@@ -36,6 +36,15 @@ pub enum LogError {
         /// The failure that poisoned it.
         cause: String,
     },
+    /// An operation on the partition panicked; its state cannot be trusted, so it serves nothing
+    /// until the broker restarts (and recovery validates it).
+    #[error("{partition}: partition stopped after an internal error ({cause}); restart the broker to recover it")]
+    Failed {
+        /// The partition.
+        partition: String,
+        /// What went wrong.
+        cause: String,
+    },
     /// Data that was promised durable is missing or fails validation; the partition is not
     /// served until an operator looks at it.
     #[error("{partition}: corrupt at segment {segment} offset {offset}: {detail}; the partition is not served")]
@@ -62,6 +71,14 @@ pub enum LogError {
     OffsetOverflow {
         /// The partition.
         partition: String,
+    },
+    /// Another process (another broker) holds `log.dir`.
+    #[error("log.dir {dir} is in use by another process ({holder}); every broker needs its own log.dir")]
+    DirInUse {
+        /// The directory.
+        dir: String,
+        /// Who holds it, as the holder described itself.
+        holder: String,
     },
     /// The file system failed.
     #[error("{partition}: {op} {path}: {source}")]

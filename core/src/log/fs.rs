@@ -34,10 +34,24 @@ pub trait LogFile: std::fmt::Debug {
     fn set_len(&self, len: u64) -> io::Result<()>;
 }
 
+/// Why a directory could not be locked.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another process holds the lock; `holder` is what it wrote into the lock file.
+    Held {
+        /// Who holds it, as the holder described itself.
+        holder: String,
+    },
+    /// The lock file could not be created or locked.
+    Io(io::Error),
+}
+
 /// The directory operations of the log.
 pub trait LogFs: std::fmt::Debug {
     /// The file type.
     type File: LogFile;
+    /// An exclusive lock on a directory, released when dropped (or when the process dies).
+    type DirLock: std::fmt::Debug;
     /// Creates a directory and its parents.
     fn create_dir_all(&self, path: &Path) -> io::Result<()>;
     /// Lists a directory, sorted by name.
@@ -54,6 +68,10 @@ pub trait LogFs: std::fmt::Debug {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Makes the directory's entries durable (fsync of the directory).
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Takes an exclusive lock on the lock file at `path` (created if missing) for as long as
+    /// the returned value lives, writing `holder` into it; refuses with [`LockError::Held`] when
+    /// another process holds it.
+    fn lock_dir(&self, path: &Path, holder: &str) -> Result<Self::DirLock, LockError>;
 
     /// Reads a whole (small) file.
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::checkpoint::{self, CHECKPOINT_FILE};
 use super::error::LogError;
-use super::fs::LogFs;
+use super::fs::{LockError, LogFs};
 use super::names::TopicPartition;
 use super::partition::Log;
 use super::policy::LogPolicy;
@@ -22,15 +22,8 @@ use crate::wire::TopicName;
 
 /// The clean-shutdown marker's name inside `log.dir` (0.7's).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
-
-/// A partition log shared between request handlers and the flush and retention timers.
-pub type SharedLog<F> = Arc<Mutex<Log<F>>>;
-
-/// Locks a shared log, recovering the guard if a holder panicked (the log's own state is only
-/// changed after the I/O it depends on succeeded, so it stays consistent).
-pub fn lock<F: LogFs>(log: &SharedLog<F>) -> MutexGuard<'_, Log<F>> {
-    log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+/// The lock file held for the life of the process that owns `log.dir`.
+pub const DIR_LOCK_FILE: &str = ".lock";
 
 /// What startup found.
 #[derive(Debug, Default)]
@@ -45,26 +38,43 @@ pub struct OpenReport {
     pub ignored: Vec<String>,
 }
 
-/// All partition logs of a broker.
+/// All partition logs of a broker, each in a cell `C` of the caller's choosing (a lock the
+/// caller holds while it works on the log: an async mutex in the broker, a plain one in tests).
+///
+/// The manager owns `log.dir` for its whole life (an OS lock on [`DIR_LOCK_FILE`]), knows which
+/// partitions exist and which were refused at startup, creates partitions durably, and writes
+/// the recovery checkpoint and the clean-shutdown marker. Work on a partition's data (append,
+/// read, flush, retention) is done by the caller through the cell, so the manager never holds
+/// one partition's lock while another waits, and never does I/O under its map's lock.
 #[derive(Debug)]
-pub struct LogManager<F: LogFs + Clone> {
+pub struct LogManager<F: LogFs + Clone, C> {
     fs: F,
     config: BrokerConfig,
     log_dir: PathBuf,
-    logs: Mutex<BTreeMap<TopicPartition, SharedLog<F>>>,
+    logs: Mutex<BTreeMap<TopicPartition, Arc<C>>>,
+    /// Serializes creation of new partitions (file-system work), outside the map's lock.
+    creating: Mutex<()>,
     refused: BTreeMap<TopicPartition, String>,
+    _dir_lock: F::DirLock,
 }
 
-impl<F: LogFs + Clone> LogManager<F> {
-    /// Opens every partition under `config.log_dir`, recovering as needed.
+impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
+    /// Locks `config.log_dir` (refusing when another process holds it), then opens every
+    /// partition under it, recovering as needed, and writes a fresh checkpoint.
     pub fn open(fs: F, config: BrokerConfig, now_ms: i64) -> Result<(Self, OpenReport), LogError> {
         let log_dir = PathBuf::from(&config.log_dir);
         let io = |op, path: &Path, source| LogError::Io { partition: "log.dir".into(), op, path: path.display().to_string(), source };
         fs.create_dir_all(&log_dir).map_err(|e| io("create directory", &log_dir, e))?;
+        let lock_path = log_dir.join(DIR_LOCK_FILE);
+        let dir_lock = fs.lock_dir(&lock_path, &format!("brokerid {} port {}", config.broker_id, config.port)).map_err(|e| match e {
+            LockError::Held { holder } => LogError::DirInUse { dir: log_dir.display().to_string(), holder },
+            LockError::Io(source) => io("lock", &lock_path, source),
+        })?;
         let marker = log_dir.join(CLEAN_SHUTDOWN_FILE);
         let mut report = OpenReport { clean_shutdown: fs.exists(&marker), ..OpenReport::default() };
         let checkpoints = read_checkpoint(&fs, &log_dir);
         let mut logs = BTreeMap::new();
+        let mut ends = BTreeMap::new();
         let mut refused = BTreeMap::new();
         for entry in fs.list_dir(&log_dir).map_err(|e| io("list", &log_dir, e))? {
             let tp = TopicPartition::from_dir_name(&entry.name).filter(|_| entry.is_dir);
@@ -80,7 +90,8 @@ impl<F: LogFs + Clone> LogManager<F> {
             match Log::open(fs.clone(), &log_dir.join(&entry.name), tp.clone(), policy, hints, now_ms) {
                 Ok(log) => {
                     report.opened.push(tp.clone());
-                    logs.insert(tp, Arc::new(Mutex::new(log)));
+                    ends.insert(tp.clone(), log.flushed_end());
+                    logs.insert(tp, Arc::new(C::from(log)));
                 }
                 Err(error) => {
                     tracing::error!("{error}");
@@ -93,18 +104,25 @@ impl<F: LogFs + Clone> LogManager<F> {
             fs.remove_file(&marker).map_err(|e| io("remove", &marker, e))?;
             fs.sync_dir(&log_dir).map_err(|e| io("sync directory", &log_dir, e))?;
         }
-        let manager = LogManager { fs, config, log_dir, logs: Mutex::new(logs), refused };
-        manager.write_checkpoint()?;
+        let manager = LogManager { fs, config, log_dir, logs: Mutex::new(logs), creating: Mutex::new(()), refused, _dir_lock: dir_lock };
+        manager.write_checkpoint(ends)?;
         Ok((manager, report))
     }
 
-    fn logs(&self) -> MutexGuard<'_, BTreeMap<TopicPartition, SharedLog<F>>> {
-        self.logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The map of served partitions. Only memory operations happen under this lock, so a
+    /// panic while it is held is a bug in this module: it is not recovered from.
+    fn logs(&self) -> MutexGuard<'_, BTreeMap<TopicPartition, Arc<C>>> {
+        self.logs.lock().unwrap_or_else(|_| panic!("the partition map's lock was poisoned by a panic while it was held"))
     }
 
     /// The broker configuration the logs follow.
     pub fn config(&self) -> &BrokerConfig {
         &self.config
+    }
+
+    /// The log policy of `topic` (per-topic overrides applied).
+    pub fn policy_for(&self, topic: &TopicName) -> LogPolicy {
+        LogPolicy::for_topic(&self.config, topic)
     }
 
     /// Partitions `topic` has on this broker (per-topic override, else `num.partitions`).
@@ -113,13 +131,20 @@ impl<F: LogFs + Clone> LogManager<F> {
     }
 
     /// The log of `tp`, if it exists and is served.
-    pub fn get(&self, tp: &TopicPartition) -> Option<SharedLog<F>> {
+    pub fn get(&self, tp: &TopicPartition) -> Option<Arc<C>> {
         self.logs().get(tp).cloned()
     }
 
-    /// The log of `tp`, created (durably) if it does not exist. Refuses partitions outside the
-    /// topic's count and partitions refused at startup.
-    pub fn get_or_create(&self, tp: &TopicPartition, now_ms: i64) -> Result<SharedLog<F>, LogError> {
+    /// Why `tp` was refused at startup, if it was: such a partition serves nothing (neither
+    /// reads nor writes) until an operator has looked at it and restarted the broker.
+    pub fn refused(&self, tp: &TopicPartition) -> Option<&str> {
+        self.refused.get(tp).map(String::as_str)
+    }
+
+    /// The log of `tp`, created (durably) if it does not exist, and whether this call created
+    /// it. Refuses partitions outside the topic's count and partitions refused at startup.
+    /// Creation happens outside the map's lock, so readers of other partitions never wait for it.
+    pub fn get_or_create(&self, tp: &TopicPartition, now_ms: i64) -> Result<(Arc<C>, bool), LogError> {
         if let Some(reason) = self.refused.get(tp) {
             return Err(LogError::Corrupt { partition: tp.to_string(), segment: String::new(), offset: 0, detail: reason.clone() });
         }
@@ -127,16 +152,23 @@ impl<F: LogFs + Clone> LogManager<F> {
         if tp.partition >= count {
             return Err(LogError::UnknownPartition { partition: tp.to_string(), count });
         }
-        let mut logs = self.logs();
-        if let Some(log) = logs.get(tp) {
-            return Ok(log.clone());
+        if let Some(log) = self.get(tp) {
+            return Ok((log, false));
         }
-        let policy = LogPolicy::for_topic(&self.config, &tp.topic);
-        let log = Log::create(self.fs.clone(), &self.log_dir.join(tp.dir_name()), tp.clone(), policy, now_ms)?;
+        let _creating = self.creating.lock().unwrap_or_else(|_| panic!("the partition creation lock was poisoned by a panic while it was held"));
+        if let Some(log) = self.get(tp) {
+            return Ok((log, false));
+        }
+        let log = Log::create(self.fs.clone(), &self.log_dir.join(tp.dir_name()), tp.clone(), self.policy_for(&tp.topic), now_ms)?;
         tracing::info!("{tp}: created log");
-        let shared = Arc::new(Mutex::new(log));
-        logs.insert(tp.clone(), shared.clone());
-        Ok(shared)
+        let shared = Arc::new(C::from(log));
+        self.logs().insert(tp.clone(), shared.clone());
+        Ok((shared, true))
+    }
+
+    /// Every served partition with its log, in partition order.
+    pub fn all(&self) -> Vec<(TopicPartition, Arc<C>)> {
+        self.logs().iter().map(|(tp, log)| (tp.clone(), log.clone())).collect()
     }
 
     /// Every served partition.
@@ -157,71 +189,27 @@ impl<F: LogFs + Clone> LogManager<F> {
         topics
     }
 
-    /// Partitions whose unflushed data is older than their flush interval. The caller flushes
-    /// each on its own, so one slow disk write does not hold up the others.
-    pub fn due_for_flush(&self, now_ms: i64) -> Vec<SharedLog<F>> {
-        let logs: Vec<SharedLog<F>> = self.logs().values().cloned().collect();
-        logs.into_iter().filter(|log| lock(log).flush_due(now_ms)).collect()
-    }
-
-    /// Flushes every due partition in turn, then checkpoints. Errors are logged per partition
-    /// (a poisoned partition does not stop the others) and the first is returned.
-    pub fn flush_due(&self, now_ms: i64) -> Result<(), LogError> {
-        let mut first_error = None;
-        for log in self.due_for_flush(now_ms) {
-            if let Err(error) = lock(&log).flush(now_ms) {
-                tracing::error!("{error}");
-                first_error.get_or_insert(error);
-            }
-        }
-        self.write_checkpoint()?;
-        first_error.map_or(Ok(()), Err)
-    }
-
-    /// Applies retention to every partition; returns the number of segments deleted.
-    pub fn cleanup(&self, now_ms: i64) -> Result<usize, LogError> {
-        let logs: Vec<SharedLog<F>> = self.logs().values().cloned().collect();
-        let mut deleted = 0;
-        for log in logs {
-            match lock(&log).retain(now_ms) {
-                Ok(n) => deleted += n,
-                Err(error) => tracing::error!("{error}"),
-            }
-        }
-        Ok(deleted)
-    }
-
-    /// Writes every partition's flushed end to the checkpoint, atomically. Partitions refused
-    /// at startup keep their old entries, so their promise is not forgotten.
-    pub fn write_checkpoint(&self) -> Result<(), LogError> {
-        let mut ends: BTreeMap<TopicPartition, u64> = read_checkpoint(&self.fs, &self.log_dir)
+    /// Writes the recovery checkpoint atomically: `ends` holds the flushed end of served
+    /// partitions (the caller reads them from the logs); partitions refused at startup keep
+    /// their old entries, so their promise is not forgotten.
+    pub fn write_checkpoint(&self, ends: BTreeMap<TopicPartition, u64>) -> Result<(), LogError> {
+        let mut all: BTreeMap<TopicPartition, u64> = read_checkpoint(&self.fs, &self.log_dir)
             .unwrap_or_default()
             .into_iter()
             .filter(|(tp, _)| self.refused.contains_key(tp))
             .collect();
-        let logs: Vec<(TopicPartition, SharedLog<F>)> = self.logs().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        for (tp, log) in logs {
-            ends.insert(tp, lock(&log).flushed_end());
-        }
+        all.extend(ends);
         let path = self.log_dir.join(CHECKPOINT_FILE);
         self.fs
-            .write_file_atomic(&path, &checkpoint::encode(&ends))
+            .write_file_atomic(&path, &checkpoint::encode(&all))
             .map_err(|source| LogError::Io { partition: "log.dir".into(), op: "write checkpoint", path: path.display().to_string(), source })
     }
 
-    /// Flushes every partition, writes the checkpoint and the clean-shutdown marker. If any
-    /// partition could not be flushed, the marker is not written (the next start recovers).
-    pub fn close(&self, now_ms: i64) -> Result<(), LogError> {
-        let logs: Vec<SharedLog<F>> = self.logs().values().cloned().collect();
-        let mut clean = true;
-        for log in logs {
-            let mut log = lock(&log);
-            if log.is_poisoned() || log.close(now_ms).is_err() {
-                clean = false;
-            }
-        }
-        self.write_checkpoint()?;
-        if !clean || !self.refused.is_empty() {
+    /// Writes the clean-shutdown marker, unless a partition was refused at startup (the next
+    /// start must look at it again). Call it only after every log was flushed and closed
+    /// without error, and after the last checkpoint.
+    pub fn write_clean_marker(&self) -> Result<(), LogError> {
+        if !self.refused.is_empty() {
             return Ok(());
         }
         let marker = self.log_dir.join(CLEAN_SHUTDOWN_FILE);

@@ -87,6 +87,8 @@ impl LogFile for MemFile {
 
 impl LogFs for MemFs {
     type File = MemFile;
+    /// One `MemFs` belongs to one process, so no one else can hold its directories.
+    type DirLock = ();
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         let mut tree = guard(&self.tree);
@@ -144,6 +146,10 @@ impl LogFs for MemFs {
     }
 
     fn sync_dir(&self, _path: &Path) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn lock_dir(&self, _path: &Path, _holder: &str) -> Result<(), super::fs::LockError> {
         Ok(())
     }
 }

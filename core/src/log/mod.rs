@@ -18,10 +18,10 @@ mod segment;
 
 pub use checkpoint::{decode as decode_checkpoint, encode as encode_checkpoint, CHECKPOINT_FILE};
 pub use error::LogError;
-pub use fs::{tmp_path, DirEntry, LogFile, LogFs};
+pub use fs::{tmp_path, DirEntry, LockError, LogFile, LogFs};
 pub use mem_fs::{MemFile, MemFs};
-pub use manager::{lock, LogManager, OpenReport, SharedLog, CLEAN_SHUTDOWN_FILE};
+pub use manager::{LogManager, OpenReport, CLEAN_SHUTDOWN_FILE, DIR_LOCK_FILE};
 pub use names::{parse_segment_file_name, segment_file_name, TopicPartition, SEGMENT_SUFFIX};
-pub use partition::{AppendInfo, Log};
+pub use partition::{AppendInfo, FlushTicket, Log, ValidatedSet};
 pub use policy::LogPolicy;
 pub use recovery::RecoveryHints;

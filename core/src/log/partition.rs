@@ -10,11 +10,22 @@
 //!   segment takes appends, and rolling syncs it first, so unflushed bytes only ever live in the
 //!   active segment.
 //!
+//! - **Failed is final.** A caller that saw an operation panic marks the log failed
+//!   ([`Log::fail`]); from then on it refuses reads and writes alike, since its in-memory state
+//!   may be half-updated.
+//!
 //! Call order: `append`/`read`/`offsets_before` at any time; `flush_due(now)` → `flush(now)`
 //! from the flush scheduler; `retain(now)` from the cleaner. Every call takes `now` (ms since
 //! the epoch) from the caller's clock.
+//!
+//! A caller that shares the log between tasks can keep the expensive parts outside its lock:
+//! validate with [`ValidatedSet::check`] before locking and append with
+//! [`Log::append_validated`]; flush in two steps with [`Log::begin_flush`] (under the lock),
+//! [`FlushTicket::sync`] (without it) and [`Log::finish_flush`] (under it again), so readers of
+//! already-flushed data never wait for an fsync.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -23,7 +34,7 @@ use super::fs::{LogFile, LogFs};
 use super::names::{segment_file_name, TopicPartition};
 use super::policy::LogPolicy;
 use super::segment::{read_exact_at, Segment};
-use crate::message::{validate_set, MessageError, ShallowIter};
+use crate::message::{validate_set, MessageError, ShallowIter, ValidationLimits};
 
 /// Where an appended set landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,8 +45,58 @@ pub struct AppendInfo {
     pub next_offset: u64,
     /// Messages appended, counted deep.
     pub messages: u64,
-    /// Whether the append also flushed (the message-count trigger fired).
+    /// Whether the append also flushed (the message-count trigger fired; [`Log::append`] only).
     pub flushed: bool,
+    /// Whether the message-count trigger fired and the caller should flush now
+    /// ([`Log::append_validated`] leaves the flush to its caller).
+    pub flush_needed: bool,
+}
+
+/// A message set that passed the broker's whole-set validation; only [`ValidatedSet::check`]
+/// makes one, so an append of it never decompresses or checks CRCs again.
+#[derive(Debug, Clone)]
+pub struct ValidatedSet {
+    bytes: Bytes,
+    messages: u64,
+}
+
+impl ValidatedSet {
+    /// Validates `set` whole under `limits` (CRCs, sizes, compressed contents).
+    pub fn check(set: Bytes, limits: ValidationLimits) -> Result<Self, MessageError> {
+        let summary = validate_set(&set, limits)?;
+        Ok(ValidatedSet { bytes: set, messages: summary.messages as u64 })
+    }
+
+    /// The set's bytes.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    /// Messages in the set, counted deep.
+    pub fn messages(&self) -> u64 {
+        self.messages
+    }
+}
+
+/// The first step of a two-step flush: the file to sync and the end it makes visible.
+#[derive(Debug)]
+pub struct FlushTicket<File> {
+    file: Arc<File>,
+    path: PathBuf,
+    end: u64,
+    messages: u64,
+}
+
+impl<File: LogFile> FlushTicket<File> {
+    /// Syncs the file (call it without holding the log's lock).
+    pub fn sync(&self) -> std::io::Result<()> {
+        self.file.sync()
+    }
+
+    /// The end that becomes visible once the sync succeeded.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
 }
 
 /// A partition's log. See the module docs for its guarantees.
@@ -51,6 +112,8 @@ pub struct Log<F: LogFs> {
     /// When the oldest unflushed append happened; `None` when everything is flushed.
     pub(crate) first_unflushed_ms: Option<i64>,
     pub(crate) poisoned: Option<String>,
+    /// Set when an operation panicked: the log refuses everything.
+    pub(crate) failed: Option<String>,
 }
 
 impl<F: LogFs> Log<F> {
@@ -71,6 +134,7 @@ impl<F: LogFs> Log<F> {
             unflushed_messages: 0,
             first_unflushed_ms: None,
             poisoned: None,
+            failed: None,
         };
         log.new_segment(0, now_ms)?;
         Ok(log)
@@ -123,11 +187,36 @@ impl<F: LogFs> Log<F> {
         LogError::Io { partition: self.tp.to_string(), op, path: path.display().to_string(), source }
     }
 
+    /// Marks the log failed (an operation on it panicked, so its state cannot be trusted):
+    /// every later read, write, flush and offset lookup is refused.
+    pub fn fail(&mut self, cause: String) {
+        tracing::error!("{}: partition stopped: {cause}", self.tp);
+        self.failed.get_or_insert(cause);
+    }
+
+    /// Whether the log was marked failed.
+    pub fn is_failed(&self) -> bool {
+        self.failed.is_some()
+    }
+
+    fn check_usable(&self) -> Result<(), LogError> {
+        match &self.failed {
+            Some(cause) => Err(LogError::Failed { partition: self.tp.to_string(), cause: cause.clone() }),
+            None => Ok(()),
+        }
+    }
+
     fn check_writable(&self) -> Result<(), LogError> {
+        self.check_usable()?;
         match &self.poisoned {
             Some(cause) => Err(LogError::Poisoned { partition: self.tp.to_string(), cause: cause.clone() }),
             None => Ok(()),
         }
+    }
+
+    /// The validation limits of this log's policy.
+    pub fn validation_limits(&self) -> ValidationLimits {
+        self.policy.validation
     }
 
     /// Validates `set` whole and appends it to the active segment, rolling first if the segment
@@ -135,12 +224,24 @@ impl<F: LogFs> Log<F> {
     /// unflushed message count reaches the policy's limit. An empty set appends nothing.
     pub fn append(&mut self, set: &Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
         self.check_writable()?;
-        let summary = validate_set(set, self.policy.validation)
+        let set = ValidatedSet::check(set.clone(), self.policy.validation)
             .map_err(|source| LogError::InvalidMessageSet { partition: self.tp.to_string(), source })?;
-        let len = set.len() as u64;
+        let mut info = self.append_validated(&set, now_ms)?;
+        if info.flush_needed {
+            self.flush(now_ms)?;
+            info.flushed = true;
+        }
+        Ok(info)
+    }
+
+    /// Appends an already validated set (see [`Log::append`]), without flushing: when the
+    /// message-count trigger fires, `flush_needed` says so and the caller flushes.
+    pub fn append_validated(&mut self, set: &ValidatedSet, now_ms: i64) -> Result<AppendInfo, LogError> {
+        self.check_writable()?;
+        let len = set.bytes.len() as u64;
         let offset = self.written_end();
-        if summary.messages == 0 {
-            return Ok(AppendInfo { offset, next_offset: offset, messages: 0, flushed: false });
+        if set.messages == 0 {
+            return Ok(AppendInfo { offset, next_offset: offset, messages: 0, flushed: false, flush_needed: false });
         }
         if offset.checked_add(len).is_none_or(|end| end > i64::MAX as u64) {
             return Err(LogError::OffsetOverflow { partition: self.tp.to_string() });
@@ -148,15 +249,12 @@ impl<F: LogFs> Log<F> {
         if self.should_roll(len, now_ms) {
             self.roll(now_ms)?;
         }
-        self.write_active(set, now_ms)?;
-        self.unflushed_messages += summary.messages as u64;
+        self.write_active(&set.bytes, now_ms)?;
+        self.unflushed_messages += set.messages;
         self.first_unflushed_ms.get_or_insert(now_ms);
-        let flushed = self.unflushed_messages >= self.policy.flush_interval_messages;
-        if flushed {
-            self.flush(now_ms)?;
-        }
+        let flush_needed = self.unflushed_messages >= self.policy.flush_interval_messages;
         debug_assert!(self.invariants_hold());
-        Ok(AppendInfo { offset, next_offset: offset + len, messages: summary.messages as u64, flushed })
+        Ok(AppendInfo { offset, next_offset: offset + len, messages: set.messages, flushed: false, flush_needed })
     }
 
     fn should_roll(&self, incoming: u64, now_ms: i64) -> bool {
@@ -193,20 +291,41 @@ impl<F: LogFs> Log<F> {
     /// Syncs the active segment and makes everything written visible. On failure the log is
     /// poisoned: nothing more is appended and the flushed end stays where it was.
     pub fn flush(&mut self, _now_ms: i64) -> Result<(), LogError> {
+        let Some(ticket) = self.begin_flush()? else { return Ok(()) };
+        let synced = ticket.sync();
+        self.finish_flush(ticket, synced)
+    }
+
+    /// First step of a two-step flush: what to sync to make everything written so far visible,
+    /// or `None` when everything is already visible.
+    pub fn begin_flush(&mut self) -> Result<Option<FlushTicket<F::File>>, LogError> {
         self.check_writable()?;
         let end = self.written_end();
         if self.flushed_end == end {
-            return Ok(());
+            return Ok(None);
         }
-        let Some(active) = self.segments.last() else { return Ok(()) };
-        if let Err(e) = active.file.sync() {
-            let path = active.path.clone();
-            self.poisoned = Some(format!("sync of {} failed: {e}", path.display()));
-            return Err(self.io("sync", &path, e));
+        let Some(active) = self.segments.last() else { return Ok(None) };
+        Ok(Some(FlushTicket { file: active.file.clone(), path: active.path.clone(), end, messages: self.unflushed_messages }))
+    }
+
+    /// Last step of a two-step flush: publishes the ticket's end when its sync succeeded (never
+    /// moving the flushed end back: a later flush or a roll may have gone further meanwhile);
+    /// poisons the log when it failed.
+    pub fn finish_flush(&mut self, ticket: FlushTicket<F::File>, synced: std::io::Result<()>) -> Result<(), LogError> {
+        self.check_usable()?;
+        if let Err(e) = synced {
+            self.poisoned.get_or_insert_with(|| format!("sync of {} failed: {e}", ticket.path.display()));
+            return Err(self.io("sync", &ticket.path, e));
         }
-        self.flushed_end = end;
-        self.unflushed_messages = 0;
-        self.first_unflushed_ms = None;
+        debug_assert!(ticket.end <= self.written_end(), "a flush ticket ends past the written end");
+        if ticket.end > self.flushed_end {
+            self.flushed_end = ticket.end;
+            self.unflushed_messages = self.unflushed_messages.saturating_sub(ticket.messages);
+        }
+        if self.flushed_end == self.written_end() {
+            self.unflushed_messages = 0;
+            self.first_unflushed_ms = None;
+        }
         debug_assert!(self.invariants_hold());
         Ok(())
     }
@@ -234,7 +353,7 @@ impl<F: LogFs> Log<F> {
         let file = self.fs.open(&path, true).map_err(|e| self.io("create", &path, e))?;
         file.sync().map_err(|e| self.io("sync", &path, e))?;
         self.fs.sync_dir(&self.dir).map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
-        self.segments.push(Segment { start, file, path, size: 0, modified_ms: now_ms, first_append_ms: None });
+        self.segments.push(Segment { start, file: Arc::new(file), path, size: 0, modified_ms: now_ms, first_append_ms: None });
         Ok(())
     }
 
@@ -244,6 +363,7 @@ impl<F: LogFs> Log<F> {
     /// `offset == flushed end` gives an empty result. An offset outside the log, or one where no
     /// valid message starts (not a message boundary), is `OffsetOutOfRange`.
     pub fn read(&self, offset: i64, max_bytes: usize) -> Result<Bytes, LogError> {
+        self.check_usable()?;
         let out_of_range = || LogError::OffsetOutOfRange {
             partition: self.tp.to_string(),
             offset,
@@ -262,7 +382,7 @@ impl<F: LogFs> Log<F> {
         let Some(segment) = self.segments.get(index) else { return Err(out_of_range()) };
         let readable_end = segment.end().min(visible_end);
         let want = usize::try_from(readable_end - pos).unwrap_or(usize::MAX).min(max_bytes);
-        let buf = read_exact_at(&segment.file, pos - segment.start, want)
+        let buf = read_exact_at(segment.file.as_ref(), pos - segment.start, want)
             .map_err(|e| self.io("read", &segment.path, e))?;
         self.checked_read(segment, pos, readable_end, Bytes::from(buf)).ok_or_else(out_of_range)
     }
@@ -302,7 +422,7 @@ impl<F: LogFs> Log<F> {
         let length = if length >= 0 {
             length as u64
         } else {
-            match read_exact_at(&segment.file, pos - segment.start, 4) {
+            match read_exact_at(segment.file.as_ref(), pos - segment.start, 4) {
                 Ok(b) if b.len() == 4 => u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
                 _ => return false,
             }
@@ -311,7 +431,7 @@ impl<F: LogFs> Log<F> {
         if pos + whole > readable_end {
             return false;
         }
-        match read_exact_at(&segment.file, pos - segment.start, whole as usize) {
+        match read_exact_at(segment.file.as_ref(), pos - segment.start, whole as usize) {
             Ok(bytes) => matches!(ShallowIter::new(&bytes, pos as i64).next(), Some(Ok(_))),
             Err(_) => false,
         }
@@ -321,7 +441,8 @@ impl<F: LogFs> Log<F> {
     /// end, when the active segment holds flushed data), newest first, starting from the latest
     /// (`time == -1`), the earliest (`-2`), or the newest whose segment was last modified at or
     /// before `time`.
-    pub fn offsets_before(&self, time: i64, max_offsets: i32, now_ms: i64) -> Vec<i64> {
+    pub fn offsets_before(&self, time: i64, max_offsets: i32, now_ms: i64) -> Result<Vec<i64>, LogError> {
+        self.check_usable()?;
         let mut candidates: Vec<(u64, i64)> = self.segments.iter().map(|s| (s.start, s.modified_ms)).collect();
         let visible_end = self.visible_end();
         if self.segments.last().is_some_and(|s| visible_end > s.start) {
@@ -332,9 +453,9 @@ impl<F: LogFs> Log<F> {
             -2 => (!candidates.is_empty()).then_some(0),
             t => candidates.iter().rposition(|(_, ts)| *ts <= t),
         };
-        let Some(start_index) = start_index else { return Vec::new() };
+        let Some(start_index) = start_index else { return Ok(Vec::new()) };
         let count = usize::try_from(max_offsets).unwrap_or(0).min(start_index + 1);
-        candidates[..=start_index].iter().rev().take(count).map(|(o, _)| *o as i64).collect()
+        Ok(candidates[..=start_index].iter().rev().take(count).map(|(o, _)| *o as i64).collect())
     }
 
     /// Applies retention: deletes, oldest first, segments last modified more than the
@@ -343,6 +464,7 @@ impl<F: LogFs> Log<F> {
     /// so offsets keep growing; an empty last segment is kept and its time refreshed).
     /// Returns how many segments were deleted.
     pub fn retain(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        self.check_usable()?;
         let mut count = self.segments.iter().take_while(|s| now_ms - s.modified_ms > self.policy.retention_ms).count();
         if let Some(limit) = self.policy.retention_bytes {
             let total: u64 = self.segments.iter().map(|s| s.size).sum();
@@ -389,6 +511,7 @@ impl<F: LogFs> Log<F> {
 
     /// Syncs everything written (used at shutdown), then reports the flushed end.
     pub fn close(&mut self, now_ms: i64) -> Result<u64, LogError> {
+        self.check_usable()?;
         if self.poisoned.is_none() {
             self.flush(now_ms)?;
         }

@@ -57,6 +57,7 @@ impl<F: LogFs> Log<F> {
             unflushed_messages: 0,
             first_unflushed_ms: None,
             poisoned: None,
+            failed: None,
         };
         log.recover(hints)?;
         log.flushed_end = log.written_end();
@@ -84,7 +85,7 @@ impl<F: LogFs> Log<F> {
                 continue;
             }
             let scan_from = from.saturating_sub(segment.start).min(segment.size);
-            let result = scan(&segment.file, segment.start, scan_from, segment.size)
+            let result = scan(segment.file.as_ref(), segment.start, scan_from, segment.size)
                 .map_err(|e| self.io_error("read", &segment.path, e))?;
             let Some(problem) = result.problem else { continue };
             let bad_offset = segment.start + result.valid_len;
@@ -139,7 +140,7 @@ fn open_segments<F: LogFs>(fs: &F, dir: &Path, tp: &TopicPartition) -> Result<Ve
         let file = fs.open(&path, false).map_err(|e| io("open", &path, e))?;
         let size = file.size_bytes().map_err(|e| io("stat", &path, e))?;
         let modified_ms = fs.modified_ms(&path).map_err(|e| io("stat", &path, e))?;
-        segments.push(Segment { start, file, path, size, modified_ms, first_append_ms: None });
+        segments.push(Segment { start, file: std::sync::Arc::new(file), path, size, modified_ms, first_append_ms: None });
     }
     segments.sort_by_key(|s| s.start);
     Ok(segments)

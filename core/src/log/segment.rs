@@ -13,8 +13,8 @@ const SCAN_CHUNK_BYTES: usize = 1024 * 1024;
 pub(crate) struct Segment<F> {
     /// The offset of the segment's first byte.
     pub start: u64,
-    /// The open file.
-    pub file: F,
+    /// The open file (shared with flush tickets, which sync it outside the log's lock).
+    pub file: std::sync::Arc<F>,
     /// The file's path.
     pub path: PathBuf,
     /// Bytes of the log in this file (writes past it are not part of the log).

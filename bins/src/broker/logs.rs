@@ -1,0 +1,144 @@
+//! The broker's partition logs and the async operations on them.
+//!
+//! Each partition's [`Log`] sits behind an async mutex. An operation takes the lock, then runs
+//! its disk work through [`Env::blocking`] while still holding it, and gets the guard back only
+//! when the environment says the work is done. So the lock covers exactly the work (in the
+//! simulator, the disk's latency too) and a task waiting for a busy partition never blocks a
+//! runtime thread.
+//!
+//! Flushes happen in two steps ([`flush`]): the fsync runs with no lock held, so fetches of
+//! already-flushed data and appends never wait for it.
+//!
+//! An operation that panics marks its partition failed before the panic goes on: the log's
+//! state may be half-updated, so it serves nothing more, and the panic stops the broker.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::sync::OwnedMutexGuard;
+use tributary_core::log::{Log, LogError, LogFs, LogManager, TopicPartition};
+
+use crate::env::Env;
+
+/// One partition's log behind its async lock.
+pub type PartitionLog<F> = tokio::sync::Mutex<Log<F>>;
+/// A partition's log, shared between connections and timers.
+pub type SharedLog<F> = Arc<PartitionLog<F>>;
+/// Every partition of the broker.
+pub type Logs<F> = LogManager<F, PartitionLog<F>>;
+
+/// Runs `op` on the log under its lock, as blocking work of `env`. If `op` panics, the log is
+/// marked failed and the panic continues in the caller.
+///
+/// (Boxed so the compiler checks that the future is `Send` here, once, rather than in every
+/// caller, where its inference of the guard's lifetimes fails.)
+pub fn with_log<'a, E: Env, R: Send + 'static>(
+    env: &'a E,
+    log: &'a SharedLog<E::Fs>,
+    op: impl FnOnce(&mut Log<E::Fs>) -> R + Send + 'static,
+) -> Pin<Box<dyn Future<Output = R> + Send + 'a>> {
+    Box::pin(async move {
+        let guard = log.clone().lock_owned().await;
+        let (mut guard, outcome) = env.blocking(move || run_caught(guard, op)).await;
+        match outcome {
+            Ok(result) => result,
+            Err(panic) => {
+                guard.fail(format!("an operation panicked: {}", panic_message(panic.as_ref())));
+                drop(guard);
+                resume_unwind(panic)
+            }
+        }
+    })
+}
+
+/// Runs `op` on the guarded log, catching a panic so the caller can mark the log failed.
+fn run_caught<F: LogFs, R>(mut guard: OwnedMutexGuard<Log<F>>, op: impl FnOnce(&mut Log<F>) -> R) -> (OwnedMutexGuard<Log<F>>, std::thread::Result<R>) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| op(&mut guard)));
+    (guard, outcome)
+}
+
+/// The text of a panic's payload.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string())
+}
+
+/// Makes everything written to `log` so far durable and visible, in two steps: note what to
+/// sync (under the lock), sync (without it), publish the new flushed end (under it again).
+pub async fn flush<E: Env>(env: &E, log: &SharedLog<E::Fs>) -> Result<(), LogError> {
+    let Some(ticket) = with_log(env, log, |l| l.begin_flush()).await? else { return Ok(()) };
+    let (ticket, synced) = env
+        .blocking(move || {
+            let synced = ticket.sync();
+            (ticket, synced)
+        })
+        .await;
+    with_log(env, log, move |l| l.finish_flush(ticket, synced)).await
+}
+
+/// The logs whose unflushed data is older than their flush interval.
+pub async fn due_for_flush<F: LogFs + Clone>(logs: &Logs<F>, now_ms: i64) -> Vec<SharedLog<F>> {
+    let mut due = Vec::new();
+    for (_, log) in logs.all() {
+        if log.lock().await.flush_due(now_ms) {
+            due.push(log);
+        }
+    }
+    due
+}
+
+/// Each served partition's flushed end, read under each lock in turn.
+async fn flushed_ends<F: LogFs + Clone>(logs: &Logs<F>) -> BTreeMap<TopicPartition, u64> {
+    let mut ends = BTreeMap::new();
+    for (tp, log) in logs.all() {
+        ends.insert(tp, log.lock().await.flushed_end());
+    }
+    ends
+}
+
+/// Writes the recovery checkpoint from every partition's flushed end.
+pub async fn checkpoint<E: Env>(env: &E, logs: &Arc<Logs<E::Fs>>) -> Result<(), LogError> {
+    let ends = flushed_ends(logs).await;
+    let logs = logs.clone();
+    env.blocking(move || logs.write_checkpoint(ends)).await
+}
+
+/// Applies retention to every partition; returns how many segments went. A partition that
+/// fails is logged and skipped, so one bad disk path does not stop retention elsewhere.
+pub async fn cleanup<E: Env>(env: &E, logs: &Logs<E::Fs>, now_ms: i64) -> usize {
+    let mut deleted = 0;
+    for (_, log) in logs.all() {
+        match with_log(env, &log, move |l| l.retain(now_ms)).await {
+            Ok(n) => deleted += n,
+            Err(e) => tracing::error!("{e}"),
+        }
+    }
+    deleted
+}
+
+/// Shutdown: flushes every partition, writes the checkpoint, and writes the clean-shutdown
+/// marker only if every partition closed without error (else the next start recovers).
+pub async fn close<E: Env>(env: &E, logs: &Arc<Logs<E::Fs>>, now_ms: i64) -> Result<(), LogError> {
+    let mut clean = true;
+    for (_, log) in logs.all() {
+        let closed = with_log(env, &log, move |l| if l.is_poisoned() { Ok(0) } else { l.close(now_ms) }).await;
+        let poisoned = log.lock().await.is_poisoned();
+        if let Err(e) = &closed {
+            tracing::error!("{e}");
+        }
+        clean &= closed.is_ok() && !poisoned;
+    }
+    checkpoint(env, logs).await?;
+    if !clean {
+        tracing::warn!("not every partition closed cleanly: the next start will recover");
+        return Ok(());
+    }
+    let logs = logs.clone();
+    env.blocking(move || logs.write_clean_marker()).await
+}

@@ -1,0 +1,311 @@
+//! The broker's partitions under concurrency and failure: reads never wait for an fsync, an
+//! invalid first set creates nothing, refused partitions answer with an error, a panicking
+//! operation stops its partition, and `log.dir` belongs to one process.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tributary::broker::handler::{CloseReason, Effects, Handler};
+use tributary::broker::logs::{self, with_log, Logs};
+use tributary::coordination::CoordError;
+use tributary::env::{Env, TokioEnv};
+use tributary::real_fs::{RealFile, RealFs};
+use tributary_core::config::{BrokerConfig, Properties, ZkConnect};
+use tributary_core::log::{DirEntry, LockError, LogError, LogFile, LogFs, TopicPartition, CHECKPOINT_FILE};
+use tributary_core::message::{CompressionCodec, MessageSetBuilder};
+use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, ProduceRequest, Request, Response};
+
+const T0: i64 = 1_700_000_000_000;
+
+fn config(dir: &Path, extra: &str) -> BrokerConfig {
+    let text = format!("brokerid=0\nlog.dir={}\nenable.zookeeper=false\nlog.flush.interval=100000\n{extra}", dir.display());
+    BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap()
+}
+
+fn tp(topic: &str, partition: u32) -> TopicPartition {
+    TopicPartition::new(topic.parse().unwrap(), partition)
+}
+
+fn set(tag: u8, n: usize) -> Bytes {
+    let mut b = MessageSetBuilder::new();
+    (0..n).for_each(|i| {
+        b.push(vec![tag, i as u8, 7, 7, 7]);
+    });
+    b.build(CompressionCodec::None)
+}
+
+/// A file system whose syncs wait at a gate while it is closed.
+#[derive(Debug, Clone, Default)]
+struct GateFs {
+    gate: Arc<Gate>,
+}
+
+#[derive(Debug, Default)]
+struct Gate {
+    closed: Mutex<bool>,
+    opened: Condvar,
+    waiting: AtomicBool,
+}
+
+impl Gate {
+    fn set_closed(&self, closed: bool) {
+        *self.closed.lock().unwrap() = closed;
+        self.opened.notify_all();
+    }
+
+    fn pass(&self) {
+        let mut closed = self.closed.lock().unwrap();
+        while *closed {
+            self.waiting.store(true, Ordering::SeqCst);
+            closed = self.opened.wait(closed).unwrap();
+        }
+    }
+}
+
+#[derive(Debug)]
+struct GateFile(RealFile, Arc<Gate>);
+
+impl LogFile for GateFile {
+    fn size_bytes(&self) -> std::io::Result<u64> {
+        self.0.size_bytes()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_all_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        self.0.write_all_at(data, offset)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        self.1.pass();
+        self.0.sync()
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.0.set_len(len)
+    }
+}
+
+impl LogFs for GateFs {
+    type File = GateFile;
+    type DirLock = ();
+    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
+        RealFs.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> std::io::Result<Vec<DirEntry>> {
+        RealFs.list_dir(path)
+    }
+    fn open(&self, path: &Path, create: bool) -> std::io::Result<GateFile> {
+        Ok(GateFile(RealFs.open(path, create)?, self.gate.clone()))
+    }
+    fn exists(&self, path: &Path) -> bool {
+        RealFs.exists(path)
+    }
+    fn modified_ms(&self, path: &Path) -> std::io::Result<i64> {
+        RealFs.modified_ms(path)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        RealFs.remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        RealFs.rename(from, to)
+    }
+    fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
+        RealFs.sync_dir(path)
+    }
+    fn lock_dir(&self, _path: &Path, _holder: &str) -> Result<(), LockError> {
+        Ok(())
+    }
+}
+
+/// Production's environment with the gated file system.
+#[derive(Debug, Clone, Default)]
+struct GateEnv {
+    fs: GateFs,
+}
+
+impl Env for GateEnv {
+    type Fs = GateFs;
+    type Listener = <TokioEnv as Env>::Listener;
+    type Stream = <TokioEnv as Env>::Stream;
+    type Coord = <TokioEnv as Env>::Coord;
+
+    fn fs(&self) -> GateFs {
+        self.fs.clone()
+    }
+    fn now_ms(&self) -> i64 {
+        T0
+    }
+    fn rng_seed(&self) -> u64 {
+        7
+    }
+    fn host_address(&self) -> String {
+        "127.0.0.1".into()
+    }
+    async fn bind(&self, host: &str, port: u16, send: u32, receive: u32) -> std::io::Result<Self::Listener> {
+        TokioEnv.bind(host, port, send, receive).await
+    }
+    async fn connect(&self, host: &str, port: u16) -> std::io::Result<Self::Stream> {
+        TokioEnv.connect(host, port).await
+    }
+    async fn coordinate(&self, connect: &ZkConnect, session: Duration, connection: Duration) -> Result<Self::Coord, CoordError> {
+        TokioEnv.coordinate(connect, session, connection).await
+    }
+    async fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> R {
+        TokioEnv.blocking(work).await
+    }
+}
+
+/// Opens the gate when the test ends, even by a failed assertion, so the runtime can stop.
+struct ReopenOnDrop(Arc<Gate>);
+
+impl Drop for ReopenOnDrop {
+    fn drop(&mut self) {
+        self.0.set_closed(false);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn reads_of_flushed_data_do_not_wait_for_a_running_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = GateEnv::default();
+    let (logs, _) = Logs::open(env.fs(), config(dir.path(), ""), T0).unwrap();
+    let logs = Arc::new(logs);
+    let (log, _) = logs.get_or_create(&tp("t", 0), T0).unwrap();
+    let first = set(1, 3);
+    with_log(&env, &log, {
+        let first = first.clone();
+        move |l| l.append(&first, T0).map(drop)
+    })
+    .await
+    .unwrap();
+    logs::flush(&env, &log).await.unwrap();
+    with_log(&env, &log, |l| l.append(&set(2, 3), T0).map(drop)).await.unwrap();
+
+    // A flush whose fsync hangs (a slow disk): it must not hold the partition.
+    env.fs.gate.set_closed(true);
+    let _reopen = ReopenOnDrop(env.fs.gate.clone());
+    let flushing = tokio::spawn({
+        let (env, log) = (env.clone(), log.clone());
+        async move { logs::flush(&env, &log).await }
+    });
+    while !env.fs.gate.waiting.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let read = tokio::time::timeout(Duration::from_secs(2), with_log(&env, &log, |l| l.read(0, 10_000))).await;
+    let read = read.expect("a read of flushed data waited for another task's fsync").unwrap();
+    assert_eq!(read, first, "only the flushed set is visible while the second one syncs");
+    let more = tokio::time::timeout(Duration::from_secs(2), with_log(&env, &log, |l| l.append(&set(3, 1), T0).map(drop))).await;
+    more.expect("an append waited for another task's fsync").unwrap();
+
+    env.fs.gate.set_closed(false);
+    flushing.await.unwrap().unwrap();
+    let all = with_log(&env, &log, |l| l.read(0, 10_000)).await.unwrap();
+    assert_eq!(all.len(), first.len() + set(2, 3).len(), "the flush published exactly what it synced");
+}
+
+fn handler(dir: &Path) -> (Handler<TokioEnv>, Arc<Logs<RealFs>>) {
+    let (logs, _) = Logs::open(RealFs, config(dir, "num.partitions=2\n"), T0).unwrap();
+    let logs = Arc::new(logs);
+    (Handler::new(TokioEnv, logs.clone()), logs)
+}
+
+fn produce(topic: &str, partition: i32, messages: Bytes) -> Request {
+    Request::Produce(ProduceRequest { topic: topic.parse().unwrap(), partition, messages })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_invalid_first_set_creates_no_log_and_the_next_valid_one_registers_the_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let (handler, logs) = handler(dir.path());
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let mut bad = set(1, 2).to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff; // CRC mismatch
+    let mut effects = Effects::default();
+    let refused = handler.handle(produce("fresh", 0, Bytes::from(bad)), &mut rng, &mut effects).await;
+    assert!(matches!(refused, Err(CloseReason::Log(LogError::InvalidMessageSet { .. }))), "{refused:?}");
+    assert!(!dir.path().join("fresh-0").exists(), "an invalid set created the partition");
+    assert!(logs.get(&tp("fresh", 0)).is_none());
+    assert!(effects.new_topics.is_empty());
+
+    let mut effects = Effects::default();
+    handler.handle(produce("fresh", 0, set(2, 2)), &mut rng, &mut effects).await.unwrap();
+    assert_eq!(effects.new_topics, vec!["fresh".parse().unwrap()], "the topic's first log must be registered");
+}
+
+/// Writes a flushed partition, then damages it below the checkpoint, so the next open refuses it.
+async fn refused_partition(dir: &Path) {
+    let (logs, _) = Logs::open(RealFs, config(dir, "num.partitions=2\n"), T0).unwrap();
+    let logs = Arc::new(logs);
+    let (log, _) = logs.get_or_create(&tp("t", 0), T0).unwrap();
+    with_log(&TokioEnv, &log, |l| l.append(&set(1, 3), T0).map(drop)).await.unwrap();
+    logs::flush(&TokioEnv, &log).await.unwrap();
+    logs::checkpoint(&TokioEnv, &logs).await.unwrap();
+    drop((log, logs));
+    let segment = dir.join("t-0/00000000000000000000.kafka");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[12] ^= 0xff;
+    std::fs::write(&segment, &bytes).unwrap();
+    assert!(dir.join(CHECKPOINT_FILE).exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partition_refused_at_startup_answers_fetch_and_offsets_with_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    refused_partition(dir.path()).await;
+    let (handler, _) = handler(dir.path());
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let fetch = Request::Fetch(FetchRequest { topic: "t".parse().unwrap(), partition: 0, offset: 0, max_bytes: 1000 });
+    match handler.handle(fetch, &mut rng, &mut Effects::default()).await.unwrap() {
+        Some(Response::Fetch(f)) => assert_eq!((f.error, f.messages.len()), (ErrorCode::Unknown, 0)),
+        other => panic!("{other:?}"),
+    }
+    for time in [-1, -2] {
+        let offsets = Request::Offsets(OffsetsRequest { topic: "t".parse().unwrap(), partition: 0, time, max_offsets: 1 });
+        match handler.handle(offsets, &mut rng, &mut Effects::default()).await.unwrap() {
+            Some(Response::Offsets(o)) => assert_eq!((o.error, o.offsets), (ErrorCode::Unknown, vec![])),
+            other => panic!("{other:?}"),
+        }
+    }
+    let write = handler.handle(produce("t", 0, set(2, 1)), &mut rng, &mut Effects::default()).await;
+    assert!(matches!(write, Err(CloseReason::RefusedPartition { .. })), "{write:?}");
+    // The other partition of the topic is served normally.
+    handler.handle(produce("t", 1, set(2, 1)), &mut rng, &mut Effects::default()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operation_that_panics_stops_its_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let (logs, _) = Logs::open(RealFs, config(dir.path(), ""), T0).unwrap();
+    let (log, _) = logs.get_or_create(&tp("t", 0), T0).unwrap();
+    let panicked = tokio::spawn({
+        let log = log.clone();
+        async move { with_log(&TokioEnv, &log, |_| panic!("injected")).await }
+    })
+    .await;
+    assert!(panicked.unwrap_err().is_panic(), "the panic reaches the caller");
+    let read = with_log(&TokioEnv, &log, |l| l.read(0, 100)).await;
+    assert!(matches!(read, Err(LogError::Failed { .. })), "{read:?}");
+    let append = with_log(&TokioEnv, &log, |l| l.append(&set(1, 1), T0)).await;
+    assert!(matches!(append, Err(LogError::Failed { .. })), "{append:?}");
+}
+
+#[test]
+fn a_second_process_cannot_open_the_same_log_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, _) = Logs::open(RealFs, config(dir.path(), ""), T0).unwrap();
+    let second = Logs::open(RealFs, config(dir.path(), "brokerid=1\nport=9093\n"), T0);
+    match second {
+        Err(LogError::DirInUse { dir: locked, holder }) => {
+            assert_eq!(locked, dir.path().display().to_string());
+            assert!(holder.contains("brokerid 0") && holder.contains(&format!("pid {}", std::process::id())), "{holder}");
+        }
+        other => panic!("two owners of one log.dir: {:?}", other.map(|_| ())),
+    }
+    drop(first);
+    assert!(Logs::open(RealFs, config(dir.path(), ""), T0).is_ok(), "the lock goes with its holder");
+}
