@@ -3,8 +3,7 @@
 use std::path::Path;
 
 use tributary_core::config::{
-    load, BrokerConfig, ConfigError, ConsumerConfig, LoadError, ProducerConfig, Properties,
-    ZooKeeperServerConfig,
+    BrokerConfig, ConfigError, ConsumerConfig, LoadError, ProducerConfig, Properties, ZooKeeperServerConfig,
 };
 
 /// Which typed configuration a file holds.
@@ -36,6 +35,17 @@ impl ConfigKind {
         .find(|(suffix, _)| stem.ends_with(suffix))
         .map(|(_, kind)| kind)
     }
+
+    /// The core's name for this kind (for its key reference).
+    pub fn reference(self) -> tributary_core::config::ConfigKind {
+        use tributary_core::config::ConfigKind as K;
+        match self {
+            ConfigKind::Server => K::Broker,
+            ConfigKind::Producer => K::Producer,
+            ConfigKind::Consumer => K::Consumer,
+            ConfigKind::Zookeeper => K::ZooKeeperServer,
+        }
+    }
 }
 
 /// Why a configuration file could not be used.
@@ -54,9 +64,19 @@ pub fn load_file<T>(
     path: &Path,
     read: impl FnOnce(&Properties) -> Result<T, ConfigError>,
 ) -> Result<T, FileError> {
+    load_file_with_properties(path, read).map(|(config, _)| config)
+}
+
+/// Like [`load_file`], also returning the file's properties (to print what is in effect).
+pub fn load_file_with_properties<T>(
+    path: &Path,
+    read: impl FnOnce(&Properties) -> Result<T, ConfigError>,
+) -> Result<(T, Properties), FileError> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| FileError::Read(shown.clone(), e))?;
-    load(&shown, &bytes, read).map_err(FileError::Load)
+    let props = Properties::parse_bytes(&shown, &bytes).map_err(|e| FileError::Load(LoadError::Syntax(e)))?;
+    let config = read(&props).map_err(|e| FileError::Load(LoadError::Value(e)))?;
+    Ok((config, props))
 }
 
 /// Any of the typed configurations.
@@ -72,14 +92,28 @@ pub enum AnyConfig {
     Zookeeper(Box<ZooKeeperServerConfig>),
 }
 
-/// Loads `path` as `kind`.
-pub fn load_kind(path: &Path, kind: ConfigKind) -> Result<AnyConfig, FileError> {
+/// Loads `path` as `kind`, with the file's properties.
+pub fn load_kind(path: &Path, kind: ConfigKind) -> Result<(AnyConfig, Properties), FileError> {
+    fn boxed<T>(loaded: (T, Properties), wrap: fn(Box<T>) -> AnyConfig) -> (AnyConfig, Properties) {
+        (wrap(Box::new(loaded.0)), loaded.1)
+    }
     Ok(match kind {
-        ConfigKind::Server => AnyConfig::Server(Box::new(load_file(path, BrokerConfig::from_properties)?)),
-        ConfigKind::Producer => AnyConfig::Producer(Box::new(load_file(path, ProducerConfig::from_properties)?)),
-        ConfigKind::Consumer => AnyConfig::Consumer(Box::new(load_file(path, ConsumerConfig::from_properties)?)),
-        ConfigKind::Zookeeper => {
-            AnyConfig::Zookeeper(Box::new(load_file(path, ZooKeeperServerConfig::from_properties)?))
-        }
+        ConfigKind::Server => boxed(load_file_with_properties(path, BrokerConfig::from_properties)?, AnyConfig::Server),
+        ConfigKind::Producer => boxed(load_file_with_properties(path, ProducerConfig::from_properties)?, AnyConfig::Producer),
+        ConfigKind::Consumer => boxed(load_file_with_properties(path, ConsumerConfig::from_properties)?, AnyConfig::Consumer),
+        ConfigKind::Zookeeper => boxed(load_file_with_properties(path, ZooKeeperServerConfig::from_properties)?, AnyConfig::Zookeeper),
     })
+}
+
+impl AnyConfig {
+    /// Keys the file sets that are not settings of its kind (ZooKeeper's own keys excepted:
+    /// ZooKeeper reads that file, not Tributary).
+    pub fn unknown_keys(&self) -> Vec<String> {
+        match self {
+            AnyConfig::Server(c) => c.unknown.keys().cloned().collect(),
+            AnyConfig::Producer(c) => c.unknown.keys().cloned().collect(),
+            AnyConfig::Consumer(c) => c.unknown.keys().cloned().collect(),
+            AnyConfig::Zookeeper(_) => Vec::new(),
+        }
+    }
 }

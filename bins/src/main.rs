@@ -6,17 +6,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tributary::broker::Broker;
-use tributary::config_file::{load_file, load_kind, ConfigKind};
+use tributary::config_file::{load_file_with_properties, load_kind, ConfigKind};
 use tributary::env::TokioEnv;
 use tributary::tools::console_producer::{produce_stdin, Target};
 use tributary::tools::simple_consumer::{consume, ConsumeOptions};
 use tributary::tools::{check_config, dump_log, get_offsets};
-use tributary_core::config::{BrokerConfig, BrokerEndpoint, ZkConnect};
+use tributary_core::config::{reference, BrokerConfig, BrokerEndpoint, ZkConnect};
 use tributary_core::message::CompressionCodec;
 use tributary_core::wire::TopicName;
 
 #[derive(Parser)]
-#[command(name = "tributary", version, about = "A Kafka 0.7-compatible log broker with cluster mirroring")]
+#[command(name = "tributary", version, about = "A Kafka 0.7-compatible log broker and its tools")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -44,7 +44,8 @@ enum Command {
     Server {
         /// The broker's server.properties.
         server: PathBuf,
-        /// For a mirror broker: the embedded consumer's and producer's properties.
+        /// (Not available yet: the embedded mirror's consumer.properties and producer.properties.)
+        #[arg(hide = true)]
         mirror: Vec<PathBuf>,
     },
     /// Send lines of standard input to a topic (Kafka's ConsoleProducer).
@@ -109,6 +110,9 @@ enum Command {
         /// consumer or zookeeper .properties.
         #[arg(long, value_enum)]
         kind: Option<ConfigKind>,
+        /// Exit 0 even when a file has keys Tributary does not know (they are always ignored).
+        #[arg(long = "allow-unknown")]
+        allow_unknown: bool,
         /// The files.
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -128,7 +132,12 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The broker logs what it does; the tools only what went wrong (RUST_LOG overrides both).
-    let default_level = if matches!(cli.command, Command::Server { .. }) { "info" } else { "warn" };
+    // check-config prints its own warnings.
+    let default_level = match cli.command {
+        Command::Server { .. } => "info",
+        Command::CheckConfig { .. } => "error",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into()))
         .with_writer(std::io::stderr)
@@ -177,29 +186,39 @@ fn run(command: Command) -> Result<ExitCode, String> {
             found.iter().for_each(|o| println!("{o}"));
             Ok(ExitCode::SUCCESS)
         }
-        Command::CheckConfig { kind, files } => check_configs(kind, &files),
+        Command::CheckConfig { kind, allow_unknown, files } => check_configs(kind, allow_unknown, &files),
         Command::DumpLog { no_print, files } => dump_logs(!no_print, &files),
     }
 }
 
 fn run_server(server: &std::path::Path, mirror: &[PathBuf]) -> Result<ExitCode, String> {
     if !mirror.is_empty() {
+        let extra: Vec<String> = mirror.iter().map(|p| p.display().to_string()).collect();
         return Err(format!(
-            "mirroring not yet available: start the broker with only {} (the embedded consumer and producer arrive with the mirror)",
-            server.display()
+            "tributary server takes one file, the broker's server.properties; also given: {}. \
+             The embedded mirror (server.properties consumer.properties producer.properties) is not available in this version",
+            extra.join(" ")
         ));
     }
-    let config = load_file(server, BrokerConfig::from_properties).map_err(|e| e.to_string())?;
-    tracing::info!("starting with {}: {config:?}", server.display());
+    let (config, props) = load_file_with_properties(server, BrokerConfig::from_properties).map_err(|e| e.to_string())?;
+    tracing::info!(
+        "configuration from {} (every key; \"(changed)\" where the file differs from the default):\n{}",
+        server.display(),
+        reference::render_settings(tributary_core::config::ConfigKind::Broker, &props, "  ").trim_end()
+    );
     let rt = runtime(config.num_threads)?;
     rt.block_on(async move {
         let broker = Broker::start(TokioEnv, config).await.map_err(|e| e.to_string())?;
         if !broker.report.refused.is_empty() {
             tracing::error!("{} partitions refused at startup; see the errors above", broker.report.refused.len());
         }
-        wait_for_signal().await;
-        tracing::info!("signal received: shutting down");
-        broker.shutdown().await.map_err(|e| e.to_string())
+        broker
+            .run_until(async {
+                wait_for_signal().await;
+                tracing::info!("signal received: shutting down");
+            })
+            .await
+            .map_err(|e| e.to_string())
     })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -219,20 +238,24 @@ async fn wait_for_signal() {
     }
 }
 
-fn check_configs(kind: Option<ConfigKind>, files: &[PathBuf]) -> Result<ExitCode, String> {
-    let mut failed = false;
+fn check_configs(kind: Option<ConfigKind>, allow_unknown: bool, files: &[PathBuf]) -> Result<ExitCode, String> {
+    let (mut failed, mut unknown) = (false, 0);
     let mut out = std::io::stdout().lock();
     for path in files {
         let kind = kind.or_else(|| ConfigKind::from_file_name(path)).ok_or_else(|| {
             format!("{}: cannot tell what kind of configuration this is; pass --kind", path.display())
         })?;
         match load_kind(path, kind) {
-            Ok(config) => check_config::print_config(&mut out, &path.display().to_string(), &config).map_err(|e| e.to_string())?,
+            Ok((config, props)) => unknown += check_config::print_config(&mut out, &path.display().to_string(), kind, &props, &config).map_err(|e| e.to_string())?,
             Err(e) => {
                 eprintln!("error: {e}");
                 failed = true;
             }
         }
+    }
+    if unknown > 0 && !allow_unknown {
+        eprintln!("error: {unknown} unknown keys (see the warnings above); fix them, or pass --allow-unknown if they are meant for another tool");
+        failed = true;
     }
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

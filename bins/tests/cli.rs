@@ -92,7 +92,24 @@ fn dump_log_prints_entries_and_stops_at_corruption() {
 fn server_refuses_mirror_arguments_until_the_mirror_exists() {
     let (code, _, stderr) = tributary(&["server", "config/mirror-server.properties", "config/mirror-consumer.properties", "config/mirror-producer.properties"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("mirroring not yet available"), "{stderr}");
+    assert!(stderr.contains("also given: config/mirror-consumer.properties config/mirror-producer.properties"), "{stderr}");
+    let (_, help, _) = tributary(&["--help"]);
+    assert!(!help.contains("mirroring"), "--help must not advertise what is not there: {help}");
+}
+
+#[test]
+fn check_config_names_the_likely_key_of_a_typo_and_fails_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("server.properties");
+    std::fs::write(&path, "brokerid=0\nlog.dir=/tmp/x\nzk.connect=localhost:2181\nnum.partition=4\nbroker.id=3\n").unwrap();
+    let (code, stdout, stderr) = tributary(&["check-config", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stdout.contains("num.partition in") && stdout.contains("line 4") && stdout.contains("(did you mean num.partitions?)"), "{stdout}");
+    assert!(stdout.contains("(did you mean brokerid?)"), "{stdout}");
+    assert!(stdout.contains("  num.partitions") && stdout.lines().any(|l| l.trim_start().starts_with("num.partitions") && l.ends_with("= 1")), "{stdout}");
+    assert!(stderr.contains("2 unknown keys"), "{stderr}");
+    let (code, _, _) = tributary(&["check-config", "--allow-unknown", path.to_str().unwrap()]);
+    assert_eq!(code, 0);
 }
 
 #[test]

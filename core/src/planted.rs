@@ -18,6 +18,8 @@ pub enum Bug {
     ProduceWrongPartition = 8,
     /// The broker drops every fourth produce request without a word.
     DropSomeProduces = 16,
+    /// The broker's request handler panics on an OFFSETS request.
+    PanicInRequest = 32,
 }
 
 #[cfg(feature = "planted-bugs")]

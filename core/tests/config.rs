@@ -282,3 +282,108 @@ fn the_seed_mirror_configs_mean_what_the_seed_says() {
     let z = load("mirror-zookeeper", &read("mirror-zookeeper.properties"), ZooKeeperServerConfig::from_properties).unwrap();
     assert_eq!((z.client_port, z.data_dir.as_str(), z.max_client_connections), (2171, "/tmp/mirror-zookeeper", 0));
 }
+
+mod reference_table {
+    use tributary_core::config::reference::{self, ConfigKind, DefaultValue, KEYS};
+    use tributary_core::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties, ZooKeeperServerConfig};
+
+    /// Keys a file of `kind` must have, so the rest can be tried one at a time.
+    fn base(kind: ConfigKind) -> &'static str {
+        match kind {
+            ConfigKind::Broker => "brokerid=0\nlog.dir=/tmp/x\nzk.connect=localhost:2181\n",
+            ConfigKind::Producer => "zk.connect=localhost:2181\n",
+            ConfigKind::Consumer => "groupid=g\nzk.connect=localhost:2181\n",
+            ConfigKind::ZooKeeperServer => "dataDir=/tmp/zk\n",
+        }
+    }
+
+    /// A valid value for a key whose default is not a literal.
+    fn sample(key: &str) -> &'static str {
+        match key {
+            k if k.starts_with("topic.") => "t:7",
+            "mirror.topics.whitelist" | "compressed.topics" => "t",
+            "zk.connect" => "localhost:2182",
+            "hostname" => "example",
+            "broker.list" => "0:localhost:9092",
+            "partitioner.class" | "callback.handler" | "event.handler" => "x.Y",
+            _ => "7",
+        }
+    }
+
+    /// `Debug` of the typed config (all derive it) and its unknown keys, or the error.
+    fn read(kind: ConfigKind, text: &str) -> Result<(String, Vec<String>), String> {
+        let props = Properties::parse("t", text).map_err(|e| e.to_string())?;
+        let keys = |u: &std::collections::BTreeMap<String, String>| u.keys().cloned().collect::<Vec<_>>();
+        match kind {
+            ConfigKind::Broker => BrokerConfig::from_properties(&props).map(|c| (format!("{c:?}"), keys(&c.unknown))),
+            ConfigKind::Producer => ProducerConfig::from_properties(&props).map(|c| (format!("{c:?}"), keys(&c.unknown))),
+            ConfigKind::Consumer => ConsumerConfig::from_properties(&props).map(|c| (format!("{c:?}"), keys(&c.unknown))),
+            ConfigKind::ZooKeeperServer => ZooKeeperServerConfig::from_properties(&props).map(|c| (format!("{c:?}"), Vec::new())),
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_documented_key_is_read_and_its_documented_default_is_the_real_one() {
+        for doc in KEYS {
+            let base = base(doc.kind);
+            let value = match doc.default {
+                DefaultValue::Value(v) => v,
+                _ => sample(doc.key),
+            };
+            let with_key = format!("{base}{}={value}\n", doc.key);
+            let (set, unknown) = read(doc.kind, &with_key).unwrap_or_else(|e| panic!("{} = {value}: {e}", doc.key));
+            assert!(!unknown.contains(&doc.key.to_string()), "{} is documented but not read as a {} setting", doc.key, doc.kind.noun());
+            if let DefaultValue::Value(_) = doc.default {
+                let (unset, _) = read(doc.kind, base).unwrap();
+                assert_eq!(set, unset, "{}: the documented default {value} is not the default in effect", doc.key);
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_keys_get_the_key_they_most_likely_meant() {
+        let cases = [
+            (ConfigKind::Broker, "num.partition", Some("num.partitions")),
+            (ConfigKind::Broker, "log.flush.intervall", Some("log.flush.interval")),
+            (ConfigKind::Broker, "broker.id", Some("brokerid")),
+            (ConfigKind::Broker, "log.dirs", Some("log.dir")),
+            (ConfigKind::Broker, "zookeeper.connect", Some("zk.connect")),
+            (ConfigKind::Broker, "Port", Some("port")),
+            (ConfigKind::Consumer, "group.id", Some("groupid")),
+            (ConfigKind::Consumer, "socket.receive.buffer.bytes", Some("socket.buffersize")),
+            (ConfigKind::Producer, "queue.enqueue.timeout.ms", Some("queue.enqueueTimeout.ms")),
+            (ConfigKind::Broker, "something.else.entirely", None),
+            (ConfigKind::Broker, "groupid", None),
+        ];
+        for (kind, key, expected) in cases {
+            assert_eq!(reference::suggest(kind, key), expected, "{key}");
+        }
+        let message = tributary_core::config::unknown_key_message(ConfigKind::Broker, "server.properties", "num.partition", 4);
+        assert_eq!(message, "num.partition in server.properties line 4: not a broker setting Tributary knows (did you mean num.partitions?); ignored");
+    }
+
+    #[test]
+    fn settings_show_every_key_with_its_value_and_mark_changes() {
+        let props = Properties::parse("t", "brokerid=3\nlog.dir=/d\nport=6667\nlog.default.flush.scheduler.interval.ms=500\nnum.partition=4\n").unwrap();
+        let text = reference::render_settings(ConfigKind::Broker, &props, "");
+        let line = |key: &str| text.lines().find(|l| l.starts_with(&format!("{key} "))).unwrap_or_else(|| panic!("{key} missing:\n{text}")).to_string();
+        assert!(line("brokerid").ends_with("= 3   (changed)"), "{}", line("brokerid"));
+        assert!(line("port").ends_with("= 6667"), "the default, set explicitly, is not a change: {}", line("port"));
+        assert!(line("num.partitions").ends_with("= 1"), "{}", line("num.partitions"));
+        assert!(line("log.default.flush.interval.ms").ends_with("= 500"), "a default that follows another key: {}", line("log.default.flush.interval.ms"));
+        assert!(!text.contains("num.partition "), "unknown keys are not settings");
+        assert_eq!(text.lines().count(), reference::keys_of(ConfigKind::Broker).count());
+    }
+
+    #[test]
+    fn docs_configuration_md_is_generated_from_the_table() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md");
+        let generated = reference::markdown();
+        if std::env::var_os("TRIBUTARY_WRITE_DOCS").is_some() {
+            std::fs::write(&path, &generated).unwrap();
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(on_disk == generated, "docs/configuration.md differs from core/src/config/reference.rs; run TRIBUTARY_WRITE_DOCS=1 cargo test -p tributary-core --test config");
+    }
+}

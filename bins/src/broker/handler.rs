@@ -90,6 +90,9 @@ impl<E: Env> Handler<E> {
                 }
                 Ok(Some(Response::MultiFetch(MultiFetchResponse { error: ErrorCode::NoError, blocks })))
             }
+            Request::Offsets(_) if tributary_core::planted::active(tributary_core::planted::Bug::PanicInRequest) => {
+                panic!("planted bug: the request handler panicked")
+            }
             Request::Offsets(o) => self.offsets(o).await.map(|r| Some(Response::Offsets(r))),
         }
     }

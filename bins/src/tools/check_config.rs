@@ -1,25 +1,23 @@
 //! `check-config`: loads configuration files through the typed configurations and prints what
-//! Tributary will run with, or exactly what is wrong.
+//! Tributary will run with (every key, `(changed)` where the file differs from the default),
+//! or exactly what is wrong.
 
 use std::io::Write;
 
-use crate::config_file::AnyConfig;
+use tributary_core::config::{reference, unknown_key_message, Properties};
 
-/// Prints the effective settings of a loaded configuration.
-pub fn print_config(out: &mut impl Write, name: &str, config: &AnyConfig) -> std::io::Result<()> {
-    let (kind, body, unknown) = match config {
-        AnyConfig::Server(c) => ("broker", format!("{c:#?}"), Some(&c.unknown)),
-        AnyConfig::Producer(c) => ("producer", format!("{c:#?}"), Some(&c.unknown)),
-        AnyConfig::Consumer(c) => ("consumer", format!("{c:#?}"), Some(&c.unknown)),
-        AnyConfig::Zookeeper(c) => ("zookeeper server", format!("{c:#?}"), None),
-    };
-    writeln!(out, "{name}: valid {kind} configuration")?;
-    for line in body.lines() {
-        writeln!(out, "  {line}")?;
+use crate::config_file::{AnyConfig, ConfigKind};
+
+/// Prints the effective settings of a loaded configuration and its unknown keys (each with the
+/// key it most likely meant); returns how many unknown keys there were.
+pub fn print_config(out: &mut impl Write, name: &str, kind: ConfigKind, props: &Properties, config: &AnyConfig) -> std::io::Result<usize> {
+    let kind = kind.reference();
+    writeln!(out, "{name}: valid {} configuration", kind.noun())?;
+    write!(out, "{}", reference::render_settings(kind, props, "  "))?;
+    let unknown = config.unknown_keys();
+    for key in &unknown {
+        let line = props.get(key).map_or(0, |p| p.line);
+        writeln!(out, "  warning: {}", unknown_key_message(kind, name, key, line))?;
     }
-    if let Some(unknown) = unknown.filter(|u| !u.is_empty()) {
-        let keys: Vec<&str> = unknown.keys().map(String::as_str).collect();
-        writeln!(out, "  ignored unknown keys: {}", keys.join(", "))?;
-    }
-    Ok(())
+    Ok(unknown.len())
 }

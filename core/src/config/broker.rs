@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::error::ConfigError;
 use super::fields::Fields;
+use super::reference::ConfigKind;
 use super::properties::Properties;
 use super::zk::{read_connect, require_connect, ZkConfig, ZkConnect};
 use crate::wire::{TopicName, TOPIC_NAME_BYTES_MAX};
@@ -80,7 +81,7 @@ pub struct BrokerConfig {
 impl BrokerConfig {
     /// Reads a broker configuration, warning (through `tracing`) about unknown keys.
     pub fn from_properties(props: &Properties) -> Result<Self, ConfigError> {
-        let mut f = Fields::new(props);
+        let mut f = Fields::new(props, ConfigKind::Broker);
         let scheduler_ms = f.int("log.default.flush.scheduler.interval.ms", 3000, 1..=I32_MAX)?;
         let config = BrokerConfig {
             broker_id: f.required_int("brokerid", 0..=I32_MAX)?,
@@ -118,7 +119,7 @@ impl BrokerConfig {
             true => Some(require_connect(&mut f, "when enable.zookeeper=true")?),
             false => read_connect(&mut f)?,
         };
-        Ok(BrokerConfig { zk_connect, unknown: f.warn_unknown("broker"), ..config })
+        Ok(BrokerConfig { zk_connect, unknown: f.warn_unknown(), ..config })
     }
 
     /// Partitions of `topic` on this broker: the map's override, else `num.partitions`.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::error::ConfigError;
 use super::fields::Fields;
+use super::reference::ConfigKind;
 use super::properties::Properties;
 use super::zk::{require_connect, ZkConfig, ZkConnect};
 use crate::wire::TopicName;
@@ -98,7 +99,7 @@ pub struct ConsumerConfig {
 impl ConsumerConfig {
     /// Reads a consumer configuration, warning (through `tracing`) about unknown keys.
     pub fn from_properties(props: &Properties) -> Result<Self, ConfigError> {
-        let mut f = Fields::new(props);
+        let mut f = Fields::new(props, ConfigKind::Consumer);
         let zk = ZkConfig::read(&mut f)?;
         let zk_connect = require_connect(&mut f, "for a consumer (the source cluster's ZooKeeper)")?;
         let timeout: i64 = f.int("consumer.timeout.ms", -1, i64::MIN..=I32_MAX)?;
@@ -126,7 +127,7 @@ impl ConsumerConfig {
             zk,
             unknown: BTreeMap::new(),
         };
-        Ok(ConsumerConfig { unknown: f.warn_unknown("consumer"), ..config })
+        Ok(ConsumerConfig { unknown: f.warn_unknown(), ..config })
     }
 }
 

@@ -6,21 +6,24 @@ use std::ops::RangeInclusive;
 use std::str::FromStr;
 
 use super::error::ConfigError;
+use super::reference::{self, ConfigKind};
 use super::properties::{Properties, Property};
 use crate::wire::TopicName;
 
 /// Reads typed values out of [`Properties`], remembering which keys were asked for.
 pub(crate) struct Fields<'a> {
     props: &'a Properties,
+    kind: ConfigKind,
     known: BTreeSet<&'static str>,
 }
 
 impl<'a> Fields<'a> {
-    pub(crate) fn new(props: &'a Properties) -> Self {
-        Fields { props, known: BTreeSet::new() }
+    pub(crate) fn new(props: &'a Properties, kind: ConfigKind) -> Self {
+        Fields { props, kind, known: BTreeSet::new() }
     }
 
     fn raw(&mut self, key: &'static str) -> Option<&'a Property> {
+        debug_assert!(reference::find(self.kind, key).is_some(), "{key} is read as a {} setting but not documented in config/reference.rs", self.kind.noun());
         self.known.insert(key);
         self.props.get(key)
     }
@@ -148,18 +151,25 @@ impl<'a> Fields<'a> {
             .collect()
     }
 
-    /// Logs every unknown key (0.7 files carry keys Tributary does not use) and returns them.
-    pub(crate) fn warn_unknown(&self, what: &str) -> BTreeMap<String, String> {
+    /// Logs every unknown key (0.7 files carry keys Tributary does not use), naming the key it
+    /// most likely meant, and returns them.
+    pub(crate) fn warn_unknown(&self) -> BTreeMap<String, String> {
         let unknown = self.unknown();
         for key in unknown.keys() {
             let line = self.props.get(key).map(|p| p.line).unwrap_or(0);
-            tracing::warn!(
-                "{key} in {} line {line}: not a {what} setting Tributary knows; kept, but ignored",
-                self.props.source()
-            );
+            tracing::warn!("{}", unknown_key_message(self.kind, self.props.source(), key, line));
         }
         unknown
     }
+}
+
+/// What to say about an unknown key: where it is, that it is ignored, and what it may mean.
+pub fn unknown_key_message(kind: ConfigKind, source: &str, key: &str, line: usize) -> String {
+    let hint = match reference::suggest(kind, key) {
+        Some(meant) => format!(" (did you mean {meant}?)"),
+        None => String::new(),
+    };
+    format!("{key} in {source} line {line}: not a {} setting Tributary knows{hint}; ignored", kind.noun())
 }
 
 /// Java's `Integer.parseInt`/`Long.parseLong` grammar: optional sign, ASCII digits.

@@ -10,12 +10,15 @@ mod error;
 mod fields;
 mod producer;
 mod properties;
+pub mod reference;
 mod zk;
 mod zookeeper_server;
 
 pub use broker::BrokerConfig;
 pub use consumer::{AutoOffsetReset, ConsumerConfig, MirrorOptions, TopicFilter};
 pub use error::ConfigError;
+pub use fields::unknown_key_message;
+pub use reference::ConfigKind;
 pub use producer::{
     BrokerEndpoint, Discovery, EnqueueTimeout, ProducerConfig, ProducerType,
 };

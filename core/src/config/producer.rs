@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::error::ConfigError;
 use super::fields::Fields;
+use super::reference::ConfigKind;
 use super::properties::Properties;
 use super::zk::{read_connect, ZkConfig, ZkConnect};
 use crate::message::CompressionCodec;
@@ -126,7 +127,7 @@ pub struct ProducerConfig {
 impl ProducerConfig {
     /// Reads a producer configuration, warning (through `tracing`) about unknown keys.
     pub fn from_properties(props: &Properties) -> Result<Self, ConfigError> {
-        let mut f = Fields::new(props);
+        let mut f = Fields::new(props, ConfigKind::Producer);
         let zk = ZkConfig::read(&mut f)?;
         let partitioner_class = f.string("partitioner.class");
         let discovery = read_discovery(&mut f, partitioner_class.is_some())?;
@@ -166,7 +167,7 @@ impl ProducerConfig {
             event_handler_props: f.string("event.handler.props"),
             unknown: BTreeMap::new(),
         };
-        Ok(ProducerConfig { unknown: f.warn_unknown("producer"), ..config })
+        Ok(ProducerConfig { unknown: f.warn_unknown(), ..config })
     }
 
     /// Whether messages to `topic` are compressed (`compression.codec` and `compressed.topics`).

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::error::ConfigError;
 use super::fields::Fields;
+use super::reference::ConfigKind;
 use super::properties::Properties;
 
 const I32_MAX: i64 = i32::MAX as i64;
@@ -28,7 +29,7 @@ impl ZooKeeperServerConfig {
     /// Reads the keys Tributary needs; the rest are kept in `other` (not warned about: they are
     /// ZooKeeper's, not ours).
     pub fn from_properties(props: &Properties) -> Result<Self, ConfigError> {
-        let mut f = Fields::new(props);
+        let mut f = Fields::new(props, ConfigKind::ZooKeeperServer);
         let config = ZooKeeperServerConfig {
             data_dir: f.required_string("dataDir")?,
             client_port: f.int("clientPort", 2181, 1..=65535)?,
