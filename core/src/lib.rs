@@ -17,6 +17,7 @@
 pub mod config;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod group_id;
 pub mod log;
 pub mod message;
 #[doc(hidden)]

@@ -10,6 +10,7 @@
 //!
 //! Paths here are relative to the chroot of `zk.connect`, which the client applies.
 
+use crate::group_id::GroupId;
 use crate::wire::TopicName;
 
 /// Parent of the broker registrations.
@@ -47,17 +48,17 @@ pub fn parse_broker_registration(data: &str) -> Option<(String, u16)> {
 }
 
 /// `/consumers/<group>/ids`.
-pub fn consumer_ids_path(group: &str) -> String {
+pub fn consumer_ids_path(group: &GroupId) -> String {
     format!("/consumers/{group}/ids")
 }
 
 /// `/consumers/<group>/owners/<topic>`.
-pub fn consumer_owners_path(group: &str, topic: &TopicName) -> String {
+pub fn consumer_owners_path(group: &GroupId, topic: &TopicName) -> String {
     format!("/consumers/{group}/owners/{topic}")
 }
 
 /// `/consumers/<group>/offsets/<topic>`.
-pub fn consumer_offsets_path(group: &str, topic: &TopicName) -> String {
+pub fn consumer_offsets_path(group: &GroupId, topic: &TopicName) -> String {
     format!("/consumers/{group}/offsets/{topic}")
 }
 

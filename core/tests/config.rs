@@ -283,6 +283,16 @@ fn the_seed_mirror_configs_mean_what_the_seed_says() {
     assert_eq!((z.client_port, z.data_dir.as_str(), z.max_client_connections), (2171, "/tmp/mirror-zookeeper", 0));
 }
 
+#[test]
+fn a_group_id_that_would_escape_its_zookeeper_path_is_refused() {
+    for bad in ["a/b", "..", "../x", "", "with space"] {
+        let e = consumer(&format!("groupid={bad}\nzk.connect=localhost:2181\n")).unwrap_err();
+        assert!(e.starts_with("groupid in consumer.properties line 1:"), "{bad}: {e}");
+    }
+    let c = consumer("groupid=console-consumer-42.x_y\nzk.connect=localhost:2181\n").unwrap();
+    assert_eq!(tributary_core::zk_layout::consumer_ids_path(&c.group_id), "/consumers/console-consumer-42.x_y/ids");
+}
+
 mod reference_table {
     use tributary_core::config::reference::{self, ConfigKind, DefaultValue, KEYS};
     use tributary_core::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties, ZooKeeperServerConfig};
@@ -368,7 +378,8 @@ mod reference_table {
         let props = Properties::parse("t", "brokerid=3\nlog.dir=/d\nport=6667\nlog.default.flush.scheduler.interval.ms=500\nnum.partition=4\n").unwrap();
         let text = reference::render_settings(ConfigKind::Broker, &props, "");
         let line = |key: &str| text.lines().find(|l| l.starts_with(&format!("{key} "))).unwrap_or_else(|| panic!("{key} missing:\n{text}")).to_string();
-        assert!(line("brokerid").ends_with("= 3   (changed)"), "{}", line("brokerid"));
+        assert!(line("brokerid").ends_with("= 3"), "a required key has no default to change: {}", line("brokerid"));
+        assert!(line("log.default.flush.scheduler.interval.ms").ends_with("= 500   (changed)"), "{}", line("log.default.flush.scheduler.interval.ms"));
         assert!(line("port").ends_with("= 6667"), "the default, set explicitly, is not a change: {}", line("port"));
         assert!(line("num.partitions").ends_with("= 1"), "{}", line("num.partitions"));
         assert!(line("log.default.flush.interval.ms").ends_with("= 500"), "a default that follows another key: {}", line("log.default.flush.interval.ms"));

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::error::ConfigError;
 use super::fields::Fields;
+use crate::group_id::GroupId;
 use super::reference::ConfigKind;
 use super::properties::Properties;
 use super::zk::{require_connect, ZkConfig, ZkConnect};
@@ -59,7 +60,7 @@ pub struct MirrorOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerConfig {
     /// `groupid` (required).
-    pub group_id: String,
+    pub group_id: GroupId,
     /// `consumerid`, if set (replaces the generated part of the consumer id).
     pub consumer_id: Option<String>,
     /// `zk.connect` (required): the source cluster's ZooKeeper, for a mirror.
@@ -104,7 +105,7 @@ impl ConsumerConfig {
         let zk_connect = require_connect(&mut f, "for a consumer (the source cluster's ZooKeeper)")?;
         let timeout: i64 = f.int("consumer.timeout.ms", -1, i64::MIN..=I32_MAX)?;
         let config = ConsumerConfig {
-            group_id: f.required_string("groupid")?,
+            group_id: read_group_id(&mut f)?,
             consumer_id: f.string("consumerid"),
             zk_connect,
             socket_timeout_ms: f.int("socket.timeout.ms", 30_000, 0..=I32_MAX)?,
@@ -129,6 +130,12 @@ impl ConsumerConfig {
         };
         Ok(ConsumerConfig { unknown: f.warn_unknown(), ..config })
     }
+}
+
+/// `groupid`, refused when it could not be one ZooKeeper path component.
+fn read_group_id(f: &mut Fields<'_>) -> Result<GroupId, ConfigError> {
+    let raw = f.required_string("groupid")?;
+    raw.parse().map_err(|e: crate::group_id::GroupIdError| f.error("groupid", e.to_string()))
 }
 
 /// 0.7.1 renamed `backoff.increment.ms` to `fetcher.backoff.ms`; both are accepted, the new one
