@@ -121,3 +121,34 @@ fn server_names_the_bad_line_of_its_config() {
     assert_eq!(code, 2);
     assert!(stderr.contains("brokerid in") && stderr.contains("line 1"), "{stderr}");
 }
+
+/// A local port nothing listens on.
+fn dead_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[test]
+fn tools_fail_at_once_when_zookeeper_refuses_connections() {
+    let port = dead_port();
+    let started = std::time::Instant::now();
+    let zk = format!("127.0.0.1:{port}");
+    let (code, _, stderr) = tributary(&["console-producer", "--zookeeper", &zk, "--topic", "t"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains(&format!("cannot connect to ZooKeeper at 127.0.0.1:{port} (connection refused)")), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn the_server_says_why_it_cannot_reach_zookeeper_and_gives_up_after_the_connection_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = dead_port();
+    let path = dir.path().join("server.properties");
+    let text = format!("brokerid=0\nport=0\nlog.dir={}\nzk.connect=127.0.0.1:{port}\nzk.connectiontimeout.ms=1500\n", dir.path().join("logs").display());
+    std::fs::write(&path, text).unwrap();
+    let (code, _, stderr) = tributary(&["server", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    let refused = format!("cannot connect to ZooKeeper at 127.0.0.1:{port} (connection refused)");
+    assert!(stderr.contains(&format!("{refused}; retrying")), "{stderr}");
+    assert!(stderr.contains("gave up after zk.connectiontimeout.ms"), "{stderr}");
+}

@@ -205,6 +205,55 @@ async fn a_second_broker_with_the_same_id_refuses_to_start() {
 }
 
 #[tokio::test]
+async fn a_second_broker_on_the_same_log_dir_refuses_to_start_naming_the_holder() {
+    let zk = ZooKeeper::start();
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let port_a = free_port();
+    let _a = BrokerProcess::start(dir_a.path(), port_a, &properties(dir_a.path(), port_a, &zk, ""));
+    // A copied config with only brokerid and port changed: same log.dir.
+    let port_b = free_port();
+    let copied = properties(dir_a.path(), port_b, &zk, "").replace("brokerid=0", "brokerid=1");
+    let config_b = dir_b.path().join("server.properties");
+    std::fs::write(&config_b, copied).unwrap();
+    let out = std::process::Command::new(tributary_binary()).arg("server").arg(&config_b).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let logs = dir_a.path().join("logs");
+    assert!(stderr.contains(&format!("log.dir {} is in use by another process (brokerid 0 port {port_a}, pid", logs.display())), "{stderr}");
+    assert!(!logs.join(".kafka_cleanshutdown").exists());
+}
+
+#[tokio::test]
+async fn simple_consumer_says_what_a_missing_partition_or_offset_means() {
+    let zk = ZooKeeper::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _broker = BrokerProcess::start(dir.path(), port, &properties(dir.path(), port, &zk, ""));
+    let server = format!("kafka://127.0.0.1:{port}");
+    let consume = |extra: &[&str]| {
+        let out = std::process::Command::new(tributary_binary())
+            .args(["simple-consumer", "--server", &server, "--topic", "nothing-here", "--stop-at-end"])
+            .args(extra)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, stdout, stderr) = consume(&[]);
+    assert_eq!((code, stdout.as_str()), (Some(0), ""), "{stderr}");
+    assert!(stderr.contains("no messages in nothing-here-0 from offset 0: the partition is empty there, or does not exist on this broker"), "{stderr}");
+    let (code, _, stderr) = consume(&["--partition", "5"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("partition 5 does not exist: topic nothing-here has fewer partitions on this broker (error 3, WrongPartitionCode)"), "{stderr}");
+    let mut conn = connect(port).await;
+    let produce = Request::Produce(ProduceRequest { topic: topic("nothing-here"), partition: 0, messages: set(CompressionCodec::None, "m", 2) });
+    conn.send(&produce).await.unwrap();
+    fetch_until(&mut conn, "nothing-here", 0, 2).await;
+    let (code, _, stderr) = consume(&["--offset", "1000000"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("offset 1000000 is outside what nothing-here-0 holds"), "{stderr}");
+}
+
+#[tokio::test]
 async fn hostile_clients_get_closed_and_a_good_client_is_served_throughout() {
     let zk = ZooKeeper::start();
     let dir = tempfile::tempdir().unwrap();

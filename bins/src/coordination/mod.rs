@@ -38,6 +38,9 @@ pub enum CoordError {
     /// The session expired: ephemeral nodes are gone; a new session is needed.
     #[error("session expired")]
     SessionExpired,
+    /// No ZooKeeper server accepted a connection (the message names them and why).
+    #[error("{0}")]
+    Unreachable(String),
     /// The connection is lost or an operation timed out; the session may still be alive.
     #[error("connection lost: {0}")]
     ConnectionLoss(String),

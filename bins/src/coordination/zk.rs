@@ -24,8 +24,11 @@ impl std::fmt::Debug for ZkCoordination {
 }
 
 impl ZkCoordination {
-    /// Opens a session with `connect` (chroot included); fails after `connection_timeout`.
+    /// Opens a session with `connect` (chroot included); fails after `connection_timeout`, or at
+    /// once when no server accepts a TCP connection (so "nothing listens there" is reported as
+    /// such, not as a timeout much later).
     pub async fn connect(connect: &ZkConnect, session_timeout: Duration, connection_timeout: Duration) -> Result<Self, CoordError> {
+        probe(connect, connection_timeout.min(PROBE_TIMEOUT)).await?;
         let cluster = connect.to_string();
         let connecting = zk::Client::connector()
             .with_session_timeout(session_timeout)
@@ -38,6 +41,24 @@ impl ZkCoordination {
         let states = Mutex::new(client.state_watcher());
         Ok(ZkCoordination { client, states, op_timeout: session_timeout })
     }
+}
+
+/// The longest a reachability probe of one server may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Succeeds when at least one server accepts a TCP connection.
+async fn probe(connect: &ZkConnect, timeout: Duration) -> Result<(), CoordError> {
+    let mut reasons = Vec::new();
+    for server in &connect.servers {
+        match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((server.host.as_str(), server.port))).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) => reasons.push(e.kind().to_string()),
+            Err(_) => reasons.push(format!("no answer within {timeout:?}")),
+        }
+    }
+    reasons.dedup();
+    let servers: Vec<String> = connect.servers.iter().map(|s| format!("{}:{}", s.host, s.port)).collect();
+    Err(CoordError::Unreachable(format!("cannot connect to ZooKeeper at {} ({})", servers.join(","), reasons.join("; "))))
 }
 
 fn map_error(error: zk::Error, path: &str) -> CoordError {

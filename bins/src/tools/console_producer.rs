@@ -33,7 +33,7 @@ async fn pick(target: &Target, topic: &TopicName) -> Result<(String, u16, i32), 
             Ok((b.host.clone(), b.port, PARTITION_BROKER_PICKS))
         }
         Target::ZooKeeper(connect) => {
-            let zk = ZkCoordination::connect(connect, Duration::from_secs(30), Duration::from_secs(10)).await.map_err(|e| format!("{connect}: {e}"))?;
+            let zk = ZkCoordination::connect(connect, Duration::from_secs(30), Duration::from_secs(10)).await.map_err(|e| e.to_string())?;
             // Registered partitions of the topic, else partition 0 of any live broker (0.7's bootstrap).
             let mut candidates = Vec::new();
             for id in zk.children(&broker_topic_path(topic)).await.unwrap_or_default() {

@@ -42,7 +42,7 @@ pub async fn consume(options: &ConsumeOptions, out: &mut impl Write) -> Result<u
             return Err("unexpected response to FETCH".into());
         };
         if response.error != ErrorCode::NoError {
-            return Err(format!("fetch at offset {offset}: error {} ({})", response.error.code(), response.error.name()));
+            return Err(describe_error(response.error, options, offset));
         }
         let mut top = ShallowIter::new(&response.messages, offset);
         let valid = top.by_ref().map_while(Result::ok).count();
@@ -65,9 +65,29 @@ pub async fn consume(options: &ConsumeOptions, out: &mut impl Write) -> Result<u
         offset += valid_bytes as i64;
         if valid_bytes == 0 {
             if options.stop_at_end {
+                if printed == 0 {
+                    eprintln!(
+                        "no messages in {}-{} from offset {offset}: the partition is empty there, or does not exist on this broker",
+                        options.topic, options.partition
+                    );
+                }
                 return Ok(printed);
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
+}
+
+/// A fetch error in words, with what to do about it.
+fn describe_error(error: ErrorCode, options: &ConsumeOptions, offset: i64) -> String {
+    let (topic, partition) = (&options.topic, options.partition);
+    let what = match error {
+        ErrorCode::WrongPartition => format!("partition {partition} does not exist: topic {topic} has fewer partitions on this broker"),
+        ErrorCode::OffsetOutOfRange => {
+            format!("offset {offset} is outside what {topic}-{partition} holds (see its range with get-offsets --time -2 and --time -1)")
+        }
+        ErrorCode::Unknown => format!("the broker cannot serve {topic}-{partition} (its log failed or was refused at startup; see the broker's log)"),
+        _ => format!("the broker answered a fetch of {topic}-{partition} at offset {offset} with an error"),
+    };
+    format!("{what} (error {}, {})", error.code(), error.name())
 }
