@@ -190,10 +190,8 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (String, C
     let duration = Duration::from_secs(options.duration_secs.max(1));
     let mode = options.faults.unwrap_or(Faults::Mixed);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut builder = turmoil::Builder::new();
+    let mut builder = crate::sim_fs::sim_builder(seed);
     builder
-        .rng_seed(seed)
-        .epoch(std::time::UNIX_EPOCH + Duration::from_millis(crate::sim_fs::SIM_EPOCH_MS as u64))
         .simulation_duration(duration + HEAL * 4)
         // Small socket queues (full queues) and varied message latency, from the seed.
         .tcp_capacity(rng.random_range(16..256))

@@ -14,5 +14,6 @@ pub mod cluster;
 pub mod conformance;
 pub mod env;
 pub mod log_crash;
+pub mod retention_restart;
 pub mod sim_fs;
 pub mod zk_model;

@@ -16,8 +16,17 @@ use tributary_core::log::{DirEntry, LockError, LogFile, LogFs};
 use turmoil::fs::shim::std::fs as tfs;
 
 /// The simulated wall clock's epoch, in ms since the Unix epoch: simulated time 0 is this
-/// instant, for the clock handed to the log and for file modification times alike.
+/// instant, for the clock handed to the log and for file modification times alike. Every
+/// simulation is built with it ([`sim_builder`]), so turmoil's file times (which already count
+/// from the builder's epoch) and [`crate::env::sim_now_ms`] agree.
 pub const SIM_EPOCH_MS: i64 = 1_700_000_000_000;
+
+/// A turmoil builder seeded with `seed` and set to [`SIM_EPOCH_MS`], never the host's clock.
+pub fn sim_builder(seed: u64) -> turmoil::Builder {
+    let mut builder = turmoil::Builder::new();
+    builder.rng_seed(seed).epoch(UNIX_EPOCH + std::time::Duration::from_millis(SIM_EPOCH_MS as u64));
+    builder
+}
 
 /// A budget of file-system operations after which the process is considered dead.
 #[derive(Debug, Clone, Default)]
@@ -139,8 +148,9 @@ impl LogFs for SimFs {
 
     fn modified_ms(&self, path: &Path) -> io::Result<i64> {
         self.crash.spend()?;
+        // turmoil's times already count from the simulation's epoch (SIM_EPOCH_MS).
         let since = tfs::metadata(path)?.modified()?.duration_since(UNIX_EPOCH).unwrap_or_default();
-        Ok(SIM_EPOCH_MS + i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+        Ok(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
