@@ -1,14 +1,20 @@
-//! The cluster scenario: two real brokers (the production `Broker` on [`SimEnv`]), the
-//! ZooKeeper model, and a client that produces and reads back, under a fault schedule drawn
-//! from the seed. Invariants, checked as the run goes and after every fault has healed:
+//! The cluster scenario: one cluster of two real brokers (the production `Broker` on
+//! [`SimEnv`](crate::env::SimEnv)) with its ZooKeeper model, and a client that produces
+//! serial-numbered messages and reads them back, under a fault schedule drawn from the seed.
+//! Invariants ([`Invariant`]), checked as the run goes and after every fault has healed:
 //!
 //! 1. every message any read has returned stays readable at the same offset, byte for byte,
 //!    across crashes (visible ⇒ durable);
-//! 2. no read returns a corrupt or torn message;
+//! 2. no read returns a corrupt or torn message, and every partition that held data reads end
+//!    to end after healing (a partition refused at startup fails this, it is not skipped);
 //! 3. a partition's latest offset never goes back;
 //! 4. after healing, ZooKeeper lists exactly the live brokers, and every topic a broker served
 //!    is registered under it;
-//! 5. a broker that restarts serves again within a bounded simulated time.
+//! 5. a broker that restarts serves again within a bounded simulated time: every partition it
+//!    had answers OFFSETS without error, at or past the end seen before;
+//! 6. the produce history ([`crate::history`]): nothing lost, duplicated, reordered, read from
+//!    the wrong partition or invented; and after healing, a message produced to each partition
+//!    of each broker becomes readable.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -17,19 +23,18 @@ use std::time::Duration;
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tributary::broker::Broker;
-use tributary::client::Connection;
-use tributary_core::config::{BrokerConfig, Properties};
+use tributary::client::{connect, Connection};
 use tributary_core::message::{CompressionCodec, DeepIter, Message, MessageSetBuilder, ShallowIter};
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, ProduceRequest, Request, Response, TopicName};
 
 use crate::env::{sim_now_ms, SimEnv};
-use crate::zk_model::{serve, ModelState, SharedModel};
+use crate::history::{self, History, Location};
+use crate::sim_fs::{sim_builder, DiskFaults};
+use crate::world::{add_cluster, Cluster, ClusterSpec, Control, Invariant, Links, Violation, BROKER_PORT};
+use crate::zk_model::SharedModel;
 
 /// Brokers in the cluster.
 pub const BROKERS: u32 = 2;
-const ZK_PORT: u16 = 2181;
-const BROKER_PORT: u16 = 9092;
 const TOPICS: [&str; 2] = ["orders", "clicks-2"];
 const PARTITIONS: u32 = 2;
 /// After healing, how long brokers get to serve again and to re-register.
@@ -85,19 +90,25 @@ pub struct ClusterReport {
     pub simulated: Duration,
     /// Faults injected, by kind.
     pub faults: BTreeMap<&'static str, u32>,
-    /// Messages produced (sent; not all are acknowledged in 0.7).
+    /// Messages produced (sent; 0.7 produce has no acknowledgement).
     pub produced: u64,
     /// Distinct visible entries read and re-checked.
     pub entries_checked: usize,
+    /// Distinct messages the history checker placed.
+    pub messages_checked: u64,
     /// ZooKeeper sessions the model expired.
     pub sessions_expired: u64,
+    /// fsyncs that failed on purpose.
+    pub sync_failures: u64,
+    /// Lines traced (client and broker events).
+    pub trace_lines: u64,
     /// Hash of the trace (same seed ⇒ same hash).
     pub trace_hash: u64,
     /// The trace's last lines.
     pub trace_tail: Vec<String>,
 }
 
-/// Knobs planted bugs can turn (see `crate::planted`).
+/// How a run is shaped.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {
     /// Simulated seconds of workload before healing.
@@ -106,54 +117,29 @@ pub struct Options {
     pub faults: Option<Faults>,
 }
 
+/// What the client has seen, shared with the final checks.
 #[derive(Debug, Default)]
-struct Shared {
-    trace: Vec<String>,
+struct Seen {
     /// (broker, topic, partition, offset) → the entry's bytes, as first read.
-    seen: BTreeMap<(u32, String, u32, i64), Bytes>,
+    entries: BTreeMap<(u32, String, u32, i64), Bytes>,
+    /// (broker, topic, partition) → the furthest end any read or OFFSETS showed.
+    ends: BTreeMap<(u32, String, u32), i64>,
     latest: BTreeMap<(u32, String, u32), i64>,
     served_topics: BTreeSet<(u32, String)>,
-    last_success: BTreeMap<u32, i64>,
+    history: History,
     produced: u64,
-    violation: Option<String>,
     stop: bool,
-    /// Brokers asked to shut down gracefully.
-    stop_requested: BTreeSet<u32>,
     final_done: bool,
 }
 
-type SharedState = Arc<Mutex<Shared>>;
+type SharedSeen = Arc<Mutex<Seen>>;
 
-fn guard(s: &SharedState) -> std::sync::MutexGuard<'_, Shared> {
+fn seen(s: &SharedSeen) -> std::sync::MutexGuard<'_, Seen> {
     s.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn trace(s: &SharedState, line: String) {
-    trace_at(s, turmoil::sim_elapsed().unwrap_or_default(), line);
-}
-
-/// Traces with an explicit simulated time (the harness runs outside any host).
-fn trace_at(s: &SharedState, t: Duration, line: String) {
-    guard(s).trace.push(format!("{:>9.3} {line}", t.as_secs_f64()));
-}
-
-fn violate(s: &SharedState, what: String) {
-    trace(s, format!("VIOLATION {what}"));
-    guard(s).violation.get_or_insert(what);
-}
-
-fn broker_config(id: u32, rng: &mut ChaCha8Rng) -> BrokerConfig {
-    let text = format!(
-        "brokerid={id}\nhostname=broker{id}\nport={BROKER_PORT}\nlog.dir=/data/logs\nnum.partitions={PARTITIONS}\n\
-         log.flush.interval={}\nlog.default.flush.interval.ms=200\nlog.default.flush.scheduler.interval.ms=100\n\
-         log.file.size={}\nzk.connect=zk:{ZK_PORT}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=600000\n",
-        rng.random_range(1..40),
-        rng.random_range(2000..20_000),
-    );
-    match BrokerConfig::from_properties(&Properties::parse("sim", &text).unwrap_or_default()) {
-        Ok(c) => c,
-        Err(e) => panic!("scenario broker config refused: {e}"),
-    }
+fn broker_host(broker: u32) -> String {
+    format!("broker{broker}")
 }
 
 /// The fault schedule for `seed`: (time, fault) pairs, sorted, each partition or crash
@@ -163,7 +149,7 @@ pub fn schedule(seed: u64, mode: Faults, duration: Duration) -> Vec<(Duration, F
     let mut out = Vec::new();
     let mut t = Duration::from_secs(rng.random_range(2..6));
     while t < duration && mode != Faults::None {
-        let broker = format!("broker{}", rng.random_range(0..BROKERS));
+        let broker = broker_host(rng.random_range(0..BROKERS));
         let length = Duration::from_millis(rng.random_range(1000..8000));
         let crash = match mode {
             Faults::Crash => true,
@@ -185,12 +171,20 @@ pub fn schedule(seed: u64, mode: Faults, duration: Duration) -> Vec<(Duration, F
     out
 }
 
-/// Runs one seed; `Err` carries the violated invariant and the trace tail.
-pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (String, ClusterReport)> {
+/// The disks of a seed: half the seeds slow (each operation up to 5–200 ms), a quarter with
+/// failing fsyncs (0.2 % of syncs).
+fn disk_faults(rng: &mut ChaCha8Rng) -> DiskFaults {
+    let latency_max = if rng.random_bool(0.5) { Duration::from_millis(rng.random_range(5..200)) } else { Duration::ZERO };
+    let sync_failures_per_million = if rng.random_bool(0.25) { 2000 } else { 0 };
+    DiskFaults { latency_max, sync_failures_per_million }
+}
+
+/// Runs one seed; `Err` carries the violated invariant and the report.
+pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (Violation, ClusterReport)> {
     let duration = Duration::from_secs(options.duration_secs.max(1));
     let mode = options.faults.unwrap_or(Faults::Mixed);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut builder = crate::sim_fs::sim_builder(seed);
+    let mut builder = sim_builder(seed);
     builder
         .simulation_duration(duration + HEAL * 4)
         // Small socket queues (full queues) and varied message latency, from the seed.
@@ -200,88 +194,62 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (String, C
     // Torn writes: a crash keeps a random prefix of the blocks of unsynced writes.
     builder.fs().block_size(512);
     let mut sim = builder.build();
-    let model: SharedModel = Arc::new(Mutex::new(ModelState::default()));
-    let state: SharedState = Arc::default();
-    let zk_model = model.clone();
-    sim.host("zk", move || {
-        let m = zk_model.clone();
-        async move { serve(ZK_PORT, m).await.map_err(Into::into) }
-    });
-    // Half the seeds get a slow disk: up to 5–200 ms per disk operation.
-    let disk_latency = if rng.random_bool(0.5) { Duration::from_millis(rng.random_range(5..200)) } else { Duration::ZERO };
-    for id in 0..BROKERS {
-        let config = broker_config(id, &mut rng);
-        let env_seed: u64 = rng.random();
-        let st = state.clone();
-        sim.host(format!("broker{id}"), move || {
-            let (config, st) = (config.clone(), st.clone());
-            async move {
-                match Broker::start(SimEnv::with_disk_latency(env_seed, disk_latency), config).await {
-                    Ok(broker) => {
-                        trace(&st, format!("broker{id} started"));
-                        while !guard(&st).stop_requested.remove(&id) {
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
-                        match broker.shutdown().await {
-                            Ok(()) => trace(&st, format!("broker{id} stopped gracefully")),
-                            Err(e) => violate(&st, format!("broker{id}: graceful shutdown failed: {e}")),
-                        }
-                    }
-                    Err(e) => trace(&st, format!("broker{id} failed to start: {e}")),
-                }
-                Ok(())
-            }
-        });
-    }
+    let control = Arc::new(Control::default());
+    let _capture = control.trace.capture();
+    let spec = ClusterSpec { disk: disk_faults(&mut rng), ..ClusterSpec::new("", BROKERS, PARTITIONS) };
+    let cluster = add_cluster(&mut sim, &spec, &mut rng, &control);
+    let state: SharedSeen = Arc::default();
     let client_seed: u64 = rng.random();
-    let (st, m) = (state.clone(), model.clone());
+    let (st, c, m) = (state.clone(), control.clone(), cluster.model.clone());
     sim.client("client", async move {
-        workload(client_seed, &st).await;
-        final_checks(&st, &m).await;
-        guard(&st).final_done = true;
+        workload(client_seed, &st, &c).await;
+        final_checks(&st, &c, &m).await;
+        seen(&st).final_done = true;
         Ok(())
     });
     let mut report = ClusterReport::default();
-    let result = drive(&mut sim, &state, schedule(seed, mode, duration), duration, &mut report);
-    let s = guard(&state);
+    let result = drive(&mut sim, &control, &cluster, &state, schedule(seed, mode, duration), duration, &mut report);
+    let s = seen(&state);
     report.produced = s.produced;
-    report.entries_checked = s.seen.len();
-    report.sessions_expired = model.lock().map(|m| m.expired).unwrap_or(0);
-    report.trace_hash = s.trace.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, line| {
-        line.bytes().fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
-    });
-    report.trace_tail = s.trace.iter().rev().take(30).rev().cloned().collect();
+    report.entries_checked = s.entries.len();
+    report.messages_checked = s.history.messages_read;
+    report.sessions_expired = cluster.model.lock().map(|m| m.expired).unwrap_or(0);
+    report.sync_failures = cluster.disks.values().map(|d| d.sync_failures()).sum();
+    report.trace_lines = control.trace.len();
+    report.trace_hash = control.trace.hash();
+    report.trace_tail = control.trace.tail(40);
     report.simulated = sim.elapsed();
-    match (result, s.violation.clone()) {
+    match (result, control.violation()) {
         (_, Some(v)) => Err((v, report)),
-        (Err(e), None) => Err((e, report)),
+        (Err(e), None) => Err((Violation { invariant: Invariant::BrokerHealth, detail: e }, report)),
         (Ok(()), None) => Ok(report),
     }
 }
 
-fn drive(sim: &mut turmoil::Sim<'_>, state: &SharedState, faults: Vec<(Duration, Fault)>, duration: Duration, report: &mut ClusterReport) -> Result<(), String> {
+fn drive(
+    sim: &mut turmoil::Sim<'_>,
+    control: &Control,
+    cluster: &Cluster,
+    state: &SharedSeen,
+    faults: Vec<(Duration, Fault)>,
+    duration: Duration,
+    report: &mut ClusterReport,
+) -> Result<(), String> {
     let mut pending = faults.into_iter().peekable();
-    let mut crashed = BTreeSet::new();
+    let mut down = BTreeSet::new();
+    let mut hosts = vec![cluster.zk_host.clone(), "client".to_string()];
+    hosts.extend(cluster.brokers.iter().cloned());
+    let mut links = Links::new(hosts);
     while sim.elapsed() < duration {
         while let Some((_, fault)) = pending.next_if(|(t, _)| *t <= sim.elapsed()) {
-            apply(sim, state, &fault, &mut crashed, report);
-            trace_at(state, sim.elapsed(), format!("fault {fault:?}"));
+            apply(sim, &mut links, control, &fault, &mut down, report);
+            control.trace.push_at(sim.elapsed(), &format!("fault {fault:?}"));
         }
         sim.step().map_err(|e| format!("simulation error: {e}"))?;
     }
-    // Heal everything, then let the client's final checks run.
-    for host in ["broker0", "broker1"] {
-        for other in ["zk", "client"] {
-            sim.repair(host, other);
-        }
-    }
-    for host in std::mem::take(&mut crashed) {
-        forget_stop_request(state, &host);
-        sim.bounce(host.as_str());
-        *report.faults.entry("bounce").or_default() += 1;
-    }
-    guard(state).stop = true;
-    while !guard(state).final_done {
+    heal(sim, &mut links, control, cluster, &mut down, report);
+    seen(state).stop = true;
+    while !seen(state).final_done {
         if sim.elapsed() > duration + HEAL * 4 {
             return Err("final checks did not finish".into());
         }
@@ -290,59 +258,74 @@ fn drive(sim: &mut turmoil::Sim<'_>, state: &SharedState, faults: Vec<(Duration,
     Ok(())
 }
 
-/// A restarted broker must not act on a stop meant for its previous run (a stop requested just
-/// before the restart may not have been seen yet).
-fn forget_stop_request(state: &SharedState, host: &str) {
-    if let Some(id) = host.strip_prefix("broker").and_then(|n| n.parse::<u32>().ok()) {
-        guard(state).stop_requested.remove(&id);
+/// Ends every fault: links repaired, downed brokers restarted, and brokers whose disk failed
+/// an fsync restarted by the "operator" (a poisoned partition takes writes only after one).
+fn heal(sim: &mut turmoil::Sim<'_>, links: &mut Links, control: &Control, cluster: &Cluster, down: &mut BTreeSet<String>, report: &mut ClusterReport) {
+    links.repair_all(sim);
+    for (host, disk) in &cluster.disks {
+        disk.stop_failing();
+        if disk.sync_failures() > 0 && !down.contains(host) {
+            control.trace.push_at(sim.elapsed(), &format!("operator restarts {host} after {} failed fsyncs", disk.sync_failures()));
+            links.crash(sim, host);
+            down.insert(host.clone());
+        }
+    }
+    for host in std::mem::take(down) {
+        control.forget_stop(&host);
+        links.bounce(sim, &host);
+        *report.faults.entry("bounce").or_default() += 1;
     }
 }
 
-fn apply(sim: &mut turmoil::Sim<'_>, state: &SharedState, fault: &Fault, crashed: &mut BTreeSet<String>, report: &mut ClusterReport) {
+fn apply(sim: &mut turmoil::Sim<'_>, links: &mut Links, control: &Control, fault: &Fault, down: &mut BTreeSet<String>, report: &mut ClusterReport) {
     let kind = match fault {
         Fault::Partition(a, b) => {
-            sim.partition(a.as_str(), b.as_str());
+            links.partition(sim, a, b);
             "partition"
         }
         Fault::Repair(a, b) => {
-            sim.repair(a.as_str(), b.as_str());
+            links.repair(sim, a, b);
             "repair"
         }
         Fault::Crash(h) => {
-            if !crashed.insert(h.clone()) {
+            if !down.insert(h.clone()) {
                 return;
             }
-            sim.crash(h.as_str());
+            links.crash(sim, h);
             "crash"
         }
         Fault::Stop(h) => {
-            if !crashed.insert(h.clone()) {
+            if !down.insert(h.clone()) {
                 return;
             }
-            if let Some(id) = h.strip_prefix("broker").and_then(|n| n.parse().ok()) {
-                guard(state).stop_requested.insert(id);
-            }
+            control.request_stop(h);
             "stop"
         }
         Fault::Bounce(h) => {
-            if !crashed.remove(h) {
+            if !down.remove(h) {
                 return;
             }
-            forget_stop_request(state, h);
-            sim.bounce(h.as_str());
+            control.forget_stop(h);
+            links.bounce(sim, h);
             "bounce"
         }
     };
     *report.faults.entry(kind).or_default() += 1;
 }
 
+/// The client's connections, one per broker, each with an id for the history.
 struct Client {
-    conns: BTreeMap<u32, Connection<turmoil::net::TcpStream>>,
+    conns: BTreeMap<u32, (u64, Connection<turmoil::net::TcpStream>)>,
+    next_id: u64,
 }
 
 impl Client {
+    fn new() -> Self {
+        Client { conns: BTreeMap::new(), next_id: 0 }
+    }
+
     async fn call(&mut self, broker: u32, request: &Request) -> Option<Response> {
-        let conn = self.conn(broker).await?;
+        let (_, conn) = self.conn(broker).await?;
         match conn.call(request).await {
             Ok(response) => Some(response),
             Err(_) => {
@@ -353,7 +336,7 @@ impl Client {
     }
 
     async fn send(&mut self, broker: u32, request: &Request) -> bool {
-        let Some(conn) = self.conn(broker).await else { return false };
+        let Some((_, conn)) = self.conn(broker).await else { return false };
         let ok = conn.send(request).await.is_ok();
         if !ok {
             self.conns.remove(&broker);
@@ -361,11 +344,12 @@ impl Client {
         ok
     }
 
-    async fn conn(&mut self, broker: u32) -> Option<&mut Connection<turmoil::net::TcpStream>> {
+    /// The connection to `broker` (dialled if needed) and its id.
+    async fn conn(&mut self, broker: u32) -> Option<&mut (u64, Connection<turmoil::net::TcpStream>)> {
         if let std::collections::btree_map::Entry::Vacant(slot) = self.conns.entry(broker) {
-            let host = format!("broker{broker}");
-            let stream = tokio::time::timeout(CALL_TIMEOUT, turmoil::net::TcpStream::connect((host.as_str(), BROKER_PORT))).await.ok()?.ok()?;
-            slot.insert(Connection::new(stream, host, CALL_TIMEOUT));
+            let conn = connect(&SimEnv::new(0), &broker_host(broker), BROKER_PORT, CALL_TIMEOUT).await.ok()?;
+            self.next_id += 1;
+            slot.insert((self.next_id, conn));
         }
         self.conns.get_mut(&broker)
     }
@@ -375,130 +359,176 @@ fn topic(i: usize) -> TopicName {
     TOPICS[i % TOPICS.len()].parse().unwrap_or_else(|_| panic!("scenario topic names are valid"))
 }
 
-async fn workload(seed: u64, st: &SharedState) {
+async fn workload(seed: u64, st: &SharedSeen, control: &Control) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut client = Client { conns: BTreeMap::new() };
+    let mut client = Client::new();
     let mut serial = 0u64;
-    while !guard(st).stop {
+    while !seen(st).stop {
         let broker = rng.random_range(0..BROKERS);
         let t = topic(rng.random_range(0..TOPICS.len()));
         let partition = rng.random_range(0..PARTITIONS);
         match rng.random_range(0..10) {
-            0..5 => {
-                let codec = [CompressionCodec::None, CompressionCodec::Gzip, CompressionCodec::Snappy][rng.random_range(0..3)];
-                let mut set = MessageSetBuilder::new();
-                let n = rng.random_range(1..6);
-                for _ in 0..n {
-                    serial += 1;
-                    set.push_message(&Message::new(format!("msg {serial} to {t}-{partition}@{broker}").into_bytes()));
-                }
-                let request = Request::Produce(ProduceRequest { topic: t.clone(), partition: partition as i32, messages: set.build(codec) });
-                let sent = client.send(broker, &request).await;
-                if sent {
-                    guard(st).produced += n;
-                }
-                trace(st, format!("produce broker{broker} {t}-{partition} n={n} sent={sent}"));
-            }
-            5..8 => read(&mut client, st, broker, &t, partition, &mut rng).await,
-            _ => latest(&mut client, st, broker, &t, partition).await,
+            0..5 => produce(&mut client, st, control, broker, &t, partition, &mut serial, &mut rng).await,
+            5..8 => read(&mut client, st, control, broker, &t, partition, &mut rng).await,
+            _ => latest(&mut client, st, control, broker, &t, partition).await,
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(5..60))).await;
     }
 }
 
-/// Fetches from a known offset (or 0) and checks what comes back (invariants 1 and 2).
-async fn read(client: &mut Client, st: &SharedState, broker: u32, t: &TopicName, partition: u32, rng: &mut ChaCha8Rng) {
-    let known: Vec<i64> = guard(st).seen.range((broker, t.to_string(), partition, 0)..=(broker, t.to_string(), partition, i64::MAX)).map(|(k, _)| k.3).collect();
+#[allow(clippy::too_many_arguments)]
+async fn produce(client: &mut Client, st: &SharedSeen, control: &Control, broker: u32, t: &TopicName, partition: u32, serial: &mut u64, rng: &mut ChaCha8Rng) {
+    let Some((connection, _)) = client.conn(broker).await.map(|(id, _)| (*id, ())) else {
+        return control.trace.push(&format!("produce broker{broker} {t}-{partition}: cannot connect"));
+    };
+    let codec = [CompressionCodec::None, CompressionCodec::Gzip, CompressionCodec::Snappy][rng.random_range(0..3)];
+    let location: Location = (broker_host(broker), t.to_string(), partition);
+    let mut set = MessageSetBuilder::new();
+    let n = rng.random_range(1..6);
+    for _ in 0..n {
+        *serial += 1;
+        set.push_message(&Message::new(history::payload(*serial, &location, connection)));
+        seen(st).history.sent(*serial, location.clone(), connection);
+    }
+    let request = Request::Produce(ProduceRequest { topic: t.clone(), partition: partition as i32, messages: set.build(codec) });
+    let sent = client.send(broker, &request).await;
+    seen(st).produced += n;
+    control.trace.push(&format!("produce broker{broker} {t}-{partition} n={n} up to {serial} on c{connection} sent={sent}"));
+}
+
+/// Fetches from a known offset (or 0) and checks what comes back (invariants 1, 2 and 6).
+async fn read(client: &mut Client, st: &SharedSeen, control: &Control, broker: u32, t: &TopicName, partition: u32, rng: &mut ChaCha8Rng) {
+    let known: Vec<i64> = seen(st).entries.range((broker, t.to_string(), partition, 0)..=(broker, t.to_string(), partition, i64::MAX)).map(|(k, _)| k.3).collect();
     let offset = if known.is_empty() || rng.random_bool(0.3) { 0 } else { known[rng.random_range(0..known.len())] };
     let request = Request::Fetch(FetchRequest { topic: t.clone(), partition: partition as i32, offset, max_bytes: 4096 });
     let Some(Response::Fetch(f)) = client.call(broker, &request).await else {
-        return trace(st, format!("fetch broker{broker} {t}-{partition}@{offset}: no answer"));
+        return control.trace.push(&format!("fetch broker{broker} {t}-{partition}@{offset}: no answer"));
     };
-    trace(st, format!("fetch broker{broker} {t}-{partition}@{offset}: {:?} {} bytes", f.error, f.messages.len()));
+    control.trace.push(&format!("fetch broker{broker} {t}-{partition}@{offset}: {:?} {} bytes", f.error, f.messages.len()));
     match f.error {
         ErrorCode::NoError => {}
         // Retention is off and offsets come from earlier reads, so a known offset must exist.
         ErrorCode::OffsetOutOfRange if offset > 0 => {
-            return violate(st, format!("broker{broker} {t}-{partition}: offset {offset}, read before, is now out of range"))
+            return control.violate(Invariant::VisibleIsDurable, format!("broker{broker} {t}-{partition}: offset {offset}, read before, is now out of range"))
         }
-        other => return trace(st, format!("broker{broker} fetch {t}-{partition}@{offset}: {other:?}")),
+        _ => return,
     }
-    record_entries(st, broker, t, partition, offset, &f.messages);
+    if let Err(v) = record_entries(st, broker, t, partition, offset, &f.messages) {
+        control.violate(v.invariant, v.detail);
+    }
 }
 
-fn record_entries(st: &SharedState, broker: u32, t: &TopicName, partition: u32, offset: i64, bytes: &Bytes) {
+/// Records every whole entry of a fetch: corrupt ones break invariant 2, changed ones
+/// invariant 1, and every message goes through the history checker (6).
+fn record_entries(st: &SharedSeen, broker: u32, t: &TopicName, partition: u32, offset: i64, bytes: &Bytes) -> Result<(), Violation> {
+    let violation = |invariant, detail| Violation { invariant, detail };
+    let location: Location = (broker_host(broker), t.to_string(), partition);
     let mut entries = ShallowIter::new(bytes, offset);
-    let mut s = guard(st);
-    s.last_success.insert(broker, sim_now_ms());
+    let mut s = seen(st);
     for entry in entries.by_ref() {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => {
-                drop(s);
-                return violate(st, format!("broker{broker} {t}-{partition}: corrupt message served: {e}"));
-            }
-        };
+        let entry = entry.map_err(|e| violation(Invariant::NoCorruptRead, format!("broker{broker} {t}-{partition}: corrupt message served: {e}")))?;
         let start = (entry.offset - offset) as usize;
         let raw = bytes.slice(start..(entry.next_offset - offset) as usize);
-        for inner in DeepIter::new(raw.clone(), entry.offset, 1 << 20) {
-            if let Err(e) = inner {
-                drop(s);
-                return violate(st, format!("broker{broker} {t}-{partition}: corrupt inner message served: {e}"));
-            }
+        for (index, inner) in DeepIter::new(raw.clone(), entry.offset, 1 << 20).enumerate() {
+            let inner = inner.map_err(|e| violation(Invariant::NoCorruptRead, format!("broker{broker} {t}-{partition}: corrupt inner message served: {e}")))?;
+            s.history.read(&location, (entry.offset, index as u32), &inner.message.payload).map_err(|e| violation(Invariant::History, e))?;
         }
         s.served_topics.insert((broker, t.to_string()));
+        let end = s.ends.entry((broker, t.to_string(), partition)).or_insert(0);
+        *end = (*end).max(entry.next_offset);
         let key = (broker, t.to_string(), partition, entry.offset);
-        match s.seen.get(&key) {
+        match s.entries.get(&key) {
             Some(before) if *before != raw => {
-                drop(s);
-                return violate(st, format!("broker{broker} {t}-{partition}: entry at {} changed after it was read", entry.offset));
+                return Err(violation(Invariant::VisibleIsDurable, format!("broker{broker} {t}-{partition}: entry at {} changed after it was read", entry.offset)))
             }
             Some(_) => {}
             None => {
-                s.seen.insert(key, raw);
+                s.entries.insert(key, raw);
             }
         }
     }
+    Ok(())
 }
 
 /// OFFSETS -1 must never go back (invariant 3).
-async fn latest(client: &mut Client, st: &SharedState, broker: u32, t: &TopicName, partition: u32) {
+async fn latest(client: &mut Client, st: &SharedSeen, control: &Control, broker: u32, t: &TopicName, partition: u32) {
     let request = Request::Offsets(OffsetsRequest { topic: t.clone(), partition: partition as i32, time: -1, max_offsets: 1 });
     let Some(Response::Offsets(o)) = client.call(broker, &request).await else {
-        return trace(st, format!("offsets broker{broker} {t}-{partition}: no answer"));
+        return control.trace.push(&format!("offsets broker{broker} {t}-{partition}: no answer"));
     };
-    trace(st, format!("offsets broker{broker} {t}-{partition}: {:?}", o.offsets));
-    let Some(&now) = o.offsets.first() else { return };
+    control.trace.push(&format!("offsets broker{broker} {t}-{partition}: {:?} {:?}", o.error, o.offsets));
+    let Some(&now) = o.offsets.first().filter(|_| o.error == ErrorCode::NoError) else { return };
     let key = (broker, t.to_string(), partition);
-    let mut s = guard(st);
-    s.last_success.insert(broker, sim_now_ms());
+    let mut s = seen(st);
     let before = s.latest.get(&key).copied().unwrap_or(0);
     if now < before {
         drop(s);
-        return violate(st, format!("broker{broker} {t}-{partition}: latest offset went back from {before} to {now}"));
+        return control.violate(Invariant::LatestNeverGoesBack, format!("broker{broker} {t}-{partition}: latest offset went back from {before} to {now}"));
     }
-    s.latest.insert(key, now);
+    s.latest.insert(key.clone(), now);
+    let end = s.ends.entry(key).or_insert(0);
+    *end = (*end).max(now);
 }
 
-/// After healing: every broker serves again in time (5), every entry ever read reads back the
-/// same (1), and ZooKeeper lists exactly the live brokers and their topics (4).
-async fn final_checks(st: &SharedState, model: &SharedModel) {
-    let mut client = Client { conns: BTreeMap::new() };
+fn every_partition() -> impl Iterator<Item = (u32, TopicName, u32)> {
+    (0..BROKERS).flat_map(|b| (0..TOPICS.len()).flat_map(move |t| (0..PARTITIONS).map(move |p| (b, topic(t), p))))
+}
+
+/// After healing, in order: every broker serves every partition it had (5); every entry ever
+/// read reads back the same (1); every partition reads end to end (2) and the history has no
+/// loss (6); a new message to every partition becomes readable (6); ZooKeeper lists exactly
+/// the live brokers and their topics (4).
+async fn final_checks(st: &SharedSeen, control: &Control, model: &SharedModel) {
+    let mut client = Client::new();
+    let checks = async {
+        brokers_serve_again(&mut client, st).await?;
+        reread_everything_seen(&mut client, st).await?;
+        for (broker, t, partition) in every_partition() {
+            read_end_to_end(&mut client, st, broker, &t, partition).await?;
+        }
+        seen(st).history.check_nothing_lost().map_err(|e| Violation { invariant: Invariant::History, detail: e })?;
+        new_messages_become_readable(&mut client, st).await?;
+        registry_settles(st, model).await
+    };
+    match checks.await {
+        Ok(()) => control.trace.push("final checks passed"),
+        Err(v) => control.violate(v.invariant, v.detail),
+    }
+}
+
+fn violation(invariant: Invariant, detail: String) -> Violation {
+    Violation { invariant, detail }
+}
+
+/// Invariant 5: within [`HEAL`], every broker answers OFFSETS for every partition without an
+/// error (a refused partition does not pass). An answer below the end seen before breaks
+/// invariant 1 instead: data that was visible is gone.
+async fn brokers_serve_again(client: &mut Client, st: &SharedSeen) -> Result<(), Violation> {
     let healed_at = sim_now_ms();
-    for broker in 0..BROKERS {
-        let request = Request::Offsets(OffsetsRequest { topic: topic(0), partition: 0, time: -2, max_offsets: 1 });
+    for (broker, t, partition) in every_partition() {
+        let seen_end = seen(st).ends.get(&(broker, t.to_string(), partition)).copied().unwrap_or(0);
+        let request = Request::Offsets(OffsetsRequest { topic: t.clone(), partition: partition as i32, time: -1, max_offsets: 1 });
         loop {
-            if client.call(broker, &request).await.is_some() {
-                break;
+            let answer = client.call(broker, &request).await;
+            match &answer {
+                Some(Response::Offsets(o)) if o.error == ErrorCode::NoError => match o.offsets.first() {
+                    Some(&latest) if latest >= seen_end => break,
+                    latest => return Err(violation(Invariant::VisibleIsDurable, format!("broker{broker} {t}-{partition}: latest offset {latest:?} after healing, but {seen_end} was visible before"))),
+                },
+                _ if sim_now_ms() - healed_at > HEAL.as_millis() as i64 => {
+                    return Err(violation(Invariant::RestartedBrokerServes, format!("broker{broker} {t}-{partition}: not served within {HEAL:?} of healing (last answer {answer:?})")));
+                }
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
             }
-            if sim_now_ms() - healed_at > HEAL.as_millis() as i64 {
-                return violate(st, format!("broker{broker} did not serve within {HEAL:?} of healing"));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    let seen: Vec<((u32, String, u32, i64), Bytes)> = guard(st).seen.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    for ((broker, t, partition, offset), bytes) in seen {
+    Ok(())
+}
+
+/// Invariant 1: every entry ever read reads back byte for byte.
+async fn reread_everything_seen(client: &mut Client, st: &SharedSeen) -> Result<(), Violation> {
+    let entries: Vec<((u32, String, u32, i64), Bytes)> = seen(st).entries.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    for ((broker, t, partition, offset), bytes) in entries {
         let request = Request::Fetch(FetchRequest { topic: t.parse().unwrap_or_else(|_| topic(0)), partition: partition as i32, offset, max_bytes: bytes.len() as i32 });
         let mut answer = None;
         for _ in 0..5 {
@@ -509,69 +539,148 @@ async fn final_checks(st: &SharedState, model: &SharedModel) {
         }
         match answer {
             Some(Response::Fetch(f)) if f.error == ErrorCode::NoError && f.messages == bytes => {}
-            Some(Response::Fetch(f)) => return violate(st, format!("broker{broker} {t}-{partition}: entry at {offset} lost or changed after healing ({:?}, {} bytes)", f.error, f.messages.len())),
-            _ => return violate(st, format!("broker{broker}: no answer re-reading {t}-{partition}@{offset}")),
-        }
-    }
-    for broker in 0..BROKERS {
-        for (t, partition) in (0..TOPICS.len()).flat_map(|t| (0..PARTITIONS).map(move |p| (topic(t), p))) {
-            if let Err(problem) = read_end_to_end(&mut client, broker, &t, partition).await {
-                return violate(st, problem);
+            Some(Response::Fetch(f)) => {
+                return Err(violation(Invariant::VisibleIsDurable, format!("broker{broker} {t}-{partition}: entry at {offset} lost or changed after healing ({:?}, {} bytes)", f.error, f.messages.len())))
             }
+            _ => return Err(violation(Invariant::RestartedBrokerServes, format!("broker{broker}: no answer re-reading {t}-{partition}@{offset}"))),
         }
     }
-    // Registrations settle within a session timeout or two after healing.
-    let deadline = sim_now_ms() + HEAL.as_millis() as i64;
-    loop {
-        match registry_problem(st, model) {
-            None => break,
-            Some(problem) if sim_now_ms() > deadline => return violate(st, problem),
-            Some(_) => tokio::time::sleep(Duration::from_millis(250)).await,
-        }
-    }
-    trace(st, "final checks passed".into());
+    Ok(())
 }
 
-/// Walks a partition from its earliest to its latest offset: every fetch must return whole,
-/// valid messages and make progress (invariant 2, and no hole in what is visible).
-async fn read_end_to_end(client: &mut Client, broker: u32, t: &TopicName, partition: u32) -> Result<(), String> {
-    let offsets = |time| Request::Offsets(OffsetsRequest { topic: t.clone(), partition: partition as i32, time, max_offsets: 1 });
-    let first = |r: Option<Response>| match r {
-        Some(Response::Offsets(o)) => o.offsets.first().copied(),
-        _ => None,
-    };
-    let no_answer = || format!("broker{broker}: no answer for offsets of {t}-{partition}");
-    let mut offset = first(client.call(broker, &offsets(-2)).await).ok_or_else(no_answer)?;
-    let end = first(client.call(broker, &offsets(-1)).await).ok_or_else(no_answer)?;
+async fn offsets_at(client: &mut Client, broker: u32, t: &TopicName, partition: u32, time: i64) -> Result<i64, Violation> {
+    let request = Request::Offsets(OffsetsRequest { topic: t.clone(), partition: partition as i32, time, max_offsets: 1 });
+    match client.call(broker, &request).await {
+        Some(Response::Offsets(o)) if o.error == ErrorCode::NoError => {
+            o.offsets.first().copied().ok_or_else(|| violation(Invariant::NoCorruptRead, format!("broker{broker} {t}-{partition}: OFFSETS {time} answered nothing")))
+        }
+        Some(Response::Offsets(o)) => Err(violation(Invariant::NoCorruptRead, format!("broker{broker} {t}-{partition}: OFFSETS {time} answered {:?}: the partition cannot be read", o.error))),
+        _ => Err(violation(Invariant::RestartedBrokerServes, format!("broker{broker}: no answer for OFFSETS of {t}-{partition}"))),
+    }
+}
+
+/// Invariant 2 (and 6): walks a partition from its earliest to its latest offset: every fetch
+/// returns whole, valid messages and makes progress, and every message goes to the history.
+async fn read_end_to_end(client: &mut Client, st: &SharedSeen, broker: u32, t: &TopicName, partition: u32) -> Result<(), Violation> {
+    let mut offset = offsets_at(client, broker, t, partition, -2).await?;
+    let end = offsets_at(client, broker, t, partition, -1).await?;
     while offset < end {
         let request = Request::Fetch(FetchRequest { topic: t.clone(), partition: partition as i32, offset, max_bytes: 8192 });
         let Some(Response::Fetch(f)) = client.call(broker, &request).await else {
-            return Err(format!("broker{broker}: no answer reading {t}-{partition} at {offset}"));
+            return Err(violation(Invariant::RestartedBrokerServes, format!("broker{broker}: no answer reading {t}-{partition} at {offset}")));
         };
+        record_entries(st, broker, t, partition, offset, &f.messages)?;
         let mut entries = ShallowIter::new(&f.messages, offset);
-        for entry in entries.by_ref() {
-            entry.map_err(|e| format!("broker{broker} {t}-{partition}: corrupt message at {offset}: {e}"))?;
-        }
+        entries.by_ref().for_each(drop);
         let valid = entries.end().valid_bytes as i64;
         if f.error != ErrorCode::NoError || valid == 0 {
-            return Err(format!("broker{broker} {t}-{partition}: stuck at offset {offset} of {end} ({:?}): the log is not readable end to end", f.error));
+            return Err(violation(Invariant::NoCorruptRead, format!("broker{broker} {t}-{partition}: stuck at offset {offset} of {end} ({:?}): the log is not readable end to end", f.error)));
         }
         offset += valid;
     }
     Ok(())
 }
 
-fn registry_problem(st: &SharedState, model: &SharedModel) -> Option<String> {
+/// Invariant 6 after healing: a message produced to each partition of each broker becomes
+/// readable within [`HEAL`] (a broker that drops produces cannot pass this).
+async fn new_messages_become_readable(client: &mut Client, st: &SharedSeen) -> Result<(), Violation> {
+    let mut serial = u64::MAX / 2;
+    for (broker, t, partition) in every_partition() {
+        let start = offsets_at(client, broker, &t, partition, -1).await?;
+        serial += 1;
+        let location: Location = (broker_host(broker), t.to_string(), partition);
+        let Some((connection, _)) = client.conn(broker).await.map(|(id, _)| (*id, ())) else {
+            return Err(violation(Invariant::RestartedBrokerServes, format!("broker{broker}: cannot connect after healing")));
+        };
+        seen(st).history.sent(serial, location.clone(), connection);
+        let mut set = MessageSetBuilder::new();
+        set.push_message(&Message::new(history::payload(serial, &location, connection)));
+        let request = Request::Produce(ProduceRequest { topic: t.clone(), partition: partition as i32, messages: set.build(CompressionCodec::None) });
+        let deadline = sim_now_ms() + HEAL.as_millis() as i64;
+        let sent = client.send(broker, &request).await;
+        while !seen(st).history.was_read(serial) {
+            if sim_now_ms() > deadline {
+                return Err(violation(Invariant::History, format!("lost: message {serial} produced to {location:?} after healing (sent={sent}) never became readable")));
+            }
+            let fetch = Request::Fetch(FetchRequest { topic: t.clone(), partition: partition as i32, offset: start, max_bytes: 8192 });
+            if let Some(Response::Fetch(f)) = client.call(broker, &fetch).await {
+                if f.error == ErrorCode::NoError {
+                    record_entries(st, broker, &t, partition, start, &f.messages)?;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Invariant 4: registrations settle within [`HEAL`] after healing.
+async fn registry_settles(st: &SharedSeen, model: &SharedModel) -> Result<(), Violation> {
+    let deadline = sim_now_ms() + HEAL.as_millis() as i64;
+    loop {
+        match registry_problem(st, model) {
+            None => return Ok(()),
+            Some(problem) if sim_now_ms() > deadline => return Err(violation(Invariant::RegistryMatches, problem)),
+            Some(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+fn registry_problem(st: &SharedSeen, model: &SharedModel) -> Option<String> {
     let m = model.lock().unwrap_or_else(|p| p.into_inner());
     let ids = m.children("/brokers/ids");
     let expected: Vec<String> = (0..BROKERS).map(|b| b.to_string()).collect();
     if ids != expected {
         return Some(format!("ZooKeeper lists brokers {ids:?}, expected {expected:?}"));
     }
-    for (broker, t) in guard(st).served_topics.iter() {
+    for (broker, t) in seen(st).served_topics.iter() {
         if !m.children(&format!("/brokers/topics/{t}")).contains(&broker.to_string()) {
             return Some(format!("topic {t} is not registered under broker {broker}"));
         }
     }
     None
+}
+
+/// A broker asked to stop while ZooKeeper is unreachable (its session expired, and the
+/// re-registration cannot get through) still stops gracefully within a bounded time. Returns
+/// how long the stop took, in simulated time.
+pub fn stop_while_zookeeper_is_unreachable(seed: u64) -> Result<Duration, String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut sim = sim_builder(seed).simulation_duration(Duration::from_secs(300)).build();
+    let control = Arc::new(Control::default());
+    let _capture = control.trace.capture();
+    let cluster = add_cluster(&mut sim, &ClusterSpec::new("", 1, 1), &mut rng, &control);
+    let (broker, zk) = (cluster.brokers[0].clone(), cluster.zk_host.clone());
+    let until = |sim: &mut turmoil::Sim<'_>, what: &str, limit: Duration| -> Result<(), String> {
+        let deadline = sim.elapsed() + limit;
+        while control.trace.grep(what).is_empty() {
+            if sim.elapsed() > deadline {
+                return Err(format!("no \"{what}\" within {limit:?}:\n{}", control.trace.tail(20).join("\n")));
+            }
+            sim.step().map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    };
+    until(&mut sim, &format!("{broker} started"), Duration::from_secs(10))?;
+    // Long enough apart for the session to expire; then a moment of contact, in which the
+    // broker learns of the expiry, and ZooKeeper is gone again for its re-registration.
+    sim.partition(broker.as_str(), zk.as_str());
+    let cut_until = sim.elapsed() + Duration::from_secs(8);
+    while sim.elapsed() < cut_until {
+        sim.step().map_err(|e| e.to_string())?;
+    }
+    sim.repair(broker.as_str(), zk.as_str());
+    until(&mut sim, "ZooKeeper session expired", Duration::from_secs(10))?;
+    sim.partition(broker.as_str(), zk.as_str());
+    let retry_until = sim.elapsed() + Duration::from_secs(3);
+    while sim.elapsed() < retry_until {
+        sim.step().map_err(|e| e.to_string())?;
+    }
+    let asked = sim.elapsed();
+    control.request_stop(&broker);
+    until(&mut sim, &format!("{broker} stopped gracefully"), Duration::from_secs(30))?;
+    match control.violation() {
+        Some(v) => Err(v.to_string()),
+        None => Ok(sim.elapsed() - asked),
+    }
 }

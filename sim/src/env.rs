@@ -4,17 +4,14 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
 use tributary::coordination::CoordError;
 use tributary::env::{Env, Listener};
 use tributary_core::config::ZkConnect;
 
-use crate::sim_fs::{CrashPoint, SimFs, SIM_EPOCH_MS};
+use crate::sim_fs::{Disk, SimFs, SIM_EPOCH_MS};
 use crate::zk_model::ModelCoordination;
 
 /// The environment of one simulated host.
@@ -22,21 +19,17 @@ use crate::zk_model::ModelCoordination;
 pub struct SimEnv {
     fs: SimFs,
     seed: u64,
-    /// A slow disk: each blocking (disk) operation first waits up to this long.
-    disk_latency_max: Duration,
-    disk_rng: Arc<Mutex<ChaCha8Rng>>,
 }
 
 impl SimEnv {
-    /// An environment drawing its random choices from `seed`, with an instant disk.
+    /// An environment drawing its random choices from `seed`, with an instant, faultless disk.
     pub fn new(seed: u64) -> Self {
-        Self::with_disk_latency(seed, Duration::ZERO)
+        Self::on_disk(seed, Disk::perfect())
     }
 
-    /// Like [`SimEnv::new`], with disk operations taking up to `max` each (drawn from `seed`).
-    pub fn with_disk_latency(seed: u64, max: Duration) -> Self {
-        let disk_rng = Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(seed ^ 0xD15C)));
-        SimEnv { fs: SimFs::new(CrashPoint::never()), seed, disk_latency_max: max, disk_rng }
+    /// Like [`SimEnv::new`], on `disk` (its latency and failures; see [`Disk`]).
+    pub fn on_disk(seed: u64, disk: Arc<Disk>) -> Self {
+        SimEnv { fs: SimFs::on_disk(disk), seed }
     }
 }
 
@@ -103,13 +96,15 @@ impl Env for SimEnv {
     }
 
     async fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> R {
-        // One thread, deterministic. A slow disk is a seeded wait before the work: the calling
-        // task stalls, as it would on a real disk, while other tasks go on.
-        if !self.disk_latency_max.is_zero() {
-            let max_us = self.disk_latency_max.as_micros() as u64;
-            let wait = self.disk_rng.lock().map(|mut r| r.random_range(0..=max_us)).unwrap_or(0);
-            tokio::time::sleep(Duration::from_micros(wait)).await;
+        // One thread, deterministic. The work runs at once; then the calling task waits out the
+        // latency its disk operations took, still holding whatever the work's result holds (a
+        // partition's lock guard, for the broker), so a slow disk stalls exactly what a real
+        // one would, while other tasks go on.
+        let result = work();
+        let latency = self.fs.disk().take_debt();
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
         }
-        work()
+        result
     }
 }

@@ -13,7 +13,10 @@
 pub mod cluster;
 pub mod conformance;
 pub mod env;
+pub mod history;
 pub mod log_crash;
 pub mod retention_restart;
 pub mod sim_fs;
+pub mod trace;
+pub mod world;
 pub mod zk_model;

@@ -1,5 +1,6 @@
-//! `cargo run -p tributary-sim --release -- --seeds 1000 --faults mixed` runs a batch of cluster
-//! seeds and prints a summary; `--seed S` replays one seed with its full trace.
+//! `cargo run -p tributary-sim --profile sim -- --seeds 1000 --faults mixed` runs a batch of
+//! cluster seeds and prints a summary; `--seed S` replays one seed with its trace (client and
+//! broker events). The `sim` profile is optimized with debug assertions on.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -45,13 +46,19 @@ impl tracing_subscriber::fmt::time::FormatTime for SimTime {
 }
 
 fn main() -> ExitCode {
-    if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .with_timer(SimTime)
-            .with_ansi(false)
-            .init();
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        use tracing_subscriber::Layer;
+        // The trace layer sees every event; RUST_LOG adds readable output in simulated time.
+        let output = std::env::var_os("RUST_LOG").is_some().then(|| {
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_timer(SimTime)
+                .with_ansi(false)
+                .with_filter(tracing_subscriber::EnvFilter::from_default_env())
+        });
+        tracing_subscriber::registry().with(tributary_sim::trace::layer()).with(output).init();
     }
     let args = match parse() {
         Ok(a) => a,
@@ -80,6 +87,7 @@ fn main() -> ExitCode {
     }
     let start = Instant::now();
     let (mut simulated, mut failures, mut produced, mut checked, mut expired) = (0.0, 0u64, 0u64, 0usize, 0u64);
+    let (mut messages, mut sync_failures) = (0u64, 0u64);
     let mut faults = std::collections::BTreeMap::new();
     for seed in args.first..args.first + args.seeds {
         match run_seed(seed, options) {
@@ -88,19 +96,21 @@ fn main() -> ExitCode {
                 produced += r.produced;
                 checked += r.entries_checked;
                 expired += r.sessions_expired;
+                messages += r.messages_checked;
+                sync_failures += r.sync_failures;
                 r.faults.iter().for_each(|(k, v)| *faults.entry(*k).or_insert(0) += v);
             }
             Err((violation, r)) => {
                 failures += 1;
                 println!("seed {seed} FAILED: {violation}");
                 r.trace_tail.iter().rev().take(10).rev().for_each(|l| println!("  {l}"));
-                println!("  replay: cargo run -p tributary-sim --release -- --seed {seed} --faults {} --duration {}", format!("{:?}", args.faults).to_lowercase(), args.duration_secs);
+                println!("  replay: cargo run -p tributary-sim --profile sim -- --seed {seed} --faults {} --duration {}", format!("{:?}", args.faults).to_lowercase(), args.duration_secs);
             }
         }
     }
     let wall = start.elapsed().as_secs_f64();
     println!(
-        "{} seeds ({:?} faults, {} s each): {failures} failed; {simulated:.0} simulated s in {wall:.1} wall s ({:.1} sim s per wall s, {:.0} seeds/min); faults {faults:?}; {produced} messages produced, {checked} entries re-checked, {expired} ZooKeeper sessions expired",
+        "{} seeds ({:?} faults, {} s each): {failures} failed; {simulated:.0} simulated s in {wall:.1} wall s ({:.1} sim s per wall s, {:.0} seeds/min); faults {faults:?}, {sync_failures} failed fsyncs; {produced} messages produced, {messages} placed by the history checker, {checked} entries re-checked, {expired} ZooKeeper sessions expired",
         args.seeds, args.faults, args.duration_secs, simulated / wall, args.seeds as f64 * 60.0 / wall
     );
     if failures > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }

@@ -9,8 +9,11 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::UNIX_EPOCH;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 use tributary_core::log::{DirEntry, LockError, LogFile, LogFs};
 use turmoil::fs::shim::std::fs as tfs;
@@ -24,7 +27,7 @@ pub const SIM_EPOCH_MS: i64 = 1_700_000_000_000;
 /// A turmoil builder seeded with `seed` and set to [`SIM_EPOCH_MS`], never the host's clock.
 pub fn sim_builder(seed: u64) -> turmoil::Builder {
     let mut builder = turmoil::Builder::new();
-    builder.rng_seed(seed).epoch(UNIX_EPOCH + std::time::Duration::from_millis(SIM_EPOCH_MS as u64));
+    builder.rng_seed(seed).epoch(UNIX_EPOCH + Duration::from_millis(SIM_EPOCH_MS as u64));
     builder
 }
 
@@ -67,16 +70,112 @@ impl CrashPoint {
     }
 }
 
+/// How a simulated disk misbehaves without crashing: every operation takes a seeded time, and
+/// a seeded share of file syncs fail (EIO), as a dying disk's do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskFaults {
+    /// Each file-system operation takes up to this long (uniform); zero for an instant disk.
+    pub latency_max: Duration,
+    /// Out of a million file syncs, how many fail.
+    pub sync_failures_per_million: u32,
+}
+
+/// A disk's fault state, kept across restarts of its host (the disk is the same disk).
+#[derive(Debug)]
+pub struct Disk {
+    faults: DiskFaults,
+    rng: Mutex<ChaCha8Rng>,
+    /// Latency of operations done but not yet waited for, in µs: the caller's environment waits
+    /// it out right after the work, while the work's locks are still held.
+    debt_us: AtomicU64,
+    /// Sync failures injected so far.
+    sync_failures: AtomicU64,
+    /// Whether sync failures are being injected (turned off when the scenario heals).
+    failing: AtomicBool,
+}
+
+impl Disk {
+    /// A disk with `faults`, its choices drawn from `seed`.
+    pub fn new(faults: DiskFaults, seed: u64) -> Arc<Self> {
+        Arc::new(Disk {
+            faults,
+            rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed ^ 0xD15C)),
+            debt_us: AtomicU64::new(0),
+            sync_failures: AtomicU64::new(0),
+            failing: AtomicBool::new(faults.sync_failures_per_million > 0),
+        })
+    }
+
+    /// An instant, faultless disk.
+    pub fn perfect() -> Arc<Self> {
+        Disk::new(DiskFaults::default(), 0)
+    }
+
+    fn draw(&self, below: u64) -> u64 {
+        self.rng.lock().map(|mut r| r.random_range(0..below.max(1))).unwrap_or(0)
+    }
+
+    /// Charges one operation's latency.
+    fn operate(&self) {
+        let max_us = self.faults.latency_max.as_micros() as u64;
+        if max_us > 0 {
+            self.debt_us.fetch_add(self.draw(max_us + 1), Ordering::SeqCst);
+        }
+    }
+
+    /// Whether this sync fails.
+    fn sync_fails(&self) -> bool {
+        let rate = u64::from(self.faults.sync_failures_per_million);
+        if rate == 0 || !self.failing.load(Ordering::SeqCst) || self.draw(1_000_000) >= rate {
+            return false;
+        }
+        self.sync_failures.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+
+    /// Takes the latency owed so far (the environment sleeps it).
+    pub fn take_debt(&self) -> Duration {
+        Duration::from_micros(self.debt_us.swap(0, Ordering::SeqCst))
+    }
+
+    /// Sync failures injected so far.
+    pub fn sync_failures(&self) -> u64 {
+        self.sync_failures.load(Ordering::SeqCst)
+    }
+
+    /// Stops injecting sync failures (the scenario heals).
+    pub fn stop_failing(&self) {
+        self.failing.store(false, Ordering::SeqCst);
+    }
+}
+
 /// turmoil's file system, for the host it is called from.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SimFs {
     crash: CrashPoint,
+    disk: Arc<Disk>,
 }
 
 impl SimFs {
-    /// A simulated file system that dies at `crash`.
+    /// A simulated file system that dies at `crash`, on an instant, faultless disk.
     pub fn new(crash: CrashPoint) -> Self {
-        SimFs { crash }
+        SimFs { crash, disk: Disk::perfect() }
+    }
+
+    /// A simulated file system on `disk`, which never dies on its own.
+    pub fn on_disk(disk: Arc<Disk>) -> Self {
+        SimFs { crash: CrashPoint::never(), disk }
+    }
+
+    /// The disk under this file system.
+    pub fn disk(&self) -> &Arc<Disk> {
+        &self.disk
+    }
+
+    fn operate(&self) -> io::Result<()> {
+        self.crash.spend()?;
+        self.disk.operate();
+        Ok(())
     }
 }
 
@@ -85,31 +184,44 @@ impl SimFs {
 pub struct SimFile {
     file: tfs::File,
     crash: CrashPoint,
+    disk: Arc<Disk>,
+}
+
+impl SimFile {
+    fn operate(&self) -> io::Result<()> {
+        self.crash.spend()?;
+        self.disk.operate();
+        Ok(())
+    }
 }
 
 impl LogFile for SimFile {
     fn size_bytes(&self) -> io::Result<u64> {
-        self.crash.spend()?;
+        self.operate()?;
         Ok(self.file.metadata()?.len())
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.crash.spend()?;
+        self.operate()?;
         self.file.read_at(buf, offset)
     }
 
     fn write_all_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
-        self.crash.spend()?;
+        self.operate()?;
         self.file.write_all_at(data, offset)
     }
 
     fn sync(&self) -> io::Result<()> {
-        self.crash.spend()?;
+        self.operate()?;
+        if self.disk.sync_fails() {
+            // A failed fsync: whether the data reached the disk is unknown, so it did not.
+            return Err(io::Error::other("simulated EIO from fsync"));
+        }
         self.file.sync_all()
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        self.crash.spend()?;
+        self.operate()?;
         self.file.set_len(len)
     }
 }
@@ -120,12 +232,12 @@ impl LogFs for SimFs {
     type DirLock = ();
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.crash.spend()?;
+        self.operate()?;
         tfs::create_dir_all(path)
     }
 
     fn list_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
-        self.crash.spend()?;
+        self.operate()?;
         let mut entries = Vec::new();
         for entry in tfs::read_dir(path)? {
             let entry = entry?;
@@ -137,9 +249,9 @@ impl LogFs for SimFs {
     }
 
     fn open(&self, path: &Path, create: bool) -> io::Result<SimFile> {
-        self.crash.spend()?;
+        self.operate()?;
         let file = tfs::OpenOptions::new().read(true).write(true).create(create).open(path)?;
-        Ok(SimFile { file, crash: self.crash.clone() })
+        Ok(SimFile { file, crash: self.crash.clone(), disk: self.disk.clone() })
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -147,24 +259,24 @@ impl LogFs for SimFs {
     }
 
     fn modified_ms(&self, path: &Path) -> io::Result<i64> {
-        self.crash.spend()?;
+        self.operate()?;
         // turmoil's times already count from the simulation's epoch (SIM_EPOCH_MS).
         let since = tfs::metadata(path)?.modified()?.duration_since(UNIX_EPOCH).unwrap_or_default();
         Ok(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.crash.spend()?;
+        self.operate()?;
         tfs::remove_file(path)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.crash.spend()?;
+        self.operate()?;
         tfs::rename(from, to)
     }
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.crash.spend()?;
+        self.operate()?;
         tfs::sync_dir(path)
     }
 

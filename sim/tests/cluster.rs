@@ -1,8 +1,10 @@
 //! The cluster scenario: a batch of mixed-fault seeds on the clean build, determinism, and
-//! proof that the checkers catch each planted bug. A failure prints the seed and how to replay.
+//! proof that each invariant's checker catches the bug planted for it. A failure prints the
+//! seed and how to replay it.
 
 use tributary_core::planted::{plant, Bug};
-use tributary_sim::cluster::{run_seed, Faults, Options};
+use tributary_sim::cluster::{run_seed, stop_while_zookeeper_is_unreachable, Faults, Options};
+use tributary_sim::world::Invariant;
 
 const BATCH_SEEDS: u64 = 200;
 const SIM_SECONDS: u64 = 60;
@@ -16,49 +18,71 @@ fn options(faults: Faults) -> Options {
 #[test]
 fn mixed_faults_never_break_an_invariant() {
     let seeds: u64 = std::env::var("TRIBUTARY_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(BATCH_SEEDS);
-    let (mut crashes, mut partitions, mut expired) = (0, 0, 0);
+    let (mut crashes, mut partitions, mut expired, mut sync_failures, mut messages) = (0, 0, 0, 0, 0);
     for seed in 0..seeds {
         match run_seed(seed, options(Faults::Mixed)) {
             Ok(r) => {
                 crashes += r.faults.get("crash").copied().unwrap_or(0);
                 partitions += r.faults.get("partition").copied().unwrap_or(0);
                 expired += r.sessions_expired;
+                sync_failures += r.sync_failures;
+                messages += r.messages_checked;
             }
             Err((violation, r)) => panic!(
-                "cluster seed {seed} failed: {violation}\n{}\nreplay: cargo run -p tributary-sim --release -- --seed {seed} --faults mixed --duration {SIM_SECONDS}",
+                "cluster seed {seed} failed: {violation}\n{}\nreplay: cargo run -p tributary-sim --profile sim -- --seed {seed} --faults mixed --duration {SIM_SECONDS}",
                 r.trace_tail.join("\n")
             ),
         }
     }
-    eprintln!("{seeds} seeds x {SIM_SECONDS} s: {crashes} crashes, {partitions} partitions, {expired} sessions expired");
-    assert!(crashes > 0 && partitions > 0 && expired > 0, "the batch must inject faults");
+    eprintln!("{seeds} seeds x {SIM_SECONDS} s: {crashes} crashes, {partitions} partitions, {expired} sessions expired, {sync_failures} failed fsyncs, {messages} messages placed by the history checker");
+    assert!(crashes > 0 && partitions > 0 && expired > 0 && sync_failures > 0 && messages > 0, "the batch must inject every kind of fault and check messages");
 }
 
 #[test]
-fn the_same_seed_gives_the_same_trace() {
+fn the_same_seed_gives_the_same_trace_broker_events_included() {
     for seed in [3, 17, 99] {
         let first = run_seed(seed, options(Faults::Mixed)).map_err(|(v, _)| v).unwrap();
         let second = run_seed(seed, options(Faults::Mixed)).map_err(|(v, _)| v).unwrap();
         assert_eq!(first.trace_hash, second.trace_hash, "seed {seed}: traces differ\n{:?}\n{:?}", first.trace_tail, second.trace_tail);
-        assert_eq!((first.produced, first.entries_checked), (second.produced, second.entries_checked));
+        assert_eq!((first.produced, first.entries_checked, first.trace_lines), (second.produced, second.entries_checked, second.trace_lines));
+        let broker_lines = first.trace_tail.iter().filter(|l| l.contains("tributary::broker")).count();
+        assert!(broker_lines > 0 || first.trace_lines > 1000, "the trace must carry the broker's own events");
     }
 }
 
-/// Runs seeds with `bug` planted until one fails; returns that seed.
-fn first_failing_seed(bug: Bug, faults: Faults) -> Option<u64> {
+/// Runs seeds with `bug` planted until one fails; returns that seed and what it broke.
+fn first_failing_seed(bug: Bug, faults: Faults) -> Option<(u64, Invariant, String)> {
     plant(&[bug]);
-    let found = (0..PLANTED_SEEDS_MAX).find(|seed| run_seed(*seed, options(faults)).is_err());
+    let found = (0..PLANTED_SEEDS_MAX).find_map(|seed| run_seed(seed, options(faults)).err().map(|(v, _)| (seed, v.invariant, v.detail)));
     plant(&[]);
     found
 }
 
 #[test]
-fn each_planted_bug_is_caught_and_the_clean_build_passes_the_same_seeds() {
-    for (bug, faults) in [(Bug::ServeUnflushed, Faults::Crash), (Bug::SkipRecoveryValidation, Faults::Crash), (Bug::NoReregistration, Faults::Network)] {
-        let seed = first_failing_seed(bug, faults).unwrap_or_else(|| panic!("{bug:?} was not caught within {PLANTED_SEEDS_MAX} seeds"));
-        eprintln!("{bug:?} caught by seed {seed}");
+fn each_planted_bug_is_caught_by_its_invariant_and_the_clean_build_passes_the_same_seed() {
+    let cases = [
+        (Bug::ServeUnflushed, Faults::Crash, Invariant::VisibleIsDurable),
+        (Bug::SkipRecoveryValidation, Faults::Crash, Invariant::NoCorruptRead),
+        (Bug::NoReregistration, Faults::Network, Invariant::RegistryMatches),
+        (Bug::ProduceWrongPartition, Faults::None, Invariant::History),
+        (Bug::DropSomeProduces, Faults::None, Invariant::History),
+    ];
+    for (bug, faults, expected) in cases {
+        let (seed, caught_by, detail) = first_failing_seed(bug, faults).unwrap_or_else(|| panic!("{bug:?} was not caught within {PLANTED_SEEDS_MAX} seeds"));
+        eprintln!("{bug:?} caught by seed {seed}: {caught_by:?}: {detail}");
+        assert_eq!(caught_by, expected, "{bug:?} was caught, but by the wrong invariant: {detail}");
         if let Err((violation, _)) = run_seed(seed, options(faults)) {
             panic!("clean build fails seed {seed} too: {violation}");
+        }
+    }
+}
+
+#[test]
+fn a_broker_stops_gracefully_while_zookeeper_is_unreachable() {
+    for seed in 0..3 {
+        match stop_while_zookeeper_is_unreachable(seed) {
+            Ok(took) => assert!(took.as_secs() <= 20, "seed {seed}: the stop took {took:?}"),
+            Err(e) => panic!("seed {seed}: {e}"),
         }
     }
 }

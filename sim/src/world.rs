@@ -1,0 +1,285 @@
+//! The simulated world: any number of clusters, each with its own ZooKeeper model and brokers
+//! (the production `Broker` on [`SimEnv`]), plus what the scenario needs to steer and judge
+//! them: graceful-stop requests, each broker's disk, the trace, and the first violation.
+//!
+//! Host names: a cluster named `""` has hosts `zk`, `broker0`, `broker1`, …; a cluster named
+//! `src` has `src-zk`, `src-broker0`, …. Every broker's config points at its own cluster's
+//! ZooKeeper and registers its host name.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tributary::broker::Broker;
+use tributary_core::config::{BrokerConfig, Properties};
+
+use crate::env::SimEnv;
+use crate::sim_fs::{Disk, DiskFaults};
+use crate::trace::Trace;
+use crate::zk_model::{serve, ModelState, SharedModel};
+
+/// The ZooKeeper models' port.
+pub const ZK_PORT: u16 = 2181;
+/// The brokers' port.
+pub const BROKER_PORT: u16 = 9092;
+
+/// What a scenario promises; each violation names the one it broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Invariant {
+    /// 1. Everything a read returned stays readable at the same offset, byte for byte.
+    VisibleIsDurable,
+    /// 2. No read returns a corrupt or torn message, and every partition that held data reads
+    ///    end to end after healing.
+    NoCorruptRead,
+    /// 3. A partition's latest offset never goes back.
+    LatestNeverGoesBack,
+    /// 4. After healing, ZooKeeper lists exactly the live brokers and their topics.
+    RegistryMatches,
+    /// 5. A restarted broker serves again, every partition it had, within a bounded time.
+    RestartedBrokerServes,
+    /// 6. The produce history: nothing lost, duplicated, reordered, misplaced or invented.
+    History,
+    /// The broker itself failed (a graceful stop that did not finish cleanly, in time).
+    BrokerHealth,
+}
+
+/// A broken invariant and what broke it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Which invariant.
+    pub invariant: Invariant,
+    /// What happened.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.invariant, self.detail)
+    }
+}
+
+/// Shared between the scenario's driver, its clients and the broker hosts.
+#[derive(Debug, Default)]
+pub struct Control {
+    /// The run's trace.
+    pub trace: Trace,
+    stop_requested: Mutex<BTreeSet<String>>,
+    violation: Mutex<Option<Violation>>,
+}
+
+impl Control {
+    /// Records a violation (the first one is kept) and traces it.
+    pub fn violate(&self, invariant: Invariant, detail: String) {
+        self.trace.push(&format!("VIOLATION {invariant:?}: {detail}"));
+        let mut first = self.violation.lock().unwrap_or_else(|p| p.into_inner());
+        first.get_or_insert(Violation { invariant, detail });
+    }
+
+    /// The first violation, if any.
+    pub fn violation(&self) -> Option<Violation> {
+        self.violation.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Asks the broker on `host` to shut down gracefully.
+    pub fn request_stop(&self, host: &str) {
+        self.stop_requested.lock().unwrap_or_else(|p| p.into_inner()).insert(host.to_string());
+    }
+
+    /// Forgets a stop request (a restarted broker must not act on one meant for its previous run).
+    pub fn forget_stop(&self, host: &str) {
+        self.stop_requested.lock().unwrap_or_else(|p| p.into_inner()).remove(host);
+    }
+
+    fn take_stop(&self, host: &str) -> bool {
+        self.stop_requested.lock().unwrap_or_else(|p| p.into_inner()).remove(host)
+    }
+}
+
+/// What a cluster looks like.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// The name (host name prefix; empty for none).
+    pub name: String,
+    /// How many brokers.
+    pub brokers: u32,
+    /// `num.partitions` of every broker.
+    pub partitions: u32,
+    /// `zk.sessiontimeout.ms`.
+    pub session_timeout_ms: u32,
+    /// Extra `server.properties` lines for every broker.
+    pub extra_config: String,
+    /// The brokers' disks.
+    pub disk: DiskFaults,
+}
+
+impl ClusterSpec {
+    /// A cluster of `brokers` brokers with `partitions` partitions per topic, 3 s sessions,
+    /// instant disks.
+    pub fn new(name: &str, brokers: u32, partitions: u32) -> Self {
+        ClusterSpec { name: name.to_string(), brokers, partitions, session_timeout_ms: 3000, extra_config: String::new(), disk: DiskFaults::default() }
+    }
+
+    fn host(&self, what: &str) -> String {
+        if self.name.is_empty() { what.to_string() } else { format!("{}-{what}", self.name) }
+    }
+}
+
+/// A cluster in the simulation.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// Its name.
+    pub name: String,
+    /// The ZooKeeper model's host.
+    pub zk_host: String,
+    /// Broker hosts, by broker id.
+    pub brokers: Vec<String>,
+    /// The ZooKeeper model's state (for checks).
+    pub model: SharedModel,
+    /// Each broker host's disk (kept across restarts).
+    pub disks: BTreeMap<String, Arc<Disk>>,
+}
+
+/// Adds a cluster's hosts to `sim`: its ZooKeeper model and its brokers. Broker settings not
+/// fixed by `spec` (flush interval, segment size) are drawn from `rng`.
+pub fn add_cluster(sim: &mut turmoil::Sim<'_>, spec: &ClusterSpec, rng: &mut ChaCha8Rng, control: &Arc<Control>) -> Cluster {
+    let model: SharedModel = Arc::new(Mutex::new(ModelState::default()));
+    let zk_host = spec.host("zk");
+    let zk_model = model.clone();
+    sim.host(zk_host.as_str(), move || {
+        let m = zk_model.clone();
+        async move { serve(ZK_PORT, m).await.map_err(Into::into) }
+    });
+    let mut cluster = Cluster { name: spec.name.clone(), zk_host: zk_host.clone(), brokers: Vec::new(), model, disks: BTreeMap::new() };
+    for id in 0..spec.brokers {
+        let host = spec.host(&format!("broker{id}"));
+        let config = broker_config(spec, id, &host, &zk_host, rng);
+        let env_seed: u64 = rng.random();
+        let disk = Disk::new(spec.disk, rng.random());
+        cluster.disks.insert(host.clone(), disk.clone());
+        add_broker(sim, host.clone(), config, env_seed, disk, control.clone());
+        cluster.brokers.push(host);
+    }
+    cluster
+}
+
+fn broker_config(spec: &ClusterSpec, id: u32, host: &str, zk_host: &str, rng: &mut ChaCha8Rng) -> BrokerConfig {
+    let text = format!(
+        "brokerid={id}\nhostname={host}\nport={BROKER_PORT}\nlog.dir=/data/logs\nnum.partitions={}\n\
+         log.flush.interval={}\nlog.default.flush.interval.ms=200\nlog.default.flush.scheduler.interval.ms=100\n\
+         log.file.size={}\nzk.connect={zk_host}:{ZK_PORT}\nzk.sessiontimeout.ms={}\nzk.connectiontimeout.ms=600000\n{}",
+        spec.partitions,
+        rng.random_range(1..40),
+        rng.random_range(2000..20_000),
+        spec.session_timeout_ms,
+        spec.extra_config,
+    );
+    match BrokerConfig::from_properties(&Properties::parse("sim", &text).unwrap_or_default()) {
+        Ok(c) => c,
+        Err(e) => panic!("scenario broker config refused: {e}"),
+    }
+}
+
+/// A broker host: starts the production broker and serves until the scenario asks for a
+/// graceful stop (then checks that the stop was clean) or the host is crashed.
+fn add_broker(sim: &mut turmoil::Sim<'_>, host: String, config: BrokerConfig, env_seed: u64, disk: Arc<Disk>, control: Arc<Control>) {
+    let name = host.clone();
+    sim.host(name.as_str(), move || {
+        let (config, control, disk, host) = (config.clone(), control.clone(), disk.clone(), host.clone());
+        async move {
+            let broker = match Broker::start(SimEnv::on_disk(env_seed, disk), config).await {
+                Ok(broker) => broker,
+                Err(e) => {
+                    control.trace.push(&format!("{host} failed to start: {e}"));
+                    return Ok(());
+                }
+            };
+            control.trace.push(&format!("{host} started"));
+            let stop = {
+                let (control, host) = (control.clone(), host.clone());
+                async move {
+                    while !control.take_stop(&host) {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            };
+            match broker.run_until(stop).await {
+                Ok(()) => control.trace.push(&format!("{host} stopped gracefully")),
+                Err(e) => control.violate(Invariant::BrokerHealth, format!("{host}: {e}")),
+            }
+            Ok(())
+        }
+    });
+}
+
+/// Links between hosts that the scenario has cut on purpose, so that isolating and restoring a
+/// crashed host does not repair them by accident.
+#[derive(Debug, Default)]
+pub struct Links {
+    hosts: Vec<String>,
+    cut: BTreeSet<(String, String)>,
+    isolated: BTreeSet<String>,
+}
+
+impl Links {
+    /// Every host of the world, for isolating one from all others.
+    pub fn new(hosts: Vec<String>) -> Self {
+        Links { hosts, ..Links::default() }
+    }
+
+    fn pair(a: &str, b: &str) -> (String, String) {
+        if a <= b { (a.to_string(), b.to_string()) } else { (b.to_string(), a.to_string()) }
+    }
+
+    /// Cuts the link between `a` and `b`.
+    pub fn partition(&mut self, sim: &mut turmoil::Sim<'_>, a: &str, b: &str) {
+        self.cut.insert(Self::pair(a, b));
+        sim.partition(a, b);
+    }
+
+    /// Restores the link between `a` and `b` (unless one of them is crashed: then when it is back).
+    pub fn repair(&mut self, sim: &mut turmoil::Sim<'_>, a: &str, b: &str) {
+        self.cut.remove(&Self::pair(a, b));
+        if !self.isolated.contains(a) && !self.isolated.contains(b) {
+            sim.repair(a, b);
+        }
+    }
+
+    /// Crashes `host`. It is first cut off from every other host, so nothing it "sends" while
+    /// it dies reaches anyone: a crashed machine falls silent, and its peers learn of it from
+    /// their deadlines. (It also keeps the run deterministic: the order in which a dying
+    /// runtime drops its sockets follows tokio's process-wide task ids.)
+    pub fn crash(&mut self, sim: &mut turmoil::Sim<'_>, host: &str) {
+        for other in self.hosts.iter().filter(|h| *h != host) {
+            sim.partition(host, other.as_str());
+        }
+        self.isolated.insert(host.to_string());
+        sim.crash(host);
+    }
+
+    /// Restarts a crashed `host` and restores its links, except those cut on purpose.
+    pub fn bounce(&mut self, sim: &mut turmoil::Sim<'_>, host: &str) {
+        self.isolated.remove(host);
+        for other in self.hosts.iter().filter(|h| *h != host) {
+            if !self.cut.contains(&Self::pair(host, other)) && !self.isolated.contains(other) {
+                sim.repair(host, other.as_str());
+            }
+        }
+        sim.bounce(host);
+    }
+
+    /// Restores every link cut on purpose (crashed hosts' links come back when they do).
+    pub fn repair_all(&mut self, sim: &mut turmoil::Sim<'_>) {
+        for (a, b) in std::mem::take(&mut self.cut) {
+            if !self.isolated.contains(&a) && !self.isolated.contains(&b) {
+                sim.repair(a.as_str(), b.as_str());
+            }
+        }
+    }
+}
+
+/// A seeded RNG for one part of a run.
+pub fn rng(seed: u64, part: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed ^ part.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
