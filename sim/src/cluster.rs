@@ -180,6 +180,7 @@ fn disk_faults(rng: &mut ChaCha8Rng) -> DiskFaults {
 }
 
 /// Runs one seed; `Err` carries the violated invariant and the report.
+#[expect(clippy::result_large_err, reason = "one result per simulated run; the report is the point")]
 pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (Violation, ClusterReport)> {
     let duration = Duration::from_secs(options.duration_secs.max(1));
     let mode = options.faults.unwrap_or(Faults::Mixed);

@@ -111,6 +111,7 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
 
     /// The map of served partitions. Only memory operations happen under this lock, so a
     /// panic while it is held is a bug in this module: it is not recovered from.
+    #[expect(clippy::panic, reason = "a poisoned map lock is a bug in this module; stopping loudly is the point")]
     fn logs(&self) -> MutexGuard<'_, BTreeMap<TopicPartition, Arc<C>>> {
         self.logs.lock().unwrap_or_else(|_| panic!("the partition map's lock was poisoned by a panic while it was held"))
     }
@@ -144,6 +145,7 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
     /// The log of `tp`, created (durably) if it does not exist, and whether this call created
     /// it. Refuses partitions outside the topic's count and partitions refused at startup.
     /// Creation happens outside the map's lock, so readers of other partitions never wait for it.
+    #[expect(clippy::panic, reason = "a poisoned creation lock means a creation panicked: a bug; stopping loudly is the point")]
     pub fn get_or_create(&self, tp: &TopicPartition, now_ms: i64) -> Result<(Arc<C>, bool), LogError> {
         if let Some(reason) = self.refused.get(tp) {
             return Err(LogError::Corrupt { partition: tp.to_string(), segment: String::new(), offset: 0, detail: reason.clone() });
