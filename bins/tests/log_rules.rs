@@ -221,7 +221,7 @@ fn manager(dir: &Path, extra: &str) -> (Arc<Logs<RealFs>>, tributary_core::log::
 }
 
 /// A partition's log; these tests run one task, so the lock is always free.
-fn lock(log: &tokio::sync::Mutex<Log<RealFs>>) -> tokio::sync::MutexGuard<'_, Log<RealFs>> {
+fn lock(log: &tributary::broker::logs::Partition<RealFs>) -> tokio::sync::MutexGuard<'_, Log<RealFs>> {
     log.try_lock().expect("no other task holds the log")
 }
 

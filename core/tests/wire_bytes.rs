@@ -129,3 +129,31 @@ fn error_codes_map_to_the_0_7_table_and_keep_unknown_codes() {
         assert_eq!(ErrorCode::from_code(code).code(), code);
     }
 }
+
+#[test]
+fn acked_produce_request_and_response_match_hand_computed_bytes() {
+    // Request: MULTIPRODUCE's body under type 100.
+    let set = hello_set();
+    let request = Request::AckedProduce(vec![ProduceRequest { topic: topic("t"), partition: 1, messages: set.clone() }]);
+    let mut expected = vec![0, 0, 0, 2 + 2 + 2 + 1 + 4 + 4 + 15, 0, 100, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 15];
+    expected.extend_from_slice(&set);
+    assert_eq!(&request.to_bytes().unwrap()[..], &expected[..]);
+    assert_eq!(Request::decode(&Bytes::copy_from_slice(&expected[4..])).unwrap(), request);
+
+    // Response: size, error 0, count 2, {error 0, offset 4096}, {error 2, offset -1}.
+    let response = Response::AckedProduce(tributary_core::wire::AckedProduceResponse {
+        error: ErrorCode::NoError,
+        acks: vec![
+            tributary_core::wire::ProduceAck { error: ErrorCode::NoError, offset: 4096 },
+            tributary_core::wire::ProduceAck { error: ErrorCode::InvalidMessage, offset: -1 },
+        ],
+    });
+    let expected = [
+        0, 0, 0, 24, 0, 0, 0, 2, //
+        0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, //
+        0, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    ];
+    assert_eq!(&response.to_bytes().unwrap()[..], &expected[..]);
+    let decoded = Response::decode(tributary_core::wire::ResponseKind::AckedProduce, &Bytes::copy_from_slice(&expected[4..])).unwrap();
+    assert_eq!(decoded, response);
+}

@@ -41,7 +41,8 @@ fn response_bytes_bound(request: &Request) -> usize {
         Request::Fetch(f) => fetch(f.max_bytes),
         Request::MultiFetch(fs) => fs.iter().map(|f| fetch(f.max_bytes) + MULTIFETCH_BLOCK_HEADER_BYTES).sum(),
         Request::Offsets(o) => 8 * usize::try_from(o.max_offsets).unwrap_or(0).min(1 << 20),
-        Request::Produce(_) | Request::MultiProduce(_) => 0,
+        // Covered by the request's own share, which it keeps (see `serve`).
+        Request::Produce(_) | Request::MultiProduce(_) | Request::AckedProduce(_) => 0,
     }
     .min(RESPONSE_BYTES_MAX)
         + 64
@@ -55,9 +56,12 @@ pub async fn serve<E: Env>(mut stream: E::Stream, peer: SocketAddr, shared: Arc<
         let Some((request, mut frame_permit)) = next_request(&mut stream, &mut buf, &shared, &mut shutdown, peer).await else {
             return;
         };
-        // A produce keeps its request bytes (and needs no response); anything else gives its
-        // small request's share back before waiting for its response's.
-        let response_permit = if request.request_type().has_response() {
+        // A produce keeps its request's share (its sets are held until appended); an acked
+        // produce's response (10 bytes per set) is smaller than its request (at least 11 per
+        // set), so that share covers it too. Anything else gives its small request's share back
+        // before waiting for its response's (never holding one share while waiting for another).
+        let keeps_request_share = matches!(request, Request::Produce(_) | Request::MultiProduce(_) | Request::AckedProduce(_));
+        let response_permit = if !keeps_request_share {
             drop(frame_permit.take());
             match tokio::time::timeout(RESPONSE_WRITE_TIMEOUT, shared.budget.acquire(response_bytes_bound(&request))).await {
                 Ok(permit) => Some(permit),

@@ -6,12 +6,13 @@ use bytes::Bytes;
 use rand::Rng;
 use tributary_core::log::{LogError, TopicPartition, ValidatedSet};
 use tributary_core::wire::{
-    ErrorCode, FetchRequest, FetchResponse, MultiFetchResponse, OffsetsRequest, OffsetsResponse, ProduceRequest,
-    Request, Response, TopicName, PARTITION_BROKER_PICKS,
+    AckedProduceResponse, ErrorCode, FetchRequest, FetchResponse, MultiFetchResponse, OffsetsRequest, OffsetsResponse,
+    ProduceAck, ProduceRequest, Request, Response, TopicName, PARTITION_BROKER_PICKS,
 };
 
-use super::limits::RESPONSE_BYTES_MAX;
-use super::logs::{self, with_log, Logs};
+use super::acks::FlushRequests;
+use super::limits::{ACK_WAIT_TIMEOUT, RESPONSE_BYTES_MAX};
+use super::logs::{self, with_log, Logs, SharedLog};
 use crate::env::Env;
 
 /// Why a connection must be closed instead of answered (0.7 closes on these).
@@ -30,6 +31,9 @@ pub enum CloseReason {
     /// The log refused the request (invalid message set, poisoned or failing disk).
     #[error(transparent)]
     Log(#[from] LogError),
+    /// The broker does not serve this kind of request.
+    #[error("unsupported request: {0}")]
+    Unsupported(&'static str),
     /// The partition was refused at startup (corruption): it takes no writes.
     #[error("{partition}: refused at startup, takes no writes: {reason}")]
     RefusedPartition {
@@ -52,18 +56,33 @@ pub struct Effects {
 pub struct Handler<E: Env> {
     env: E,
     logs: Arc<Logs<E::Fs>>,
+    /// Where acknowledged produces ask for their flush; without it, ACKED_PRODUCE is refused.
+    acks: Option<FlushRequests<E::Fs>>,
 }
 
 impl<E: Env> Clone for Handler<E> {
     fn clone(&self) -> Self {
-        Handler { env: self.env.clone(), logs: self.logs.clone() }
+        Handler { env: self.env.clone(), logs: self.logs.clone(), acks: self.acks.clone() }
     }
 }
 
+/// Where a set of an acknowledged produce went, before it is durable.
+struct Appended<F: tributary_core::log::LogFs> {
+    tp: TopicPartition,
+    log: SharedLog<F>,
+    offset: u64,
+    end: u64,
+}
+
 impl<E: Env> Handler<E> {
-    /// A handler over `logs`.
+    /// A handler over `logs`, refusing ACKED_PRODUCE (no committer).
     pub fn new(env: E, logs: Arc<Logs<E::Fs>>) -> Self {
-        Handler { env, logs }
+        Handler { env, logs, acks: None }
+    }
+
+    /// A handler over `logs` that answers ACKED_PRODUCE through `acks`.
+    pub fn with_acks(env: E, logs: Arc<Logs<E::Fs>>, acks: FlushRequests<E::Fs>) -> Self {
+        Handler { env, logs, acks: Some(acks) }
     }
 
     /// Serves `request`: `Ok(None)` for the produce requests (no response in 0.7).
@@ -94,7 +113,66 @@ impl<E: Env> Handler<E> {
                 panic!("planted bug: the request handler panicked")
             }
             Request::Offsets(o) => self.offsets(o).await.map(|r| Some(Response::Offsets(r))),
+            Request::AckedProduce(ps) => self.acked_produce(ps, rng, effects).await.map(|r| Some(Response::AckedProduce(r))),
         }
+    }
+
+    /// Appends each set on its own (a refused set does not stop the others; its ack says why),
+    /// then answers once every appended set is durable.
+    async fn acked_produce(&self, ps: Vec<ProduceRequest>, rng: &mut impl Rng, effects: &mut Effects) -> Result<AckedProduceResponse, CloseReason> {
+        let Some(acks) = &self.acks else {
+            return Err(CloseReason::Unsupported("acknowledged produce (this broker has no committer)"));
+        };
+        let mut appended = Vec::with_capacity(ps.len());
+        for p in ps {
+            appended.push(self.append(p, rng, effects).await);
+        }
+        let mut out = Vec::with_capacity(appended.len());
+        for result in appended {
+            let ack = match result {
+                Ok(a) => match acks.wait_durable(&a.tp, &a.log, a.end, ACK_WAIT_TIMEOUT).await {
+                    Ok(()) => ProduceAck { error: ErrorCode::NoError, offset: a.offset as i64 },
+                    Err(why) => {
+                        tracing::warn!("{}: set at {} not acknowledged: {why:?}", a.tp, a.offset);
+                        ProduceAck { error: ErrorCode::Unknown, offset: -1 }
+                    }
+                },
+                Err(error) => ProduceAck { error, offset: -1 },
+            };
+            out.push(ack);
+        }
+        Ok(AckedProduceResponse { error: ErrorCode::NoError, acks: out })
+    }
+
+    /// One set of an acknowledged produce: appended (not yet durable), or the error code to
+    /// answer with.
+    async fn append(&self, p: ProduceRequest, rng: &mut impl Rng, effects: &mut Effects) -> Result<Appended<E::Fs>, ErrorCode> {
+        let count = self.logs.partition_count(&p.topic);
+        let partition = if p.partition == PARTITION_BROKER_PICKS { rng.random_range(0..count) as i32 } else { p.partition };
+        let partition = planted_wrong_partition(partition, count);
+        let tp = self.partition(&p.topic, partition).ok_or(ErrorCode::WrongPartition)?;
+        if self.logs.refused(&tp).is_some() {
+            return Err(ErrorCode::Unknown);
+        }
+        let limits = self.logs.policy_for(&tp.topic).validation;
+        let (messages, name) = (p.messages, tp.to_string());
+        let set = self.env.blocking(move || ValidatedSet::check(messages, limits)).await.map_err(|e| {
+            tracing::warn!("{name}: set refused: {e}");
+            ErrorCode::InvalidMessage
+        })?;
+        let (logs, now, key) = (self.logs.clone(), self.env.now_ms(), tp.clone());
+        let (log, created) = self.env.blocking(move || logs.get_or_create(&key, now)).await.map_err(|e| {
+            tracing::error!("{e}");
+            ErrorCode::Unknown
+        })?;
+        if created {
+            effects.new_topics.push(p.topic);
+        }
+        let info = with_log(&self.env, &log, move |l| l.append_validated(&set, now)).await.map_err(|e| {
+            tracing::error!("{e}");
+            ErrorCode::Unknown
+        })?;
+        Ok(Appended { tp, log, offset: info.offset, end: info.next_offset })
     }
 
     fn partition(&self, topic: &TopicName, partition: i32) -> Option<TopicPartition> {

@@ -14,6 +14,8 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 pub const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long writing a response may take.
 pub const RESPONSE_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an acknowledged produce waits for its data to be flushed before answering an error.
+pub const ACK_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long shutdown waits for in-flight requests.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// First retention run after startup (0.7: 60 s).

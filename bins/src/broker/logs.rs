@@ -18,17 +18,66 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::Arc;
 
-use tokio::sync::OwnedMutexGuard;
+use tokio::sync::{watch, OwnedMutexGuard};
 use tributary_core::log::{Log, LogError, LogFs, LogManager, TopicPartition};
 
 use crate::env::Env;
 
-/// One partition's log behind its async lock.
-pub type PartitionLog<F> = tokio::sync::Mutex<Log<F>>;
-/// A partition's log, shared between connections and timers.
-pub type SharedLog<F> = Arc<PartitionLog<F>>;
+/// What has been made durable in a partition, published after every operation on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Durable {
+    /// The flushed end: every byte below it is durable and visible.
+    pub flushed_end: u64,
+    /// The partition takes no more writes (a failed fsync, or a failed operation): what is not
+    /// durable yet never will be.
+    pub stopped: bool,
+}
+
+/// One partition: its log behind an async lock, and what is durable in it (for producers
+/// waiting for their data to be flushed).
+#[derive(Debug)]
+pub struct Partition<F: LogFs> {
+    log: Arc<tokio::sync::Mutex<Log<F>>>,
+    durable: watch::Sender<Durable>,
+}
+
+impl<F: LogFs> From<Log<F>> for Partition<F> {
+    fn from(log: Log<F>) -> Self {
+        let durable = Durable { flushed_end: log.flushed_end(), stopped: log.is_poisoned() || log.is_failed() };
+        Partition { log: Arc::new(tokio::sync::Mutex::new(log)), durable: watch::channel(durable).0 }
+    }
+}
+
+impl<F: LogFs> Partition<F> {
+    /// Locks the log (for quick reads of its state; disk work goes through [`with_log`]).
+    pub async fn lock(&self) -> tokio::sync::MutexGuard<'_, Log<F>> {
+        self.log.lock().await
+    }
+
+    /// Locks the log if no one holds it.
+    pub fn try_lock(&self) -> Result<tokio::sync::MutexGuard<'_, Log<F>>, tokio::sync::TryLockError> {
+        self.log.try_lock()
+    }
+
+    /// Follows what is durable.
+    pub fn durable(&self) -> watch::Receiver<Durable> {
+        self.durable.subscribe()
+    }
+
+    fn publish(&self, log: &Log<F>) {
+        let now = Durable { flushed_end: log.flushed_end(), stopped: log.is_poisoned() || log.is_failed() };
+        self.durable.send_if_modified(|was| {
+            let changed = *was != now;
+            *was = now;
+            changed
+        });
+    }
+}
+
+/// A partition, shared between connections and timers.
+pub type SharedLog<F> = Arc<Partition<F>>;
 /// Every partition of the broker.
-pub type Logs<F> = LogManager<F, PartitionLog<F>>;
+pub type Logs<F> = LogManager<F, Partition<F>>;
 
 /// Runs `op` on the log under its lock, as blocking work of `env`. If `op` panics, the log is
 /// marked failed and the panic continues in the caller.
@@ -41,16 +90,14 @@ pub fn with_log<'a, E: Env, R: Send + 'static>(
     op: impl FnOnce(&mut Log<E::Fs>) -> R + Send + 'static,
 ) -> Pin<Box<dyn Future<Output = R> + Send + 'a>> {
     Box::pin(async move {
-        let guard = log.clone().lock_owned().await;
+        let guard = log.log.clone().lock_owned().await;
         let (mut guard, outcome) = env.blocking(move || run_caught(guard, op)).await;
-        match outcome {
-            Ok(result) => result,
-            Err(panic) => {
-                guard.fail(format!("an operation panicked: {}", panic_message(panic.as_ref())));
-                drop(guard);
-                resume_unwind(panic)
-            }
+        if let Err(panic) = &outcome {
+            guard.fail(format!("an operation panicked: {}", panic_message(panic.as_ref())));
         }
+        log.publish(&guard);
+        drop(guard);
+        outcome.unwrap_or_else(|panic| resume_unwind(panic))
     })
 }
 

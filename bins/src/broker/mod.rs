@@ -10,6 +10,7 @@
 //! and reports the panic; a partition whose operation panicked is marked failed first, so it
 //! serves nothing in the meantime and is recovered at the next start.
 
+pub mod acks;
 pub mod budget;
 pub mod connection;
 pub mod handler;
@@ -115,14 +116,19 @@ impl Broker {
             (None, None)
         };
         let (shutdown, shutdown_rx) = watch::channel(false);
+        // The committer stops after the connections (which may be waiting on it) are done.
+        let (committer_stop, committer_stop_rx) = watch::channel(false);
+        let (flush_requests, committer) = acks::start(env.clone(), std::time::Duration::from_millis(config.acks_flush_delay_ms.into()), committer_stop_rx);
+        let committer = tokio::spawn(committer);
         let shared = Arc::new(Shared {
-            handler: Handler::new(env.clone(), logs.clone()),
+            handler: Handler::with_acks(env.clone(), logs.clone(), flush_requests),
             request_bytes_max: config.max_socket_request_bytes as usize,
             read_chunk_bytes: config.socket_receive_buffer_bytes as usize,
             budget: Budget::new(IN_FLIGHT_BYTES_MAX),
             new_topics,
         });
-        let done = tokio::spawn(run(env, config.clone(), listener, shared, logs, shutdown_rx, registration));
+        let tasks = Tasks { registration, committer, committer_stop };
+        let done = tokio::spawn(run(env, config.clone(), listener, shared, logs, shutdown_rx, tasks));
         tracing::info!("broker {} serving on {addr}", config.broker_id);
         Ok(Broker { addr, report, shutdown, done })
     }
@@ -150,6 +156,13 @@ fn flatten(finished: Result<Result<(), BrokerError>, JoinError>) -> Result<(), B
     finished.map_err(|e| BrokerError::from_join("the broker's main task", e))?
 }
 
+/// The broker's long-lived tasks besides connections and timers.
+struct Tasks {
+    registration: Option<Registration>,
+    committer: tokio::task::JoinHandle<()>,
+    committer_stop: watch::Sender<bool>,
+}
+
 async fn run<E: Env>(
     env: E,
     config: BrokerConfig,
@@ -157,8 +170,9 @@ async fn run<E: Env>(
     shared: Arc<Shared<E>>,
     logs: Arc<Logs<E::Fs>>,
     mut shutdown: watch::Receiver<bool>,
-    mut registration: Option<Registration>,
+    tasks: Tasks,
 ) -> Result<(), BrokerError> {
+    let Tasks { mut registration, mut committer, committer_stop } = tasks;
     // Connections and timers stop on this, whether the stop came from outside or a failure.
     let (stop, stop_rx) = watch::channel(false);
     let mut timers = scheduler::start(env.clone(), logs.clone(), &config, stop_rx.clone());
@@ -178,6 +192,10 @@ async fn run<E: Env>(
                 _ => BrokerError::TaskEnded("the flush scheduler or the cleaner"),
             }),
             ended = registration_ended(&mut registration) => break Some(ended),
+            ended = &mut committer => break Some(match ended {
+                Err(e) => BrokerError::from_join("the acknowledgement committer", e),
+                Ok(()) => BrokerError::TaskEnded("the acknowledgement committer"),
+            }),
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) if connections.len() < CONNECTIONS_MAX => {
                     seeds = seeds.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -209,6 +227,12 @@ async fn run<E: Env>(
     if drained.is_err() {
         tracing::warn!("{} connections still busy after {SHUTDOWN_GRACE:?}: closing them", connections.len());
         connections.abort_all();
+    }
+    if !committer.is_finished() {
+        let _already_stopped = committer_stop.send(true).is_err();
+        if let Err(e) = (&mut committer).await {
+            failure.get_or_insert(BrokerError::from_join("the acknowledgement committer", e));
+        }
     }
     while let Some(joined) = timers.join_next().await {
         if let Err(e) = joined.map_err(|e| BrokerError::from_join("the flush scheduler or the cleaner", e)) {

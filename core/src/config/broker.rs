@@ -68,6 +68,9 @@ pub struct BrokerConfig {
     pub max_message_bytes: u32,
     /// `max.topic.name.length` (255; names are never longer than 255 here).
     pub max_topic_name_bytes: u32,
+    /// `acks.flush.delay.ms` (5; Tributary): how long a flush for waiting acknowledgements waits
+    /// for more producers to join it (group commit).
+    pub acks_flush_delay_ms: u32,
     /// `enable.zookeeper` (true).
     pub enable_zookeeper: bool,
     /// `zk.connect`; required when `enable.zookeeper` is true.
@@ -110,6 +113,7 @@ impl BrokerConfig {
             log_cleanup_interval_mins: f.int("log.cleanup.interval.mins", 10, 1..=I32_MAX)?,
             max_message_bytes: f.int("max.message.size", 1_000_000, 0..=I32_MAX)?,
             max_topic_name_bytes: f.int("max.topic.name.length", 255, 1..=TOPIC_NAME_BYTES_MAX as i64)?,
+            acks_flush_delay_ms: f.int("acks.flush.delay.ms", 5, 0..=60_000)?,
             enable_zookeeper: f.bool("enable.zookeeper", true)?,
             zk_connect: None,
             zk: ZkConfig::read(&mut f)?,

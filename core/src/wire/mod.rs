@@ -17,11 +17,11 @@ pub use error::DecodeError;
 pub use error_code::ErrorCode;
 pub use frame::{split_frame, FrameStatus, RequestDecoder, ResponseDecoder, SIZE_PREFIX_BYTES};
 pub use request::{
-    EncodeError, FetchRequest, OffsetsRequest, ProduceRequest, Request, RequestType,
+    EncodeError, FetchRequest, OffsetsRequest, ProduceRequest, Request, RequestType, ACKED_PRODUCE_ID,
 };
 pub use response::{
-    FetchResponse, MultiFetchResponse, OffsetsResponse, Response, ResponseKind,
-    MULTIFETCH_BLOCK_HEADER_BYTES,
+    AckedProduceResponse, FetchResponse, MultiFetchResponse, OffsetsResponse, ProduceAck, Response,
+    ResponseKind, MULTIFETCH_BLOCK_HEADER_BYTES,
 };
 pub use topic::{TopicError, TopicName, TOPIC_NAME_BYTES_MAX};
 

@@ -10,7 +10,12 @@
 //! | 2 MULTIFETCH | int16 count, count × FETCH body |
 //! | 3 MULTIPRODUCE | int16 count, count × PRODUCE body |
 //! | 4 OFFSETS | topic, int32 partition, int64 time, int32 max offsets |
+//! | 100 ACKED_PRODUCE (Tributary) | int16 count, count × PRODUCE body |
 //!
+//! ACKED_PRODUCE is Tributary's extension: MULTIPRODUCE's body, answered (see
+//! [`super::response`]) once every appended set is flushed, so a producer knows its data is
+//! durable. A 0.7 broker closes the connection on it (unknown request type), which a producer
+//! detects.
 //! A topic is an int16 length and that many bytes. Message sets are carried as opaque bytes here;
 //! the broker validates them with [`crate::message`] before appending.
 #![deny(clippy::indexing_slicing)]
@@ -34,6 +39,8 @@ pub enum RequestType {
     MultiProduce,
     /// 4: list offsets before a time.
     Offsets,
+    /// 100 (Tributary): append to several partitions, answered once the data is durable.
+    AckedProduce,
 }
 
 impl RequestType {
@@ -45,6 +52,7 @@ impl RequestType {
             RequestType::MultiFetch => 2,
             RequestType::MultiProduce => 3,
             RequestType::Offsets => 4,
+            RequestType::AckedProduce => ACKED_PRODUCE_ID,
         }
     }
 
@@ -56,15 +64,20 @@ impl RequestType {
             2 => Ok(RequestType::MultiFetch),
             3 => Ok(RequestType::MultiProduce),
             4 => Ok(RequestType::Offsets),
+            ACKED_PRODUCE_ID => Ok(RequestType::AckedProduce),
             other => Err(DecodeError::UnknownRequestType(other)),
         }
     }
 
-    /// Whether the broker answers this request (PRODUCE and MULTIPRODUCE get no response).
+    /// Whether the broker answers this request (PRODUCE and MULTIPRODUCE get no response;
+    /// ACKED_PRODUCE does, once the data is durable).
     pub fn has_response(self) -> bool {
         !matches!(self, RequestType::Produce | RequestType::MultiProduce)
     }
 }
+
+/// The wire id of ACKED_PRODUCE: far from 0.7's 0–4, so no 0.7 peer mistakes it for its own.
+pub const ACKED_PRODUCE_ID: i16 = 100;
 
 /// One partition's worth of a PRODUCE or MULTIPRODUCE. `partition == -1` asks the broker to pick.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +129,8 @@ pub enum Request {
     MultiProduce(Vec<ProduceRequest>),
     /// OFFSETS (4).
     Offsets(OffsetsRequest),
+    /// ACKED_PRODUCE (100, Tributary): MULTIPRODUCE with a response once durable.
+    AckedProduce(Vec<ProduceRequest>),
 }
 
 /// Why a request could not be encoded.
@@ -143,6 +158,7 @@ impl Request {
             Request::MultiFetch(_) => RequestType::MultiFetch,
             Request::MultiProduce(_) => RequestType::MultiProduce,
             Request::Offsets(_) => RequestType::Offsets,
+            Request::AckedProduce(_) => RequestType::AckedProduce,
         }
     }
 
@@ -163,14 +179,8 @@ impl Request {
                 }
                 Request::MultiFetch(fetches)
             }
-            RequestType::MultiProduce => {
-                let count = decode_count(&mut r, "multiproduce", PRODUCE_BYTES_MIN)?;
-                let mut produces = Vec::with_capacity(count);
-                for _ in 0..count {
-                    produces.push(decode_produce(frame, &mut r)?);
-                }
-                Request::MultiProduce(produces)
-            }
+            RequestType::MultiProduce => Request::MultiProduce(decode_produces(frame, &mut r, "multiproduce")?),
+            RequestType::AckedProduce => Request::AckedProduce(decode_produces(frame, &mut r, "acked produce")?),
         };
         r.expect_end("request")?;
         Ok(request)
@@ -189,7 +199,7 @@ impl Request {
                 out.put_i16(count_to_i16(fetches.len())?);
                 fetches.iter().for_each(|f| encode_fetch(out, f));
             }
-            Request::MultiProduce(produces) => {
+            Request::MultiProduce(produces) | Request::AckedProduce(produces) => {
                 out.put_i16(count_to_i16(produces.len())?);
                 for p in produces {
                     encode_produce(out, p)?;
@@ -239,6 +249,16 @@ fn decode_count(
         });
     }
     Ok(count)
+}
+
+/// An int16 count and that many PRODUCE bodies (MULTIPRODUCE, ACKED_PRODUCE).
+fn decode_produces(frame: &Bytes, r: &mut Reader<'_>, field: &'static str) -> Result<Vec<ProduceRequest>, DecodeError> {
+    let count = decode_count(r, field, PRODUCE_BYTES_MIN)?;
+    let mut produces = Vec::with_capacity(count);
+    for _ in 0..count {
+        produces.push(decode_produce(frame, r)?);
+    }
+    Ok(produces)
 }
 
 fn decode_topic(r: &mut Reader<'_>) -> Result<TopicName, DecodeError> {

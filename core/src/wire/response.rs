@@ -9,6 +9,12 @@
 //! | FETCH | message-set bytes (may end in a partial message) |
 //! | MULTIFETCH | per fetch, in request order: int32 block size (2 + n), int16 error, n bytes |
 //! | OFFSETS | int32 count, count × int64 offset |
+//! | ACKED_PRODUCE (Tributary) | int16 count, count × {int16 error, int64 offset}, in request order |
+//!
+//! An ACKED_PRODUCE response is sent only once every set appended without error is flushed
+//! (durable and visible). Per set: error 0 and the offset its first message got, or an error
+//! code and offset -1 (2 InvalidMessage: the set was refused; 3 WrongPartition; -1 Unknown: the
+//! partition could not take or flush it). Each set is appended or refused on its own.
 #![deny(clippy::indexing_slicing)]
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -27,6 +33,8 @@ pub enum ResponseKind {
     MultiFetch,
     /// Answers OFFSETS.
     Offsets,
+    /// Answers ACKED_PRODUCE.
+    AckedProduce,
 }
 
 impl ResponseKind {
@@ -36,6 +44,7 @@ impl ResponseKind {
             RequestType::Fetch => Some(ResponseKind::Fetch),
             RequestType::MultiFetch => Some(ResponseKind::MultiFetch),
             RequestType::Offsets => Some(ResponseKind::Offsets),
+            RequestType::AckedProduce => Some(ResponseKind::AckedProduce),
             RequestType::Produce | RequestType::MultiProduce => None,
         }
     }
@@ -68,6 +77,24 @@ pub struct OffsetsResponse {
     pub offsets: Vec<i64>,
 }
 
+/// One set's outcome in an ACKED_PRODUCE response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceAck {
+    /// `NoError`, or why the set was not stored.
+    pub error: ErrorCode,
+    /// The offset of the set's first message; -1 on an error.
+    pub offset: i64,
+}
+
+/// An ACKED_PRODUCE response: one ack per set, in request order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckedProduceResponse {
+    /// The top-level error code (0 unless the request as a whole failed).
+    pub error: ErrorCode,
+    /// One per set of the request.
+    pub acks: Vec<ProduceAck>,
+}
+
 /// A decoded 0.7 response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
@@ -77,6 +104,8 @@ pub enum Response {
     MultiFetch(MultiFetchResponse),
     /// Answers OFFSETS.
     Offsets(OffsetsResponse),
+    /// Answers ACKED_PRODUCE.
+    AckedProduce(AckedProduceResponse),
 }
 
 /// The error code of a response or block.
@@ -87,6 +116,8 @@ const HEADER_BYTES: usize = 4 + ERROR_BYTES;
 const BLOCK_HEADER_BYTES: usize = 4 + ERROR_BYTES;
 /// Bytes of one offset in an OFFSETS response.
 const OFFSET_BYTES: usize = 8;
+/// Bytes of one ack in an ACKED_PRODUCE response: int16 error, int64 offset.
+const ACK_BYTES: usize = 2 + 8;
 
 impl Response {
     /// Which request this answers.
@@ -95,6 +126,7 @@ impl Response {
             Response::Fetch(_) => ResponseKind::Fetch,
             Response::MultiFetch(_) => ResponseKind::MultiFetch,
             Response::Offsets(_) => ResponseKind::Offsets,
+            Response::AckedProduce(_) => ResponseKind::AckedProduce,
         }
     }
 
@@ -130,6 +162,18 @@ impl Response {
                     offsets.push(r.i64("offset")?);
                 }
                 Response::Offsets(OffsetsResponse { error, offsets })
+            }
+            ResponseKind::AckedProduce => {
+                let count = usize::try_from(r.i16("ack count")?).map_err(|_| DecodeError::CountInvalid { field: "ack count", count: -1 })?;
+                if count.saturating_mul(ACK_BYTES) != r.remaining() {
+                    return Err(DecodeError::CountInvalid { field: "ack count", count: count as i64 });
+                }
+                let mut acks = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let error = ErrorCode::from_code(r.i16("ack error code")?);
+                    acks.push(ProduceAck { error, offset: r.i64("ack offset")? });
+                }
+                Response::AckedProduce(AckedProduceResponse { error, acks })
             }
         };
         r.expect_end("response")?;
@@ -178,6 +222,20 @@ impl Response {
                 out.put_i16(o.error.code());
                 out.put_i32(count_i32);
                 o.offsets.iter().for_each(|offset| out.put_i64(*offset));
+                Ok(vec![out.freeze()])
+            }
+            Response::AckedProduce(a) => {
+                let count = a.acks.len();
+                let count_i16 = i16::try_from(count).map_err(|_| EncodeError::TooManyEntries(count))?;
+                let body = ERROR_BYTES + 2 + count * ACK_BYTES;
+                let mut out = BytesMut::with_capacity(4 + body);
+                out.put_i32(size_of(body)?);
+                out.put_i16(a.error.code());
+                out.put_i16(count_i16);
+                for ack in &a.acks {
+                    out.put_i16(ack.error.code());
+                    out.put_i64(ack.offset);
+                }
                 Ok(vec![out.freeze()])
             }
         }

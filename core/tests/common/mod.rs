@@ -6,6 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary_core::message::{CompressionCodec, Magic, Message, MessageSetBuilder};
 use tributary_core::wire::{
+    AckedProduceResponse, ProduceAck,
     ErrorCode, FetchRequest, FetchResponse, MultiFetchResponse, OffsetsRequest, OffsetsResponse,
     ProduceRequest, Request, Response, TopicName,
 };
@@ -75,7 +76,8 @@ pub fn fetch(rng: &mut ChaCha8Rng) -> FetchRequest {
 }
 
 pub fn request(rng: &mut ChaCha8Rng) -> Request {
-    match rng.random_range(0..5) {
+    match rng.random_range(0..6) {
+        5 => Request::AckedProduce((0..rng.random_range(0..4)).map(|_| produce(rng)).collect()),
         0 => Request::Produce(produce(rng)),
         1 => Request::Fetch(fetch(rng)),
         2 => Request::MultiFetch((0..rng.random_range(0..6)).map(|_| fetch(rng)).collect()),
@@ -104,7 +106,11 @@ pub fn fetch_response(rng: &mut ChaCha8Rng) -> FetchResponse {
 }
 
 pub fn response(rng: &mut ChaCha8Rng) -> Response {
-    match rng.random_range(0..3) {
+    match rng.random_range(0..4) {
+        3 => Response::AckedProduce(AckedProduceResponse {
+            error: error_code(rng),
+            acks: (0..rng.random_range(0..5)).map(|_| ProduceAck { error: error_code(rng), offset: rng.random_range(-1..i64::MAX) }).collect(),
+        }),
         0 => Response::Fetch(fetch_response(rng)),
         1 => Response::MultiFetch(MultiFetchResponse {
             error: error_code(rng),

@@ -1,0 +1,93 @@
+//! Durable acknowledgements (ACKED_PRODUCE) and their group commit.
+//!
+//! A producer that asked for an acknowledgement waits until its data is flushed. Rather than
+//! one fsync per request, partitions with waiting producers are queued to the committer, which
+//! waits `acks.flush.delay.ms` for more to arrive, then flushes each queued partition once: every
+//! producer that appended to it before the flush is acknowledged by that one fsync.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tributary_core::log::{LogFs, TopicPartition};
+
+use super::logs::{self, SharedLog};
+use crate::env::Env;
+
+/// Asks the committer to flush a partition soon.
+#[derive(Debug, Clone)]
+pub struct FlushRequests<F: LogFs> {
+    tx: mpsc::UnboundedSender<(TopicPartition, SharedLog<F>)>,
+}
+
+/// Why an acknowledgement cannot be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckFailure {
+    /// The partition stopped taking writes (failed fsync, failed operation) before the data
+    /// was durable.
+    Stopped,
+    /// The data was not durable within the deadline.
+    TimedOut,
+    /// The committer is gone (the broker is stopping).
+    ShuttingDown,
+}
+
+impl<F: LogFs + Send + Sync + 'static> FlushRequests<F> {
+    /// Waits until `log` is durable up to `end`, asking the committer for a flush if needed.
+    pub async fn wait_durable(&self, tp: &TopicPartition, log: &SharedLog<F>, end: u64, deadline: Duration) -> Result<(), AckFailure> {
+        let mut durable = log.durable();
+        if durable.borrow().flushed_end >= end {
+            return Ok(());
+        }
+        self.tx.send((tp.clone(), log.clone())).map_err(|_| AckFailure::ShuttingDown)?;
+        let reached = async { durable.wait_for(|d| d.flushed_end >= end || d.stopped).await.map(|d| *d) };
+        match tokio::time::timeout(deadline, reached).await {
+            Ok(Ok(d)) if d.flushed_end >= end => Ok(()),
+            Ok(Ok(_)) => Err(AckFailure::Stopped),
+            Ok(Err(_)) => Err(AckFailure::ShuttingDown),
+            Err(_) => Err(AckFailure::TimedOut),
+        }
+    }
+}
+
+/// Starts the committer; it runs until `stop` changes. A panic inside a flush ends it with
+/// that panic (the broker stops on it).
+pub fn start<E: Env>(env: E, delay: Duration, mut stop: watch::Receiver<bool>) -> (FlushRequests<E::Fs>, impl std::future::Future<Output = ()> + Send) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(TopicPartition, SharedLog<E::Fs>)>();
+    let task = async move {
+        loop {
+            let first = tokio::select! {
+                biased;
+                _ = stop.changed() => return,
+                first = rx.recv() => match first {
+                    Some(first) => first,
+                    None => return,
+                },
+            };
+            // Let other producers' appends join this flush.
+            tokio::time::sleep(delay).await;
+            // One flush per partition, in partition order (deterministic).
+            let mut due: BTreeMap<TopicPartition, SharedLog<E::Fs>> = BTreeMap::new();
+            due.insert(first.0, first.1);
+            while let Ok((tp, log)) = rx.try_recv() {
+                due.insert(tp, log);
+            }
+            let mut flushes = JoinSet::new();
+            for log in due.into_values() {
+                let env = env.clone();
+                flushes.spawn(async move { logs::flush(&env, &log).await });
+            }
+            while let Some(joined) = flushes.join_next().await {
+                match joined {
+                    Ok(Ok(())) => {}
+                    // The partition is poisoned; its waiters see `stopped` and answer an error.
+                    Ok(Err(e)) => tracing::error!("{e}"),
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(e) => tracing::error!("a flush for acknowledgements was cancelled: {e}"),
+                }
+            }
+        }
+    };
+    (FlushRequests { tx }, task)
+}
