@@ -227,7 +227,7 @@ fn lock(log: &tributary::broker::logs::Partition<RealFs>) -> tokio::sync::MutexG
 
 /// What the broker's flush timer does at `now`: flush every due partition, then checkpoint.
 async fn flush_due(m: &Arc<Logs<RealFs>>, now: i64) {
-    for log in logs::due_for_flush(m, now).await {
+    for log in logs::due_for_flush(m, now) {
         logs::flush(&TokioEnv, &log).await.unwrap();
     }
     logs::checkpoint(&TokioEnv, m).await.unwrap();
@@ -246,7 +246,7 @@ async fn clean_shutdown_writes_marker_and_checkpoint_and_restart_serves_everythi
     assert!(!report.clean_shutdown);
     write_through(&m, &tp("a", 1), &set(1, 3, 10));
     write_through(&m, &tp("b-c", 0), &set(2, 1, 10));
-    logs::close(&TokioEnv, &m, T0).await.unwrap();
+    logs::close(&TokioEnv, &m, T0, true).await.unwrap();
     assert!(dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
     let checkpoint = std::fs::read_to_string(dir.path().join(CHECKPOINT_FILE)).unwrap();
     assert!(checkpoint.contains("a 1 60\n") && checkpoint.contains("b-c 0 20\n"), "{checkpoint}");
@@ -468,4 +468,34 @@ fn hints_with_a_clean_marker_skip_validation_but_not_the_promise() {
     assert!(matches!(Log::open(RealFs, &path, tp("t", 0), policy(), hints, T0), Err(LogError::Corrupt { .. })));
     let hints = RecoveryHints { clean_shutdown: true, checkpoint: Some(20) };
     assert_eq!(Log::open(RealFs, &path, tp("t", 0), policy(), hints, T0).unwrap().flushed_end(), 40);
+}
+
+#[test]
+fn after_one_sync_fails_no_later_sync_makes_data_visible() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), policy());
+    log.append(&set(1, 2, 10), T0).unwrap();
+    let first = log.begin_flush(T0).unwrap().unwrap();
+    log.append(&set(2, 2, 10), T0).unwrap();
+    let second = log.begin_flush(T0).unwrap().unwrap();
+    assert!(log.finish_flush(first, Err(std::io::Error::other("EIO"))).is_err());
+    // The second sync "succeeds", but the first's failure may have dropped pages it covers.
+    assert!(matches!(log.finish_flush(second, Ok(())), Err(LogError::Poisoned { .. })));
+    assert_eq!(log.flushed_end(), 0, "nothing after a failed sync becomes visible");
+}
+
+#[test]
+fn message_counts_stay_exact_with_overlapping_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(dir.path(), LogPolicy { flush_interval_messages: 5, ..policy() });
+    log.append(&set(1, 2, 10), T0).unwrap();
+    let first = log.begin_flush(T0).unwrap().unwrap();
+    let info = log.append_validated(&tributary_core::log::ValidatedSet::check(set(2, 3, 10), policy().validation).unwrap(), T0).unwrap();
+    assert!(!info.flush_needed, "a flush is already running: no second one is asked for");
+    let second = log.begin_flush(T0).unwrap().unwrap();
+    log.finish_flush(first, Ok(())).unwrap();
+    assert_eq!(log.unflushed_messages(), 3, "the first flush covered only the first 2 messages");
+    log.finish_flush(second, Ok(())).unwrap();
+    assert_eq!(log.unflushed_messages(), 0);
+    assert_eq!(log.flushed_end(), log.written_end());
 }

@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod consumer;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod group_id;
@@ -22,5 +23,6 @@ pub mod log;
 pub mod message;
 #[doc(hidden)]
 pub mod planted;
+pub mod producer;
 pub mod wire;
 pub mod zk_layout;

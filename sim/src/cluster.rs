@@ -102,6 +102,8 @@ pub struct ClusterReport {
     pub sync_failures: u64,
     /// Lines traced (client and broker events).
     pub trace_lines: u64,
+    /// Of those kept, events the brokers themselves logged.
+    pub broker_events: usize,
     /// Hash of the trace (same seed ⇒ same hash).
     pub trace_hash: u64,
     /// The trace's last lines.
@@ -217,6 +219,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (Violation
     report.sessions_expired = cluster.model.lock().map(|m| m.expired).unwrap_or(0);
     report.sync_failures = cluster.disks.values().map(|d| d.sync_failures()).sum();
     report.trace_lines = control.trace.len();
+    report.broker_events = control.trace.grep("tributary::broker").len();
     report.trace_hash = control.trace.hash();
     report.trace_tail = control.trace.tail(40);
     report.simulated = sim.elapsed();

@@ -10,6 +10,11 @@
 //! - [`log_crash`]: the log crash scenario: random appends, flushes, rolls, reads and retention,
 //!   a crash at a random file-system operation, then recovery checked against what was visible.
 
+// turmoil forwards task panics as failures, and seeds tokio's RNG, only with this cfg (set in
+// .cargo/config.toml; a RUSTFLAGS environment variable replaces it, which must not pass silently).
+#[cfg(not(tokio_unstable))]
+compile_error!("build the simulator with --cfg tokio_unstable (.cargo/config.toml sets it; a RUSTFLAGS environment variable overrides that file: add --cfg tokio_unstable to it)");
+
 pub mod cluster;
 pub mod conformance;
 pub mod env;

@@ -71,10 +71,8 @@ pub async fn serve<E: Env>(mut stream: E::Stream, peer: SocketAddr, shared: Arc<
             None
         };
         let mut effects = Effects::default();
-        let response = match shared.handler.handle(request, &mut rng, &mut effects).await {
-            Ok(response) => response,
-            Err(reason) => return tracing::warn!("{peer}: closing: {reason}"),
-        };
+        let handled = shared.handler.handle(request, &mut rng, &mut effects).await;
+        // Partitions created before a later part of the request failed exist: register them.
         if let Some(registration) = &shared.new_topics {
             for topic in effects.new_topics {
                 if registration.send(topic).is_err() {
@@ -83,6 +81,10 @@ pub async fn serve<E: Env>(mut stream: E::Stream, peer: SocketAddr, shared: Arc<
                 }
             }
         }
+        let response = match handled {
+            Ok(response) => response,
+            Err(reason) => return tracing::warn!("{peer}: closing: {reason}"),
+        };
         if let Some(response) = response {
             if !write_response(&mut stream, &response, peer).await {
                 return;

@@ -119,7 +119,8 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// Makes everything written to `log` so far durable and visible, in two steps: note what to
 /// sync (under the lock), sync (without it), publish the new flushed end (under it again).
 pub async fn flush<E: Env>(env: &E, log: &SharedLog<E::Fs>) -> Result<(), LogError> {
-    let Some(ticket) = with_log(env, log, |l| l.begin_flush()).await? else { return Ok(()) };
+    let now = env.now_ms();
+    let Some(ticket) = with_log(env, log, move |l| l.begin_flush(now)).await? else { return Ok(()) };
     let (ticket, synced) = env
         .blocking(move || {
             let synced = ticket.sync();
@@ -129,29 +130,21 @@ pub async fn flush<E: Env>(env: &E, log: &SharedLog<E::Fs>) -> Result<(), LogErr
     with_log(env, log, move |l| l.finish_flush(ticket, synced)).await
 }
 
-/// The logs whose unflushed data is older than their flush interval.
-pub async fn due_for_flush<F: LogFs + Clone>(logs: &Logs<F>, now_ms: i64) -> Vec<SharedLog<F>> {
-    let mut due = Vec::new();
-    for (_, log) in logs.all() {
-        if log.lock().await.flush_due(now_ms) {
-            due.push(log);
-        }
-    }
-    due
+/// The logs whose unflushed data is older than their flush interval. A partition busy right
+/// now (a long read, a roll) is looked at again on the next tick rather than waited for, so one
+/// slow partition never delays the others' flushes.
+pub fn due_for_flush<F: LogFs + Clone>(logs: &Logs<F>, now_ms: i64) -> Vec<SharedLog<F>> {
+    logs.all().into_iter().filter(|(_, log)| log.try_lock().is_ok_and(|l| l.flush_due(now_ms))).map(|(_, log)| log).collect()
 }
 
-/// Each served partition's flushed end, read under each lock in turn.
-async fn flushed_ends<F: LogFs + Clone>(logs: &Logs<F>) -> BTreeMap<TopicPartition, u64> {
-    let mut ends = BTreeMap::new();
-    for (tp, log) in logs.all() {
-        ends.insert(tp, log.lock().await.flushed_end());
-    }
-    ends
+/// Each served partition's flushed end, as published (no lock taken).
+fn flushed_ends<F: LogFs + Clone>(logs: &Logs<F>) -> BTreeMap<TopicPartition, u64> {
+    logs.all().into_iter().map(|(tp, log)| (tp, log.durable().borrow().flushed_end)).collect()
 }
 
 /// Writes the recovery checkpoint from every partition's flushed end.
 pub async fn checkpoint<E: Env>(env: &E, logs: &Arc<Logs<E::Fs>>) -> Result<(), LogError> {
-    let ends = flushed_ends(logs).await;
+    let ends = flushed_ends(logs);
     let logs = logs.clone();
     env.blocking(move || logs.write_checkpoint(ends)).await
 }
@@ -170,9 +163,10 @@ pub async fn cleanup<E: Env>(env: &E, logs: &Logs<E::Fs>, now_ms: i64) -> usize 
 }
 
 /// Shutdown: flushes every partition, writes the checkpoint, and writes the clean-shutdown
-/// marker only if every partition closed without error (else the next start recovers).
-pub async fn close<E: Env>(env: &E, logs: &Arc<Logs<E::Fs>>, now_ms: i64) -> Result<(), LogError> {
-    let mut clean = true;
+/// marker only if every partition closed without error and `vouch` (the broker did not stop on
+/// a failure); otherwise the next start recovers.
+pub async fn close<E: Env>(env: &E, logs: &Arc<Logs<E::Fs>>, now_ms: i64, vouch: bool) -> Result<(), LogError> {
+    let mut clean = vouch;
     for (_, log) in logs.all() {
         let closed = with_log(env, &log, move |l| if l.is_poisoned() { Ok(0) } else { l.close(now_ms) }).await;
         let poisoned = log.lock().await.is_poisoned();

@@ -122,7 +122,7 @@ impl Broker {
         let committer = tokio::spawn(committer);
         let shared = Arc::new(Shared {
             handler: Handler::with_acks(env.clone(), logs.clone(), flush_requests),
-            request_bytes_max: config.max_socket_request_bytes as usize,
+            request_bytes_max: request_bytes_max(&config),
             read_chunk_bytes: config.socket_receive_buffer_bytes as usize,
             budget: Budget::new(IN_FLIGHT_BYTES_MAX),
             new_topics,
@@ -150,6 +150,16 @@ impl Broker {
         let _stopped_already = self.shutdown.send(true).is_err();
         flatten(self.done.await)
     }
+}
+
+/// `max.socket.request.bytes`, at most the broker's whole memory budget (a request is buffered
+/// under its share of the budget, which cannot exceed the budget).
+fn request_bytes_max(config: &BrokerConfig) -> usize {
+    let configured = config.max_socket_request_bytes as usize;
+    if configured > IN_FLIGHT_BYTES_MAX {
+        tracing::warn!("max.socket.request.bytes={configured} is above the broker's memory budget; requests are limited to {IN_FLIGHT_BYTES_MAX} bytes");
+    }
+    configured.min(IN_FLIGHT_BYTES_MAX)
 }
 
 fn flatten(finished: Result<Result<(), BrokerError>, JoinError>) -> Result<(), BrokerError> {
@@ -227,6 +237,14 @@ async fn run<E: Env>(
     if drained.is_err() {
         tracing::warn!("{} connections still busy after {SHUTDOWN_GRACE:?}: closing them", connections.len());
         connections.abort_all();
+        // An aborted task stops only at its next await: wait until none can append any more.
+        while let Some(joined) = connections.join_next().await {
+            if let Err(e) = joined.map_err(|e| (e.is_panic(), e)) {
+                if e.0 {
+                    failure.get_or_insert(BrokerError::from_join("a connection task", e.1));
+                }
+            }
+        }
     }
     if !committer.is_finished() {
         let _already_stopped = committer_stop.send(true).is_err();
@@ -239,7 +257,8 @@ async fn run<E: Env>(
             failure.get_or_insert(e);
         }
     }
-    let closed = logs::close(&env, &logs, env.now_ms()).await;
+    // After a failure, nothing vouches for the logs' state: the next start must recover.
+    let closed = logs::close(&env, &logs, env.now_ms(), failure.is_none()).await;
     if let Some(registration) = registration {
         registration.stop().await;
     }

@@ -35,7 +35,7 @@ async fn flush_loop<E: Env>(env: E, logs: Arc<Logs<E::Fs>>, every: Duration, mut
         }
         let now = env.now_ms();
         let mut flushes = JoinSet::new();
-        for log in logs::due_for_flush(&logs, now).await {
+        for log in logs::due_for_flush(&logs, now) {
             let env = env.clone();
             flushes.spawn(async move { logs::flush(&env, &log).await });
         }

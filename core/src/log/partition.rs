@@ -84,7 +84,9 @@ pub struct FlushTicket<File> {
     file: Arc<File>,
     path: PathBuf,
     end: u64,
+    /// The log's appended-message total when the ticket was issued.
     messages: u64,
+    issued_ms: i64,
 }
 
 impl<File: LogFile> FlushTicket<File> {
@@ -108,7 +110,12 @@ pub struct Log<F: LogFs> {
     pub(crate) policy: LogPolicy,
     pub(crate) segments: Vec<Segment<F::File>>,
     pub(crate) flushed_end: u64,
-    pub(crate) unflushed_messages: u64,
+    /// Messages appended since the log was opened, counted deep.
+    pub(crate) appended_messages: u64,
+    /// Of those, how many a finished flush covered.
+    pub(crate) flushed_messages: u64,
+    /// Flush tickets handed out and not finished yet.
+    pub(crate) flushes_in_flight: u32,
     /// When the oldest unflushed append happened; `None` when everything is flushed.
     pub(crate) first_unflushed_ms: Option<i64>,
     pub(crate) poisoned: Option<String>,
@@ -131,7 +138,9 @@ impl<F: LogFs> Log<F> {
             policy,
             segments: Vec::new(),
             flushed_end: 0,
-            unflushed_messages: 0,
+            appended_messages: 0,
+            flushed_messages: 0,
+            flushes_in_flight: 0,
             first_unflushed_ms: None,
             poisoned: None,
             failed: None,
@@ -250,9 +259,10 @@ impl<F: LogFs> Log<F> {
             self.roll(now_ms)?;
         }
         self.write_active(&set.bytes, now_ms)?;
-        self.unflushed_messages += set.messages;
+        self.appended_messages += set.messages;
         self.first_unflushed_ms.get_or_insert(now_ms);
-        let flush_needed = self.unflushed_messages >= self.policy.flush_interval_messages;
+        // A flush already running will be followed by the next append's; never pile fsyncs up.
+        let flush_needed = self.unflushed_messages() >= self.policy.flush_interval_messages && self.flushes_in_flight == 0;
         debug_assert!(self.invariants_hold());
         Ok(AppendInfo { offset, next_offset: offset + len, messages: set.messages, flushed: false, flush_needed })
     }
@@ -283,6 +293,11 @@ impl<F: LogFs> Log<F> {
         Ok(())
     }
 
+    /// Messages appended but not yet covered by a finished flush.
+    pub fn unflushed_messages(&self) -> u64 {
+        self.appended_messages - self.flushed_messages
+    }
+
     /// Whether unflushed data is older than the policy's flush interval.
     pub fn flush_due(&self, now_ms: i64) -> bool {
         self.first_unflushed_ms.is_some_and(|t| now_ms - t >= self.policy.flush_interval_ms)
@@ -290,41 +305,50 @@ impl<F: LogFs> Log<F> {
 
     /// Syncs the active segment and makes everything written visible. On failure the log is
     /// poisoned: nothing more is appended and the flushed end stays where it was.
-    pub fn flush(&mut self, _now_ms: i64) -> Result<(), LogError> {
-        let Some(ticket) = self.begin_flush()? else { return Ok(()) };
+    pub fn flush(&mut self, now_ms: i64) -> Result<(), LogError> {
+        let Some(ticket) = self.begin_flush(now_ms)? else { return Ok(()) };
         let synced = ticket.sync();
         self.finish_flush(ticket, synced)
     }
 
     /// First step of a two-step flush: what to sync to make everything written so far visible,
     /// or `None` when everything is already visible.
-    pub fn begin_flush(&mut self) -> Result<Option<FlushTicket<F::File>>, LogError> {
+    pub fn begin_flush(&mut self, now_ms: i64) -> Result<Option<FlushTicket<F::File>>, LogError> {
         self.check_writable()?;
         let end = self.written_end();
         if self.flushed_end == end {
             return Ok(None);
         }
         let Some(active) = self.segments.last() else { return Ok(None) };
-        Ok(Some(FlushTicket { file: active.file.clone(), path: active.path.clone(), end, messages: self.unflushed_messages }))
+        self.flushes_in_flight += 1;
+        Ok(Some(FlushTicket { file: active.file.clone(), path: active.path.clone(), end, messages: self.appended_messages, issued_ms: now_ms }))
     }
 
     /// Last step of a two-step flush: publishes the ticket's end when its sync succeeded (never
     /// moving the flushed end back: a later flush or a roll may have gone further meanwhile);
     /// poisons the log when it failed.
+    ///
+    /// Once any sync of the log failed, no later one counts: a failed fsync may have dropped
+    /// dirty pages, so a later successful one proves nothing about the bytes before it.
     pub fn finish_flush(&mut self, ticket: FlushTicket<F::File>, synced: std::io::Result<()>) -> Result<(), LogError> {
+        self.flushes_in_flight = self.flushes_in_flight.saturating_sub(1);
         self.check_usable()?;
         if let Err(e) = synced {
             self.poisoned.get_or_insert_with(|| format!("sync of {} failed: {e}", ticket.path.display()));
             return Err(self.io("sync", &ticket.path, e));
         }
+        self.check_writable()?;
         debug_assert!(ticket.end <= self.written_end(), "a flush ticket ends past the written end");
         if ticket.end > self.flushed_end {
             self.flushed_end = ticket.end;
-            self.unflushed_messages = self.unflushed_messages.saturating_sub(ticket.messages);
+            self.flushed_messages = self.flushed_messages.max(ticket.messages);
         }
         if self.flushed_end == self.written_end() {
-            self.unflushed_messages = 0;
+            self.flushed_messages = self.appended_messages;
             self.first_unflushed_ms = None;
+        } else {
+            // What is still unflushed was appended after the ticket was issued.
+            self.first_unflushed_ms = Some(self.first_unflushed_ms.map_or(ticket.issued_ms, |t| t.max(ticket.issued_ms)));
         }
         debug_assert!(self.invariants_hold());
         Ok(())
