@@ -10,5 +10,6 @@ pub mod client;
 pub mod config_file;
 pub mod coordination;
 pub mod env;
+pub mod producer;
 pub mod real_fs;
 pub mod tools;

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use tributary::broker::Broker;
 use tributary::config_file::{load_file_with_properties, load_kind, ConfigKind};
 use tributary::env::TokioEnv;
-use tributary::tools::console_producer::{produce_stdin, Target};
+use tributary::tools::console_producer::{produce_stdin, ConsoleProducerOptions};
 use tributary::tools::simple_consumer::{consume, ConsumeOptions};
 use tributary::tools::{check_config, dump_log, get_offsets};
 use tributary_core::config::{reference, BrokerConfig, BrokerEndpoint, ZkConnect};
@@ -50,7 +50,8 @@ enum Command {
     },
     /// Send lines of standard input to a topic (Kafka's ConsoleProducer).
     #[command(after_help = "Examples:\n  echo hello | tributary console-producer --zookeeper localhost:2181 --topic test\n  \
-        tributary console-producer --broker-list 0:localhost:9092 --topic test --compress 1 < lines.txt")]
+        tributary console-producer --broker-list 0:localhost:9092 --topic test --compress 1 < lines.txt\n  \
+        seq 1000 | tributary console-producer --zookeeper localhost:2181 --topic test --acks   # wait until durable")]
     ConsoleProducer {
         /// The topic.
         #[arg(long)]
@@ -61,12 +62,24 @@ enum Command {
         /// Brokers: id:host:port[,id:host:port...]; the broker picks the partition.
         #[arg(long = "broker-list")]
         broker_list: Option<String>,
+        /// Send each line in its own request, waiting for it (default: async batches).
+        #[arg(long)]
+        sync: bool,
         /// Compression codec: 0 none, 1 gzip, 2 snappy.
         #[arg(long, default_value_t = 0)]
         compress: u8,
-        /// Messages per request.
+        /// Messages per request (async).
         #[arg(long = "batch-size", default_value_t = 200)]
         batch_size: usize,
+        /// How long a line may wait for its batch to fill, in ms (async; 0.7's --timeout).
+        #[arg(long, default_value_t = 1000)]
+        timeout: u64,
+        /// Wait until the brokers have the lines durably (Tributary's acknowledged produce).
+        #[arg(long)]
+        acks: bool,
+        /// Another producer setting, key=value (repeatable), e.g. num.retries=5.
+        #[arg(long = "property")]
+        properties: Vec<String>,
     },
     /// Print messages of a partition from an offset (Kafka's SimpleConsumerShell).
     #[command(after_help = "Example:\n  tributary simple-consumer --server kafka://localhost:9092 --topic test --offset 0 --stop-at-end")]
@@ -163,16 +176,21 @@ fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime, String> {
 fn run(command: Command) -> Result<ExitCode, String> {
     match command {
         Command::Server { server, mirror } => run_server(&server, &mirror),
-        Command::ConsoleProducer { topic, zookeeper, broker_list, compress, batch_size } => {
-            let codec = CompressionCodec::from_id(compress).ok_or_else(|| format!("--compress {compress}: expected 0, 1 or 2"))?;
-            let target = match (zookeeper, broker_list) {
-                (Some(zk), _) => Target::ZooKeeper(ZkConnect::parse(&zk).map_err(|e| format!("--zookeeper: {e}"))?),
-                (None, Some(list)) => Target::BrokerList(list.split(',').map(BrokerEndpoint::parse).collect::<Result<_, _>>().map_err(|e| format!("--broker-list: {e}"))?),
+        Command::ConsoleProducer { topic, zookeeper, broker_list, sync, compress, batch_size, timeout, acks, properties } => {
+            CompressionCodec::from_id(compress).ok_or_else(|| format!("--compress {compress}: expected 0, 1 or 2"))?;
+            let discovery = match (zookeeper, broker_list) {
+                (Some(zk), _) => format!("zk.connect={}", ZkConnect::parse(&zk).map_err(|e| format!("--zookeeper: {e}"))?),
+                (None, Some(list)) => {
+                    list.split(',').map(BrokerEndpoint::parse).collect::<Result<Vec<_>, _>>().map_err(|e| format!("--broker-list: {e}"))?;
+                    format!("broker.list={list}")
+                }
                 (None, None) => return Err("give --zookeeper or --broker-list".into()),
             };
-            let sent = runtime(Some(1))?.block_on(produce_stdin(&target, &topic, codec, batch_size.max(1)))?;
-            eprintln!("sent {sent} messages to {topic}");
-            Ok(ExitCode::SUCCESS)
+            let options = ConsoleProducerOptions { discovery, topic: topic.clone(), sync, codec: compress, batch_size, queue_time_ms: timeout, acks, properties };
+            let sent = runtime(Some(2))?.block_on(produce_stdin(&options))?;
+            let durably = if acks { " (durable)" } else { "" };
+            eprintln!("delivered {} messages to {topic}{durably}; {} not delivered", sent.delivered, sent.failed);
+            Ok(if sent.failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
         Command::SimpleConsumer { at, offset, fetchsize, print_offsets, max_messages, stop_at_end } => {
             let PartitionArgs { server, topic, partition } = at;

@@ -2,9 +2,11 @@
 //! invalid first set creates nothing, refused partitions answer with an error, a panicking
 //! operation stops its partition, and `log.dir` belongs to one process.
 
+mod support;
+
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,11 +14,11 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tributary::broker::handler::{CloseReason, Effects, Handler};
 use tributary::broker::logs::{self, with_log, Logs};
-use tributary::coordination::CoordError;
+use support::{Gate, GateEnv};
 use tributary::env::{Env, TokioEnv};
-use tributary::real_fs::{RealFile, RealFs};
-use tributary_core::config::{BrokerConfig, Properties, ZkConnect};
-use tributary_core::log::{DirEntry, LockError, LogError, LogFile, LogFs, TopicPartition, CHECKPOINT_FILE};
+use tributary::real_fs::RealFs;
+use tributary_core::config::{BrokerConfig, Properties};
+use tributary_core::log::{LogError, TopicPartition, CHECKPOINT_FILE};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, ProduceRequest, Request, Response};
 
@@ -37,126 +39,6 @@ fn set(tag: u8, n: usize) -> Bytes {
         b.push(vec![tag, i as u8, 7, 7, 7]);
     });
     b.build(CompressionCodec::None)
-}
-
-/// A file system whose syncs wait at a gate while it is closed.
-#[derive(Debug, Clone, Default)]
-struct GateFs {
-    gate: Arc<Gate>,
-}
-
-#[derive(Debug, Default)]
-struct Gate {
-    closed: Mutex<bool>,
-    opened: Condvar,
-    waiting: AtomicBool,
-}
-
-impl Gate {
-    fn set_closed(&self, closed: bool) {
-        *self.closed.lock().unwrap() = closed;
-        self.opened.notify_all();
-    }
-
-    fn pass(&self) {
-        let mut closed = self.closed.lock().unwrap();
-        while *closed {
-            self.waiting.store(true, Ordering::SeqCst);
-            closed = self.opened.wait(closed).unwrap();
-        }
-    }
-}
-
-#[derive(Debug)]
-struct GateFile(RealFile, Arc<Gate>);
-
-impl LogFile for GateFile {
-    fn size_bytes(&self) -> std::io::Result<u64> {
-        self.0.size_bytes()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-        self.0.read_at(buf, offset)
-    }
-    fn write_all_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
-        self.0.write_all_at(data, offset)
-    }
-    fn sync(&self) -> std::io::Result<()> {
-        self.1.pass();
-        self.0.sync()
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.0.set_len(len)
-    }
-}
-
-impl LogFs for GateFs {
-    type File = GateFile;
-    type DirLock = ();
-    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
-        RealFs.create_dir_all(path)
-    }
-    fn list_dir(&self, path: &Path) -> std::io::Result<Vec<DirEntry>> {
-        RealFs.list_dir(path)
-    }
-    fn open(&self, path: &Path, create: bool) -> std::io::Result<GateFile> {
-        Ok(GateFile(RealFs.open(path, create)?, self.gate.clone()))
-    }
-    fn exists(&self, path: &Path) -> bool {
-        RealFs.exists(path)
-    }
-    fn modified_ms(&self, path: &Path) -> std::io::Result<i64> {
-        RealFs.modified_ms(path)
-    }
-    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
-        RealFs.remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        RealFs.rename(from, to)
-    }
-    fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
-        RealFs.sync_dir(path)
-    }
-    fn lock_dir(&self, _path: &Path, _holder: &str) -> Result<(), LockError> {
-        Ok(())
-    }
-}
-
-/// Production's environment with the gated file system.
-#[derive(Debug, Clone, Default)]
-struct GateEnv {
-    fs: GateFs,
-}
-
-impl Env for GateEnv {
-    type Fs = GateFs;
-    type Listener = <TokioEnv as Env>::Listener;
-    type Stream = <TokioEnv as Env>::Stream;
-    type Coord = <TokioEnv as Env>::Coord;
-
-    fn fs(&self) -> GateFs {
-        self.fs.clone()
-    }
-    fn now_ms(&self) -> i64 {
-        T0
-    }
-    fn rng_seed(&self) -> u64 {
-        7
-    }
-    fn host_address(&self) -> String {
-        "127.0.0.1".into()
-    }
-    async fn bind(&self, host: &str, port: u16, send: u32, receive: u32) -> std::io::Result<Self::Listener> {
-        TokioEnv.bind(host, port, send, receive).await
-    }
-    async fn connect(&self, host: &str, port: u16) -> std::io::Result<Self::Stream> {
-        TokioEnv.connect(host, port).await
-    }
-    async fn coordinate(&self, connect: &ZkConnect, session: Duration, connection: Duration) -> Result<Self::Coord, CoordError> {
-        TokioEnv.coordinate(connect, session, connection).await
-    }
-    async fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> R {
-        TokioEnv.blocking(work).await
-    }
 }
 
 /// Opens the gate when the test ends, even by a failed assertion, so the runtime can stop.

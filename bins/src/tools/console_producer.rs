@@ -1,78 +1,111 @@
-//! `console-producer`: lines of stdin to a topic, in batches, to a broker from `--broker-list`
-//! (partition chosen by the broker) or found in ZooKeeper (`--zookeeper`).
+//! `console-producer`: lines of standard input to a topic, through the producer (0.7.2's
+//! ConsoleProducer): async by default (`--sync` for one request per line), optional compression
+//! and durable acknowledgements. Every line's fate is known at the end: the tool says how many
+//! were delivered and fails if any was not.
 
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tributary_core::config::{BrokerEndpoint, ZkConnect};
-use tributary_core::message::{CompressionCodec, MessageSetBuilder};
-use tributary_core::wire::{ProduceRequest, Request, TopicName, PARTITION_BROKER_PICKS};
-use tributary_core::zk_layout::{broker_id_path, broker_topic_path, parse_broker_registration, BROKER_IDS_PATH};
+use tributary_core::config::{ProducerConfig, Properties};
+use tributary_core::wire::TopicName;
 
-use crate::client::connect;
 use crate::env::TokioEnv;
-use crate::coordination::zk::ZkCoordination;
-use crate::coordination::Coordination;
+use crate::producer::{Producer, Record};
 
-/// Where to send.
+/// How to send.
 #[derive(Debug, Clone)]
-pub enum Target {
-    /// A fixed list of brokers; one is picked at random and the broker picks the partition.
-    BrokerList(Vec<BrokerEndpoint>),
-    /// Brokers and partitions registered in ZooKeeper.
-    ZooKeeper(ZkConnect),
+pub struct ConsoleProducerOptions {
+    /// `zk.connect` or `broker.list`, as a producer.properties line.
+    pub discovery: String,
+    /// The topic.
+    pub topic: TopicName,
+    /// One request per line instead of async batches.
+    pub sync: bool,
+    /// `compression.codec`.
+    pub codec: u8,
+    /// `batch.size`.
+    pub batch_size: usize,
+    /// `queue.time` in ms.
+    pub queue_time_ms: u64,
+    /// Wait for each batch to be durable on the broker (`durable.acks`).
+    pub acks: bool,
+    /// Extra `key=value` producer settings.
+    pub properties: Vec<String>,
 }
 
-/// Finds `(host, port, partition)` to send `topic` to.
-async fn pick(target: &Target, topic: &TopicName) -> Result<(String, u16, i32), String> {
-    let mut rng = rand::rng();
-    match target {
-        Target::BrokerList(list) => {
-            let b = list.get(rng.random_range(0..list.len().max(1))).ok_or("--broker-list is empty")?;
-            Ok((b.host.clone(), b.port, PARTITION_BROKER_PICKS))
+/// What was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// Lines delivered.
+    pub delivered: u64,
+    /// Lines that could not be delivered (each reported on standard error).
+    pub failed: u64,
+}
+
+impl ConsoleProducerOptions {
+    /// The producer configuration these options mean.
+    pub fn config(&self) -> Result<ProducerConfig, String> {
+        let mut text = format!(
+            "{}\nproducer.type={}\ncompression.codec={}\nbatch.size={}\nqueue.time={}\ndurable.acks={}\n\
+             queue.enqueueTimeout.ms=-1\nnum.retries=3\n",
+            self.discovery,
+            if self.sync { "sync" } else { "async" },
+            self.codec,
+            self.batch_size.max(1),
+            self.queue_time_ms,
+            self.acks,
+        );
+        for property in &self.properties {
+            text.push_str(property);
+            text.push('\n');
         }
-        Target::ZooKeeper(connect) => {
-            let zk = ZkCoordination::connect(connect, Duration::from_secs(30), Duration::from_secs(10)).await.map_err(|e| e.to_string())?;
-            // Registered partitions of the topic, else partition 0 of any live broker (0.7's bootstrap).
-            let mut candidates = Vec::new();
-            for id in zk.children(&broker_topic_path(topic)).await.unwrap_or_default() {
-                let count: i32 = zk.get(&format!("{}/{id}", broker_topic_path(topic))).await.ok().and_then(|(d, _)| String::from_utf8(d).ok()?.trim().parse().ok()).unwrap_or(0);
-                candidates.extend((0..count).map(|p| (id.clone(), p)));
-            }
-            if candidates.is_empty() {
-                candidates = zk.children(BROKER_IDS_PATH).await.map_err(|e| e.to_string())?.into_iter().map(|id| (id, 0)).collect();
-            }
-            let (id, partition) = candidates.get(rng.random_range(0..candidates.len().max(1))).cloned().ok_or("no live brokers are registered")?;
-            let id: i32 = id.parse().map_err(|_| format!("bad broker id {id}"))?;
-            let (data, _) = zk.get(&broker_id_path(id)).await.map_err(|e| e.to_string())?;
-            let (host, port) = parse_broker_registration(&String::from_utf8_lossy(&data)).ok_or("unreadable broker registration")?;
-            zk.close().await;
-            Ok((host, port, partition))
-        }
+        let props = Properties::parse("console-producer options", &text).map_err(|e| e.to_string())?;
+        ProducerConfig::from_properties(&props).map_err(|e| e.to_string())
     }
 }
 
-/// Sends stdin's lines to `topic` in sets of `batch_size` (compressed with `codec`); returns how
-/// many messages were sent.
-pub async fn produce_stdin(target: &Target, topic: &TopicName, codec: CompressionCodec, batch_size: usize) -> Result<u64, String> {
-    let (host, port, partition) = pick(target, topic).await?;
-    let mut conn = connect(&TokioEnv, &host, port, Duration::from_secs(10)).await.map_err(|e| e.to_string())?;
+/// Sends standard input's lines per `options`.
+pub async fn produce_stdin(options: &ConsoleProducerOptions) -> Result<Sent, String> {
+    let producer = Producer::start(TokioEnv, options.config()?).await.map_err(|e| e.to_string())?;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    let (mut sent, mut batch) = (0u64, MessageSetBuilder::new());
-    loop {
-        let line = lines.next_line().await.map_err(|e| e.to_string())?;
-        if let Some(line) = &line {
-            batch.push(line.clone().into_bytes());
+    let mut deliveries = Vec::new();
+    let mut sent = Sent { delivered: 0, failed: 0 };
+    while let Some(line) = lines.next_line().await.map_err(|e| format!("reading standard input: {e}"))? {
+        match producer.send(Record::new(options.topic.clone(), line.into_bytes())).await {
+            Ok(delivery) => deliveries.push(delivery),
+            Err(e) => {
+                eprintln!("not sent: {e}");
+                sent.failed += 1;
+            }
         }
-        if batch.len() >= batch_size || (line.is_none() && !batch.is_empty()) {
-            let request = Request::Produce(ProduceRequest { topic: topic.clone(), partition, messages: batch.build(codec) });
-            conn.send(&request).await.map_err(|e| e.to_string())?;
-            sent += batch.len() as u64;
-            batch = MessageSetBuilder::new();
+        // Keep memory bounded on long inputs: settle what was handed over so far.
+        if deliveries.len() >= SETTLE_EVERY {
+            settle(std::mem::take(&mut deliveries), &mut sent).await;
         }
-        if line.is_none() {
-            return Ok(sent);
+    }
+    producer.close().await;
+    settle(deliveries, &mut sent).await;
+    Ok(sent)
+}
+
+/// Deliveries awaited at once, at most.
+const SETTLE_EVERY: usize = 10_000;
+/// How long one delivery may take to resolve before the tool gives up on it.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Waits for every delivery, counting outcomes (each failure said on standard error).
+async fn settle(deliveries: Vec<crate::producer::Delivery>, sent: &mut Sent) {
+    for delivery in deliveries {
+        match tokio::time::timeout(DELIVERY_TIMEOUT, delivery).await {
+            Ok(Ok(_)) => sent.delivered += 1,
+            Ok(Err(e)) => {
+                eprintln!("not delivered: {e}");
+                sent.failed += 1;
+            }
+            Err(_) => {
+                eprintln!("not delivered: no outcome within {DELIVERY_TIMEOUT:?}");
+                sent.failed += 1;
+            }
         }
     }
 }

@@ -120,6 +120,12 @@ pub struct ProducerConfig {
     pub event_handler: Option<String>,
     /// `event.handler.props`, if set.
     pub event_handler_props: Option<String>,
+    /// `durable.acks` (false; Tributary): ask brokers to acknowledge each request once its data
+    /// is flushed (ACKED_PRODUCE), and report each message's offset.
+    pub durable_acks: bool,
+    /// `durable.acks.fallback` (false; Tributary): when a broker does not know ACKED_PRODUCE (a
+    /// Kafka 0.7 broker), send to it without acknowledgements instead of failing.
+    pub durable_acks_fallback: bool,
     /// Keys Tributary does not know, kept as they were.
     pub unknown: BTreeMap<String, String>,
 }
@@ -165,6 +171,8 @@ impl ProducerConfig {
             callback_handler_props: f.string("callback.handler.props"),
             event_handler: f.string("event.handler"),
             event_handler_props: f.string("event.handler.props"),
+            durable_acks: f.bool("durable.acks", false)?,
+            durable_acks_fallback: f.bool("durable.acks.fallback", false)?,
             unknown: BTreeMap::new(),
         };
         Ok(ProducerConfig { unknown: f.warn_unknown(), ..config })

@@ -143,6 +143,8 @@ pub const KEYS: &[KeyDoc] = &[
     doc(P, "callback.handler.props", Unset, "Properties for callback.handler.", "Ignored."),
     doc(P, "event.handler", Unset, "Async: an event handler class.", "Java classes are not loaded; ignored."),
     doc(P, "event.handler.props", Unset, "Properties for event.handler.", "Ignored."),
+    doc(P, "durable.acks", V("false"), "Ask brokers to acknowledge each request once its data is flushed (durable and visible); each message's delivery then reports its offset, and a failure is reported, never assumed away.", "Tributary (ACKED_PRODUCE, request type 100); 0.7 produce has no response."),
+    doc(P, "durable.acks.fallback", V("false"), "When a broker does not know ACKED_PRODUCE (a Kafka 0.7 broker closes the connection on it): true sends to it without acknowledgements, false fails those messages. Either way it is logged once per broker.", "Tributary."),
     doc(C, "groupid", Required, "The consumer group.", "Validated like a topic name, as it becomes a ZooKeeper path."),
     doc(C, "consumerid", Unset, "A fixed consumer id instead of a generated one (for tests).", ""),
     doc(C, "zk.connect", Required, "ZooKeeper of the cluster to consume from.", ""),

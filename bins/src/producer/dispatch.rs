@@ -1,0 +1,291 @@
+//! Sending a batch: choose each message's (broker, partition), build one message set per
+//! partition, send one request per broker, and retry what failed on whatever the directory then
+//! says (`num.retries` times, with a growing pause), reporting every message's outcome.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tokio::sync::oneshot;
+use tributary_core::config::ProducerConfig;
+use tributary_core::message::{Message, MessageSetBuilder};
+use tributary_core::producer::{choose, group_by_partition, Candidate};
+use tributary_core::wire::{ErrorCode, OffsetsRequest, ProduceRequest, Request, Response, TopicName};
+
+use super::directory::Directory;
+use super::{Delivered, ProducerStats, Record, SendError};
+use crate::client::{connect, ClientError, Connection};
+use crate::env::Env;
+
+/// Pause before the first retry; doubled each time, at most [`RETRY_BACKOFF_MAX`].
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+type Done = oneshot::Sender<Result<Delivered, SendError>>;
+
+/// A message being sent, with where it is going this attempt.
+struct Pending {
+    record: Record,
+    done: Done,
+}
+
+/// What happened to one message set.
+enum SetOutcome {
+    Delivered(Option<i64>),
+    Retry(String),
+    Fail(SendError),
+}
+
+/// Sends batches for a producer; shared by the sync path and the async sender task.
+pub(super) struct Dispatcher<E: Env> {
+    env: E,
+    config: ProducerConfig,
+    directory: Directory,
+    connections: tokio::sync::Mutex<BTreeMap<i32, Connection<E::Stream>>>,
+    rng: Mutex<ChaCha8Rng>,
+    /// Brokers that refused ACKED_PRODUCE (said once in the log, remembered).
+    without_acks: Mutex<BTreeSet<i32>>,
+    stats: ProducerStats,
+}
+
+impl<E: Env> Dispatcher<E> {
+    pub(super) fn new(env: E, config: ProducerConfig, directory: Directory) -> Self {
+        let rng = Mutex::new(ChaCha8Rng::seed_from_u64(env.rng_seed()));
+        Dispatcher { env, config, directory, connections: tokio::sync::Mutex::default(), rng, without_acks: Mutex::default(), stats: ProducerStats::default() }
+    }
+
+    pub(super) fn stats(&self) -> &ProducerStats {
+        &self.stats
+    }
+
+    /// Sends `batch`, resolving every message's delivery.
+    pub(super) async fn dispatch(&self, batch: Vec<(Record, Done)>) {
+        let mut pending: Vec<Pending> = batch.into_iter().map(|(record, done)| Pending { record, done }).collect();
+        let attempts = 1 + self.config.num_retries;
+        let mut last = String::new();
+        let mut backoff = RETRY_BACKOFF;
+        for attempt in 1..=attempts {
+            let retry = self.attempt(pending, &mut last).await;
+            if retry.is_empty() {
+                return;
+            }
+            pending = retry;
+            if attempt < attempts {
+                tracing::warn!("{} messages not sent ({last}); retrying ({attempt} of {} retries)", pending.len(), attempts - 1);
+                self.directory.reload();
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
+            }
+        }
+        tracing::error!("{} messages not sent after {attempts} attempts: {last}", pending.len());
+        for p in pending {
+            self.finish(p.done, Err(SendError::Failed { attempts, last: last.clone() }));
+        }
+    }
+
+    fn finish(&self, done: Done, outcome: Result<Delivered, SendError>) {
+        let counter = if outcome.is_ok() { &self.stats.delivered } else { &self.stats.failed };
+        counter.fetch_add(1, Ordering::Relaxed);
+        // The caller may have dropped its delivery: then nobody is waiting for the answer.
+        let _nobody_waiting = done.send(outcome).is_err();
+    }
+
+    /// One attempt: every message placed and sent; returns those to retry.
+    async fn attempt(&self, pending: Vec<Pending>, last: &mut String) -> Vec<Pending> {
+        let snapshot = self.directory.snapshot();
+        let mut by_broker: BTreeMap<i32, Vec<(Pending, i32)>> = BTreeMap::new();
+        let mut retry = Vec::new();
+        for p in pending {
+            let candidates = snapshot.candidates(&p.record.topic);
+            let choice = {
+                let mut rng = self.rng.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                choose(&candidates, p.record.key.as_deref(), &mut *rng)
+            };
+            match choice {
+                Some(Candidate { broker_id, partition }) => by_broker.entry(broker_id).or_default().push((p, partition)),
+                None => {
+                    *last = format!("no live broker for {}", p.record.topic);
+                    retry.push(p);
+                }
+            }
+        }
+        for (broker_id, messages) in by_broker {
+            retry.extend(self.send_to(broker_id, snapshot.brokers.get(&broker_id).cloned(), messages, last).await);
+        }
+        retry
+    }
+
+    /// Sends `messages` to one broker as one request; returns those to retry.
+    async fn send_to(&self, broker_id: i32, address: Option<(String, u16)>, messages: Vec<(Pending, i32)>, last: &mut String) -> Vec<Pending> {
+        let mut slots: Vec<Option<Pending>> = Vec::with_capacity(messages.len());
+        let mut placed = Vec::with_capacity(messages.len());
+        for (i, (p, partition)) in messages.into_iter().enumerate() {
+            placed.push((i, p.record.topic.clone(), partition, p.record.value.clone()));
+            slots.push(Some(p));
+        }
+        let mut sets: Vec<(ProduceRequest, Vec<usize>)> = Vec::new();
+        for ((topic, partition), payloads) in group_by_partition(placed) {
+            let (indexes, values): (Vec<usize>, Vec<Bytes>) = payloads.into_iter().unzip();
+            match self.build_set(&topic, &values) {
+                Ok(set) => sets.push((ProduceRequest { topic, partition, messages: set }, indexes)),
+                Err(e) => {
+                    for i in indexes {
+                        if let Some(p) = slots.get_mut(i).and_then(Option::take) {
+                            self.finish(p.done, Err(e.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        let outcomes = match address {
+            Some((host, port)) if !sets.is_empty() => self.send_sets(broker_id, &host, port, &sets).await,
+            Some(_) => Vec::new(),
+            None => sets.iter().map(|_| SetOutcome::Retry(format!("broker {broker_id} is not registered"))).collect(),
+        };
+        let mut retry = Vec::new();
+        for ((request, indexes), outcome) in sets.iter().zip(outcomes) {
+            for &i in indexes {
+                let Some(p) = slots.get_mut(i).and_then(Option::take) else { continue };
+                match &outcome {
+                    SetOutcome::Delivered(offset) => self.finish(p.done, Ok(Delivered { broker_id, partition: request.partition, offset: *offset })),
+                    SetOutcome::Fail(e) => self.finish(p.done, Err(e.clone())),
+                    SetOutcome::Retry(why) => {
+                        last.clone_from(why);
+                        retry.push(p);
+                    }
+                }
+            }
+        }
+        retry
+    }
+
+    /// One message set for `topic`, compressed as configured, checked against
+    /// `max.message.size` (every top-level message, so a compressed set's wrapper).
+    fn build_set(&self, topic: &TopicName, values: &[Bytes]) -> Result<Bytes, SendError> {
+        let mut builder = MessageSetBuilder::new();
+        for value in values {
+            builder.push_message(&Message::new(value.clone()));
+        }
+        let set = builder.build(self.config.codec_for(topic));
+        let max = self.config.max_message_bytes;
+        for entry in tributary_core::message::ShallowIter::new(&set, 0) {
+            let size = entry.map_or(usize::MAX, |e| e.message.payload.len());
+            if size > max as usize {
+                return Err(SendError::TooLarge { size, max });
+            }
+        }
+        Ok(set)
+    }
+
+    /// Sends the sets to a broker; one outcome per set, in order.
+    async fn send_sets(&self, broker_id: i32, host: &str, port: u16, sets: &[(ProduceRequest, Vec<usize>)]) -> Vec<SetOutcome> {
+        let parts: Vec<ProduceRequest> = sets.iter().map(|(p, _)| p.clone()).collect();
+        let acks = self.config.durable_acks && !self.lock_without_acks().contains(&broker_id);
+        let mut connections = self.connections.lock().await;
+        let conn = match self.connection(&mut connections, broker_id, host, port).await {
+            Ok(conn) => conn,
+            Err(e) => return retry_all(sets.len(), format!("broker {broker_id} at {host}:{port}: {e}")),
+        };
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        if !acks {
+            let request = match <[ProduceRequest; 1]>::try_from(parts) {
+                Ok([one]) => Request::Produce(one),
+                Err(parts) => Request::MultiProduce(parts),
+            };
+            return match conn.send(&request).await {
+                Ok(()) => sets.iter().map(|_| SetOutcome::Delivered(None)).collect(),
+                Err(e) => {
+                    connections.remove(&broker_id);
+                    retry_all(sets.len(), format!("broker {broker_id}: {e}"))
+                }
+            };
+        }
+        match conn.call(&Request::AckedProduce(parts.clone())).await {
+            Ok(Response::AckedProduce(r)) if r.acks.len() == sets.len() => r.acks.iter().map(|ack| ack_outcome(broker_id, ack.error, ack.offset)).collect(),
+            Ok(other) => {
+                connections.remove(&broker_id);
+                retry_all(sets.len(), format!("broker {broker_id} answered an acknowledged produce with {other:?}"))
+            }
+            Err(ClientError::Closed(_)) => {
+                connections.remove(&broker_id);
+                drop(connections);
+                self.after_acks_refused(broker_id, host, port, parts).await
+            }
+            Err(e) => {
+                connections.remove(&broker_id);
+                retry_all(sets.len(), format!("broker {broker_id}: {e}"))
+            }
+        }
+    }
+
+    fn lock_without_acks(&self) -> std::sync::MutexGuard<'_, BTreeSet<i32>> {
+        self.without_acks.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The broker closed the connection on ACKED_PRODUCE: either it died, or it does not know
+    /// the request (a 0.7 broker closes on unknown types, having appended nothing). An OFFSETS
+    /// request on a new connection tells which.
+    async fn after_acks_refused(&self, broker_id: i32, host: &str, port: u16, parts: Vec<ProduceRequest>) -> Vec<SetOutcome> {
+        let count = parts.len();
+        let timeout = Duration::from_millis(self.config.socket_timeout_ms.into());
+        let Some(first) = parts.first() else { return Vec::new() };
+        let probe = Request::Offsets(OffsetsRequest { topic: first.topic.clone(), partition: 0, time: -1, max_offsets: 1 });
+        let alive = match connect(&self.env, host, port, timeout).await {
+            Ok(mut conn) => conn.call(&probe).await.is_ok(),
+            Err(_) => false,
+        };
+        if !alive {
+            return retry_all(count, format!("broker {broker_id} closed the connection"));
+        }
+        if self.lock_without_acks().insert(broker_id) {
+            tracing::warn!(
+                "broker {broker_id} ({host}:{port}) does not support acknowledged produce (a Kafka 0.7 broker?); {}",
+                if self.config.durable_acks_fallback { "sending to it without acknowledgements (durable.acks.fallback=true)" } else { "its messages fail (durable.acks.fallback=false)" }
+            );
+        }
+        if !self.config.durable_acks_fallback {
+            return (0..count).map(|_| SetOutcome::Fail(SendError::AcksUnsupported(broker_id))).collect();
+        }
+        let mut connections = self.connections.lock().await;
+        let sent = match self.connection(&mut connections, broker_id, host, port).await {
+            Ok(conn) => conn.send(&Request::MultiProduce(parts)).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match sent {
+            Ok(()) => (0..count).map(|_| SetOutcome::Delivered(None)).collect(),
+            Err(e) => {
+                connections.remove(&broker_id);
+                retry_all(count, format!("broker {broker_id}: {e}"))
+            }
+        }
+    }
+
+    /// The open connection to `broker_id`, dialled if needed.
+    async fn connection<'a>(&self, connections: &'a mut BTreeMap<i32, Connection<E::Stream>>, broker_id: i32, host: &str, port: u16) -> Result<&'a mut Connection<E::Stream>, ClientError> {
+        match connections.entry(broker_id) {
+            std::collections::btree_map::Entry::Occupied(open) => Ok(open.into_mut()),
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                let timeout = Duration::from_millis(self.config.socket_timeout_ms.max(self.config.connect_timeout_ms).into());
+                Ok(slot.insert(connect(&self.env, host, port, timeout).await?))
+            }
+        }
+    }
+}
+
+fn retry_all(count: usize, why: String) -> Vec<SetOutcome> {
+    (0..count).map(|_| SetOutcome::Retry(why.clone())).collect()
+}
+
+/// One set's outcome from its ack.
+fn ack_outcome(broker_id: i32, error: ErrorCode, offset: i64) -> SetOutcome {
+    match error {
+        ErrorCode::NoError => SetOutcome::Delivered(Some(offset)),
+        ErrorCode::InvalidMessage => SetOutcome::Fail(SendError::Refused { broker_id, reason: "invalid message set".into() }),
+        // The partition went away or cannot take writes now: another one may.
+        other => SetOutcome::Retry(format!("broker {broker_id} did not store the set ({})", other.name())),
+    }
+}

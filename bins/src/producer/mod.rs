@@ -1,0 +1,298 @@
+//! The 0.7 producer, with Tributary's durable acknowledgements.
+//!
+//! [`Producer::send`] hands over one message and returns a [`Delivery`]: a future that says
+//! what became of it. Nothing is ever dropped silently: a message that cannot be queued is an
+//! error to the caller at once; a message that cannot be sent (after `num.retries` retries) or
+//! is refused resolves its delivery with the reason, is counted, and is logged.
+//!
+//! - `producer.type=sync`: `send` sends at once (one request per call) and returns a resolved
+//!   delivery.
+//! - `producer.type=async`: `send` queues (`queue.size` messages; when full,
+//!   `queue.enqueueTimeout.ms` says: 0 fail at once, -1 wait, >0 wait that long then fail) and one
+//!   sender task sends batches of `batch.size`, or what is there after `queue.time`. Batches go
+//!   out one after another, so a partition's messages keep their order, retries included.
+//! - `durable.acks=true`: every request is ACKED_PRODUCE and a delivery resolves only once the
+//!   broker has flushed it, with its offset. Without acks, a delivery resolves when the bytes
+//!   are written to the socket (all 0.7 can know).
+//!
+//! Brokers come from `broker.list` or ZooKeeper (see [`directory`]); connections go through
+//! [`Env`], so the simulator drives the same producer.
+
+pub mod directory;
+mod dispatch;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tributary_core::config::{Discovery, EnqueueTimeout, ProducerConfig, ProducerType};
+use tributary_core::producer::BatchPolicy;
+use tributary_core::wire::TopicName;
+
+use self::directory::Directory;
+use self::dispatch::Dispatcher;
+use crate::coordination::CoordError;
+use crate::env::Env;
+
+/// A message to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The topic.
+    pub topic: TopicName,
+    /// A key: messages with equal keys go to the same partition (while the partitions stay).
+    pub key: Option<Bytes>,
+    /// The payload.
+    pub value: Bytes,
+}
+
+impl Record {
+    /// A message without a key.
+    pub fn new(topic: TopicName, value: impl Into<Bytes>) -> Self {
+        Record { topic, key: None, value: value.into() }
+    }
+}
+
+/// Where a message went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    /// The broker it was sent to.
+    pub broker_id: i32,
+    /// The partition (-1 when the broker picked it, with `broker.list`).
+    pub partition: i32,
+    /// With durable acks: the offset of the message set it was appended in, now durable.
+    pub offset: Option<i64>,
+}
+
+/// Why a message was not delivered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// The async queue was full and `queue.enqueueTimeout.ms` did not allow waiting (longer).
+    #[error("producer queue full ({size} messages): message not queued")]
+    QueueFull {
+        /// `queue.size`.
+        size: u32,
+    },
+    /// The producer was closed.
+    #[error("the producer is closed")]
+    Closed,
+    /// No live broker to send the topic to.
+    #[error("no live broker to send {0} to")]
+    NoBroker(TopicName),
+    /// The payload is over `max.message.size`.
+    #[error("a message of {size} bytes is over max.message.size ({max})")]
+    TooLarge {
+        /// The message's (or its compressed set's) size.
+        size: usize,
+        /// The limit.
+        max: u32,
+    },
+    /// A broker refused the message set; resending would not help.
+    #[error("broker {broker_id} refused the message set ({reason})")]
+    Refused {
+        /// The broker.
+        broker_id: i32,
+        /// Why.
+        reason: String,
+    },
+    /// The broker does not know ACKED_PRODUCE and `durable.acks.fallback=false`.
+    #[error("broker {0} does not support acknowledged produce (a Kafka 0.7 broker?); set durable.acks.fallback=true to send to it without acknowledgements")]
+    AcksUnsupported(i32),
+    /// Every attempt failed.
+    #[error("not sent after {attempts} attempts: {last}")]
+    Failed {
+        /// Attempts made (1 + `num.retries`).
+        attempts: u32,
+        /// The last failure.
+        last: String,
+    },
+}
+
+/// What became of one message; resolves once it is known.
+#[derive(Debug)]
+pub struct Delivery(oneshot::Receiver<Result<Delivered, SendError>>);
+
+impl Delivery {
+    fn pending() -> (Self, oneshot::Sender<Result<Delivered, SendError>>) {
+        let (tx, rx) = oneshot::channel();
+        (Delivery(rx), tx)
+    }
+}
+
+impl Future for Delivery {
+    type Output = Result<Delivered, SendError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // A dropped sender means the producer went away before deciding: not delivered.
+        Pin::new(&mut self.get_mut().0).poll(cx).map(|r| r.unwrap_or(Err(SendError::Closed)))
+    }
+}
+
+/// Counters of a producer's life.
+#[derive(Debug, Default)]
+pub struct ProducerStats {
+    /// Messages delivered (written, or acknowledged with durable acks).
+    pub delivered: AtomicU64,
+    /// Messages whose delivery failed (reported to the caller).
+    pub failed: AtomicU64,
+    /// Messages refused at the queue (reported to the caller).
+    pub queue_full: AtomicU64,
+    /// Requests sent.
+    pub requests: AtomicU64,
+}
+
+/// Why a producer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// ZooKeeper could not be read.
+    #[error(transparent)]
+    ZooKeeper(#[from] CoordError),
+}
+
+/// One queued message and where to report its fate.
+struct Queued {
+    record: Record,
+    done: oneshot::Sender<Result<Delivered, SendError>>,
+    queued_at: tokio::time::Instant,
+}
+
+/// A producer; see the module docs.
+pub struct Producer<E: Env> {
+    dispatcher: Arc<Dispatcher<E>>,
+    queue: Option<mpsc::Sender<Queued>>,
+    sender: Option<JoinHandle<()>>,
+    config: ProducerConfig,
+}
+
+impl<E: Env> std::fmt::Debug for Producer<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer").field("type", &self.config.producer_type).field("durable_acks", &self.config.durable_acks).finish()
+    }
+}
+
+impl<E: Env> Producer<E> {
+    /// Starts a producer: reads the brokers (ZooKeeper or the list) and, in async mode, starts
+    /// the sender task.
+    pub async fn start(env: E, config: ProducerConfig) -> Result<Self, StartError> {
+        let directory = match &config.discovery {
+            Discovery::BrokerList(list) => Directory::fixed(list),
+            Discovery::ZooKeeper(connect) => {
+                let session = Duration::from_millis(config.zk.session_timeout_ms.into());
+                let connection = Duration::from_millis(config.zk.connection_timeout_ms.into());
+                Directory::from_zookeeper(&env, connect, session, connection).await?
+            }
+        };
+        let dispatcher = Arc::new(Dispatcher::new(env, config.clone(), directory));
+        let (queue, sender) = match config.producer_type {
+            ProducerType::Sync => (None, None),
+            ProducerType::Async => {
+                let (tx, rx) = mpsc::channel(config.queue_size.max(1) as usize);
+                let policy = BatchPolicy { batch_size: config.batch_size.max(1) as usize, queue_time_ms: config.queue_time_ms.into() };
+                (Some(tx), Some(tokio::spawn(send_batches(dispatcher.clone(), rx, policy))))
+            }
+        };
+        Ok(Producer { dispatcher, queue, sender, config })
+    }
+
+    /// Sends (sync) or queues (async) one message; see the module docs.
+    pub async fn send(&self, record: Record) -> Result<Delivery, SendError> {
+        let Some(queue) = &self.queue else {
+            let (delivery, done) = Delivery::pending();
+            self.dispatcher.dispatch(vec![(record, done)]).await;
+            return Ok(delivery);
+        };
+        let (delivery, done) = Delivery::pending();
+        let queued = Queued { record, done, queued_at: tokio::time::Instant::now() };
+        let full = |_| {
+            self.dispatcher.stats().queue_full.fetch_add(1, Ordering::Relaxed);
+            SendError::QueueFull { size: self.config.queue_size }
+        };
+        match self.config.enqueue_timeout {
+            EnqueueTimeout::Immediate => queue.try_send(queued).map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => full(()),
+                mpsc::error::TrySendError::Closed(_) => SendError::Closed,
+            })?,
+            EnqueueTimeout::Block => queue.send(queued).await.map_err(|_| SendError::Closed)?,
+            EnqueueTimeout::Wait(ms) => match tokio::time::timeout(Duration::from_millis(ms.into()), queue.send(queued)).await {
+                Ok(sent) => sent.map_err(|_| SendError::Closed)?,
+                Err(_) => return Err(full(())),
+            },
+        }
+        Ok(delivery)
+    }
+
+    /// Sends several messages in one request (sync mode) or queues them (async mode).
+    pub async fn send_all(&self, records: Vec<Record>) -> Result<Vec<Delivery>, SendError> {
+        if self.queue.is_some() {
+            let mut deliveries = Vec::with_capacity(records.len());
+            for record in records {
+                deliveries.push(self.send(record).await?);
+            }
+            return Ok(deliveries);
+        }
+        let (deliveries, batch): (Vec<Delivery>, Vec<_>) = records
+            .into_iter()
+            .map(|record| {
+                let (delivery, done) = Delivery::pending();
+                (delivery, (record, done))
+            })
+            .unzip();
+        self.dispatcher.dispatch(batch).await;
+        Ok(deliveries)
+    }
+
+    /// Messages waiting in the async queue.
+    pub fn queued(&self) -> usize {
+        self.queue.as_ref().map_or(0, |q| q.max_capacity() - q.capacity())
+    }
+
+    /// The producer's counters.
+    pub fn stats(&self) -> &ProducerStats {
+        self.dispatcher.stats()
+    }
+
+    /// Sends what is queued, then stops. Every queued message's delivery resolves.
+    pub async fn close(mut self) {
+        drop(self.queue.take());
+        if let Some(sender) = self.sender.take() {
+            if let Err(e) = sender.await {
+                if e.is_panic() {
+                    std::panic::resume_unwind(e.into_panic());
+                }
+            }
+        }
+    }
+}
+
+/// The async sender: batches of `batch.size`, or what is there when the first message of the
+/// batch has waited `queue.time`; one batch at a time.
+async fn send_batches<E: Env>(dispatcher: Arc<Dispatcher<E>>, mut rx: mpsc::Receiver<Queued>, policy: BatchPolicy) {
+    while let Some(first) = rx.recv().await {
+        let deadline = first.queued_at + Duration::from_millis(policy.queue_time_ms);
+        let mut batch = vec![first];
+        let mut closed = false;
+        while batch.len() < policy.batch_size {
+            tokio::select! {
+                biased;
+                next = rx.recv() => match next {
+                    Some(next) => batch.push(next),
+                    None => {
+                        closed = true;
+                        break;
+                    }
+                },
+                () = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        tracing::trace!("sending a batch of {} messages; {} left in the queue", batch.len(), rx.len());
+        dispatcher.dispatch(batch.into_iter().map(|q| (q.record, q.done)).collect()).await;
+        if closed {
+            break;
+        }
+    }
+}

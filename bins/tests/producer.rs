@@ -1,0 +1,194 @@
+//! The producer and the broker's acknowledged produce: an ack comes only after the data is
+//! flushed, many acks share few fsyncs, a full async queue reports every message it could not
+//! take, and a broker that does not know acknowledged produce (Kafka 0.7) is detected.
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use support::GateEnv;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tributary::broker::Broker;
+use tributary::client::connect;
+use tributary::env::TokioEnv;
+use tributary::producer::{Producer, Record, SendError};
+use tributary_core::config::{BrokerConfig, ProducerConfig, Properties};
+use tributary_core::message::{CompressionCodec, MessageSetBuilder};
+use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsResponse, ProduceRequest, Request, Response, TopicName};
+
+fn topic() -> TopicName {
+    "t".parse().unwrap()
+}
+
+/// A standalone broker that never flushes by itself (only for acknowledgements).
+async fn broker(env: GateEnv, dir: &std::path::Path) -> Broker {
+    let text = format!(
+        "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nenable.zookeeper=false\nnum.partitions=1\n\
+         log.flush.interval=1000000\nlog.default.flush.interval.ms=3600000\nlog.default.flush.scheduler.interval.ms=3600000\n",
+        dir.display()
+    );
+    Broker::start(env, BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap()).await.unwrap()
+}
+
+fn producer_config(text: &str) -> ProducerConfig {
+    ProducerConfig::from_properties(&Properties::parse("test", text).unwrap()).unwrap()
+}
+
+fn set(n: usize) -> Bytes {
+    let mut b = MessageSetBuilder::new();
+    (0..n).for_each(|i| {
+        b.push(format!("m{i}").into_bytes());
+    });
+    b.build(CompressionCodec::None)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn an_ack_comes_only_after_the_data_is_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = GateEnv::default();
+    let broker = broker(env.clone(), dir.path()).await;
+    let port = broker.addr.port();
+    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(20)).await.unwrap();
+    // Hold every fsync: the ack must wait for it.
+    env.fs.gate.set_closed(true);
+    let request = Request::AckedProduce(vec![ProduceRequest { topic: topic(), partition: 0, messages: set(3) }]);
+    let call = tokio::spawn(async move { (conn.call(&request).await, conn) });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!call.is_finished(), "acknowledged before the data was flushed");
+    env.fs.gate.set_closed(false);
+    let (answer, mut conn) = tokio::time::timeout(Duration::from_secs(10), call).await.unwrap().unwrap();
+    match answer.unwrap() {
+        Response::AckedProduce(r) => assert_eq!((r.acks.len(), r.acks[0].error, r.acks[0].offset), (1, ErrorCode::NoError, 0)),
+        other => panic!("{other:?}"),
+    }
+    // Acknowledged means visible (reads stop at the flushed end; nothing else flushes here).
+    let fetch = Request::Fetch(FetchRequest { topic: topic(), partition: 0, offset: 0, max_bytes: 10_000 });
+    match conn.call(&fetch).await.unwrap() {
+        Response::Fetch(f) => assert_eq!(f.messages, set(3)),
+        other => panic!("{other:?}"),
+    }
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn many_acknowledged_producers_share_few_fsyncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = GateEnv::default();
+    let broker = broker(env.clone(), dir.path()).await;
+    let port = broker.addr.port();
+    // Create the partition (its directory and segment syncs) before counting.
+    let mut first = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(20)).await.unwrap();
+    first.call(&Request::AckedProduce(vec![ProduceRequest { topic: topic(), partition: 0, messages: set(1) }])).await.unwrap();
+    let before = env.fs.gate.syncs.load(Ordering::SeqCst);
+    const PRODUCERS: usize = 40;
+    let mut tasks = Vec::new();
+    for _ in 0..PRODUCERS {
+        tasks.push(tokio::spawn(async move {
+            let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(20)).await.unwrap();
+            let request = Request::AckedProduce(vec![ProduceRequest { topic: topic(), partition: 0, messages: set(2) }]);
+            match conn.call(&request).await.unwrap() {
+                Response::AckedProduce(r) => r.acks[0].error,
+                other => panic!("{other:?}"),
+            }
+        }));
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), ErrorCode::NoError);
+    }
+    let fsyncs = env.fs.gate.syncs.load(Ordering::SeqCst) - before;
+    eprintln!("{PRODUCERS} acknowledged produces, {fsyncs} fsyncs");
+    assert!(fsyncs >= 1 && fsyncs <= PRODUCERS as u64 / 4, "{PRODUCERS} acks took {fsyncs} fsyncs: no group commit");
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_async_producer_that_cannot_queue_or_send_reports_every_message() {
+    // Nothing listens on this port: every send fails.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = producer_config(&format!(
+        "broker.list=0:127.0.0.1:{port}\nproducer.type=async\nqueue.size=10\nbatch.size=5\nqueue.time=10\nqueue.enqueueTimeout.ms=0\nnum.retries=1\n"
+    ));
+    let producer = Producer::start(TokioEnv, config).await.unwrap();
+    let (mut refused, mut deliveries) = (0, Vec::new());
+    for i in 0..100 {
+        match producer.send(Record::new(topic(), format!("m{i}").into_bytes())).await {
+            Ok(d) => deliveries.push(d),
+            Err(SendError::QueueFull { size: 10 }) => refused += 1,
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    let mut failed = 0;
+    for d in deliveries {
+        match d.await {
+            Err(SendError::Failed { attempts: 2, .. }) => failed += 1,
+            other => panic!("a message to a dead broker was {other:?}"),
+        }
+    }
+    assert!(refused > 0, "a 10-message queue took 100 messages at once");
+    assert_eq!(refused + failed, 100, "every message is reported");
+    assert_eq!(producer.stats().queue_full.load(Ordering::SeqCst), refused as u64);
+    assert_eq!(producer.stats().failed.load(Ordering::SeqCst), failed as u64);
+    producer.close().await;
+}
+
+/// A stand-in for a Kafka 0.7 broker: closes the connection on ACKED_PRODUCE (an unknown
+/// request type), answers OFFSETS, and reports the produce requests it receives.
+async fn kafka_0_7_stand_in() -> (u16, tokio::sync::mpsc::UnboundedReceiver<i16>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                loop {
+                    let Ok(size) = stream.read_i32().await else { return };
+                    let mut body = vec![0; size as usize];
+                    if stream.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    let kind = i16::from_be_bytes([body[0], body[1]]);
+                    let _ = tx.send(kind);
+                    match kind {
+                        4 => {
+                            let answer = Response::Offsets(OffsetsResponse { error: ErrorCode::NoError, offsets: vec![0] });
+                            let _ = stream.write_all(&answer.to_bytes().unwrap()).await;
+                        }
+                        0 | 3 => {}
+                        _ => return, // 0.7 closes the connection on an unknown type
+                    }
+                }
+            });
+        }
+    });
+    (port, rx)
+}
+
+#[tokio::test]
+async fn a_broker_without_acknowledged_produce_is_detected_and_fallback_is_a_choice() {
+    let (port, mut seen) = kafka_0_7_stand_in().await;
+    let strict = producer_config(&format!("broker.list=0:127.0.0.1:{port}\ndurable.acks=true\nnum.retries=2\n"));
+    let producer = Producer::start(TokioEnv, strict).await.unwrap();
+    let delivery = producer.send(Record::new(topic(), &b"x"[..])).await.unwrap();
+    assert_eq!(delivery.await, Err(SendError::AcksUnsupported(0)), "no fallback unless asked");
+    producer.close().await;
+    while seen.try_recv().is_ok() {}
+
+    let lenient = producer_config(&format!("broker.list=0:127.0.0.1:{port}\ndurable.acks=true\ndurable.acks.fallback=true\n"));
+    let producer = Producer::start(TokioEnv, lenient).await.unwrap();
+    let delivered = producer.send(Record::new(topic(), &b"y"[..])).await.unwrap().await.unwrap();
+    assert_eq!(delivered.offset, None, "without an ack there is no offset to report");
+    // The second message goes straight to MULTIPRODUCE: the broker is remembered.
+    producer.send(Record::new(topic(), &b"z"[..])).await.unwrap().await.unwrap();
+    producer.close().await;
+    let mut kinds = Vec::new();
+    while kinds.len() < 4 {
+        match tokio::time::timeout(Duration::from_secs(5), seen.recv()).await {
+            Ok(Some(kind)) => kinds.push(kind),
+            _ => break,
+        }
+    }
+    assert_eq!(kinds, vec![100, 4, 3, 0], "acked produce refused, probed, resent unacknowledged, then plain produce");
+}
