@@ -8,6 +8,7 @@
 pub mod broker;
 pub mod client;
 pub mod config_file;
+pub mod consumer;
 pub mod coordination;
 pub mod env;
 pub mod producer;

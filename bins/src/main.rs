@@ -1,5 +1,6 @@
 //! The `tributary` command: the broker and the tools that replace Kafka 0.7's.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,6 +11,9 @@ use tributary::config_file::{load_file_with_properties, load_kind, ConfigKind};
 use tributary::env::TokioEnv;
 use tributary::tools::console_producer::{produce_stdin, ConsoleProducerOptions};
 use tributary::tools::simple_consumer::{consume, ConsumeOptions};
+use tributary::consumer::Subscription;
+use tributary::tools::console_consumer::{self, ConsoleConsumerOptions, Formatter};
+use tributary::tools::offset_checker::{self, CheckOptions};
 use tributary::tools::{check_config, dump_log, get_offsets};
 use tributary_core::config::{reference, BrokerConfig, BrokerEndpoint, ZkConnect};
 use tributary_core::message::CompressionCodec;
@@ -80,6 +84,71 @@ enum Command {
         /// Another producer setting, key=value (repeatable), e.g. num.retries=5.
         #[arg(long = "property")]
         properties: Vec<String>,
+    },
+    /// Consume a topic (or a whitelist/blacklist) as a member of a consumer group and print it
+    /// (Kafka's ConsoleConsumer).
+    #[command(after_help = "Examples:\n  tributary console-consumer --zookeeper localhost:2181 --topic test --from-beginning\n  \
+        tributary console-consumer --zookeeper localhost:2181 --whitelist 'orders.*,clicks' --consumer-timeout-ms 5000\n  \
+        tributary console-consumer --zookeeper localhost:2181 --topic test --formatter kafka.consumer.ChecksumMessageFormatter --property topic=test")]
+    ConsoleConsumer {
+        /// ZooKeeper of the cluster: HOST:PORT[/CHROOT].
+        #[arg(long)]
+        zookeeper: String,
+        /// The topic.
+        #[arg(long, conflicts_with_all = ["whitelist", "blacklist"], required_unless_present_any = ["whitelist", "blacklist"])]
+        topic: Option<TopicName>,
+        /// Consume every topic this regex matches (commas mean "or"; quotes are stripped).
+        #[arg(long, conflicts_with = "blacklist")]
+        whitelist: Option<String>,
+        /// Consume every topic this regex does not match.
+        #[arg(long)]
+        blacklist: Option<String>,
+        /// The consumer group (default: a new console-consumer-<n>).
+        #[arg(long)]
+        group: Option<String>,
+        /// Start from the earliest message (the group's saved state is removed first).
+        #[arg(long = "from-beginning")]
+        from_beginning: bool,
+        /// Stop after this many messages.
+        #[arg(long = "max-messages")]
+        max_messages: Option<u64>,
+        /// Bytes per partition per fetch.
+        #[arg(long = "fetch-size", default_value_t = 1024 * 1024)]
+        fetch_size: u32,
+        /// Socket receive buffer of fetch connections.
+        #[arg(long = "socket-buffer-size", default_value_t = 2 * 1024 * 1024)]
+        socket_buffer_size: u32,
+        /// How often offsets are committed, in ms.
+        #[arg(long = "autocommit.interval.ms", default_value_t = 10_000)]
+        autocommit_interval_ms: u32,
+        /// Exit (cleanly) after this long without a message, in ms.
+        #[arg(long = "consumer-timeout-ms", allow_hyphen_values = true)]
+        consumer_timeout_ms: Option<i64>,
+        /// Print an error and go on when a message cannot be read (default: stop).
+        #[arg(long = "skip-message-on-error")]
+        skip_message_on_error: bool,
+        /// kafka.consumer.DefaultMessageFormatter (the payload per line) or
+        /// kafka.consumer.ChecksumMessageFormatter (checksum:<crc> per line).
+        #[arg(long, default_value = "kafka.consumer.DefaultMessageFormatter")]
+        formatter: String,
+        /// A formatter property, key=value (repeatable), e.g. topic=<name> for the checksum one.
+        #[arg(long = "property")]
+        properties: Vec<String>,
+    },
+    /// Show a consumer group's committed offsets, owners and lag per partition (Kafka's
+    /// ConsumerOffsetChecker; for a mirror, point it at the source cluster's ZooKeeper).
+    #[command(after_help = "Examples:\n  tributary consumer-offset-checker --group KafkaMirror --zkconnect localhost:2181\n  \
+        tributary consumer-offset-checker --group g --zkconnect localhost:2181 --topic t1,t2")]
+    ConsumerOffsetChecker {
+        /// The consumer group.
+        #[arg(long)]
+        group: String,
+        /// ZooKeeper: HOST:PORT[/CHROOT].
+        #[arg(long, default_value = "localhost:2181")]
+        zkconnect: String,
+        /// Topics, comma-separated (default: every topic of the group).
+        #[arg(long)]
+        topic: Option<String>,
     },
     /// Print messages of a partition from an offset (Kafka's SimpleConsumerShell).
     #[command(after_help = "Example:\n  tributary simple-consumer --server kafka://localhost:9092 --topic test --offset 0 --stop-at-end")]
@@ -191,6 +260,65 @@ fn run(command: Command) -> Result<ExitCode, String> {
             let durably = if acks { " (durable)" } else { "" };
             eprintln!("delivered {} messages to {topic}{durably}; {} not delivered", sent.delivered, sent.failed);
             Ok(if sent.failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+        }
+        Command::ConsoleConsumer {
+            zookeeper,
+            topic,
+            whitelist,
+            blacklist,
+            group,
+            from_beginning,
+            max_messages,
+            fetch_size,
+            socket_buffer_size,
+            autocommit_interval_ms,
+            consumer_timeout_ms,
+            skip_message_on_error,
+            formatter,
+            properties,
+        } => {
+            let zookeeper = ZkConnect::parse(&zookeeper).map_err(|e| format!("--zookeeper: {e}"))?;
+            let subscription = match (topic, whitelist, blacklist) {
+                (Some(t), _, _) => Subscription::Topics([(t, 1)].into_iter().collect()),
+                (None, Some(w), _) => Subscription::Whitelist(w, 1),
+                (None, None, Some(b)) => Subscription::Blacklist(b, 1),
+                (None, None, None) => return Err("give --topic, --whitelist or --blacklist".into()),
+            };
+            let properties: BTreeMap<String, String> = properties
+                .iter()
+                .map(|p| p.split_once('=').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).ok_or_else(|| format!("--property {p}: expected key=value")))
+                .collect::<Result<_, _>>()?;
+            let group = group.unwrap_or_else(|| format!("console-consumer-{}", rand::random::<u32>() % 100_000));
+            let mut settings = vec![
+                ("fetch.size".to_string(), fetch_size.to_string()),
+                ("socket.buffersize".to_string(), socket_buffer_size.to_string()),
+                ("autocommit.interval.ms".to_string(), autocommit_interval_ms.to_string()),
+            ];
+            if let Some(ms) = consumer_timeout_ms {
+                settings.push(("consumer.timeout.ms".to_string(), ms.to_string()));
+            }
+            let options = ConsoleConsumerOptions {
+                zookeeper,
+                subscription,
+                group,
+                from_beginning,
+                max_messages,
+                settings,
+                skip_message_on_error,
+                formatter: Formatter::named(&formatter, &properties)?,
+            };
+            let consumed = runtime(Some(2))?.block_on(console_consumer::consume(&options, &mut std::io::stdout().lock()))?;
+            eprintln!("Consumed {consumed} messages");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::ConsumerOffsetChecker { group, zkconnect, topic } => {
+            let options = CheckOptions {
+                group: group.parse().map_err(|e| format!("--group: {e}"))?,
+                zk_connect: ZkConnect::parse(&zkconnect).map_err(|e| format!("--zkconnect: {e}"))?,
+                topics: topic.map(|t| t.split(',').map(|t| t.trim().parse().map_err(|e| format!("--topic {t}: {e}"))).collect::<Result<Vec<_>, _>>()).transpose()?.unwrap_or_default(),
+            };
+            runtime(Some(1))?.block_on(offset_checker::check(&options, &mut std::io::stdout().lock()))?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::SimpleConsumer { at, offset, fetchsize, print_offsets, max_messages, stop_at_end } => {
             let PartitionArgs { server, topic, partition } = at;

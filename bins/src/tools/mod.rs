@@ -1,7 +1,9 @@
 //! The command-line tools, named after the 0.7 tools they replace.
 
 pub mod check_config;
+pub mod console_consumer;
 pub mod console_producer;
 pub mod dump_log;
 pub mod get_offsets;
+pub mod offset_checker;
 pub mod simple_consumer;

@@ -25,6 +25,14 @@ impl PartitionOffsets {
         PartitionOffsets { fetched: offset, consumed: offset, committed: offset }
     }
 
+    /// Resumes a partition this member keeps across a rebalance: fetching starts again after
+    /// what was handed out (chunks queued and not handed out were dropped), with what was
+    /// committed still known. A `consumed` behind `committed` is taken as `committed`.
+    pub fn resume(committed: i64, consumed: i64) -> Self {
+        let consumed = consumed.max(committed);
+        PartitionOffsets { fetched: consumed, consumed, committed }
+    }
+
     /// Where the next fetch starts.
     pub fn fetched(&self) -> i64 {
         self.fetched
@@ -78,9 +86,13 @@ impl PartitionOffsets {
     }
 
     /// The fetch position was reset (`autooffset.reset` after OffsetOutOfRange, or a gap
-    /// skipped): everything starts again at `offset`.
+    /// skipped): fetching and handing out start again at `offset`; the new position is
+    /// committed at the next commit when it is ahead of the committed one.
     pub fn reset_to(&mut self, offset: i64) {
-        *self = PartitionOffsets::starting_at(offset);
+        self.fetched = offset;
+        self.consumed = offset;
+        self.committed = self.committed.min(offset);
+        debug_assert!(self.invariants_hold());
     }
 
     /// `committed <= consumed <= fetched`.

@@ -1,0 +1,192 @@
+//! One fetcher per broker that hosts an owned partition: a MULTIFETCH per round over its
+//! partitions (`fetch.size` each), whole messages queued to each partition's stream (blocking
+//! when the queue holds `queuedchunks.max` chunks), positions moved by the valid bytes.
+//!
+//! Never silent: a message larger than `fetch.size`, data that cannot be read, an error code,
+//! and an offset out of range under `autooffset.reset` other than smallest/largest each reach
+//! the stream as an error naming topic, partition and offset, and that partition stops being
+//! fetched until the next rebalance. An offset out of range that is reset is logged with the
+//! byte range skipped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tributary_core::config::AutoOffsetReset;
+use tributary_core::message::ShallowIter;
+use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response};
+
+use super::state::{Chunk, PartitionState, Shared};
+use super::ConsumerError;
+use crate::client::{connect, Connection};
+use crate::env::Env;
+
+/// How a fetcher fetches.
+#[derive(Debug, Clone)]
+pub struct FetchSettings {
+    /// `fetch.size`.
+    pub fetch_bytes: i32,
+    /// `fetcher.backoff.ms`: pause after a round that returned nothing.
+    pub backoff: Duration,
+    /// `socket.timeout.ms`.
+    pub socket_timeout: Duration,
+    /// `autooffset.reset`.
+    pub reset: AutoOffsetReset,
+}
+
+/// Fetches for this generation's partitions on `broker_id` until none are left to fetch (the
+/// rebalance that ends the generation aborts it).
+pub async fn run<E: Env>(env: E, broker_id: i32, address: (String, u16), shared: Arc<Shared>, generation: u64, settings: FetchSettings) {
+    let (host, port) = address;
+    let mut conn: Option<Connection<E::Stream>> = None;
+    loop {
+        let partitions: Vec<Arc<PartitionState>> = shared
+            .all()
+            .into_iter()
+            .filter(|p| p.partition.broker_id == broker_id && p.generation == generation && p.is_owned() && !p.is_stalled())
+            .collect();
+        if partitions.is_empty() {
+            return;
+        }
+        if conn.is_none() {
+            match connect(&env, &host, port, settings.socket_timeout).await {
+                Ok(fresh) => conn = Some(fresh),
+                Err(e) => {
+                    tracing::warn!("fetcher for broker {broker_id}: {e}; retrying");
+                    tokio::time::sleep(settings.backoff).await;
+                    continue;
+                }
+            }
+        }
+        let Some(open) = conn.as_mut() else { continue };
+        let fetches: Vec<FetchRequest> = partitions
+            .iter()
+            .map(|p| FetchRequest { topic: p.topic.clone(), partition: p.partition.partition as i32, offset: p.offsets().fetched(), max_bytes: settings.fetch_bytes })
+            .collect();
+        let blocks = match open.call(&Request::MultiFetch(fetches.clone())).await {
+            Ok(Response::MultiFetch(m)) if m.blocks.len() == fetches.len() => m.blocks,
+            Ok(other) => {
+                tracing::warn!("fetcher for broker {broker_id}: unexpected answer {other:?}; reconnecting");
+                conn = None;
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!("fetcher for broker {broker_id}: {e}; reconnecting");
+                conn = None;
+                tokio::time::sleep(settings.backoff).await;
+                continue;
+            }
+        };
+        let mut got_data = false;
+        for ((partition, request), block) in partitions.iter().zip(&fetches).zip(blocks) {
+            if !partition.is_owned() {
+                continue;
+            }
+            let queued = match block.error {
+                ErrorCode::NoError => deliver(&shared, partition, request.offset, block.messages, &settings).await,
+                ErrorCode::OffsetOutOfRange => {
+                    out_of_range(&env, &host, port, &shared, partition, request.offset, &settings).await;
+                    Ok(false)
+                }
+                other => {
+                    partition.stall();
+                    let error = ConsumerError::Broker { topic: partition.topic.clone(), partition: partition.partition, offset: request.offset, code: other };
+                    tracing::error!("{error}");
+                    queue(&shared, partition, Chunk::Error(error)).await.map(|()| false)
+                }
+            };
+            match queued {
+                Ok(data) => got_data |= data,
+                // The stream is gone: the consumer is shutting down.
+                Err(()) => return,
+            }
+        }
+        if !got_data {
+            tokio::time::sleep(settings.backoff).await;
+        }
+    }
+}
+
+async fn queue(shared: &Shared, partition: &PartitionState, chunk: Chunk) -> Result<(), ()> {
+    match shared.streams.get(partition.stream) {
+        Some(stream) => stream.send(chunk).await.map_err(drop),
+        None => Err(()),
+    }
+}
+
+/// Queues the whole messages of a fetched block; `Ok(true)` when there were some.
+async fn deliver(shared: &Shared, partition: &Arc<PartitionState>, offset: i64, bytes: bytes::Bytes, settings: &FetchSettings) -> Result<bool, ()> {
+    let mut entries = ShallowIter::new(&bytes, offset);
+    let mut first_error = None;
+    for entry in entries.by_ref() {
+        if let Err(e) = entry {
+            first_error = Some(e);
+            break;
+        }
+    }
+    let valid = entries.end().valid_bytes;
+    if valid == 0 {
+        if bytes.is_empty() {
+            return Ok(false);
+        }
+        // Not even the first message fits (or it is damaged): 0.7 raises this to the application.
+        partition.stall();
+        let error = match first_error {
+            Some(e) if !matches!(e, tributary_core::message::MessageError::FirstMessageTooLarge { .. }) => {
+                ConsumerError::Corrupt { topic: partition.topic.clone(), partition: partition.partition, detail: e.to_string() }
+            }
+            _ => ConsumerError::MessageTooLarge { topic: partition.topic.clone(), partition: partition.partition, offset, fetch_bytes: settings.fetch_bytes },
+        };
+        tracing::error!("{error}");
+        return queue(shared, partition, Chunk::Error(error)).await.map(|()| false);
+    }
+    partition.offsets().fetched_chunk(valid as u64);
+    queue(shared, partition, Chunk::Messages { partition: partition.clone(), start: offset, bytes: bytes.slice(..valid) }).await.map(|()| true)
+}
+
+/// OffsetOutOfRange: look at what the partition holds. Inside its range the data there cannot be
+/// read (corrupt, or a bad offset): an error. Outside it, `autooffset.reset` decides.
+async fn out_of_range<E: Env>(env: &E, host: &str, port: u16, shared: &Shared, partition: &Arc<PartitionState>, offset: i64, settings: &FetchSettings) {
+    let range = async {
+        let mut conn = connect(env, host, port, settings.socket_timeout).await.map_err(|e| e.to_string())?;
+        let earliest = first_offset(&mut conn, partition, -2).await?;
+        let latest = first_offset(&mut conn, partition, -1).await?;
+        Ok::<_, String>((earliest, latest))
+    };
+    let error = match range.await {
+        Ok((earliest, latest)) if offset >= earliest && offset < latest => ConsumerError::Unreadable {
+            topic: partition.topic.clone(),
+            partition: partition.partition,
+            offset,
+            detail: format!("the partition holds {earliest}..{latest}, but no valid message starts at {offset} (corrupt data, or an offset that is not a message boundary)"),
+        },
+        Ok((earliest, latest)) => match &settings.reset {
+            AutoOffsetReset::Smallest | AutoOffsetReset::Largest => {
+                let to = if matches!(settings.reset, AutoOffsetReset::Smallest) { earliest } else { latest };
+                if offset < earliest {
+                    tracing::error!("{}/{}: offset {offset} is gone (the partition now starts at {earliest}): bytes {offset}..{earliest} were deleted before they were consumed; resuming at {to}", partition.topic, partition.partition);
+                } else {
+                    tracing::warn!("{}/{}: offset {offset} is past the end {latest}; resuming at {to} (autooffset.reset)", partition.topic, partition.partition);
+                }
+                partition.offsets().reset_to(to);
+                return;
+            }
+            AutoOffsetReset::Raise(policy) => ConsumerError::OffsetOutOfRange { topic: partition.topic.clone(), partition: partition.partition, offset, earliest, latest, policy: policy.clone() },
+        },
+        Err(e) => {
+            tracing::warn!("{}/{}: offset {offset} out of range, and the range could not be read ({e}); retrying", partition.topic, partition.partition);
+            return;
+        }
+    };
+    partition.stall();
+    tracing::error!("{error}");
+    let _stream_gone = queue(shared, partition, Chunk::Error(error)).await.is_err();
+}
+
+async fn first_offset<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(conn: &mut Connection<S>, partition: &PartitionState, time: i64) -> Result<i64, String> {
+    let request = Request::Offsets(OffsetsRequest { topic: partition.topic.clone(), partition: partition.partition.partition as i32, time, max_offsets: 1 });
+    match conn.call(&request).await.map_err(|e| e.to_string())? {
+        Response::Offsets(o) if o.error == ErrorCode::NoError => o.offsets.first().copied().ok_or_else(|| "no offsets".to_string()),
+        Response::Offsets(o) => Err(format!("OFFSETS answered {}", o.error.name())),
+        other => Err(format!("unexpected answer {other:?}")),
+    }
+}

@@ -1,0 +1,407 @@
+//! The group member's coordinator: registration, rebalances, commits, in one task so a commit
+//! can never land for a partition a rebalance has just given away.
+//!
+//! Rebalance (0.7.1's, with its layout): stop the fetchers; commit (with autocommit); release
+//! the owner nodes held; read the members and the partitions; compute the range assignment;
+//! take each new partition's offset (committed, or `autooffset.reset`); claim the owner nodes
+//! (a node held by someone else fails the attempt: ours are deleted, and after
+//! `rebalance.backoff.ms` it is tried again, `rebalance.retries.max` times, then logged as an
+//! error and retried on the next change). A partition kept through a rebalance resumes after
+//! what was handed out, not from ZooKeeper.
+//!
+//! Triggers: members joining or leaving (`/consumers/<g>/ids`), brokers registering or losing a
+//! subscribed topic (`/brokers/topics/<t>`), new topics for a wildcard (`/brokers/topics`), and
+//! the session's expiry (re-register first). Changes arriving together are coalesced.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+use tributary_core::config::{AutoOffsetReset, ConsumerConfig};
+use tributary_core::consumer::{assign, thread_id, BrokerPartition, PartitionOffsets, Registration};
+use tributary_core::group_id::GroupId;
+use tributary_core::wire::{ErrorCode, OffsetsRequest, Request, Response, TopicName};
+use tributary_core::zk_layout::{
+    broker_id_path, broker_topic_path, consumer_ids_path, consumer_offsets_path, consumer_owners_path, parse_broker_registration, BROKER_TOPICS_PATH,
+};
+
+use super::fetcher::{self, FetchSettings};
+use super::state::{PartitionState, Shared};
+use crate::client::connect;
+use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
+use crate::env::Env;
+
+/// Quiet time after a change before rebalancing, so changes arriving together cause one.
+const COALESCE: Duration = Duration::from_millis(100);
+/// Pause before retrying ZooKeeper after a failure.
+const RETRY_BACKOFF: Duration = Duration::from_millis(500);
+
+/// A commit asked for by the application.
+pub(super) struct CommitRequest {
+    /// (topic, partition, offset or everything handed out, generation it was handed out in).
+    pub items: Vec<(TopicName, BrokerPartition, Option<i64>, Option<u64>)>,
+    pub done: oneshot::Sender<Result<usize, String>>,
+    /// Commit every owned partition up to what was handed out (`items` is then empty).
+    pub everything: bool,
+}
+
+/// The member: who it is and what it consumes.
+pub(super) struct Member<E: Env> {
+    pub env: E,
+    pub config: ConsumerConfig,
+    pub consumer_id: String,
+    pub registration: Registration,
+    /// Stream index of thread `i` of `topic` (see `ConsumerConnector`).
+    pub stream_of: super::StreamOf,
+    pub shared: Arc<Shared>,
+}
+
+impl<E: Env> Member<E> {
+    fn group(&self) -> &GroupId {
+        &self.config.group_id
+    }
+
+    fn settings(&self) -> FetchSettings {
+        FetchSettings {
+            fetch_bytes: i32::try_from(self.config.fetch_bytes).unwrap_or(i32::MAX),
+            backoff: Duration::from_millis(self.config.fetcher_backoff_ms.into()),
+            socket_timeout: Duration::from_millis(self.config.socket_timeout_ms.max(1000).into()),
+            reset: self.config.auto_offset_reset.clone(),
+        }
+    }
+
+    fn ids_path(&self) -> String {
+        format!("{}/{}", consumer_ids_path(self.group()), self.consumer_id)
+    }
+
+    /// Registers this member (ephemeral), retrying while a stale node of ours (a previous
+    /// session) is still there.
+    pub async fn register(&self, coord: &impl Coordination) -> Result<(), CoordError> {
+        let path = self.ids_path();
+        coord.ensure_parents(&path).await?;
+        let data = self.registration.encode();
+        for _ in 0..20 {
+            match coord.create(&path, data.as_bytes(), NodeKind::Ephemeral).await {
+                Ok(_) => return Ok(()),
+                Err(CoordError::NodeExists(_)) => match coord.get(&path).await {
+                    Ok((existing, _)) if existing == data.as_bytes() => return Ok(()),
+                    Ok(_) | Err(CoordError::NoNode(_)) => tokio::time::sleep(RETRY_BACKOFF).await,
+                    Err(e) => return Err(e),
+                },
+                Err(e) => return Err(e),
+            }
+        }
+        Err(CoordError::NodeExists(path))
+    }
+
+    /// Runs the member until `stop`; then commits (autocommit), releases and closes.
+    pub async fn run(self, mut coord: E::Coord, mut commits: mpsc::Receiver<CommitRequest>, mut stop: watch::Receiver<bool>) {
+        let mut fetchers = JoinSet::new();
+        let mut watches = JoinSet::new();
+        let mut pending_rebalance = true;
+        let autocommit_every = Duration::from_millis(self.config.autocommit_interval_ms.into());
+        let mut autocommit = tokio::time::interval(autocommit_every);
+        autocommit.tick().await;
+        loop {
+            if pending_rebalance {
+                watches = self.rebalance(&coord, &mut fetchers).await;
+                pending_rebalance = false;
+            }
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                Some(joined) = fetchers.join_next(), if !fetchers.is_empty() => {
+                    if let Err(e) = joined {
+                        if e.is_panic() {
+                            std::panic::resume_unwind(e.into_panic());
+                        }
+                    }
+                }
+                event = coord.next_event() => match event {
+                    SessionEvent::Expired | SessionEvent::Closed => {
+                        tracing::warn!("consumer {}: ZooKeeper session ended; registering again", self.consumer_id);
+                        coord = self.new_session().await;
+                        pending_rebalance = true;
+                    }
+                    SessionEvent::Disconnected | SessionEvent::Connected => {}
+                },
+                Some(_) = watches.join_next(), if !watches.is_empty() => {
+                    tokio::time::sleep(COALESCE).await;
+                    pending_rebalance = true;
+                }
+                Some(request) = commits.recv() => {
+                    let result = if request.everything { self.commit_partitions(&coord, &self.shared.all(), &BTreeMap::new()).await } else { self.commit(&coord, &request.items).await };
+                    let _asker_gone = request.done.send(result).is_err();
+                }
+                _ = autocommit.tick(), if self.config.autocommit_enable => {
+                    if let Err(e) = self.commit_partitions(&coord, &self.shared.all(), &BTreeMap::new()).await {
+                        tracing::warn!("autocommit: {e}");
+                    }
+                }
+            }
+        }
+        fetchers.abort_all();
+        while fetchers.join_next().await.is_some() {}
+        let released = self.shared.release_all();
+        if self.config.autocommit_enable {
+            if let Err(e) = self.commit_partitions(&coord, &released, &BTreeMap::new()).await {
+                tracing::warn!("commit at shutdown: {e}");
+            }
+        }
+        self.release_owners(&coord, &released).await;
+        coord.close().await;
+    }
+
+    /// A new session after expiry, registered again (retried until it works).
+    async fn new_session(&self) -> E::Coord {
+        let session = Duration::from_millis(self.config.zk.session_timeout_ms.into());
+        let connection = Duration::from_millis(self.config.zk.connection_timeout_ms.into());
+        loop {
+            match self.env.coordinate(&self.config.zk_connect, session, connection).await {
+                Ok(coord) => match self.register(&coord).await {
+                    Ok(()) => return coord,
+                    Err(e) => tracing::warn!("registering consumer {}: {e}; retrying", self.consumer_id),
+                },
+                Err(e) => tracing::warn!("{e}; retrying"),
+            }
+            tokio::time::sleep(RETRY_BACKOFF).await;
+        }
+    }
+
+    /// Commits the asked partitions this member still owns (in the generation the offsets were
+    /// handed out in); returns how many offsets were written.
+    async fn commit(&self, coord: &E::Coord, items: &[(TopicName, BrokerPartition, Option<i64>, Option<u64>)]) -> Result<usize, String> {
+        let mut states = Vec::new();
+        let mut wanted = BTreeMap::new();
+        for (topic, partition, offset, generation) in items {
+            let Some(state) = self.shared.get(topic, *partition) else { continue };
+            if generation.is_some_and(|g| g != state.generation) || !state.is_owned() {
+                continue;
+            }
+            if let Some(offset) = offset {
+                wanted.insert((topic.clone(), *partition), *offset);
+            }
+            states.push(state);
+        }
+        self.commit_partitions(coord, &states, &wanted).await
+    }
+
+    async fn commit_partitions(&self, coord: &E::Coord, states: &[Arc<PartitionState>], wanted: &BTreeMap<(TopicName, BrokerPartition), i64>) -> Result<usize, String> {
+        let mut written = 0;
+        for state in states {
+            let Some(offset) = state.offsets().to_commit(wanted.get(&(state.topic.clone(), state.partition)).copied()) else { continue };
+            let path = format!("{}/{}", consumer_offsets_path(self.group(), &state.topic), state.partition);
+            write_offset(coord, &path, offset).await.map_err(|e| format!("{path}: {e}"))?;
+            state.offsets().committed_at(offset);
+            written += 1;
+        }
+        Ok(written)
+    }
+
+    async fn release_owners(&self, coord: &E::Coord, released: &[Arc<PartitionState>]) {
+        for state in released {
+            let path = format!("{}/{}", consumer_owners_path(self.group(), &state.topic), state.partition);
+            match coord.delete(&path, None).await {
+                Ok(()) | Err(CoordError::NoNode(_)) => {}
+                Err(e) => tracing::warn!("releasing {path}: {e}"),
+            }
+        }
+    }
+
+    /// Rebalances until an attempt succeeds (or gives up after `rebalance.retries.max`, to try
+    /// again on the next change); returns the watches that trigger the next one.
+    async fn rebalance(&self, coord: &E::Coord, fetchers: &mut JoinSet<()>) -> JoinSet<()> {
+        let attempts = self.config.rebalance_retries_max.max(1);
+        let backoff = Duration::from_millis(self.config.rebalance_backoff_ms.into());
+        let mut last = String::new();
+        for attempt in 1..=attempts {
+            fetchers.abort_all();
+            while fetchers.join_next().await.is_some() {}
+            let released = self.shared.release_all();
+            if self.config.autocommit_enable {
+                if let Err(e) = self.commit_partitions(coord, &released, &BTreeMap::new()).await {
+                    tracing::warn!("commit before rebalance: {e}");
+                }
+            }
+            self.release_owners(coord, &released).await;
+            let kept: BTreeMap<(TopicName, BrokerPartition), PartitionOffsets> = released.iter().map(|p| ((p.topic.clone(), p.partition), *p.offsets())).collect();
+            match self.attempt(coord, kept).await {
+                Ok((claimed, watches, brokers)) => {
+                    let generation = self.shared.generation();
+                    let owned: Vec<String> = claimed.iter().map(|p| format!("{}/{}", p.topic, p.partition)).collect();
+                    tracing::info!("consumer {} owns {} partitions: {}", self.consumer_id, owned.len(), owned.join(" "));
+                    self.shared.install(claimed);
+                    for (broker_id, address) in brokers {
+                        fetchers.spawn(fetcher::run(self.env.clone(), broker_id, address, self.shared.clone(), generation, self.settings()));
+                    }
+                    return watches;
+                }
+                Err(e) => {
+                    last = e;
+                    tracing::warn!("consumer {}: rebalance attempt {attempt} of {attempts} failed: {last}", self.consumer_id);
+                    tokio::time::sleep(backoff).await;
+                }
+            }
+        }
+        tracing::error!("consumer {}: rebalance failed {attempts} times ({last}); owning nothing until the next change", self.consumer_id);
+        let mut retry = JoinSet::new();
+        retry.spawn(tokio::time::sleep(backoff.max(RETRY_BACKOFF)));
+        retry
+    }
+
+    /// One rebalance attempt: claimed partitions, the watches set while reading, and the
+    /// brokers to fetch from.
+    #[allow(clippy::type_complexity)]
+    async fn attempt(&self, coord: &E::Coord, kept: BTreeMap<(TopicName, BrokerPartition), PartitionOffsets>) -> Result<(Vec<Arc<PartitionState>>, JoinSet<()>, BTreeMap<i32, (String, u16)>), String> {
+        let mut watches = JoinSet::new();
+        let ids_path = consumer_ids_path(self.group());
+        let (members, watch) = coord.children_and_watch(&ids_path).await.map_err(|e| format!("{ids_path}: {e}"))?;
+        watches.spawn(watch);
+        let (topics, watch) = children_or_none(coord, BROKER_TOPICS_PATH).await?;
+        if matches!(self.registration, Registration::Wildcard { .. }) {
+            watches.spawn(watch);
+        }
+        let mut registrations = BTreeMap::new();
+        for member in members {
+            match coord.get(&format!("{ids_path}/{member}")).await {
+                Ok((data, _)) => match Registration::parse(&String::from_utf8_lossy(&data)) {
+                    Ok(r) => {
+                        registrations.insert(member, r);
+                    }
+                    Err(e) => tracing::warn!("{ids_path}/{member}: {e}; skipped"),
+                },
+                Err(CoordError::NoNode(_)) => {}
+                Err(e) => return Err(format!("{ids_path}/{member}: {e}")),
+            }
+        }
+        let mine = self.registration.streams_for(topics.iter().map(String::as_str));
+        let mut claimed: Vec<Arc<PartitionState>> = Vec::new();
+        let mut brokers = BTreeMap::new();
+        let generation = self.shared.generation();
+        for (topic_name, streams) in mine {
+            let Ok(topic) = topic_name.parse::<TopicName>() else { continue };
+            let topic_path = broker_topic_path(&topic);
+            let (registered, watch) = children_or_none(coord, &topic_path).await?;
+            watches.spawn(watch);
+            let partitions = self.partitions_of(coord, &topic_path, registered).await?;
+            let threads: Vec<String> = registrations
+                .iter()
+                .flat_map(|(member, r)| {
+                    let n = r.streams_for(topics.iter().map(String::as_str)).get(&topic_name).copied().unwrap_or(0);
+                    (0..n).map(move |i| thread_id(member, i))
+                })
+                .collect();
+            let assignment = assign(&partitions, &threads);
+            for i in 0..streams {
+                let thread = thread_id(&self.consumer_id, i);
+                for partition in assignment.get(&thread).cloned().unwrap_or_default() {
+                    let address = self.broker_address(coord, partition.broker_id).await?;
+                    let offsets = match kept.get(&(topic.clone(), partition)) {
+                        Some(o) => PartitionOffsets::resume(o.committed(), o.consumed()),
+                        None => PartitionOffsets::starting_at(self.start_offset(coord, &topic, partition, &address).await?),
+                    };
+                    if let Err(e) = self.claim(coord, &topic, partition, &thread).await {
+                        for state in &claimed {
+                            let path = format!("{}/{}", consumer_owners_path(self.group(), &state.topic), state.partition);
+                            let _ = coord.delete(&path, None).await;
+                        }
+                        return Err(e);
+                    }
+                    brokers.insert(partition.broker_id, address);
+                    claimed.push(Arc::new(PartitionState::new(topic.clone(), partition, generation, (self.stream_of)(&topic_name, i), offsets)));
+                }
+            }
+        }
+        Ok((claimed, watches, brokers))
+    }
+
+    async fn partitions_of(&self, coord: &E::Coord, topic_path: &str, registered: Vec<String>) -> Result<Vec<BrokerPartition>, String> {
+        let mut partitions = Vec::new();
+        for broker in registered {
+            let Ok(broker_id) = broker.parse::<i32>() else { continue };
+            match coord.get(&format!("{topic_path}/{broker}")).await {
+                Ok((data, _)) => match String::from_utf8_lossy(&data).trim().parse::<u32>() {
+                    Ok(count) => partitions.extend((0..count).map(|partition| BrokerPartition { broker_id, partition })),
+                    Err(_) => tracing::warn!("{topic_path}/{broker}: unreadable partition count; skipped"),
+                },
+                Err(CoordError::NoNode(_)) => {}
+                Err(e) => return Err(format!("{topic_path}/{broker}: {e}")),
+            }
+        }
+        Ok(partitions)
+    }
+
+    async fn broker_address(&self, coord: &E::Coord, broker_id: i32) -> Result<(String, u16), String> {
+        let path = broker_id_path(broker_id);
+        let (data, _) = coord.get(&path).await.map_err(|e| format!("{path}: {e}"))?;
+        parse_broker_registration(&String::from_utf8_lossy(&data)).ok_or_else(|| format!("{path}: unreadable broker registration"))
+    }
+
+    /// The committed offset, or where `autooffset.reset` says to start.
+    async fn start_offset(&self, coord: &E::Coord, topic: &TopicName, partition: BrokerPartition, address: &(String, u16)) -> Result<i64, String> {
+        let path = format!("{}/{}", consumer_offsets_path(self.group(), topic), partition);
+        match coord.get(&path).await {
+            Ok((data, _)) => return String::from_utf8_lossy(&data).trim().parse().map_err(|_| format!("{path}: not an offset")),
+            Err(CoordError::NoNode(_)) => {}
+            Err(e) => return Err(format!("{path}: {e}")),
+        }
+        let time = match &self.config.auto_offset_reset {
+            AutoOffsetReset::Smallest => -2,
+            AutoOffsetReset::Largest => -1,
+            // No committed offset and no reset allowed: start at the beginning, as 0.7 does for
+            // a group's first run; out-of-range errors are raised by the fetcher.
+            AutoOffsetReset::Raise(_) => -2,
+        };
+        let timeout = Duration::from_millis(self.config.socket_timeout_ms.max(1000).into());
+        let mut conn = connect(&self.env, &address.0, address.1, timeout).await.map_err(|e| e.to_string())?;
+        let request = Request::Offsets(OffsetsRequest { topic: topic.clone(), partition: partition.partition as i32, time, max_offsets: 1 });
+        match conn.call(&request).await.map_err(|e| e.to_string())? {
+            Response::Offsets(o) if o.error == ErrorCode::NoError => o.offsets.first().copied().ok_or_else(|| format!("{topic}/{partition}: no offsets")),
+            other => Err(format!("{topic}/{partition}: OFFSETS answered {other:?}")),
+        }
+    }
+
+    /// Creates the owner node (ephemeral, our thread id); ours already counts as success.
+    async fn claim(&self, coord: &E::Coord, topic: &TopicName, partition: BrokerPartition, thread: &str) -> Result<(), String> {
+        let path = format!("{}/{}", consumer_owners_path(self.group(), topic), partition);
+        coord.ensure_parents(&path).await.map_err(|e| format!("{path}: {e}"))?;
+        match coord.create(&path, thread.as_bytes(), NodeKind::Ephemeral).await {
+            Ok(_) => Ok(()),
+            Err(CoordError::NodeExists(_)) => match coord.get(&path).await {
+                Ok((owner, _)) if owner == thread.as_bytes() => Ok(()),
+                Ok((owner, _)) => Err(format!("{topic}/{partition} is still owned by {}", String::from_utf8_lossy(&owner))),
+                Err(e) => Err(format!("{path}: {e}")),
+            },
+            Err(e) => Err(format!("{path}: {e}")),
+        }
+    }
+}
+
+/// Children of `path` and a watch on them; a missing node has none, and is looked for again
+/// soon (a watch that fires after a pause).
+async fn children_or_none(coord: &impl Coordination, path: &str) -> Result<(Vec<String>, Watch), String> {
+    match coord.children_and_watch(path).await {
+        Ok(found) => Ok(found),
+        Err(CoordError::NoNode(_)) => Ok((Vec::new(), Box::pin(tokio::time::sleep(Duration::from_secs(1))))),
+        Err(e) => Err(format!("{path}: {e}")),
+    }
+}
+
+/// Writes a committed offset (persistent, decimal), creating the node and its parents.
+pub async fn write_offset(coord: &impl Coordination, path: &str, offset: i64) -> Result<(), CoordError> {
+    let data = offset.to_string();
+    match coord.set(path, data.as_bytes(), None).await {
+        Ok(_) => Ok(()),
+        Err(CoordError::NoNode(_)) => {
+            coord.ensure_parents(path).await?;
+            match coord.create(path, data.as_bytes(), NodeKind::Persistent).await {
+                Ok(_) => Ok(()),
+                Err(CoordError::NodeExists(_)) => coord.set(path, data.as_bytes(), None).await.map(drop),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}

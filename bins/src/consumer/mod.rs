@@ -1,0 +1,255 @@
+//! The ZooKeeper consumer group (0.7's `ZookeeperConsumerConnector`), with 0.7's layout and
+//! algorithm so Tributary and 0.7 members can share a group.
+//!
+//! [`ConsumerConnector::start`] registers the member and returns its streams: with a static
+//! subscription, `n` streams per topic (in topic order); with a wildcard, `n` streams shared by
+//! every matching topic — and a topic that appears later is consumed without touching the
+//! streams already running. Messages come out of [`MessageStream::next`] with their resume
+//! offset; offsets are committed by autocommit (`autocommit.enable`, every
+//! `autocommit.interval.ms`, before each rebalance and at shutdown), or explicitly with
+//! [`ConsumerConnector::commit`] / [`ConsumerConnector::commit_offsets`], never past what was
+//! handed out and never for a partition this member no longer owns.
+//!
+//! The decisions are `tributary_core::consumer`'s; this module runs them against ZooKeeper and
+//! the brokers through [`Env`], so the simulator drives the same consumer.
+
+mod fetcher;
+mod group;
+mod state;
+mod stream;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tributary_core::config::ConsumerConfig;
+use tributary_core::consumer::{consumer_id, BrokerPartition, FilterKind, Registration, TopicPattern, TopicPatternError};
+use tributary_core::wire::{ErrorCode, TopicName};
+
+pub use self::group::write_offset;
+pub use self::stream::{ConsumedMessage, MessageStream};
+use crate::coordination::CoordError;
+use crate::env::Env;
+
+/// What a member consumes.
+#[derive(Debug, Clone)]
+pub enum Subscription {
+    /// These topics, with this many streams each.
+    Topics(BTreeMap<TopicName, u32>),
+    /// Every topic a whitelist allows, with this many streams shared by all.
+    Whitelist(String, u32),
+    /// Every topic a blacklist does not exclude, with this many streams shared by all.
+    Blacklist(String, u32),
+}
+
+/// What went wrong for the application.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConsumerError {
+    /// No message within `consumer.timeout.ms`; the stream stays usable.
+    #[error("no message within {0:?}")]
+    Timeout(Duration),
+    /// The consumer was shut down.
+    #[error("the consumer is shut down")]
+    Closed,
+    /// A message failed its checks (CRC, size, compression); nothing after it in its chunk is
+    /// handed out.
+    #[error("{topic}/{partition}: corrupt message: {detail}")]
+    Corrupt {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: BrokerPartition,
+        /// What failed, with its offset.
+        detail: String,
+    },
+    /// A message is larger than `fetch.size`: the partition cannot move on until it is raised.
+    #[error("{topic}/{partition}: the message at offset {offset} is larger than fetch.size ({fetch_bytes} bytes); raise fetch.size")]
+    MessageTooLarge {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: BrokerPartition,
+        /// Where it is.
+        offset: i64,
+        /// `fetch.size`.
+        fetch_bytes: i32,
+    },
+    /// The offset is outside the partition and `autooffset.reset` does not say where to go.
+    #[error("{topic}/{partition}: offset {offset} is out of range (the partition holds {earliest}..{latest}) and autooffset.reset={policy} says not to move")]
+    OffsetOutOfRange {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: BrokerPartition,
+        /// The offset.
+        offset: i64,
+        /// The partition's first offset.
+        earliest: i64,
+        /// The partition's end.
+        latest: i64,
+        /// The configured policy.
+        policy: String,
+    },
+    /// The data at an offset inside the partition cannot be read.
+    #[error("{topic}/{partition}: cannot read at offset {offset}: {detail}")]
+    Unreadable {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: BrokerPartition,
+        /// The offset.
+        offset: i64,
+        /// Why.
+        detail: String,
+    },
+    /// The broker answered a fetch with an error code.
+    #[error("{topic}/{partition}: the broker answered a fetch at {offset} with {} ({})", code.code(), code.name())]
+    Broker {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: BrokerPartition,
+        /// The offset.
+        offset: i64,
+        /// The error code.
+        code: ErrorCode,
+    },
+}
+
+/// Why a consumer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// ZooKeeper could not be reached or written.
+    #[error(transparent)]
+    ZooKeeper(#[from] CoordError),
+    /// The whitelist or blacklist is not a valid regex.
+    #[error(transparent)]
+    Filter(#[from] TopicPatternError),
+    /// A subscription with no stream at all.
+    #[error("a consumer needs at least one stream")]
+    NoStreams,
+}
+
+/// A group member; see the module docs. Dropping it without [`ConsumerConnector::shutdown`]
+/// stops it too (without the final commit being waited for).
+pub struct ConsumerConnector {
+    consumer_id: String,
+    commits: mpsc::Sender<group::CommitRequest>,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ConsumerConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsumerConnector").field("consumer_id", &self.consumer_id).finish()
+    }
+}
+
+impl ConsumerConnector {
+    /// Joins the group of `config` with `subscription`; returns the member and its streams.
+    pub async fn start<E: Env>(env: E, config: ConsumerConfig, subscription: Subscription) -> Result<(Self, Vec<MessageStream>), StartError> {
+        let (registration, stream_count, stream_of) = layout(&subscription)?;
+        if stream_count == 0 {
+            return Err(StartError::NoStreams);
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(env.rng_seed());
+        let id = consumer_id(config.group_id.as_str(), config.consumer_id.as_deref(), &env.host_address(), env.now_ms(), rng.random());
+        let timeout = config.consumer_timeout_ms.map(|ms| Duration::from_millis(ms.into()));
+        let (senders, streams): (Vec<_>, Vec<_>) = (0..stream_count)
+            .map(|_| {
+                let (tx, rx) = mpsc::channel(config.queued_chunks_max.max(1) as usize);
+                (tx, MessageStream::new(rx, timeout))
+            })
+            .unzip();
+        let session = Duration::from_millis(config.zk.session_timeout_ms.into());
+        let connection = Duration::from_millis(config.zk.connection_timeout_ms.into());
+        let coord = env.coordinate(&config.zk_connect, session, connection).await?;
+        let member = group::Member { env, config, consumer_id: id.clone(), registration, stream_of, shared: Arc::new(state::Shared::new(senders)) };
+        member.register(&coord).await?;
+        tracing::info!("consumer {id} joined group {}", member.config.group_id);
+        let (commits, commits_rx) = mpsc::channel(64);
+        let (stop, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(member.run(coord, commits_rx, stop_rx));
+        Ok((ConsumerConnector { consumer_id: id, commits, stop, task: Some(task) }, streams))
+    }
+
+    /// This member's id in the group.
+    pub fn consumer_id(&self) -> &str {
+        &self.consumer_id
+    }
+
+    /// Commits everything handed out so far, for every partition this member owns; returns how
+    /// many offsets were written.
+    pub async fn commit_offsets(&self) -> Result<usize, String> {
+        self.request_commit(Vec::new(), true).await
+    }
+
+    /// Commits up to `message` (its resume offset) for its partition, if this member still owns
+    /// it in the generation the message was handed out in; returns whether it was written.
+    pub async fn commit(&self, message: &ConsumedMessage) -> Result<bool, String> {
+        self.commit_at(&message.topic, message.partition, message.offset, message.generation).await
+    }
+
+    /// Commits `offset` for a partition (never past what was handed out), if this member still
+    /// owns it in `generation`; returns whether it was written.
+    pub async fn commit_at(&self, topic: &TopicName, partition: BrokerPartition, offset: i64, generation: u64) -> Result<bool, String> {
+        self.request_commit(vec![(topic.clone(), partition, Some(offset), Some(generation))], false).await.map(|n| n > 0)
+    }
+
+    async fn request_commit(&self, items: Vec<(TopicName, BrokerPartition, Option<i64>, Option<u64>)>, everything: bool) -> Result<usize, String> {
+        let (done, answer) = oneshot::channel();
+        let items = if everything { vec![] } else { items };
+        let request = group::CommitRequest { items, done, everything };
+        self.commits.send(request).await.map_err(|_| "the consumer is shut down".to_string())?;
+        answer.await.map_err(|_| "the consumer is shut down".to_string())?
+    }
+
+    /// Leaves the group: stops fetching, commits (autocommit), releases its partitions, closes
+    /// its session; the streams then end with `Closed`.
+    pub async fn shutdown(mut self) {
+        let _stopped_already = self.stop.send(true).is_err();
+        if let Some(task) = self.task.take() {
+            if let Err(e) = task.await {
+                if e.is_panic() {
+                    std::panic::resume_unwind(e.into_panic());
+                }
+            }
+        }
+    }
+}
+
+impl Drop for ConsumerConnector {
+    fn drop(&mut self) {
+        let _stopped_already = self.stop.send(true).is_err();
+    }
+}
+
+/// Which stream thread `i` of a topic feeds.
+type StreamOf = Arc<dyn Fn(&str, u32) -> usize + Send + Sync>;
+
+/// The registration, the number of streams, and which stream thread `i` of a topic feeds.
+fn layout(subscription: &Subscription) -> Result<(Registration, usize, StreamOf), StartError> {
+    Ok(match subscription {
+        Subscription::Topics(topics) => {
+            let counts: BTreeMap<String, u32> = topics.iter().map(|(t, n)| (t.to_string(), *n)).collect();
+            let mut base = BTreeMap::new();
+            let mut total = 0usize;
+            for (topic, n) in &counts {
+                base.insert(topic.clone(), total);
+                total += *n as usize;
+            }
+            let stream_of: StreamOf = Arc::new(move |topic, i| base.get(topic).copied().unwrap_or(0) + i as usize);
+            (Registration::Static(counts), total, stream_of)
+        }
+        Subscription::Whitelist(filter, n) | Subscription::Blacklist(filter, n) => {
+            let kind = if matches!(subscription, Subscription::Whitelist(..)) { FilterKind::Whitelist } else { FilterKind::Blacklist };
+            let pattern = TopicPattern::new(kind, filter)?;
+            let stream_of: StreamOf = Arc::new(|_, i| i as usize);
+            (Registration::Wildcard { streams: *n, pattern }, *n as usize, stream_of)
+        }
+    })
+}

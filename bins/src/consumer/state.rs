@@ -1,0 +1,134 @@
+//! What the consumer's tasks share: the partitions owned right now (each with its offsets and
+//! the rebalance generation that gave it), and the queues feeding the streams.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tributary_core::consumer::{BrokerPartition, PartitionOffsets};
+use tributary_core::wire::TopicName;
+
+use super::ConsumerError;
+
+/// One owned partition.
+#[derive(Debug)]
+pub struct PartitionState {
+    /// The topic.
+    pub topic: TopicName,
+    /// The partition.
+    pub partition: BrokerPartition,
+    /// The rebalance that gave it to this member.
+    pub generation: u64,
+    /// Which stream its messages go to.
+    pub stream: usize,
+    offsets: Mutex<PartitionOffsets>,
+    /// Cleared when the partition is released: nothing is handed out or committed for it after.
+    owned: AtomicBool,
+    /// Set when fetching it cannot go on (an error was delivered to its stream) until the next
+    /// rebalance.
+    stalled: AtomicBool,
+}
+
+impl PartitionState {
+    /// A partition owned from generation `generation` on, starting at `offsets`.
+    pub fn new(topic: TopicName, partition: BrokerPartition, generation: u64, stream: usize, offsets: PartitionOffsets) -> Self {
+        PartitionState { topic, partition, generation, stream, offsets: Mutex::new(offsets), owned: AtomicBool::new(true), stalled: AtomicBool::new(false) }
+    }
+
+    /// Its offsets. (Only memory work happens under this lock; a poisoned one is a bug here.)
+    #[allow(clippy::panic)]
+    pub fn offsets(&self) -> MutexGuard<'_, PartitionOffsets> {
+        self.offsets.lock().unwrap_or_else(|_| panic!("the offsets lock of {}/{} was poisoned", self.topic, self.partition))
+    }
+
+    /// Whether this member still owns it (this generation).
+    pub fn is_owned(&self) -> bool {
+        self.owned.load(Ordering::SeqCst)
+    }
+
+    /// Gives it up (a rebalance is taking it away).
+    pub fn release(&self) {
+        self.owned.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether fetching it has stopped on an error.
+    pub fn is_stalled(&self) -> bool {
+        self.stalled.load(Ordering::SeqCst)
+    }
+
+    /// Stops fetching it until the next rebalance.
+    pub fn stall(&self) {
+        self.stalled.store(true, Ordering::SeqCst);
+    }
+}
+
+/// What a fetcher puts on a stream's queue.
+#[derive(Debug)]
+pub enum Chunk {
+    /// Whole messages of one partition, starting at `start`.
+    Messages {
+        /// The partition they came from.
+        partition: Arc<PartitionState>,
+        /// The offset of the first byte.
+        start: i64,
+        /// The messages (whole top-level entries only).
+        bytes: Bytes,
+    },
+    /// Fetching a partition failed in a way the application must hear about.
+    Error(ConsumerError),
+}
+
+/// The owned partitions, the current generation, and the streams' queues.
+#[derive(Debug)]
+pub struct Shared {
+    owned: Mutex<BTreeMap<(TopicName, BrokerPartition), Arc<PartitionState>>>,
+    generation: AtomicU64,
+    /// One sender per stream, in stream order.
+    pub streams: Vec<mpsc::Sender<Chunk>>,
+}
+
+impl Shared {
+    /// No partitions yet; `streams` feed the application's streams.
+    pub fn new(streams: Vec<mpsc::Sender<Chunk>>) -> Self {
+        Shared { owned: Mutex::new(BTreeMap::new()), generation: AtomicU64::new(0), streams }
+    }
+
+    #[allow(clippy::panic)]
+    fn owned(&self) -> MutexGuard<'_, BTreeMap<(TopicName, BrokerPartition), Arc<PartitionState>>> {
+        self.owned.lock().unwrap_or_else(|_| panic!("the consumer's ownership lock was poisoned"))
+    }
+
+    /// The current generation.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// Starts a new generation: every owned partition is released and returned (for a last
+    /// commit); nothing is owned until [`Shared::install`].
+    pub fn release_all(&self) -> Vec<Arc<PartitionState>> {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let released: Vec<Arc<PartitionState>> = std::mem::take(&mut *self.owned()).into_values().collect();
+        released.iter().for_each(|p| p.release());
+        released
+    }
+
+    /// Installs what a successful rebalance claimed.
+    pub fn install(&self, partitions: Vec<Arc<PartitionState>>) {
+        let mut owned = self.owned();
+        for p in partitions {
+            owned.insert((p.topic.clone(), p.partition), p);
+        }
+    }
+
+    /// Every owned partition.
+    pub fn all(&self) -> Vec<Arc<PartitionState>> {
+        self.owned().values().cloned().collect()
+    }
+
+    /// An owned partition.
+    pub fn get(&self, topic: &TopicName, partition: BrokerPartition) -> Option<Arc<PartitionState>> {
+        self.owned().get(&(topic.clone(), partition)).cloned()
+    }
+}

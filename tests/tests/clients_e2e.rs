@@ -1,0 +1,218 @@
+//! The producer and the consumer group against a real ZooKeeper and two real brokers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tributary::consumer::{ConsumerConnector, Subscription};
+use tributary::env::TokioEnv;
+use tributary::producer::{Producer, Record};
+use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
+use tributary_core::wire::TopicName;
+use tributary_tests::broker::{tributary_binary, BrokerProcess};
+use tributary_tests::zookeeper::{free_port, ZooKeeper};
+
+const SESSION_MS: u64 = 2000;
+
+struct Cluster {
+    zk: ZooKeeper,
+    brokers: Vec<BrokerProcess>,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+/// ZooKeeper and two brokers (2 partitions per topic each, every message flushed at once).
+fn cluster() -> Cluster {
+    let zk = ZooKeeper::start();
+    let mut brokers = Vec::new();
+    let mut dirs = Vec::new();
+    for id in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let properties = format!(
+            "brokerid={id}\nhostname=127.0.0.1\nport={port}\nlog.dir={}\nnum.partitions=2\nlog.flush.interval=1\n\
+             zk.connect={}\nzk.sessiontimeout.ms={SESSION_MS}\nzk.connectiontimeout.ms=10000\n",
+            dir.path().join("logs").display(),
+            zk.connect_string()
+        );
+        brokers.push(BrokerProcess::start(dir.path(), port, &properties));
+        dirs.push(dir);
+    }
+    Cluster { zk, brokers, _dirs: dirs }
+}
+
+fn topic(name: &str) -> TopicName {
+    name.parse().unwrap()
+}
+
+fn producer_config(zk: &ZooKeeper, extra: &str) -> ProducerConfig {
+    let text = format!("zk.connect={}\nzk.sessiontimeout.ms={SESSION_MS}\ndurable.acks=true\nnum.retries=8\n{extra}", zk.connect_string());
+    ProducerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap()
+}
+
+fn consumer_config(zk: &ZooKeeper, group: &str, extra: &str) -> ConsumerConfig {
+    let text = format!(
+        "zk.connect={}\ngroupid={group}\nzk.sessiontimeout.ms={SESSION_MS}\nautooffset.reset=smallest\nfetcher.backoff.ms=50\nautocommit.interval.ms=200\nrebalance.backoff.ms=300\n{extra}",
+        zk.connect_string()
+    );
+    ConsumerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap()
+}
+
+/// Sends `messages` durably (each delivery must succeed).
+async fn produce(producer: &Producer<TokioEnv>, topic_name: &str, messages: impl IntoIterator<Item = String>) {
+    for m in messages {
+        let delivery = producer.send(Record::new(topic(topic_name), m.into_bytes())).await.unwrap();
+        delivery.await.unwrap_or_else(|e| panic!("a durable send failed: {e}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_group_splits_partitions_and_a_killed_member_is_replaced_without_loss() {
+    let c = cluster();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n")).await.unwrap();
+    let all: Vec<String> = (0..600).map(|i| format!("msg-{i:04}")).collect();
+    // The topic exists (registered by both brokers) before anyone consumes.
+    produce(&producer, "kt", all[..100].to_vec()).await;
+    // Member A: a console-consumer process from the beginning (killed with SIGKILL later).
+    let out_a = tempfile::NamedTempFile::new().unwrap();
+    let mut a = Command::new(tributary_binary())
+        .args(["console-consumer", "--zookeeper", &c.zk.connect_string(), "--topic", "kt", "--group", "g", "--from-beginning", "--autocommit.interval.ms", "100"])
+        .stdout(Stdio::from(out_a.reopen().unwrap()))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(out_a.path()).unwrap().lines().count() < 20 {
+        assert!(Instant::now() < deadline, "the console consumer printed nothing");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Member B: in this process; it joins, and the group rebalances.
+    let (b, mut streams) = ConsumerConnector::start(TokioEnv, consumer_config(&c.zk, "g", ""), Subscription::Topics([(topic("kt"), 1)].into_iter().collect())).await.unwrap();
+    let mut stream = streams.remove(0);
+    let mut got_b: Vec<String> = Vec::new();
+    let producing = {
+        let rest = all[100..].to_vec();
+        let config = producer_config(&c.zk, "producer.type=sync\n");
+        tokio::spawn(async move {
+            let producer = Producer::start(TokioEnv, config).await.unwrap();
+            for chunk in rest.chunks(10) {
+                produce(&producer, "kt", chunk.to_vec()).await;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+        })
+    };
+    // Both members consume for a while, then A dies without a word.
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(4) {
+        if let Ok(Ok(m)) = tokio::time::timeout(Duration::from_millis(100), stream.next()).await {
+            got_b.push(String::from_utf8(m.payload.to_vec()).unwrap());
+        }
+    }
+    let got_a_before_kill = std::fs::read_to_string(out_a.path()).unwrap().lines().count();
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let b_before_kill = got_b.len();
+    producing.await.unwrap();
+    // B takes A's partitions after A's session expires and consumes the rest.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let text_a = std::fs::read_to_string(out_a.path()).unwrap();
+        let union: BTreeSet<String> = text_a.lines().map(str::to_string).chain(got_b.iter().cloned()).collect();
+        if union.len() == all.len() || Instant::now() > deadline {
+            break;
+        }
+        if let Ok(Ok(m)) = tokio::time::timeout(Duration::from_millis(200), stream.next()).await {
+            got_b.push(String::from_utf8(m.payload.to_vec()).unwrap());
+        }
+    }
+    b.shutdown().await;
+    let text_a = std::fs::read_to_string(out_a.path()).unwrap();
+    let got_a: Vec<String> = text_a.lines().map(str::to_string).collect();
+    let union: BTreeSet<String> = got_a.iter().chain(&got_b).cloned().collect();
+    let expected: BTreeSet<String> = all.iter().cloned().collect();
+    let lost: Vec<&String> = expected.difference(&union).collect();
+    assert!(lost.is_empty(), "{} messages lost, e.g. {:?}", lost.len(), lost.iter().take(5).collect::<Vec<_>>());
+    assert!(got_a_before_kill > 0 && b_before_kill > 0, "both members consumed while both lived (A {got_a_before_kill}, B {b_before_kill})");
+    let duplicates = got_a.len() + got_b.len() - union.len();
+    eprintln!("A consumed {}, B {}, duplicates {duplicates} (from A's uncommitted range)", got_a.len(), got_b.len());
+    assert!(duplicates <= all.len() / 4, "{duplicates} duplicates: more than A's uncommitted range could explain");
+    let mut per_message: BTreeMap<&String, usize> = BTreeMap::new();
+    got_b.iter().for_each(|m| *per_message.entry(m).or_default() += 1);
+    assert!(per_message.values().all(|n| *n == 1), "a member was handed one message twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_topic_matching_a_whitelist_is_consumed_within_a_second() {
+    let c = cluster();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n")).await.unwrap();
+    produce(&producer, "wild-a", vec!["first".to_string()]).await;
+    let (consumer, mut streams) = ConsumerConnector::start(TokioEnv, consumer_config(&c.zk, "w", ""), Subscription::Whitelist("wild-.*".into(), 1)).await.unwrap();
+    let mut stream = streams.remove(0);
+    let first = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert_eq!(first.payload.as_ref(), b"first");
+    // A topic that does not exist yet: registered by its first write.
+    let sent_at = Instant::now();
+    produce(&producer, "wild-b", vec!["second".to_string()]).await;
+    let second = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    let took = sent_at.elapsed();
+    assert_eq!((second.topic.as_str(), second.payload.as_ref()), ("wild-b", &b"second"[..]));
+    eprintln!("a new topic was consumed {took:?} after its first message was acknowledged");
+    assert!(took < Duration::from_millis(1500), "the new topic took {took:?}");
+    // The stream kept running for the old topic too.
+    produce(&producer, "wild-a", vec!["third".to_string()]).await;
+    let third = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    assert_eq!(third.payload.as_ref(), b"third");
+    consumer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_offset_checker_prints_0_7s_report() {
+    let c = cluster();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n")).await.unwrap();
+    produce(&producer, "ct", (0..40).map(|i| format!("m{i}"))).await;
+    let (consumer, mut streams) = ConsumerConnector::start(TokioEnv, consumer_config(&c.zk, "chk", ""), Subscription::Topics([(topic("ct"), 1)].into_iter().collect())).await.unwrap();
+    for _ in 0..40 {
+        tokio::time::timeout(Duration::from_secs(10), streams[0].next()).await.unwrap().unwrap();
+    }
+    assert!(consumer.commit_offsets().await.unwrap() > 0);
+    consumer.shutdown().await;
+    let out = Command::new(tributary_binary()).args(["consumer-offset-checker", "--group", "chk", "--zkconnect", &c.zk.connect_string()]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Every partition fully consumed: offset = log size, lag 0; owners released.
+    let mut expected = String::new();
+    for broker in 0..2 {
+        for partition in 0..2 {
+            let name = format!("{broker}-{partition}");
+            let Some(block) = text.split("\n\n").find(|b| b.starts_with(&format!("chk,ct,{name} "))) else { continue };
+            let offset: i64 = block.lines().nth(2).unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+            expected.push_str(&tributary::tools::offset_checker::format_partition("chk", "ct", &name, None, offset, Some(offset)));
+        }
+    }
+    expected.push_str("BROKER INFO\n");
+    for (id, broker) in c.brokers.iter().enumerate() {
+        if text.contains(&format!("{id} -> ")) {
+            expected.push_str(&format!("{id} -> 127.0.0.1:{}\n", broker.port));
+        }
+    }
+    assert_eq!(text, expected);
+    assert!(text.matches("(Group,Topic,BrokerId-PartitionId)").count() >= 2, "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sync_producer_keeps_going_when_one_of_two_brokers_dies() {
+    let mut c = cluster();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n")).await.unwrap();
+    let mut brokers_used = BTreeSet::new();
+    for i in 0..120 {
+        if i == 40 {
+            c.brokers[1].kill();
+        }
+        let delivery = producer.send(Record::new(topic("keepgoing"), format!("m{i}").into_bytes())).await.unwrap();
+        let delivered = delivery.await.unwrap_or_else(|e| panic!("message {i} after a broker died: {e}"));
+        assert!(delivered.offset.is_some(), "acknowledged with its offset");
+        if i >= 60 {
+            brokers_used.insert(delivered.broker_id);
+        }
+    }
+    assert_eq!(brokers_used, [0].into_iter().collect(), "after the death is noticed, only the live broker is used");
+}
