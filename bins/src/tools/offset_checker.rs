@@ -30,7 +30,7 @@ pub fn with_commas(value: i64) -> String {
     let digits = value.unsigned_abs().to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -136,7 +136,7 @@ async fn log_size(coord: &impl Coordination, brokers: &mut BTreeMap<i32, Option<
         tracing::error!("{topic}/{name}: not <broker>-<partition>");
         return None;
     };
-    if !brokers.contains_key(&broker) {
+    if let std::collections::btree_map::Entry::Vacant(slot) = brokers.entry(broker) {
         let address = match coord.get(&broker_id_path(broker)).await {
             Ok((data, _)) => parse_broker_registration(&String::from_utf8_lossy(&data)),
             Err(_) => None,
@@ -144,7 +144,7 @@ async fn log_size(coord: &impl Coordination, brokers: &mut BTreeMap<i32, Option<
         if address.is_none() {
             tracing::error!("could not parse broker info of broker {broker}");
         }
-        brokers.insert(broker, address);
+        slot.insert(address);
     }
     let (host, port) = brokers.get(&broker)?.clone()?;
     let request = Request::Offsets(OffsetsRequest { topic: topic.clone(), partition, time: -1, max_offsets: 1 });
