@@ -14,6 +14,7 @@ use tributary::tools::simple_consumer::{consume, ConsumeOptions};
 use tributary::consumer::Subscription;
 use tributary::tools::console_consumer::{self, ConsoleConsumerOptions, Formatter};
 use tributary::tools::offset_checker::{self, CheckOptions};
+use tributary::tools::perf;
 use tributary::tools::{check_config, dump_log, get_offsets};
 use tributary_core::config::{reference, BrokerConfig, BrokerEndpoint, ZkConnect};
 use tributary_core::message::CompressionCodec;
@@ -149,6 +150,82 @@ enum Command {
         /// Topics, comma-separated (default: every topic of the group).
         #[arg(long)]
         topic: Option<String>,
+    },
+    /// Send generated messages and report throughput (Kafka 0.7.1's ProducerPerformance).
+    #[command(after_help = "Examples:\n  tributary producer-perf --brokerinfo zk.connect=localhost:2181 --topic perf --messages 100000 --async\n  \
+        tributary producer-perf --brokerinfo broker.list=0:localhost:9092 --topic perf --messages 100000 --message-size 1024 --threads 4 --acks")]
+    ProducerPerf {
+        /// zk.connect=HOST:PORT[/CHROOT] or broker.list=id:host:port,...
+        #[arg(long)]
+        brokerinfo: String,
+        /// The topic.
+        #[arg(long)]
+        topic: TopicName,
+        /// Messages to send in all.
+        #[arg(long)]
+        messages: u64,
+        /// Bytes per message.
+        #[arg(long = "message-size", default_value_t = 100)]
+        message_size: usize,
+        /// Vary message sizes between 1 and --message-size.
+        #[arg(long = "vary-message-size")]
+        vary_message_size: bool,
+        /// Use the async producer.
+        #[arg(long = "async")]
+        async_mode: bool,
+        /// Messages per request.
+        #[arg(long = "batch-size", default_value_t = 200)]
+        batch_size: u32,
+        /// Sending tasks, each with its own producer.
+        #[arg(long, default_value_t = 10)]
+        threads: u32,
+        /// 0 none, 1 gzip, 2 snappy.
+        #[arg(long = "compression-codec", default_value_t = 0)]
+        compression_codec: u8,
+        /// Wait for durable acknowledgements (Tributary).
+        #[arg(long)]
+        acks: bool,
+        /// Messages between detailed lines.
+        #[arg(long = "reporting-interval", default_value_t = 5000)]
+        reporting_interval: u64,
+        /// A line per reporting interval and thread.
+        #[arg(long = "show-detailed-stats")]
+        show_detailed_stats: bool,
+        /// Do not print the header line.
+        #[arg(long = "hide-header")]
+        hide_header: bool,
+    },
+    /// Consume a topic as fast as possible and report throughput (Kafka 0.7.1's
+    /// ConsumerPerformance).
+    #[command(after_help = "Example:\n  tributary consumer-perf --zookeeper localhost:2181 --topic perf --messages 100000")]
+    ConsumerPerf {
+        /// ZooKeeper: HOST:PORT[/CHROOT].
+        #[arg(long)]
+        zookeeper: String,
+        /// The topic.
+        #[arg(long)]
+        topic: TopicName,
+        /// The group (default: a new perf-consumer-<n>).
+        #[arg(long)]
+        group: Option<String>,
+        /// Bytes per partition per fetch.
+        #[arg(long = "fetch-size", default_value_t = 1024 * 1024)]
+        fetch_size: u32,
+        /// Start at the latest offset instead of the earliest.
+        #[arg(long = "from-latest")]
+        from_latest: bool,
+        /// Socket receive buffer of fetch connections.
+        #[arg(long = "socket-buffer-size", default_value_t = 2 * 1024 * 1024)]
+        socket_buffer_size: u32,
+        /// Streams.
+        #[arg(long, default_value_t = 10)]
+        threads: u32,
+        /// Stop after this many messages (default: after 5 s without one).
+        #[arg(long)]
+        messages: Option<u64>,
+        /// Do not print the header line.
+        #[arg(long = "hide-header")]
+        hide_header: bool,
     },
     /// Print messages of a partition from an offset (Kafka's SimpleConsumerShell).
     #[command(after_help = "Example:\n  tributary simple-consumer --server kafka://localhost:9092 --topic test --offset 0 --stop-at-end")]
@@ -318,6 +395,52 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 topics: topic.map(|t| t.split(',').map(|t| t.trim().parse().map_err(|e| format!("--topic {t}: {e}"))).collect::<Result<Vec<_>, _>>()).transpose()?.unwrap_or_default(),
             };
             runtime(Some(1))?.block_on(offset_checker::check(&options, &mut std::io::stdout().lock()))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::ProducerPerf {
+            brokerinfo,
+            topic,
+            messages,
+            message_size,
+            vary_message_size,
+            async_mode,
+            batch_size,
+            threads,
+            compression_codec,
+            acks,
+            reporting_interval,
+            show_detailed_stats,
+            hide_header,
+        } => {
+            if !(brokerinfo.starts_with("zk.connect=") || brokerinfo.starts_with("broker.list=")) {
+                return Err(format!("--brokerinfo {brokerinfo}: expected zk.connect=HOST:PORT or broker.list=id:host:port,..."));
+            }
+            let options = perf::ProducerPerfOptions {
+                brokerinfo,
+                topic,
+                messages,
+                message_size,
+                vary_message_size,
+                async_mode,
+                batch_size,
+                threads,
+                compression_codec,
+                acks,
+                show_detailed_stats,
+                reporting_interval,
+                hide_header,
+            };
+            let (_, failed) = runtime(None)?.block_on(perf::producer_perf(&options, &mut std::io::stdout().lock()))?;
+            if failed > 0 {
+                eprintln!("{failed} messages not delivered");
+                return Ok(ExitCode::from(1));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::ConsumerPerf { zookeeper, topic, group, fetch_size, from_latest, socket_buffer_size, threads, messages, hide_header } => {
+            let group = group.unwrap_or_else(|| format!("perf-consumer-{}", rand::random::<u32>() % 100_000));
+            let options = perf::ConsumerPerfOptions { zookeeper, topic, group, fetch_size, from_latest, socket_buffer_size, threads, messages, hide_header };
+            runtime(None)?.block_on(perf::consumer_perf(&options, &mut std::io::stdout().lock()))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::SimpleConsumer { at, offset, fetchsize, print_offsets, max_messages, stop_at_end } => {

@@ -6,4 +6,5 @@ pub mod console_producer;
 pub mod dump_log;
 pub mod get_offsets;
 pub mod offset_checker;
+pub mod perf;
 pub mod simple_consumer;
