@@ -20,6 +20,10 @@ pub enum Bug {
     DropSomeProduces = 16,
     /// The broker's request handler panics on an OFFSETS request.
     PanicInRequest = 32,
+    /// A consumer commits what it fetched, not what it handed out.
+    CommitFetched = 64,
+    /// A consumer's fetcher drops one fetched chunk in ten without a word (its position moves on).
+    SkipChunk = 128,
 }
 
 #[cfg(feature = "planted-bugs")]

@@ -15,6 +15,7 @@
 #[cfg(not(tokio_unstable))]
 compile_error!("build the simulator with --cfg tokio_unstable (.cargo/config.toml sets it; a RUSTFLAGS environment variable overrides that file: add --cfg tokio_unstable to it)");
 
+pub mod clients;
 pub mod cluster;
 pub mod conformance;
 pub mod env;

@@ -43,6 +43,12 @@ pub enum Invariant {
     History,
     /// The broker itself failed (a graceful stop that did not finish cleanly, in time).
     BrokerHealth,
+    /// After healing, every acknowledged message is consumed.
+    AckedIsConsumed,
+    /// A committed offset is never ahead of what was handed out.
+    CommitNotAhead,
+    /// Once the group settles, every partition has exactly one owner.
+    OwnershipDisjoint,
 }
 
 /// A broken invariant and what broke it.

@@ -140,6 +140,9 @@ async fn deliver(shared: &Shared, partition: &Arc<PartitionState>, offset: i64, 
         return queue(shared, partition, Chunk::Error(error)).await.map(|()| false);
     }
     partition.offsets().fetched_chunk(valid as u64);
+    if tributary_core::planted::active(tributary_core::planted::Bug::SkipChunk) && offset % 10 == 3 {
+        return Ok(true);
+    }
     queue(shared, partition, Chunk::Messages { partition: partition.clone(), start: offset, bytes: bytes.slice(..valid) }).await.map(|()| true)
 }
 

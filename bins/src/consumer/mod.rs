@@ -138,6 +138,7 @@ pub enum StartError {
 /// stops it too (without the final commit being waited for).
 pub struct ConsumerConnector {
     consumer_id: String,
+    shared: Arc<state::Shared>,
     commits: mpsc::Sender<group::CommitRequest>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
@@ -168,18 +169,24 @@ impl ConsumerConnector {
         let session = Duration::from_millis(config.zk.session_timeout_ms.into());
         let connection = Duration::from_millis(config.zk.connection_timeout_ms.into());
         let coord = env.coordinate(&config.zk_connect, session, connection).await?;
-        let member = group::Member { env, config, consumer_id: id.clone(), registration, stream_of, shared: Arc::new(state::Shared::new(senders)) };
+        let shared = Arc::new(state::Shared::new(senders));
+        let member = group::Member { env, config, consumer_id: id.clone(), registration, stream_of, shared: shared.clone() };
         member.register(&coord).await?;
         tracing::info!("consumer {id} joined group {}", member.config.group_id);
         let (commits, commits_rx) = mpsc::channel(64);
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(member.run(coord, commits_rx, stop_rx));
-        Ok((ConsumerConnector { consumer_id: id, commits, stop, task: Some(task) }, streams))
+        Ok((ConsumerConnector { consumer_id: id, shared, commits, stop, task: Some(task) }, streams))
     }
 
     /// This member's id in the group.
     pub fn consumer_id(&self) -> &str {
         &self.consumer_id
+    }
+
+    /// The partitions this member owns right now, with the generation that gave them.
+    pub fn owned(&self) -> Vec<(TopicName, BrokerPartition, u64)> {
+        self.shared.all().iter().map(|p| (p.topic.clone(), p.partition, p.generation)).collect()
     }
 
     /// Commits everything handed out so far, for every partition this member owns; returns how

@@ -67,14 +67,17 @@ impl PartitionOffsets {
     /// never past what was handed out, never behind what is committed. `None` when there is
     /// nothing new to commit.
     pub fn to_commit(&self, wanted: Option<i64>) -> Option<i64> {
+        if crate::planted::active(crate::planted::Bug::CommitFetched) {
+            return (self.fetched > self.committed).then_some(self.fetched);
+        }
         let target = wanted.unwrap_or(self.consumed).min(self.consumed);
         (target > self.committed).then_some(target)
     }
 
     /// `offset` was written to ZooKeeper.
     pub fn committed_at(&mut self, offset: i64) {
-        if offset > self.committed && offset <= self.consumed {
-            self.committed = offset;
+        if offset > self.committed && (offset <= self.consumed || crate::planted::active(crate::planted::Bug::CommitFetched)) {
+            self.committed = offset.min(self.consumed);
         }
         debug_assert!(self.invariants_hold());
     }
