@@ -193,7 +193,8 @@ impl<E: Env> Producer<E> {
             ProducerType::Async => {
                 let (tx, rx) = mpsc::channel(config.queue_size.max(1) as usize);
                 let policy = BatchPolicy { batch_size: config.batch_size.max(1) as usize, queue_time_ms: config.queue_time_ms.into() };
-                (Some(tx), Some(tokio::spawn(send_batches(dispatcher.clone(), rx, policy))))
+                let catch_up = if config.durable_acks { ACKED_CATCH_UP_MAX } else { 0 };
+                (Some(tx), Some(tokio::spawn(send_batches(dispatcher.clone(), rx, policy, catch_up))))
             }
         };
         Ok(Producer { dispatcher, queue, sender, config })
@@ -269,9 +270,17 @@ impl<E: Env> Producer<E> {
     }
 }
 
+/// With durable acks, how many messages a batch may also take from what queued up while the
+/// previous batch waited for its acknowledgement (so throughput follows the flush rate rather
+/// than `batch.size`; order is unchanged).
+const ACKED_CATCH_UP_MAX: usize = 10_000;
+/// ... and only while the batch holds less than this many payload bytes (requests stay well
+/// under brokers' `max.socket.request.bytes`).
+const ACKED_CATCH_UP_BYTES_MAX: usize = 8 * 1024 * 1024;
+
 /// The async sender: batches of `batch.size`, or what is there when the first message of the
-/// batch has waited `queue.time`; one batch at a time.
-async fn send_batches<E: Env>(dispatcher: Arc<Dispatcher<E>>, mut rx: mpsc::Receiver<Queued>, policy: BatchPolicy) {
+/// batch has waited `queue.time`, plus up to `catch_up` more already queued; one batch at a time.
+async fn send_batches<E: Env>(dispatcher: Arc<Dispatcher<E>>, mut rx: mpsc::Receiver<Queued>, policy: BatchPolicy, catch_up: usize) {
     while let Some(first) = rx.recv().await {
         let deadline = first.queued_at + Duration::from_millis(policy.queue_time_ms);
         let mut batch = vec![first];
@@ -287,6 +296,16 @@ async fn send_batches<E: Env>(dispatcher: Arc<Dispatcher<E>>, mut rx: mpsc::Rece
                     }
                 },
                 () = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        let mut bytes: usize = batch.iter().map(|q| q.record.value.len()).sum();
+        while batch.len() < policy.batch_size + catch_up && bytes < ACKED_CATCH_UP_BYTES_MAX {
+            match rx.try_recv() {
+                Ok(next) => {
+                    bytes += next.record.value.len();
+                    batch.push(next);
+                }
+                Err(_) => break,
             }
         }
         tracing::trace!("sending a batch of {} messages; {} left in the queue", batch.len(), rx.len());
