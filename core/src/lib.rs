@@ -21,6 +21,7 @@ pub mod fuzzing;
 pub mod group_id;
 pub mod log;
 pub mod message;
+pub mod mirror;
 #[doc(hidden)]
 pub mod planted;
 pub mod producer;

@@ -99,3 +99,47 @@ fn a_batch_is_due_when_full_or_when_its_first_message_has_waited_queue_time() {
     assert!(policy.due(1, 0, 100));
     assert_eq!(policy.remaining_ms(0, 40), 60);
 }
+
+#[test]
+fn the_mirror_commits_only_the_acknowledged_prefix_whatever_the_ack_order() {
+    use rand::seq::SliceRandom;
+    use tributary_core::mirror::MirrorWindow;
+    for seed in 0..200 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let p = (0, "t".to_string(), "0-0".to_string());
+        let mut w = MirrorWindow::new();
+        let offsets: Vec<i64> = (1..=30).map(|i| i * 100).collect();
+        for (seq, offset) in offsets.iter().enumerate() {
+            w.sent(&p, seq as u64, *offset);
+        }
+        let mut order: Vec<u64> = (0..30).collect();
+        order.shuffle(&mut rng);
+        let mut acked = std::collections::BTreeSet::new();
+        for seq in order {
+            acked.insert(seq);
+            w.acked(&p, seq);
+            // The commit point is the offset of the last message of the acknowledged prefix.
+            let prefix = (0..30).take_while(|s| acked.contains(s)).count();
+            let expected = prefix.checked_sub(1).map(|i| offsets[i]);
+            assert_eq!(w.commit_point(&p), expected, "seed {seed}");
+            assert!(w.invariants_hold());
+            assert_eq!(w.in_flight(), 30 - prefix);
+        }
+        w.committed(&p, 3000);
+        assert_eq!(w.commit_point(&p), None, "nothing new after committing everything");
+    }
+}
+
+#[test]
+fn a_lost_partition_is_forgotten_and_never_committed() {
+    use tributary_core::mirror::MirrorWindow;
+    let p = (0, "t".to_string(), "1-0".to_string());
+    let mut w = MirrorWindow::new();
+    w.sent(&p, 1, 10);
+    w.sent(&p, 2, 20);
+    assert_eq!(w.acked(&p, 1), Some(10));
+    assert_eq!(w.lost(&p), 1, "one message was still in flight");
+    assert_eq!(w.acked(&p, 2), None, "a late ack of a lost partition moves nothing");
+    assert!(w.commits_due().is_empty());
+    assert_eq!(w.in_flight(), 0);
+}

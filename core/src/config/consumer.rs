@@ -54,6 +54,13 @@ pub struct MirrorOptions {
     pub topics: TopicFilter,
     /// `mirror.consumer.numthreads`: streams per mirrored topic (1).
     pub consumer_threads: u32,
+    /// `mirror.commit.interval.ms` (1000; Tributary): how often the mirror commits source offsets
+    /// up to what the mirror cluster has acknowledged.
+    pub commit_interval_ms: u32,
+    /// `mirror.gap.policy` (`skip`; Tributary): when source data was deleted before the mirror
+    /// copied it, `skip` reports the range and goes on from the earliest offset; `stop` stops
+    /// that partition.
+    pub stop_on_gap: bool,
 }
 
 /// The consumer's configuration, with every 0.7 key and its 0.7.2 default.
@@ -159,5 +166,15 @@ fn read_mirror(f: &mut Fields<'_>) -> Result<MirrorOptions, ConfigError> {
             ))
         }
     };
-    Ok(MirrorOptions { topics, consumer_threads: f.int("mirror.consumer.numthreads", 1, 1..=I32_MAX)? })
+    let stop_on_gap = match f.string("mirror.gap.policy").as_deref() {
+        None | Some("skip") => false,
+        Some("stop") => true,
+        Some(other) => return Err(f.error("mirror.gap.policy", format!("expected skip or stop, found \"{other}\""))),
+    };
+    Ok(MirrorOptions {
+        topics,
+        consumer_threads: f.int("mirror.consumer.numthreads", 1, 1..=I32_MAX)?,
+        commit_interval_ms: f.int("mirror.commit.interval.ms", 1000, 1..=I32_MAX)?,
+        stop_on_gap,
+    })
 }

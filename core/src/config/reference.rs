@@ -167,6 +167,8 @@ pub const KEYS: &[KeyDoc] = &[
     doc(C, "mirror.topics.whitelist", Unset, "Embedded mirror: mirror only these topics (comma list of exact names).", "0.7.0; setting both lists is an error."),
     doc(C, "mirror.topics.blacklist", Unset, "Embedded mirror: mirror every topic but these.", "0.7.0."),
     doc(C, "mirror.consumer.numthreads", V("1"), "Embedded mirror: streams per mirrored topic.", "0.7.0."),
+    doc(C, "mirror.commit.interval.ms", V("1000"), "Mirror: how often source offsets are committed, each up to what the mirror cluster has durably acknowledged.", "Tributary; 0.7 committed what was queued, acknowledged or not."),
+    doc(C, "mirror.gap.policy", V("skip"), "Mirror: when the source deleted data before it was copied, skip (log an error with the byte range lost, count it, go on from the earliest offset) or stop (that partition stops, with the error).", "Tributary; 0.7 reset silently."),
     doc(Z, "dataDir", Required, "Where ZooKeeper keeps its snapshots.", "Read by ZooKeeper; Tributary's scripts read it too."),
     doc(Z, "clientPort", V("2181"), "The port clients connect to.", ""),
     doc(Z, "maxClientCnxns", V("60"), "Connections per client address; 0 is unlimited.", ""),
