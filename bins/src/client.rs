@@ -96,6 +96,16 @@ pub async fn connect<E: Env>(env: &E, host: &str, port: u16, timeout: Duration) 
     Ok(Connection::new(stream, peer, timeout))
 }
 
+/// Like [`connect`], asking for a `receive_buffer`-byte socket receive buffer (fetching).
+pub async fn connect_tuned<E: Env>(env: &E, host: &str, port: u16, timeout: Duration, receive_buffer: u32) -> Result<Connection<E::Stream>, ClientError> {
+    let peer = format!("{host}:{port}");
+    let stream = tokio::time::timeout(timeout, env.connect_tuned(host, port, receive_buffer))
+        .await
+        .map_err(|_| ClientError::Timeout { peer: peer.clone(), timeout })?
+        .map_err(|source| ClientError::Io { peer: peer.clone(), source })?;
+    Ok(Connection::new(stream, peer, timeout))
+}
+
 impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Wraps an open stream to `peer`.
     pub fn new(stream: S, peer: String, timeout: Duration) -> Self {

@@ -54,6 +54,12 @@ pub trait Env: Clone + Send + Sync + 'static {
     fn bind(&self, host: &str, port: u16, send_buffer: u32, receive_buffer: u32) -> impl Future<Output = io::Result<Self::Listener>> + Send;
     /// Connects to `host:port`.
     fn connect(&self, host: &str, port: u16) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+    /// Connects to `host:port` asking for a `receive_buffer`-byte SO_RCVBUF (a hint; what the
+    /// system granted is logged at debug level). By default the same as [`Env::connect`].
+    fn connect_tuned(&self, host: &str, port: u16, receive_buffer: u32) -> impl Future<Output = io::Result<Self::Stream>> + Send {
+        let _hint_not_simulated = receive_buffer;
+        self.connect(host, port)
+    }
     /// Opens a coordination session with `connect` (chroot included).
     fn coordinate(&self, connect: &ZkConnect, session_timeout: Duration, connection_timeout: Duration) -> impl Future<Output = Result<Self::Coord, CoordError>> + Send;
     /// Runs blocking work (disk I/O) without stalling other connections.
@@ -121,14 +127,34 @@ impl Env for TokioEnv {
         let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
         socket.set_reuseaddr(true)?;
         // Buffer sizes are hints to the kernel (as in 0.7.1+); accepted sockets inherit them.
-        let _ = socket.set_send_buffer_size(send_buffer);
-        let _ = socket.set_recv_buffer_size(receive_buffer);
+        // What the system granted is logged, as the mirroring docs tell operators to check.
+        if let Err(e) = socket.set_send_buffer_size(send_buffer).and_then(|()| socket.set_recv_buffer_size(receive_buffer)) {
+            tracing::debug!("socket buffer sizes refused: {e}");
+        }
+        tracing::debug!(
+            "listening socket: send buffer asked {send_buffer} bytes, granted {}; receive buffer asked {receive_buffer}, granted {}",
+            socket.send_buffer_size().unwrap_or(0),
+            socket.recv_buffer_size().unwrap_or(0)
+        );
         socket.bind(addr)?;
         Ok(TokioListener(socket.listen(1024)?))
     }
 
     async fn connect(&self, host: &str, port: u16) -> io::Result<tokio::net::TcpStream> {
         let stream = tokio::net::TcpStream::connect((host, port)).await?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    }
+
+    async fn connect_tuned(&self, host: &str, port: u16, receive_buffer: u32) -> io::Result<tokio::net::TcpStream> {
+        let addr = tokio::net::lookup_host((host, port)).await?.next().ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address")))?;
+        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        if let Err(e) = socket.set_recv_buffer_size(receive_buffer) {
+            tracing::debug!("{host}:{port}: receive buffer of {receive_buffer} bytes refused: {e}");
+        }
+        let granted = socket.recv_buffer_size().unwrap_or(0);
+        tracing::debug!("connection to {host}:{port}: receive buffer asked {receive_buffer} bytes, granted {granted}");
+        let stream = socket.connect(addr).await?;
         stream.set_nodelay(true)?;
         Ok(stream)
     }

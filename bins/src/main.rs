@@ -12,6 +12,7 @@ use tributary::env::TokioEnv;
 use tributary::tools::console_producer::{produce_stdin, ConsoleProducerOptions};
 use tributary::tools::simple_consumer::{consume, ConsumeOptions};
 use tributary::consumer::Subscription;
+use tributary::mirror::{Mirror, MirrorSettings};
 use tributary::tools::console_consumer::{self, ConsoleConsumerOptions, Formatter};
 use tributary::tools::offset_checker::{self, CheckOptions};
 use tributary::tools::perf;
@@ -46,12 +47,41 @@ enum Command {
     /// Start a broker (Kafka's kafka-server-start.sh).
     #[command(after_help = "Examples:\n  tributary server config/server.properties\n  \
         RUST_LOG=debug tributary server config/server.properties")]
+    #[command(after_help = "Examples:\n  tributary server config/server.properties\n  \
+        tributary server config/mirror-server.properties config/mirror-consumer.properties config/mirror-producer.properties   # a mirror broker (Kafka 0.7.0's embedded mirror)\n  \
+        RUST_LOG=debug tributary server config/server.properties")]
     Server {
         /// The broker's server.properties.
         server: PathBuf,
-        /// (Not available yet: the embedded mirror's consumer.properties and producer.properties.)
-        #[arg(hide = true)]
+        /// For a mirror broker (Kafka 0.7.0): the embedded consumer's properties (the source
+        /// cluster's zk.connect, groupid, mirror.topics.whitelist/blacklist,
+        /// mirror.consumer.numthreads), then the embedded producer's (the mirror cluster).
+        #[arg(num_args = 0..=2)]
         mirror: Vec<PathBuf>,
+    },
+    /// Mirror one or more source clusters into a target cluster (Kafka 0.7.1's MirrorMaker),
+    /// committing source offsets only for what the target has durably.
+    #[command(name = "mirror-maker", after_help = "Examples:\n  tributary mirror-maker --consumer.config source.properties --producer.config target.properties --whitelist '.*'\n  \
+        tributary mirror-maker --consumer.config dc1.properties --consumer.config dc2.properties --producer.config aggregate.properties --blacklist 'tmp.*' --num.streams 4")]
+    MirrorMaker {
+        /// A source cluster's consumer properties (repeat for several sources).
+        #[arg(long = "consumer.config", required = true)]
+        consumer_config: Vec<PathBuf>,
+        /// The target cluster's producer properties.
+        #[arg(long = "producer.config")]
+        producer_config: PathBuf,
+        /// Mirror the topics this regex matches (commas mean "or").
+        #[arg(long, conflicts_with = "blacklist", required_unless_present = "blacklist")]
+        whitelist: Option<String>,
+        /// Mirror every topic but those this regex matches.
+        #[arg(long)]
+        blacklist: Option<String>,
+        /// Streams per source cluster.
+        #[arg(long = "num.streams", default_value_t = 1)]
+        num_streams: u32,
+        /// Producers, shared round-robin by the streams.
+        #[arg(long = "num.producers", default_value_t = 1)]
+        num_producers: u32,
     },
     /// Send lines of standard input to a topic (Kafka's ConsoleProducer).
     #[command(after_help = "Examples:\n  echo hello | tributary console-producer --zookeeper localhost:2181 --topic test\n  \
@@ -293,7 +323,7 @@ fn main() -> ExitCode {
     // The broker logs what it does; the tools only what went wrong (RUST_LOG overrides both).
     // check-config prints its own warnings.
     let default_level = match cli.command {
-        Command::Server { .. } => "info",
+        Command::Server { .. } | Command::MirrorMaker { .. } => "info",
         Command::CheckConfig { .. } => "error",
         _ => "warn",
     };
@@ -322,6 +352,28 @@ fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime, String> {
 fn run(command: Command) -> Result<ExitCode, String> {
     match command {
         Command::Server { server, mirror } => run_server(&server, &mirror),
+        Command::MirrorMaker { consumer_config, producer_config, whitelist, blacklist, num_streams, num_producers } => {
+            let sources = consumer_config.iter().map(|p| load_consumer(p)).collect::<Result<Vec<_>, _>>()?;
+            let producer = load_producer(&producer_config)?;
+            let filter = match (whitelist, blacklist) {
+                (Some(w), _) => Subscription::Whitelist(w, 0),
+                (None, Some(b)) => Subscription::Blacklist(b, 0),
+                (None, None) => return Err("give --whitelist or --blacklist".into()),
+            };
+            let commit_interval = std::time::Duration::from_millis(sources.first().map_or(1000, |s| s.mirror.commit_interval_ms).into());
+            let settings = MirrorSettings { sources, producer, filter, streams: num_streams, producers: num_producers, commit_interval, summary_interval: tributary::mirror::SUMMARY_EVERY };
+            runtime(None)?.block_on(async move {
+                let mirror = Mirror::start(TokioEnv, settings).await.map_err(|e| e.to_string())?;
+                mirror
+                    .run_until(async {
+                        wait_for_signal().await;
+                        tracing::info!("signal received: stopping the mirror (in-flight messages are acknowledged, then committed)");
+                    })
+                    .await
+                    .map_err(|e| e.to_string())
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::ConsoleProducer { topic, zookeeper, broker_list, sync, compress, batch_size, timeout, acks, properties } => {
             CompressionCodec::from_id(compress).ok_or_else(|| format!("--compress {compress}: expected 0, 1 or 2"))?;
             let discovery = match (zookeeper, broker_list) {
@@ -460,15 +512,29 @@ fn run(command: Command) -> Result<ExitCode, String> {
     }
 }
 
+/// A consumer configuration file (its errors name the file).
+fn load_consumer(path: &std::path::Path) -> Result<tributary_core::config::ConsumerConfig, String> {
+    load_file_with_properties(path, tributary_core::config::ConsumerConfig::from_properties).map(|(c, _)| c).map_err(|e| e.to_string())
+}
+
+/// A producer configuration file (its errors name the file).
+fn load_producer(path: &std::path::Path) -> Result<tributary_core::config::ProducerConfig, String> {
+    load_file_with_properties(path, tributary_core::config::ProducerConfig::from_properties).map(|(c, _)| c).map_err(|e| e.to_string())
+}
+
 fn run_server(server: &std::path::Path, mirror: &[PathBuf]) -> Result<ExitCode, String> {
-    if !mirror.is_empty() {
-        let extra: Vec<String> = mirror.iter().map(|p| p.display().to_string()).collect();
-        return Err(format!(
-            "tributary server takes one file, the broker's server.properties; also given: {}. \
-             The embedded mirror (server.properties consumer.properties producer.properties) is not available in this version",
-            extra.join(" ")
-        ));
-    }
+    let embedded = match mirror {
+        [] => None,
+        [consumer, producer] => Some(MirrorSettings::embedded(load_consumer(consumer)?, load_producer(producer)?)),
+        [only] => {
+            return Err(format!(
+                "a mirror broker takes three files: server.properties consumer.properties producer.properties; only {} was given after {}",
+                only.display(),
+                server.display()
+            ))
+        }
+        _ => return Err("tributary server takes one file, or three for a mirror broker".into()),
+    };
     let (config, props) = load_file_with_properties(server, BrokerConfig::from_properties).map_err(|e| e.to_string())?;
     tracing::info!(
         "configuration from {} (every key; \"(changed)\" where the file differs from the default):\n{}",
@@ -481,13 +547,50 @@ fn run_server(server: &std::path::Path, mirror: &[PathBuf]) -> Result<ExitCode, 
         if !broker.report.refused.is_empty() {
             tracing::error!("{} partitions refused at startup; see the errors above", broker.report.refused.len());
         }
-        broker
+        let Some(settings) = embedded else {
+            return broker
+                .run_until(async {
+                    wait_for_signal().await;
+                    tracing::info!("signal received: shutting down");
+                })
+                .await
+                .map_err(|e| e.to_string());
+        };
+        // A mirror broker: the broker first, then the mirror (0.7.0's order); on a signal the
+        // mirror stops first (its last commit needs the brokers), then the broker.
+        let mirror = match Mirror::start(TokioEnv, settings).await {
+            Ok(mirror) => mirror,
+            Err(e) => {
+                broker.shutdown().await.map_err(|e| e.to_string())?;
+                return Err(e.to_string());
+            }
+        };
+        let (mirror_stop, mirror_stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let mut mirror_task = tokio::spawn(mirror.run_until(async { drop(mirror_stop_rx.await) }));
+        let mut mirror_result = None;
+        let broker_result = broker
             .run_until(async {
-                wait_for_signal().await;
-                tracing::info!("signal received: shutting down");
+                tokio::select! {
+                    () = wait_for_signal() => {
+                        tracing::info!("signal received: stopping the mirror (last acknowledgements and commit), then the broker");
+                        drop(mirror_stop);
+                        mirror_result = Some((&mut mirror_task).await);
+                    }
+                    // The mirror stopped on its own (a failure): the broker stops too, loudly.
+                    ended = &mut mirror_task => mirror_result = Some(ended),
+                }
             })
-            .await
-            .map_err(|e| e.to_string())
+            .await;
+        let mirror_result = match mirror_result {
+            Some(ended) => ended.map_err(|e| e.to_string())?,
+            // The broker stopped first (a failure): stop the mirror too.
+            None => {
+                mirror_task.abort();
+                Ok(())
+            }
+        };
+        broker_result.map_err(|e| e.to_string())?;
+        mirror_result.map_err(|e| e.to_string())
     })?;
     Ok(ExitCode::SUCCESS)
 }

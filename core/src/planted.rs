@@ -24,6 +24,7 @@ pub enum Bug {
     CommitFetched = 64,
     /// A consumer's fetcher drops one fetched chunk in ten without a word (its position moves on).
     SkipChunk = 128,
+
 }
 
 #[cfg(feature = "planted-bugs")]

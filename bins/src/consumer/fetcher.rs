@@ -17,7 +17,7 @@ use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Res
 
 use super::state::{Chunk, PartitionState, Shared};
 use super::ConsumerError;
-use crate::client::{connect, Connection};
+use crate::client::{connect, connect_tuned, Connection};
 use crate::env::Env;
 
 /// How a fetcher fetches.
@@ -29,6 +29,8 @@ pub struct FetchSettings {
     pub backoff: Duration,
     /// `socket.timeout.ms`.
     pub socket_timeout: Duration,
+    /// `socket.buffersize`: SO_RCVBUF asked for on fetch connections.
+    pub receive_buffer: u32,
     /// `autooffset.reset`.
     pub reset: AutoOffsetReset,
 }
@@ -48,7 +50,7 @@ pub async fn run<E: Env>(env: E, broker_id: i32, address: (String, u16), shared:
             return;
         }
         if conn.is_none() {
-            match connect(&env, &host, port, settings.socket_timeout).await {
+            match connect_tuned(&env, &host, port, settings.socket_timeout, settings.receive_buffer).await {
                 Ok(fresh) => conn = Some(fresh),
                 Err(e) => {
                     tracing::warn!("fetcher for broker {broker_id}: {e}; retrying");
@@ -167,6 +169,8 @@ async fn out_of_range<E: Env>(env: &E, host: &str, port: u16, shared: &Shared, p
                 let to = if matches!(settings.reset, AutoOffsetReset::Smallest) { earliest } else { latest };
                 if offset < earliest {
                     tracing::error!("{}/{}: offset {offset} is gone (the partition now starts at {earliest}): bytes {offset}..{earliest} were deleted before they were consumed; resuming at {to}", partition.topic, partition.partition);
+                    shared.gaps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    shared.gap_bytes.fetch_add(u64::try_from(earliest - offset).unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
                 } else {
                     tracing::warn!("{}/{}: offset {offset} is past the end {latest}; resuming at {to} (autooffset.reset)", partition.topic, partition.partition);
                 }

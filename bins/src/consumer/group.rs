@@ -68,6 +68,7 @@ impl<E: Env> Member<E> {
             fetch_bytes: i32::try_from(self.config.fetch_bytes).unwrap_or(i32::MAX),
             backoff: Duration::from_millis(self.config.fetcher_backoff_ms.into()),
             socket_timeout: Duration::from_millis(self.config.socket_timeout_ms.max(1000).into()),
+            receive_buffer: self.config.socket_buffer_bytes,
             reset: self.config.auto_offset_reset.clone(),
         }
     }
@@ -309,8 +310,8 @@ impl<E: Env> Member<E> {
                         }
                         return Err(e);
                     }
-                    brokers.insert(partition.broker_id, address);
-                    claimed.push(Arc::new(PartitionState::new(topic.clone(), partition, generation, (self.stream_of)(&topic_name, i), offsets)));
+                    brokers.insert(partition.broker_id, address.clone());
+                    claimed.push(Arc::new(PartitionState::new(topic.clone(), partition, generation, (self.stream_of)(&topic_name, i), address, offsets)));
                 }
             }
         }

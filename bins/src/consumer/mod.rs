@@ -189,6 +189,27 @@ impl ConsumerConnector {
         self.shared.all().iter().map(|p| (p.topic.clone(), p.partition, p.generation)).collect()
     }
 
+    /// Gaps met so far (source data deleted before it was consumed) and their bytes.
+    pub fn gaps(&self) -> (u64, u64) {
+        (self.shared.gaps.load(std::sync::atomic::Ordering::Relaxed), self.shared.gap_bytes.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// For each owned partition: (topic, partition, what was handed out, its latest offset),
+    /// asking each partition's broker (partitions whose broker does not answer are left out).
+    pub async fn lag<E: Env>(&self, env: &E) -> Vec<(TopicName, BrokerPartition, i64, i64)> {
+        let mut out = Vec::new();
+        for p in self.shared.all() {
+            let request = tributary_core::wire::Request::Offsets(tributary_core::wire::OffsetsRequest { topic: p.topic.clone(), partition: p.partition.partition as i32, time: -1, max_offsets: 1 });
+            let Ok(mut conn) = crate::client::connect(env, &p.address.0, p.address.1, Duration::from_secs(5)).await else { continue };
+            if let Ok(tributary_core::wire::Response::Offsets(o)) = conn.call(&request).await {
+                if let (ErrorCode::NoError, Some(&latest)) = (o.error, o.offsets.first()) {
+                    out.push((p.topic.clone(), p.partition, p.offsets().consumed(), latest));
+                }
+            }
+        }
+        out
+    }
+
     /// Commits everything handed out so far, for every partition this member owns; returns how
     /// many offsets were written.
     pub async fn commit_offsets(&self) -> Result<usize, String> {

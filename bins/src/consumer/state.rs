@@ -23,6 +23,8 @@ pub struct PartitionState {
     pub generation: u64,
     /// Which stream its messages go to.
     pub stream: usize,
+    /// Its broker's address.
+    pub address: (String, u16),
     offsets: Mutex<PartitionOffsets>,
     /// Cleared when the partition is released: nothing is handed out or committed for it after.
     owned: AtomicBool,
@@ -33,8 +35,8 @@ pub struct PartitionState {
 
 impl PartitionState {
     /// A partition owned from generation `generation` on, starting at `offsets`.
-    pub fn new(topic: TopicName, partition: BrokerPartition, generation: u64, stream: usize, offsets: PartitionOffsets) -> Self {
-        PartitionState { topic, partition, generation, stream, offsets: Mutex::new(offsets), owned: AtomicBool::new(true), stalled: AtomicBool::new(false) }
+    pub fn new(topic: TopicName, partition: BrokerPartition, generation: u64, stream: usize, address: (String, u16), offsets: PartitionOffsets) -> Self {
+        PartitionState { topic, partition, generation, stream, address, offsets: Mutex::new(offsets), owned: AtomicBool::new(true), stalled: AtomicBool::new(false) }
     }
 
     /// Its offsets. (Only memory work happens under this lock; a poisoned one is a bug here.)
@@ -87,12 +89,16 @@ pub struct Shared {
     generation: AtomicU64,
     /// One sender per stream, in stream order.
     pub streams: Vec<mpsc::Sender<Chunk>>,
+    /// Gaps met: offsets the source deleted before they were consumed.
+    pub gaps: AtomicU64,
+    /// Bytes of those gaps.
+    pub gap_bytes: AtomicU64,
 }
 
 impl Shared {
     /// No partitions yet; `streams` feed the application's streams.
     pub fn new(streams: Vec<mpsc::Sender<Chunk>>) -> Self {
-        Shared { owned: Mutex::new(BTreeMap::new()), generation: AtomicU64::new(0), streams }
+        Shared { owned: Mutex::new(BTreeMap::new()), generation: AtomicU64::new(0), streams, gaps: AtomicU64::new(0), gap_bytes: AtomicU64::new(0) }
     }
 
     #[allow(clippy::panic)]
