@@ -16,6 +16,8 @@ use crate::env::Env;
 
 /// The largest response a client accepts.
 pub const RESPONSE_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// Why a connection is unusable when a call on it was abandoned part-way.
+const CANCELLED: &str = "a call on it was abandoned before it finished";
 /// Bytes read from the socket at once.
 const READ_CHUNK_BYTES: usize = 1024 * 1024;
 
@@ -144,7 +146,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     pub async fn send(&mut self, request: &Request) -> Result<(), ClientError> {
         self.check_usable()?;
         let bytes = request.to_bytes()?;
+        // Poisoned until the write completes: a send cancelled mid-way (its future dropped)
+        // leaves a partial frame behind.
+        self.poisoned = Some(CANCELLED.to_string());
         let result = self.write(&bytes).await;
+        self.poisoned = None;
         self.poison(result)
     }
 
@@ -162,10 +168,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         self.check_usable()?;
         let kind = ResponseKind::for_request(request.request_type()).ok_or(ClientError::NoResponse(request.request_type()))?;
         let bytes = request.to_bytes()?;
+        // Poisoned until the response is read: a call cancelled mid-way (its future dropped)
+        // leaves its response to be read as the next call's.
+        self.poisoned = Some(CANCELLED.to_string());
         let result = match self.write(&bytes).await {
             Ok(()) => self.read_response(kind).await,
             Err(e) => Err(e),
         };
+        self.poisoned = None;
         self.poison(result)
     }
 

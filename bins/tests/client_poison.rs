@@ -86,3 +86,17 @@ async fn call_refuses_a_produce_before_sending_it() {
     assert!(nothing.is_err(), "the refused produce was sent anyway");
     assert!(!conn.is_poisoned());
 }
+
+#[tokio::test]
+async fn a_call_abandoned_mid_way_poisons_the_connection() {
+    let port = late_broker().await;
+    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(5)).await.unwrap();
+    // The caller gives up on its own (a timeout around the call): the call's future is dropped.
+    let abandoned = tokio::time::timeout(Duration::from_millis(100), conn.call(&fetch(0))).await;
+    assert!(abandoned.is_err());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    match conn.call(&fetch(100)).await {
+        Err(ClientError::Poisoned { cause, .. }) => assert!(cause.contains("abandoned"), "{cause}"),
+        other => panic!("an abandoned call's connection was reused: {other:?}"),
+    }
+}

@@ -173,6 +173,8 @@ async fn a_broker_without_acknowledged_produce_is_detected_and_fallback_is_a_cho
     let producer = Producer::start(TokioEnv, strict).await.unwrap();
     let delivery = producer.send(Record::new(topic(), &b"x"[..])).await.unwrap();
     assert_eq!(delivery.await, Err(SendError::AcksUnsupported(0)), "no fallback unless asked");
+    let again = producer.send(Record::new(topic(), &b"x2"[..])).await.unwrap();
+    assert_eq!(again.await, Err(SendError::AcksUnsupported(0)), "the broker is remembered, and still no fallback");
     producer.close().await;
     while seen.try_recv().is_ok() {}
 

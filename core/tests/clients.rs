@@ -50,6 +50,7 @@ fn topic_filters_follow_0_7_1_normalization_and_match_whole_names() {
     let b = TopicPattern::new(FilterKind::Blacklist, "tmp.*").unwrap();
     assert!(b.allows("orders") && !b.allows("tmp1"));
     assert!(TopicPattern::new(FilterKind::Whitelist, "a(").is_err());
+    assert_eq!(TopicPattern::new(FilterKind::Whitelist, "'a.*'").unwrap().pattern(), "a.*", "single quotes are stripped too");
 }
 
 #[test]

@@ -34,15 +34,20 @@ pub enum AckFailure {
 }
 
 impl<F: LogFs + Send + Sync + 'static> FlushRequests<F> {
-    /// Waits until `log` is durable up to `end`, asking the committer for a flush if needed.
-    pub async fn wait_durable(&self, tp: &TopicPartition, log: &SharedLog<F>, end: u64, deadline: Duration) -> Result<(), AckFailure> {
-        let mut durable = log.durable();
-        if durable.borrow().flushed_end >= end {
+    /// Asks the committer to flush `log` soon (if it is not durable up to `end` already).
+    pub fn request(&self, tp: &TopicPartition, log: &SharedLog<F>, end: u64) -> Result<(), AckFailure> {
+        if log.durable().borrow().flushed_end >= end {
             return Ok(());
         }
-        self.tx.send((tp.clone(), log.clone())).map_err(|_| AckFailure::ShuttingDown)?;
+        self.tx.send((tp.clone(), log.clone())).map_err(|_| AckFailure::ShuttingDown)
+    }
+
+    /// Waits until `log` is durable up to `end` (after [`FlushRequests::request`]), at most
+    /// until `deadline`.
+    pub async fn wait_durable(&self, log: &SharedLog<F>, end: u64, deadline: tokio::time::Instant) -> Result<(), AckFailure> {
+        let mut durable = log.durable();
         let reached = async { durable.wait_for(|d| d.flushed_end >= end || d.stopped).await.map(|d| *d) };
-        match tokio::time::timeout(deadline, reached).await {
+        match tokio::time::timeout_at(deadline, reached).await {
             Ok(Ok(d)) if d.flushed_end >= end => Ok(()),
             Ok(Ok(_)) => Err(AckFailure::Stopped),
             Ok(Err(_)) => Err(AckFailure::ShuttingDown),

@@ -127,10 +127,18 @@ impl<E: Env> Handler<E> {
         for p in ps {
             appended.push(self.append(p, rng, effects).await);
         }
+        // Every partition's flush is asked for first, so one round of the committer covers the
+        // whole request; then one deadline for all of them.
+        for a in appended.iter().flatten() {
+            if acks.request(&a.tp, &a.log, a.end).is_err() {
+                tracing::warn!("{}: the committer is gone (shutting down)", a.tp);
+            }
+        }
+        let deadline = tokio::time::Instant::now() + ACK_WAIT_TIMEOUT;
         let mut out = Vec::with_capacity(appended.len());
         for result in appended {
             let ack = match result {
-                Ok(a) => match acks.wait_durable(&a.tp, &a.log, a.end, ACK_WAIT_TIMEOUT).await {
+                Ok(a) => match acks.wait_durable(&a.log, a.end, deadline).await {
                     Ok(()) => ProduceAck { error: ErrorCode::NoError, offset: a.offset as i64 },
                     Err(why) => {
                         tracing::warn!("{}: set at {} not acknowledged: {why:?}", a.tp, a.offset);

@@ -15,7 +15,7 @@ use tributary_core::config::AutoOffsetReset;
 use tributary_core::message::ShallowIter;
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response};
 
-use super::state::{Chunk, PartitionState, Shared};
+use super::state::{Chunk, PartitionState, Shared, Streams};
 use super::ConsumerError;
 use crate::client::{connect, connect_tuned, Connection};
 use crate::env::Env;
@@ -37,7 +37,7 @@ pub struct FetchSettings {
 
 /// Fetches for this generation's partitions on `broker_id` until none are left to fetch (the
 /// rebalance that ends the generation aborts it).
-pub async fn run<E: Env>(env: E, broker_id: i32, address: (String, u16), shared: Arc<Shared>, generation: u64, settings: FetchSettings) {
+pub async fn run<E: Env>(env: E, broker_id: i32, address: (String, u16), shared: Arc<Shared>, streams: Streams, generation: u64, settings: FetchSettings) {
     let (host, port) = address;
     let mut conn: Option<Connection<E::Stream>> = None;
     loop {
@@ -84,16 +84,16 @@ pub async fn run<E: Env>(env: E, broker_id: i32, address: (String, u16), shared:
                 continue;
             }
             let queued = match block.error {
-                ErrorCode::NoError => deliver(&shared, partition, request.offset, block.messages, &settings).await,
+                ErrorCode::NoError => deliver(&streams, partition, request.offset, block.messages, &settings).await,
                 ErrorCode::OffsetOutOfRange => {
-                    out_of_range(&env, &host, port, &shared, partition, request.offset, &settings).await;
+                    out_of_range(&env, &host, port, &shared, &streams, partition, request.offset, &settings).await;
                     Ok(false)
                 }
                 other => {
                     partition.stall();
                     let error = ConsumerError::Broker { topic: partition.topic.clone(), partition: partition.partition, offset: request.offset, code: other };
                     tracing::error!("{error}");
-                    queue(&shared, partition, Chunk::Error(error)).await.map(|()| false)
+                    queue(&streams, partition, Chunk::Error(error)).await.map(|()| false)
                 }
             };
             match queued {
@@ -108,15 +108,15 @@ pub async fn run<E: Env>(env: E, broker_id: i32, address: (String, u16), shared:
     }
 }
 
-async fn queue(shared: &Shared, partition: &PartitionState, chunk: Chunk) -> Result<(), ()> {
-    match shared.streams.get(partition.stream) {
+async fn queue(streams: &Streams, partition: &PartitionState, chunk: Chunk) -> Result<(), ()> {
+    match streams.get(partition.stream) {
         Some(stream) => stream.send(chunk).await.map_err(drop),
         None => Err(()),
     }
 }
 
 /// Queues the whole messages of a fetched block; `Ok(true)` when there were some.
-async fn deliver(shared: &Shared, partition: &Arc<PartitionState>, offset: i64, bytes: bytes::Bytes, settings: &FetchSettings) -> Result<bool, ()> {
+async fn deliver(streams: &Streams, partition: &Arc<PartitionState>, offset: i64, bytes: bytes::Bytes, settings: &FetchSettings) -> Result<bool, ()> {
     let mut entries = ShallowIter::new(&bytes, offset);
     let mut first_error = None;
     for entry in entries.by_ref() {
@@ -139,18 +139,19 @@ async fn deliver(shared: &Shared, partition: &Arc<PartitionState>, offset: i64, 
             _ => ConsumerError::MessageTooLarge { topic: partition.topic.clone(), partition: partition.partition, offset, fetch_bytes: settings.fetch_bytes },
         };
         tracing::error!("{error}");
-        return queue(shared, partition, Chunk::Error(error)).await.map(|()| false);
+        return queue(streams, partition, Chunk::Error(error)).await.map(|()| false);
     }
     partition.offsets().fetched_chunk(valid as u64);
     if tributary_core::planted::active(tributary_core::planted::Bug::SkipChunk) && offset % 10 == 3 {
         return Ok(true);
     }
-    queue(shared, partition, Chunk::Messages { partition: partition.clone(), start: offset, bytes: bytes.slice(..valid) }).await.map(|()| true)
+    queue(streams, partition, Chunk::Messages { partition: partition.clone(), start: offset, bytes: bytes.slice(..valid) }).await.map(|()| true)
 }
 
 /// OffsetOutOfRange: look at what the partition holds. Inside its range the data there cannot be
 /// read (corrupt, or a bad offset): an error. Outside it, `autooffset.reset` decides.
-async fn out_of_range<E: Env>(env: &E, host: &str, port: u16, shared: &Shared, partition: &Arc<PartitionState>, offset: i64, settings: &FetchSettings) {
+#[allow(clippy::too_many_arguments)]
+async fn out_of_range<E: Env>(env: &E, host: &str, port: u16, shared: &Shared, streams: &Streams, partition: &Arc<PartitionState>, offset: i64, settings: &FetchSettings) {
     let range = async {
         let mut conn = connect(env, host, port, settings.socket_timeout).await.map_err(|e| e.to_string())?;
         let earliest = first_offset(&mut conn, partition, -2).await?;
@@ -186,7 +187,7 @@ async fn out_of_range<E: Env>(env: &E, host: &str, port: u16, shared: &Shared, p
     };
     partition.stall();
     tracing::error!("{error}");
-    let _stream_gone = queue(shared, partition, Chunk::Error(error)).await.is_err();
+    let _stream_gone = queue(streams, partition, Chunk::Error(error)).await.is_err();
 }
 
 async fn first_offset<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(conn: &mut Connection<S>, partition: &PartitionState, time: i64) -> Result<i64, String> {

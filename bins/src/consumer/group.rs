@@ -28,7 +28,7 @@ use tributary_core::zk_layout::{
 };
 
 use super::fetcher::{self, FetchSettings};
-use super::state::{PartitionState, Shared};
+use super::state::{PartitionState, Shared, Streams};
 use crate::client::connect;
 use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
 use crate::env::Env;
@@ -37,6 +37,13 @@ use crate::env::Env;
 const COALESCE: Duration = Duration::from_millis(100);
 /// Pause before retrying ZooKeeper after a failure.
 const RETRY_BACKOFF: Duration = Duration::from_millis(500);
+/// The most partitions one broker may register for a topic, and the most streams one member may
+/// register for it: a corrupt or hostile number in ZooKeeper fails the rebalance with an error
+/// instead of exhausting memory.
+const COUNT_MAX: u32 = 65_536;
+
+/// What a partition kept through a rebalance carries over: its offsets and its epoch.
+type Kept = BTreeMap<(TopicName, BrokerPartition), (PartitionOffsets, u64)>;
 
 /// A commit asked for by the application.
 pub(super) struct CommitRequest {
@@ -56,6 +63,7 @@ pub(super) struct Member<E: Env> {
     /// Stream index of thread `i` of `topic` (see `ConsumerConnector`).
     pub stream_of: super::StreamOf,
     pub shared: Arc<Shared>,
+    pub streams: Streams,
 }
 
 impl<E: Env> Member<E> {
@@ -107,7 +115,10 @@ impl<E: Env> Member<E> {
         autocommit.tick().await;
         loop {
             if pending_rebalance {
-                watches = self.rebalance(&coord, &mut fetchers).await;
+                match self.rebalance(&coord, &mut fetchers, &mut stop).await {
+                    Some(fresh) => watches = fresh,
+                    None => break,
+                }
                 pending_rebalance = false;
             }
             tokio::select! {
@@ -122,8 +133,16 @@ impl<E: Env> Member<E> {
                 }
                 event = coord.next_event() => match event {
                     SessionEvent::Expired | SessionEvent::Closed => {
-                        tracing::warn!("consumer {}: ZooKeeper session ended; registering again", self.consumer_id);
-                        coord = self.new_session().await;
+                        // The session's owner nodes are gone, and others may own those partitions
+                        // already: stop fetching them, and commit or release nothing for them.
+                        tracing::warn!("consumer {}: ZooKeeper session ended; dropping its partitions and registering again", self.consumer_id);
+                        fetchers.abort_all();
+                        while fetchers.join_next().await.is_some() {}
+                        self.shared.release_all();
+                        match self.new_session(&mut stop).await {
+                            Some(fresh) => coord = fresh,
+                            None => return self.streams_end(),
+                        }
                         pending_rebalance = true;
                     }
                     SessionEvent::Disconnected | SessionEvent::Connected => {}
@@ -153,21 +172,47 @@ impl<E: Env> Member<E> {
         }
         self.release_owners(&coord, &released).await;
         coord.close().await;
+        self.streams_end();
     }
 
-    /// A new session after expiry, registered again (retried until it works).
-    async fn new_session(&self) -> E::Coord {
+    /// The member is done: its streams end once the fetchers (aborted) let go of their queues.
+    fn streams_end(&self) {
+        tracing::info!("consumer {} left group {}", self.consumer_id, self.group());
+    }
+
+    /// A new session after expiry, registered again (retried until it works, or `None` when
+    /// asked to stop meanwhile).
+    async fn new_session(&self, stop: &mut watch::Receiver<bool>) -> Option<E::Coord> {
         let session = Duration::from_millis(self.config.zk.session_timeout_ms.into());
         let connection = Duration::from_millis(self.config.zk.connection_timeout_ms.into());
         loop {
-            match self.env.coordinate(&self.config.zk_connect, session, connection).await {
-                Ok(coord) => match self.register(&coord).await {
-                    Ok(()) => return coord,
-                    Err(e) => tracing::warn!("registering consumer {}: {e}; retrying", self.consumer_id),
+            let attempt = async {
+                match self.env.coordinate(&self.config.zk_connect, session, connection).await {
+                    Ok(coord) => match self.register(&coord).await {
+                        Ok(()) => Some(coord),
+                        Err(e) => {
+                            tracing::warn!("registering consumer {}: {e}; retrying", self.consumer_id);
+                            None
+                        }
+                    },
+                    Err(e) => {
+                        tracing::warn!("{e}; retrying");
+                        None
+                    }
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = stop.changed() => return None,
+                registered = attempt => if let Some(coord) = registered {
+                    return Some(coord);
                 },
-                Err(e) => tracing::warn!("{e}; retrying"),
             }
-            tokio::time::sleep(RETRY_BACKOFF).await;
+            tokio::select! {
+                biased;
+                _ = stop.changed() => return None,
+                () = tokio::time::sleep(RETRY_BACKOFF) => {}
+            }
         }
     }
 
@@ -176,9 +221,9 @@ impl<E: Env> Member<E> {
     async fn commit(&self, coord: &E::Coord, items: &[(TopicName, BrokerPartition, Option<i64>, Option<u64>)]) -> Result<usize, String> {
         let mut states = Vec::new();
         let mut wanted = BTreeMap::new();
-        for (topic, partition, offset, generation) in items {
+        for (topic, partition, offset, epoch) in items {
             let Some(state) = self.shared.get(topic, *partition) else { continue };
-            if generation.is_some_and(|g| g != state.generation) || !state.is_owned() {
+            if epoch.is_some_and(|e| e != state.epoch) || !state.is_owned() {
                 continue;
             }
             if let Some(offset) = offset {
@@ -201,23 +246,35 @@ impl<E: Env> Member<E> {
         Ok(written)
     }
 
+    /// Deletes the owner nodes of `released` that still name this member's thread (never one
+    /// another member has claimed since).
     async fn release_owners(&self, coord: &E::Coord, released: &[Arc<PartitionState>]) {
         for state in released {
             let path = format!("{}/{}", consumer_owners_path(self.group(), &state.topic), state.partition);
-            match coord.delete(&path, None).await {
-                Ok(()) | Err(CoordError::NoNode(_)) => {}
+            match coord.get(&path).await {
+                Ok((owner, version)) if owner == state.owner.as_bytes() => match coord.delete(&path, Some(version)).await {
+                    Ok(()) | Err(CoordError::NoNode(_)) | Err(CoordError::BadVersion(_)) => {}
+                    Err(e) => tracing::warn!("releasing {path}: {e}"),
+                },
+                Ok(_) | Err(CoordError::NoNode(_)) => {}
                 Err(e) => tracing::warn!("releasing {path}: {e}"),
             }
         }
     }
 
     /// Rebalances until an attempt succeeds (or gives up after `rebalance.retries.max`, to try
-    /// again on the next change); returns the watches that trigger the next one.
-    async fn rebalance(&self, coord: &E::Coord, fetchers: &mut JoinSet<()>) -> JoinSet<()> {
+    /// again on the next change); returns the watches that trigger the next one, or `None` when
+    /// asked to stop meanwhile.
+    async fn rebalance(&self, coord: &E::Coord, fetchers: &mut JoinSet<()>, stop: &mut watch::Receiver<bool>) -> Option<JoinSet<()>> {
         let attempts = self.config.rebalance_retries_max.max(1);
         let backoff = Duration::from_millis(self.config.rebalance_backoff_ms.into());
         let mut last = String::new();
+        // What this member held before the rebalance, kept across failed attempts.
+        let mut kept: Kept = BTreeMap::new();
         for attempt in 1..=attempts {
+            if *stop.borrow() {
+                return None;
+            }
             fetchers.abort_all();
             while fetchers.join_next().await.is_some() {}
             let released = self.shared.release_all();
@@ -227,35 +284,39 @@ impl<E: Env> Member<E> {
                 }
             }
             self.release_owners(coord, &released).await;
-            let kept: BTreeMap<(TopicName, BrokerPartition), PartitionOffsets> = released.iter().map(|p| ((p.topic.clone(), p.partition), *p.offsets())).collect();
-            match self.attempt(coord, kept).await {
+            kept.extend(released.iter().map(|p| ((p.topic.clone(), p.partition), (*p.offsets(), p.epoch))));
+            match self.attempt(coord, &kept).await {
                 Ok((claimed, watches, brokers)) => {
                     let generation = self.shared.generation();
                     let owned: Vec<String> = claimed.iter().map(|p| format!("{}/{}", p.topic, p.partition)).collect();
                     tracing::info!("consumer {} owns {} partitions: {}", self.consumer_id, owned.len(), owned.join(" "));
                     self.shared.install(claimed);
                     for (broker_id, address) in brokers {
-                        fetchers.spawn(fetcher::run(self.env.clone(), broker_id, address, self.shared.clone(), generation, self.settings()));
+                        fetchers.spawn(fetcher::run(self.env.clone(), broker_id, address, self.shared.clone(), self.streams.clone(), generation, self.settings()));
                     }
-                    return watches;
+                    return Some(watches);
                 }
                 Err(e) => {
                     last = e;
                     tracing::warn!("consumer {}: rebalance attempt {attempt} of {attempts} failed: {last}", self.consumer_id);
-                    tokio::time::sleep(backoff).await;
+                    tokio::select! {
+                        biased;
+                        _ = stop.changed() => return None,
+                        () = tokio::time::sleep(backoff) => {}
+                    }
                 }
             }
         }
         tracing::error!("consumer {}: rebalance failed {attempts} times ({last}); owning nothing until the next change", self.consumer_id);
         let mut retry = JoinSet::new();
         retry.spawn(tokio::time::sleep(backoff.max(RETRY_BACKOFF)));
-        retry
+        Some(retry)
     }
 
     /// One rebalance attempt: claimed partitions, the watches set while reading, and the
     /// brokers to fetch from.
     #[allow(clippy::type_complexity)]
-    async fn attempt(&self, coord: &E::Coord, kept: BTreeMap<(TopicName, BrokerPartition), PartitionOffsets>) -> Result<(Vec<Arc<PartitionState>>, JoinSet<()>, BTreeMap<i32, (String, u16)>), String> {
+    async fn attempt(&self, coord: &E::Coord, kept: &Kept) -> Result<(Vec<Arc<PartitionState>>, JoinSet<()>, BTreeMap<i32, (String, u16)>), String> {
         let mut watches = JoinSet::new();
         let ids_path = consumer_ids_path(self.group());
         let (members, watch) = coord.children_and_watch(&ids_path).await.map_err(|e| format!("{ids_path}: {e}"))?;
@@ -267,11 +328,13 @@ impl<E: Env> Member<E> {
         let mut registrations = BTreeMap::new();
         for member in members {
             match coord.get(&format!("{ids_path}/{member}")).await {
+                // Every member must see the same members, or assignments differ and claims
+                // conflict: a registration this member cannot read fails the attempt (loudly).
                 Ok((data, _)) => match Registration::parse(&String::from_utf8_lossy(&data)) {
                     Ok(r) => {
                         registrations.insert(member, r);
                     }
-                    Err(e) => tracing::warn!("{ids_path}/{member}: {e}; skipped"),
+                    Err(e) => return Err(format!("{ids_path}/{member}: {e}")),
                 },
                 Err(CoordError::NoNode(_)) => {}
                 Err(e) => return Err(format!("{ids_path}/{member}: {e}")),
@@ -287,21 +350,22 @@ impl<E: Env> Member<E> {
             let (registered, watch) = children_or_none(coord, &topic_path).await?;
             watches.spawn(watch);
             let partitions = self.partitions_of(coord, &topic_path, registered).await?;
-            let threads: Vec<String> = registrations
-                .iter()
-                .flat_map(|(member, r)| {
-                    let n = r.streams_for(topics.iter().map(String::as_str)).get(&topic_name).copied().unwrap_or(0);
-                    (0..n).map(move |i| thread_id(member, i))
-                })
-                .collect();
+            let mut threads: Vec<String> = Vec::new();
+            for (member, r) in &registrations {
+                let n = r.streams_for(topics.iter().map(String::as_str)).get(&topic_name).copied().unwrap_or(0);
+                if n > COUNT_MAX {
+                    return Err(format!("{ids_path}/{member}: {n} streams for {topic_name} (at most {COUNT_MAX})"));
+                }
+                threads.extend((0..n).map(|i| thread_id(member, i)));
+            }
             let assignment = assign(&partitions, &threads);
             for i in 0..streams {
                 let thread = thread_id(&self.consumer_id, i);
                 for partition in assignment.get(&thread).cloned().unwrap_or_default() {
                     let address = self.broker_address(coord, partition.broker_id).await?;
-                    let offsets = match kept.get(&(topic.clone(), partition)) {
-                        Some(o) => PartitionOffsets::resume(o.committed(), o.consumed()),
-                        None => PartitionOffsets::starting_at(self.start_offset(coord, &topic, partition, &address).await?),
+                    let (offsets, epoch) = match kept.get(&(topic.clone(), partition)) {
+                        Some((o, epoch)) => (PartitionOffsets::resume(o.committed(), o.consumed()), *epoch),
+                        None => (PartitionOffsets::starting_at(self.start_offset(coord, &topic, partition, &address).await?), generation),
                     };
                     if let Err(e) = self.claim(coord, &topic, partition, &thread).await {
                         for state in &claimed {
@@ -311,7 +375,7 @@ impl<E: Env> Member<E> {
                         return Err(e);
                     }
                     brokers.insert(partition.broker_id, address.clone());
-                    claimed.push(Arc::new(PartitionState::new(topic.clone(), partition, generation, (self.stream_of)(&topic_name, i), address, offsets)));
+                    claimed.push(Arc::new(PartitionState::new(topic.clone(), partition, generation, epoch, thread.clone(), (self.stream_of)(&topic_name, i), address, offsets)));
                 }
             }
         }
@@ -324,7 +388,8 @@ impl<E: Env> Member<E> {
             let Ok(broker_id) = broker.parse::<i32>() else { continue };
             match coord.get(&format!("{topic_path}/{broker}")).await {
                 Ok((data, _)) => match String::from_utf8_lossy(&data).trim().parse::<u32>() {
-                    Ok(count) => partitions.extend((0..count).map(|partition| BrokerPartition { broker_id, partition })),
+                    Ok(count) if count <= COUNT_MAX => partitions.extend((0..count).map(|partition| BrokerPartition { broker_id, partition })),
+                    Ok(count) => return Err(format!("{topic_path}/{broker}: {count} partitions (at most {COUNT_MAX})")),
                     Err(_) => tracing::warn!("{topic_path}/{broker}: unreadable partition count; skipped"),
                 },
                 Err(CoordError::NoNode(_)) => {}

@@ -169,8 +169,8 @@ impl ConsumerConnector {
         let session = Duration::from_millis(config.zk.session_timeout_ms.into());
         let connection = Duration::from_millis(config.zk.connection_timeout_ms.into());
         let coord = env.coordinate(&config.zk_connect, session, connection).await?;
-        let shared = Arc::new(state::Shared::new(senders));
-        let member = group::Member { env, config, consumer_id: id.clone(), registration, stream_of, shared: shared.clone() };
+        let shared = Arc::new(state::Shared::new());
+        let member = group::Member { env, config, consumer_id: id.clone(), registration, stream_of, shared: shared.clone(), streams: Arc::new(senders) };
         member.register(&coord).await?;
         tracing::info!("consumer {id} joined group {}", member.config.group_id);
         let (commits, commits_rx) = mpsc::channel(64);
@@ -184,9 +184,9 @@ impl ConsumerConnector {
         &self.consumer_id
     }
 
-    /// The partitions this member owns right now, with the generation that gave them.
+    /// The partitions this member owns right now, with their ownership epochs.
     pub fn owned(&self) -> Vec<(TopicName, BrokerPartition, u64)> {
-        self.shared.all().iter().map(|p| (p.topic.clone(), p.partition, p.generation)).collect()
+        self.shared.all().iter().map(|p| (p.topic.clone(), p.partition, p.epoch)).collect()
     }
 
     /// Gaps met so far (source data deleted before it was consumed) and their bytes.
@@ -216,14 +216,15 @@ impl ConsumerConnector {
         self.request_commit(Vec::new(), true).await
     }
 
-    /// Commits up to `message` (its resume offset) for its partition, if this member still owns
-    /// it in the generation the message was handed out in; returns whether it was written.
+    /// Commits up to `message` (its resume offset) for its partition, if this member has owned
+    /// it without interruption since the message was handed out; returns whether it was written.
     pub async fn commit(&self, message: &ConsumedMessage) -> Result<bool, String> {
         self.commit_at(&message.topic, message.partition, message.offset, message.generation).await
     }
 
     /// Commits `offset` for a partition (never past what was handed out), if this member still
-    /// owns it in `generation`; returns whether it was written.
+    /// owns it in ownership epoch `generation` (see [`ConsumedMessage::generation`]); returns
+    /// whether it was written.
     pub async fn commit_at(&self, topic: &TopicName, partition: BrokerPartition, offset: i64, generation: u64) -> Result<bool, String> {
         self.request_commit(vec![(topic.clone(), partition, Some(offset), Some(generation))], false).await.map(|n| n > 0)
     }

@@ -19,8 +19,13 @@ pub struct PartitionState {
     pub topic: TopicName,
     /// The partition.
     pub partition: BrokerPartition,
-    /// The rebalance that gave it to this member.
+    /// The rebalance that gave it to this member (fetchers of older rebalances leave it alone).
     pub generation: u64,
+    /// The rebalance since which this member has owned it without interruption (a partition
+    /// kept through rebalances keeps its epoch): commits name it.
+    pub epoch: u64,
+    /// The owning thread id, as written in the owner node.
+    pub owner: String,
     /// Which stream its messages go to.
     pub stream: usize,
     /// Its broker's address.
@@ -35,8 +40,9 @@ pub struct PartitionState {
 
 impl PartitionState {
     /// A partition owned from generation `generation` on, starting at `offsets`.
-    pub fn new(topic: TopicName, partition: BrokerPartition, generation: u64, stream: usize, address: (String, u16), offsets: PartitionOffsets) -> Self {
-        PartitionState { topic, partition, generation, stream, address, offsets: Mutex::new(offsets), owned: AtomicBool::new(true), stalled: AtomicBool::new(false) }
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(topic: TopicName, partition: BrokerPartition, generation: u64, epoch: u64, owner: String, stream: usize, address: (String, u16), offsets: PartitionOffsets) -> Self {
+        PartitionState { topic, partition, generation, epoch, owner, stream, address, offsets: Mutex::new(offsets), owned: AtomicBool::new(true), stalled: AtomicBool::new(false) }
     }
 
     /// Its offsets. (Only memory work happens under this lock; a poisoned one is a bug here.)
@@ -82,13 +88,15 @@ pub enum Chunk {
     Error(ConsumerError),
 }
 
-/// The owned partitions, the current generation, and the streams' queues.
+/// The streams' queues, in stream order: held by the member's task and its fetchers only, so
+/// the streams end (`Closed`) once the member stops, however it stops.
+pub type Streams = Arc<Vec<mpsc::Sender<Chunk>>>;
+
+/// The owned partitions, the current generation, and counters.
 #[derive(Debug)]
 pub struct Shared {
     owned: Mutex<BTreeMap<(TopicName, BrokerPartition), Arc<PartitionState>>>,
     generation: AtomicU64,
-    /// One sender per stream, in stream order.
-    pub streams: Vec<mpsc::Sender<Chunk>>,
     /// Gaps met: offsets the source deleted before they were consumed.
     pub gaps: AtomicU64,
     /// Bytes of those gaps.
@@ -96,9 +104,9 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// No partitions yet; `streams` feed the application's streams.
-    pub fn new(streams: Vec<mpsc::Sender<Chunk>>) -> Self {
-        Shared { owned: Mutex::new(BTreeMap::new()), generation: AtomicU64::new(0), streams, gaps: AtomicU64::new(0), gap_bytes: AtomicU64::new(0) }
+    /// No partitions yet.
+    pub fn new() -> Self {
+        Shared { owned: Mutex::new(BTreeMap::new()), generation: AtomicU64::new(0), gaps: AtomicU64::new(0), gap_bytes: AtomicU64::new(0) }
     }
 
     #[allow(clippy::panic)]

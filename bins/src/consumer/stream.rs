@@ -4,7 +4,6 @@
 //! (a rebalance happened) are dropped: their messages will be fetched again by the new owner
 //! from the committed offset.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,27 +26,27 @@ pub struct ConsumedMessage {
     /// The offset to resume after this message (0.7's rule: inside a compressed wrapper, the
     /// wrapper's start, after its last message its end). Committing it never skips a message.
     pub offset: i64,
-    /// The rebalance generation that owned the partition when it was handed out (for commits).
+    /// The ownership epoch of the partition when it was handed out: the rebalance since which
+    /// this member has owned it without interruption. Commits name it; it changes only when the
+    /// partition was lost (then its uncommitted messages are the next owner's to deliver).
     pub generation: u64,
     /// The payload.
     pub payload: Bytes,
 }
 
-/// A message of the current chunk (resume offset and payload), or why it could not be read.
-type Pending = (Arc<PartitionState>, Result<(i64, Bytes), ConsumerError>);
-
 /// One of the streams a consumer was created with.
 #[derive(Debug)]
 pub struct MessageStream {
     rx: mpsc::Receiver<Chunk>,
-    /// Messages of the chunk being handed out.
-    current: VecDeque<Pending>,
+    /// The chunk being handed out, opened one message at a time (a compressed wrapper is only
+    /// decompressed when reached).
+    current: Option<(Arc<PartitionState>, DeepIter)>,
     timeout: Option<Duration>,
 }
 
 impl MessageStream {
     pub(super) fn new(rx: mpsc::Receiver<Chunk>, timeout: Option<Duration>) -> Self {
-        MessageStream { rx, current: VecDeque::new(), timeout }
+        MessageStream { rx, current: None, timeout }
     }
 
     /// The next message. `Err(Timeout)` after `consumer.timeout.ms` without one (the stream
@@ -55,15 +54,32 @@ impl MessageStream {
     /// partition and offset that could not be read (the stream goes on with other data after).
     pub async fn next(&mut self) -> Result<ConsumedMessage, ConsumerError> {
         loop {
-            if let Some((partition, item)) = self.current.pop_front() {
+            if let Some((partition, entries)) = &mut self.current {
                 if !partition.is_owned() {
                     // Taken away by a rebalance: the new owner reads it from the committed offset.
-                    self.current.clear();
+                    self.current = None;
                     continue;
                 }
-                let (offset, payload) = item?;
-                partition.offsets().handed_out(offset);
-                return Ok(ConsumedMessage { topic: partition.topic.clone(), partition: partition.partition, offset, generation: partition.generation, payload });
+                match entries.next() {
+                    Some(Ok(entry)) => {
+                        partition.offsets().handed_out(entry.next_offset);
+                        return Ok(ConsumedMessage {
+                            topic: partition.topic.clone(),
+                            partition: partition.partition,
+                            offset: entry.next_offset,
+                            generation: partition.epoch,
+                            payload: entry.message.payload,
+                        });
+                    }
+                    Some(Err(e)) => {
+                        // Nothing after a corrupt message of this chunk is trusted; the error says where.
+                        let error = ConsumerError::Corrupt { topic: partition.topic.clone(), partition: partition.partition, detail: e.to_string() };
+                        self.current = None;
+                        return Err(error);
+                    }
+                    None => self.current = None,
+                }
+                continue;
             }
             let chunk = match self.timeout {
                 Some(limit) => match tokio::time::timeout(limit, self.rx.recv()).await {
@@ -75,24 +91,9 @@ impl MessageStream {
             match chunk {
                 None => return Err(ConsumerError::Closed),
                 Some(Chunk::Error(e)) => return Err(e),
-                Some(Chunk::Messages { partition, start, bytes }) => self.open(partition, start, bytes),
-            }
-        }
-    }
-
-    /// Deep-iterates a chunk into the queue of messages to hand out.
-    fn open(&mut self, partition: Arc<PartitionState>, start: i64, bytes: Bytes) {
-        for entry in DeepIter::new(bytes, start, DECOMPRESSED_BYTES_MAX_DEFAULT) {
-            let item = entry.map(|e| (e.next_offset, e.message.payload)).map_err(|e| ConsumerError::Corrupt {
-                topic: partition.topic.clone(),
-                partition: partition.partition,
-                detail: e.to_string(),
-            });
-            let stop = item.is_err();
-            self.current.push_back((partition.clone(), item));
-            if stop {
-                // Nothing after a corrupt message of this chunk is trusted; the error says where.
-                break;
+                Some(Chunk::Messages { partition, start, bytes }) => {
+                    self.current = Some((partition, DeepIter::new(bytes, start, DECOMPRESSED_BYTES_MAX_DEFAULT)));
+                }
             }
         }
     }

@@ -27,6 +27,17 @@ const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 type Done = oneshot::Sender<Result<Delivered, SendError>>;
 
+/// A connection is not reused after sitting idle this long: brokers close idle connections
+/// (after 10 minutes), and a produce written into a connection the broker already closed would
+/// be lost while looking sent.
+const IDLE_REUSE_MAX: Duration = Duration::from_secs(120);
+
+/// A cached connection and when it was last used.
+struct Pooled<S> {
+    conn: Connection<S>,
+    used: tokio::time::Instant,
+}
+
 /// A message being sent, with where it is going this attempt.
 struct Pending {
     record: Record,
@@ -45,7 +56,7 @@ pub(super) struct Dispatcher<E: Env> {
     env: E,
     config: ProducerConfig,
     directory: Directory,
-    connections: tokio::sync::Mutex<BTreeMap<i32, Connection<E::Stream>>>,
+    connections: tokio::sync::Mutex<BTreeMap<i32, Pooled<E::Stream>>>,
     rng: Mutex<ChaCha8Rng>,
     /// Brokers that refused ACKED_PRODUCE (said once in the log, remembered).
     without_acks: Mutex<BTreeSet<i32>>,
@@ -124,6 +135,13 @@ impl<E: Env> Dispatcher<E> {
         let mut slots: Vec<Option<Pending>> = Vec::with_capacity(messages.len());
         let mut placed = Vec::with_capacity(messages.len());
         for (i, (p, partition)) in messages.into_iter().enumerate() {
+            let (size, max) = (p.record.value.len(), self.config.max_message_bytes);
+            if size > max as usize && self.config.codec_for(&p.record.topic) == tributary_core::message::CompressionCodec::None {
+                // Too large on its own: only this message fails.
+                self.finish(p.done, Err(SendError::TooLarge { size, max }));
+                slots.push(None);
+                continue;
+            }
             placed.push((i, p.record.topic.clone(), partition, p.record.value.clone()));
             slots.push(Some(p));
         }
@@ -163,19 +181,33 @@ impl<E: Env> Dispatcher<E> {
         retry
     }
 
-    /// One message set for `topic`, compressed as configured, checked against
-    /// `max.message.size` (every top-level message, so a compressed set's wrapper).
+    /// One message set for `topic`, compressed as configured, every top-level message within
+    /// `max.message.size`: a compressed set is split into as many wrappers as needed (each
+    /// holding at most that many uncompressed bytes), so batching never makes a message too
+    /// large. Only a message too large on its own fails.
     fn build_set(&self, topic: &TopicName, values: &[Bytes]) -> Result<Bytes, SendError> {
-        let mut builder = MessageSetBuilder::new();
+        let max = self.config.max_message_bytes as usize;
+        let codec = self.config.codec_for(topic);
+        let mut out = bytes::BytesMut::new();
+        let mut chunk = MessageSetBuilder::new();
+        let mut chunk_bytes = 0usize;
         for value in values {
-            builder.push_message(&Message::new(value.clone()));
+            if codec != tributary_core::message::CompressionCodec::None && chunk_bytes + value.len() > max && !chunk.is_empty() {
+                out.extend_from_slice(&chunk.build(codec));
+                chunk = MessageSetBuilder::new();
+                chunk_bytes = 0;
+            }
+            chunk.push_message(&Message::new(value.clone()));
+            chunk_bytes += value.len();
         }
-        let set = builder.build(self.config.codec_for(topic));
-        let max = self.config.max_message_bytes;
+        if !chunk.is_empty() {
+            out.extend_from_slice(&chunk.build(codec));
+        }
+        let set = out.freeze();
         for entry in tributary_core::message::ShallowIter::new(&set, 0) {
             let size = entry.map_or(usize::MAX, |e| e.message.payload.len());
-            if size > max as usize {
-                return Err(SendError::TooLarge { size, max });
+            if size > max {
+                return Err(SendError::TooLarge { size, max: self.config.max_message_bytes });
             }
         }
         Ok(set)
@@ -184,8 +216,15 @@ impl<E: Env> Dispatcher<E> {
     /// Sends the sets to a broker; one outcome per set, in order.
     async fn send_sets(&self, broker_id: i32, host: &str, port: u16, sets: &[(ProduceRequest, Vec<usize>)]) -> Vec<SetOutcome> {
         let parts: Vec<ProduceRequest> = sets.iter().map(|(p, _)| p.clone()).collect();
-        let acks = self.config.durable_acks && !self.lock_without_acks().contains(&broker_id);
+        let known_without_acks = self.lock_without_acks().contains(&broker_id);
+        if self.config.durable_acks && known_without_acks && !self.config.durable_acks_fallback {
+            // Never send without the acknowledgement that was asked for.
+            return (0..sets.len()).map(|_| SetOutcome::Fail(SendError::AcksUnsupported(broker_id))).collect();
+        }
+        let acks = self.config.durable_acks && !known_without_acks;
         let mut connections = self.connections.lock().await;
+        connections.retain(|_, pooled| pooled.used.elapsed() < IDLE_REUSE_MAX);
+        let fresh = !connections.contains_key(&broker_id);
         let conn = match self.connection(&mut connections, broker_id, host, port).await {
             Ok(conn) => conn,
             Err(e) => return retry_all(sets.len(), format!("broker {broker_id} at {host}:{port}: {e}")),
@@ -210,7 +249,9 @@ impl<E: Env> Dispatcher<E> {
                 connections.remove(&broker_id);
                 retry_all(sets.len(), format!("broker {broker_id} answered an acknowledged produce with {other:?}"))
             }
-            Err(ClientError::Closed(_)) => {
+            // Closed on a connection dialled for this request: the broker may not know the
+            // request type. (A reused connection may just have been closed while idle: retry.)
+            Err(ClientError::Closed(_)) if fresh => {
                 connections.remove(&broker_id);
                 drop(connections);
                 self.after_acks_refused(broker_id, host, port, parts).await
@@ -265,14 +306,16 @@ impl<E: Env> Dispatcher<E> {
     }
 
     /// The open connection to `broker_id`, dialled if needed.
-    async fn connection<'a>(&self, connections: &'a mut BTreeMap<i32, Connection<E::Stream>>, broker_id: i32, host: &str, port: u16) -> Result<&'a mut Connection<E::Stream>, ClientError> {
-        match connections.entry(broker_id) {
-            std::collections::btree_map::Entry::Occupied(open) => Ok(open.into_mut()),
+    async fn connection<'a>(&self, connections: &'a mut BTreeMap<i32, Pooled<E::Stream>>, broker_id: i32, host: &str, port: u16) -> Result<&'a mut Connection<E::Stream>, ClientError> {
+        let pooled = match connections.entry(broker_id) {
+            std::collections::btree_map::Entry::Occupied(open) => open.into_mut(),
             std::collections::btree_map::Entry::Vacant(slot) => {
                 let timeout = Duration::from_millis(self.config.socket_timeout_ms.max(self.config.connect_timeout_ms).into());
-                Ok(slot.insert(connect(&self.env, host, port, timeout).await?))
+                slot.insert(Pooled { conn: connect(&self.env, host, port, timeout).await?, used: tokio::time::Instant::now() })
             }
-        }
+        };
+        pooled.used = tokio::time::Instant::now();
+        Ok(&mut pooled.conn)
     }
 }
 

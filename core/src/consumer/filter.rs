@@ -1,7 +1,8 @@
 //! 0.7.1's wildcard topic filter (`TopicFilter`): a whitelist or blacklist regex.
 //!
-//! The filter string is trimmed, commas become `|`, spaces and double quotes are removed (so
-//! `"a, b"` means `a|b`), and it must compile as a regex; a topic matches when the **whole** name
+//! The filter string is trimmed, commas become `|`, spaces are removed and surrounding quotes
+//! (`"` or `'`, as shells and properties files leave them) are stripped, so `"a, b"` means
+//! `a|b`; it must then compile as a regex; a topic matches when the **whole** name
 //! matches. Whitelist: consume matching topics; blacklist: consume the others. (Rust's regex
 //! dialect: Java-only constructs such as look-around are refused with an error naming them.)
 
@@ -38,7 +39,8 @@ pub struct TopicPatternError {
 impl TopicPattern {
     /// Normalizes `filter` as 0.7.1 does and compiles it.
     pub fn new(kind: FilterKind, filter: &str) -> Result<Self, TopicPatternError> {
-        let pattern: String = filter.trim().replace(',', "|").chars().filter(|c| *c != ' ' && *c != '"').collect();
+        let spaced: String = filter.trim().replace(',', "|").chars().filter(|c| *c != ' ').collect();
+        let pattern = spaced.trim_matches(|c| c == '"' || c == '\'').to_string();
         let regex = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| TopicPatternError { given: filter.to_string(), reason: e.to_string() })?;
         Ok(TopicPattern { kind, pattern, regex })
     }
