@@ -1,60 +1,135 @@
 #!/usr/bin/env bash
-# The main job, as far as it exists today: a ZooKeeper and a Tributary broker started from the
-# sample configs (config/zookeeper.properties, config/server.properties: ports 2181 and 9092,
-# data under /tmp), then the console tools against them: produce lines, consume them, list
-# offsets, dump the segment. It grows into the source + mirror cluster demo with the mirror.
+# The main job: a source cluster and a mirror cluster, as the original mirroring patch describes
+# them, from the sample configs in config/ (files unchanged):
+#   source: ZooKeeper :2181 (zookeeper.properties) + broker 0 :9092 (server.properties)
+#   mirror: ZooKeeper :2171 (mirror-zookeeper.properties) + broker 0 :9095 started with three
+#           files (mirror-server.properties mirror-consumer.properties mirror-producer.properties)
+# Messages are produced to the source (with durable acknowledgements); the mirror catches up
+# while a progress line shows it; the mirror broker is killed with SIGKILL mid-way and restarted;
+# then consumer-offset-checker shows the mirror's lag, and a count proves nothing was lost.
+# Everything started here is stopped at the end, even on Ctrl-C.
+#
+# TRIBUTARY_BIN=<path> uses an already built binary instead of building the release one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./scripts/install-deps.sh
-cargo build --release --locked -p tributary
-bin=target/release/tributary
+./scripts/install-deps.sh >/dev/null
+bin=${TRIBUTARY_BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release --locked -p tributary
+  bin=target/release/tributary
+fi
 work=$(mktemp -d)
 pids=()
+mirror_pid=""
 cleanup() {
+  [ -n "$mirror_pid" ] && kill -TERM "$mirror_pid" 2>/dev/null || true
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  echo "(stopped everything; logs are in $work)"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-for port in 2181 9092; do
+for port in 2181 2171 9092 9095; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    echo "error: port $port is in use; stop whatever listens there (or edit config/*.properties)" >&2
+    echo "error: port $port is in use; stop whatever listens there (the sample configs use 2181, 2171, 9092, 9095)" >&2
     exit 1
   fi
 done
+# The sample configs keep their data under /tmp; start from nothing.
+rm -rf /tmp/zookeeper /tmp/mirror-zookeeper /tmp/tributary-logs /tmp/mirror-kafka-logs
 
-echo "== ZooKeeper on :2181 (config/zookeeper.properties)"
-java -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar org.apache.zookeeper.server.quorum.QuorumPeerMain \
-  config/zookeeper.properties >"$work/zookeeper.log" 2>&1 &
+wait_port() {
+  for _ in $(seq 150); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.2
+  done
+  echo "error: nothing listens on :$1 (see $work)" >&2
+  exit 1
+}
+zookeeper() {
+  java -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar org.apache.zookeeper.server.quorum.QuorumPeerMain "$1" >"$work/$2.log" 2>&1 &
+  pids+=($!)
+}
+start_mirror() {
+  RUST_LOG=info "$bin" server config/mirror-server.properties config/mirror-consumer.properties config/mirror-producer.properties \
+    >>"$work/mirror-broker.log" 2>&1 &
+  mirror_pid=$!
+  wait_port 9095
+}
+# The mirror's lag (bytes of the source it has not committed yet), from the seed's tool.
+lag() {
+  "$bin" consumer-offset-checker --group KafkaMirror --zkconnect localhost:2181 --topic "$topic" 2>/dev/null |
+    awk '/Consumer lag = [0-9-]/ {s += $4; n++} END {if (n == 0) print "-"; else print s}'
+}
+progress() {
+  local size
+  size=$("$bin" consumer-offset-checker --group KafkaMirror --zkconnect localhost:2181 --topic "$topic" 2>/dev/null |
+    awk '/Log size = [0-9-]/ {s += $4} END {print s + 0}')
+  printf '\r   source log end %10s bytes | mirror lag %10s bytes   ' "$size" "$(lag)"
+}
+
+echo "== source cluster: ZooKeeper :2181, broker 0 :9092"
+zookeeper config/zookeeper.properties source-zookeeper
+wait_port 2181
+RUST_LOG=info "$bin" server config/server.properties 2>"$work/source-broker.log" &
 pids+=($!)
-for _ in $(seq 100); do
-  (exec 3<>/dev/tcp/127.0.0.1/2181) 2>/dev/null && break
-  sleep 0.2
+wait_port 9092
+
+echo "== mirror cluster: ZooKeeper :2171, broker 0 :9095 with the embedded mirror (three files)"
+zookeeper config/mirror-zookeeper.properties mirror-zookeeper
+wait_port 2171
+start_mirror
+
+topic="demo"
+batches=12
+per_batch=5000
+total=$((batches * per_batch))
+
+echo "== producing $total messages to '$topic' on the source in $batches batches (durable acks)"
+for b in $(seq "$batches"); do
+  seq $(((b - 1) * per_batch + 1)) $((b * per_batch)) | sed 's/^/message-/' |
+    "$bin" console-producer --zookeeper localhost:2181 --topic "$topic" --acks 2>>"$work/producer.log"
+  progress
+  if [ "$b" -eq 5 ]; then
+    echo
+    echo "== SIGKILL of the mirror broker (mid-way); restarting it in 3 s"
+    kill -KILL "$mirror_pid"
+    wait "$mirror_pid" 2>/dev/null || true
+    mirror_pid=""
+    sleep 3
+    start_mirror
+  fi
+  sleep 0.5
 done
+echo
 
-echo "== broker 0 on :9092 (config/server.properties), log in $work/broker.log"
-RUST_LOG=info "$bin" server config/server.properties 2>"$work/broker.log" &
-pids+=($!)
-for _ in $(seq 100); do
-  (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null && break
-  sleep 0.2
+echo "== waiting for the mirror to catch up"
+for _ in $(seq 120); do
+  progress
+  [ "$(lag)" = "0" ] && break
+  sleep 1
 done
-grep -m1 "registered broker" "$work/broker.log" || true
+echo
 
-topic="demo-$(date +%s)"
-echo "== console-producer: three lines to topic $topic (snappy), broker found through ZooKeeper"
-printf 'the first message\nthe second message\nthe third message\n' |
-  "$bin" console-producer --zookeeper localhost:2181 --topic "$topic" --compress 2
+echo "== consumer-offset-checker --group KafkaMirror --zkconnect localhost:2181 (the seed's way)"
+"$bin" consumer-offset-checker --group KafkaMirror --zkconnect localhost:2181
 
-echo "== simple-consumer: partition 0 from offset 0 (messages are visible once flushed, within ~2 s)"
-timeout 30 "$bin" simple-consumer --server kafka://localhost:9092 --topic "$topic" --offset 0 --print-offsets --max-messages 3
-
-echo "== get-offsets: latest (newest first) and earliest"
-"$bin" get-offsets --server kafka://localhost:9092 --topic "$topic" --time -1 --offsets 5
-"$bin" get-offsets --server kafka://localhost:9092 --topic "$topic" --time -2
-
-echo "== dump-log: the segment on disk"
-"$bin" dump-log --noprint "/tmp/tributary-logs/$topic-0/00000000000000000000.kafka" | tail -4
-
-echo "== shutting down (SIGTERM: flush, checkpoint, clean-shutdown marker)"
+echo "== counting what the mirror cluster holds (console-consumer on :2171)"
+"$bin" console-consumer --zookeeper localhost:2171 --topic "$topic" --from-beginning --consumer-timeout-ms 5000 \
+  2>/dev/null >"$work/mirrored.txt"
+distinct=$(sort -u "$work/mirrored.txt" | grep -c '^message-' || true)
+lines=$(grep -c '^message-' "$work/mirrored.txt" || true)
+missing=$((total - distinct))
+echo
+echo "== summary"
+echo "   produced to the source (acknowledged): $total"
+echo "   distinct messages in the mirror:       $distinct"
+echo "   lost:                                  $missing"
+echo "   duplicates (resent after the SIGKILL): $((lines - distinct))"
+if [ "$missing" -ne 0 ]; then
+  echo "error: the mirror is missing $missing messages" >&2
+  exit 1
+fi
+echo "   the mirror holds every message, through a SIGKILL of the mirror broker"
