@@ -289,7 +289,12 @@ impl<E: Env> Member<E> {
                 Ok((claimed, watches, brokers)) => {
                     let generation = self.shared.generation();
                     let owned: Vec<String> = claimed.iter().map(|p| format!("{}/{}", p.topic, p.partition)).collect();
-                    tracing::info!("consumer {} owns {} partitions: {}", self.consumer_id, owned.len(), owned.join(" "));
+                    let before: Vec<String> = kept.keys().map(|(t, p)| format!("{t}/{p}")).collect();
+                    if owned == before {
+                        tracing::debug!("consumer {} still owns {} partitions", self.consumer_id, owned.len());
+                    } else {
+                        tracing::info!("consumer {} owns {} partitions: {}", self.consumer_id, owned.len(), owned.join(" "));
+                    }
                     self.shared.install(claimed);
                     for (broker_id, address) in brokers {
                         fetchers.spawn(fetcher::run(self.env.clone(), broker_id, address, self.shared.clone(), self.streams.clone(), generation, self.settings()));
