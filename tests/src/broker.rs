@@ -22,6 +22,8 @@ pub struct BrokerProcess {
     pub port: u16,
     /// Its server.properties.
     pub config: PathBuf,
+    /// For a mirror broker: its consumer and producer properties.
+    pub mirror: Vec<PathBuf>,
     /// Where its stderr goes.
     pub log: PathBuf,
 }
@@ -32,9 +34,27 @@ impl BrokerProcess {
     pub fn start(dir: &Path, port: u16, properties: &str) -> BrokerProcess {
         let config = dir.join("server.properties");
         std::fs::write(&config, properties).expect("write server.properties");
-        let mut broker = BrokerProcess { child: None, port, config, log: dir.join("broker.log") };
+        let mut broker = BrokerProcess { child: None, port, config, mirror: Vec::new(), log: dir.join("broker.log") };
         broker.spawn();
         broker
+    }
+
+    /// A mirror broker (Kafka 0.7.0's embedded mirror): `server.properties` written from
+    /// `properties`, plus the consumer and producer files.
+    pub fn start_mirror(dir: &Path, port: u16, properties: &str, consumer: &str, producer: &str) -> BrokerProcess {
+        let config = dir.join("server.properties");
+        std::fs::write(&config, properties).expect("write server.properties");
+        let (c, p) = (dir.join("consumer.properties"), dir.join("producer.properties"));
+        std::fs::write(&c, consumer).expect("write consumer.properties");
+        std::fs::write(&p, producer).expect("write producer.properties");
+        let mut broker = BrokerProcess { child: None, port, config, mirror: vec![c, p], log: dir.join("broker.log") };
+        broker.spawn();
+        broker
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
     /// Starts the process again with the same configuration.
@@ -43,6 +63,7 @@ impl BrokerProcess {
         let child = Command::new(tributary_binary())
             .arg("server")
             .arg(&self.config)
+            .args(&self.mirror)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)

@@ -28,6 +28,7 @@ use tributary_core::zk_layout::{
 };
 
 use super::fetcher::{self, FetchSettings};
+use super::ConsumerError;
 use super::state::{PartitionState, Shared, Streams};
 use crate::client::connect;
 use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
@@ -347,6 +348,7 @@ impl<E: Env> Member<E> {
         }
         let mine = self.registration.streams_for(topics.iter().map(String::as_str));
         let mut claimed: Vec<Arc<PartitionState>> = Vec::new();
+        let mut unreadable_errors = Vec::new();
         let mut brokers = BTreeMap::new();
         let generation = self.shared.generation();
         for (topic_name, streams) in mine {
@@ -368,9 +370,19 @@ impl<E: Env> Member<E> {
                 let thread = thread_id(&self.consumer_id, i);
                 for partition in assignment.get(&thread).cloned().unwrap_or_default() {
                     let address = self.broker_address(coord, partition.broker_id).await?;
+                    // A partition whose start cannot be read (its broker refused it, say) is still
+                    // claimed, so the assignment stays whole, but it is stalled with an error for
+                    // its stream: the other partitions go on.
+                    let mut unreadable = None;
                     let (offsets, epoch) = match kept.get(&(topic.clone(), partition)) {
                         Some((o, epoch)) => (PartitionOffsets::resume(o.committed(), o.consumed()), *epoch),
-                        None => (PartitionOffsets::starting_at(self.start_offset(coord, &topic, partition, &address).await?), generation),
+                        None => match self.start_offset(coord, &topic, partition, &address).await {
+                            Ok(start) => (PartitionOffsets::starting_at(start), generation),
+                            Err(e) => {
+                                unreadable = Some(e);
+                                (PartitionOffsets::starting_at(0), generation)
+                            }
+                        },
                     };
                     if let Err(e) = self.claim(coord, &topic, partition, &thread).await {
                         for state in &claimed {
@@ -380,8 +392,21 @@ impl<E: Env> Member<E> {
                         return Err(e);
                     }
                     brokers.insert(partition.broker_id, address.clone());
-                    claimed.push(Arc::new(PartitionState::new(topic.clone(), partition, generation, epoch, thread.clone(), (self.stream_of)(&topic_name, i), address, offsets)));
+                    let state = Arc::new(PartitionState::new(topic.clone(), partition, generation, epoch, thread.clone(), (self.stream_of)(&topic_name, i), address, offsets));
+                    if let Some(detail) = unreadable {
+                        state.stall();
+                        let error = ConsumerError::Unreadable { topic: topic.clone(), partition, offset: -1, detail: format!("its start offset cannot be read: {detail}") };
+                        tracing::error!("{error}");
+                        unreadable_errors.push((state.stream, error));
+                    }
+                    claimed.push(state);
                 }
+            }
+        }
+        for (stream, error) in unreadable_errors {
+            if let Some(queue) = self.streams.get(stream) {
+                // Full queue or gone stream: the error is in the log either way.
+                let _reported_in_the_log = queue.try_send(super::state::Chunk::Error(error)).is_err();
             }
         }
         Ok((claimed, watches, brokers))

@@ -1,0 +1,317 @@
+//! The mirror with real processes and real ZooKeepers on loopback: the mirror maker with two
+//! streams into two mirror brokers; chaos (SIGKILLs of mirror and source brokers, a mirror broker
+//! frozen past its session, a topic appearing mid-run) with nothing lost; a gap in the source
+//! reported with its range; a corrupt source partition stopping only itself.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tributary::consumer::{ConsumerConnector, Subscription};
+use tributary::env::TokioEnv;
+use tributary::producer::{Producer, Record};
+use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
+use tributary_core::wire::TopicName;
+use tributary_tests::broker::{tributary_binary, BrokerProcess};
+use tributary_tests::zookeeper::{free_port, ZooKeeper};
+
+const SESSION_MS: u64 = 2000;
+
+/// A cluster: ZooKeeper and brokers (each with its own directory).
+struct Cluster {
+    zk: ZooKeeper,
+    brokers: Vec<BrokerProcess>,
+    dirs: Vec<tempfile::TempDir>,
+}
+
+fn server_properties(id: usize, port: u16, dir: &Path, zk: &ZooKeeper, extra: &str) -> String {
+    format!(
+        "brokerid={id}\nhostname=127.0.0.1\nport={port}\nlog.dir={}\nnum.partitions=2\nlog.flush.interval=1000\n\
+         log.default.flush.interval.ms=100\nlog.default.flush.scheduler.interval.ms=50\n\
+         zk.connect={}\nzk.sessiontimeout.ms={SESSION_MS}\nzk.connectiontimeout.ms=20000\n{extra}",
+        dir.join("logs").display(),
+        zk.connect_string()
+    )
+}
+
+fn source_cluster(brokers: usize, extra: &str) -> Cluster {
+    let zk = ZooKeeper::start();
+    let mut c = Cluster { zk, brokers: Vec::new(), dirs: Vec::new() };
+    for id in 0..brokers {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        c.brokers.push(BrokerProcess::start(dir.path(), port, &server_properties(id, port, dir.path(), &c.zk, extra)));
+        c.dirs.push(dir);
+    }
+    c
+}
+
+/// The embedded mirror's consumer file, pointing at `source`.
+fn mirror_consumer(source: &ZooKeeper, extra: &str) -> String {
+    format!(
+        "zk.connect={}\ngroupid=KafkaMirror\nzk.sessiontimeout.ms={SESSION_MS}\nzk.connectiontimeout.ms=20000\nfetcher.backoff.ms=50\nrebalance.backoff.ms=500\nrebalance.retries.max=20\nmirror.commit.interval.ms=200\n{extra}",
+        source.connect_string()
+    )
+}
+
+/// The mirror's producer file, pointing at `target`'s ZooKeeper (asynchronous, as the seed).
+fn mirror_producer(target: &ZooKeeper) -> String {
+    format!("zk.connect={}\nzk.sessiontimeout.ms={SESSION_MS}\nproducer.type=async\nqueue.enqueueTimeout.ms=-1\nqueue.size=2000\nbatch.size=200\nqueue.time=20\n", target.connect_string())
+}
+
+/// A mirror cluster whose brokers each run the embedded mirror of `source`.
+fn mirror_cluster(source: &ZooKeeper, brokers: usize, consumer_extra: &str) -> Cluster {
+    let zk = ZooKeeper::start();
+    let mut c = Cluster { zk, brokers: Vec::new(), dirs: Vec::new() };
+    for id in 0..brokers {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let broker = BrokerProcess::start_mirror(dir.path(), port, &server_properties(id, port, dir.path(), &c.zk, ""), &mirror_consumer(source, consumer_extra), &mirror_producer(&c.zk));
+        c.brokers.push(broker);
+        c.dirs.push(dir);
+    }
+    c
+}
+
+fn topic(name: &str) -> TopicName {
+    name.parse().unwrap()
+}
+
+async fn producer(zk: &ZooKeeper) -> Producer<TokioEnv> {
+    let text = format!("zk.connect={}\nzk.sessiontimeout.ms={SESSION_MS}\ndurable.acks=true\nnum.retries=50\nproducer.type=sync\n", zk.connect_string());
+    Producer::start(TokioEnv, ProducerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap()).await.unwrap()
+}
+
+/// Every message of `topics` in the cluster of `zk` (a fresh group from the beginning), until
+/// `expected` distinct ones are there or `limit` passes: message → times seen.
+async fn read_all(zk: &ZooKeeper, topics: &[&str], expected: usize, limit: Duration) -> BTreeMap<String, usize> {
+    let text = format!("zk.connect={}\ngroupid=reader-{}\nautooffset.reset=smallest\nfetcher.backoff.ms=50\nconsumer.timeout.ms=1000\n", zk.connect_string(), rand::random::<u32>());
+    let config = ConsumerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
+    let subscription = Subscription::Topics(topics.iter().map(|t| (topic(t), 1)).collect());
+    let (consumer, streams) = ConsumerConnector::start(TokioEnv, config, subscription).await.unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::new()));
+    let deadline = Instant::now() + limit;
+    // Every stream read at once (one may be idle while another still has messages).
+    let mut readers = Vec::new();
+    for mut stream in streams {
+        let seen = seen.clone();
+        readers.push(tokio::spawn(async move {
+            while seen.lock().unwrap().len() < expected && Instant::now() < deadline {
+                if let Ok(m) = stream.next().await {
+                    *seen.lock().unwrap().entry(String::from_utf8_lossy(&m.payload).into_owned()).or_insert(0) += 1;
+                }
+            }
+        }));
+    }
+    for reader in readers {
+        reader.await.unwrap();
+    }
+    consumer.shutdown().await;
+    let seen = seen.lock().unwrap().clone();
+    seen
+}
+
+fn mirror_maker(consumer: &Path, producer: &Path, args: &[&str], log: &Path) -> Child {
+    Command::new(tributary_binary())
+        .arg("mirror-maker")
+        .arg("--consumer.config")
+        .arg(consumer)
+        .arg("--producer.config")
+        .arg(producer)
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_mirror_maker_with_two_streams_fills_two_mirror_brokers() {
+    let source = source_cluster(2, "");
+    let target = source_cluster(2, "");
+    let dir = tempfile::tempdir().unwrap();
+    let (c, p) = (dir.path().join("consumer.properties"), dir.path().join("producer.properties"));
+    std::fs::write(&c, mirror_consumer(&source.zk, "").replace("KafkaMirror", "mm")).unwrap();
+    std::fs::write(&p, mirror_producer(&target.zk)).unwrap();
+    let log = dir.path().join("mirror-maker.log");
+    let mut mm = mirror_maker(&c, &p, &["--whitelist", "mm-.*", "--num.streams", "2"], &log);
+    let producer = producer(&source.zk).await;
+    let mut expected = BTreeSet::new();
+    for i in 0..1500 {
+        let t = if i % 3 == 0 { "mm-a" } else { "mm-b" };
+        let m = format!("{t}-{i}");
+        producer.send(Record::new(topic(t), m.clone().into_bytes())).await.unwrap().await.unwrap();
+        expected.insert(m);
+    }
+    // A topic the whitelist does not allow stays behind.
+    producer.send(Record::new(topic("other"), &b"not mirrored"[..])).await.unwrap().await.unwrap();
+    let seen = read_all(&target.zk, &["mm-a", "mm-b"], expected.len(), Duration::from_secs(60)).await;
+    let _ = Command::new("kill").arg("-TERM").arg(mm.id().to_string()).status();
+    let status = mm.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let missing: Vec<&String> = expected.iter().filter(|m| !seen.contains_key(*m)).collect();
+    assert!(missing.is_empty(), "{} messages not mirrored, e.g. {:?}\n{text}", missing.len(), missing.iter().take(5).collect::<Vec<_>>());
+    assert!(status.success(), "the mirror maker did not stop cleanly on SIGTERM:\n{text}");
+    let other = read_all(&target.zk, &["other"], 1, Duration::from_secs(3)).await;
+    assert!(other.is_empty(), "a topic outside the whitelist was mirrored");
+    // Both target brokers took messages.
+    assert_eq!(target.brokers.len(), 2);
+    assert!(text.contains("with 2 streams"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chaos_loses_nothing_and_duplicates_stay_within_the_in_flight_window() {
+    let mut source = source_cluster(2, "");
+    let mut mirror = mirror_cluster(&source.zk, 2, "");
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let producing = {
+        let connect = source.zk.connect_string();
+        tokio::spawn(async move {
+            let text = format!("zk.connect={connect}\nzk.sessiontimeout.ms={SESSION_MS}\ndurable.acks=true\nnum.retries=1000\nproducer.type=sync\n");
+            let producer = Producer::start(TokioEnv, ProducerConfig::from_properties(&Properties::parse("t", &text).unwrap()).unwrap()).await.unwrap();
+            let mut acked = BTreeSet::new();
+            let started = Instant::now();
+            let mut i = 0u64;
+            while started.elapsed() < Duration::from_secs(25) {
+                // A new topic appears mid-run.
+                let t = if started.elapsed() > Duration::from_secs(10) && i % 4 == 0 { "chaos-new" } else { "chaos" };
+                let m = format!("{t}-{i}");
+                if let Ok(d) = producer.send(Record::new(topic(t), m.clone().into_bytes())).await {
+                    if d.await.is_ok() {
+                        acked.insert(m);
+                    }
+                }
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(3)).await;
+            }
+            acked
+        })
+    };
+    let mut faults = BTreeMap::new();
+    let chaos_started = Instant::now();
+    while chaos_started.elapsed() < Duration::from_secs(22) {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(1500..3500))).await;
+        match rng.random_range(0..3) {
+            0 => {
+                let b = rng.random_range(0..2);
+                mirror.brokers[b].kill();
+                tokio::time::sleep(Duration::from_millis(1000)).await;
+                mirror.brokers[b].spawn();
+                *faults.entry("SIGKILL mirror broker").or_insert(0) += 1;
+            }
+            1 => {
+                let b = rng.random_range(0..2);
+                source.brokers[b].kill();
+                tokio::time::sleep(Duration::from_millis(1000)).await;
+                source.brokers[b].spawn();
+                *faults.entry("SIGKILL source broker").or_insert(0) += 1;
+            }
+            _ => {
+                let b = rng.random_range(0..2);
+                mirror.brokers[b].pause();
+                tokio::time::sleep(Duration::from_millis(SESSION_MS + 1500)).await;
+                mirror.brokers[b].resume();
+                *faults.entry("SIGSTOP mirror broker past its session").or_insert(0) += 1;
+            }
+        }
+    }
+    let acked = producing.await.unwrap();
+    let converge_started = Instant::now();
+    let seen = read_all(&mirror.zk, &["chaos", "chaos-new"], acked.len(), Duration::from_secs(90)).await;
+    let converged = converge_started.elapsed();
+    let lost: Vec<&String> = acked.iter().filter(|m| !seen.contains_key(*m)).collect();
+    let phantoms = seen.keys().filter(|m| !m.starts_with("chaos")).count();
+    let duplicates: usize = seen.values().map(|n| n - 1).sum();
+    let logs: String = mirror.brokers.iter().map(|b| b.log_text()).collect::<Vec<_>>().join("\n");
+    eprintln!(
+        "chaos: {} acknowledged messages, {} mirrored, {} lost, {duplicates} duplicates, converged in {converged:?}; faults {faults:?}",
+        acked.len(),
+        seen.len(),
+        lost.len()
+    );
+    assert!(lost.is_empty(), "{} acknowledged messages lost, e.g. {:?}\n{}", lost.len(), lost.iter().take(5).collect::<Vec<_>>(), logs.lines().rev().take(40).collect::<Vec<_>>().join("\n"));
+    assert_eq!(phantoms, 0, "the mirror holds messages the source never had");
+    assert!(seen.keys().any(|m| m.starts_with("chaos-new")), "the topic that appeared mid-run was not mirrored");
+    // Each fault can resend at most what was in flight: two mirror brokers × (queue.size 2000 +
+    // the catch-up of one acked batch) per fault, generously.
+    let bound = faults.values().sum::<usize>() * 2 * 12_000;
+    assert!(duplicates <= bound, "{duplicates} duplicates for {} faults (bound {bound})", faults.values().sum::<usize>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn source_data_deleted_before_it_was_mirrored_is_reported_with_its_range() {
+    // Small segments, so deleting the oldest ones is what retention would do.
+    let mut source = source_cluster(1, "num.partitions=1\nlog.file.size=2000\n");
+    let producer_handle = producer(&source.zk).await;
+    for i in 0..100 {
+        producer_handle.send(Record::new(topic("gappy"), format!("early-{i}").into_bytes())).await.unwrap().await.unwrap();
+    }
+    // The mirror copies these, commits, and stops.
+    let mut mirror = mirror_cluster(&source.zk, 1, "");
+    let copied = read_all(&mirror.zk, &["gappy"], 100, Duration::from_secs(30)).await;
+    assert_eq!(copied.len(), 100);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(mirror.brokers[0].terminate(), "the mirror broker did not stop cleanly");
+    // More data; then the source loses its oldest uncopied segments (as retention would).
+    for i in 0..300 {
+        producer_handle.send(Record::new(topic("gappy"), format!("late-{i}").into_bytes())).await.unwrap().await.unwrap();
+    }
+    drop(producer_handle);
+    assert!(source.brokers[0].terminate());
+    let partition_dir = source.dirs[0].path().join("logs/gappy-0");
+    let mut segments: Vec<_> = std::fs::read_dir(&partition_dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "kafka")).collect();
+    segments.sort();
+    let doomed = segments.len() / 2;
+    for segment in &segments[..doomed] {
+        std::fs::remove_file(segment).unwrap();
+    }
+    let new_start: u64 = segments[doomed].file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    source.brokers[0].spawn();
+    mirror.brokers[0].spawn();
+    // The mirror reports the gap with its exact range and goes on from the new start.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let report = loop {
+        let text = mirror.brokers[0].log_text();
+        if let Some(line) = text.lines().find(|l| l.contains("were deleted before they were consumed")) {
+            break line.to_string();
+        }
+        assert!(Instant::now() < deadline, "no gap reported:\n{text}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(report.contains(&format!("..{new_start} were deleted")), "{report}");
+    // Whatever the source still holds, the mirror holds too (and goes on after the gap).
+    let remaining = read_all(&source.zk, &["gappy"], usize::MAX, Duration::from_secs(6)).await;
+    let seen = read_all(&mirror.zk, &["gappy"], 100 + remaining.len(), Duration::from_secs(30)).await;
+    let missing: Vec<&String> = remaining.keys().filter(|m| !seen.contains_key(*m)).collect();
+    assert!(missing.is_empty() && seen.contains_key("late-299"), "the mirror did not go on after the gap ({} messages seen):\n{}", seen.len(), mirror.brokers[0].log_text().lines().filter(|l| !l.starts_with("  ")).collect::<Vec<_>>().join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_corrupt_source_partition_stops_only_itself_with_a_clear_error() {
+    let mut source = source_cluster(1, "num.partitions=2\n");
+    let producer_handle = producer(&source.zk).await;
+    for i in 0..200 {
+        producer_handle.send(Record::new(topic("sick"), format!("m-{i}").into_bytes())).await.unwrap().await.unwrap();
+    }
+    drop(producer_handle);
+    assert!(source.brokers[0].terminate());
+    // Damage a message of partition 0 below its recovery checkpoint: the partition is refused.
+    let segment = source.dirs[0].path().join("logs/sick-0/00000000000000000000.kafka");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[20] ^= 0xff;
+    std::fs::write(&segment, &bytes).unwrap();
+    source.brokers[0].spawn();
+    let mirror = mirror_cluster(&source.zk, 1, "");
+    // What the source can still serve (partition 1) is mirrored whole.
+    let readable = read_all(&source.zk, &["sick"], usize::MAX, Duration::from_secs(6)).await;
+    let seen = read_all(&mirror.zk, &["sick"], readable.len(), Duration::from_secs(20)).await;
+    assert!(!readable.is_empty() && readable.len() < 200, "partition 0 should be unreadable at the source ({} readable)", readable.len());
+    assert_eq!(seen.len(), readable.len(), "the readable partition is mirrored whole");
+    let text = mirror.brokers[0].log_text();
+    let errors: Vec<&str> = text.lines().filter(|l| l.contains("ERROR")).collect();
+    assert!(errors.iter().any(|l| l.contains("sick/0-0")), "no error naming the partition:\n{}", errors.join("\n"));
+}
