@@ -178,7 +178,7 @@ async fn chaos_loses_nothing_and_duplicates_stay_within_the_in_flight_window() {
             let mut i = 0u64;
             while started.elapsed() < Duration::from_secs(25) {
                 // A new topic appears mid-run.
-                let t = if started.elapsed() > Duration::from_secs(10) && i % 4 == 0 { "chaos-new" } else { "chaos" };
+                let t = if started.elapsed() > Duration::from_secs(10) && i.is_multiple_of(4) { "chaos-new" } else { "chaos" };
                 let m = format!("{t}-{i}");
                 if let Ok(d) = producer.send(Record::new(topic(t), m.clone().into_bytes())).await {
                     if d.await.is_ok() {
