@@ -89,12 +89,38 @@ fn dump_log_prints_entries_and_stops_at_corruption() {
 }
 
 #[test]
-fn server_refuses_mirror_arguments_until_the_mirror_exists() {
-    let (code, _, stderr) = tributary(&["server", "config/mirror-server.properties", "config/mirror-consumer.properties", "config/mirror-producer.properties"]);
+fn a_mirror_broker_needs_both_files_and_one_topic_list() {
+    let (code, _, stderr) = tributary(&["server", "config/mirror-server.properties", "config/mirror-consumer.properties"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("also given: config/mirror-consumer.properties config/mirror-producer.properties"), "{stderr}");
-    let (_, help, _) = tributary(&["--help"]);
-    assert!(!help.contains("mirroring"), "--help must not advertise what is not there: {help}");
+    assert!(stderr.contains("a mirror broker takes three files") && stderr.contains("only config/mirror-consumer.properties was given"), "{stderr}");
+    let dir = tempfile::tempdir().unwrap();
+    let consumer = dir.path().join("consumer.properties");
+    std::fs::write(&consumer, "zk.connect=localhost:2181\ngroupid=KafkaMirror\nmirror.topics.whitelist=a,b\nmirror.topics.blacklist=c\n").unwrap();
+    let (code, _, stderr) =
+        tributary(&["server", "config/mirror-server.properties", consumer.to_str().unwrap(), "config/mirror-producer.properties"]);
+    assert_eq!(code, 2, "nothing may start on a contradictory mirror config: {stderr}");
+    assert!(stderr.contains("mirror.topics.blacklist") && stderr.contains("mirror.topics.whitelist"), "both keys are named: {stderr}");
+    let (_, help, _) = tributary(&["server", "--help"]);
+    assert!(help.contains("consumer.properties") || help.contains("mirror"), "--help explains the three-file form: {help}");
+}
+
+#[test]
+fn mirroring_a_cluster_into_itself_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let consumer = dir.path().join("consumer.properties");
+    let producer = dir.path().join("producer.properties");
+    std::fs::write(&consumer, "zk.connect=localhost:2181/kafka\ngroupid=KafkaMirror\n").unwrap();
+    std::fs::write(&producer, "zk.connect=127.0.0.1:2181/kafka\n").unwrap();
+    let args = ["mirror-maker", "--consumer.config", consumer.to_str().unwrap(), "--producer.config", producer.to_str().unwrap(), "--whitelist", ".*"];
+    let (code, _, stderr) = tributary(&args);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("cannot be mirrored into itself") && stderr.contains("2181"), "{stderr}");
+    // Another chroot of the same ZooKeeper is another cluster: not refused for that reason.
+    std::fs::write(&producer, format!("zk.connect=localhost:{}/mirror\nzk.connectiontimeout.ms=200\n", dead_port())).unwrap();
+    std::fs::write(&consumer, format!("zk.connect=localhost:{}/kafka\ngroupid=KafkaMirror\nzk.connectiontimeout.ms=200\n", dead_port())).unwrap();
+    let (code, _, stderr) = tributary(&args);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(!stderr.contains("into itself"), "{stderr}");
 }
 
 #[test]

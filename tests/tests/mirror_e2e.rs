@@ -1,7 +1,8 @@
-//! The mirror with real processes and real ZooKeepers on loopback: the mirror maker with two
-//! streams into two mirror brokers; chaos (SIGKILLs of mirror and source brokers, a mirror broker
-//! frozen past its session, a topic appearing mid-run) with nothing lost; a gap in the source
-//! reported with its range; a corrupt source partition stopping only itself.
+//! The mirror with real processes and real ZooKeepers on loopback: the mirror maker merging two
+//! source clusters into two mirror brokers, stopped and restarted with nothing duplicated;
+//! chaos (SIGKILLs of mirror and source brokers, a mirror broker frozen past its session, a
+//! topic appearing mid-run) with nothing lost; a gap in the source reported with its range; a
+//! corrupt source partition stopping only itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -129,38 +130,75 @@ fn mirror_maker(consumer: &Path, producer: &Path, args: &[&str], log: &Path) -> 
         .unwrap()
 }
 
+/// Bytes of `topic_prefix`* segments in a broker's log directory.
+fn stored_bytes(dir: &Path, topic_prefix: &str) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir.join("logs")).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with(topic_prefix) {
+            for segment in std::fs::read_dir(entry.path()).into_iter().flatten().flatten() {
+                total += segment.metadata().map_or(0, |m| m.len());
+            }
+        }
+    }
+    total
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_mirror_maker_with_two_streams_fills_two_mirror_brokers() {
-    let source = source_cluster(2, "");
+async fn the_mirror_maker_merges_two_sources_into_two_brokers_and_a_sigterm_duplicates_nothing() {
+    let (east, west) = (source_cluster(2, ""), source_cluster(1, ""));
     let target = source_cluster(2, "");
     let dir = tempfile::tempdir().unwrap();
-    let (c, p) = (dir.path().join("consumer.properties"), dir.path().join("producer.properties"));
-    std::fs::write(&c, mirror_consumer(&source.zk, "").replace("KafkaMirror", "mm")).unwrap();
+    let (c1, c2, p) = (dir.path().join("east.properties"), dir.path().join("west.properties"), dir.path().join("producer.properties"));
+    std::fs::write(&c1, mirror_consumer(&east.zk, "").replace("KafkaMirror", "mm")).unwrap();
+    std::fs::write(&c2, mirror_consumer(&west.zk, "").replace("KafkaMirror", "mm")).unwrap();
     std::fs::write(&p, mirror_producer(&target.zk)).unwrap();
-    let log = dir.path().join("mirror-maker.log");
-    let mut mm = mirror_maker(&c, &p, &["--whitelist", "mm-.*", "--num.streams", "2"], &log);
-    let producer = producer(&source.zk).await;
+    let args = ["--consumer.config", c2.to_str().unwrap(), "--whitelist", "mm-.*", "--num.streams", "2", "--num.producers", "2"];
+    let start = |n: usize| mirror_maker(&c1, &p, &args, &dir.path().join(format!("mirror-maker-{n}.log")));
+    let mut mm = start(1);
+    let (east_producer, west_producer) = (producer(&east.zk).await, producer(&west.zk).await);
     let mut expected = BTreeSet::new();
+    let mut restarted = false;
     for i in 0..1500 {
-        let t = if i % 3 == 0 { "mm-a" } else { "mm-b" };
+        let (p, t) = match i % 3 {
+            0 => (&west_producer, "mm-west"),
+            1 => (&east_producer, "mm-a"),
+            _ => (&east_producer, "mm-b"),
+        };
         let m = format!("{t}-{i}");
-        producer.send(Record::new(topic(t), m.clone().into_bytes())).await.unwrap().await.unwrap();
+        p.send(Record::new(topic(t), m.clone().into_bytes())).await.unwrap().await.unwrap();
         expected.insert(m);
+        // Half-way, while messages flow: a clean stop (SIGTERM), then a new mirror maker.
+        if i == 750 {
+            let _ = Command::new("kill").arg("-TERM").arg(mm.id().to_string()).status();
+            let status = mm.wait().unwrap();
+            let text = std::fs::read_to_string(dir.path().join("mirror-maker-1.log")).unwrap();
+            assert!(status.success(), "the mirror maker did not stop cleanly on SIGTERM:\n{text}");
+            assert!(text.contains("mirror stopped:"), "{text}");
+            mm = start(2);
+            restarted = true;
+        }
     }
+    assert!(restarted);
     // A topic the whitelist does not allow stays behind.
-    producer.send(Record::new(topic("other"), &b"not mirrored"[..])).await.unwrap().await.unwrap();
-    let seen = read_all(&target.zk, &["mm-a", "mm-b"], expected.len(), Duration::from_secs(60)).await;
+    east_producer.send(Record::new(topic("other"), &b"not mirrored"[..])).await.unwrap().await.unwrap();
+    let seen = read_all(&target.zk, &["mm-a", "mm-b", "mm-west"], expected.len(), Duration::from_secs(60)).await;
     let _ = Command::new("kill").arg("-TERM").arg(mm.id().to_string()).status();
     let status = mm.wait().unwrap();
-    let text = std::fs::read_to_string(&log).unwrap();
+    let text = std::fs::read_to_string(dir.path().join("mirror-maker-2.log")).unwrap();
     let missing: Vec<&String> = expected.iter().filter(|m| !seen.contains_key(*m)).collect();
     assert!(missing.is_empty(), "{} messages not mirrored, e.g. {:?}\n{text}", missing.len(), missing.iter().take(5).collect::<Vec<_>>());
+    let foreign: Vec<&String> = seen.keys().filter(|m| !expected.contains(*m)).collect();
+    assert!(foreign.is_empty(), "the mirror holds messages no source had: {foreign:?}");
+    let duplicated: Vec<(&String, &usize)> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(duplicated.is_empty(), "a clean stop must duplicate nothing: {} duplicated, e.g. {:?}", duplicated.len(), duplicated.iter().take(5).collect::<Vec<_>>());
     assert!(status.success(), "the mirror maker did not stop cleanly on SIGTERM:\n{text}");
+    assert!(text.contains(&format!("mirroring from {}", east.zk.connect_string())) && text.contains(&format!("mirroring from {}", west.zk.connect_string())), "{text}");
     let other = read_all(&target.zk, &["other"], 1, Duration::from_secs(3)).await;
     assert!(other.is_empty(), "a topic outside the whitelist was mirrored");
     // Both target brokers took messages.
-    assert_eq!(target.brokers.len(), 2);
-    assert!(text.contains("with 2 streams"), "{text}");
+    for (i, d) in target.dirs.iter().enumerate() {
+        assert!(stored_bytes(d.path(), "mm-") > 0, "target broker {i} holds no mirrored data");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

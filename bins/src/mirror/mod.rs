@@ -241,7 +241,10 @@ impl Mirror {
             }
         }
         for producer in self.producers.drain(..) {
-            producer.close().await;
+            let queued = producer.queued();
+            if tokio::time::timeout(SHUTDOWN_ACK_WAIT, producer.close()).await.is_err() {
+                tracing::warn!("mirror: the mirror cluster did not take the last {queued} queued messages within {SHUTDOWN_ACK_WAIT:?}; they were not committed at the source and are sent again on restart");
+            }
         }
         tracing::info!(
             "mirror stopped: {} messages sent, {} acknowledged, {} commits",
@@ -349,7 +352,13 @@ async fn run_stream(context: StreamContext, mut stream: MessageStream, mut stop:
             next = stream.next(), if window.in_flight() < context.in_flight_max => match next {
                 Ok(message) => {
                     seq += 1;
-                    forward(&context, &mut window, &mut generations, &mut acks, message, seq).await?;
+                    // Waiting for room in a full producer queue ends on stop: the message is
+                    // then not sent and its offset stays uncommitted.
+                    tokio::select! {
+                        biased;
+                        _ = stop.wait_for(|stopped| *stopped) => break,
+                        forwarded = forward(&context, &mut window, &mut generations, &mut acks, message, seq) => forwarded?,
+                    }
                 }
                 Err(ConsumerError::Timeout(_)) => {}
                 Err(ConsumerError::Closed) => break,
