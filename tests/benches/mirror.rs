@@ -1,0 +1,232 @@
+//! Mirror throughput end to end, beside two baselines measured in the same run on the same
+//! machine, for 100 B and 1 KiB messages:
+//! - the **source fetch rate**: the mirror's own consumer configuration reading the same source
+//!   topic as a consumer group (what the mirror could read at best);
+//! - the **mirror produce rate**: the mirror's own producer configuration (async, durable acks)
+//!   writing the same number of messages of the same size into the mirror cluster (what it
+//!   could write at best).
+//!
+//! The mirror (the production engine, in process) then copies the source topic; its rate is
+//! counted from its first message to the durable acknowledgement of the last, and reported as
+//! a ratio of the slower baseline. Each broker runs on its own runtime (its own threads), as it
+//! would in its own process; all share the machine's cores.
+//!
+//! `cargo bench -p tributary-tests --bench mirror` (needs ZooKeeper: scripts/install-deps.sh).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tributary::broker::Broker;
+use tributary::client::{connect, Connection};
+use tributary::consumer::{ConsumerConnector, Subscription};
+use tributary::env::TokioEnv;
+use tributary::mirror::{Mirror, MirrorSettings};
+use tributary::producer::{Producer, Record};
+use tributary_core::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties};
+use tributary_core::message::{CompressionCodec, MessageSetBuilder};
+use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, Response, TopicName};
+use tributary_tests::zookeeper::ZooKeeper;
+
+/// Bytes of payload copied per size (the message count follows).
+const PAYLOAD_BYTES: usize = 48 << 20;
+/// Messages per prebuilt request when the source is loaded.
+const LOAD_BATCH: usize = 200;
+
+fn topic(name: &str) -> TopicName {
+    name.parse().expect("topic")
+}
+
+fn properties<T>(text: &str, parse: impl Fn(&Properties) -> Result<T, tributary_core::config::ConfigError>) -> T {
+    parse(&Properties::parse("bench", text).expect("properties")).expect("config")
+}
+
+/// A broker on its own runtime; dropping the returned sender stops it.
+fn start_broker(zk: &ZooKeeper, dir: &std::path::Path) -> (u16, tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>) {
+    let text = format!(
+        "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nnum.partitions=2\nlog.flush.interval=100000\nlog.default.flush.interval.ms=200\n\
+         log.default.flush.scheduler.interval.ms=50\nzk.connect={}\n",
+        dir.display(),
+        zk.connect_string()
+    );
+    let config = properties(&text, BrokerConfig::from_properties);
+    let (port_tx, port_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        runtime.block_on(async move {
+            let broker = Broker::start(TokioEnv, config).await.expect("broker");
+            port_tx.send(broker.addr.port()).expect("port");
+            broker.run_until(async { drop(stop_rx.await) }).await.expect("broker run");
+        });
+    });
+    (port_rx.recv().expect("broker port"), stop_tx, thread)
+}
+
+/// Writes `count` messages of `size` bytes to both partitions of `name` and waits until all
+/// of it is flushed and visible.
+async fn load_source(conn: &mut Connection<<TokioEnv as tributary::env::Env>::Stream>, name: &str, size: usize, count: usize) {
+    let mut set = MessageSetBuilder::new();
+    (0..LOAD_BATCH).for_each(|_| {
+        set.push(vec![b's'; size]);
+    });
+    let set = set.build(CompressionCodec::None);
+    let request = Request::MultiProduce(vec![ProduceRequest { topic: topic(name), partition: 0, messages: set.clone() }, ProduceRequest { topic: topic(name), partition: 1, messages: set }]);
+    for _ in 0..count / (2 * LOAD_BATCH) {
+        conn.send(&request).await.expect("load");
+    }
+    for partition in 0..2 {
+        loop {
+            let offsets = Request::Offsets(OffsetsRequest { topic: topic(name), partition, time: -1, max_offsets: 1 });
+            let Response::Offsets(o) = conn.call(&offsets).await.expect("offsets") else { panic!("offsets") };
+            if o.offsets.first().copied().unwrap_or(0) >= (count / 2 * (size + 10)) as i64 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// The mirror's consumer of the source (the seed's tuning: 1 MiB fetches).
+fn consumer_config(zk: &ZooKeeper, group: &str) -> ConsumerConfig {
+    let text = format!(
+        "zk.connect={}\ngroupid={group}\nautooffset.reset=smallest\nfetch.size=1048576\nsocket.buffersize=1048576\nqueuedchunks.max=10\nfetcher.backoff.ms=10\nconsumer.timeout.ms=5000\n",
+        zk.connect_string()
+    );
+    properties(&text, ConsumerConfig::from_properties)
+}
+
+/// The mirror's producer into the mirror cluster (async, durable acks, as the mirror runs it).
+fn producer_config(zk: &ZooKeeper) -> ProducerConfig {
+    let text = format!("zk.connect={}\nproducer.type=async\nbatch.size=200\nqueue.size=20000\nqueue.time=50\nqueue.enqueueTimeout.ms=-1\ndurable.acks=true\n", zk.connect_string());
+    properties(&text, ProducerConfig::from_properties)
+}
+
+/// The source fetch rate: a consumer group with the mirror's settings reads all `count`
+/// messages (msg/s from the first message to the last).
+async fn source_fetch_rate(zk: &ZooKeeper, name: &str, count: usize) -> f64 {
+    let subscription = Subscription::Topics([(topic(name), 2)].into_iter().collect());
+    let (consumer, streams) = ConsumerConnector::start(TokioEnv, consumer_config(zk, &format!("fetch-{name}")), subscription).await.expect("consumer");
+    let consumed = Arc::new(AtomicUsize::new(0));
+    let first = Arc::new(std::sync::OnceLock::<Instant>::new());
+    let last = Arc::new(std::sync::OnceLock::<Instant>::new());
+    let mut tasks = Vec::new();
+    for mut stream in streams {
+        let (consumed, first, last) = (consumed.clone(), first.clone(), last.clone());
+        tasks.push(tokio::spawn(async move {
+            // The other stream may wait for its timeout once everything is read: the rate is
+            // taken from the first message to the last.
+            while consumed.load(Ordering::Relaxed) < count {
+                match stream.next().await {
+                    Ok(_) => {
+                        first.get_or_init(Instant::now);
+                        if consumed.fetch_add(1, Ordering::Relaxed) + 1 == count {
+                            last.get_or_init(Instant::now);
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("stream");
+    }
+    let elapsed = *last.get().expect("not every message consumed") - *first.get().expect("no message consumed");
+    assert_eq!(consumed.load(Ordering::Relaxed), count, "the source consumer missed messages");
+    consumer.shutdown().await;
+    count as f64 / elapsed.as_secs_f64()
+}
+
+/// The mirror produce rate: the mirror's producer writes `count` messages of `size` bytes into
+/// the mirror cluster, every one durably acknowledged.
+async fn mirror_produce_rate(zk: &ZooKeeper, name: &str, size: usize, count: usize) -> f64 {
+    let producer = Producer::start(TokioEnv, producer_config(zk)).await.expect("producer");
+    let payload = bytes::Bytes::from(vec![b'p'; size]);
+    let start = Instant::now();
+    let mut deliveries = std::collections::VecDeque::new();
+    for _ in 0..count {
+        deliveries.push_back(producer.send(Record::new(topic(name), payload.clone())).await.expect("queued"));
+        if deliveries.len() > 50_000 {
+            deliveries.pop_front().expect("delivery").await.expect("delivered");
+        }
+    }
+    for d in deliveries {
+        d.await.expect("delivered");
+    }
+    let rate = count as f64 / start.elapsed().as_secs_f64();
+    producer.close().await;
+    rate
+}
+
+/// The mirror copies `count` messages of `name`: msg/s from its first message sent to the
+/// durable acknowledgement of the last.
+async fn mirror_rate(source: &ZooKeeper, target: &ZooKeeper, name: &str, count: usize) -> f64 {
+    let settings = MirrorSettings {
+        sources: vec![consumer_config(source, &format!("mirror-{name}"))],
+        producer: producer_config(target),
+        filter: Subscription::Whitelist(regex_escape(name), 0),
+        streams: 2,
+        producers: 1,
+        commit_interval: Duration::from_secs(1),
+        summary_interval: Duration::from_secs(3600),
+    };
+    let mirror = Mirror::start(TokioEnv, settings).await.expect("mirror");
+    let stats = mirror.stats.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(mirror.run_until(async { drop(stopped.await) }));
+    let mut first = None;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while stats.acked.load(Ordering::Relaxed) < count as u64 {
+        if first.is_none() && stats.sent.load(Ordering::Relaxed) > 0 {
+            first = Some(Instant::now());
+        }
+        assert!(Instant::now() < deadline, "the mirror did not finish");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let elapsed = first.expect("no message sent").elapsed();
+    drop(stop);
+    running.await.expect("mirror task").expect("mirror run");
+    assert_eq!(stats.acked.load(Ordering::Relaxed), count as u64, "the mirror copied more than the source held");
+    count as f64 / elapsed.as_secs_f64()
+}
+
+fn regex_escape(name: &str) -> String {
+    name.chars().flat_map(|c| if c.is_ascii_alphanumeric() || c == '_' { vec![c] } else { vec!['\\', c] }).collect()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_writer(std::io::stderr).init();
+    }
+    let (source_zk, target_zk) = (ZooKeeper::start(), ZooKeeper::start());
+    let (source_dir, target_dir) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
+    let (source_port, source_stop, source_thread) = start_broker(&source_zk, source_dir.path());
+    let (_, target_stop, target_thread) = start_broker(&target_zk, target_dir.path());
+    let mut conn = connect(&TokioEnv, "127.0.0.1", source_port, Duration::from_secs(30)).await.expect("connect");
+    println!("mirror: one source broker -> the mirror (2 streams, async producer with durable acks) -> one mirror broker, over loopback");
+    for size in [100usize, 1024] {
+        let count = (PAYLOAD_BYTES / size) / (2 * LOAD_BATCH) * (2 * LOAD_BATCH);
+        let name = format!("bench-{size}");
+        load_source(&mut conn, &name, size, count).await;
+        let fetch = source_fetch_rate(&source_zk, &name, count).await;
+        let produce = mirror_produce_rate(&target_zk, &format!("produce-{size}"), size, count).await;
+        let mirror = mirror_rate(&source_zk, &target_zk, &name, count).await;
+        let mb = |rate: f64| rate * size as f64 / 1e6;
+        println!("{count} messages of {size} B:");
+        println!("  source fetch (consumer group): {fetch:>10.0} msg/s {:>7.1} MB/s", mb(fetch));
+        println!("  mirror produce (durable acks): {produce:>10.0} msg/s {:>7.1} MB/s", mb(produce));
+        println!(
+            "  mirror end to end:             {mirror:>10.0} msg/s {:>7.1} MB/s  = {:.2} of source fetch, {:.2} of mirror produce, {:.2} of the slower",
+            mb(mirror),
+            mirror / fetch,
+            mirror / produce,
+            mirror / fetch.min(produce)
+        );
+    }
+    drop(conn);
+    drop((source_stop, target_stop));
+    source_thread.join().expect("source broker");
+    target_thread.join().expect("target broker");
+}
