@@ -274,9 +274,10 @@ async fn chaos_loses_nothing_and_duplicates_stay_within_the_in_flight_window() {
     assert!(lost.is_empty(), "{} acknowledged messages lost, e.g. {:?}\n{}", lost.len(), lost.iter().take(5).collect::<Vec<_>>(), logs.lines().rev().take(40).collect::<Vec<_>>().join("\n"));
     assert_eq!(phantoms, 0, "the mirror holds messages the source never had");
     assert!(seen.keys().any(|m| m.starts_with("chaos-new")), "the topic that appeared mid-run was not mirrored");
-    // Each fault can resend at most what was in flight: two mirror brokers × (queue.size 2000 +
-    // the catch-up of one acked batch) per fault, generously.
-    let bound = faults.values().sum::<usize>() * 2 * 12_000;
+    // The stated bound (docs/mirroring.md): per fault, each of the two streams (one per mirror
+    // broker) resends at most its unacknowledged window (queue.size = 2000) plus what was
+    // acknowledged since its last commit (200 ms at ~300 msg/s here; 1000 allowed).
+    let bound = faults.values().sum::<usize>() * 2 * (2000 + 1000);
     assert!(duplicates <= bound, "{duplicates} duplicates for {} faults (bound {bound})", faults.values().sum::<usize>());
 }
 

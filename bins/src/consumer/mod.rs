@@ -157,6 +157,9 @@ impl ConsumerConnector {
         if stream_count == 0 {
             return Err(StartError::NoStreams);
         }
+        if config.shallow_iterator_enable {
+            tracing::warn!("shallowiterator.enable=true is not supported: streams yield each message decompressed (the same messages; a mirror re-compresses per its producer's compression.codec)");
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(env.rng_seed());
         let id = consumer_id(config.group_id.as_str(), config.consumer_id.as_deref(), &env.host_address(), env.now_ms(), rng.random());
         let timeout = config.consumer_timeout_ms.map(|ms| Duration::from_millis(ms.into()));

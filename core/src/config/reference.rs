@@ -163,7 +163,7 @@ pub const KEYS: &[KeyDoc] = &[
     doc(C, "consumer.timeout.ms", V("-1"), "How long a stream waits for a message before giving up; -1 waits forever.", ""),
     doc(C, "rebalance.retries.max", V("4"), "Rebalance attempts before giving up.", "0.7.1+."),
     doc(C, "rebalance.backoff.ms", SameAs("zk.synctime.ms"), "Pause between rebalance attempts.", "0.7.1+."),
-    doc(C, "shallowiterator.enable", V("false"), "Streams yield compressed wrappers unopened.", "0.7.1+."),
+    doc(C, "shallowiterator.enable", V("false"), "0.7: streams yield compressed wrappers unopened. Tributary: not supported yet; a warning says so and messages are yielded decompressed.", "0.7.1+."),
     doc(C, "mirror.topics.whitelist", Unset, "Embedded mirror: mirror only these topics (comma list of exact names).", "0.7.0; setting both lists is an error."),
     doc(C, "mirror.topics.blacklist", Unset, "Embedded mirror: mirror every topic but these.", "0.7.0."),
     doc(C, "mirror.consumer.numthreads", V("1"), "Embedded mirror: streams per mirrored topic.", "0.7.0."),
