@@ -361,7 +361,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 (None, None) => return Err("give --whitelist or --blacklist".into()),
             };
             let commit_interval = std::time::Duration::from_millis(sources.first().map_or(1000, |s| s.mirror.commit_interval_ms).into());
-            let settings = MirrorSettings { sources, producer, filter, streams: num_streams, producers: num_producers, commit_interval, summary_interval: tributary::mirror::SUMMARY_EVERY };
+            let settings = MirrorSettings { sources, producer, filter, streams: num_streams, producers: num_producers, commit_interval, summary_interval: tributary::mirror::SUMMARY_EVERY, observer: None };
             runtime(None)?.block_on(async move {
                 let mirror = Mirror::start(TokioEnv, settings).await.map_err(|e| e.to_string())?;
                 mirror

@@ -24,7 +24,17 @@ pub enum Bug {
     CommitFetched = 64,
     /// A consumer's fetcher drops one fetched chunk in ten without a word (its position moves on).
     SkipChunk = 128,
-
+    /// The mirror commits a source offset once the message is queued for the mirror cluster,
+    /// not once it is acknowledged (Kafka 0.7's behaviour).
+    MirrorCommitQueued = 256,
+    /// The mirror's producer keeps a dropping enqueue timeout, and the mirror goes on past a
+    /// message the full queue refused (Kafka 0.7's default).
+    MirrorDropOnFull = 512,
+    /// A consumer moves past data deleted before it was read without reporting the gap.
+    SkipGapSilently = 1024,
+    /// A consumer member keeps fetching the partitions it lost in a rebalance, and commits for
+    /// them.
+    KeepLostPartitions = 2048,
 }
 
 #[cfg(feature = "planted-bugs")]

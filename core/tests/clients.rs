@@ -144,3 +144,51 @@ fn a_lost_partition_is_forgotten_and_never_committed() {
     assert!(w.commits_due().is_empty());
     assert_eq!(w.in_flight(), 0);
 }
+
+#[test]
+fn uncommitted_counts_what_a_crash_would_resend() {
+    use tributary_core::mirror::MirrorWindow;
+    let (a, b) = ((0, "t".to_string(), "0-0".to_string()), (0, "t".to_string(), "0-1".to_string()));
+    let mut w = MirrorWindow::new();
+    for seq in 0..4 {
+        w.sent(&a, seq, (seq as i64 + 1) * 10);
+    }
+    w.sent(&b, 4, 7);
+    assert_eq!((w.in_flight(), w.uncommitted(), w.acked_uncommitted()), (5, 5, 0));
+    w.acked(&a, 0);
+    w.acked(&a, 1);
+    w.acked(&b, 4);
+    // Acknowledged, not committed: still resent by a crash.
+    assert_eq!((w.in_flight(), w.uncommitted(), w.acked_uncommitted()), (2, 5, 3));
+    // A commit of an older point covers only what is at or before it.
+    w.committed(&a, 10);
+    assert_eq!((w.uncommitted(), w.acked_uncommitted()), (4, 2));
+    w.committed(&a, 20);
+    w.committed(&b, 7);
+    assert_eq!((w.in_flight(), w.uncommitted(), w.acked_uncommitted()), (2, 2, 0));
+    w.acked(&a, 3);
+    assert_eq!(w.acked_uncommitted(), 0, "an ack past a hole is not in the prefix");
+    assert_eq!(w.lost(&a), 2);
+    assert_eq!((w.in_flight(), w.uncommitted()), (0, 0));
+    assert!(w.invariants_hold());
+}
+
+#[test]
+fn messages_of_a_committed_wrapper_start_do_not_count_as_uncommitted() {
+    use tributary_core::mirror::MirrorWindow;
+    // A compressed wrapper [100, 400): its inner messages resume at 100, the last at 400.
+    let p = (0, "t".to_string(), "0-0".to_string());
+    let mut w = MirrorWindow::new();
+    w.sent(&p, 1, 100);
+    w.acked(&p, 1);
+    w.committed(&p, 100);
+    for seq in 2..50 {
+        w.sent(&p, seq, 100);
+        w.acked(&p, seq);
+    }
+    assert_eq!(w.uncommitted(), 0, "nothing past the committed wrapper start is pending");
+    w.sent(&p, 50, 400);
+    w.acked(&p, 50);
+    assert_eq!((w.uncommitted(), w.commit_point(&p)), (1, Some(400)));
+    assert!(w.invariants_hold());
+}

@@ -49,6 +49,21 @@ pub enum Invariant {
     CommitNotAhead,
     /// Once the group settles, every partition has exactly one owner.
     OwnershipDisjoint,
+    /// Mirror 1: every message the source acknowledged and still holds is in the mirror cluster.
+    MirrorNoLoss,
+    /// Mirror 2: the mirror holds nothing the source did not durably have at that offset.
+    MirrorNoPhantom,
+    /// Mirror 3: what one ownership of a partition sends again is within the stated bound.
+    MirrorDuplicates,
+    /// Mirror 4: a committed source offset is the end of a message the mirror cluster acknowledged.
+    MirrorCommitSafety,
+    /// Mirror 5: after the last fault heals, the committed offsets reach the source's end in time.
+    MirrorProgress,
+    /// Mirror 6: data the source deleted unmirrored is reported as a gap, with its exact range, and
+    /// only such data.
+    MirrorGaps,
+    /// Mirror 7: one ownership of a partition forwards its messages in source order.
+    MirrorOrder,
 }
 
 /// A broken invariant and what broke it.
@@ -118,16 +133,34 @@ pub struct ClusterSpec {
     pub extra_config: String,
     /// The brokers' disks.
     pub disk: DiskFaults,
+    /// Runs beside each broker (the embedded mirror); see [`Companion`].
+    pub companion: Option<Companion>,
+}
+
+/// Something that runs beside a broker on its host (the embedded mirror of a mirror broker):
+/// called with the host name and a stop signal once the broker serves. On a graceful stop the
+/// companion is stopped first and awaited, then the broker (a mirror broker's order).
+#[derive(Clone)]
+pub struct Companion(pub Arc<CompanionFn>);
+
+/// What a [`Companion`] runs.
+pub type CompanionFn = dyn Fn(String, tokio::sync::watch::Receiver<bool>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync;
+
+impl std::fmt::Debug for Companion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Companion")
+    }
 }
 
 impl ClusterSpec {
     /// A cluster of `brokers` brokers with `partitions` partitions per topic, 3 s sessions,
     /// instant disks.
     pub fn new(name: &str, brokers: u32, partitions: u32) -> Self {
-        ClusterSpec { name: name.to_string(), brokers, partitions, session_timeout_ms: 3000, extra_config: String::new(), disk: DiskFaults::default() }
+        ClusterSpec { name: name.to_string(), brokers, partitions, session_timeout_ms: 3000, extra_config: String::new(), disk: DiskFaults::default(), companion: None }
     }
 
-    fn host(&self, what: &str) -> String {
+    /// The host name of `what` (`zk`, `broker0`, …) in this cluster.
+    pub fn host(&self, what: &str) -> String {
         if self.name.is_empty() { what.to_string() } else { format!("{}-{what}", self.name) }
     }
 }
@@ -164,7 +197,7 @@ pub fn add_cluster(sim: &mut turmoil::Sim<'_>, spec: &ClusterSpec, rng: &mut Cha
         let env_seed: u64 = rng.random();
         let disk = Disk::new(spec.disk, rng.random());
         cluster.disks.insert(host.clone(), disk.clone());
-        add_broker(sim, host.clone(), config, env_seed, disk, control.clone());
+        add_broker(sim, host.clone(), config, env_seed, disk, control.clone(), spec.companion.clone());
         cluster.brokers.push(host);
     }
     cluster
@@ -189,10 +222,10 @@ fn broker_config(spec: &ClusterSpec, id: u32, host: &str, zk_host: &str, rng: &m
 
 /// A broker host: starts the production broker and serves until the scenario asks for a
 /// graceful stop (then checks that the stop was clean) or the host is crashed.
-fn add_broker(sim: &mut turmoil::Sim<'_>, host: String, config: BrokerConfig, env_seed: u64, disk: Arc<Disk>, control: Arc<Control>) {
+fn add_broker(sim: &mut turmoil::Sim<'_>, host: String, config: BrokerConfig, env_seed: u64, disk: Arc<Disk>, control: Arc<Control>, companion: Option<Companion>) {
     let name = host.clone();
     sim.host(name.as_str(), move || {
-        let (config, control, disk, host) = (config.clone(), control.clone(), disk.clone(), host.clone());
+        let (config, control, disk, host, companion) = (config.clone(), control.clone(), disk.clone(), host.clone(), companion.clone());
         async move {
             let broker = match Broker::start(SimEnv::on_disk(env_seed, disk), config).await {
                 Ok(broker) => broker,
@@ -202,11 +235,19 @@ fn add_broker(sim: &mut turmoil::Sim<'_>, host: String, config: BrokerConfig, en
                 }
             };
             control.trace.push(&format!("{host} started"));
+            let (companion_stop, companion_stopped) = tokio::sync::watch::channel(false);
+            let companion = companion.map(|run| tokio::spawn((run.0)(host.clone(), companion_stopped)));
             let stop = {
                 let (control, host) = (control.clone(), host.clone());
                 async move {
                     while !control.take_stop(&host) {
                         tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    let _ = companion_stop.send(true);
+                    if let Some(task) = companion {
+                        if let Err(e) = task.await {
+                            control.violate(Invariant::BrokerHealth, format!("{host}: its companion failed: {e}"));
+                        }
                     }
                 }
             };

@@ -170,6 +170,7 @@ async fn mirror_rate(source: &ZooKeeper, target: &ZooKeeper, name: &str, count: 
         producers: 1,
         commit_interval: Duration::from_secs(1),
         summary_interval: Duration::from_secs(3600),
+        observer: None,
     };
     let mirror = Mirror::start(TokioEnv, settings).await.expect("mirror");
     let stats = mirror.stats.clone();

@@ -168,17 +168,21 @@ async fn out_of_range<E: Env>(env: &E, host: &str, port: u16, shared: &Shared, s
         Ok((earliest, latest)) => match &settings.reset {
             AutoOffsetReset::Smallest | AutoOffsetReset::Largest => {
                 let to = if matches!(settings.reset, AutoOffsetReset::Smallest) { earliest } else { latest };
-                if offset < earliest {
+                if offset < earliest && !tributary_core::planted::active(tributary_core::planted::Bug::SkipGapSilently) {
                     tracing::error!("{}/{}: offset {offset} is gone (the partition now starts at {earliest}): bytes {offset}..{earliest} were deleted before they were consumed; resuming at {to}", partition.topic, partition.partition);
-                    shared.gaps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    shared.gap_bytes.fetch_add(u64::try_from(earliest - offset).unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
-                } else {
+                    shared.report_gap(&super::GapReport { topic: partition.topic.clone(), partition: partition.partition, from: offset, to: earliest });
+                } else if offset >= earliest {
                     tracing::warn!("{}/{}: offset {offset} is past the end {latest}; resuming at {to} (autooffset.reset)", partition.topic, partition.partition);
                 }
                 partition.offsets().reset_to(to);
                 return;
             }
-            AutoOffsetReset::Raise(policy) => ConsumerError::OffsetOutOfRange { topic: partition.topic.clone(), partition: partition.partition, offset, earliest, latest, policy: policy.clone() },
+            AutoOffsetReset::Raise(policy) => {
+                if offset < earliest {
+                    shared.report_gap(&super::GapReport { topic: partition.topic.clone(), partition: partition.partition, from: offset, to: earliest });
+                }
+                ConsumerError::OffsetOutOfRange { topic: partition.topic.clone(), partition: partition.partition, offset, earliest, latest, policy: policy.clone() }
+            }
         },
         Err(e) => {
             tracing::warn!("{}/{}: offset {offset} out of range, and the range could not be read ({e}); retrying", partition.topic, partition.partition);

@@ -43,14 +43,27 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(500);
 /// instead of exhausting memory.
 const COUNT_MAX: u32 = 65_536;
 
-/// What a partition kept through a rebalance carries over: its offsets and its epoch.
+/// What a partition kept through a rebalance carries over: its offsets and its epoch (also when
+/// it moves to another stream of this member: whoever reads the streams must track what it
+/// handed on per partition across streams, as the mirror does with one window per source).
 type Kept = BTreeMap<(TopicName, BrokerPartition), (PartitionOffsets, u64)>;
+
+/// What one commit request did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct CommitTally {
+    /// Offsets written.
+    pub written: usize,
+    /// Asked for partitions this member does not own (in the epoch named).
+    pub not_owned: usize,
+    /// Asked past what was handed out (its offsets went back since: a reset).
+    pub stale: usize,
+}
 
 /// A commit asked for by the application.
 pub(super) struct CommitRequest {
     /// (topic, partition, offset or everything handed out, generation it was handed out in).
     pub items: Vec<(TopicName, BrokerPartition, Option<i64>, Option<u64>)>,
-    pub done: oneshot::Sender<Result<usize, String>>,
+    pub done: oneshot::Sender<Result<CommitTally, String>>,
     /// Commit every owned partition up to what was handed out (`items` is then empty).
     pub everything: bool,
 }
@@ -64,6 +77,9 @@ pub(super) struct Member<E: Env> {
     /// Stream index of thread `i` of `topic` (see `ConsumerConnector`).
     pub stream_of: super::StreamOf,
     pub shared: Arc<Shared>,
+    /// Only with the planted bug `KeepLostPartitions`: partitions this member lost and goes on
+    /// fetching and committing (empty otherwise).
+    pub zombies: Arc<Shared>,
     pub streams: Streams,
 }
 
@@ -153,7 +169,11 @@ impl<E: Env> Member<E> {
                     pending_rebalance = true;
                 }
                 Some(request) = commits.recv() => {
-                    let result = if request.everything { self.commit_partitions(&coord, &self.shared.all(), &BTreeMap::new()).await } else { self.commit(&coord, &request.items).await };
+                    let result = if request.everything {
+                        self.commit_partitions(&coord, &self.shared.all(), &BTreeMap::new()).await.map(|written| CommitTally { written, ..CommitTally::default() })
+                    } else {
+                        self.commit(&coord, &request.items).await
+                    };
                     let _asker_gone = request.done.send(result).is_err();
                 }
                 _ = autocommit.tick(), if self.config.autocommit_enable => {
@@ -218,21 +238,29 @@ impl<E: Env> Member<E> {
     }
 
     /// Commits the asked partitions this member still owns (in the generation the offsets were
-    /// handed out in); returns how many offsets were written.
-    async fn commit(&self, coord: &E::Coord, items: &[(TopicName, BrokerPartition, Option<i64>, Option<u64>)]) -> Result<usize, String> {
+    /// handed out in), never past what was handed out.
+    async fn commit(&self, coord: &E::Coord, items: &[(TopicName, BrokerPartition, Option<i64>, Option<u64>)]) -> Result<CommitTally, String> {
+        let mut tally = CommitTally::default();
         let mut states = Vec::new();
         let mut wanted = BTreeMap::new();
+        let keep_lost = tributary_core::planted::active(tributary_core::planted::Bug::KeepLostPartitions);
         for (topic, partition, offset, epoch) in items {
-            let Some(state) = self.shared.get(topic, *partition) else { continue };
-            if epoch.is_some_and(|e| e != state.epoch) || !state.is_owned() {
+            let owned = self.shared.get(topic, *partition).filter(|state| !epoch.is_some_and(|e| e != state.epoch) && state.is_owned());
+            let Some(state) = owned.or_else(|| keep_lost.then(|| self.zombies.get(topic, *partition)).flatten()) else {
+                tally.not_owned += 1;
                 continue;
-            }
+            };
             if let Some(offset) = offset {
+                if *offset > state.offsets().consumed() {
+                    tally.stale += 1;
+                    continue;
+                }
                 wanted.insert((topic.clone(), *partition), *offset);
             }
             states.push(state);
         }
-        self.commit_partitions(coord, &states, &wanted).await
+        tally.written = self.commit_partitions(coord, &states, &wanted).await?;
+        Ok(tally)
     }
 
     async fn commit_partitions(&self, coord: &E::Coord, states: &[Arc<PartitionState>], wanted: &BTreeMap<(TopicName, BrokerPartition), i64>) -> Result<usize, String> {
@@ -276,6 +304,9 @@ impl<E: Env> Member<E> {
             if *stop.borrow() {
                 return None;
             }
+            if tributary_core::planted::active(tributary_core::planted::Bug::KeepLostPartitions) {
+                self.keep_fetching_what_is_lost();
+            }
             fetchers.abort_all();
             while fetchers.join_next().await.is_some() {}
             let released = self.shared.release_all();
@@ -317,6 +348,26 @@ impl<E: Env> Member<E> {
         let mut retry = JoinSet::new();
         retry.spawn(tokio::time::sleep(backoff.max(RETRY_BACKOFF)));
         Some(retry)
+    }
+
+    /// The planted bug `KeepLostPartitions`: every partition owned now goes on being fetched
+    /// (into the same streams, in its current epoch) by fetchers no rebalance stops, and can be
+    /// committed, whoever owns it next.
+    fn keep_fetching_what_is_lost(&self) {
+        let mut by_fetcher: BTreeMap<(i32, u64), Vec<Arc<PartitionState>>> = BTreeMap::new();
+        for p in self.shared.all() {
+            if self.zombies.get(&p.topic, p.partition).is_some() {
+                continue;
+            }
+            let offsets = *p.offsets();
+            let zombie = Arc::new(PartitionState::new(p.topic.clone(), p.partition, p.generation, p.epoch, p.owner.clone(), p.stream, p.address.clone(), offsets));
+            by_fetcher.entry((p.partition.broker_id, p.generation)).or_default().push(zombie);
+        }
+        for ((broker_id, generation), zombies) in by_fetcher {
+            let address = zombies[0].address.clone();
+            self.zombies.install(zombies);
+            drop(tokio::spawn(fetcher::run(self.env.clone(), broker_id, address, self.zombies.clone(), self.streams.clone(), generation, self.settings())));
+        }
     }
 
     /// One rebalance attempt: claimed partitions, the watches set while reading, and the
@@ -374,10 +425,14 @@ impl<E: Env> Member<E> {
                     // claimed, so the assignment stays whole, but it is stalled with an error for
                     // its stream: the other partitions go on.
                     let mut unreadable = None;
+                    let stream = (self.stream_of)(&topic_name, i);
                     let (offsets, epoch) = match kept.get(&(topic.clone(), partition)) {
                         Some((o, epoch)) => (PartitionOffsets::resume(o.committed(), o.consumed()), *epoch),
                         None => match self.start_offset(coord, &topic, partition, &address).await {
-                            Ok(start) => (PartitionOffsets::starting_at(start), generation),
+                            Ok(start) => {
+                                tracing::debug!("consumer {}: {topic}/{partition} starts at {start}", self.consumer_id);
+                                (PartitionOffsets::starting_at(start), generation)
+                            }
                             Err(e) => {
                                 unreadable = Some(e);
                                 (PartitionOffsets::starting_at(0), generation)
@@ -392,7 +447,7 @@ impl<E: Env> Member<E> {
                         return Err(e);
                     }
                     brokers.insert(partition.broker_id, address.clone());
-                    let state = Arc::new(PartitionState::new(topic.clone(), partition, generation, epoch, thread.clone(), (self.stream_of)(&topic_name, i), address, offsets));
+                    let state = Arc::new(PartitionState::new(topic.clone(), partition, generation, epoch, thread.clone(), stream, address, offsets));
                     if let Some(detail) = unreadable {
                         state.stall();
                         let error = ConsumerError::Unreadable { topic: topic.clone(), partition, offset: -1, detail: format!("its start offset cannot be read: {detail}") };

@@ -35,6 +35,37 @@ pub use self::stream::{ConsumedMessage, MessageStream};
 use crate::coordination::CoordError;
 use crate::env::Env;
 
+/// Data deleted at the source before this member read it: bytes `from..to` of a partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GapReport {
+    /// The topic.
+    pub topic: TopicName,
+    /// The partition.
+    pub partition: BrokerPartition,
+    /// The first offset lost (where this member was).
+    pub from: i64,
+    /// Where the partition starts now (reading resumes there, or the partition stops).
+    pub to: i64,
+}
+
+/// What [`ConsumerConnector::commit_at`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// The offset was written.
+    Written,
+    /// Nothing past what was committed already.
+    NothingNew,
+    /// This member does not own the partition in that epoch (any more): nothing was written, and
+    /// what it handed out uncommitted is the next owner's to deliver again.
+    NotOwned,
+    /// The offset is past what was handed out: the partition's offsets went back since (a
+    /// reset after its log shrank). Nothing was written.
+    Stale,
+}
+
+/// Told of every gap as it is met (besides the error line in the log and the counters).
+pub type GapSink = Arc<dyn Fn(&GapReport) + Send + Sync>;
+
 /// What a member consumes.
 #[derive(Debug, Clone)]
 pub enum Subscription {
@@ -153,6 +184,11 @@ impl std::fmt::Debug for ConsumerConnector {
 impl ConsumerConnector {
     /// Joins the group of `config` with `subscription`; returns the member and its streams.
     pub async fn start<E: Env>(env: E, config: ConsumerConfig, subscription: Subscription) -> Result<(Self, Vec<MessageStream>), StartError> {
+        Self::start_with_gap_sink(env, config, subscription, None).await
+    }
+
+    /// [`ConsumerConnector::start`], telling `gap_sink` of every gap met.
+    pub async fn start_with_gap_sink<E: Env>(env: E, config: ConsumerConfig, subscription: Subscription, gap_sink: Option<GapSink>) -> Result<(Self, Vec<MessageStream>), StartError> {
         let (registration, stream_count, stream_of) = layout(&subscription)?;
         if stream_count == 0 {
             return Err(StartError::NoStreams);
@@ -172,8 +208,9 @@ impl ConsumerConnector {
         let session = Duration::from_millis(config.zk.session_timeout_ms.into());
         let connection = Duration::from_millis(config.zk.connection_timeout_ms.into());
         let coord = env.coordinate(&config.zk_connect, session, connection).await?;
-        let shared = Arc::new(state::Shared::new());
-        let member = group::Member { env, config, consumer_id: id.clone(), registration, stream_of, shared: shared.clone(), streams: Arc::new(senders) };
+        let shared = Arc::new(state::Shared::new(gap_sink));
+        let zombies = Arc::new(state::Shared::new(None));
+        let member = group::Member { env, config, consumer_id: id.clone(), registration, stream_of, shared: shared.clone(), zombies, streams: Arc::new(senders) };
         member.register(&coord).await?;
         tracing::info!("consumer {id} joined group {}", member.config.group_id);
         let (commits, commits_rx) = mpsc::channel(64);
@@ -216,23 +253,32 @@ impl ConsumerConnector {
     /// Commits everything handed out so far, for every partition this member owns; returns how
     /// many offsets were written.
     pub async fn commit_offsets(&self) -> Result<usize, String> {
-        self.request_commit(Vec::new(), true).await
+        self.request_commit(Vec::new(), true).await.map(|tally| tally.written)
     }
 
     /// Commits up to `message` (its resume offset) for its partition, if this member has owned
     /// it without interruption since the message was handed out; returns whether it was written.
     pub async fn commit(&self, message: &ConsumedMessage) -> Result<bool, String> {
-        self.commit_at(&message.topic, message.partition, message.offset, message.generation).await
+        self.commit_at(&message.topic, message.partition, message.offset, message.generation).await.map(|outcome| outcome == CommitOutcome::Written)
     }
 
-    /// Commits `offset` for a partition (never past what was handed out), if this member still
-    /// owns it in ownership epoch `generation` (see [`ConsumedMessage::generation`]); returns
-    /// whether it was written.
-    pub async fn commit_at(&self, topic: &TopicName, partition: BrokerPartition, offset: i64, generation: u64) -> Result<bool, String> {
-        self.request_commit(vec![(topic.clone(), partition, Some(offset), Some(generation))], false).await.map(|n| n > 0)
+    /// Commits `offset` for a partition if this member still owns it in ownership epoch
+    /// `generation` (see [`ConsumedMessage::generation`]) and `offset` is not past what was
+    /// handed out; says which of these held.
+    pub async fn commit_at(&self, topic: &TopicName, partition: BrokerPartition, offset: i64, generation: u64) -> Result<CommitOutcome, String> {
+        let tally = self.request_commit(vec![(topic.clone(), partition, Some(offset), Some(generation))], false).await?;
+        Ok(if tally.not_owned > 0 {
+            CommitOutcome::NotOwned
+        } else if tally.stale > 0 {
+            CommitOutcome::Stale
+        } else if tally.written > 0 {
+            CommitOutcome::Written
+        } else {
+            CommitOutcome::NothingNew
+        })
     }
 
-    async fn request_commit(&self, items: Vec<(TopicName, BrokerPartition, Option<i64>, Option<u64>)>, everything: bool) -> Result<usize, String> {
+    async fn request_commit(&self, items: Vec<(TopicName, BrokerPartition, Option<i64>, Option<u64>)>, everything: bool) -> Result<group::CommitTally, String> {
         let (done, answer) = oneshot::channel();
         let items = if everything { vec![] } else { items };
         let request = group::CommitRequest { items, done, everything };

@@ -36,13 +36,16 @@ pub struct PartitionState {
     /// Set when fetching it cannot go on (an error was delivered to its stream) until the next
     /// rebalance.
     stalled: AtomicBool,
+    /// Set when a stream met a message of it that cannot be read: nothing after it is handed out
+    /// until the next rebalance (chunks fetched past it are dropped).
+    unreadable: AtomicBool,
 }
 
 impl PartitionState {
     /// A partition owned from generation `generation` on, starting at `offsets`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(topic: TopicName, partition: BrokerPartition, generation: u64, epoch: u64, owner: String, stream: usize, address: (String, u16), offsets: PartitionOffsets) -> Self {
-        PartitionState { topic, partition, generation, epoch, owner, stream, address, offsets: Mutex::new(offsets), owned: AtomicBool::new(true), stalled: AtomicBool::new(false) }
+        PartitionState { topic, partition, generation, epoch, owner, stream, address, offsets: Mutex::new(offsets), owned: AtomicBool::new(true), stalled: AtomicBool::new(false), unreadable: AtomicBool::new(false) }
     }
 
     /// Its offsets. (Only memory work happens under this lock; a poisoned one is a bug here.)
@@ -70,6 +73,18 @@ impl PartitionState {
     pub fn stall(&self) {
         self.stalled.store(true, Ordering::SeqCst);
     }
+
+    /// A message of it could not be read: stops fetching it and handing out anything after,
+    /// until the next rebalance.
+    pub fn mark_unreadable(&self) {
+        self.stall();
+        self.unreadable.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a stream met an unreadable message of it.
+    pub fn is_unreadable(&self) -> bool {
+        self.unreadable.load(Ordering::SeqCst)
+    }
 }
 
 /// What a fetcher puts on a stream's queue.
@@ -93,7 +108,6 @@ pub enum Chunk {
 pub type Streams = Arc<Vec<mpsc::Sender<Chunk>>>;
 
 /// The owned partitions, the current generation, and counters.
-#[derive(Debug)]
 pub struct Shared {
     owned: Mutex<BTreeMap<(TopicName, BrokerPartition), Arc<PartitionState>>>,
     generation: AtomicU64,
@@ -101,12 +115,29 @@ pub struct Shared {
     pub gaps: AtomicU64,
     /// Bytes of those gaps.
     pub gap_bytes: AtomicU64,
+    /// Told of each gap as it is met.
+    pub gap_sink: Option<super::GapSink>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("generation", &self.generation).field("gaps", &self.gaps).field("gap_sink", &self.gap_sink.is_some()).finish_non_exhaustive()
+    }
 }
 
 impl Shared {
     /// No partitions yet.
-    pub fn new() -> Self {
-        Shared { owned: Mutex::new(BTreeMap::new()), generation: AtomicU64::new(0), gaps: AtomicU64::new(0), gap_bytes: AtomicU64::new(0) }
+    pub fn new(gap_sink: Option<super::GapSink>) -> Self {
+        Shared { owned: Mutex::new(BTreeMap::new()), generation: AtomicU64::new(0), gaps: AtomicU64::new(0), gap_bytes: AtomicU64::new(0), gap_sink }
+    }
+
+    /// Counts a gap, tells the sink.
+    pub fn report_gap(&self, report: &super::GapReport) {
+        self.gaps.fetch_add(1, Ordering::Relaxed);
+        self.gap_bytes.fetch_add(u64::try_from(report.to - report.from).unwrap_or(0), Ordering::Relaxed);
+        if let Some(sink) = &self.gap_sink {
+            sink(report);
+        }
     }
 
     #[allow(clippy::panic)]

@@ -55,8 +55,9 @@ impl MessageStream {
     pub async fn next(&mut self) -> Result<ConsumedMessage, ConsumerError> {
         loop {
             if let Some((partition, entries)) = &mut self.current {
-                if !partition.is_owned() {
-                    // Taken away by a rebalance: the new owner reads it from the committed offset.
+                if !partition.is_owned() || partition.is_unreadable() {
+                    // Taken away by a rebalance (the new owner reads it from the committed
+                    // offset), or stopped at unreadable data.
                     self.current = None;
                     continue;
                 }
@@ -72,7 +73,10 @@ impl MessageStream {
                         });
                     }
                     Some(Err(e)) => {
-                        // Nothing after a corrupt message of this chunk is trusted; the error says where.
+                        // Nothing after a corrupt message is handed out (the rest of this chunk
+                        // and whatever was fetched past it), until the next rebalance reads the
+                        // partition again from its committed offset; the error says where.
+                        partition.mark_unreadable();
                         let error = ConsumerError::Corrupt { topic: partition.topic.clone(), partition: partition.partition, detail: e.to_string() };
                         self.current = None;
                         return Err(error);
@@ -91,6 +95,7 @@ impl MessageStream {
             match chunk {
                 None => return Err(ConsumerError::Closed),
                 Some(Chunk::Error(e)) => return Err(e),
+                Some(Chunk::Messages { partition, .. }) if partition.is_unreadable() => {}
                 Some(Chunk::Messages { partition, start, bytes }) => {
                     self.current = Some((partition, DeepIter::new(bytes, start, DECOMPRESSED_BYTES_MAX_DEFAULT)));
                 }

@@ -11,10 +11,13 @@
 //!
 //! Guarantees beyond 0.7 (see docs/compatibility.md):
 //! - the producer always asks for durable acknowledgements, and a source offset is committed
-//!   (every `mirror.commit.interval.ms`) only up to the end of the acknowledged prefix of each
-//!   partition ([`MirrorWindow`]): a crash of anything resends at most what was in flight;
+//!   (every `mirror.commit.interval.ms`, or as soon as `queue.size` acknowledged messages wait)
+//!   only up to the end of the acknowledged prefix of each partition ([`MirrorWindow`]);
 //! - a full producer queue makes the mirror wait (backpressure on the source fetch), whatever
-//!   `queue.enqueueTimeout.ms` says; what is in flight per stream is bounded by `queue.size`;
+//!   `queue.enqueueTimeout.ms` says; the streams of one source share one window (a partition
+//!   may move between them in a rebalance), with at most `queue.size` × streams messages
+//!   unacknowledged and twice that uncommitted (reading pauses there, e.g. while the source's
+//!   ZooKeeper is unreachable), so any fault resends at most 2 × `queue.size` per stream;
 //! - a new source topic that passes the filter is mirrored without restarting anything (the
 //!   consumer's wildcard subscription);
 //! - source data deleted before it was copied is reported with its byte range and counted
@@ -36,7 +39,7 @@ use tributary_core::mirror::{MirrorWindow, SourcePartition};
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{broker_id_path, parse_broker_registration, BROKER_IDS_PATH};
 
-use crate::consumer::{ConsumedMessage, ConsumerConnector, ConsumerError, MessageStream, Subscription};
+use crate::consumer::{CommitOutcome, ConsumedMessage, ConsumerConnector, ConsumerError, GapReport, MessageStream, Subscription};
 use crate::coordination::Coordination;
 use crate::env::Env;
 use crate::producer::{Delivered, Producer, Record, SendError};
@@ -44,6 +47,12 @@ use crate::producer::{Delivered, Producer, Record, SendError};
 /// How long shutdown waits for what is in flight to be acknowledged before leaving without it
 /// (it is then sent again by whoever takes the partitions next).
 const SHUTDOWN_ACK_WAIT: Duration = Duration::from_secs(30);
+/// How long one commit may take before it counts as failed (the consumer's coordinator may be
+/// busy re-establishing a ZooKeeper session).
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long shutdown waits for the streams (their acknowledgements and last commits) and then
+/// for the connectors and producers, each.
+const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(45);
 /// How often the mirror logs its one-line summary.
 pub const SUMMARY_EVERY: Duration = Duration::from_secs(10);
 
@@ -64,6 +73,46 @@ pub struct MirrorSettings {
     pub commit_interval: Duration,
     /// How often the summary line is logged.
     pub summary_interval: Duration,
+    /// Told of every forward, acknowledgement, commit and gap (the simulator's checkers).
+    pub observer: Option<Arc<dyn MirrorObserver>>,
+}
+
+/// One source message as the mirror handled it.
+#[derive(Debug, Clone)]
+pub struct MirrorEvent<'a> {
+    /// Which source (index into `MirrorSettings::sources`).
+    pub source: usize,
+    /// The source topic.
+    pub topic: &'a TopicName,
+    /// The source partition.
+    pub partition: BrokerPartition,
+    /// The message's resume offset in the source partition.
+    pub offset: i64,
+    /// The ownership epoch it was read in.
+    pub generation: u64,
+    /// The stream (across sources) that handled it.
+    pub stream: usize,
+}
+
+/// Watches what the mirror does, as it happens. Every method has a default that does nothing;
+/// calls come from the mirror's tasks and must not block.
+pub trait MirrorObserver: Send + Sync + std::fmt::Debug {
+    /// A message was handed to the producer (`payload` as read from the source).
+    fn forwarded(&self, event: &MirrorEvent<'_>, payload: &[u8]) {
+        let _ = (event, payload);
+    }
+    /// The mirror cluster durably acknowledged a forwarded message.
+    fn acknowledged(&self, event: &MirrorEvent<'_>) {
+        let _ = event;
+    }
+    /// A source offset was committed (`event.offset`), for the generation named.
+    fn committed(&self, event: &MirrorEvent<'_>) {
+        let _ = event;
+    }
+    /// The source deleted `from..to` of a partition before the mirror read it.
+    fn gap(&self, source: usize, report: &GapReport) {
+        let _ = (source, report);
+    }
 }
 
 /// Why the mirror cannot run.
@@ -94,7 +143,7 @@ impl MirrorSettings {
         };
         let streams = consumer.mirror.consumer_threads;
         let commit_interval = Duration::from_millis(consumer.mirror.commit_interval_ms.into());
-        MirrorSettings { sources: vec![consumer], producer, filter, streams, producers: 1, commit_interval, summary_interval: SUMMARY_EVERY }
+        MirrorSettings { sources: vec![consumer], producer, filter, streams, producers: 1, commit_interval, summary_interval: SUMMARY_EVERY, observer: None }
     }
 }
 
@@ -114,7 +163,7 @@ pub struct MirrorStats {
     pub acked: AtomicU64,
     /// Source offsets committed.
     pub commits: AtomicU64,
-    /// Source partitions stopped on unreadable data.
+    /// Read errors (unreadable source data: each stops its partition until the next rebalance).
     pub errors: AtomicU64,
 }
 
@@ -176,7 +225,8 @@ impl Mirror {
         let (stop, stop_rx) = watch::channel(false);
         let mut connectors = Vec::new();
         let mut streams = JoinSet::new();
-        let in_flight_max = producer_config.queue_size.max(1) as usize;
+        let queue_size = producer_config.queue_size.max(1) as usize;
+        let mut stream_index = 0;
         for (index, source) in settings.sources.iter().enumerate() {
             let config = mirror_consumer(source.clone());
             let subscription = match &settings.filter {
@@ -184,12 +234,27 @@ impl Mirror {
                 Subscription::Blacklist(f, _) => Subscription::Blacklist(f.clone(), settings.streams.max(1)),
                 Subscription::Topics(t) => Subscription::Topics(t.clone()),
             };
-            let (connector, source_streams) = ConsumerConnector::start(env.clone(), config.clone(), subscription).await.map_err(|e| MirrorError::Source(format!("{}: {e}", config.zk_connect)))?;
+            let on_gap = settings.observer.clone().map(|observer| -> crate::consumer::GapSink { Arc::new(move |report: &GapReport| observer.gap(index, report)) });
+            let (connector, source_streams) =
+                ConsumerConnector::start_with_gap_sink(env.clone(), config.clone(), subscription, on_gap).await.map_err(|e| MirrorError::Source(format!("{}: {e}", config.zk_connect)))?;
             let connector = Arc::new(connector);
-            for (i, stream) in source_streams.into_iter().enumerate() {
-                let producer = producers[(index + i) % producers.len()].clone();
-                let context = StreamContext { source: index, connector: connector.clone(), producer, stats: stats.clone(), commit_interval: settings.commit_interval, in_flight_max };
+            // One window for all streams of a source: a partition may move between them.
+            let limit = queue_size.saturating_mul(source_streams.len().max(1));
+            let window = Arc::new(SourceWindow::new(limit));
+            for stream in source_streams {
+                let producer = producers[stream_index % producers.len()].clone();
+                let context = StreamContext {
+                    source: index,
+                    stream: stream_index,
+                    connector: connector.clone(),
+                    producer,
+                    stats: stats.clone(),
+                    commit_interval: settings.commit_interval,
+                    window: window.clone(),
+                    observer: settings.observer.clone(),
+                };
                 streams.spawn(run_stream(context, stream, stop_rx.clone()));
+                stream_index += 1;
             }
             tracing::info!("mirroring from {} (group {}) with {} streams", config.zk_connect, config.group_id, settings.streams.max(1));
             connectors.push(connector);
@@ -225,26 +290,50 @@ impl Mirror {
     /// groups, drains the producers.
     pub async fn shutdown(mut self) {
         let _stopped_already = self.stop.send(true).is_err();
-        while let Some(ended) = self.streams.join_next().await {
-            match ended {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::error!("{e}"),
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                Err(_) => {}
+        self.summary.abort();
+        let joined = tokio::time::timeout(SHUTDOWN_DEADLINE, async {
+            while let Some(ended) = self.streams.join_next().await {
+                match ended {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::error!("{e}"),
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(_) => {}
+                }
             }
+        })
+        .await;
+        if joined.is_err() {
+            tracing::warn!("mirror: {} streams did not finish within {SHUTDOWN_DEADLINE:?}; what they did not commit is sent again on restart", self.streams.len());
+            self.streams.abort_all();
         }
-        let _ = (&mut self.summary).await;
         for connector in self.connectors.drain(..) {
             match Arc::try_unwrap(connector) {
-                Ok(connector) => connector.shutdown().await,
+                Ok(connector) => {
+                    if tokio::time::timeout(SHUTDOWN_DEADLINE, connector.shutdown()).await.is_err() {
+                        tracing::warn!("mirror: a source connector did not leave its group within {SHUTDOWN_DEADLINE:?}");
+                    }
+                }
                 Err(_) => tracing::warn!("a source connector is still in use at shutdown"),
             }
         }
+        // Every producer drains at once, within one deadline.
+        let queued: usize = self.producers.iter().map(|p| p.queued()).sum();
+        let mut closing = JoinSet::new();
         for producer in self.producers.drain(..) {
-            let queued = producer.queued();
-            if tokio::time::timeout(SHUTDOWN_ACK_WAIT, producer.close()).await.is_err() {
-                tracing::warn!("mirror: the mirror cluster did not take the last {queued} queued messages within {SHUTDOWN_ACK_WAIT:?}; they were not committed at the source and are sent again on restart");
+            closing.spawn(producer.close());
+        }
+        let drained = tokio::time::timeout(SHUTDOWN_DEADLINE, async {
+            while let Some(closed) = closing.join_next().await {
+                if let Err(e) = closed {
+                    if e.is_panic() {
+                        std::panic::resume_unwind(e.into_panic());
+                    }
+                }
             }
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("mirror: the mirror cluster did not take the last of {queued} queued messages within {SHUTDOWN_DEADLINE:?}; they were not committed at the source and are sent again on restart");
         }
         tracing::info!(
             "mirror stopped: {} messages sent, {} acknowledged, {} commits",
@@ -262,9 +351,13 @@ fn mirror_producer(mut config: ProducerConfig) -> ProducerConfig {
         tracing::info!("the mirror asks the mirror cluster for durable acknowledgements (durable.acks=true): source offsets are committed only for what it has stored");
         config.durable_acks = true;
     }
-    if config.enqueue_timeout != EnqueueTimeout::Block {
+    if config.enqueue_timeout != EnqueueTimeout::Block && !tributary_core::planted::active(tributary_core::planted::Bug::MirrorDropOnFull) {
         tracing::warn!("queue.enqueueTimeout.ms would drop messages on a full queue; the mirror waits instead (as queue.enqueueTimeout.ms=-1)");
         config.enqueue_timeout = EnqueueTimeout::Block;
+    }
+    if config.durable_acks_fallback {
+        tracing::warn!("durable.acks.fallback=true is ignored by the mirror: it never sends unacknowledged (a broker without acknowledged produce cannot be a mirror target)");
+        config.durable_acks_fallback = false;
     }
     config.num_retries = config.num_retries.max(1_000_000);
     config
@@ -325,47 +418,119 @@ fn same_zookeeper(a: &ZkConnect, b: &ZkConnect) -> bool {
 /// What a stream task works with.
 struct StreamContext {
     source: usize,
+    stream: usize,
     connector: Arc<ConsumerConnector>,
     producer: Arc<dyn ProducerHandle>,
     stats: Arc<MirrorStats>,
     commit_interval: Duration,
-    in_flight_max: usize,
+    /// Shared by every stream of this source.
+    window: Arc<SourceWindow>,
+    observer: Option<Arc<dyn MirrorObserver>>,
 }
 
-/// An acknowledgement (or failure) of one mirrored message.
-type Ack = (SourcePartition, u64, u64, Result<Delivered, SendError>);
+impl StreamContext {
+    fn event<'a>(&self, owned: &'a Owned, offset: i64) -> MirrorEvent<'a> {
+        MirrorEvent { source: self.source, topic: &owned.topic, partition: owned.partition, offset, generation: owned.generation, stream: self.stream }
+    }
+}
+
+/// A source partition the mirror handles: its typed name and the ownership epoch its window
+/// belongs to.
+#[derive(Debug, Clone)]
+struct Owned {
+    topic: TopicName,
+    partition: BrokerPartition,
+    generation: u64,
+}
+
+/// What the streams of one source share: the window of every source partition (a partition
+/// moved between two streams of this member keeps its window), the epochs, and the limits.
+#[derive(Debug)]
+struct SourceWindow {
+    state: std::sync::Mutex<WindowState>,
+    /// Woken on every acknowledgement and commit (a stream waiting for room looks again).
+    changed: tokio::sync::Notify,
+    /// One commit round at a time.
+    committing: tokio::sync::Mutex<()>,
+    /// At most this many messages unacknowledged (`queue.size` × streams); acknowledged messages
+    /// are committed as soon as this many wait; reading pauses at twice this many uncommitted.
+    limit: usize,
+}
+
+#[derive(Debug, Default)]
+struct WindowState {
+    window: MirrorWindow,
+    owned: BTreeMap<SourcePartition, Owned>,
+    seq: u64,
+    /// Whether the last commit round succeeded: only then do acknowledgements trigger early
+    /// commits (a failing ZooKeeper is retried at the interval, not at every acknowledgement).
+    commits_ok: bool,
+}
+
+impl SourceWindow {
+    fn new(limit: usize) -> Self {
+        SourceWindow { state: std::sync::Mutex::new(WindowState { commits_ok: true, ..WindowState::default() }), changed: tokio::sync::Notify::new(), committing: tokio::sync::Mutex::new(()), limit }
+    }
+
+    #[allow(clippy::panic)]
+    fn lock(&self) -> std::sync::MutexGuard<'_, WindowState> {
+        // Only memory work happens under this lock; a poisoned one is a bug here.
+        self.state.lock().unwrap_or_else(|_| panic!("the mirror window's lock was poisoned"))
+    }
+
+    /// Whether a stream may take another message from the source.
+    fn has_room(&self) -> bool {
+        let state = self.lock();
+        state.window.in_flight() < self.limit && state.window.uncommitted() < self.limit.saturating_mul(2)
+    }
+
+    /// Whether enough acknowledged messages wait for an early commit.
+    fn commit_due(&self) -> bool {
+        let state = self.lock();
+        state.commits_ok && state.window.acked_uncommitted() >= self.limit
+    }
+}
+
+/// An acknowledgement (or failure) of one mirrored message: the partition, the window's
+/// sequence number, the generation, the resume offset, the outcome.
+type Ack = (SourcePartition, u64, u64, i64, Result<Delivered, SendError>);
 
 /// One stream: messages from the source to the producer, acknowledgements into the window,
 /// commits of the acknowledged prefix.
 async fn run_stream(context: StreamContext, mut stream: MessageStream, mut stop: watch::Receiver<bool>) -> Result<(), MirrorError> {
-    let mut window = MirrorWindow::new();
-    let mut generations: BTreeMap<SourcePartition, u64> = BTreeMap::new();
     let mut acks: JoinSet<Ack> = JoinSet::new();
     let mut commit_timer = tokio::time::interval(context.commit_interval);
-    let mut seq = 0u64;
+    commit_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        let room = context.window.has_room();
         tokio::select! {
             biased;
             _ = stop.changed() => break,
-            Some(joined) = acks.join_next(), if !acks.is_empty() => on_ack(&context, &mut window, &generations, joined)?,
-            _ = commit_timer.tick() => commit(&context, &mut window, &mut generations).await,
-            next = stream.next(), if window.in_flight() < context.in_flight_max => match next {
+            Some(joined) = acks.join_next(), if !acks.is_empty() => {
+                on_ack(&context, joined)?;
+                if context.window.commit_due() {
+                    commit(&context, Wait::No).await;
+                }
+            }
+            _ = commit_timer.tick() => commit(&context, Wait::No).await,
+            () = context.window.changed.notified(), if !room => {}
+            next = stream.next(), if room => match next {
                 Ok(message) => {
-                    seq += 1;
                     // Waiting for room in a full producer queue ends on stop: the message is
                     // then not sent and its offset stays uncommitted.
                     tokio::select! {
                         biased;
                         _ = stop.wait_for(|stopped| *stopped) => break,
-                        forwarded = forward(&context, &mut window, &mut generations, &mut acks, message, seq) => forwarded?,
+                        forwarded = forward(&context, &mut acks, message) => forwarded?,
                     }
                 }
                 Err(ConsumerError::Timeout(_)) => {}
                 Err(ConsumerError::Closed) => break,
                 Err(e) => {
-                    // The consumer stopped that partition; the others go on.
+                    // The consumer stopped that partition (until the next rebalance, which
+                    // reads it again from its committed offset); the others go on.
                     context.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!("mirror: {e}; that partition is not mirrored until the data is fixed and the mirror restarted");
+                    tracing::error!("mirror: {e}; that partition is not mirrored past this point until the data is readable (it is tried again at each rebalance)");
                 }
             },
         }
@@ -373,72 +538,158 @@ async fn run_stream(context: StreamContext, mut stream: MessageStream, mut stop:
     // Shutdown: what is in flight gets a bounded time to be acknowledged, then the last commit.
     let drained = tokio::time::timeout(SHUTDOWN_ACK_WAIT, async {
         while let Some(joined) = acks.join_next().await {
-            on_ack(&context, &mut window, &generations, joined)?;
+            on_ack(&context, joined)?;
         }
         Ok::<_, MirrorError>(())
     })
     .await;
     match drained {
         Ok(result) => result?,
-        Err(_) => tracing::warn!("mirror: {} messages still unacknowledged after {SHUTDOWN_ACK_WAIT:?}; they are sent again on restart", window.in_flight()),
+        Err(_) => tracing::warn!("mirror: {} messages still unacknowledged after {SHUTDOWN_ACK_WAIT:?}; they are sent again on restart", acks.len()),
     }
-    commit(&context, &mut window, &mut generations).await;
+    commit(&context, Wait::Yes).await;
     Ok(())
 }
 
 /// Hands one message to the producer (waiting while its queue is full) and records it.
-async fn forward(context: &StreamContext, window: &mut MirrorWindow, generations: &mut BTreeMap<SourcePartition, u64>, acks: &mut JoinSet<Ack>, message: ConsumedMessage, seq: u64) -> Result<(), MirrorError> {
-    let partition: SourcePartition = (context.source, message.topic.to_string(), message.partition.to_string());
-    // A new generation of a partition (it was rebalanced away and back): what was in flight
-    // for the old one is no longer ours to commit.
-    if generations.get(&partition).is_some_and(|g| *g != message.generation) {
-        window.lost(&partition);
+async fn forward(context: &StreamContext, acks: &mut JoinSet<Ack>, message: ConsumedMessage) -> Result<(), MirrorError> {
+    let key: SourcePartition = (context.source, message.topic.to_string(), message.partition.to_string());
+    let entry = Owned { topic: message.topic.clone(), partition: message.partition, generation: message.generation };
+    let seq = {
+        let mut state = context.window.lock();
+        let WindowState { window, owned, seq, .. } = &mut *state;
+        match owned.get(&key) {
+            // A new epoch (the partition was rebalanced away and back): what was in flight in
+            // the old one is no longer this member's to commit.
+            Some(o) if o.generation != message.generation => {
+                window.lost(&key);
+            }
+            _ => {}
+        }
+        // Offsets went back within an epoch (the source partition shrank and the consumer
+        // reset): the old window cannot be committed in the new offsets.
+        if let Some(last) = window.last_sent(&key).filter(|last| message.offset < *last) {
+            let dropped = window.lost(&key);
+            tracing::warn!("mirror: {}/{} went back from {last} to {}; {dropped} unacknowledged messages of the old offsets are not committed", message.topic, message.partition, message.offset);
+        }
+        *seq += 1;
+        window.sent(&key, *seq, message.offset);
+        owned.insert(key.clone(), entry.clone());
+        *seq
+    };
+    if let Some(observer) = &context.observer {
+        observer.forwarded(&context.event(&entry, message.offset), &message.payload);
     }
-    generations.insert(partition.clone(), message.generation);
-    window.sent(&partition, seq, message.offset);
+    let (generation, offset) = (message.generation, message.offset);
     let bytes = message.payload.len() as u64;
-    let record = Record::new(message.topic.clone(), message.payload);
-    let delivery = context.producer.send(record).await.map_err(|e| MirrorError::Send(format!("{}: {e}", partition.1)))?;
+    let record = Record::new(message.topic, message.payload);
+    let delivery = match context.producer.send(record).await {
+        Ok(delivery) => delivery,
+        // Kafka 0.7's loss, planted for the simulator: the message is dropped and the mirror
+        // goes on as if it had been delivered.
+        Err(SendError::QueueFull { .. }) if tributary_core::planted::active(tributary_core::planted::Bug::MirrorDropOnFull) => {
+            context.window.lock().window.acked(&key, seq);
+            return Ok(());
+        }
+        Err(e) => return Err(MirrorError::Send(format!("{}: {e}", key.1))),
+    };
     context.stats.sent.fetch_add(1, Ordering::Relaxed);
     context.stats.sent_bytes.fetch_add(bytes, Ordering::Relaxed);
-    let generation = message.generation;
-    acks.spawn(async move { (partition, seq, generation, delivery.await) });
+    acks.spawn(async move { (key, seq, generation, offset, delivery.await) });
     Ok(())
 }
 
 /// Records an acknowledgement; a send that failed for good stops the stream.
-fn on_ack(context: &StreamContext, window: &mut MirrorWindow, generations: &BTreeMap<SourcePartition, u64>, joined: Result<Ack, tokio::task::JoinError>) -> Result<(), MirrorError> {
-    let (partition, seq, generation, outcome) = joined.map_err(|e| MirrorError::Send(format!("an acknowledgement task failed: {e}")))?;
+fn on_ack(context: &StreamContext, joined: Result<Ack, tokio::task::JoinError>) -> Result<(), MirrorError> {
+    let (key, seq, generation, offset, outcome) = joined.map_err(|e| MirrorError::Send(format!("an acknowledgement task failed: {e}")))?;
     match outcome {
-        Ok(_) => {
+        // Durable: the mirror producer never sends unacknowledged (durable.acks.fallback=false).
+        Ok(delivered) if delivered.offset.is_some() => {
             context.stats.acked.fetch_add(1, Ordering::Relaxed);
-            if generations.get(&partition) == Some(&generation) {
-                window.acked(&partition, seq);
+            let current = {
+                let mut state = context.window.lock();
+                let current = state.owned.get(&key).filter(|o| o.generation == generation).cloned();
+                if current.is_some() {
+                    state.window.acked(&key, seq);
+                }
+                current
+            };
+            context.window.changed.notify_waiters();
+            if let (Some(observer), Some(o)) = (&context.observer, current) {
+                observer.acknowledged(&context.event(&o, offset));
             }
             Ok(())
         }
-        Err(e) => Err(MirrorError::Send(format!("{}/{}: {e}", partition.1, partition.2))),
+        Ok(_) => Err(MirrorError::Send(format!("{}/{}: delivered without a durable acknowledgement", key.1, key.2))),
+        Err(e) => Err(MirrorError::Send(format!("{}/{}: {e}", key.1, key.2))),
     }
 }
 
-/// Commits each partition up to its acknowledged prefix; a partition no longer owned in its
-/// generation is dropped from the window.
-async fn commit(context: &StreamContext, window: &mut MirrorWindow, generations: &mut BTreeMap<SourcePartition, u64>) {
-    for (partition, offset) in window.commits_due() {
-        let (Some(&generation), Ok(topic), Some(bp)) = (generations.get(&partition), partition.1.parse::<TopicName>(), BrokerPartition::parse(&partition.2)) else { continue };
-        match context.connector.commit_at(&topic, bp, offset, generation).await {
-            Ok(true) => {
-                window.committed(&partition, offset);
+/// Whether a commit waits for a round another stream is running (at shutdown: every stream's
+/// last acknowledgements must be committed) or leaves it to that round.
+#[derive(Debug, Clone, Copy)]
+enum Wait {
+    Yes,
+    No,
+}
+
+/// Commits each partition up to its acknowledged prefix (one round at a time per source); a
+/// partition no longer owned in its epoch (or whose offsets went back) is dropped from the
+/// window. A failed or slow commit is retried at the next round.
+async fn commit(context: &StreamContext, wait: Wait) {
+    let _round = match wait {
+        Wait::Yes => context.window.committing.lock().await,
+        Wait::No => match context.window.committing.try_lock() {
+            Ok(round) => round,
+            Err(_) => return,
+        },
+    };
+    let due: Vec<(SourcePartition, i64, Owned)> = {
+        let state = context.window.lock();
+        state.window.commits_due().into_iter().filter_map(|(key, offset)| state.owned.get(&key).cloned().map(|o| (key, offset, o))).collect()
+    };
+    let mut all_ok = true;
+    for (key, offset, o) in due {
+        let outcome = tokio::time::timeout(COMMIT_TIMEOUT, context.connector.commit_at(&o.topic, o.partition, offset, o.generation)).await;
+        match outcome {
+            Ok(Ok(CommitOutcome::Written | CommitOutcome::NothingNew)) => {
+                {
+                    let mut state = context.window.lock();
+                    // Only if the window is still of that epoch (a stream may have started a new one).
+                    if state.owned.get(&key).is_some_and(|now| now.generation == o.generation) {
+                        state.window.committed(&key, offset);
+                    }
+                }
                 context.stats.commits.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("mirror: committed {}/{} at {offset}", o.topic, o.partition);
+                if let Some(observer) = &context.observer {
+                    observer.committed(&context.event(&o, offset));
+                }
             }
-            Ok(false) => {
-                let resent = window.lost(&partition);
-                generations.remove(&partition);
-                tracing::info!("mirror: {}/{} moved to another member; its {resent} unacknowledged messages are its new owner's to send", partition.1, partition.2);
+            Ok(Ok(outcome @ (CommitOutcome::NotOwned | CommitOutcome::Stale))) => {
+                let resent = {
+                    let mut state = context.window.lock();
+                    if state.owned.get(&key).is_some_and(|now| now.generation == o.generation) {
+                        state.owned.remove(&key);
+                        state.window.lost(&key)
+                    } else {
+                        0
+                    }
+                };
+                tracing::info!("mirror: {}/{} is no longer this member's in epoch {} ({outcome:?}); its {resent} unacknowledged messages are sent again by whoever reads it next", o.topic, o.partition, o.generation);
             }
-            Err(e) => tracing::warn!("mirror: committing {}/{} at {offset}: {e}; retried at the next commit", partition.1, partition.2),
+            Ok(Err(e)) => {
+                all_ok = false;
+                tracing::warn!("mirror: committing {}/{} at {offset}: {e}; retried at the next commit", o.topic, o.partition);
+            }
+            Err(_) => {
+                all_ok = false;
+                tracing::warn!("mirror: committing {}/{} at {offset} took over {COMMIT_TIMEOUT:?}; retried at the next commit", o.topic, o.partition);
+            }
         }
     }
+    context.window.lock().commits_ok = all_ok;
+    context.window.changed.notify_waiters();
 }
 
 /// Logs a one-line summary every `every`: partitions owned, rates, lag, what is in flight.
@@ -458,14 +709,14 @@ async fn summarize<E: Env>(env: E, connectors: Vec<Arc<ConsumerConnector>>, prod
         for connector in &connectors {
             let partitions = connector.lag(&env).await;
             owned += connector.owned().len();
-            lag += partitions.iter().map(|(_, _, consumed, latest)| (latest - consumed).max(0)).sum::<i64>();
+            lag = lag.saturating_add(partitions.iter().map(|(_, _, consumed, latest)| latest.saturating_sub(*consumed).max(0)).fold(0i64, i64::saturating_add));
             let (g, b) = connector.gaps();
             gaps += g;
             gap_bytes += b;
         }
         let queued: usize = producers.iter().map(|p| p.queued()).sum();
         tracing::info!(
-            "mirror: {owned} partitions, {:.0} msg/s, {:.2} MB/s, lag {lag} bytes, producer queue {queued}/{}, {} commits, {gaps} gaps ({gap_bytes} bytes lost at the source), {} partitions stopped on errors",
+            "mirror: {owned} partitions, {:.0} msg/s, {:.2} MB/s, lag {lag} bytes, producer queue {queued}/{}, {} commits, {gaps} gaps ({gap_bytes} bytes lost at the source), {} read errors",
             (sent - last.0) as f64 / secs,
             (bytes - last.1) as f64 / secs / 1e6,
             queue_size as usize * producers.len(),

@@ -274,8 +274,8 @@ impl<E: Env> Producer<E> {
 /// previous batch waited for its acknowledgement (so throughput follows the flush rate rather
 /// than `batch.size`; order is unchanged).
 const ACKED_CATCH_UP_MAX: usize = 10_000;
-/// ... and only while the batch holds less than this many payload bytes (requests stay well
-/// under brokers' `max.socket.request.bytes`).
+/// ... and only while the batch holds less than this many payload bytes; no batch grows past
+/// it (requests stay well under brokers' `max.socket.request.bytes`).
 const ACKED_CATCH_UP_BYTES_MAX: usize = 8 * 1024 * 1024;
 
 /// The async sender: batches of `batch.size`, or what is there when the first message of the
@@ -283,13 +283,19 @@ const ACKED_CATCH_UP_BYTES_MAX: usize = 8 * 1024 * 1024;
 async fn send_batches<E: Env>(dispatcher: Arc<Dispatcher<E>>, mut rx: mpsc::Receiver<Queued>, policy: BatchPolicy, catch_up: usize) {
     while let Some(first) = rx.recv().await {
         let deadline = first.queued_at + Duration::from_millis(policy.queue_time_ms);
+        let mut bytes = first.record.value.len();
         let mut batch = vec![first];
         let mut closed = false;
-        while batch.len() < policy.batch_size {
+        // A batch also ends at ACKED_CATCH_UP_BYTES_MAX bytes: a request stays far below any
+        // broker's max.socket.request.bytes, whatever batch.size says.
+        while batch.len() < policy.batch_size && bytes < ACKED_CATCH_UP_BYTES_MAX {
             tokio::select! {
                 biased;
                 next = rx.recv() => match next {
-                    Some(next) => batch.push(next),
+                    Some(next) => {
+                        bytes += next.record.value.len();
+                        batch.push(next);
+                    }
                     None => {
                         closed = true;
                         break;
@@ -298,7 +304,6 @@ async fn send_batches<E: Env>(dispatcher: Arc<Dispatcher<E>>, mut rx: mpsc::Rece
                 () = tokio::time::sleep_until(deadline) => break,
             }
         }
-        let mut bytes: usize = batch.iter().map(|q| q.record.value.len()).sum();
         while batch.len() < policy.batch_size + catch_up && bytes < ACKED_CATCH_UP_BYTES_MAX {
             match rx.try_recv() {
                 Ok(next) => {

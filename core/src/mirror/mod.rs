@@ -11,9 +11,14 @@
 //! again (the duplicates the in-flight window bounds).
 //!
 //! Call order per partition: `sent` (in source order) … `acked` (any order) … `commit_point`
-//! (after acks) → `committed`. A bound on what is in flight (`in_flight` against the caller's
-//! limit) is the backpressure that keeps the window — and so the duplicates a crash can cause —
-//! bounded.
+//! (after acks) → `committed`. Two counts are the caller's backpressure: [`in_flight`]
+//! (unacknowledged) and [`uncommitted`] (not yet covered by a commit: unacknowledged, or
+//! acknowledged after the last commit). A crash resends exactly what was uncommitted, so a bound
+//! on it — reading stops while it is reached, e.g. while commits fail — is the bound on the
+//! duplicates any fault can cause.
+//!
+//! [`in_flight`]: MirrorWindow::in_flight
+//! [`uncommitted`]: MirrorWindow::uncommitted
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -28,6 +33,8 @@ struct Window {
     pending: VecDeque<(u64, i64, bool)>,
     /// The resume offset of the last message of the acknowledged prefix.
     commit_point: Option<i64>,
+    /// Resume offsets of the acknowledged prefix's messages not yet covered by a commit.
+    acked_uncommitted: VecDeque<i64>,
     /// What was last committed.
     committed: Option<i64>,
 }
@@ -37,6 +44,8 @@ struct Window {
 pub struct MirrorWindow {
     windows: BTreeMap<SourcePartition, Window>,
     in_flight: usize,
+    /// Acknowledged, not yet committed (the sum of the windows' `acked_uncommitted`).
+    acked_uncommitted: usize,
 }
 
 impl MirrorWindow {
@@ -46,12 +55,21 @@ impl MirrorWindow {
     }
 
     /// Message `seq` of `partition`, with resume offset `offset`, was handed to the producer.
-    /// Messages of one partition must come in source order.
+    /// Entries are kept in offset order whatever order they are recorded in (several streams
+    /// may record messages of one partition that moved between them); offsets of one window
+    /// never go back (a reset starts a new window: [`MirrorWindow::lost`] first).
     pub fn sent(&mut self, partition: &SourcePartition, seq: u64, offset: i64) {
         let window = self.windows.entry(partition.clone()).or_default();
-        debug_assert!(window.pending.back().is_none_or(|(s, o, _)| *s < seq && *o <= offset), "messages of a partition are sent in source order");
-        window.pending.push_back((seq, offset, false));
+        debug_assert!(window.commit_point.is_none_or(|c| offset >= c), "a message behind the acknowledged prefix of its window");
+        let at = window.pending.iter().rposition(|(_, o, _)| *o <= offset).map_or(0, |i| i + 1);
+        window.pending.insert(at, (seq, offset, false));
         self.in_flight += 1;
+    }
+
+    /// The highest resume offset recorded for `partition` and not yet dropped.
+    pub fn last_sent(&self, partition: &SourcePartition) -> Option<i64> {
+        let window = self.windows.get(partition)?;
+        window.pending.back().map(|(_, o, _)| *o).or(window.commit_point)
     }
 
     /// Message `seq` of `partition` is durably in the mirror cluster; returns the new commit
@@ -62,9 +80,19 @@ impl MirrorWindow {
             entry.2 = true;
         }
         let mut moved = None;
-        while let Some(&(_, offset, true)) = window.pending.front() {
+        let planted = crate::planted::active(crate::planted::Bug::MirrorCommitQueued);
+        while let Some(&(_, offset, acked)) = window.pending.front() {
+            if !acked && !planted {
+                break;
+            }
             window.pending.pop_front();
             self.in_flight -= 1;
+            // A message inside a compressed wrapper resumes at the wrapper's start, which may be
+            // committed already: nothing is left to commit for it.
+            if window.committed.is_none_or(|c| offset > c) {
+                window.acked_uncommitted.push_back(offset);
+                self.acked_uncommitted += 1;
+            }
             window.commit_point = Some(offset);
             moved = Some(offset);
         }
@@ -86,20 +114,36 @@ impl MirrorWindow {
     pub fn committed(&mut self, partition: &SourcePartition, offset: i64) {
         if let Some(window) = self.windows.get_mut(partition) {
             window.committed = Some(window.committed.map_or(offset, |c| c.max(offset)));
+            while window.acked_uncommitted.front().is_some_and(|o| *o <= offset) {
+                window.acked_uncommitted.pop_front();
+                self.acked_uncommitted -= 1;
+            }
         }
     }
 
     /// `partition` was lost in a rebalance: its window is dropped; nothing more is committed
     /// for it. Returns how many messages were in flight (the new owner sends them again).
     pub fn lost(&mut self, partition: &SourcePartition) -> usize {
-        let dropped = self.windows.remove(partition).map_or(0, |w| w.pending.len());
-        self.in_flight -= dropped;
-        dropped
+        let Some(window) = self.windows.remove(partition) else { return 0 };
+        self.in_flight -= window.pending.len();
+        self.acked_uncommitted -= window.acked_uncommitted.len();
+        window.pending.len()
     }
 
     /// Messages handed to the producer and not yet in a committable prefix.
     pub fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// Messages not yet covered by a commit: in flight, or acknowledged since the last commit.
+    /// A crash of this mirror resends exactly these.
+    pub fn uncommitted(&self) -> usize {
+        self.in_flight + self.acked_uncommitted
+    }
+
+    /// Acknowledged messages waiting for a commit.
+    pub fn acked_uncommitted(&self) -> usize {
+        self.acked_uncommitted
     }
 
     /// The partitions with a window.
@@ -110,5 +154,6 @@ impl MirrorWindow {
     /// In flight equals the sum of the windows' pending messages.
     pub fn invariants_hold(&self) -> bool {
         self.in_flight == self.windows.values().map(|w| w.pending.len()).sum::<usize>()
+            && self.acked_uncommitted == self.windows.values().map(|w| w.acked_uncommitted.len()).sum::<usize>()
     }
 }
