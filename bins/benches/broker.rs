@@ -19,7 +19,9 @@ use tributary::real_fs::RealFs;
 use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::log::{Log, LogPolicy, TopicPartition};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder, ShallowIter};
-use tributary_core::wire::{FetchRequest, OffsetsRequest, ProduceRequest, Request, Response, TopicName};
+use tributary_core::wire::{
+    FetchRequest, OffsetsRequest, ProduceRequest, Request, Response, TopicName,
+};
 
 const BATCH_MESSAGES: usize = 200;
 const FETCH_BYTES: i32 = 1 << 20;
@@ -36,20 +38,28 @@ async fn best_ceiling() -> f64 {
 }
 
 fn mib_from_env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// The seed's flush policy (10,000 messages or 1 s), or with `fsync: false` one that never
 /// flushes during a run, to separate the network path's cost from the disk's.
 fn config(dir: &std::path::Path, fsync: bool) -> BrokerConfig {
-    let (messages, ms) = if fsync { (10_000, 1000) } else { (i32::MAX, i32::MAX) };
+    let (messages, ms) = if fsync {
+        (10_000, 1000)
+    } else {
+        (i32::MAX, i32::MAX)
+    };
     let text = format!(
         "brokerid=0\nhostname=127.0.0.1\nport=0\nlog.dir={}\nenable.zookeeper=false\nnum.partitions=4\n\
          log.flush.interval={messages}\nlog.default.flush.interval.ms={ms}\nlog.default.flush.scheduler.interval.ms=1000\n\
          log.file.size=536870912\nsocket.send.buffer=1048576\nsocket.receive.buffer=1048576\n",
         dir.display()
     );
-    BrokerConfig::from_properties(&Properties::parse("bench", &text).expect("config")).expect("config")
+    BrokerConfig::from_properties(&Properties::parse("bench", &text).expect("config"))
+        .expect("config")
 }
 
 fn topic() -> TopicName {
@@ -59,14 +69,20 @@ fn topic() -> TopicName {
 fn set(payload_bytes: usize, k: u8) -> Bytes {
     let mut b = MessageSetBuilder::new();
     for i in 0..BATCH_MESSAGES {
-        b.push((0..payload_bytes).map(|j| (i + j) as u8 ^ k).collect::<Vec<u8>>());
+        b.push(
+            (0..payload_bytes)
+                .map(|j| (i + j) as u8 ^ k)
+                .collect::<Vec<u8>>(),
+        );
     }
     b.build(CompressionCodec::None)
 }
 
 /// Bytes per second of a plain TCP copy over loopback between two tasks.
 async fn loopback_ceiling(total: usize) -> f64 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let reader = tokio::spawn(async move {
         let (mut s, _) = listener.accept().await.expect("accept");
@@ -118,17 +134,35 @@ fn disk_ceiling(dir: &std::path::Path, payload: usize, total: usize, fsync: bool
 }
 
 async fn produce(port: u16, partition: i32, sets: Vec<Bytes>, total: usize) -> usize {
-    let mut conn = tributary::client::connect(&tributary::env::TokioEnv, "127.0.0.1", port, Duration::from_secs(60)).await.expect("connect");
+    let mut conn = tributary::client::connect(
+        &tributary::env::TokioEnv,
+        "127.0.0.1",
+        port,
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("connect");
     let mut sent = 0;
     let mut i = 0;
     while sent < total {
         let messages = sets[i % sets.len()].clone();
-        conn.send(&Request::Produce(ProduceRequest { topic: topic(), partition, messages })).await.expect("produce");
+        conn.send(&Request::Produce(ProduceRequest {
+            topic: topic(),
+            partition,
+            messages,
+        }))
+        .await
+        .expect("produce");
         sent += sets[i % sets.len()].len();
         i += 1;
     }
     // Answered only once every produce before it on this connection has been appended.
-    let request = Request::Offsets(OffsetsRequest { topic: topic(), partition, time: -1, max_offsets: 1 });
+    let request = Request::Offsets(OffsetsRequest {
+        topic: topic(),
+        partition,
+        time: -1,
+        max_offsets: 1,
+    });
     conn.call(&request).await.expect("offsets");
     sent
 }
@@ -147,12 +181,26 @@ async fn produce_case(port: u16, payload: usize, connections: usize, total: usiz
 }
 
 async fn fetch_all(port: u16, end: u64) -> f64 {
-    let mut conn = tributary::client::connect(&tributary::env::TokioEnv, "127.0.0.1", port, Duration::from_secs(60)).await.expect("connect");
+    let mut conn = tributary::client::connect(
+        &tributary::env::TokioEnv,
+        "127.0.0.1",
+        port,
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("connect");
     let start = Instant::now();
     let (mut offset, mut read) = (0u64, 0usize);
     while offset < end {
-        let request = Request::Fetch(FetchRequest { topic: "fetched".parse().expect("topic"), partition: 0, offset: offset as i64, max_bytes: FETCH_BYTES });
-        let Response::Fetch(f) = conn.call(&request).await.expect("fetch") else { panic!("not a fetch response") };
+        let request = Request::Fetch(FetchRequest {
+            topic: "fetched".parse().expect("topic"),
+            partition: 0,
+            offset: offset as i64,
+            max_bytes: FETCH_BYTES,
+        });
+        let Response::Fetch(f) = conn.call(&request).await.expect("fetch") else {
+            panic!("not a fetch response")
+        };
         let mut entries = ShallowIter::new(&f.messages, offset as i64);
         entries.by_ref().for_each(drop);
         let valid = entries.end().valid_bytes as u64;
@@ -194,13 +242,23 @@ fn main() {
     std::fs::create_dir_all("target").expect("target dir");
     let dir = tempfile::tempdir_in("target").expect("temp dir");
     let end = prepare_fetch_partition(dir.path(), fetch_bytes);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     rt.block_on(async {
-        let broker = Broker::start(TokioEnv, config(dir.path(), true)).await.expect("broker");
+        let broker = Broker::start(TokioEnv, config(dir.path(), true))
+            .await
+            .expect("broker");
         let port = broker.addr.port();
         let no_fsync_dir = tempfile::tempdir_in("target").expect("temp dir");
-        let no_fsync = Broker::start(TokioEnv, config(no_fsync_dir.path(), false)).await.expect("broker");
-        println!("{:<40} {:>15} {:>12} {:>12} {:>6}", "benchmark", "messages", "broker", "loopback", "ratio");
+        let no_fsync = Broker::start(TokioEnv, config(no_fsync_dir.path(), false))
+            .await
+            .expect("broker");
+        println!(
+            "{:<40} {:>15} {:>12} {:>12} {:>6}",
+            "benchmark", "messages", "broker", "loopback", "ratio"
+        );
         // The machine is noisy: each case and its ceiling are measured back to back, best of
         // ROUNDS each, so a ratio compares like with like.
         for (flush, port) in [("seed flush", port), ("no fsync", no_fsync.addr.port())] {
@@ -208,14 +266,31 @@ fn main() {
                 for connections in [1, 4] {
                     let mut rate = 0f64;
                     for _ in 0..ROUNDS {
-                        rate = rate.max(produce_case(port, payload, connections, produce_bytes).await);
+                        rate =
+                            rate.max(produce_case(port, payload, connections, produce_bytes).await);
                     }
                     let ceiling = best_ceiling().await;
                     let fsync = flush == "seed flush";
                     let disk_dir = dir.path().to_path_buf();
-                    let disk = tokio::task::spawn_blocking(move || disk_ceiling(&disk_dir, payload, produce_bytes, fsync)).await.expect("disk");
-                    line(&format!("produce {payload} B x200, {connections} conn, {flush}"), rate, ceiling, 1.0 / (payload + 10) as f64);
-                    println!("{:<40} {:>15} {:>12} {:>7.0} MB/s {:>6.2}", "  (same bytes to a plain file)", "", "", disk / 1e6, rate / disk);
+                    let disk = tokio::task::spawn_blocking(move || {
+                        disk_ceiling(&disk_dir, payload, produce_bytes, fsync)
+                    })
+                    .await
+                    .expect("disk");
+                    line(
+                        &format!("produce {payload} B x200, {connections} conn, {flush}"),
+                        rate,
+                        ceiling,
+                        1.0 / (payload + 10) as f64,
+                    );
+                    println!(
+                        "{:<40} {:>15} {:>12} {:>7.0} MB/s {:>6.2}",
+                        "  (same bytes to a plain file)",
+                        "",
+                        "",
+                        disk / 1e6,
+                        rate / disk
+                    );
                 }
             }
         }
@@ -225,7 +300,12 @@ fn main() {
             rate = rate.max(fetch_all(port, end).await);
         }
         let ceiling = best_ceiling().await;
-        line(&format!("fetch {} MiB in 1 MiB fetches", fetch_bytes >> 20), rate, ceiling, 1.0 / 1034.0);
+        line(
+            &format!("fetch {} MiB in 1 MiB fetches", fetch_bytes >> 20),
+            rate,
+            ceiling,
+            1.0 / 1034.0,
+        );
         broker.shutdown().await.expect("shutdown");
     });
 }

@@ -31,13 +31,18 @@ const FETCH_BYTES: usize = 1024 * 1024;
 const ROUNDS: usize = 4;
 
 fn mib_from_env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn policy() -> LogPolicy {
     let text = "brokerid=0\nlog.dir=/unused\nenable.zookeeper=false\nlog.flush.interval=10000\n\
                 log.default.flush.interval.ms=1000\nlog.file.size=536870912\n";
-    let config = BrokerConfig::from_properties(&Properties::parse("bench", text).expect("bench config")).expect("bench config");
+    let config =
+        BrokerConfig::from_properties(&Properties::parse("bench", text).expect("bench config"))
+            .expect("bench config");
     LogPolicy::for_topic(&config, &"bench".parse().expect("topic"))
 }
 
@@ -56,12 +61,15 @@ fn batches(payload_bytes: usize) -> Vec<Bytes> {
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn append_log(dir: &Path, sets: &[Bytes], total_bytes: usize) -> (f64, Log<RealFs>) {
     let tp = TopicPartition::new("bench".parse().expect("topic"), 0);
-    let mut log = Log::create(RealFs, &dir.join("bench-0"), tp, policy(), now_ms()).expect("create log");
+    let mut log =
+        Log::create(RealFs, &dir.join("bench-0"), tp, policy(), now_ms()).expect("create log");
     let start = Instant::now();
     let mut written = 0;
     let mut i = 0;
@@ -106,7 +114,10 @@ fn read_log(log: &Log<RealFs>) -> f64 {
     let mut read = 0;
     while pos < log.flushed_end() {
         let chunk = log.read(pos as i64, FETCH_BYTES).expect("read");
-        let valid = tributary_core::message::ShallowIter::new(&chunk, pos as i64).map_while(Result::ok).last().map_or(0, |e| e.next_offset as u64 - pos);
+        let valid = tributary_core::message::ShallowIter::new(&chunk, pos as i64)
+            .map_while(Result::ok)
+            .last()
+            .map_or(0, |e| e.next_offset as u64 - pos);
         read += chunk.len();
         pos += valid.max(1);
         black_box(&chunk);
@@ -115,7 +126,10 @@ fn read_log(log: &Log<RealFs>) -> f64 {
 }
 
 fn read_plain(dir: &Path) -> f64 {
-    let mut files: Vec<_> = std::fs::read_dir(dir.join("bench-0")).expect("dir").map(|e| e.expect("entry").path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(dir.join("bench-0"))
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
     files.sort();
     let start = Instant::now();
     let mut read = 0;
@@ -140,7 +154,10 @@ fn main() {
     let append_bytes = mib_from_env("TRIBUTARY_BENCH_MIB", 256) << 20;
     let read_bytes = mib_from_env("TRIBUTARY_BENCH_READ_MIB", 1024) << 20;
     std::fs::create_dir_all("target").expect("target dir");
-    println!("{:<34} {:>12} {:>12} {:>7}", "benchmark", "tributary", "baseline", "ratio");
+    println!(
+        "{:<34} {:>12} {:>12} {:>7}",
+        "benchmark", "tributary", "baseline", "ratio"
+    );
     for payload in [100, 1024] {
         let sets = batches(payload);
         let dir = tempfile::tempdir_in("target").expect("temp dir");
@@ -156,11 +173,23 @@ fn main() {
                 plain = plain.max(append_plain(round_dir.path(), &sets, append_bytes));
             }
         }
-        println!("{:<34} {:>7.0} MB/s {:>7.0} MB/s {:>7.2}", format!("append {payload} B msgs x200"), ours / 1e6, plain / 1e6, ours / plain);
+        println!(
+            "{:<34} {:>7.0} MB/s {:>7.0} MB/s {:>7.2}",
+            format!("append {payload} B msgs x200"),
+            ours / 1e6,
+            plain / 1e6,
+            ours / plain
+        );
     }
     let dir = tempfile::tempdir_in("target").expect("temp dir");
     let (_, log) = append_log(dir.path(), &batches(1024), read_bytes);
     let plain = read_plain(dir.path());
     let ours = read_log(&log);
-    println!("{:<34} {:>7.0} MB/s {:>7.0} MB/s {:>7.2}", format!("read {} MiB in 1 MiB fetches", read_bytes >> 20), ours / 1e6, plain / 1e6, ours / plain);
+    println!(
+        "{:<34} {:>7.0} MB/s {:>7.0} MB/s {:>7.2}",
+        format!("read {} MiB in 1 MiB fetches", read_bytes >> 20),
+        ours / 1e6,
+        plain / 1e6,
+        ours / plain
+    );
 }

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tributary_core::wire::{split_frame, DecodeError, EncodeError, FrameStatus, Request, Response, ResponseKind};
+use tributary_core::wire::{
+    split_frame, DecodeError, EncodeError, FrameStatus, Request, Response, ResponseKind,
+};
 
 use crate::env::Env;
 
@@ -89,29 +91,58 @@ pub struct Connection<S> {
 }
 
 /// Connects to `host:port` through `env` within `timeout`.
-pub async fn connect<E: Env>(env: &E, host: &str, port: u16, timeout: Duration) -> Result<Connection<E::Stream>, ClientError> {
+pub async fn connect<E: Env>(
+    env: &E,
+    host: &str,
+    port: u16,
+    timeout: Duration,
+) -> Result<Connection<E::Stream>, ClientError> {
     let peer = format!("{host}:{port}");
     let stream = tokio::time::timeout(timeout, env.connect(host, port))
         .await
-        .map_err(|_| ClientError::Timeout { peer: peer.clone(), timeout })?
-        .map_err(|source| ClientError::Io { peer: peer.clone(), source })?;
+        .map_err(|_| ClientError::Timeout {
+            peer: peer.clone(),
+            timeout,
+        })?
+        .map_err(|source| ClientError::Io {
+            peer: peer.clone(),
+            source,
+        })?;
     Ok(Connection::new(stream, peer, timeout))
 }
 
 /// Like [`connect`], asking for a `receive_buffer`-byte socket receive buffer (fetching).
-pub async fn connect_tuned<E: Env>(env: &E, host: &str, port: u16, timeout: Duration, receive_buffer: u32) -> Result<Connection<E::Stream>, ClientError> {
+pub async fn connect_tuned<E: Env>(
+    env: &E,
+    host: &str,
+    port: u16,
+    timeout: Duration,
+    receive_buffer: u32,
+) -> Result<Connection<E::Stream>, ClientError> {
     let peer = format!("{host}:{port}");
     let stream = tokio::time::timeout(timeout, env.connect_tuned(host, port, receive_buffer))
         .await
-        .map_err(|_| ClientError::Timeout { peer: peer.clone(), timeout })?
-        .map_err(|source| ClientError::Io { peer: peer.clone(), source })?;
+        .map_err(|_| ClientError::Timeout {
+            peer: peer.clone(),
+            timeout,
+        })?
+        .map_err(|source| ClientError::Io {
+            peer: peer.clone(),
+            source,
+        })?;
     Ok(Connection::new(stream, peer, timeout))
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Wraps an open stream to `peer`.
     pub fn new(stream: S, peer: String, timeout: Duration) -> Self {
-        Connection { stream, peer, buf: BytesMut::new(), timeout, poisoned: None }
+        Connection {
+            stream,
+            peer,
+            buf: BytesMut::new(),
+            timeout,
+            poisoned: None,
+        }
     }
 
     /// The broker this connection talks to.
@@ -126,7 +157,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
 
     fn check_usable(&self) -> Result<(), ClientError> {
         match &self.poisoned {
-            Some(cause) => Err(ClientError::Poisoned { peer: self.peer.clone(), cause: cause.clone() }),
+            Some(cause) => Err(ClientError::Poisoned {
+                peer: self.peer.clone(),
+                cause: cause.clone(),
+            }),
             None => Ok(()),
         }
     }
@@ -158,15 +192,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let peer = &self.peer;
         tokio::time::timeout(self.timeout, self.stream.write_all(bytes))
             .await
-            .map_err(|_| ClientError::Timeout { peer: peer.clone(), timeout: self.timeout })?
-            .map_err(|source| ClientError::Io { peer: peer.clone(), source })
+            .map_err(|_| ClientError::Timeout {
+                peer: peer.clone(),
+                timeout: self.timeout,
+            })?
+            .map_err(|source| ClientError::Io {
+                peer: peer.clone(),
+                source,
+            })
     }
 
     /// Sends a request and waits for its response. A produce request is refused before anything
     /// is sent. Any failure after sending poisons the connection.
     pub async fn call(&mut self, request: &Request) -> Result<Response, ClientError> {
         self.check_usable()?;
-        let kind = ResponseKind::for_request(request.request_type()).ok_or(ClientError::NoResponse(request.request_type()))?;
+        let kind = ResponseKind::for_request(request.request_type())
+            .ok_or(ClientError::NoResponse(request.request_type()))?;
         let bytes = request.to_bytes()?;
         // Poisoned until the response is read: a call cancelled mid-way (its future dropped)
         // leaves its response to be read as the next call's.
@@ -184,21 +225,42 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         loop {
             match split_frame(&mut self.buf, RESPONSE_BYTES_MAX) {
                 Ok(FrameStatus::Frame(frame)) => {
-                    return Response::decode(kind, &frame).map_err(|source| ClientError::Decode { peer: self.peer.clone(), source })
+                    return Response::decode(kind, &frame).map_err(|source| ClientError::Decode {
+                        peer: self.peer.clone(),
+                        source,
+                    })
                 }
                 // Room for the whole response at once, so it arrives in a few large reads.
                 Ok(FrameStatus::Incomplete { total_bytes }) => {
-                    let want = total_bytes.unwrap_or(READ_CHUNK_BYTES).saturating_sub(self.buf.len()).max(READ_CHUNK_BYTES.min(64 * 1024));
+                    let want = total_bytes
+                        .unwrap_or(READ_CHUNK_BYTES)
+                        .saturating_sub(self.buf.len())
+                        .max(READ_CHUNK_BYTES.min(64 * 1024));
                     self.buf.reserve(want);
                 }
-                Err(source) => return Err(ClientError::Decode { peer: self.peer.clone(), source }),
+                Err(source) => {
+                    return Err(ClientError::Decode {
+                        peer: self.peer.clone(),
+                        source,
+                    })
+                }
             }
             let read = tokio::time::timeout_at(deadline, self.stream.read_buf(&mut self.buf)).await;
             match read {
                 Ok(Ok(0)) => return Err(ClientError::Closed(self.peer.clone())),
                 Ok(Ok(_)) => {}
-                Ok(Err(source)) => return Err(ClientError::Io { peer: self.peer.clone(), source }),
-                Err(_) => return Err(ClientError::Timeout { peer: self.peer.clone(), timeout: self.timeout }),
+                Ok(Err(source)) => {
+                    return Err(ClientError::Io {
+                        peer: self.peer.clone(),
+                        source,
+                    })
+                }
+                Err(_) => {
+                    return Err(ClientError::Timeout {
+                        peer: self.peer.clone(),
+                        timeout: self.timeout,
+                    })
+                }
             }
         }
     }
@@ -207,7 +269,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
 /// Parses `kafka://host:port` or `host:port`.
 pub fn parse_server(server: &str) -> Result<(String, u16), String> {
     let rest = server.strip_prefix("kafka://").unwrap_or(server);
-    let (host, port) = rest.rsplit_once(':').ok_or_else(|| format!("\"{server}\" is not host:port"))?;
-    let port = port.parse().map_err(|_| format!("\"{server}\": port must be 1 to 65535"))?;
+    let (host, port) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| format!("\"{server}\" is not host:port"))?;
+    let port = port
+        .parse()
+        .map_err(|_| format!("\"{server}\": port must be 1 to 65535"))?;
     Ok((host.to_string(), port))
 }

@@ -3,7 +3,8 @@
 use std::path::Path;
 
 use tributary_core::config::{
-    BrokerConfig, ConfigError, ConsumerConfig, LoadError, ProducerConfig, Properties, ZooKeeperServerConfig,
+    BrokerConfig, ConfigError, ConsumerConfig, LoadError, ProducerConfig, Properties,
+    ZooKeeperServerConfig,
 };
 
 /// Which typed configuration a file holds.
@@ -74,7 +75,8 @@ pub fn load_file_with_properties<T>(
 ) -> Result<(T, Properties), FileError> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| FileError::Read(shown.clone(), e))?;
-    let props = Properties::parse_bytes(&shown, &bytes).map_err(|e| FileError::Load(LoadError::Syntax(e)))?;
+    let props = Properties::parse_bytes(&shown, &bytes)
+        .map_err(|e| FileError::Load(LoadError::Syntax(e)))?;
     let config = read(&props).map_err(|e| FileError::Load(LoadError::Value(e)))?;
     Ok((config, props))
 }
@@ -98,10 +100,22 @@ pub fn load_kind(path: &Path, kind: ConfigKind) -> Result<(AnyConfig, Properties
         (wrap(Box::new(loaded.0)), loaded.1)
     }
     Ok(match kind {
-        ConfigKind::Server => boxed(load_file_with_properties(path, BrokerConfig::from_properties)?, AnyConfig::Server),
-        ConfigKind::Producer => boxed(load_file_with_properties(path, ProducerConfig::from_properties)?, AnyConfig::Producer),
-        ConfigKind::Consumer => boxed(load_file_with_properties(path, ConsumerConfig::from_properties)?, AnyConfig::Consumer),
-        ConfigKind::Zookeeper => boxed(load_file_with_properties(path, ZooKeeperServerConfig::from_properties)?, AnyConfig::Zookeeper),
+        ConfigKind::Server => boxed(
+            load_file_with_properties(path, BrokerConfig::from_properties)?,
+            AnyConfig::Server,
+        ),
+        ConfigKind::Producer => boxed(
+            load_file_with_properties(path, ProducerConfig::from_properties)?,
+            AnyConfig::Producer,
+        ),
+        ConfigKind::Consumer => boxed(
+            load_file_with_properties(path, ConsumerConfig::from_properties)?,
+            AnyConfig::Consumer,
+        ),
+        ConfigKind::Zookeeper => boxed(
+            load_file_with_properties(path, ZooKeeperServerConfig::from_properties)?,
+            AnyConfig::Zookeeper,
+        ),
     })
 }
 

@@ -33,7 +33,11 @@ pub trait Listener: Send + 'static {
 /// Everything the runtime takes from its surroundings.
 pub trait Env: Clone + Send + Sync + 'static {
     /// The log's file system.
-    type Fs: LogFs<File: Send + Sync + 'static, DirLock: Send + Sync + 'static> + Clone + Send + Sync + 'static;
+    type Fs: LogFs<File: Send + Sync + 'static, DirLock: Send + Sync + 'static>
+        + Clone
+        + Send
+        + Sync
+        + 'static;
     /// Listening sockets.
     type Listener: Listener<Stream = Self::Stream>;
     /// Connections.
@@ -51,19 +55,42 @@ pub trait Env: Clone + Send + Sync + 'static {
     /// registers the host's IP address).
     fn host_address(&self) -> String;
     /// Listens on `host:port` (`0.0.0.0` for every interface) with the given socket buffer sizes.
-    fn bind(&self, host: &str, port: u16, send_buffer: u32, receive_buffer: u32) -> impl Future<Output = io::Result<Self::Listener>> + Send;
+    fn bind(
+        &self,
+        host: &str,
+        port: u16,
+        send_buffer: u32,
+        receive_buffer: u32,
+    ) -> impl Future<Output = io::Result<Self::Listener>> + Send;
     /// Connects to `host:port`.
-    fn connect(&self, host: &str, port: u16) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+    fn connect(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> impl Future<Output = io::Result<Self::Stream>> + Send;
     /// Connects to `host:port` asking for a `receive_buffer`-byte SO_RCVBUF (a hint; what the
     /// system granted is logged at debug level). By default the same as [`Env::connect`].
-    fn connect_tuned(&self, host: &str, port: u16, receive_buffer: u32) -> impl Future<Output = io::Result<Self::Stream>> + Send {
+    fn connect_tuned(
+        &self,
+        host: &str,
+        port: u16,
+        receive_buffer: u32,
+    ) -> impl Future<Output = io::Result<Self::Stream>> + Send {
         let _hint_not_simulated = receive_buffer;
         self.connect(host, port)
     }
     /// Opens a coordination session with `connect` (chroot included).
-    fn coordinate(&self, connect: &ZkConnect, session_timeout: Duration, connection_timeout: Duration) -> impl Future<Output = Result<Self::Coord, CoordError>> + Send;
+    fn coordinate(
+        &self,
+        connect: &ZkConnect,
+        session_timeout: Duration,
+        connection_timeout: Duration,
+    ) -> impl Future<Output = Result<Self::Coord, CoordError>> + Send;
     /// Runs blocking work (disk I/O) without stalling other connections.
-    fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> impl Future<Output = R> + Send;
+    fn blocking<R: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> R + Send + 'static,
+    ) -> impl Future<Output = R> + Send;
 }
 
 /// Production: tokio sockets, the real disk, the system clock, blocking work on tokio's pool.
@@ -100,7 +127,9 @@ impl Env for TokioEnv {
     }
 
     fn now_ms(&self) -> i64 {
-        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
     }
 
@@ -111,7 +140,9 @@ impl Env for TokioEnv {
     fn host_address(&self) -> String {
         // As 0.7's InetAddress.getLocalHost: the host name's first non-loopback IPv4 address.
         let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(name.trim(), 0)).map(Iterator::collect).unwrap_or_default();
+        let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(name.trim(), 0))
+            .map(Iterator::collect)
+            .unwrap_or_default();
         addrs
             .iter()
             .find(|a| a.is_ipv4() && !a.ip().is_loopback())
@@ -119,16 +150,31 @@ impl Env for TokioEnv {
             .map_or_else(|| "127.0.0.1".to_string(), |a| a.ip().to_string())
     }
 
-    async fn bind(&self, host: &str, port: u16, send_buffer: u32, receive_buffer: u32) -> io::Result<TokioListener> {
+    async fn bind(
+        &self,
+        host: &str,
+        port: u16,
+        send_buffer: u32,
+        receive_buffer: u32,
+    ) -> io::Result<TokioListener> {
         let addr = tokio::net::lookup_host((host, port))
             .await?
             .next()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address")))?;
-        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address"))
+            })?;
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
         socket.set_reuseaddr(true)?;
         // Buffer sizes are hints to the kernel (as in 0.7.1+); accepted sockets inherit them.
         // What the system granted is logged, as the mirroring docs tell operators to check.
-        if let Err(e) = socket.set_send_buffer_size(send_buffer).and_then(|()| socket.set_recv_buffer_size(receive_buffer)) {
+        if let Err(e) = socket
+            .set_send_buffer_size(send_buffer)
+            .and_then(|()| socket.set_recv_buffer_size(receive_buffer))
+        {
             tracing::debug!("socket buffer sizes refused: {e}");
         }
         tracing::debug!(
@@ -146,9 +192,23 @@ impl Env for TokioEnv {
         Ok(stream)
     }
 
-    async fn connect_tuned(&self, host: &str, port: u16, receive_buffer: u32) -> io::Result<tokio::net::TcpStream> {
-        let addr = tokio::net::lookup_host((host, port)).await?.next().ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address")))?;
-        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    async fn connect_tuned(
+        &self,
+        host: &str,
+        port: u16,
+        receive_buffer: u32,
+    ) -> io::Result<tokio::net::TcpStream> {
+        let addr = tokio::net::lookup_host((host, port))
+            .await?
+            .next()
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address"))
+            })?;
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
         if let Err(e) = socket.set_recv_buffer_size(receive_buffer) {
             tracing::debug!("{host}:{port}: receive buffer of {receive_buffer} bytes refused: {e}");
         }
@@ -159,7 +219,12 @@ impl Env for TokioEnv {
         Ok(stream)
     }
 
-    async fn coordinate(&self, connect: &ZkConnect, session_timeout: Duration, connection_timeout: Duration) -> Result<ZkCoordination, CoordError> {
+    async fn coordinate(
+        &self,
+        connect: &ZkConnect,
+        session_timeout: Duration,
+        connection_timeout: Duration,
+    ) -> Result<ZkCoordination, CoordError> {
         ZkCoordination::connect(connect, session_timeout, connection_timeout).await
     }
 

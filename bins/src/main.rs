@@ -8,21 +8,25 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tributary::broker::Broker;
 use tributary::config_file::{load_file_with_properties, load_kind, ConfigKind};
-use tributary::env::TokioEnv;
-use tributary::tools::console_producer::{produce_stdin, ConsoleProducerOptions};
-use tributary::tools::simple_consumer::{consume, ConsumeOptions};
 use tributary::consumer::Subscription;
+use tributary::env::TokioEnv;
 use tributary::mirror::{Mirror, MirrorSettings};
 use tributary::tools::console_consumer::{self, ConsoleConsumerOptions, Formatter};
+use tributary::tools::console_producer::{produce_stdin, ConsoleProducerOptions};
 use tributary::tools::offset_checker::{self, CheckOptions};
 use tributary::tools::perf;
+use tributary::tools::simple_consumer::{consume, ConsumeOptions};
 use tributary::tools::{check_config, dump_log, get_offsets};
 use tributary_core::config::{reference, BrokerConfig, BrokerEndpoint, ZkConnect};
 use tributary_core::message::CompressionCodec;
 use tributary_core::wire::TopicName;
 
 #[derive(Parser)]
-#[command(name = "tributary", version, about = "A Kafka 0.7-compatible log broker and its tools")]
+#[command(
+    name = "tributary",
+    version,
+    about = "A Kafka 0.7-compatible log broker and its tools"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -45,11 +49,15 @@ struct PartitionArgs {
 #[derive(Subcommand)]
 enum Command {
     /// Start a broker (Kafka's kafka-server-start.sh).
-    #[command(after_help = "Examples:\n  tributary server config/server.properties\n  \
-        RUST_LOG=debug tributary server config/server.properties")]
-    #[command(after_help = "Examples:\n  tributary server config/server.properties\n  \
+    #[command(
+        after_help = "Examples:\n  tributary server config/server.properties\n  \
+        RUST_LOG=debug tributary server config/server.properties"
+    )]
+    #[command(
+        after_help = "Examples:\n  tributary server config/server.properties\n  \
         tributary server config/mirror-server.properties config/mirror-consumer.properties config/mirror-producer.properties   # a mirror broker (Kafka 0.7.0's embedded mirror)\n  \
-        RUST_LOG=debug tributary server config/server.properties")]
+        RUST_LOG=debug tributary server config/server.properties"
+    )]
     Server {
         /// The broker's server.properties.
         server: PathBuf,
@@ -61,8 +69,11 @@ enum Command {
     },
     /// Mirror one or more source clusters into a target cluster (Kafka 0.7.1's MirrorMaker),
     /// committing source offsets only for what the target has durably.
-    #[command(name = "mirror-maker", after_help = "Examples:\n  tributary mirror-maker --consumer.config source.properties --producer.config target.properties --whitelist '.*'\n  \
-        tributary mirror-maker --consumer.config dc1.properties --consumer.config dc2.properties --producer.config aggregate.properties --blacklist 'tmp.*' --num.streams 4")]
+    #[command(
+        name = "mirror-maker",
+        after_help = "Examples:\n  tributary mirror-maker --consumer.config source.properties --producer.config target.properties --whitelist '.*'\n  \
+        tributary mirror-maker --consumer.config dc1.properties --consumer.config dc2.properties --producer.config aggregate.properties --blacklist 'tmp.*' --num.streams 4"
+    )]
     MirrorMaker {
         /// A source cluster's consumer properties (repeat for several sources).
         #[arg(long = "consumer.config", required = true)]
@@ -71,7 +82,11 @@ enum Command {
         #[arg(long = "producer.config")]
         producer_config: PathBuf,
         /// Mirror the topics this regex matches (commas mean "or").
-        #[arg(long, conflicts_with = "blacklist", required_unless_present = "blacklist")]
+        #[arg(
+            long,
+            conflicts_with = "blacklist",
+            required_unless_present = "blacklist"
+        )]
         whitelist: Option<String>,
         /// Mirror every topic but those this regex matches.
         #[arg(long)]
@@ -84,15 +99,21 @@ enum Command {
         num_producers: u32,
     },
     /// Send lines of standard input to a topic (Kafka's ConsoleProducer).
-    #[command(after_help = "Examples:\n  echo hello | tributary console-producer --zookeeper localhost:2181 --topic test\n  \
+    #[command(
+        after_help = "Examples:\n  echo hello | tributary console-producer --zookeeper localhost:2181 --topic test\n  \
         tributary console-producer --broker-list 0:localhost:9092 --topic test --compress 1 < lines.txt\n  \
-        seq 1000 | tributary console-producer --zookeeper localhost:2181 --topic test --acks   # wait until durable")]
+        seq 1000 | tributary console-producer --zookeeper localhost:2181 --topic test --acks   # wait until durable"
+    )]
     ConsoleProducer {
         /// The topic.
         #[arg(long)]
         topic: TopicName,
         /// ZooKeeper of the cluster: HOST:PORT[/CHROOT].
-        #[arg(long, conflicts_with = "broker_list", required_unless_present = "broker_list")]
+        #[arg(
+            long,
+            conflicts_with = "broker_list",
+            required_unless_present = "broker_list"
+        )]
         zookeeper: Option<String>,
         /// Brokers: id:host:port[,id:host:port...]; the broker picks the partition.
         #[arg(long = "broker-list")]
@@ -118,9 +139,11 @@ enum Command {
     },
     /// Consume a topic (or a whitelist/blacklist) as a member of a consumer group and print it
     /// (Kafka's ConsoleConsumer).
-    #[command(after_help = "Examples:\n  tributary console-consumer --zookeeper localhost:2181 --topic test --from-beginning\n  \
+    #[command(
+        after_help = "Examples:\n  tributary console-consumer --zookeeper localhost:2181 --topic test --from-beginning\n  \
         tributary console-consumer --zookeeper localhost:2181 --whitelist 'orders.*,clicks' --consumer-timeout-ms 5000\n  \
-        tributary console-consumer --zookeeper localhost:2181 --topic test --formatter kafka.consumer.ChecksumMessageFormatter --property topic=test")]
+        tributary console-consumer --zookeeper localhost:2181 --topic test --formatter kafka.consumer.ChecksumMessageFormatter --property topic=test"
+    )]
     ConsoleConsumer {
         /// ZooKeeper of the cluster: HOST:PORT[/CHROOT].
         #[arg(long)]
@@ -168,8 +191,10 @@ enum Command {
     },
     /// Show a consumer group's committed offsets, owners and lag per partition (Kafka's
     /// ConsumerOffsetChecker; for a mirror, point it at the source cluster's ZooKeeper).
-    #[command(after_help = "Examples:\n  tributary consumer-offset-checker --group KafkaMirror --zkconnect localhost:2181\n  \
-        tributary consumer-offset-checker --group g --zkconnect localhost:2181 --topic t1,t2")]
+    #[command(
+        after_help = "Examples:\n  tributary consumer-offset-checker --group KafkaMirror --zkconnect localhost:2181\n  \
+        tributary consumer-offset-checker --group g --zkconnect localhost:2181 --topic t1,t2"
+    )]
     ConsumerOffsetChecker {
         /// The consumer group.
         #[arg(long)]
@@ -182,8 +207,10 @@ enum Command {
         topic: Option<String>,
     },
     /// Send generated messages and report throughput (Kafka 0.7.1's ProducerPerformance).
-    #[command(after_help = "Examples:\n  tributary producer-perf --brokerinfo zk.connect=localhost:2181 --topic perf --messages 100000 --async\n  \
-        tributary producer-perf --brokerinfo broker.list=0:localhost:9092 --topic perf --messages 100000 --message-size 1024 --threads 4 --acks")]
+    #[command(
+        after_help = "Examples:\n  tributary producer-perf --brokerinfo zk.connect=localhost:2181 --topic perf --messages 100000 --async\n  \
+        tributary producer-perf --brokerinfo broker.list=0:localhost:9092 --topic perf --messages 100000 --message-size 1024 --threads 4 --acks"
+    )]
     ProducerPerf {
         /// zk.connect=HOST:PORT[/CHROOT] or broker.list=id:host:port,...
         #[arg(long)]
@@ -227,7 +254,9 @@ enum Command {
     },
     /// Consume a topic as fast as possible and report throughput (Kafka 0.7.1's
     /// ConsumerPerformance).
-    #[command(after_help = "Example:\n  tributary consumer-perf --zookeeper localhost:2181 --topic perf --messages 100000")]
+    #[command(
+        after_help = "Example:\n  tributary consumer-perf --zookeeper localhost:2181 --topic perf --messages 100000"
+    )]
     ConsumerPerf {
         /// ZooKeeper: HOST:PORT[/CHROOT].
         #[arg(long)]
@@ -258,7 +287,9 @@ enum Command {
         hide_header: bool,
     },
     /// Print messages of a partition from an offset (Kafka's SimpleConsumerShell).
-    #[command(after_help = "Example:\n  tributary simple-consumer --server kafka://localhost:9092 --topic test --offset 0 --stop-at-end")]
+    #[command(
+        after_help = "Example:\n  tributary simple-consumer --server kafka://localhost:9092 --topic test --offset 0 --stop-at-end"
+    )]
     SimpleConsumer {
         #[command(flatten)]
         at: PartitionArgs,
@@ -279,8 +310,10 @@ enum Command {
         stop_at_end: bool,
     },
     /// Print offsets of a partition before a time (Kafka's GetOffsetShell).
-    #[command(after_help = "Examples:\n  tributary get-offsets --server kafka://localhost:9092 --topic test --time -1\n  \
-        tributary get-offsets --server localhost:9092 --topic test --time -2 --offsets 1")]
+    #[command(
+        after_help = "Examples:\n  tributary get-offsets --server kafka://localhost:9092 --topic test --time -1\n  \
+        tributary get-offsets --server localhost:9092 --topic test --time -2 --offsets 1"
+    )]
     GetOffsets {
         #[command(flatten)]
         at: PartitionArgs,
@@ -292,8 +325,10 @@ enum Command {
         offsets: i32,
     },
     /// Check configuration files and print the settings they produce.
-    #[command(after_help = "Examples:\n  tributary check-config config/*.properties\n  \
-        tributary check-config --kind server my-broker.conf")]
+    #[command(
+        after_help = "Examples:\n  tributary check-config config/*.properties\n  \
+        tributary check-config --kind server my-broker.conf"
+    )]
     CheckConfig {
         /// What the files are; by default guessed from names ending in server, producer,
         /// consumer or zookeeper .properties.
@@ -307,7 +342,9 @@ enum Command {
         files: Vec<PathBuf>,
     },
     /// Print the entries of log segment files (Kafka's DumpLogSegments).
-    #[command(after_help = "Example:\n  tributary dump-log /tmp/tributary-logs/test-0/00000000000000000000.kafka")]
+    #[command(
+        after_help = "Example:\n  tributary dump-log /tmp/tributary-logs/test-0/00000000000000000000.kafka"
+    )]
     DumpLog {
         /// Do not print message payloads.
         #[arg(long = "noprint", alias = "no-print")]
@@ -328,7 +365,10 @@ fn main() -> ExitCode {
         _ => "warn",
     };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_level.into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default_level.into()),
+        )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
@@ -346,22 +386,49 @@ fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime, String> {
     if let Some(n) = threads {
         builder.worker_threads(n as usize);
     }
-    builder.enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))
+    builder
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
 fn run(command: Command) -> Result<ExitCode, String> {
     match command {
         Command::Server { server, mirror } => run_server(&server, &mirror),
-        Command::MirrorMaker { consumer_config, producer_config, whitelist, blacklist, num_streams, num_producers } => {
-            let sources = consumer_config.iter().map(|p| load_consumer(p)).collect::<Result<Vec<_>, _>>()?;
+        Command::MirrorMaker {
+            consumer_config,
+            producer_config,
+            whitelist,
+            blacklist,
+            num_streams,
+            num_producers,
+        } => {
+            let sources = consumer_config
+                .iter()
+                .map(|p| load_consumer(p))
+                .collect::<Result<Vec<_>, _>>()?;
             let producer = load_producer(&producer_config)?;
             let filter = match (whitelist, blacklist) {
                 (Some(w), _) => Subscription::Whitelist(w, 0),
                 (None, Some(b)) => Subscription::Blacklist(b, 0),
                 (None, None) => return Err("give --whitelist or --blacklist".into()),
             };
-            let commit_interval = std::time::Duration::from_millis(sources.first().map_or(1000, |s| s.mirror.commit_interval_ms).into());
-            let settings = MirrorSettings { sources, producer, filter, streams: num_streams, producers: num_producers, commit_interval, summary_interval: tributary::mirror::SUMMARY_EVERY, observer: None };
+            let commit_interval = std::time::Duration::from_millis(
+                sources
+                    .first()
+                    .map_or(1000, |s| s.mirror.commit_interval_ms)
+                    .into(),
+            );
+            let settings = MirrorSettings {
+                sources,
+                producer,
+                filter,
+                streams: num_streams,
+                producers: num_producers,
+                commit_interval,
+                summary_interval: tributary::mirror::SUMMARY_EVERY,
+                observer: None,
+            };
             runtime(None)?.block_on(async move {
                 let mirror = Mirror::start(TokioEnv, settings).await.map_err(|e| e.to_string())?;
                 mirror
@@ -374,21 +441,54 @@ fn run(command: Command) -> Result<ExitCode, String> {
             })?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::ConsoleProducer { topic, zookeeper, broker_list, sync, compress, batch_size, timeout, acks, properties } => {
-            CompressionCodec::from_id(compress).ok_or_else(|| format!("--compress {compress}: expected 0, 1 or 2"))?;
+        Command::ConsoleProducer {
+            topic,
+            zookeeper,
+            broker_list,
+            sync,
+            compress,
+            batch_size,
+            timeout,
+            acks,
+            properties,
+        } => {
+            CompressionCodec::from_id(compress)
+                .ok_or_else(|| format!("--compress {compress}: expected 0, 1 or 2"))?;
             let discovery = match (zookeeper, broker_list) {
-                (Some(zk), _) => format!("zk.connect={}", ZkConnect::parse(&zk).map_err(|e| format!("--zookeeper: {e}"))?),
+                (Some(zk), _) => format!(
+                    "zk.connect={}",
+                    ZkConnect::parse(&zk).map_err(|e| format!("--zookeeper: {e}"))?
+                ),
                 (None, Some(list)) => {
-                    list.split(',').map(BrokerEndpoint::parse).collect::<Result<Vec<_>, _>>().map_err(|e| format!("--broker-list: {e}"))?;
+                    list.split(',')
+                        .map(BrokerEndpoint::parse)
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| format!("--broker-list: {e}"))?;
                     format!("broker.list={list}")
                 }
                 (None, None) => return Err("give --zookeeper or --broker-list".into()),
             };
-            let options = ConsoleProducerOptions { discovery, topic: topic.clone(), sync, codec: compress, batch_size, queue_time_ms: timeout, acks, properties };
+            let options = ConsoleProducerOptions {
+                discovery,
+                topic: topic.clone(),
+                sync,
+                codec: compress,
+                batch_size,
+                queue_time_ms: timeout,
+                acks,
+                properties,
+            };
             let sent = runtime(Some(2))?.block_on(produce_stdin(&options))?;
             let durably = if acks { " (durable)" } else { "" };
-            eprintln!("delivered {} messages to {topic}{durably}; {} not delivered", sent.delivered, sent.failed);
-            Ok(if sent.failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+            eprintln!(
+                "delivered {} messages to {topic}{durably}; {} not delivered",
+                sent.delivered, sent.failed
+            );
+            Ok(if sent.failed > 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Command::ConsoleConsumer {
             zookeeper,
@@ -406,7 +506,8 @@ fn run(command: Command) -> Result<ExitCode, String> {
             formatter,
             properties,
         } => {
-            let zookeeper = ZkConnect::parse(&zookeeper).map_err(|e| format!("--zookeeper: {e}"))?;
+            let zookeeper =
+                ZkConnect::parse(&zookeeper).map_err(|e| format!("--zookeeper: {e}"))?;
             let subscription = match (topic, whitelist, blacklist) {
                 (Some(t), _, _) => Subscription::Topics([(t, 1)].into_iter().collect()),
                 (None, Some(w), _) => Subscription::Whitelist(w, 1),
@@ -415,13 +516,24 @@ fn run(command: Command) -> Result<ExitCode, String> {
             };
             let properties: BTreeMap<String, String> = properties
                 .iter()
-                .map(|p| p.split_once('=').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).ok_or_else(|| format!("--property {p}: expected key=value")))
+                .map(|p| {
+                    p.split_once('=')
+                        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                        .ok_or_else(|| format!("--property {p}: expected key=value"))
+                })
                 .collect::<Result<_, _>>()?;
-            let group = group.unwrap_or_else(|| format!("console-consumer-{}", rand::random::<u32>() % 100_000));
+            let group = group
+                .unwrap_or_else(|| format!("console-consumer-{}", rand::random::<u32>() % 100_000));
             let mut settings = vec![
                 ("fetch.size".to_string(), fetch_size.to_string()),
-                ("socket.buffersize".to_string(), socket_buffer_size.to_string()),
-                ("autocommit.interval.ms".to_string(), autocommit_interval_ms.to_string()),
+                (
+                    "socket.buffersize".to_string(),
+                    socket_buffer_size.to_string(),
+                ),
+                (
+                    "autocommit.interval.ms".to_string(),
+                    autocommit_interval_ms.to_string(),
+                ),
             ];
             if let Some(ms) = consumer_timeout_ms {
                 settings.push(("consumer.timeout.ms".to_string(), ms.to_string()));
@@ -436,17 +548,35 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 skip_message_on_error,
                 formatter: Formatter::named(&formatter, &properties)?,
             };
-            let consumed = runtime(Some(2))?.block_on(console_consumer::consume(&options, &mut std::io::stdout().lock()))?;
+            let consumed = runtime(Some(2))?.block_on(console_consumer::consume(
+                &options,
+                &mut std::io::stdout().lock(),
+            ))?;
             eprintln!("Consumed {consumed} messages");
             Ok(ExitCode::SUCCESS)
         }
-        Command::ConsumerOffsetChecker { group, zkconnect, topic } => {
+        Command::ConsumerOffsetChecker {
+            group,
+            zkconnect,
+            topic,
+        } => {
             let options = CheckOptions {
                 group: group.parse().map_err(|e| format!("--group: {e}"))?,
-                zk_connect: ZkConnect::parse(&zkconnect).map_err(|e| format!("--zkconnect: {e}"))?,
-                topics: topic.map(|t| t.split(',').map(|t| t.trim().parse().map_err(|e| format!("--topic {t}: {e}"))).collect::<Result<Vec<_>, _>>()).transpose()?.unwrap_or_default(),
+                zk_connect: ZkConnect::parse(&zkconnect)
+                    .map_err(|e| format!("--zkconnect: {e}"))?,
+                topics: topic
+                    .map(|t| {
+                        t.split(',')
+                            .map(|t| t.trim().parse().map_err(|e| format!("--topic {t}: {e}")))
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                    .transpose()?
+                    .unwrap_or_default(),
             };
-            runtime(Some(1))?.block_on(offset_checker::check(&options, &mut std::io::stdout().lock()))?;
+            runtime(Some(1))?.block_on(offset_checker::check(
+                &options,
+                &mut std::io::stdout().lock(),
+            ))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::ProducerPerf {
@@ -482,44 +612,107 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 reporting_interval,
                 hide_header,
             };
-            let (_, failed) = runtime(None)?.block_on(perf::producer_perf(&options, &mut std::io::stdout().lock()))?;
+            let (_, failed) = runtime(None)?
+                .block_on(perf::producer_perf(&options, &mut std::io::stdout().lock()))?;
             if failed > 0 {
                 eprintln!("{failed} messages not delivered");
                 return Ok(ExitCode::from(1));
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::ConsumerPerf { zookeeper, topic, group, fetch_size, from_latest, socket_buffer_size, threads, messages, hide_header } => {
-            let group = group.unwrap_or_else(|| format!("perf-consumer-{}", rand::random::<u32>() % 100_000));
-            let options = perf::ConsumerPerfOptions { zookeeper, topic, group, fetch_size, from_latest, socket_buffer_size, threads, messages, hide_header };
-            runtime(None)?.block_on(perf::consumer_perf(&options, &mut std::io::stdout().lock()))?;
+        Command::ConsumerPerf {
+            zookeeper,
+            topic,
+            group,
+            fetch_size,
+            from_latest,
+            socket_buffer_size,
+            threads,
+            messages,
+            hide_header,
+        } => {
+            let group = group
+                .unwrap_or_else(|| format!("perf-consumer-{}", rand::random::<u32>() % 100_000));
+            let options = perf::ConsumerPerfOptions {
+                zookeeper,
+                topic,
+                group,
+                fetch_size,
+                from_latest,
+                socket_buffer_size,
+                threads,
+                messages,
+                hide_header,
+            };
+            runtime(None)?
+                .block_on(perf::consumer_perf(&options, &mut std::io::stdout().lock()))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::SimpleConsumer { at, offset, fetchsize, print_offsets, max_messages, stop_at_end } => {
-            let PartitionArgs { server, topic, partition } = at;
-            let options = ConsumeOptions { server, topic, partition, offset, fetch_bytes: fetchsize, print_offsets, max_messages, stop_at_end };
+        Command::SimpleConsumer {
+            at,
+            offset,
+            fetchsize,
+            print_offsets,
+            max_messages,
+            stop_at_end,
+        } => {
+            let PartitionArgs {
+                server,
+                topic,
+                partition,
+            } = at;
+            let options = ConsumeOptions {
+                server,
+                topic,
+                partition,
+                offset,
+                fetch_bytes: fetchsize,
+                print_offsets,
+                max_messages,
+                stop_at_end,
+            };
             runtime(Some(1))?.block_on(consume(&options, &mut std::io::stdout().lock()))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::GetOffsets { at, time, offsets } => {
-            let found = runtime(Some(1))?.block_on(get_offsets::get_offsets(&at.server, &at.topic, at.partition, time, offsets))?;
+            let found = runtime(Some(1))?.block_on(get_offsets::get_offsets(
+                &at.server,
+                &at.topic,
+                at.partition,
+                time,
+                offsets,
+            ))?;
             println!("get {} results", found.len());
             found.iter().for_each(|o| println!("{o}"));
             Ok(ExitCode::SUCCESS)
         }
-        Command::CheckConfig { kind, allow_unknown, files } => check_configs(kind, allow_unknown, &files),
+        Command::CheckConfig {
+            kind,
+            allow_unknown,
+            files,
+        } => check_configs(kind, allow_unknown, &files),
         Command::DumpLog { no_print, files } => dump_logs(!no_print, &files),
     }
 }
 
 /// A consumer configuration file (its errors name the file).
 fn load_consumer(path: &std::path::Path) -> Result<tributary_core::config::ConsumerConfig, String> {
-    load_file_with_properties(path, tributary_core::config::ConsumerConfig::from_properties).map(|(c, _)| c).map_err(|e| e.to_string())
+    load_file_with_properties(
+        path,
+        tributary_core::config::ConsumerConfig::from_properties,
+    )
+    .map(|(c, _)| c)
+    .map_err(|e| e.to_string())
 }
 
 /// A producer configuration file (its errors name the file).
 fn load_producer(path: &std::path::Path) -> Result<tributary_core::config::ProducerConfig, String> {
-    load_file_with_properties(path, tributary_core::config::ProducerConfig::from_properties).map(|(c, _)| c).map_err(|e| e.to_string())
+    load_file_with_properties(
+        path,
+        tributary_core::config::ProducerConfig::from_properties,
+    )
+    .map(|(c, _)| c)
+    .map_err(|e| e.to_string())
 }
 
 fn run_server(server: &std::path::Path, mirror: &[PathBuf]) -> Result<ExitCode, String> {
@@ -535,7 +728,8 @@ fn run_server(server: &std::path::Path, mirror: &[PathBuf]) -> Result<ExitCode, 
         }
         _ => return Err("tributary server takes one file, or three for a mirror broker".into()),
     };
-    let (config, props) = load_file_with_properties(server, BrokerConfig::from_properties).map_err(|e| e.to_string())?;
+    let (config, props) = load_file_with_properties(server, BrokerConfig::from_properties)
+        .map_err(|e| e.to_string())?;
     tracing::info!(
         "configuration from {} (every key; \"(changed)\" where the file differs from the default):\n{}",
         server.display(),
@@ -597,7 +791,10 @@ fn run_server(server: &std::path::Path, mirror: &[PathBuf]) -> Result<ExitCode, 
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
         (Ok(mut term), Ok(mut int)) => {
             tokio::select! {
                 _ = term.recv() => {}
@@ -610,15 +807,33 @@ async fn wait_for_signal() {
     }
 }
 
-fn check_configs(kind: Option<ConfigKind>, allow_unknown: bool, files: &[PathBuf]) -> Result<ExitCode, String> {
+fn check_configs(
+    kind: Option<ConfigKind>,
+    allow_unknown: bool,
+    files: &[PathBuf],
+) -> Result<ExitCode, String> {
     let (mut failed, mut unknown) = (false, 0);
     let mut out = std::io::stdout().lock();
     for path in files {
-        let kind = kind.or_else(|| ConfigKind::from_file_name(path)).ok_or_else(|| {
-            format!("{}: cannot tell what kind of configuration this is; pass --kind", path.display())
-        })?;
+        let kind = kind
+            .or_else(|| ConfigKind::from_file_name(path))
+            .ok_or_else(|| {
+                format!(
+                    "{}: cannot tell what kind of configuration this is; pass --kind",
+                    path.display()
+                )
+            })?;
         match load_kind(path, kind) {
-            Ok((config, props)) => unknown += check_config::print_config(&mut out, &path.display().to_string(), kind, &props, &config).map_err(|e| e.to_string())?,
+            Ok((config, props)) => {
+                unknown += check_config::print_config(
+                    &mut out,
+                    &path.display().to_string(),
+                    kind,
+                    &props,
+                    &config,
+                )
+                .map_err(|e| e.to_string())?
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 failed = true;
@@ -629,7 +844,11 @@ fn check_configs(kind: Option<ConfigKind>, allow_unknown: bool, files: &[PathBuf
         eprintln!("error: {unknown} unknown keys (see the warnings above); fix them, or pass --allow-unknown if they are meant for another tool");
         failed = true;
     }
-    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn dump_logs(print_payloads: bool, files: &[PathBuf]) -> Result<ExitCode, String> {
@@ -637,12 +856,27 @@ fn dump_logs(print_payloads: bool, files: &[PathBuf]) -> Result<ExitCode, String
     let mut out = std::io::stdout().lock();
     for path in files {
         let start = dump_log::start_offset_from_name(path).ok_or_else(|| {
-            format!("{}: not a segment file name (expected <20-digit offset>.kafka)", path.display())
+            format!(
+                "{}: not a segment file name (expected <20-digit offset>.kafka)",
+                path.display()
+            )
         })?;
-        let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let found = dump_log::dump_segment(&mut out, &path.display().to_string(), start, &bytes, print_payloads).map_err(|e| e.to_string())?;
+        let bytes =
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let found = dump_log::dump_segment(
+            &mut out,
+            &path.display().to_string(),
+            start,
+            &bytes,
+            print_payloads,
+        )
+        .map_err(|e| e.to_string())?;
         corrupt |= found.is_some();
         out.flush().map_err(|e| e.to_string())?;
     }
-    Ok(if corrupt { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if corrupt {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

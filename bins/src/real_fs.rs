@@ -56,14 +56,23 @@ impl LogFs for RealFs {
         for entry in std::fs::read_dir(path)? {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            entries.push(DirEntry { name, is_dir: entry.file_type()?.is_dir() });
+            entries.push(DirEntry {
+                name,
+                is_dir: entry.file_type()?.is_dir(),
+            });
         }
         entries.sort();
         Ok(entries)
     }
 
     fn open(&self, path: &Path, create: bool) -> io::Result<RealFile> {
-        OpenOptions::new().read(true).write(true).create(create).truncate(false).open(path).map(RealFile)
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(path)
+            .map(RealFile)
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -89,19 +98,32 @@ impl LogFs for RealFs {
     }
 
     fn lock_dir(&self, path: &Path, holder: &str) -> Result<RealDirLock, LockError> {
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(LockError::Io)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(LockError::Io)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                let holder = std::fs::read_to_string(path).map(|h| h.trim().to_string()).unwrap_or_default();
-                let holder = if holder.is_empty() { "a process that did not say who it is".to_string() } else { holder };
+                let holder = std::fs::read_to_string(path)
+                    .map(|h| h.trim().to_string())
+                    .unwrap_or_default();
+                let holder = if holder.is_empty() {
+                    "a process that did not say who it is".to_string()
+                } else {
+                    holder
+                };
                 return Err(LockError::Held { holder });
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(LockError::Io(e)),
         }
         // Say who holds it, for the error the next process will print.
         file.set_len(0).map_err(LockError::Io)?;
-        file.write_all(format!("{holder}, pid {}\n", std::process::id()).as_bytes()).map_err(LockError::Io)?;
+        file.write_all(format!("{holder}, pid {}\n", std::process::id()).as_bytes())
+            .map_err(LockError::Io)?;
         Ok(RealDirLock(file))
     }
 }

@@ -13,17 +13,31 @@ use tributary_core::wire::{OffsetsRequest, Request};
 #[tokio::test(flavor = "current_thread")]
 async fn a_panicking_connection_task_stops_the_broker_with_the_panic() {
     let dir = tempfile::tempdir().unwrap();
-    let text = format!("brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nenable.zookeeper=false\n", dir.path().display());
+    let text = format!(
+        "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nenable.zookeeper=false\n",
+        dir.path().display()
+    );
     let config = BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
     let broker = Broker::start(TokioEnv, config).await.unwrap();
     let port = broker.addr.port();
     plant(&[Bug::PanicInRequest]);
     let client = tokio::spawn(async move {
-        let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(5)).await.unwrap();
-        let offsets = Request::Offsets(OffsetsRequest { topic: "t".parse().unwrap(), partition: 0, time: -1, max_offsets: 1 });
+        let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let offsets = Request::Offsets(OffsetsRequest {
+            topic: "t".parse().unwrap(),
+            partition: 0,
+            time: -1,
+            max_offsets: 1,
+        });
         conn.call(&offsets).await
     });
-    let stopped = tokio::time::timeout(Duration::from_secs(20), broker.run_until(std::future::pending())).await;
+    let stopped = tokio::time::timeout(
+        Duration::from_secs(20),
+        broker.run_until(std::future::pending()),
+    )
+    .await;
     plant(&[]);
     match stopped.expect("the broker kept running after a task panicked") {
         Err(BrokerError::Panicked { task, message }) => {
@@ -32,5 +46,8 @@ async fn a_panicking_connection_task_stops_the_broker_with_the_panic() {
         }
         other => panic!("expected the panic to stop the broker, got {other:?}"),
     }
-    assert!(client.await.unwrap().is_err(), "the client got an answer from a panicked handler");
+    assert!(
+        client.await.unwrap().is_err(),
+        "the client got an answer from a panicked handler"
+    );
 }

@@ -12,20 +12,25 @@ use std::time::Duration;
 use bytes::Bytes;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use support::{Gate, GateEnv};
 use tributary::broker::handler::{CloseReason, Effects, Handler};
 use tributary::broker::logs::{self, with_log, Logs};
-use support::{Gate, GateEnv};
 use tributary::env::{Env, TokioEnv};
 use tributary::real_fs::RealFs;
 use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::log::{LogError, TopicPartition, CHECKPOINT_FILE};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
-use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, ProduceRequest, Request, Response};
+use tributary_core::wire::{
+    ErrorCode, FetchRequest, OffsetsRequest, ProduceRequest, Request, Response,
+};
 
 const T0: i64 = 1_700_000_000_000;
 
 fn config(dir: &Path, extra: &str) -> BrokerConfig {
-    let text = format!("brokerid=0\nlog.dir={}\nenable.zookeeper=false\nlog.flush.interval=100000\n{extra}", dir.display());
+    let text = format!(
+        "brokerid=0\nlog.dir={}\nenable.zookeeper=false\nlog.flush.interval=100000\n{extra}",
+        dir.display()
+    );
     BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap()
 }
 
@@ -65,7 +70,9 @@ async fn reads_of_flushed_data_do_not_wait_for_a_running_fsync() {
     .await
     .unwrap();
     logs::flush(&env, &log).await.unwrap();
-    with_log(&env, &log, |l| l.append(&set(2, 3), T0).map(drop)).await.unwrap();
+    with_log(&env, &log, |l| l.append(&set(2, 3), T0).map(drop))
+        .await
+        .unwrap();
 
     // A flush whose fsync hangs (a slow disk): it must not hold the partition.
     env.fs.gate.set_closed(true);
@@ -77,16 +84,34 @@ async fn reads_of_flushed_data_do_not_wait_for_a_running_fsync() {
     while !env.fs.gate.waiting.load(Ordering::SeqCst) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let read = tokio::time::timeout(Duration::from_secs(2), with_log(&env, &log, |l| l.read(0, 10_000))).await;
-    let read = read.expect("a read of flushed data waited for another task's fsync").unwrap();
-    assert_eq!(read, first, "only the flushed set is visible while the second one syncs");
-    let more = tokio::time::timeout(Duration::from_secs(2), with_log(&env, &log, |l| l.append(&set(3, 1), T0).map(drop))).await;
-    more.expect("an append waited for another task's fsync").unwrap();
+    let read = tokio::time::timeout(
+        Duration::from_secs(2),
+        with_log(&env, &log, |l| l.read(0, 10_000)),
+    )
+    .await;
+    let read = read
+        .expect("a read of flushed data waited for another task's fsync")
+        .unwrap();
+    assert_eq!(
+        read, first,
+        "only the flushed set is visible while the second one syncs"
+    );
+    let more = tokio::time::timeout(
+        Duration::from_secs(2),
+        with_log(&env, &log, |l| l.append(&set(3, 1), T0).map(drop)),
+    )
+    .await;
+    more.expect("an append waited for another task's fsync")
+        .unwrap();
 
     env.fs.gate.set_closed(false);
     flushing.await.unwrap().unwrap();
     let all = with_log(&env, &log, |l| l.read(0, 10_000)).await.unwrap();
-    assert_eq!(all.len(), first.len() + set(2, 3).len(), "the flush published exactly what it synced");
+    assert_eq!(
+        all.len(),
+        first.len() + set(2, 3).len(),
+        "the flush published exactly what it synced"
+    );
 }
 
 fn handler(dir: &Path) -> (Handler<TokioEnv>, Arc<Logs<RealFs>>) {
@@ -96,7 +121,11 @@ fn handler(dir: &Path) -> (Handler<TokioEnv>, Arc<Logs<RealFs>>) {
 }
 
 fn produce(topic: &str, partition: i32, messages: Bytes) -> Request {
-    Request::Produce(ProduceRequest { topic: topic.parse().unwrap(), partition, messages })
+    Request::Produce(ProduceRequest {
+        topic: topic.parse().unwrap(),
+        partition,
+        messages,
+    })
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -108,15 +137,37 @@ async fn an_invalid_first_set_creates_no_log_and_the_next_valid_one_registers_th
     let last = bad.len() - 1;
     bad[last] ^= 0xff; // CRC mismatch
     let mut effects = Effects::default();
-    let refused = handler.handle(produce("fresh", 0, Bytes::from(bad)), &mut rng, &mut effects).await;
-    assert!(matches!(refused, Err(CloseReason::Log(LogError::InvalidMessageSet { .. }))), "{refused:?}");
-    assert!(!dir.path().join("fresh-0").exists(), "an invalid set created the partition");
+    let refused = handler
+        .handle(
+            produce("fresh", 0, Bytes::from(bad)),
+            &mut rng,
+            &mut effects,
+        )
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(CloseReason::Log(LogError::InvalidMessageSet { .. }))
+        ),
+        "{refused:?}"
+    );
+    assert!(
+        !dir.path().join("fresh-0").exists(),
+        "an invalid set created the partition"
+    );
     assert!(logs.get(&tp("fresh", 0)).is_none());
     assert!(effects.new_topics.is_empty());
 
     let mut effects = Effects::default();
-    handler.handle(produce("fresh", 0, set(2, 2)), &mut rng, &mut effects).await.unwrap();
-    assert_eq!(effects.new_topics, vec!["fresh".parse().unwrap()], "the topic's first log must be registered");
+    handler
+        .handle(produce("fresh", 0, set(2, 2)), &mut rng, &mut effects)
+        .await
+        .unwrap();
+    assert_eq!(
+        effects.new_topics,
+        vec!["fresh".parse().unwrap()],
+        "the topic's first log must be registered"
+    );
 }
 
 /// Writes a flushed partition, then damages it below the checkpoint, so the next open refuses it.
@@ -124,7 +175,9 @@ async fn refused_partition(dir: &Path) {
     let (logs, _) = Logs::open(RealFs, config(dir, "num.partitions=2\n"), T0).unwrap();
     let logs = Arc::new(logs);
     let (log, _) = logs.get_or_create(&tp("t", 0), T0).unwrap();
-    with_log(&TokioEnv, &log, |l| l.append(&set(1, 3), T0).map(drop)).await.unwrap();
+    with_log(&TokioEnv, &log, |l| l.append(&set(1, 3), T0).map(drop))
+        .await
+        .unwrap();
     logs::flush(&TokioEnv, &log).await.unwrap();
     logs::checkpoint(&TokioEnv, &logs).await.unwrap();
     drop((log, logs));
@@ -141,22 +194,60 @@ async fn a_partition_refused_at_startup_answers_fetch_and_offsets_with_an_error(
     refused_partition(dir.path()).await;
     let (handler, _) = handler(dir.path());
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let fetch = Request::Fetch(FetchRequest { topic: "t".parse().unwrap(), partition: 0, offset: 0, max_bytes: 1000 });
-    match handler.handle(fetch, &mut rng, &mut Effects::default()).await.unwrap() {
-        Some(Response::Fetch(f)) => assert_eq!((f.error, f.messages.len()), (ErrorCode::Unknown, 0)),
+    let fetch = Request::Fetch(FetchRequest {
+        topic: "t".parse().unwrap(),
+        partition: 0,
+        offset: 0,
+        max_bytes: 1000,
+    });
+    match handler
+        .handle(fetch, &mut rng, &mut Effects::default())
+        .await
+        .unwrap()
+    {
+        Some(Response::Fetch(f)) => {
+            assert_eq!((f.error, f.messages.len()), (ErrorCode::Unknown, 0))
+        }
         other => panic!("{other:?}"),
     }
     for time in [-1, -2] {
-        let offsets = Request::Offsets(OffsetsRequest { topic: "t".parse().unwrap(), partition: 0, time, max_offsets: 1 });
-        match handler.handle(offsets, &mut rng, &mut Effects::default()).await.unwrap() {
-            Some(Response::Offsets(o)) => assert_eq!((o.error, o.offsets), (ErrorCode::Unknown, vec![])),
+        let offsets = Request::Offsets(OffsetsRequest {
+            topic: "t".parse().unwrap(),
+            partition: 0,
+            time,
+            max_offsets: 1,
+        });
+        match handler
+            .handle(offsets, &mut rng, &mut Effects::default())
+            .await
+            .unwrap()
+        {
+            Some(Response::Offsets(o)) => {
+                assert_eq!((o.error, o.offsets), (ErrorCode::Unknown, vec![]))
+            }
             other => panic!("{other:?}"),
         }
     }
-    let write = handler.handle(produce("t", 0, set(2, 1)), &mut rng, &mut Effects::default()).await;
-    assert!(matches!(write, Err(CloseReason::RefusedPartition { .. })), "{write:?}");
+    let write = handler
+        .handle(
+            produce("t", 0, set(2, 1)),
+            &mut rng,
+            &mut Effects::default(),
+        )
+        .await;
+    assert!(
+        matches!(write, Err(CloseReason::RefusedPartition { .. })),
+        "{write:?}"
+    );
     // The other partition of the topic is served normally.
-    handler.handle(produce("t", 1, set(2, 1)), &mut rng, &mut Effects::default()).await.unwrap();
+    handler
+        .handle(
+            produce("t", 1, set(2, 1)),
+            &mut rng,
+            &mut Effects::default(),
+        )
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -169,7 +260,10 @@ async fn an_operation_that_panics_stops_its_partition() {
         async move { with_log(&TokioEnv, &log, |_| panic!("injected")).await }
     })
     .await;
-    assert!(panicked.unwrap_err().is_panic(), "the panic reaches the caller");
+    assert!(
+        panicked.unwrap_err().is_panic(),
+        "the panic reaches the caller"
+    );
     let read = with_log(&TokioEnv, &log, |l| l.read(0, 100)).await;
     assert!(matches!(read, Err(LogError::Failed { .. })), "{read:?}");
     let append = with_log(&TokioEnv, &log, |l| l.append(&set(1, 1), T0)).await;
@@ -182,12 +276,22 @@ fn a_second_process_cannot_open_the_same_log_dir() {
     let (first, _) = Logs::open(RealFs, config(dir.path(), ""), T0).unwrap();
     let second = Logs::open(RealFs, config(dir.path(), "brokerid=1\nport=9093\n"), T0);
     match second {
-        Err(LogError::DirInUse { dir: locked, holder }) => {
+        Err(LogError::DirInUse {
+            dir: locked,
+            holder,
+        }) => {
             assert_eq!(locked, dir.path().display().to_string());
-            assert!(holder.contains("brokerid 0") && holder.contains(&format!("pid {}", std::process::id())), "{holder}");
+            assert!(
+                holder.contains("brokerid 0")
+                    && holder.contains(&format!("pid {}", std::process::id())),
+                "{holder}"
+            );
         }
         other => panic!("two owners of one log.dir: {:?}", other.map(|_| ())),
     }
     drop(first);
-    assert!(Logs::open(RealFs, config(dir.path(), ""), T0).is_ok(), "the lock goes with its holder");
+    assert!(
+        Logs::open(RealFs, config(dir.path(), ""), T0).is_ok(),
+        "the lock goes with its holder"
+    );
 }

@@ -20,7 +20,10 @@ fn tributary(args: &[&str]) -> (i32, String, String) {
 }
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 #[test]
@@ -42,7 +45,11 @@ fn check_config_accepts_every_sample_file() {
 fn check_config_names_file_line_and_key_of_a_bad_value() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad-server.properties");
-    std::fs::write(&path, "brokerid=0\nlog.dir=/tmp/x\nzk.connect=localhost:2181\nlog.flush.interval=ten\n").unwrap();
+    std::fs::write(
+        &path,
+        "brokerid=0\nlog.dir=/tmp/x\nzk.connect=localhost:2181\nlog.flush.interval=ten\n",
+    )
+    .unwrap();
     let (code, _, stderr) = tributary(&["check-config", path.to_str().unwrap()]);
     assert_eq!(code, 1);
     assert!(
@@ -72,36 +79,75 @@ fn dump_log_prints_entries_and_stops_at_corruption() {
     assert_eq!(code, 0, "{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines[1], "Starting offset: 1000");
-    assert_eq!(lines[2], "offset: 1000 isvalid: true payloadsize: 5 magic: 1 compresscodec: NoCompressionCodec");
+    assert_eq!(
+        lines[2],
+        "offset: 1000 isvalid: true payloadsize: 5 magic: 1 compresscodec: NoCompressionCodec"
+    );
     assert_eq!(lines[3], "payload:\thello");
-    assert_eq!(lines[4], "offset: 1015 isvalid: true payloadsize: 5 magic: 1 compresscodec: NoCompressionCodec");
-    assert!(lines[6].starts_with("offset: 1030 isvalid: true") && lines[6].ends_with("GZIPCompressionCodec"));
-    assert_eq!(*lines.last().unwrap(), format!("tail of the log is at offset: {}", 1000 + bytes.len()));
+    assert_eq!(
+        lines[4],
+        "offset: 1015 isvalid: true payloadsize: 5 magic: 1 compresscodec: NoCompressionCodec"
+    );
+    assert!(
+        lines[6].starts_with("offset: 1030 isvalid: true")
+            && lines[6].ends_with("GZIPCompressionCodec")
+    );
+    assert_eq!(
+        *lines.last().unwrap(),
+        format!("tail of the log is at offset: {}", 1000 + bytes.len())
+    );
 
     bytes[15 + 12] ^= 0xff; // corrupt "world"
     let bad = dir.path().join("00000000000000000000.kafka");
     std::fs::write(&bad, &bytes).unwrap();
     let (code, stdout, _) = tributary(&["dump-log", "--noprint", bad.to_str().unwrap()]);
     assert_eq!(code, 1);
-    assert!(stdout.contains("offset: 15 isvalid: false (message at offset 15: CRC mismatch"), "{stdout}");
-    assert!(stdout.ends_with("tail of the log is at offset: 15\n"), "{stdout}");
+    assert!(
+        stdout.contains("offset: 15 isvalid: false (message at offset 15: CRC mismatch"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("tail of the log is at offset: 15\n"),
+        "{stdout}"
+    );
     assert!(!stdout.contains("payload:"));
 }
 
 #[test]
 fn a_mirror_broker_needs_both_files_and_one_topic_list() {
-    let (code, _, stderr) = tributary(&["server", "config/mirror-server.properties", "config/mirror-consumer.properties"]);
+    let (code, _, stderr) = tributary(&[
+        "server",
+        "config/mirror-server.properties",
+        "config/mirror-consumer.properties",
+    ]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("a mirror broker takes three files") && stderr.contains("only config/mirror-consumer.properties was given"), "{stderr}");
+    assert!(
+        stderr.contains("a mirror broker takes three files")
+            && stderr.contains("only config/mirror-consumer.properties was given"),
+        "{stderr}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let consumer = dir.path().join("consumer.properties");
     std::fs::write(&consumer, "zk.connect=localhost:2181\ngroupid=KafkaMirror\nmirror.topics.whitelist=a,b\nmirror.topics.blacklist=c\n").unwrap();
-    let (code, _, stderr) =
-        tributary(&["server", "config/mirror-server.properties", consumer.to_str().unwrap(), "config/mirror-producer.properties"]);
-    assert_eq!(code, 2, "nothing may start on a contradictory mirror config: {stderr}");
-    assert!(stderr.contains("mirror.topics.blacklist") && stderr.contains("mirror.topics.whitelist"), "both keys are named: {stderr}");
+    let (code, _, stderr) = tributary(&[
+        "server",
+        "config/mirror-server.properties",
+        consumer.to_str().unwrap(),
+        "config/mirror-producer.properties",
+    ]);
+    assert_eq!(
+        code, 2,
+        "nothing may start on a contradictory mirror config: {stderr}"
+    );
+    assert!(
+        stderr.contains("mirror.topics.blacklist") && stderr.contains("mirror.topics.whitelist"),
+        "both keys are named: {stderr}"
+    );
     let (_, help, _) = tributary(&["server", "--help"]);
-    assert!(help.contains("consumer.properties") || help.contains("mirror"), "--help explains the three-file form: {help}");
+    assert!(
+        help.contains("consumer.properties") || help.contains("mirror"),
+        "--help explains the three-file form: {help}"
+    );
 }
 
 #[test]
@@ -109,15 +155,44 @@ fn mirroring_a_cluster_into_itself_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let consumer = dir.path().join("consumer.properties");
     let producer = dir.path().join("producer.properties");
-    std::fs::write(&consumer, "zk.connect=localhost:2181/kafka\ngroupid=KafkaMirror\n").unwrap();
+    std::fs::write(
+        &consumer,
+        "zk.connect=localhost:2181/kafka\ngroupid=KafkaMirror\n",
+    )
+    .unwrap();
     std::fs::write(&producer, "zk.connect=127.0.0.1:2181/kafka\n").unwrap();
-    let args = ["mirror-maker", "--consumer.config", consumer.to_str().unwrap(), "--producer.config", producer.to_str().unwrap(), "--whitelist", ".*"];
+    let args = [
+        "mirror-maker",
+        "--consumer.config",
+        consumer.to_str().unwrap(),
+        "--producer.config",
+        producer.to_str().unwrap(),
+        "--whitelist",
+        ".*",
+    ];
     let (code, _, stderr) = tributary(&args);
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("cannot be mirrored into itself") && stderr.contains("2181"), "{stderr}");
+    assert!(
+        stderr.contains("cannot be mirrored into itself") && stderr.contains("2181"),
+        "{stderr}"
+    );
     // Another chroot of the same ZooKeeper is another cluster: not refused for that reason.
-    std::fs::write(&producer, format!("zk.connect=localhost:{}/mirror\nzk.connectiontimeout.ms=200\n", dead_port())).unwrap();
-    std::fs::write(&consumer, format!("zk.connect=localhost:{}/kafka\ngroupid=KafkaMirror\nzk.connectiontimeout.ms=200\n", dead_port())).unwrap();
+    std::fs::write(
+        &producer,
+        format!(
+            "zk.connect=localhost:{}/mirror\nzk.connectiontimeout.ms=200\n",
+            dead_port()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &consumer,
+        format!(
+            "zk.connect=localhost:{}/kafka\ngroupid=KafkaMirror\nzk.connectiontimeout.ms=200\n",
+            dead_port()
+        ),
+    )
+    .unwrap();
     let (code, _, stderr) = tributary(&args);
     assert_eq!(code, 2, "{stderr}");
     assert!(!stderr.contains("into itself"), "{stderr}");
@@ -127,12 +202,27 @@ fn mirroring_a_cluster_into_itself_is_refused() {
 fn check_config_names_the_likely_key_of_a_typo_and_fails_unless_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("server.properties");
-    std::fs::write(&path, "brokerid=0\nlog.dir=/tmp/x\nzk.connect=localhost:2181\nnum.partition=4\nbroker.id=3\n").unwrap();
+    std::fs::write(
+        &path,
+        "brokerid=0\nlog.dir=/tmp/x\nzk.connect=localhost:2181\nnum.partition=4\nbroker.id=3\n",
+    )
+    .unwrap();
     let (code, stdout, stderr) = tributary(&["check-config", path.to_str().unwrap()]);
     assert_eq!(code, 1, "{stdout}{stderr}");
-    assert!(stdout.contains("num.partition in") && stdout.contains("line 4") && stdout.contains("(did you mean num.partitions?)"), "{stdout}");
+    assert!(
+        stdout.contains("num.partition in")
+            && stdout.contains("line 4")
+            && stdout.contains("(did you mean num.partitions?)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("(did you mean brokerid?)"), "{stdout}");
-    assert!(stdout.contains("  num.partitions") && stdout.lines().any(|l| l.trim_start().starts_with("num.partitions") && l.ends_with("= 1")), "{stdout}");
+    assert!(
+        stdout.contains("  num.partitions")
+            && stdout
+                .lines()
+                .any(|l| l.trim_start().starts_with("num.partitions") && l.ends_with("= 1")),
+        "{stdout}"
+    );
     assert!(stderr.contains("2 unknown keys"), "{stderr}");
     let (code, _, _) = tributary(&["check-config", "--allow-unknown", path.to_str().unwrap()]);
     assert_eq!(code, 0);
@@ -145,7 +235,10 @@ fn server_names_the_bad_line_of_its_config() {
     std::fs::write(&path, "brokerid=zero\nlog.dir=/tmp/x\n").unwrap();
     let (code, _, stderr) = tributary(&["server", path.to_str().unwrap()]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("brokerid in") && stderr.contains("line 1"), "{stderr}");
+    assert!(
+        stderr.contains("brokerid in") && stderr.contains("line 1"),
+        "{stderr}"
+    );
 }
 
 /// A local port nothing listens on.
@@ -161,8 +254,17 @@ fn tools_fail_at_once_when_zookeeper_refuses_connections() {
     let zk = format!("127.0.0.1:{port}");
     let (code, _, stderr) = tributary(&["console-producer", "--zookeeper", &zk, "--topic", "t"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains(&format!("cannot connect to ZooKeeper at 127.0.0.1:{port} (connection refused)")), "{stderr}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(
+        stderr.contains(&format!(
+            "cannot connect to ZooKeeper at 127.0.0.1:{port} (connection refused)"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -176,5 +278,8 @@ fn the_server_says_why_it_cannot_reach_zookeeper_and_gives_up_after_the_connecti
     assert_eq!(code, 2, "{stderr}");
     let refused = format!("cannot connect to ZooKeeper at 127.0.0.1:{port} (connection refused)");
     assert!(stderr.contains(&format!("{refused}; retrying")), "{stderr}");
-    assert!(stderr.contains("gave up after zk.connectiontimeout.ms"), "{stderr}");
+    assert!(
+        stderr.contains("gave up after zk.connectiontimeout.ms"),
+        "{stderr}"
+    );
 }

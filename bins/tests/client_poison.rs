@@ -9,16 +9,28 @@ use tokio::net::TcpListener;
 use tributary::client::{connect, ClientError};
 use tributary::env::TokioEnv;
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
-use tributary_core::wire::{ErrorCode, FetchRequest, FetchResponse, ProduceRequest, Request, Response};
+use tributary_core::wire::{
+    ErrorCode, FetchRequest, FetchResponse, ProduceRequest, Request, Response,
+};
 
 fn fetch(offset: i64) -> Request {
-    Request::Fetch(FetchRequest { topic: "t".parse().unwrap(), partition: 0, offset, max_bytes: 1000 })
+    Request::Fetch(FetchRequest {
+        topic: "t".parse().unwrap(),
+        partition: 0,
+        offset,
+        max_bytes: 1000,
+    })
 }
 
 fn fetch_response(payload: &str) -> Bytes {
     let mut set = MessageSetBuilder::new();
     set.push(payload.as_bytes().to_vec());
-    Response::Fetch(FetchResponse { error: ErrorCode::NoError, messages: set.build(CompressionCodec::None) }).to_bytes().unwrap()
+    Response::Fetch(FetchResponse {
+        error: ErrorCode::NoError,
+        messages: set.build(CompressionCodec::None),
+    })
+    .to_bytes()
+    .unwrap()
 }
 
 /// Reads one request frame (size prefix and body).
@@ -38,7 +50,9 @@ async fn late_broker() -> u16 {
         let (mut stream, _) = listener.accept().await.unwrap();
         read_request(&mut stream).await;
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let _ = stream.write_all(&fetch_response("stale answer to the first fetch")).await;
+        let _ = stream
+            .write_all(&fetch_response("stale answer to the first fetch"))
+            .await;
         loop {
             tokio::select! {
                 _ = read_request(&mut stream) => {
@@ -54,35 +68,59 @@ async fn late_broker() -> u16 {
 #[tokio::test]
 async fn late_response_is_never_returned_for_the_next_call() {
     let port = late_broker().await;
-    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_millis(100)).await.unwrap();
+    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_millis(100))
+        .await
+        .unwrap();
     let first = conn.call(&fetch(0)).await;
-    assert!(matches!(first, Err(ClientError::Timeout { .. })), "{first:?}");
+    assert!(
+        matches!(first, Err(ClientError::Timeout { .. })),
+        "{first:?}"
+    );
     // Let the stale answer arrive on the socket.
     tokio::time::sleep(Duration::from_millis(600)).await;
     let second = conn.call(&fetch(100)).await;
     match second {
-        Err(ClientError::Poisoned { cause, .. }) => assert!(cause.contains("did not answer"), "{cause}"),
+        Err(ClientError::Poisoned { cause, .. }) => {
+            assert!(cause.contains("did not answer"), "{cause}")
+        }
         other => panic!("a timed-out connection was reused: {other:?}"),
     }
     assert!(conn.is_poisoned());
     // Sends are refused too: a produce after the failure must not go out on this connection.
-    let produce = Request::Produce(ProduceRequest { topic: "t".parse().unwrap(), partition: 0, messages: Bytes::new() });
-    assert!(matches!(conn.send(&produce).await, Err(ClientError::Poisoned { .. })));
+    let produce = Request::Produce(ProduceRequest {
+        topic: "t".parse().unwrap(),
+        partition: 0,
+        messages: Bytes::new(),
+    });
+    assert!(matches!(
+        conn.send(&produce).await,
+        Err(ClientError::Poisoned { .. })
+    ));
 }
 
 #[tokio::test]
 async fn call_refuses_a_produce_before_sending_it() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(2)).await.unwrap();
+    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(2))
+        .await
+        .unwrap();
     let (mut server_side, _) = listener.accept().await.unwrap();
     let mut set = MessageSetBuilder::new();
     set.push(b"x".to_vec());
-    let produce = Request::Produce(ProduceRequest { topic: "t".parse().unwrap(), partition: 0, messages: set.build(CompressionCodec::None) });
-    assert!(matches!(conn.call(&produce).await, Err(ClientError::NoResponse(_))));
+    let produce = Request::Produce(ProduceRequest {
+        topic: "t".parse().unwrap(),
+        partition: 0,
+        messages: set.build(CompressionCodec::None),
+    });
+    assert!(matches!(
+        conn.call(&produce).await,
+        Err(ClientError::NoResponse(_))
+    ));
     // Nothing reached the broker, and the connection is still good for a real call.
     let mut byte = [0u8; 1];
-    let nothing = tokio::time::timeout(Duration::from_millis(200), server_side.read(&mut byte)).await;
+    let nothing =
+        tokio::time::timeout(Duration::from_millis(200), server_side.read(&mut byte)).await;
     assert!(nothing.is_err(), "the refused produce was sent anyway");
     assert!(!conn.is_poisoned());
 }
@@ -90,7 +128,9 @@ async fn call_refuses_a_produce_before_sending_it() {
 #[tokio::test]
 async fn a_call_abandoned_mid_way_poisons_the_connection() {
     let port = late_broker().await;
-    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(5)).await.unwrap();
+    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(5))
+        .await
+        .unwrap();
     // The caller gives up on its own (a timeout around the call): the call's future is dropped.
     let abandoned = tokio::time::timeout(Duration::from_millis(100), conn.call(&fetch(0))).await;
     assert!(abandoned.is_err());

@@ -56,10 +56,19 @@ fn appended_data_is_invisible_until_flushed() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = new_log(dir.path(), policy());
     let info = log.append(&set(1, 3, 10), T0).unwrap();
-    assert_eq!((info.offset, info.next_offset, info.messages, info.flushed), (0, 60, 3, false));
+    assert_eq!(
+        (info.offset, info.next_offset, info.messages, info.flushed),
+        (0, 60, 3, false)
+    );
     assert_eq!(log.flushed_end(), 0);
-    assert!(log.read(0, 1000).unwrap().is_empty(), "unflushed data must not be served");
-    assert!(matches!(log.read(20, 1000), Err(LogError::OffsetOutOfRange { .. })));
+    assert!(
+        log.read(0, 1000).unwrap().is_empty(),
+        "unflushed data must not be served"
+    );
+    assert!(matches!(
+        log.read(20, 1000),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
     assert_eq!(log.offsets_before(-1, 10, T0).unwrap(), vec![0]);
     log.flush(T0).unwrap();
     assert_eq!(log.read(0, 1000).unwrap(), set(1, 3, 10));
@@ -69,7 +78,13 @@ fn appended_data_is_invisible_until_flushed() {
 #[test]
 fn message_count_trigger_flushes() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), LogPolicy { flush_interval_messages: 5, ..policy() });
+    let mut log = new_log(
+        dir.path(),
+        LogPolicy {
+            flush_interval_messages: 5,
+            ..policy()
+        },
+    );
     assert!(!log.append(&set(1, 4, 10), T0).unwrap().flushed);
     let info = log.append(&set(2, 1, 10), T0).unwrap();
     assert!(info.flushed);
@@ -79,7 +94,13 @@ fn message_count_trigger_flushes() {
 #[test]
 fn time_trigger_is_due_after_the_interval_of_the_oldest_unflushed_append() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), LogPolicy { flush_interval_ms: 1000, ..policy() });
+    let mut log = new_log(
+        dir.path(),
+        LogPolicy {
+            flush_interval_ms: 1000,
+            ..policy()
+        },
+    );
     assert!(!log.flush_due(T0 + 5000), "nothing unflushed, nothing due");
     log.append(&set(1, 1, 10), T0).unwrap();
     log.append(&set(1, 1, 10), T0 + 900).unwrap();
@@ -92,14 +113,26 @@ fn time_trigger_is_due_after_the_interval_of_the_oldest_unflushed_append() {
 #[test]
 fn segments_roll_before_they_would_exceed_the_size_and_reads_stay_in_one_segment() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), LogPolicy { segment_bytes_max: 100, ..policy() });
+    let mut log = new_log(
+        dir.path(),
+        LogPolicy {
+            segment_bytes_max: 100,
+            ..policy()
+        },
+    );
     for i in 0..5 {
         log.append(&set(i, 1, 30), T0).unwrap(); // 40-byte entries
     }
     log.flush(T0).unwrap();
     assert_eq!(log.segment_starts(), vec![0, 80, 160]);
-    let names: Vec<String> = std::fs::read_dir(dir.path().join("t-0")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-    assert!(names.contains(&"00000000000000000080.kafka".to_string()), "{names:?}");
+    let names: Vec<String> = std::fs::read_dir(dir.path().join("t-0"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"00000000000000000080.kafka".to_string()),
+        "{names:?}"
+    );
     let read = log.read(0, 10_000).unwrap();
     assert_eq!(read.len(), 80, "a read never spans into the next segment");
     assert_eq!(log.read(80, 10_000).unwrap().len(), 80);
@@ -109,7 +142,13 @@ fn segments_roll_before_they_would_exceed_the_size_and_reads_stay_in_one_segment
 #[test]
 fn a_set_larger_than_a_segment_gets_a_segment_of_its_own() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), LogPolicy { segment_bytes_max: 50, ..policy() });
+    let mut log = new_log(
+        dir.path(),
+        LogPolicy {
+            segment_bytes_max: 50,
+            ..policy()
+        },
+    );
     log.append(&set(1, 1, 10), T0).unwrap();
     log.append(&set(2, 5, 30), T0).unwrap();
     log.append(&set(3, 1, 10), T0).unwrap();
@@ -119,7 +158,13 @@ fn a_set_larger_than_a_segment_gets_a_segment_of_its_own() {
 #[test]
 fn segments_roll_by_age() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), LogPolicy { segment_age_ms_max: HOUR_MS, ..policy() });
+    let mut log = new_log(
+        dir.path(),
+        LogPolicy {
+            segment_age_ms_max: HOUR_MS,
+            ..policy()
+        },
+    );
     log.append(&set(1, 1, 10), T0).unwrap();
     log.append(&set(1, 1, 10), T0 + HOUR_MS - 1).unwrap();
     assert_eq!(log.segment_count(), 1);
@@ -134,14 +179,23 @@ fn misaligned_and_out_of_range_offsets_are_refused() {
     log.append(&set(1, 3, 10), T0).unwrap();
     log.flush(T0).unwrap();
     for bad in [-1, 1, 5, 15, 19, 21, 59, 1000] {
-        assert!(matches!(log.read(bad, 1000), Err(LogError::OffsetOutOfRange { .. })), "offset {bad}");
+        assert!(
+            matches!(log.read(bad, 1000), Err(LogError::OffsetOutOfRange { .. })),
+            "offset {bad}"
+        );
     }
-    assert!(log.read(60, 1000).unwrap().is_empty(), "the end offset gives an empty set");
+    assert!(
+        log.read(60, 1000).unwrap().is_empty(),
+        "the end offset gives an empty set"
+    );
     assert_eq!(messages_in(&log.read(20, 1000).unwrap(), 20), 2);
     // A max size smaller than the first message: the partial bytes are returned, 0.7-style.
     let partial = log.read(20, 10).unwrap();
     assert_eq!(partial.len(), 10);
-    assert!(matches!(log.read(21, 3), Err(LogError::OffsetOutOfRange { .. })));
+    assert!(matches!(
+        log.read(21, 3),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
     assert_eq!(log.read(20, 3).unwrap().len(), 3);
 }
 
@@ -164,40 +218,87 @@ fn an_invalid_set_is_refused_whole_and_nothing_is_written() {
 #[test]
 fn offsets_before_follow_0_7() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), LogPolicy { segment_bytes_max: 40, ..policy() });
-    assert_eq!(log.offsets_before(-1, 5, T0).unwrap(), vec![0], "empty log: latest is 0");
-    assert_eq!(log.offsets_before(-2, 5, T0).unwrap(), vec![0], "empty log: earliest is 0");
+    let mut log = new_log(
+        dir.path(),
+        LogPolicy {
+            segment_bytes_max: 40,
+            ..policy()
+        },
+    );
+    assert_eq!(
+        log.offsets_before(-1, 5, T0).unwrap(),
+        vec![0],
+        "empty log: latest is 0"
+    );
+    assert_eq!(
+        log.offsets_before(-2, 5, T0).unwrap(),
+        vec![0],
+        "empty log: earliest is 0"
+    );
     log.append(&set(1, 2, 4), T0 + 10).unwrap(); // 28 bytes, segment 0
     log.append(&set(1, 2, 4), T0 + 20).unwrap(); // rolls: segment 28
     log.append(&set(1, 2, 4), T0 + 30).unwrap(); // rolls: segment 56
     log.flush(T0 + 40).unwrap();
-    assert_eq!(log.offsets_before(-1, 10, T0 + 50).unwrap(), vec![84, 56, 28, 0]);
+    assert_eq!(
+        log.offsets_before(-1, 10, T0 + 50).unwrap(),
+        vec![84, 56, 28, 0]
+    );
     assert_eq!(log.offsets_before(-1, 2, T0 + 50).unwrap(), vec![84, 56]);
     assert_eq!(log.offsets_before(-2, 10, T0 + 50).unwrap(), vec![0]);
-    assert_eq!(log.offsets_before(T0 + 25, 10, T0 + 50).unwrap(), vec![28, 0]);
-    assert_eq!(log.offsets_before(T0 + 5, 10, T0 + 50).unwrap(), Vec::<i64>::new());
-    assert_eq!(log.offsets_before(-1, 0, T0 + 50).unwrap(), Vec::<i64>::new());
+    assert_eq!(
+        log.offsets_before(T0 + 25, 10, T0 + 50).unwrap(),
+        vec![28, 0]
+    );
+    assert_eq!(
+        log.offsets_before(T0 + 5, 10, T0 + 50).unwrap(),
+        Vec::<i64>::new()
+    );
+    assert_eq!(
+        log.offsets_before(-1, 0, T0 + 50).unwrap(),
+        Vec::<i64>::new()
+    );
 }
 
 #[test]
 fn time_retention_deletes_old_segments_and_keeps_offsets_growing() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), LogPolicy { segment_bytes_max: 40, retention_ms: 10 * HOUR_MS, ..policy() });
+    let mut log = new_log(
+        dir.path(),
+        LogPolicy {
+            segment_bytes_max: 40,
+            retention_ms: 10 * HOUR_MS,
+            ..policy()
+        },
+    );
     log.append(&set(1, 2, 4), T0).unwrap();
     log.append(&set(1, 2, 4), T0 + HOUR_MS).unwrap();
     log.append(&set(1, 2, 4), T0 + 5 * HOUR_MS).unwrap();
     log.flush(T0 + 5 * HOUR_MS).unwrap();
     assert_eq!(log.retain(T0 + 10 * HOUR_MS + 1).unwrap(), 1);
     assert_eq!(log.segment_starts(), vec![28, 56]);
-    assert!(matches!(log.read(0, 100), Err(LogError::OffsetOutOfRange { .. })));
+    assert!(matches!(
+        log.read(0, 100),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
     assert!(!dir.path().join("t-0/00000000000000000000.kafka").exists());
     // Everything old: a fresh empty segment is rolled at the end first.
     assert_eq!(log.retain(T0 + 100 * HOUR_MS).unwrap(), 2);
     assert_eq!(log.segment_starts(), vec![84]);
     assert_eq!((log.start_offset(), log.flushed_end()), (84, 84));
-    assert_eq!(log.append(&set(1, 1, 4), T0 + 100 * HOUR_MS).unwrap().offset, 84);
+    assert_eq!(
+        log.append(&set(1, 1, 4), T0 + 100 * HOUR_MS)
+            .unwrap()
+            .offset,
+        84
+    );
     // An empty last segment is kept (and its time refreshed), never deleted.
-    let mut empty = new_log(&dir.path().join("other"), LogPolicy { retention_ms: HOUR_MS, ..policy() });
+    let mut empty = new_log(
+        &dir.path().join("other"),
+        LogPolicy {
+            retention_ms: HOUR_MS,
+            ..policy()
+        },
+    );
     assert_eq!(empty.retain(T0 + 2 * HOUR_MS).unwrap(), 0);
     assert_eq!(empty.segment_count(), 1);
 }
@@ -205,12 +306,23 @@ fn time_retention_deletes_old_segments_and_keeps_offsets_growing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn size_retention_deletes_whole_segments_while_over_the_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), LogPolicy { segment_bytes_max: 40, retention_bytes: Some(60), ..policy() });
+    let mut log = new_log(
+        dir.path(),
+        LogPolicy {
+            segment_bytes_max: 40,
+            retention_bytes: Some(60),
+            ..policy()
+        },
+    );
     for _ in 0..4 {
         log.append(&set(1, 2, 4), T0).unwrap(); // 28 bytes per segment
     }
     log.flush(T0).unwrap();
-    assert_eq!(log.retain(T0).unwrap(), 1, "112 bytes, limit 60: one 28-byte segment goes, the next would undershoot");
+    assert_eq!(
+        log.retain(T0).unwrap(),
+        1,
+        "112 bytes, limit 60: one 28-byte segment goes, the next would undershoot"
+    );
     assert_eq!(log.segment_starts(), vec![28, 56, 84]);
 }
 
@@ -221,7 +333,9 @@ fn manager(dir: &Path, extra: &str) -> (Arc<Logs<RealFs>>, tributary_core::log::
 }
 
 /// A partition's log; these tests run one task, so the lock is always free.
-fn lock(log: &tributary::broker::logs::Partition<RealFs>) -> tokio::sync::MutexGuard<'_, Log<RealFs>> {
+fn lock(
+    log: &tributary::broker::logs::Partition<RealFs>,
+) -> tokio::sync::MutexGuard<'_, Log<RealFs>> {
     log.try_lock().expect("no other task holds the log")
 }
 
@@ -249,11 +363,17 @@ async fn clean_shutdown_writes_marker_and_checkpoint_and_restart_serves_everythi
     logs::close(&TokioEnv, &m, T0, true).await.unwrap();
     assert!(dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
     let checkpoint = std::fs::read_to_string(dir.path().join(CHECKPOINT_FILE)).unwrap();
-    assert!(checkpoint.contains("a 1 60\n") && checkpoint.contains("b-c 0 20\n"), "{checkpoint}");
+    assert!(
+        checkpoint.contains("a 1 60\n") && checkpoint.contains("b-c 0 20\n"),
+        "{checkpoint}"
+    );
     drop(m); // a restart: the old process lets go of log.dir
     let (m, report) = manager(dir.path(), "num.partitions=2\n");
     assert!(report.clean_shutdown);
-    assert!(!dir.path().join(CLEAN_SHUTDOWN_FILE).exists(), "the marker is removed at startup");
+    assert!(
+        !dir.path().join(CLEAN_SHUTDOWN_FILE).exists(),
+        "the marker is removed at startup"
+    );
     assert_eq!(report.opened, vec![tp("a", 1), tp("b-c", 0)]);
     let log = m.get(&tp("a", 1)).unwrap();
     assert_eq!(lock(&log).read(0, 1000).unwrap(), set(1, 3, 10));
@@ -296,14 +416,28 @@ async fn corruption_below_the_checkpoint_refuses_the_partition_and_deletes_nothi
     // Without the checkpoint's promise this would look like a torn tail and be cut.
     let (m, report) = manager(dir.path(), "");
     assert_eq!(report.refused.len(), 1);
-    assert!(report.refused[0].1.contains("corrupt"), "{}", report.refused[0].1);
+    assert!(
+        report.refused[0].1.contains("corrupt"),
+        "{}",
+        report.refused[0].1
+    );
     assert!(m.get(&tp("t", 0)).is_none());
-    assert!(m.get_or_create(&tp("t", 0), T0).is_err(), "a refused partition is not recreated");
+    assert!(
+        m.get_or_create(&tp("t", 0), T0).is_err(),
+        "a refused partition is not recreated"
+    );
     assert!(m.get(&tp("u", 0)).is_some(), "other partitions are served");
-    assert_eq!(std::fs::read(&segment).unwrap(), bytes, "nothing was deleted or truncated");
+    assert_eq!(
+        std::fs::read(&segment).unwrap(),
+        bytes,
+        "nothing was deleted or truncated"
+    );
     logs::checkpoint(&TokioEnv, &m).await.unwrap();
     let checkpoint = std::fs::read_to_string(dir.path().join(CHECKPOINT_FILE)).unwrap();
-    assert!(checkpoint.contains("t 0 60\n"), "the refused partition's promise is kept: {checkpoint}");
+    assert!(
+        checkpoint.contains("t 0 60\n"),
+        "the refused partition's promise is kept: {checkpoint}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -317,7 +451,11 @@ async fn a_missing_or_damaged_checkpoint_falls_back_to_validating_everything() {
         let checkpoint = dir.path().join(CHECKPOINT_FILE);
         match damage {
             "remove" => std::fs::remove_file(&checkpoint).unwrap(),
-            _ => std::fs::write(&checkpoint, b"tributary-recovery-checkpoint 1\nt 0 60\ncrc 00000000\n").unwrap(),
+            _ => std::fs::write(
+                &checkpoint,
+                b"tributary-recovery-checkpoint 1\nt 0 60\ncrc 00000000\n",
+            )
+            .unwrap(),
         }
         let segment = dir.path().join("t-0/00000000000000000000.kafka");
         let mut bytes = std::fs::read(&segment).unwrap();
@@ -325,7 +463,11 @@ async fn a_missing_or_damaged_checkpoint_falls_back_to_validating_everything() {
         std::fs::write(&segment, &bytes).unwrap();
         let (m, report) = manager(dir.path(), "");
         assert!(report.refused.is_empty(), "{damage}");
-        assert_eq!(lock(&m.get(&tp("t", 0)).unwrap()).flushed_end(), 60, "{damage}");
+        assert_eq!(
+            lock(&m.get(&tp("t", 0)).unwrap()).flushed_end(),
+            60,
+            "{damage}"
+        );
     }
 }
 
@@ -337,10 +479,19 @@ async fn data_missing_below_the_checkpoint_is_corruption() {
     flush_due(&m, T0 + 10_000).await;
     drop(m);
     let segment = dir.path().join("t-0/00000000000000000000.kafka");
-    let file = std::fs::OpenOptions::new().write(true).open(&segment).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap();
     file.set_len(20).unwrap();
     let (_, report) = manager(dir.path(), "");
-    assert!(report.refused[0].1.contains("checkpoint promised data up to 60"), "{:?}", report.refused);
+    assert!(
+        report.refused[0]
+            .1
+            .contains("checkpoint promised data up to 60"),
+        "{:?}",
+        report.refused
+    );
 }
 
 #[test]
@@ -351,7 +502,11 @@ fn gaps_between_segments_refuse_the_partition() {
     std::fs::write(part.join("00000000000000000000.kafka"), set(1, 1, 10)).unwrap();
     std::fs::write(part.join("00000000000000000100.kafka"), set(1, 1, 10)).unwrap();
     let (_, report) = manager(dir.path(), "");
-    assert!(report.refused[0].1.contains("next segment starts at 100"), "{:?}", report.refused);
+    assert!(
+        report.refused[0].1.contains("next segment starts at 100"),
+        "{:?}",
+        report.refused
+    );
 }
 
 #[test]
@@ -380,9 +535,15 @@ fn strange_entries_are_left_alone() {
 #[test]
 fn partitions_are_created_on_demand_within_the_topic_count() {
     let dir = tempfile::tempdir().unwrap();
-    let (m, _) = manager(dir.path(), "num.partitions=2\ntopic.partition.count.map=big:5\n");
+    let (m, _) = manager(
+        dir.path(),
+        "num.partitions=2\ntopic.partition.count.map=big:5\n",
+    );
     assert!(m.get_or_create(&tp("small", 1), T0).is_ok());
-    assert!(matches!(m.get_or_create(&tp("small", 2), T0), Err(LogError::UnknownPartition { count: 2, .. })));
+    assert!(matches!(
+        m.get_or_create(&tp("small", 2), T0),
+        Err(LogError::UnknownPartition { count: 2, .. })
+    ));
     assert!(m.get_or_create(&tp("big", 4), T0).is_ok());
     assert!(dir.path().join("big-4/00000000000000000000.kafka").exists());
     assert_eq!(m.topics().len(), 2);
@@ -398,7 +559,11 @@ async fn the_manager_flushes_what_is_due_and_applies_retention() {
     write_through(&m, &tp("slow", 0), &set(1, 1, 10));
     flush_due(&m, T0 + 1000).await;
     assert_eq!(lock(&m.get(&tp("fast", 0)).unwrap()).flushed_end(), 20);
-    assert_eq!(lock(&m.get(&tp("slow", 0)).unwrap()).flushed_end(), 0, "per-topic interval");
+    assert_eq!(
+        lock(&m.get(&tp("slow", 0)).unwrap()).flushed_end(),
+        0,
+        "per-topic interval"
+    );
     flush_due(&m, T0 + 5000).await;
     assert_eq!(lock(&m.get(&tp("slow", 0)).unwrap()).flushed_end(), 20);
     assert_eq!(logs::cleanup(&TokioEnv, &m, T0 + 2 * HOUR_MS).await, 2);
@@ -415,27 +580,60 @@ struct FlakyFs {
 struct FlakyFile(RealFile, Arc<AtomicBool>);
 
 impl LogFile for FlakyFile {
-    fn size_bytes(&self) -> std::io::Result<u64> { self.0.size_bytes() }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> { self.0.read_at(buf, offset) }
-    fn write_all_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> { self.0.write_all_at(data, offset) }
-    fn sync(&self) -> std::io::Result<()> {
-        if self.1.load(Ordering::SeqCst) { Err(std::io::Error::other("injected EIO")) } else { self.0.sync() }
+    fn size_bytes(&self) -> std::io::Result<u64> {
+        self.0.size_bytes()
     }
-    fn set_len(&self, len: u64) -> std::io::Result<()> { self.0.set_len(len) }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_all_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        self.0.write_all_at(data, offset)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        if self.1.load(Ordering::SeqCst) {
+            Err(std::io::Error::other("injected EIO"))
+        } else {
+            self.0.sync()
+        }
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.0.set_len(len)
+    }
 }
 
 impl LogFs for FlakyFs {
     type File = FlakyFile;
     type DirLock = ();
-    fn lock_dir(&self, _path: &Path, _holder: &str) -> Result<(), LockError> { Ok(()) }
-    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> { RealFs.create_dir_all(path) }
-    fn list_dir(&self, path: &Path) -> std::io::Result<Vec<DirEntry>> { RealFs.list_dir(path) }
-    fn open(&self, path: &Path, create: bool) -> std::io::Result<FlakyFile> { Ok(FlakyFile(RealFs.open(path, create)?, self.fail_sync.clone())) }
-    fn exists(&self, path: &Path) -> bool { RealFs.exists(path) }
-    fn modified_ms(&self, path: &Path) -> std::io::Result<i64> { RealFs.modified_ms(path) }
-    fn remove_file(&self, path: &Path) -> std::io::Result<()> { RealFs.remove_file(path) }
-    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> { RealFs.rename(from, to) }
-    fn sync_dir(&self, path: &Path) -> std::io::Result<()> { RealFs.sync_dir(path) }
+    fn lock_dir(&self, _path: &Path, _holder: &str) -> Result<(), LockError> {
+        Ok(())
+    }
+    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
+        RealFs.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> std::io::Result<Vec<DirEntry>> {
+        RealFs.list_dir(path)
+    }
+    fn open(&self, path: &Path, create: bool) -> std::io::Result<FlakyFile> {
+        Ok(FlakyFile(
+            RealFs.open(path, create)?,
+            self.fail_sync.clone(),
+        ))
+    }
+    fn exists(&self, path: &Path) -> bool {
+        RealFs.exists(path)
+    }
+    fn modified_ms(&self, path: &Path) -> std::io::Result<i64> {
+        RealFs.modified_ms(path)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        RealFs.remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        RealFs.rename(from, to)
+    }
+    fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
+        RealFs.sync_dir(path)
+    }
 }
 
 #[test]
@@ -448,12 +646,19 @@ fn a_failed_sync_poisons_the_log() {
     fs.fail_sync.store(true, Ordering::SeqCst);
     assert!(log.flush(T0).is_err());
     assert!(log.is_poisoned());
-    assert_eq!(log.flushed_end(), 0, "nothing becomes visible on a failed sync");
+    assert_eq!(
+        log.flushed_end(),
+        0,
+        "nothing becomes visible on a failed sync"
+    );
     fs.fail_sync.store(false, Ordering::SeqCst);
     let err = log.append(&set(2, 1, 10), T0).unwrap_err();
     assert!(matches!(err, LogError::Poisoned { .. }), "{err}");
     assert!(err.to_string().contains("restart the broker"));
-    assert!(log.flush(T0).is_err(), "a poisoned log does not pretend to flush");
+    assert!(
+        log.flush(T0).is_err(),
+        "a poisoned log does not pretend to flush"
+    );
 }
 
 #[test]
@@ -464,10 +669,24 @@ fn hints_with_a_clean_marker_skip_validation_but_not_the_promise() {
     log.flush(T0).unwrap();
     drop(log);
     let path = dir.path().join("t-0");
-    let hints = RecoveryHints { clean_shutdown: true, checkpoint: Some(64) };
-    assert!(matches!(Log::open(RealFs, &path, tp("t", 0), policy(), hints, T0), Err(LogError::Corrupt { .. })));
-    let hints = RecoveryHints { clean_shutdown: true, checkpoint: Some(20) };
-    assert_eq!(Log::open(RealFs, &path, tp("t", 0), policy(), hints, T0).unwrap().flushed_end(), 40);
+    let hints = RecoveryHints {
+        clean_shutdown: true,
+        checkpoint: Some(64),
+    };
+    assert!(matches!(
+        Log::open(RealFs, &path, tp("t", 0), policy(), hints, T0),
+        Err(LogError::Corrupt { .. })
+    ));
+    let hints = RecoveryHints {
+        clean_shutdown: true,
+        checkpoint: Some(20),
+    };
+    assert_eq!(
+        Log::open(RealFs, &path, tp("t", 0), policy(), hints, T0)
+            .unwrap()
+            .flushed_end(),
+        40
+    );
 }
 
 #[test]
@@ -478,23 +697,50 @@ fn after_one_sync_fails_no_later_sync_makes_data_visible() {
     let first = log.begin_flush(T0).unwrap().unwrap();
     log.append(&set(2, 2, 10), T0).unwrap();
     let second = log.begin_flush(T0).unwrap().unwrap();
-    assert!(log.finish_flush(first, Err(std::io::Error::other("EIO"))).is_err());
+    assert!(log
+        .finish_flush(first, Err(std::io::Error::other("EIO")))
+        .is_err());
     // The second sync "succeeds", but the first's failure may have dropped pages it covers.
-    assert!(matches!(log.finish_flush(second, Ok(())), Err(LogError::Poisoned { .. })));
-    assert_eq!(log.flushed_end(), 0, "nothing after a failed sync becomes visible");
+    assert!(matches!(
+        log.finish_flush(second, Ok(())),
+        Err(LogError::Poisoned { .. })
+    ));
+    assert_eq!(
+        log.flushed_end(),
+        0,
+        "nothing after a failed sync becomes visible"
+    );
 }
 
 #[test]
 fn message_counts_stay_exact_with_overlapping_flushes() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = new_log(dir.path(), LogPolicy { flush_interval_messages: 5, ..policy() });
+    let mut log = new_log(
+        dir.path(),
+        LogPolicy {
+            flush_interval_messages: 5,
+            ..policy()
+        },
+    );
     log.append(&set(1, 2, 10), T0).unwrap();
     let first = log.begin_flush(T0).unwrap().unwrap();
-    let info = log.append_validated(&tributary_core::log::ValidatedSet::check(set(2, 3, 10), policy().validation).unwrap(), T0).unwrap();
-    assert!(!info.flush_needed, "a flush is already running: no second one is asked for");
+    let info = log
+        .append_validated(
+            &tributary_core::log::ValidatedSet::check(set(2, 3, 10), policy().validation).unwrap(),
+            T0,
+        )
+        .unwrap();
+    assert!(
+        !info.flush_needed,
+        "a flush is already running: no second one is asked for"
+    );
     let second = log.begin_flush(T0).unwrap().unwrap();
     log.finish_flush(first, Ok(())).unwrap();
-    assert_eq!(log.unflushed_messages(), 3, "the first flush covered only the first 2 messages");
+    assert_eq!(
+        log.unflushed_messages(),
+        3,
+        "the first flush covered only the first 2 messages"
+    );
     log.finish_flush(second, Ok(())).unwrap();
     assert_eq!(log.unflushed_messages(), 0);
     assert_eq!(log.flushed_end(), log.written_end());

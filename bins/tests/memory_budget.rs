@@ -19,7 +19,10 @@ use tributary_core::wire::{ErrorCode, FetchRequest, Request, Response};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
     let dir = tempfile::tempdir().unwrap();
-    let text = format!("brokerid=0\nlog.dir={}\nenable.zookeeper=false\n", dir.path().display());
+    let text = format!(
+        "brokerid=0\nlog.dir={}\nenable.zookeeper=false\n",
+        dir.path().display()
+    );
     let config = BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
     let (logs, _) = Logs::<RealFs>::open(RealFs, config, 0).unwrap();
     let logs = Arc::new(logs);
@@ -29,7 +32,9 @@ async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
     });
     let set = set.build(CompressionCodec::None);
     {
-        let (log, _) = logs.get_or_create(&TopicPartition::new("t".parse().unwrap(), 0), 0).unwrap();
+        let (log, _) = logs
+            .get_or_create(&TopicPartition::new("t".parse().unwrap(), 0), 0)
+            .unwrap();
         let mut log = log.try_lock().unwrap();
         log.append(&set, 0).unwrap();
         log.flush(0).unwrap();
@@ -51,29 +56,51 @@ async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
         let mut seed = 0;
         while let Ok((stream, peer)) = listener.accept().await {
             seed += 1;
-            tokio::spawn(serve::<TokioEnv>(stream, peer, shared.clone(), stop_rx.clone(), seed));
+            tokio::spawn(serve::<TokioEnv>(
+                stream,
+                peer,
+                shared.clone(),
+                stop_rx.clone(),
+                seed,
+            ));
         }
     });
-    let fetch = Request::Fetch(FetchRequest { topic: "t".parse().unwrap(), partition: 0, offset: 0, max_bytes: 600_000 });
+    let fetch = Request::Fetch(FetchRequest {
+        topic: "t".parse().unwrap(),
+        partition: 0,
+        offset: 0,
+        max_bytes: 600_000,
+    });
     let mut tasks = Vec::new();
     for _ in 0..4 {
         let fetch = fetch.clone();
         tasks.push(tokio::spawn(async move {
-            let mut conn = tributary::client::connect(&tributary::env::TokioEnv, "127.0.0.1", port, Duration::from_secs(20)).await.unwrap();
+            let mut conn = tributary::client::connect(
+                &tributary::env::TokioEnv,
+                "127.0.0.1",
+                port,
+                Duration::from_secs(20),
+            )
+            .await
+            .unwrap();
             conn.call(&fetch).await.unwrap()
         }));
     }
     for task in tasks {
         match task.await.unwrap() {
-            Response::Fetch(f) => assert_eq!((f.error, f.messages.len()), (ErrorCode::NoError, set.len())),
+            Response::Fetch(f) => {
+                assert_eq!((f.error, f.messages.len()), (ErrorCode::NoError, set.len()))
+            }
             other => panic!("unexpected {other:?}"),
         }
     }
     // Every response took its share of the budget.
     let peak = observed.budget.peak_bytes();
-    assert!(peak >= 600_000 && peak <= budget_bytes, "responses did not take their share of the budget (peak {peak} bytes)");
+    assert!(
+        peak >= 600_000 && peak <= budget_bytes,
+        "responses did not take their share of the budget (peak {peak} bytes)"
+    );
 }
-
 
 /// A fetch whose reader stalls keeps its share of the budget until its response is written:
 /// another fetch that would not fit beside it waits, and goes through once the first reader
@@ -83,7 +110,10 @@ async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
 async fn a_response_waiting_for_a_slow_reader_keeps_its_share() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir().unwrap();
-    let text = format!("brokerid=0\nlog.dir={}\nenable.zookeeper=false\n", dir.path().display());
+    let text = format!(
+        "brokerid=0\nlog.dir={}\nenable.zookeeper=false\n",
+        dir.path().display()
+    );
     let config = BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
     let (logs, _) = Logs::<RealFs>::open(RealFs, config, 0).unwrap();
     let logs = Arc::new(logs);
@@ -93,7 +123,9 @@ async fn a_response_waiting_for_a_slow_reader_keeps_its_share() {
     });
     let set = set.build(CompressionCodec::None);
     {
-        let (log, _) = logs.get_or_create(&TopicPartition::new("t".parse().unwrap(), 0), 0).unwrap();
+        let (log, _) = logs
+            .get_or_create(&TopicPartition::new("t".parse().unwrap(), 0), 0)
+            .unwrap();
         let mut log = log.try_lock().unwrap();
         log.append(&set, 0).unwrap();
         log.flush(0).unwrap();
@@ -116,27 +148,51 @@ async fn a_response_waiting_for_a_slow_reader_keeps_its_share() {
         let mut seed = 0;
         while let Ok((stream, peer)) = listener.accept().await {
             seed += 1;
-            tokio::spawn(serve::<TokioEnv>(stream, peer, shared.clone(), stop_rx.clone(), seed));
+            tokio::spawn(serve::<TokioEnv>(
+                stream,
+                peer,
+                shared.clone(),
+                stop_rx.clone(),
+                seed,
+            ));
         }
     });
-    let fetch = Request::Fetch(FetchRequest { topic: "t".parse().unwrap(), partition: 0, offset: 0, max_bytes: 600_000 });
+    let fetch = Request::Fetch(FetchRequest {
+        topic: "t".parse().unwrap(),
+        partition: 0,
+        offset: 0,
+        max_bytes: 600_000,
+    });
     // The slow reader: sends its fetch and reads nothing yet.
     let slow = tokio::net::TcpSocket::new_v4().unwrap();
     slow.set_recv_buffer_size(4096).unwrap();
-    let mut slow = slow.connect(format!("127.0.0.1:{port}").parse().unwrap()).await.unwrap();
+    let mut slow = slow
+        .connect(format!("127.0.0.1:{port}").parse().unwrap())
+        .await
+        .unwrap();
     slow.write_all(&fetch.to_bytes().unwrap()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let second = tokio::spawn(async move {
-        let mut conn = tributary::client::connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(30)).await.unwrap();
+        let mut conn =
+            tributary::client::connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(30))
+                .await
+                .unwrap();
         conn.call(&fetch).await.unwrap()
     });
     tokio::time::sleep(Duration::from_millis(800)).await;
-    assert!(!second.is_finished(), "a second 600 KB response went out while the first still held its share of a 700 KB budget");
+    assert!(
+        !second.is_finished(),
+        "a second 600 KB response went out while the first still held its share of a 700 KB budget"
+    );
     // The slow reader takes its response; the second fetch goes through.
     let size = slow.read_i32().await.unwrap() as usize;
     let mut body = vec![0; size];
     slow.read_exact(&mut body).await.unwrap();
-    match tokio::time::timeout(Duration::from_secs(10), second).await.expect("the second fetch never got its turn").unwrap() {
+    match tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .expect("the second fetch never got its turn")
+        .unwrap()
+    {
         Response::Fetch(f) => assert_eq!(f.error, ErrorCode::NoError),
         other => panic!("unexpected {other:?}"),
     }

@@ -16,7 +16,9 @@ use tributary::env::TokioEnv;
 use tributary::producer::{Producer, Record, SendError};
 use tributary_core::config::{BrokerConfig, ProducerConfig, Properties};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
-use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsResponse, ProduceRequest, Request, Response, TopicName};
+use tributary_core::wire::{
+    ErrorCode, FetchRequest, OffsetsResponse, ProduceRequest, Request, Response, TopicName,
+};
 
 fn topic() -> TopicName {
     "t".parse().unwrap()
@@ -29,7 +31,12 @@ async fn broker(env: GateEnv, dir: &std::path::Path) -> Broker {
          log.flush.interval=1000000\nlog.default.flush.interval.ms=3600000\nlog.default.flush.scheduler.interval.ms=3600000\n",
         dir.display()
     );
-    Broker::start(env, BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap()).await.unwrap()
+    Broker::start(
+        env,
+        BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap(),
+    )
+    .await
+    .unwrap()
 }
 
 fn producer_config(text: &str) -> ProducerConfig {
@@ -50,21 +57,41 @@ async fn an_ack_comes_only_after_the_data_is_flushed() {
     let env = GateEnv::default();
     let broker = broker(env.clone(), dir.path()).await;
     let port = broker.addr.port();
-    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(20)).await.unwrap();
+    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(20))
+        .await
+        .unwrap();
     // Hold every fsync: the ack must wait for it.
     env.fs.gate.set_closed(true);
-    let request = Request::AckedProduce(vec![ProduceRequest { topic: topic(), partition: 0, messages: set(3) }]);
+    let request = Request::AckedProduce(vec![ProduceRequest {
+        topic: topic(),
+        partition: 0,
+        messages: set(3),
+    }]);
     let call = tokio::spawn(async move { (conn.call(&request).await, conn) });
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!call.is_finished(), "acknowledged before the data was flushed");
+    assert!(
+        !call.is_finished(),
+        "acknowledged before the data was flushed"
+    );
     env.fs.gate.set_closed(false);
-    let (answer, mut conn) = tokio::time::timeout(Duration::from_secs(10), call).await.unwrap().unwrap();
+    let (answer, mut conn) = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .unwrap()
+        .unwrap();
     match answer.unwrap() {
-        Response::AckedProduce(r) => assert_eq!((r.acks.len(), r.acks[0].error, r.acks[0].offset), (1, ErrorCode::NoError, 0)),
+        Response::AckedProduce(r) => assert_eq!(
+            (r.acks.len(), r.acks[0].error, r.acks[0].offset),
+            (1, ErrorCode::NoError, 0)
+        ),
         other => panic!("{other:?}"),
     }
     // Acknowledged means visible (reads stop at the flushed end; nothing else flushes here).
-    let fetch = Request::Fetch(FetchRequest { topic: topic(), partition: 0, offset: 0, max_bytes: 10_000 });
+    let fetch = Request::Fetch(FetchRequest {
+        topic: topic(),
+        partition: 0,
+        offset: 0,
+        max_bytes: 10_000,
+    });
     match conn.call(&fetch).await.unwrap() {
         Response::Fetch(f) => assert_eq!(f.messages, set(3)),
         other => panic!("{other:?}"),
@@ -79,15 +106,30 @@ async fn many_acknowledged_producers_share_few_fsyncs() {
     let broker = broker(env.clone(), dir.path()).await;
     let port = broker.addr.port();
     // Create the partition (its directory and segment syncs) before counting.
-    let mut first = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(20)).await.unwrap();
-    first.call(&Request::AckedProduce(vec![ProduceRequest { topic: topic(), partition: 0, messages: set(1) }])).await.unwrap();
+    let mut first = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(20))
+        .await
+        .unwrap();
+    first
+        .call(&Request::AckedProduce(vec![ProduceRequest {
+            topic: topic(),
+            partition: 0,
+            messages: set(1),
+        }]))
+        .await
+        .unwrap();
     let before = env.fs.gate.syncs.load(Ordering::SeqCst);
     const PRODUCERS: usize = 40;
     let mut tasks = Vec::new();
     for _ in 0..PRODUCERS {
         tasks.push(tokio::spawn(async move {
-            let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(20)).await.unwrap();
-            let request = Request::AckedProduce(vec![ProduceRequest { topic: topic(), partition: 0, messages: set(2) }]);
+            let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(20))
+                .await
+                .unwrap();
+            let request = Request::AckedProduce(vec![ProduceRequest {
+                topic: topic(),
+                partition: 0,
+                messages: set(2),
+            }]);
             match conn.call(&request).await.unwrap() {
                 Response::AckedProduce(r) => r.acks[0].error,
                 other => panic!("{other:?}"),
@@ -99,21 +141,31 @@ async fn many_acknowledged_producers_share_few_fsyncs() {
     }
     let fsyncs = env.fs.gate.syncs.load(Ordering::SeqCst) - before;
     eprintln!("{PRODUCERS} acknowledged produces, {fsyncs} fsyncs");
-    assert!(fsyncs >= 1 && fsyncs <= PRODUCERS as u64 / 4, "{PRODUCERS} acks took {fsyncs} fsyncs: no group commit");
+    assert!(
+        fsyncs >= 1 && fsyncs <= PRODUCERS as u64 / 4,
+        "{PRODUCERS} acks took {fsyncs} fsyncs: no group commit"
+    );
     broker.shutdown().await.unwrap();
 }
 
 #[tokio::test]
 async fn an_async_producer_that_cannot_queue_or_send_reports_every_message() {
     // Nothing listens on this port: every send fails.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let config = producer_config(&format!(
         "broker.list=0:127.0.0.1:{port}\nproducer.type=async\nqueue.size=10\nbatch.size=5\nqueue.time=10\nqueue.enqueueTimeout.ms=0\nnum.retries=1\n"
     ));
     let producer = Producer::start(TokioEnv, config).await.unwrap();
     let (mut refused, mut deliveries) = (0, Vec::new());
     for i in 0..100 {
-        match producer.send(Record::new(topic(), format!("m{i}").into_bytes())).await {
+        match producer
+            .send(Record::new(topic(), format!("m{i}").into_bytes()))
+            .await
+        {
             Ok(d) => deliveries.push(d),
             Err(SendError::QueueFull { size: 10 }) => refused += 1,
             Err(other) => panic!("{other:?}"),
@@ -128,8 +180,14 @@ async fn an_async_producer_that_cannot_queue_or_send_reports_every_message() {
     }
     assert!(refused > 0, "a 10-message queue took 100 messages at once");
     assert_eq!(refused + failed, 100, "every message is reported");
-    assert_eq!(producer.stats().queue_full.load(Ordering::SeqCst), refused as u64);
-    assert_eq!(producer.stats().failed.load(Ordering::SeqCst), failed as u64);
+    assert_eq!(
+        producer.stats().queue_full.load(Ordering::SeqCst),
+        refused as u64
+    );
+    assert_eq!(
+        producer.stats().failed.load(Ordering::SeqCst),
+        failed as u64
+    );
     producer.close().await;
 }
 
@@ -144,7 +202,9 @@ async fn kafka_0_7_stand_in() -> (u16, tokio::sync::mpsc::UnboundedReceiver<i16>
             let tx = tx.clone();
             tokio::spawn(async move {
                 loop {
-                    let Ok(size) = stream.read_i32().await else { return };
+                    let Ok(size) = stream.read_i32().await else {
+                        return;
+                    };
                     let mut body = vec![0; size as usize];
                     if stream.read_exact(&mut body).await.is_err() {
                         return;
@@ -153,7 +213,10 @@ async fn kafka_0_7_stand_in() -> (u16, tokio::sync::mpsc::UnboundedReceiver<i16>
                     let _ = tx.send(kind);
                     match kind {
                         4 => {
-                            let answer = Response::Offsets(OffsetsResponse { error: ErrorCode::NoError, offsets: vec![0] });
+                            let answer = Response::Offsets(OffsetsResponse {
+                                error: ErrorCode::NoError,
+                                offsets: vec![0],
+                            });
                             let _ = stream.write_all(&answer.to_bytes().unwrap()).await;
                         }
                         0 | 3 => {}
@@ -169,21 +232,52 @@ async fn kafka_0_7_stand_in() -> (u16, tokio::sync::mpsc::UnboundedReceiver<i16>
 #[tokio::test]
 async fn a_broker_without_acknowledged_produce_is_detected_and_fallback_is_a_choice() {
     let (port, mut seen) = kafka_0_7_stand_in().await;
-    let strict = producer_config(&format!("broker.list=0:127.0.0.1:{port}\ndurable.acks=true\nnum.retries=2\n"));
+    let strict = producer_config(&format!(
+        "broker.list=0:127.0.0.1:{port}\ndurable.acks=true\nnum.retries=2\n"
+    ));
     let producer = Producer::start(TokioEnv, strict).await.unwrap();
-    let delivery = producer.send(Record::new(topic(), &b"x"[..])).await.unwrap();
-    assert_eq!(delivery.await, Err(SendError::AcksUnsupported(0)), "no fallback unless asked");
-    let again = producer.send(Record::new(topic(), &b"x2"[..])).await.unwrap();
-    assert_eq!(again.await, Err(SendError::AcksUnsupported(0)), "the broker is remembered, and still no fallback");
+    let delivery = producer
+        .send(Record::new(topic(), &b"x"[..]))
+        .await
+        .unwrap();
+    assert_eq!(
+        delivery.await,
+        Err(SendError::AcksUnsupported(0)),
+        "no fallback unless asked"
+    );
+    let again = producer
+        .send(Record::new(topic(), &b"x2"[..]))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.await,
+        Err(SendError::AcksUnsupported(0)),
+        "the broker is remembered, and still no fallback"
+    );
     producer.close().await;
     while seen.try_recv().is_ok() {}
 
-    let lenient = producer_config(&format!("broker.list=0:127.0.0.1:{port}\ndurable.acks=true\ndurable.acks.fallback=true\n"));
+    let lenient = producer_config(&format!(
+        "broker.list=0:127.0.0.1:{port}\ndurable.acks=true\ndurable.acks.fallback=true\n"
+    ));
     let producer = Producer::start(TokioEnv, lenient).await.unwrap();
-    let delivered = producer.send(Record::new(topic(), &b"y"[..])).await.unwrap().await.unwrap();
-    assert_eq!(delivered.offset, None, "without an ack there is no offset to report");
+    let delivered = producer
+        .send(Record::new(topic(), &b"y"[..]))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(
+        delivered.offset, None,
+        "without an ack there is no offset to report"
+    );
     // The second message goes straight to MULTIPRODUCE: the broker is remembered.
-    producer.send(Record::new(topic(), &b"z"[..])).await.unwrap().await.unwrap();
+    producer
+        .send(Record::new(topic(), &b"z"[..]))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
     producer.close().await;
     let mut kinds = Vec::new();
     while kinds.len() < 4 {
@@ -192,5 +286,9 @@ async fn a_broker_without_acknowledged_produce_is_detected_and_fallback_is_a_cho
             _ => break,
         }
     }
-    assert_eq!(kinds, vec![100, 4, 3, 0], "acked produce refused, probed, resent unacknowledged, then plain produce");
+    assert_eq!(
+        kinds,
+        vec![100, 4, 3, 0],
+        "acked produce refused, probed, resent unacknowledged, then plain produce"
+    );
 }

@@ -26,7 +26,9 @@ fn build_set(payload_bytes: usize) -> Bytes {
     let mut total = 0;
     let mut i: u32 = 0;
     while total + payload_bytes + 10 <= SET_BYTES {
-        let payload: Vec<u8> = (0..payload_bytes).map(|j| (i as usize * 31 + j) as u8).collect();
+        let payload: Vec<u8> = (0..payload_bytes)
+            .map(|j| (i as usize * 31 + j) as u8)
+            .collect();
         builder.push(payload);
         total += payload_bytes + 10;
         i += 1;
@@ -51,27 +53,57 @@ fn throughput(bytes: usize, mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    println!("{:<28} {:>10} {:>10} {:>8}", "benchmark (1 MiB set)", "GB/s", "crc GB/s", "ratio");
+    println!(
+        "{:<28} {:>10} {:>10} {:>8}",
+        "benchmark (1 MiB set)", "GB/s", "crc GB/s", "ratio"
+    );
     for payload in [100, 1024] {
         let set = build_set(payload);
         let crc = throughput(set.len(), || {
             black_box(crc32fast::hash(black_box(&set)));
         });
         // The floor of the work validation must do: one CRC call per payload.
-        let payloads: Vec<&[u8]> = ShallowIter::new(&set, 0).map(|e| e.unwrap().message.payload).collect();
+        let payloads: Vec<&[u8]> = ShallowIter::new(&set, 0)
+            .map(|e| e.unwrap().message.payload)
+            .collect();
         let cases: [Case<'_>; 4] = [
-            ("crc per payload only", Box::new(|| {
-                black_box(payloads.iter().map(|p| crc32fast::hash(black_box(p))).fold(0, u32::wrapping_add));
-            })),
-            ("shallow iterate", Box::new(|| {
-                black_box(ShallowIter::new(black_box(&set), 0).filter(|e| e.is_ok()).count());
-            })),
-            ("deep iterate", Box::new(|| {
-                black_box(DeepIter::new(set.clone(), 0, DECOMPRESSED_BYTES_MAX_DEFAULT).filter(|e| e.is_ok()).count());
-            })),
-            ("validate_set", Box::new(|| {
-                black_box(validate_set(black_box(&set), ValidationLimits::default()).is_ok());
-            })),
+            (
+                "crc per payload only",
+                Box::new(|| {
+                    black_box(
+                        payloads
+                            .iter()
+                            .map(|p| crc32fast::hash(black_box(p)))
+                            .fold(0, u32::wrapping_add),
+                    );
+                }),
+            ),
+            (
+                "shallow iterate",
+                Box::new(|| {
+                    black_box(
+                        ShallowIter::new(black_box(&set), 0)
+                            .filter(|e| e.is_ok())
+                            .count(),
+                    );
+                }),
+            ),
+            (
+                "deep iterate",
+                Box::new(|| {
+                    black_box(
+                        DeepIter::new(set.clone(), 0, DECOMPRESSED_BYTES_MAX_DEFAULT)
+                            .filter(|e| e.is_ok())
+                            .count(),
+                    );
+                }),
+            ),
+            (
+                "validate_set",
+                Box::new(|| {
+                    black_box(validate_set(black_box(&set), ValidationLimits::default()).is_ok());
+                }),
+            ),
         ];
         for (name, f) in cases {
             let rate = throughput(set.len(), f);

@@ -28,7 +28,11 @@ pub fn request_stream(data: &[u8]) {
         let frame_len = data.len() - buf.len() - consumed;
         let original = data.get(consumed..consumed + frame_len);
         let encoded = request.to_bytes().ok();
-        assert_eq!(encoded.as_deref(), original, "request did not re-encode to its own bytes");
+        assert_eq!(
+            encoded.as_deref(),
+            original,
+            "request did not re-encode to its own bytes"
+        );
         consumed += frame_len;
     }
 }
@@ -36,11 +40,19 @@ pub fn request_stream(data: &[u8]) {
 /// Decodes one response frame as each kind. A decoded response must re-encode to its bytes.
 pub fn response_frame(data: &[u8]) {
     let decoder = ResponseDecoder::new(FUZZ_FRAME_BYTES_MAX);
-    for kind in [ResponseKind::Fetch, ResponseKind::MultiFetch, ResponseKind::Offsets] {
+    for kind in [
+        ResponseKind::Fetch,
+        ResponseKind::MultiFetch,
+        ResponseKind::Offsets,
+    ] {
         let mut buf = BytesMut::from(data);
         if let Ok(Some(response)) = decoder.decode(kind, &mut buf) {
             let used = data.len() - buf.len();
-            assert_eq!(response.to_bytes().ok().as_deref(), data.get(..used), "{kind:?} re-encode");
+            assert_eq!(
+                response.to_bytes().ok().as_deref(),
+                data.get(..used),
+                "{kind:?} re-encode"
+            );
         }
         let _ = Response::decode(kind, &Bytes::copy_from_slice(data));
     }
@@ -57,7 +69,10 @@ pub fn message_set(data: &[u8]) {
     for entry in shallow.by_ref() {
         match entry {
             Ok(e) => {
-                assert!(e.offset == last && e.next_offset > e.offset, "shallow offsets out of order");
+                assert!(
+                    e.offset == last && e.next_offset > e.offset,
+                    "shallow offsets out of order"
+                );
                 last = e.next_offset;
             }
             Err(_) => failed = true,
@@ -70,13 +85,24 @@ pub fn message_set(data: &[u8]) {
     let set = Bytes::copy_from_slice(data);
     let mut previous = base;
     for entry in DeepIter::new(set.clone(), base, FUZZ_DECOMPRESSED_BYTES_MAX).flatten() {
-        assert!(entry.offset >= previous && entry.next_offset >= entry.offset, "deep offsets out of order");
+        assert!(
+            entry.offset >= previous && entry.next_offset >= entry.offset,
+            "deep offsets out of order"
+        );
         previous = entry.offset;
     }
-    let limits = ValidationLimits { decompressed_bytes_max: FUZZ_DECOMPRESSED_BYTES_MAX, ..Default::default() };
+    let limits = ValidationLimits {
+        decompressed_bytes_max: FUZZ_DECOMPRESSED_BYTES_MAX,
+        ..Default::default()
+    };
     if let Ok(summary) = validate_set(&set, limits) {
         let deep = DeepIter::new(set, 0, FUZZ_DECOMPRESSED_BYTES_MAX);
-        assert_eq!(deep.map(|e| e.map(drop)).collect::<Result<Vec<_>, _>>().map(|v| v.len()), Ok(summary.messages));
+        assert_eq!(
+            deep.map(|e| e.map(drop))
+                .collect::<Result<Vec<_>, _>>()
+                .map(|v| v.len()),
+            Ok(summary.messages)
+        );
     }
 }
 
@@ -94,33 +120,61 @@ pub fn properties(data: &[u8]) {
 /// data is cut into two segments, and whether a checkpoint or clean marker exists), then reads
 /// every served partition end to end: no panic, and everything returned validates.
 pub fn log_recovery(data: &[u8]) {
-    let Some((&control, bytes)) = data.split_first() else { return };
+    let Some((&control, bytes)) = data.split_first() else {
+        return;
+    };
     let fs = MemFs::new(0);
     let dir = std::path::Path::new("/logs/t-0");
     let cut = (usize::from(control >> 2) * bytes.len() / 64).min(bytes.len());
     let (first, second) = bytes.split_at(cut);
     fs.put(&dir.join(crate::log::segment_file_name(0)), first);
     if control & 1 == 1 {
-        fs.put(&dir.join(crate::log::segment_file_name(first.len() as u64)), second);
+        fs.put(
+            &dir.join(crate::log::segment_file_name(first.len() as u64)),
+            second,
+        );
     }
     if control & 2 == 2 {
         let mut ends = std::collections::BTreeMap::new();
-        ends.insert(TopicPartition::new("t".parse().unwrap_or_else(|_| unreachable_topic()), 0), (cut / 2) as u64);
-        fs.put(std::path::Path::new("/logs/.tributary-recovery-checkpoint"), &crate::log::encode_checkpoint(&ends));
+        ends.insert(
+            TopicPartition::new("t".parse().unwrap_or_else(|_| unreachable_topic()), 0),
+            (cut / 2) as u64,
+        );
+        fs.put(
+            std::path::Path::new("/logs/.tributary-recovery-checkpoint"),
+            &crate::log::encode_checkpoint(&ends),
+        );
     }
-    let Ok(props) = Properties::parse("fuzz", "brokerid=0\nlog.dir=/logs\nenable.zookeeper=false\n") else { return };
-    let Ok(config) = BrokerConfig::from_properties(&props) else { return };
-    let Ok((manager, _)) = LogManager::<_, std::sync::Mutex<Log<MemFs>>>::open(fs, config, 0) else { return };
+    let Ok(props) = Properties::parse(
+        "fuzz",
+        "brokerid=0\nlog.dir=/logs\nenable.zookeeper=false\n",
+    ) else {
+        return;
+    };
+    let Ok(config) = BrokerConfig::from_properties(&props) else {
+        return;
+    };
+    let Ok((manager, _)) = LogManager::<_, std::sync::Mutex<Log<MemFs>>>::open(fs, config, 0)
+    else {
+        return;
+    };
     for tp in manager.partitions() {
-        let Some(log) = manager.get(&tp) else { continue };
+        let Some(log) = manager.get(&tp) else {
+            continue;
+        };
         let Ok(log) = log.lock() else { return };
         let mut pos = log.start_offset();
         while pos < log.flushed_end() {
             // Bytes below the checkpoint are trusted at startup, not validated; a read of them
             // that fails validation is refused, which is the right answer for corrupt data.
-            let Ok(chunk) = log.read(pos as i64, 4096) else { break };
+            let Ok(chunk) = log.read(pos as i64, 4096) else {
+                break;
+            };
             let mut entries = ShallowIter::new(&chunk, pos as i64);
-            assert!(entries.by_ref().all(|e| e.is_ok()), "{tp}: a read returned a corrupt message");
+            assert!(
+                entries.by_ref().all(|e| e.is_ok()),
+                "{tp}: a read returned a corrupt message"
+            );
             let valid = entries.end().valid_bytes as u64;
             if valid == 0 {
                 break;

@@ -33,7 +33,10 @@ impl std::str::FromStr for GroupId {
         // Same rules as topic names: safe as one path component.
         TopicName::from_bytes(s.as_bytes())
             .map(|name| GroupId(name.as_str().to_string()))
-            .map_err(|reason| GroupIdError { id: s.to_string(), reason })
+            .map_err(|reason| GroupIdError {
+                id: s.to_string(),
+                reason,
+            })
     }
 }
 

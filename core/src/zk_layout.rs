@@ -69,5 +69,8 @@ pub fn broker_partition_name(broker_id: i32, partition: u32) -> String {
 
 /// Every ancestor of `path` from the top, the path itself excluded: `/a/b/c` → `/a`, `/a/b`.
 pub fn ancestors(path: &str) -> Vec<&str> {
-    path.match_indices('/').skip(1).filter_map(|(i, _)| path.get(..i)).collect()
+    path.match_indices('/')
+        .skip(1)
+        .filter_map(|(i, _)| path.get(..i))
+        .collect()
 }

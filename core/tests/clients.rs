@@ -3,7 +3,10 @@
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tributary_core::consumer::{assign, consumer_id, thread_id, BrokerPartition, FilterKind, PartitionOffsets, Registration, TopicPattern};
+use tributary_core::consumer::{
+    assign, consumer_id, thread_id, BrokerPartition, FilterKind, PartitionOffsets, Registration,
+    TopicPattern,
+};
 use tributary_core::producer::{choose, java_string_hash, BatchPolicy, Candidate};
 
 fn bp(s: &str) -> BrokerPartition {
@@ -12,7 +15,10 @@ fn bp(s: &str) -> BrokerPartition {
 
 #[test]
 fn range_assignment_sorts_as_strings_and_splits_as_0_7() {
-    let partitions: Vec<BrokerPartition> = ["2-0", "10-0", "1-0", "1-1", "2-1"].iter().map(|s| bp(s)).collect();
+    let partitions: Vec<BrokerPartition> = ["2-0", "10-0", "1-0", "1-1", "2-1"]
+        .iter()
+        .map(|s| bp(s))
+        .collect();
     let threads = vec!["g_b-1".to_string(), "g_a-0".to_string()];
     let owned = assign(&partitions, &threads);
     let names = |t: &str| owned[t].iter().map(ToString::to_string).collect::<Vec<_>>();
@@ -21,7 +27,11 @@ fn range_assignment_sorts_as_strings_and_splits_as_0_7() {
     assert_eq!(names("g_b-1"), ["2-0", "2-1"]);
     let many: Vec<String> = (0..7).map(|i| format!("t-{i}")).collect();
     let owned = assign(&partitions, &many);
-    assert_eq!(owned.len(), 5, "threads beyond the partition count get nothing");
+    assert_eq!(
+        owned.len(),
+        5,
+        "threads beyond the partition count get nothing"
+    );
     assert!(owned.values().all(|p| p.len() == 1));
     assert!(assign(&partitions, &[]).is_empty());
 }
@@ -34,10 +44,27 @@ fn registration_data_reads_both_json_forms_and_wildcards_and_writes_scala_form()
     assert_eq!(plain.streams_for(["x"]).get("t1"), Some(&2));
     let w = Registration::parse("*3*a.*|b").unwrap();
     assert_eq!(w.encode(), "*3*a.*|b");
-    assert_eq!(w.streams_for(["abc", "b", "bc"]).into_iter().collect::<Vec<_>>(), vec![("abc".into(), 3), ("b".into(), 3)]);
+    assert_eq!(
+        w.streams_for(["abc", "b", "bc"])
+            .into_iter()
+            .collect::<Vec<_>>(),
+        vec![("abc".into(), 3), ("b".into(), 3)]
+    );
     let b = Registration::parse("!1!internal.*").unwrap();
-    assert_eq!(b.streams_for(["internal-x", "orders"]).keys().collect::<Vec<_>>(), ["orders"]);
-    for bad in ["", "nonsense", "{\"t\": -1}", "*x*a", "{t: 1}", "*1*(unclosed"] {
+    assert_eq!(
+        b.streams_for(["internal-x", "orders"])
+            .keys()
+            .collect::<Vec<_>>(),
+        ["orders"]
+    );
+    for bad in [
+        "",
+        "nonsense",
+        "{\"t\": -1}",
+        "*x*a",
+        "{t: 1}",
+        "*1*(unclosed",
+    ] {
         assert!(Registration::parse(bad).is_err(), "{bad}");
     }
 }
@@ -46,16 +73,27 @@ fn registration_data_reads_both_json_forms_and_wildcards_and_writes_scala_form()
 fn topic_filters_follow_0_7_1_normalization_and_match_whole_names() {
     let w = TopicPattern::new(FilterKind::Whitelist, " \"orders, clicks.*\" ").unwrap();
     assert_eq!(w.pattern(), "orders|clicks.*");
-    assert!(w.allows("orders") && w.allows("clicks-2") && !w.allows("orders2") && !w.allows("x-orders"));
+    assert!(
+        w.allows("orders") && w.allows("clicks-2") && !w.allows("orders2") && !w.allows("x-orders")
+    );
     let b = TopicPattern::new(FilterKind::Blacklist, "tmp.*").unwrap();
     assert!(b.allows("orders") && !b.allows("tmp1"));
     assert!(TopicPattern::new(FilterKind::Whitelist, "a(").is_err());
-    assert_eq!(TopicPattern::new(FilterKind::Whitelist, "'a.*'").unwrap().pattern(), "a.*", "single quotes are stripped too");
+    assert_eq!(
+        TopicPattern::new(FilterKind::Whitelist, "'a.*'")
+            .unwrap()
+            .pattern(),
+        "a.*",
+        "single quotes are stripped too"
+    );
 }
 
 #[test]
 fn ids_follow_0_7() {
-    assert_eq!(consumer_id("g", None, "host1", 1_325_376_000_000, 0xbeb4_bfc9_0000_0000), "g_host1-1325376000000-beb4bfc9");
+    assert_eq!(
+        consumer_id("g", None, "host1", 1_325_376_000_000, 0xbeb4_bfc9_0000_0000),
+        "g_host1-1325376000000-beb4bfc9"
+    );
     assert_eq!(consumer_id("g", Some("fixed"), "h", 0, 0), "g_fixed");
     assert_eq!(thread_id("g_fixed", 2), "g_fixed-2");
 }
@@ -67,8 +105,16 @@ fn offsets_never_commit_past_what_was_handed_out() {
     assert_eq!(o.to_commit(None), None, "nothing handed out yet");
     o.handed_out(120);
     assert_eq!(o.to_commit(None), Some(120));
-    assert_eq!(o.to_commit(Some(500)), Some(120), "never past what was handed out");
-    assert_eq!(o.to_commit(Some(110)), Some(110), "less is allowed (the mirror commits what is safe)");
+    assert_eq!(
+        o.to_commit(Some(500)),
+        Some(120),
+        "never past what was handed out"
+    );
+    assert_eq!(
+        o.to_commit(Some(110)),
+        Some(110),
+        "less is allowed (the mirror commits what is safe)"
+    );
     o.committed_at(110);
     assert_eq!(o.to_commit(Some(105)), None, "never backwards");
     o.handed_out(90);
@@ -83,17 +129,36 @@ fn keyed_messages_land_where_a_0_7_string_key_would() {
     assert_eq!(java_string_hash(b"abc"), 96354);
     assert_eq!(java_string_hash(b""), 0);
     assert_eq!(java_string_hash("é".as_bytes()), 233);
-    let candidates: Vec<Candidate> = (0..3).flat_map(|b| (0..2).map(move |p| Candidate { broker_id: b, partition: p })).collect();
+    let candidates: Vec<Candidate> = (0..3)
+        .flat_map(|b| {
+            (0..2).map(move |p| Candidate {
+                broker_id: b,
+                partition: p,
+            })
+        })
+        .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    assert_eq!(choose(&candidates, Some(b"abc"), &mut rng), Some(candidates[96354 % 6]));
+    assert_eq!(
+        choose(&candidates, Some(b"abc"), &mut rng),
+        Some(candidates[96354 % 6])
+    );
     assert_eq!(choose(&[], None, &mut rng), None);
-    let picks: std::collections::BTreeSet<Candidate> = (0..200).filter_map(|_| choose(&candidates, None, &mut rng)).collect();
-    assert_eq!(picks.len(), 6, "unkeyed messages spread over every candidate");
+    let picks: std::collections::BTreeSet<Candidate> = (0..200)
+        .filter_map(|_| choose(&candidates, None, &mut rng))
+        .collect();
+    assert_eq!(
+        picks.len(),
+        6,
+        "unkeyed messages spread over every candidate"
+    );
 }
 
 #[test]
 fn a_batch_is_due_when_full_or_when_its_first_message_has_waited_queue_time() {
-    let policy = BatchPolicy { batch_size: 3, queue_time_ms: 100 };
+    let policy = BatchPolicy {
+        batch_size: 3,
+        queue_time_ms: 100,
+    };
     assert!(!policy.due(0, 0, 1000), "an empty batch is never due");
     assert!(!policy.due(2, 0, 50));
     assert!(policy.due(3, 0, 0));
@@ -127,7 +192,11 @@ fn the_mirror_commits_only_the_acknowledged_prefix_whatever_the_ack_order() {
             assert_eq!(w.in_flight(), 30 - prefix);
         }
         w.committed(&p, 3000);
-        assert_eq!(w.commit_point(&p), None, "nothing new after committing everything");
+        assert_eq!(
+            w.commit_point(&p),
+            None,
+            "nothing new after committing everything"
+        );
     }
 }
 
@@ -140,7 +209,11 @@ fn a_lost_partition_is_forgotten_and_never_committed() {
     w.sent(&p, 2, 20);
     assert_eq!(w.acked(&p, 1), Some(10));
     assert_eq!(w.lost(&p), 1, "one message was still in flight");
-    assert_eq!(w.acked(&p, 2), None, "a late ack of a lost partition moves nothing");
+    assert_eq!(
+        w.acked(&p, 2),
+        None,
+        "a late ack of a lost partition moves nothing"
+    );
     assert!(w.commits_due().is_empty());
     assert_eq!(w.in_flight(), 0);
 }
@@ -148,26 +221,42 @@ fn a_lost_partition_is_forgotten_and_never_committed() {
 #[test]
 fn uncommitted_counts_what_a_crash_would_resend() {
     use tributary_core::mirror::MirrorWindow;
-    let (a, b) = ((0, "t".to_string(), "0-0".to_string()), (0, "t".to_string(), "0-1".to_string()));
+    let (a, b) = (
+        (0, "t".to_string(), "0-0".to_string()),
+        (0, "t".to_string(), "0-1".to_string()),
+    );
     let mut w = MirrorWindow::new();
     for seq in 0..4 {
         w.sent(&a, seq, (seq as i64 + 1) * 10);
     }
     w.sent(&b, 4, 7);
-    assert_eq!((w.in_flight(), w.uncommitted(), w.acked_uncommitted()), (5, 5, 0));
+    assert_eq!(
+        (w.in_flight(), w.uncommitted(), w.acked_uncommitted()),
+        (5, 5, 0)
+    );
     w.acked(&a, 0);
     w.acked(&a, 1);
     w.acked(&b, 4);
     // Acknowledged, not committed: still resent by a crash.
-    assert_eq!((w.in_flight(), w.uncommitted(), w.acked_uncommitted()), (2, 5, 3));
+    assert_eq!(
+        (w.in_flight(), w.uncommitted(), w.acked_uncommitted()),
+        (2, 5, 3)
+    );
     // A commit of an older point covers only what is at or before it.
     w.committed(&a, 10);
     assert_eq!((w.uncommitted(), w.acked_uncommitted()), (4, 2));
     w.committed(&a, 20);
     w.committed(&b, 7);
-    assert_eq!((w.in_flight(), w.uncommitted(), w.acked_uncommitted()), (2, 2, 0));
+    assert_eq!(
+        (w.in_flight(), w.uncommitted(), w.acked_uncommitted()),
+        (2, 2, 0)
+    );
     w.acked(&a, 3);
-    assert_eq!(w.acked_uncommitted(), 0, "an ack past a hole is not in the prefix");
+    assert_eq!(
+        w.acked_uncommitted(),
+        0,
+        "an ack past a hole is not in the prefix"
+    );
     assert_eq!(w.lost(&a), 2);
     assert_eq!((w.in_flight(), w.uncommitted()), (0, 0));
     assert!(w.invariants_hold());
@@ -186,7 +275,11 @@ fn messages_of_a_committed_wrapper_start_do_not_count_as_uncommitted() {
         w.sent(&p, seq, 100);
         w.acked(&p, seq);
     }
-    assert_eq!(w.uncommitted(), 0, "nothing past the committed wrapper start is pending");
+    assert_eq!(
+        w.uncommitted(),
+        0,
+        "nothing past the committed wrapper start is pending"
+    );
     w.sent(&p, 50, 400);
     w.acked(&p, 50);
     assert_eq!((w.uncommitted(), w.commit_point(&p)), (1, Some(400)));

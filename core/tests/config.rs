@@ -71,11 +71,16 @@ fn a_comment_line_does_not_continue_and_latin1_files_are_read() {
 fn a_malformed_unicode_escape_names_the_line() {
     let err = Properties::parse("bad.properties", "a=1\nb=\\u12G4\n").unwrap_err();
     assert_eq!(err.line, 2);
-    assert!(err.to_string().starts_with("bad.properties line 2: malformed \\uxxxx escape"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("bad.properties line 2: malformed \\uxxxx escape"),
+        "{err}"
+    );
 }
 
 fn broker(text: &str) -> Result<BrokerConfig, String> {
-    BrokerConfig::from_properties(&Properties::parse("config/server.properties", text).unwrap()).map_err(|e| e.to_string())
+    BrokerConfig::from_properties(&Properties::parse("config/server.properties", text).unwrap())
+        .map_err(|e| e.to_string())
 }
 
 const BROKER_MIN: &str = "brokerid=3\nlog.dir=/tmp/x\nzk.connect=localhost:2181\n";
@@ -86,17 +91,44 @@ fn broker_defaults_are_0_7s() {
     assert_eq!(c.broker_id, 3);
     assert_eq!(c.port, 6667);
     assert_eq!(c.num_threads, None);
-    assert_eq!((c.socket_send_buffer_bytes, c.socket_receive_buffer_bytes), (102_400, 102_400));
+    assert_eq!(
+        (c.socket_send_buffer_bytes, c.socket_receive_buffer_bytes),
+        (102_400, 102_400)
+    );
     assert_eq!(c.max_socket_request_bytes, 104_857_600);
     assert_eq!(c.num_partitions, 1);
     assert_eq!(c.log_file_bytes, 1_073_741_824);
     assert_eq!(c.log_flush_interval_messages, 500);
     assert_eq!(c.log_flush_scheduler_interval_ms, 3000);
-    assert_eq!(c.log_flush_interval_ms, 3000, "defaults to the scheduler interval");
-    assert_eq!((c.log_retention_hours, c.log_retention_bytes, c.log_cleanup_interval_mins), (168, -1, 10));
-    assert_eq!((c.log_roll_hours, c.max_message_bytes, c.max_topic_name_bytes), (168, 1_000_000, 255));
+    assert_eq!(
+        c.log_flush_interval_ms, 3000,
+        "defaults to the scheduler interval"
+    );
+    assert_eq!(
+        (
+            c.log_retention_hours,
+            c.log_retention_bytes,
+            c.log_cleanup_interval_mins
+        ),
+        (168, -1, 10)
+    );
+    assert_eq!(
+        (
+            c.log_roll_hours,
+            c.max_message_bytes,
+            c.max_topic_name_bytes
+        ),
+        (168, 1_000_000, 255)
+    );
     assert!(c.enable_zookeeper);
-    assert_eq!((c.zk.session_timeout_ms, c.zk.connection_timeout_ms, c.zk.sync_time_ms), (6000, 6000, 2000));
+    assert_eq!(
+        (
+            c.zk.session_timeout_ms,
+            c.zk.connection_timeout_ms,
+            c.zk.sync_time_ms
+        ),
+        (6000, 6000, 2000)
+    );
     assert!(c.unknown.is_empty());
 }
 
@@ -111,7 +143,11 @@ fn broker_per_topic_maps_override_defaults_and_skip_bad_entries() {
     assert_eq!(c.partitions_for(&t("topic1")), 3);
     assert_eq!(c.partitions_for(&t("topic2")), 4);
     assert_eq!(c.partitions_for(&t("other")), 2);
-    assert_eq!(c.topic_partition_count.len(), 2, "malformed entries are skipped");
+    assert_eq!(
+        c.topic_partition_count.len(),
+        2,
+        "malformed entries are skipped"
+    );
     assert_eq!(c.flush_interval_ms_for(&t("topic1")), 1000);
     assert_eq!(c.flush_interval_ms_for(&t("topic2")), 3000);
     assert_eq!(c.retention_hours_for(&t("topic2")), 24);
@@ -121,18 +157,35 @@ fn broker_per_topic_maps_override_defaults_and_skip_bad_entries() {
 
 #[test]
 fn broker_errors_name_file_line_key_and_the_fix() {
-    let err = broker("brokerid=1\nlog.dir=/x\nzk.connect=h:1\nlog.flush.interval=ten\n").unwrap_err();
+    let err =
+        broker("brokerid=1\nlog.dir=/x\nzk.connect=h:1\nlog.flush.interval=ten\n").unwrap_err();
     assert_eq!(
         err,
         "log.flush.interval in config/server.properties line 4: expected an integer from 1 to 2147483647, found \"ten\""
     );
-    assert_eq!(broker("log.dir=/x\nzk.connect=h:1\n").unwrap_err(), "brokerid in config/server.properties: required, but not set");
+    assert_eq!(
+        broker("log.dir=/x\nzk.connect=h:1\n").unwrap_err(),
+        "brokerid in config/server.properties: required, but not set"
+    );
     let err = broker(&format!("{BROKER_MIN}port=70000\n")).unwrap_err();
-    assert!(err.starts_with("port in config/server.properties line 4: expected an integer from 0 to 65535"), "{err}");
+    assert!(
+        err.starts_with(
+            "port in config/server.properties line 4: expected an integer from 0 to 65535"
+        ),
+        "{err}"
+    );
     let err = broker(&format!("{BROKER_MIN}enable.zookeeper=yes\n")).unwrap_err();
-    assert!(err.contains("expected true or false, found \"yes\""), "{err}");
+    assert!(
+        err.contains("expected true or false, found \"yes\""),
+        "{err}"
+    );
     let err = broker("brokerid=1\nlog.dir=/x\n").unwrap_err();
-    assert!(err.starts_with("zk.connect in config/server.properties: required when enable.zookeeper=true"), "{err}");
+    assert!(
+        err.starts_with(
+            "zk.connect in config/server.properties: required when enable.zookeeper=true"
+        ),
+        "{err}"
+    );
     assert!(broker("brokerid=1\nlog.dir=/x\nenable.zookeeper=false\n").is_ok());
     let err = broker("brokerid=1\nlog.dir=/x\nzk.connect=host:notaport\n").unwrap_err();
     assert!(err.contains("port \"notaport\""), "{err}");
@@ -140,8 +193,14 @@ fn broker_errors_name_file_line_key_and_the_fix() {
 
 #[test]
 fn unknown_keys_are_kept_not_fatal() {
-    let c = broker(&format!("{BROKER_MIN}kafka.metrics.reporters=x\nsome.future.key=1\n")).unwrap();
-    assert_eq!(c.unknown.get("some.future.key").map(String::as_str), Some("1"));
+    let c = broker(&format!(
+        "{BROKER_MIN}kafka.metrics.reporters=x\nsome.future.key=1\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.unknown.get("some.future.key").map(String::as_str),
+        Some("1")
+    );
     assert_eq!(c.unknown.len(), 2);
 }
 
@@ -160,7 +219,8 @@ fn zk_connect_parses_servers_and_chroot() {
 }
 
 fn producer(text: &str) -> Result<ProducerConfig, String> {
-    ProducerConfig::from_properties(&Properties::parse("producer.properties", text).unwrap()).map_err(|e| e.to_string())
+    ProducerConfig::from_properties(&Properties::parse("producer.properties", text).unwrap())
+        .map_err(|e| e.to_string())
 }
 
 #[test]
@@ -169,25 +229,60 @@ fn producer_defaults_and_discovery() {
     assert!(matches!(c.discovery, Discovery::ZooKeeper(_)));
     assert_eq!(c.producer_type, ProducerType::Sync);
     assert_eq!(c.enqueue_timeout, EnqueueTimeout::Immediate);
-    assert_eq!((c.queue_time_ms, c.queue_size, c.batch_size), (5000, 10_000, 200));
-    assert_eq!((c.buffer_bytes, c.connect_timeout_ms, c.socket_timeout_ms), (102_400, 5000, 30_000));
-    assert_eq!((c.reconnect_interval_requests, c.reconnect_time_interval_ms), (30_000, Some(10_000_000)));
-    assert_eq!((c.max_message_bytes, c.zk_read_num_retries, c.num_retries), (1_000_000, 3, 0));
+    assert_eq!(
+        (c.queue_time_ms, c.queue_size, c.batch_size),
+        (5000, 10_000, 200)
+    );
+    assert_eq!(
+        (c.buffer_bytes, c.connect_timeout_ms, c.socket_timeout_ms),
+        (102_400, 5000, 30_000)
+    );
+    assert_eq!(
+        (c.reconnect_interval_requests, c.reconnect_time_interval_ms),
+        (30_000, Some(10_000_000))
+    );
+    assert_eq!(
+        (c.max_message_bytes, c.zk_read_num_retries, c.num_retries),
+        (1_000_000, 3, 0)
+    );
     assert_eq!(c.serializer_class, "kafka.serializer.DefaultEncoder");
 
     let c = producer("broker.list=0:localhost:9095, 1:h2:9096\nproducer.type=async\nqueue.enqueueTimeout.ms=-1\n").unwrap();
-    let Discovery::BrokerList(list) = &c.discovery else { panic!("expected broker.list") };
+    let Discovery::BrokerList(list) = &c.discovery else {
+        panic!("expected broker.list")
+    };
     assert_eq!(list.len(), 2);
-    assert_eq!((list[1].id, list[1].host.as_str(), list[1].port), (1, "h2", 9096));
+    assert_eq!(
+        (list[1].id, list[1].host.as_str(), list[1].port),
+        (1, "h2", 9096)
+    );
     assert_eq!(c.enqueue_timeout, EnqueueTimeout::Block);
-    assert_eq!(producer("zk.connect=h:1\nqueue.enqueueTimeout.ms=250\n").unwrap().enqueue_timeout, EnqueueTimeout::Wait(250));
+    assert_eq!(
+        producer("zk.connect=h:1\nqueue.enqueueTimeout.ms=250\n")
+            .unwrap()
+            .enqueue_timeout,
+        EnqueueTimeout::Wait(250)
+    );
 
     // 0.7.0 accepts both and uses ZooKeeper.
-    assert!(matches!(producer("zk.connect=h:1\nbroker.list=0:h:2\n").unwrap().discovery, Discovery::ZooKeeper(_)));
-    assert!(producer("producer.type=sync\n").unwrap_err().contains("neither zk.connect nor broker.list"));
-    assert!(producer("broker.list=0:h:1\npartitioner.class=x\n").unwrap_err().starts_with("partitioner.class"));
-    assert!(producer("broker.list=0:h\n").unwrap_err().contains("not id:host:port"));
-    assert!(producer("zk.connect=h:1\nproducer.type=fast\n").unwrap_err().contains("expected sync or async"));
+    assert!(matches!(
+        producer("zk.connect=h:1\nbroker.list=0:h:2\n")
+            .unwrap()
+            .discovery,
+        Discovery::ZooKeeper(_)
+    ));
+    assert!(producer("producer.type=sync\n")
+        .unwrap_err()
+        .contains("neither zk.connect nor broker.list"));
+    assert!(producer("broker.list=0:h:1\npartitioner.class=x\n")
+        .unwrap_err()
+        .starts_with("partitioner.class"));
+    assert!(producer("broker.list=0:h\n")
+        .unwrap_err()
+        .contains("not id:host:port"));
+    assert!(producer("zk.connect=h:1\nproducer.type=fast\n")
+        .unwrap_err()
+        .contains("expected sync or async"));
 }
 
 #[test]
@@ -202,14 +297,25 @@ fn producer_compression_applies_to_listed_topics() {
 }
 
 fn consumer(text: &str) -> Result<ConsumerConfig, String> {
-    ConsumerConfig::from_properties(&Properties::parse("consumer.properties", text).unwrap()).map_err(|e| e.to_string())
+    ConsumerConfig::from_properties(&Properties::parse("consumer.properties", text).unwrap())
+        .map_err(|e| e.to_string())
 }
 
 #[test]
 fn consumer_defaults_and_mirror_filters() {
     let c = consumer("zk.connect=h:1\ngroupid=g\n").unwrap();
-    assert_eq!((c.fetch_bytes, c.socket_buffer_bytes, c.socket_timeout_ms), (1_048_576, 65_536, 30_000));
-    assert_eq!((c.fetcher_backoff_ms, c.autocommit_interval_ms, c.queued_chunks_max), (1000, 10_000, 10));
+    assert_eq!(
+        (c.fetch_bytes, c.socket_buffer_bytes, c.socket_timeout_ms),
+        (1_048_576, 65_536, 30_000)
+    );
+    assert_eq!(
+        (
+            c.fetcher_backoff_ms,
+            c.autocommit_interval_ms,
+            c.queued_chunks_max
+        ),
+        (1000, 10_000, 10)
+    );
     assert_eq!((c.rebalance_retries_max, c.rebalance_backoff_ms), (4, 2000));
     assert_eq!(c.auto_offset_reset, AutoOffsetReset::Smallest);
     assert_eq!(c.consumer_timeout_ms, None);
@@ -220,18 +326,32 @@ fn consumer_defaults_and_mirror_filters() {
     let c = consumer("zk.connect=h:1\ngroupid=g\nmirror.topics.whitelist=GoodTopic1, GoodTopic2\nbackoff.increment.ms=50\n").unwrap();
     assert!(c.mirror.topics.allows(&"GoodTopic2".parse().unwrap()));
     assert!(!c.mirror.topics.allows(&"Other".parse().unwrap()));
-    assert_eq!(c.fetcher_backoff_ms, 50, "0.7.0's name for the fetch backoff is accepted");
+    assert_eq!(
+        c.fetcher_backoff_ms, 50,
+        "0.7.0's name for the fetch backoff is accepted"
+    );
     let c = consumer("zk.connect=h:1\ngroupid=g\nmirror.topics.blacklist=UnwantedTopic1\nautooffset.reset=never\n").unwrap();
     assert!(!c.mirror.topics.allows(&"UnwantedTopic1".parse().unwrap()));
     assert!(c.mirror.topics.allows(&"Other".parse().unwrap()));
     assert_eq!(c.auto_offset_reset, AutoOffsetReset::Raise("never".into()));
 
-    let err = consumer("zk.connect=h:1\ngroupid=g\nmirror.topics.whitelist=a\nmirror.topics.blacklist=b\n").unwrap_err();
+    let err = consumer(
+        "zk.connect=h:1\ngroupid=g\nmirror.topics.whitelist=a\nmirror.topics.blacklist=b\n",
+    )
+    .unwrap_err();
     assert_eq!(err, "mirror.topics.blacklist in consumer.properties line 4: mirror.topics.whitelist is also set; a mirror takes a whitelist or a blacklist, not both");
-    let err = consumer("zk.connect=h:1\ngroupid=g\nmirror.topics.whitelist=ok,../etc\n").unwrap_err();
-    assert!(err.contains("\"../etc\": topic name has byte 0x2f"), "{err}");
-    assert!(consumer("zk.connect=h:1\n").unwrap_err().starts_with("groupid in consumer.properties: required"));
-    assert!(consumer("groupid=g\n").unwrap_err().starts_with("zk.connect in consumer.properties: required"));
+    let err =
+        consumer("zk.connect=h:1\ngroupid=g\nmirror.topics.whitelist=ok,../etc\n").unwrap_err();
+    assert!(
+        err.contains("\"../etc\": topic name has byte 0x2f"),
+        "{err}"
+    );
+    assert!(consumer("zk.connect=h:1\n")
+        .unwrap_err()
+        .starts_with("groupid in consumer.properties: required"));
+    assert!(consumer("groupid=g\n")
+        .unwrap_err()
+        .starts_with("zk.connect in consumer.properties: required"));
 }
 
 /// Every sample file in config/ loads through the typed configuration its name says it is.
@@ -245,11 +365,14 @@ fn every_file_in_config_loads() {
         let bytes = std::fs::read(&path).unwrap();
         let source = format!("config/{name}");
         let result: Result<(), LoadError> = if name.ends_with("server.properties") {
-            load(&source, &bytes, BrokerConfig::from_properties).map(|c| assert!(c.unknown.is_empty(), "{name}: {:?}", c.unknown))
+            load(&source, &bytes, BrokerConfig::from_properties)
+                .map(|c| assert!(c.unknown.is_empty(), "{name}: {:?}", c.unknown))
         } else if name.ends_with("producer.properties") {
-            load(&source, &bytes, ProducerConfig::from_properties).map(|c| assert!(c.unknown.is_empty(), "{name}: {:?}", c.unknown))
+            load(&source, &bytes, ProducerConfig::from_properties)
+                .map(|c| assert!(c.unknown.is_empty(), "{name}: {:?}", c.unknown))
         } else if name.ends_with("consumer.properties") {
-            load(&source, &bytes, ConsumerConfig::from_properties).map(|c| assert!(c.unknown.is_empty(), "{name}: {:?}", c.unknown))
+            load(&source, &bytes, ConsumerConfig::from_properties)
+                .map(|c| assert!(c.unknown.is_empty(), "{name}: {:?}", c.unknown))
         } else if name.ends_with("zookeeper.properties") {
             load(&source, &bytes, ZooKeeperServerConfig::from_properties).map(drop)
         } else {
@@ -267,35 +390,91 @@ fn every_file_in_config_loads() {
 fn the_seed_mirror_configs_mean_what_the_seed_says() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config");
     let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
-    let p = load("mirror-producer", &read("mirror-producer.properties"), ProducerConfig::from_properties).unwrap();
+    let p = load(
+        "mirror-producer",
+        &read("mirror-producer.properties"),
+        ProducerConfig::from_properties,
+    )
+    .unwrap();
     assert_eq!(p.producer_type, ProducerType::Async);
-    assert_eq!(p.enqueue_timeout, EnqueueTimeout::Block, "the mirror producer must block on a full queue");
-    let Discovery::BrokerList(list) = p.discovery else { panic!("broker.list expected") };
-    assert_eq!((list[0].id, list[0].host.as_str(), list[0].port), (0, "localhost", 9095));
-    let c = load("mirror-consumer", &read("mirror-consumer.properties"), ConsumerConfig::from_properties).unwrap();
-    assert_eq!((c.group_id.as_str(), c.zk_connect.to_string().as_str()), ("KafkaMirror", "127.0.0.1:2181"));
-    assert_eq!((c.consumer_timeout_ms, &c.mirror.topics), (None, &TopicFilter::All));
-    let s = load("mirror-server", &read("mirror-server.properties"), BrokerConfig::from_properties).unwrap();
-    assert_eq!((s.broker_id, s.port, s.log_dir.as_str()), (0, 9095, "/tmp/mirror-kafka-logs"));
-    assert_eq!((s.num_threads, s.log_flush_interval_messages, s.log_flush_interval_ms), (Some(8), 10_000, 1000));
+    assert_eq!(
+        p.enqueue_timeout,
+        EnqueueTimeout::Block,
+        "the mirror producer must block on a full queue"
+    );
+    let Discovery::BrokerList(list) = p.discovery else {
+        panic!("broker.list expected")
+    };
+    assert_eq!(
+        (list[0].id, list[0].host.as_str(), list[0].port),
+        (0, "localhost", 9095)
+    );
+    let c = load(
+        "mirror-consumer",
+        &read("mirror-consumer.properties"),
+        ConsumerConfig::from_properties,
+    )
+    .unwrap();
+    assert_eq!(
+        (c.group_id.as_str(), c.zk_connect.to_string().as_str()),
+        ("KafkaMirror", "127.0.0.1:2181")
+    );
+    assert_eq!(
+        (c.consumer_timeout_ms, &c.mirror.topics),
+        (None, &TopicFilter::All)
+    );
+    let s = load(
+        "mirror-server",
+        &read("mirror-server.properties"),
+        BrokerConfig::from_properties,
+    )
+    .unwrap();
+    assert_eq!(
+        (s.broker_id, s.port, s.log_dir.as_str()),
+        (0, 9095, "/tmp/mirror-kafka-logs")
+    );
+    assert_eq!(
+        (
+            s.num_threads,
+            s.log_flush_interval_messages,
+            s.log_flush_interval_ms
+        ),
+        (Some(8), 10_000, 1000)
+    );
     assert_eq!(s.zk_connect.unwrap().to_string(), "localhost:2171");
-    let z = load("mirror-zookeeper", &read("mirror-zookeeper.properties"), ZooKeeperServerConfig::from_properties).unwrap();
-    assert_eq!((z.client_port, z.data_dir.as_str(), z.max_client_connections), (2171, "/tmp/mirror-zookeeper", 0));
+    let z = load(
+        "mirror-zookeeper",
+        &read("mirror-zookeeper.properties"),
+        ZooKeeperServerConfig::from_properties,
+    )
+    .unwrap();
+    assert_eq!(
+        (z.client_port, z.data_dir.as_str(), z.max_client_connections),
+        (2171, "/tmp/mirror-zookeeper", 0)
+    );
 }
 
 #[test]
 fn a_group_id_that_would_escape_its_zookeeper_path_is_refused() {
     for bad in ["a/b", "..", "../x", "", "with space"] {
         let e = consumer(&format!("groupid={bad}\nzk.connect=localhost:2181\n")).unwrap_err();
-        assert!(e.starts_with("groupid in consumer.properties line 1:"), "{bad}: {e}");
+        assert!(
+            e.starts_with("groupid in consumer.properties line 1:"),
+            "{bad}: {e}"
+        );
     }
     let c = consumer("groupid=console-consumer-42.x_y\nzk.connect=localhost:2181\n").unwrap();
-    assert_eq!(tributary_core::zk_layout::consumer_ids_path(&c.group_id), "/consumers/console-consumer-42.x_y/ids");
+    assert_eq!(
+        tributary_core::zk_layout::consumer_ids_path(&c.group_id),
+        "/consumers/console-consumer-42.x_y/ids"
+    );
 }
 
 mod reference_table {
     use tributary_core::config::reference::{self, ConfigKind, DefaultValue, KEYS};
-    use tributary_core::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties, ZooKeeperServerConfig};
+    use tributary_core::config::{
+        BrokerConfig, ConsumerConfig, ProducerConfig, Properties, ZooKeeperServerConfig,
+    };
 
     /// Keys a file of `kind` must have, so the rest can be tried one at a time.
     fn base(kind: ConfigKind) -> &'static str {
@@ -323,12 +502,18 @@ mod reference_table {
     /// `Debug` of the typed config (all derive it) and its unknown keys, or the error.
     fn read(kind: ConfigKind, text: &str) -> Result<(String, Vec<String>), String> {
         let props = Properties::parse("t", text).map_err(|e| e.to_string())?;
-        let keys = |u: &std::collections::BTreeMap<String, String>| u.keys().cloned().collect::<Vec<_>>();
+        let keys =
+            |u: &std::collections::BTreeMap<String, String>| u.keys().cloned().collect::<Vec<_>>();
         match kind {
-            ConfigKind::Broker => BrokerConfig::from_properties(&props).map(|c| (format!("{c:?}"), keys(&c.unknown))),
-            ConfigKind::Producer => ProducerConfig::from_properties(&props).map(|c| (format!("{c:?}"), keys(&c.unknown))),
-            ConfigKind::Consumer => ConsumerConfig::from_properties(&props).map(|c| (format!("{c:?}"), keys(&c.unknown))),
-            ConfigKind::ZooKeeperServer => ZooKeeperServerConfig::from_properties(&props).map(|c| (format!("{c:?}"), Vec::new())),
+            ConfigKind::Broker => {
+                BrokerConfig::from_properties(&props).map(|c| (format!("{c:?}"), keys(&c.unknown)))
+            }
+            ConfigKind::Producer => ProducerConfig::from_properties(&props)
+                .map(|c| (format!("{c:?}"), keys(&c.unknown))),
+            ConfigKind::Consumer => ConsumerConfig::from_properties(&props)
+                .map(|c| (format!("{c:?}"), keys(&c.unknown))),
+            ConfigKind::ZooKeeperServer => ZooKeeperServerConfig::from_properties(&props)
+                .map(|c| (format!("{c:?}"), Vec::new())),
         }
         .map_err(|e| e.to_string())
     }
@@ -342,11 +527,21 @@ mod reference_table {
                 _ => sample(doc.key),
             };
             let with_key = format!("{base}{}={value}\n", doc.key);
-            let (set, unknown) = read(doc.kind, &with_key).unwrap_or_else(|e| panic!("{} = {value}: {e}", doc.key));
-            assert!(!unknown.contains(&doc.key.to_string()), "{} is documented but not read as a {} setting", doc.key, doc.kind.noun());
+            let (set, unknown) =
+                read(doc.kind, &with_key).unwrap_or_else(|e| panic!("{} = {value}: {e}", doc.key));
+            assert!(
+                !unknown.contains(&doc.key.to_string()),
+                "{} is documented but not read as a {} setting",
+                doc.key,
+                doc.kind.noun()
+            );
             if let DefaultValue::Value(_) = doc.default {
                 let (unset, _) = read(doc.kind, base).unwrap();
-                assert_eq!(set, unset, "{}: the documented default {value} is not the default in effect", doc.key);
+                assert_eq!(
+                    set, unset,
+                    "{}: the documented default {value} is not the default in effect",
+                    doc.key
+                );
             }
         }
     }
@@ -355,21 +550,38 @@ mod reference_table {
     fn unknown_keys_get_the_key_they_most_likely_meant() {
         let cases = [
             (ConfigKind::Broker, "num.partition", Some("num.partitions")),
-            (ConfigKind::Broker, "log.flush.intervall", Some("log.flush.interval")),
+            (
+                ConfigKind::Broker,
+                "log.flush.intervall",
+                Some("log.flush.interval"),
+            ),
             (ConfigKind::Broker, "broker.id", Some("brokerid")),
             (ConfigKind::Broker, "log.dirs", Some("log.dir")),
             (ConfigKind::Broker, "zookeeper.connect", Some("zk.connect")),
             (ConfigKind::Broker, "Port", Some("port")),
             (ConfigKind::Consumer, "group.id", Some("groupid")),
-            (ConfigKind::Consumer, "socket.receive.buffer.bytes", Some("socket.buffersize")),
-            (ConfigKind::Producer, "queue.enqueue.timeout.ms", Some("queue.enqueueTimeout.ms")),
+            (
+                ConfigKind::Consumer,
+                "socket.receive.buffer.bytes",
+                Some("socket.buffersize"),
+            ),
+            (
+                ConfigKind::Producer,
+                "queue.enqueue.timeout.ms",
+                Some("queue.enqueueTimeout.ms"),
+            ),
             (ConfigKind::Broker, "something.else.entirely", None),
             (ConfigKind::Broker, "groupid", None),
         ];
         for (kind, key, expected) in cases {
             assert_eq!(reference::suggest(kind, key), expected, "{key}");
         }
-        let message = tributary_core::config::unknown_key_message(ConfigKind::Broker, "server.properties", "num.partition", 4);
+        let message = tributary_core::config::unknown_key_message(
+            ConfigKind::Broker,
+            "server.properties",
+            "num.partition",
+            4,
+        );
         assert_eq!(message, "num.partition in server.properties line 4: not a broker setting Tributary knows (did you mean num.partitions?); ignored");
     }
 
@@ -377,19 +589,51 @@ mod reference_table {
     fn settings_show_every_key_with_its_value_and_mark_changes() {
         let props = Properties::parse("t", "brokerid=3\nlog.dir=/d\nport=6667\nlog.default.flush.scheduler.interval.ms=500\nnum.partition=4\n").unwrap();
         let text = reference::render_settings(ConfigKind::Broker, &props, "");
-        let line = |key: &str| text.lines().find(|l| l.starts_with(&format!("{key} "))).unwrap_or_else(|| panic!("{key} missing:\n{text}")).to_string();
-        assert!(line("brokerid").ends_with("= 3"), "a required key has no default to change: {}", line("brokerid"));
-        assert!(line("log.default.flush.scheduler.interval.ms").ends_with("= 500   (changed)"), "{}", line("log.default.flush.scheduler.interval.ms"));
-        assert!(line("port").ends_with("= 6667"), "the default, set explicitly, is not a change: {}", line("port"));
-        assert!(line("num.partitions").ends_with("= 1"), "{}", line("num.partitions"));
-        assert!(line("log.default.flush.interval.ms").ends_with("= 500"), "a default that follows another key: {}", line("log.default.flush.interval.ms"));
-        assert!(!text.contains("num.partition "), "unknown keys are not settings");
-        assert_eq!(text.lines().count(), reference::keys_of(ConfigKind::Broker).count());
+        let line = |key: &str| {
+            text.lines()
+                .find(|l| l.starts_with(&format!("{key} ")))
+                .unwrap_or_else(|| panic!("{key} missing:\n{text}"))
+                .to_string()
+        };
+        assert!(
+            line("brokerid").ends_with("= 3"),
+            "a required key has no default to change: {}",
+            line("brokerid")
+        );
+        assert!(
+            line("log.default.flush.scheduler.interval.ms").ends_with("= 500   (changed)"),
+            "{}",
+            line("log.default.flush.scheduler.interval.ms")
+        );
+        assert!(
+            line("port").ends_with("= 6667"),
+            "the default, set explicitly, is not a change: {}",
+            line("port")
+        );
+        assert!(
+            line("num.partitions").ends_with("= 1"),
+            "{}",
+            line("num.partitions")
+        );
+        assert!(
+            line("log.default.flush.interval.ms").ends_with("= 500"),
+            "a default that follows another key: {}",
+            line("log.default.flush.interval.ms")
+        );
+        assert!(
+            !text.contains("num.partition "),
+            "unknown keys are not settings"
+        );
+        assert_eq!(
+            text.lines().count(),
+            reference::keys_of(ConfigKind::Broker).count()
+        );
     }
 
     #[test]
     fn docs_configuration_md_is_generated_from_the_table() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md");
         let generated = reference::markdown();
         if std::env::var_os("TRIBUTARY_WRITE_DOCS").is_some() {
             std::fs::write(&path, &generated).unwrap();

@@ -29,7 +29,9 @@ const TARGETS: [Target; 5] = [
 ];
 
 fn corpus_dir(target: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus").join(target)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/corpus")
+        .join(target)
 }
 
 fn seeds(target: &str) -> Vec<Vec<u8>> {
@@ -48,14 +50,22 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
             }
             "response_frames" => response(&mut rng).to_bytes().unwrap().to_vec(),
             "message_set" => {
-                let codec = [CompressionCodec::None, CompressionCodec::Gzip, CompressionCodec::Snappy][seed as usize % 3];
+                let codec = [
+                    CompressionCodec::None,
+                    CompressionCodec::Gzip,
+                    CompressionCodec::Snappy,
+                ][seed as usize % 3];
                 message_set(&mut rng, codec).1.to_vec()
             }
             "log_recovery" => {
                 // Control byte, then sets of every codec back to back, sometimes cut short.
                 let mut bytes = vec![(seed * 37) as u8];
                 for i in 0..4 {
-                    let codec = [CompressionCodec::None, CompressionCodec::Gzip, CompressionCodec::Snappy][(seed as usize + i) % 3];
+                    let codec = [
+                        CompressionCodec::None,
+                        CompressionCodec::Gzip,
+                        CompressionCodec::Snappy,
+                    ][(seed as usize + i) % 3];
                     bytes.extend_from_slice(&message_set(&mut rng, codec).1);
                 }
                 if seed % 2 == 1 {
@@ -65,7 +75,10 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
             }
             _ => {
                 let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config");
-                let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+                let mut files: Vec<_> = std::fs::read_dir(dir)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect();
                 files.sort();
                 std::fs::read(&files[seed as usize % files.len()]).unwrap()
             }
@@ -95,7 +108,8 @@ fn mutate(rng: &mut impl Rng, input: &[u8]) -> Vec<u8> {
             1 if !out.is_empty() => out.truncate(rng.random_range(0..out.len())),
             2 => {
                 let at = rng.random_range(0..=out.len());
-                let byte = [0x00, 0x01, 0x7f, 0x80, 0xff, b'=', b'\\', b'\n'][rng.random_range(0..8)];
+                let byte =
+                    [0x00, 0x01, 0x7f, 0x80, 0xff, b'=', b'\\', b'\n'][rng.random_range(0..8)];
                 out.insert(at, byte);
             }
             3 if out.len() >= 4 => {
@@ -121,10 +135,19 @@ fn fuzz_targets_hold_on_the_corpus_and_its_mutations() {
     for (target, run) in TARGETS {
         let dir = corpus_dir(target);
         let mut corpus: Vec<Vec<u8>> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e} (run with TRIBUTARY_WRITE_CORPUS=1 to create it)", dir.display()))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e} (run with TRIBUTARY_WRITE_CORPUS=1 to create it)",
+                    dir.display()
+                )
+            })
             .map(|e| std::fs::read(e.unwrap().path()).unwrap())
             .collect();
-        assert!(corpus.len() >= 12, "{target}: corpus has only {} files", corpus.len());
+        assert!(
+            corpus.len() >= 12,
+            "{target}: corpus has only {} files",
+            corpus.len()
+        );
         corpus.sort();
         for input in &corpus {
             run(input);

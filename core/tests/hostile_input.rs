@@ -48,7 +48,9 @@ fn every_truncation_inside_a_request_body_is_a_typed_error() {
             match decode_all_requests(&bytes) {
                 Err(_) => {}
                 // A shorter MULTIFETCH/MULTIPRODUCE can't be valid: counts are checked exactly.
-                Ok(found) => panic!("seed {seed} body {body_len}: decoded {found:?} from a cut frame"),
+                Ok(found) => {
+                    panic!("seed {seed} body {body_len}: decoded {found:?} from a cut frame")
+                }
             }
         }
     }
@@ -62,7 +64,11 @@ fn every_truncation_of_a_response_is_incomplete_or_an_error() {
         let frame = response.to_bytes().unwrap();
         for cut in 0..frame.len() {
             let mut buf = BytesMut::from(&frame[..cut]);
-            assert_eq!(decoder.decode(response.kind(), &mut buf), Ok(None), "seed {seed} cut {cut}");
+            assert_eq!(
+                decoder.decode(response.kind(), &mut buf),
+                Ok(None),
+                "seed {seed} cut {cut}"
+            );
         }
         for body_len in 0..frame.len() - 4 {
             let mut bytes = ((body_len) as i32).to_be_bytes().to_vec();
@@ -77,19 +83,32 @@ fn every_truncation_of_a_response_is_incomplete_or_an_error() {
 /// to: FETCH bodies are raw bytes, so the cut is a valid response holding the prefix; an OFFSETS
 /// count then lies, always an error; a MULTIFETCH cut exactly between blocks is a valid response
 /// with the blocks before the cut, anywhere else an error.
-fn check_cut_response(original: &Response, body_len: usize, decoded: Result<Option<Response>, DecodeError>, seed: u64) {
+fn check_cut_response(
+    original: &Response,
+    body_len: usize,
+    decoded: Result<Option<Response>, DecodeError>,
+    seed: u64,
+) {
     let context = format!("seed {seed}, body cut to {body_len} bytes");
     if body_len < 2 {
-        assert!(decoded.is_err(), "{context}: no error code, yet {decoded:?}");
+        assert!(
+            decoded.is_err(),
+            "{context}: no error code, yet {decoded:?}"
+        );
         return;
     }
     match original {
         Response::Fetch(f) => match decoded {
-            Ok(Some(Response::Fetch(cut))) => assert_eq!(cut.messages, f.messages.slice(..body_len - 2), "{context}"),
+            Ok(Some(Response::Fetch(cut))) => {
+                assert_eq!(cut.messages, f.messages.slice(..body_len - 2), "{context}")
+            }
             other => panic!("{context}: a cut FETCH body is a shorter valid one, got {other:?}"),
         },
         Response::Offsets(_) | Response::AckedProduce(_) => {
-            assert!(decoded.is_err(), "{context}: a cut OFFSETS/ACKED_PRODUCE body must be refused, got {decoded:?}")
+            assert!(
+                decoded.is_err(),
+                "{context}: a cut OFFSETS/ACKED_PRODUCE body must be refused, got {decoded:?}"
+            )
         }
         Response::MultiFetch(m) => {
             let mut boundary = 2;
@@ -101,9 +120,13 @@ fn check_cut_response(original: &Response, body_len: usize, decoded: Result<Opti
                 boundary += 6 + block.messages.len();
             }
             match (whole_blocks, decoded) {
-                (Some(n), Ok(Some(Response::MultiFetch(cut)))) => assert_eq!(cut.blocks, m.blocks[..n], "{context}"),
+                (Some(n), Ok(Some(Response::MultiFetch(cut)))) => {
+                    assert_eq!(cut.blocks, m.blocks[..n], "{context}")
+                }
                 (None, Err(_)) => {}
-                (expected, got) => panic!("{context}: expected {expected:?} whole blocks, got {got:?}"),
+                (expected, got) => {
+                    panic!("{context}: expected {expected:?} whole blocks, got {got:?}")
+                }
             }
         }
     }
@@ -121,7 +144,11 @@ fn random_byte_flips_never_panic() {
         let _ = decode_all_requests(&frame);
         let body = bytes::Bytes::copy_from_slice(&frame[4..]);
         let _ = Request::decode(&body);
-        for kind in [ResponseKind::Fetch, ResponseKind::MultiFetch, ResponseKind::Offsets] {
+        for kind in [
+            ResponseKind::Fetch,
+            ResponseKind::MultiFetch,
+            ResponseKind::Offsets,
+        ] {
             let _ = Response::decode(kind, &body);
         }
         let set = bytes::Bytes::from(frame);
@@ -150,11 +177,24 @@ fn random_garbage_never_panics() {
 fn oversize_frame_is_refused_from_its_prefix_alone() {
     let decoder = RequestDecoder::new(1024);
     let mut buf = BytesMut::from(&0x7fff_ffffi32.to_be_bytes()[..]);
-    assert_eq!(decoder.decode(&mut buf), Err(DecodeError::FrameTooLarge { declared: i32::MAX, max: 1024 }));
+    assert_eq!(
+        decoder.decode(&mut buf),
+        Err(DecodeError::FrameTooLarge {
+            declared: i32::MAX,
+            max: 1024
+        })
+    );
     let mut buf = BytesMut::from(&1025i32.to_be_bytes()[..]);
-    assert!(matches!(decoder.decode(&mut buf), Err(DecodeError::FrameTooLarge { .. })));
+    assert!(matches!(
+        decoder.decode(&mut buf),
+        Err(DecodeError::FrameTooLarge { .. })
+    ));
     let mut buf = BytesMut::from(&1024i32.to_be_bytes()[..]);
-    assert_eq!(decoder.decode(&mut buf), Ok(None), "a frame at the limit waits for its bytes");
+    assert_eq!(
+        decoder.decode(&mut buf),
+        Ok(None),
+        "a frame at the limit waits for its bytes"
+    );
 }
 
 #[test]
@@ -186,27 +226,51 @@ fn fetch_body(topic: &[u8]) -> Vec<u8> {
 
 #[test]
 fn each_malformation_has_its_own_error() {
-    assert_eq!(decode_all_requests(&frame(&[0, 9])), Err(DecodeError::UnknownRequestType(9)));
+    assert_eq!(
+        decode_all_requests(&frame(&[0, 9])),
+        Err(DecodeError::UnknownRequestType(9))
+    );
     let mut trailing = fetch_body(b"t");
     trailing.push(0);
     assert_eq!(
         decode_all_requests(&frame(&trailing)),
-        Err(DecodeError::TrailingBytes { context: "request", extra: 1 })
+        Err(DecodeError::TrailingBytes {
+            context: "request",
+            extra: 1
+        })
     );
     let mut negative_topic = vec![0, 1, 0xff, 0xff];
     negative_topic.extend_from_slice(&[0; 16]);
-    assert!(matches!(decode_all_requests(&frame(&negative_topic)), Err(DecodeError::NegativeLength { field: "topic", .. })));
+    assert!(matches!(
+        decode_all_requests(&frame(&negative_topic)),
+        Err(DecodeError::NegativeLength { field: "topic", .. })
+    ));
     let short_topic = [0, 1, 0, 50, b'a'];
-    assert!(matches!(decode_all_requests(&frame(&short_topic)), Err(DecodeError::Truncated { field: "topic", .. })));
+    assert!(matches!(
+        decode_all_requests(&frame(&short_topic)),
+        Err(DecodeError::Truncated { field: "topic", .. })
+    ));
     let negative_count = [0, 2, 0xff, 0xff];
-    assert!(matches!(decode_all_requests(&frame(&negative_count)), Err(DecodeError::CountInvalid { .. })));
+    assert!(matches!(
+        decode_all_requests(&frame(&negative_count)),
+        Err(DecodeError::CountInvalid { .. })
+    ));
     let huge_count = [0, 2, 0x7f, 0xff];
-    assert!(matches!(decode_all_requests(&frame(&huge_count)), Err(DecodeError::Truncated { field: "multifetch", .. })));
+    assert!(matches!(
+        decode_all_requests(&frame(&huge_count)),
+        Err(DecodeError::Truncated {
+            field: "multifetch",
+            ..
+        })
+    ));
     let mut negative_set = vec![0, 0, 0, 1, b't', 0, 0, 0, 0];
     negative_set.extend_from_slice(&(-5i32).to_be_bytes());
     assert!(matches!(
         decode_all_requests(&frame(&negative_set)),
-        Err(DecodeError::NegativeLength { field: "message set size", value: -5 })
+        Err(DecodeError::NegativeLength {
+            field: "message set size",
+            value: -5
+        })
     ));
 }
 
@@ -214,14 +278,29 @@ fn each_malformation_has_its_own_error() {
 fn invalid_topic_names_are_refused_before_any_use() {
     let long = vec![b'a'; 300];
     let cases: [(&[u8], TopicError); 5] = [
-        (b"../x", TopicError::BadByte { byte: b'/', position: 2 }),
+        (
+            b"../x",
+            TopicError::BadByte {
+                byte: b'/',
+                position: 2,
+            },
+        ),
         (b"", TopicError::Empty),
         (&long, TopicError::TooLong(300)),
         (b"..", TopicError::DotName),
-        (b"a b", TopicError::BadByte { byte: b' ', position: 1 }),
+        (
+            b"a b",
+            TopicError::BadByte {
+                byte: b' ',
+                position: 1,
+            },
+        ),
     ];
     for (topic, expected) in cases {
-        assert_eq!(decode_all_requests(&frame(&fetch_body(topic))), Err(DecodeError::InvalidTopic(expected)));
+        assert_eq!(
+            decode_all_requests(&frame(&fetch_body(topic))),
+            Err(DecodeError::InvalidTopic(expected))
+        );
     }
     assert!(decode_all_requests(&frame(&fetch_body(&[b'a'; 255]))).is_ok());
     assert!(decode_all_requests(&frame(&fetch_body(b"my.topic_name-1"))).is_ok());
@@ -232,12 +311,18 @@ fn offsets_response_with_lying_count_is_refused_without_allocating() {
     let mut body = vec![0, 0];
     body.extend_from_slice(&i32::MAX.to_be_bytes());
     let body = bytes::Bytes::from(body);
-    assert!(matches!(Response::decode(ResponseKind::Offsets, &body), Err(DecodeError::CountInvalid { .. })));
+    assert!(matches!(
+        Response::decode(ResponseKind::Offsets, &body),
+        Err(DecodeError::CountInvalid { .. })
+    ));
 }
 
 #[test]
 fn a_limit_below_the_header_refuses_every_frame_without_panicking() {
     let decoder = RequestDecoder::new(1);
     let frame = request(&mut rng(1)).to_bytes().unwrap();
-    assert!(matches!(decoder.decode(&mut BytesMut::from(&frame[..])), Err(DecodeError::FrameTooLarge { max: 1, .. })));
+    assert!(matches!(
+        decoder.decode(&mut BytesMut::from(&frame[..])),
+        Err(DecodeError::FrameTooLarge { max: 1, .. })
+    ));
 }

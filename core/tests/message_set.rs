@@ -20,7 +20,11 @@ fn deep(set: &Bytes, base: i64) -> Vec<(i64, i64, String)> {
     DeepIter::new(set.clone(), base, 1 << 20)
         .map(|e| {
             let e = e.unwrap();
-            (e.offset, e.next_offset, String::from_utf8(e.message.payload.to_vec()).unwrap())
+            (
+                e.offset,
+                e.next_offset,
+                String::from_utf8(e.message.payload.to_vec()).unwrap(),
+            )
         })
         .collect()
 }
@@ -40,7 +44,13 @@ fn iteration_stops_cleanly_at_a_partial_trailing_message() {
     let cut = set.slice(..set.len() - 3);
     let mut it = ShallowIter::new(&cut, 0);
     assert_eq!(it.by_ref().count(), 1);
-    assert_eq!(it.end(), SetEnd { valid_bytes: 15, trailing_bytes: cut.len() - 15 });
+    assert_eq!(
+        it.end(),
+        SetEnd {
+            valid_bytes: 15,
+            trailing_bytes: cut.len() - 15
+        }
+    );
     // Fewer than four bytes of a next entry is also just a partial tail.
     let tiny = set.slice(..17);
     let mut it = ShallowIter::new(&tiny, 0);
@@ -54,7 +64,10 @@ fn a_first_message_larger_than_the_buffer_is_an_error() {
     let set = set_of(&["a message that will not fit"]);
     let cut = set.slice(..10);
     let first = ShallowIter::new(&cut, 77).next().unwrap();
-    assert!(matches!(first, Err(MessageError::FirstMessageTooLarge { offset: 77, .. })));
+    assert!(matches!(
+        first,
+        Err(MessageError::FirstMessageTooLarge { offset: 77, .. })
+    ));
 }
 
 #[test]
@@ -63,23 +76,52 @@ fn corruption_is_reported_with_its_offset() {
     // Flip a payload byte of the second entry (starts at 13).
     let mut bad_crc = set.clone();
     bad_crc[13 + 10] ^= 0xff;
-    let errors: Vec<_> = ShallowIter::new(&bad_crc, 500).filter_map(Result::err).collect();
-    assert!(matches!(errors[..], [MessageError::CrcMismatch { offset: 513, .. }]));
+    let errors: Vec<_> = ShallowIter::new(&bad_crc, 500)
+        .filter_map(Result::err)
+        .collect();
+    assert!(matches!(
+        errors[..],
+        [MessageError::CrcMismatch { offset: 513, .. }]
+    ));
 
     let mut bad_magic = set.clone();
     bad_magic[13 + 4] = 7;
-    let err = ShallowIter::new(&bad_magic, 0).find_map(Result::err).unwrap();
-    assert_eq!(err, MessageError::UnknownMagic { offset: 13, magic: 7 });
+    let err = ShallowIter::new(&bad_magic, 0)
+        .find_map(Result::err)
+        .unwrap();
+    assert_eq!(
+        err,
+        MessageError::UnknownMagic {
+            offset: 13,
+            magic: 7
+        }
+    );
 
     let mut short = set.clone();
     short[13..17].copy_from_slice(&3i32.to_be_bytes());
     let err = ShallowIter::new(&short, 0).find_map(Result::err).unwrap();
-    assert!(matches!(err, MessageError::LengthTooSmall { offset: 13, length: 3, .. }));
+    assert!(matches!(
+        err,
+        MessageError::LengthTooSmall {
+            offset: 13,
+            length: 3,
+            ..
+        }
+    ));
 
     let mut negative = set;
     negative[13..17].copy_from_slice(&(-1i32).to_be_bytes());
-    let err = ShallowIter::new(&negative, 0).find_map(Result::err).unwrap();
-    assert!(matches!(err, MessageError::LengthTooSmall { offset: 13, length: -1, .. }));
+    let err = ShallowIter::new(&negative, 0)
+        .find_map(Result::err)
+        .unwrap();
+    assert!(matches!(
+        err,
+        MessageError::LengthTooSmall {
+            offset: 13,
+            length: -1,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -89,7 +131,13 @@ fn unknown_codec_bits_are_refused() {
     let mut out = BytesMut::new();
     m.encode(&mut out);
     let err = ShallowIter::new(&out, 0).next().unwrap().unwrap_err();
-    assert_eq!(err, MessageError::UnknownCodec { offset: 0, codec: 3 });
+    assert_eq!(
+        err,
+        MessageError::UnknownCodec {
+            offset: 0,
+            codec: 3
+        }
+    );
 }
 
 #[test]
@@ -133,21 +181,34 @@ fn nested_wrappers_are_opened_within_the_depth_limit() {
     inner.push(&b"x"[..]).push(&b"y"[..]);
     let inner_set = inner.build(CompressionCodec::Snappy);
     // Wrap the snappy wrapper again in gzip, as a forwarding mirror that recompresses would.
-    let wrapper = Message::with_codec(Magic::V1, CompressionCodec::Gzip, compress(CompressionCodec::Gzip, &inner_set));
+    let wrapper = Message::with_codec(
+        Magic::V1,
+        CompressionCodec::Gzip,
+        compress(CompressionCodec::Gzip, &inner_set),
+    );
     let mut set = BytesMut::new();
     wrapper.encode(&mut set);
     let set = set.freeze();
     let end = set.len() as i64;
-    assert_eq!(deep(&set, 0), vec![(0, 0, "x".into()), (0, end, "y".into())]);
+    assert_eq!(
+        deep(&set, 0),
+        vec![(0, 0, "x".into()), (0, end, "y".into())]
+    );
 
     let mut current = inner_set;
     for _ in 0..5 {
-        let m = Message::with_codec(Magic::V1, CompressionCodec::Gzip, compress(CompressionCodec::Gzip, &current));
+        let m = Message::with_codec(
+            Magic::V1,
+            CompressionCodec::Gzip,
+            compress(CompressionCodec::Gzip, &current),
+        );
         let mut out = BytesMut::new();
         m.encode(&mut out);
         current = out.freeze();
     }
-    let err = DeepIter::new(current, 0, 1 << 20).find_map(Result::err).unwrap();
+    let err = DeepIter::new(current, 0, 1 << 20)
+        .find_map(Result::err)
+        .unwrap();
     assert!(matches!(err, MessageError::NestingTooDeep { .. }), "{err}");
 }
 
@@ -157,19 +218,32 @@ fn decompression_is_bounded() {
     for codec in [CompressionCodec::Gzip, CompressionCodec::Snappy] {
         let packed = compress(codec, &big);
         assert!(packed.len() < 100_000);
-        assert_eq!(decompress(codec, &packed, (1 << 20) - 1), Err(DecompressError::TooLarge), "{codec}");
+        assert_eq!(
+            decompress(codec, &packed, (1 << 20) - 1),
+            Err(DecompressError::TooLarge),
+            "{codec}"
+        );
         assert_eq!(decompress(codec, &packed, 1 << 20).unwrap().len(), 1 << 20);
     }
     let mut b = MessageSetBuilder::new();
     b.push(Bytes::from(vec![0u8; 100_000]));
     let set = b.build(CompressionCodec::Gzip);
     let err = DeepIter::new(set, 0, 50_000).find_map(Result::err).unwrap();
-    assert!(matches!(err, MessageError::DecompressedTooLarge { offset: 0, limit_bytes: 50_000, .. }));
+    assert!(matches!(
+        err,
+        MessageError::DecompressedTooLarge {
+            offset: 0,
+            limit_bytes: 50_000,
+            ..
+        }
+    ));
 }
 
 #[test]
 fn snappy_java_framing_is_written_and_both_framings_are_read() {
-    let data: Vec<u8> = (0..100_000u32).flat_map(|i| (i % 251).to_be_bytes()).collect();
+    let data: Vec<u8> = (0..100_000u32)
+        .flat_map(|i| (i % 251).to_be_bytes())
+        .collect();
     let framed = snappy_java::compress(&data);
     assert_eq!(&framed[..8], &snappy_java::MAGIC);
     assert_eq!(&framed[8..16], &[0, 0, 0, 1, 0, 0, 0, 1]);
@@ -182,23 +256,41 @@ fn snappy_java_framing_is_written_and_both_framings_are_read() {
         blocks += 1;
     }
     assert_eq!(blocks, data.len().div_ceil(snappy_java::BLOCK_INPUT_BYTES));
-    assert_eq!(decompress(CompressionCodec::Snappy, &framed, usize::MAX).unwrap(), data);
+    assert_eq!(
+        decompress(CompressionCodec::Snappy, &framed, usize::MAX).unwrap(),
+        data
+    );
     let raw = snap::raw::Encoder::new().compress_vec(&data).unwrap();
-    assert_eq!(decompress(CompressionCodec::Snappy, &raw, usize::MAX).unwrap(), data);
+    assert_eq!(
+        decompress(CompressionCodec::Snappy, &raw, usize::MAX).unwrap(),
+        data
+    );
 }
 
 #[test]
 fn corrupt_compressed_payloads_are_errors() {
     for codec in [CompressionCodec::Gzip, CompressionCodec::Snappy] {
-        let mut packed = compress(codec, b"some data that compresses some data that compresses");
+        let mut packed = compress(
+            codec,
+            b"some data that compresses some data that compresses",
+        );
         let n = packed.len();
         packed[n / 2] ^= 0x55;
         packed.truncate(n - 2);
-        assert!(matches!(decompress(codec, &packed, 1 << 20), Err(DecompressError::Corrupt(_))), "{codec}");
+        assert!(
+            matches!(
+                decompress(codec, &packed, 1 << 20),
+                Err(DecompressError::Corrupt(_))
+            ),
+            "{codec}"
+        );
     }
     let mut framed = snappy_java::compress(b"abc");
     framed[12..16].copy_from_slice(&9i32.to_be_bytes());
-    assert!(matches!(decompress(CompressionCodec::Snappy, &framed, 1 << 20), Err(DecompressError::Corrupt(_))));
+    assert!(matches!(
+        decompress(CompressionCodec::Snappy, &framed, 1 << 20),
+        Err(DecompressError::Corrupt(_))
+    ));
 }
 
 #[test]
@@ -209,34 +301,66 @@ fn validation_accepts_whole_sets_and_counts_deep() {
     set.extend_from_slice(&set_of(&["c"]));
     let summary = validate_set(&set.freeze(), ValidationLimits::default()).unwrap();
     assert_eq!((summary.entries, summary.messages), (2, 3));
-    assert_eq!(validate_set(&Bytes::new(), ValidationLimits::default()).unwrap().messages, 0);
+    assert_eq!(
+        validate_set(&Bytes::new(), ValidationLimits::default())
+            .unwrap()
+            .messages,
+        0
+    );
 }
 
 #[test]
 fn validation_refuses_partial_tails_oversize_and_inner_corruption() {
     let set = set_of(&["one", "two"]);
     let cut = set.slice(..set.len() - 1);
-    assert!(matches!(validate_set(&cut, ValidationLimits::default()), Err(MessageError::PartialTail { offset: 13, .. })));
+    assert!(matches!(
+        validate_set(&cut, ValidationLimits::default()),
+        Err(MessageError::PartialTail { offset: 13, .. })
+    ));
 
-    let limits = ValidationLimits { message_bytes_max: 2, ..ValidationLimits::default() };
-    assert!(matches!(validate_set(&set, limits), Err(MessageError::MessageTooLarge { offset: 0, size: 3, limit: 2 })));
+    let limits = ValidationLimits {
+        message_bytes_max: 2,
+        ..ValidationLimits::default()
+    };
+    assert!(matches!(
+        validate_set(&set, limits),
+        Err(MessageError::MessageTooLarge {
+            offset: 0,
+            size: 3,
+            limit: 2
+        })
+    ));
 
     // A wrapper whose inner message has a bad CRC: the outer CRC is fine, deep validation is not.
     let mut inner = set_of(&["inner"]).to_vec();
     inner[10] ^= 1;
-    let wrapper = Message::with_codec(Magic::V1, CompressionCodec::Gzip, compress(CompressionCodec::Gzip, &inner));
+    let wrapper = Message::with_codec(
+        Magic::V1,
+        CompressionCodec::Gzip,
+        compress(CompressionCodec::Gzip, &inner),
+    );
     let mut out = BytesMut::new();
     wrapper.encode(&mut out);
-    assert!(matches!(validate_set(&out.freeze(), ValidationLimits::default()), Err(MessageError::CrcMismatch { offset: 0, .. })));
+    assert!(matches!(
+        validate_set(&out.freeze(), ValidationLimits::default()),
+        Err(MessageError::CrcMismatch { offset: 0, .. })
+    ));
 
     // A wrapper whose inner set ends in stray bytes.
     let mut inner = set_of(&["inner"]).to_vec();
     inner.extend_from_slice(&[0, 0]);
-    let wrapper = Message::with_codec(Magic::V1, CompressionCodec::Snappy, compress(CompressionCodec::Snappy, &inner));
+    let wrapper = Message::with_codec(
+        Magic::V1,
+        CompressionCodec::Snappy,
+        compress(CompressionCodec::Snappy, &inner),
+    );
     let mut out = BytesMut::new();
     wrapper.encode(&mut out);
     assert_eq!(
         validate_set(&out.freeze(), ValidationLimits::default()),
-        Err(MessageError::InnerSetTruncated { offset: 0, trailing: 2 })
+        Err(MessageError::InnerSetTruncated {
+            offset: 0,
+            trailing: 2
+        })
     );
 }

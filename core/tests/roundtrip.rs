@@ -4,7 +4,9 @@ mod common;
 
 use bytes::BytesMut;
 use common::*;
-use tributary_core::message::{CompressionCodec, DeepIter, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT};
+use tributary_core::message::{
+    CompressionCodec, DeepIter, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT,
+};
 use tributary_core::wire::{RequestDecoder, ResponseDecoder, REQUEST_BYTES_MAX_DEFAULT};
 
 const CASES: u64 = 2000;
@@ -16,9 +18,15 @@ fn requests_round_trip_through_the_frame_decoder() {
         let mut rng = rng(seed);
         let request = request(&mut rng);
         let mut buf = BytesMut::from(&request.to_bytes().unwrap()[..]);
-        let decoded = decoder.decode(&mut buf).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let decoded = decoder
+            .decode(&mut buf)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert_eq!(decoded.as_ref(), Some(&request), "seed {seed}");
-        assert!(buf.is_empty(), "seed {seed}: decoder left {} bytes", buf.len());
+        assert!(
+            buf.is_empty(),
+            "seed {seed}: decoder left {} bytes",
+            buf.len()
+        );
     }
 }
 
@@ -42,7 +50,9 @@ fn responses_round_trip_through_the_frame_decoder() {
         let mut rng = rng(seed);
         let response = response(&mut rng);
         let mut buf = BytesMut::from(&response.to_bytes().unwrap()[..]);
-        let decoded = decoder.decode(response.kind(), &mut buf).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let decoded = decoder
+            .decode(response.kind(), &mut buf)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert_eq!(decoded.as_ref(), Some(&response), "seed {seed}");
         assert!(buf.is_empty());
     }
@@ -62,7 +72,11 @@ fn message_sets_round_trip_through_deep_iteration() {
         let mut shallow = ShallowIter::new(&set, base);
         let top = shallow.by_ref().count();
         assert_eq!(shallow.end().valid_bytes, set.len(), "seed {seed}");
-        let expected_top = if codec == CompressionCodec::None { messages.len() } else { usize::from(!messages.is_empty()) };
+        let expected_top = if codec == CompressionCodec::None {
+            messages.len()
+        } else {
+            usize::from(!messages.is_empty())
+        };
         assert_eq!(top, expected_top, "seed {seed}");
     }
 }

@@ -18,7 +18,12 @@ fn topic(name: &str) -> TopicName {
 }
 
 fn fetch(name: &str, partition: i32, offset: i64) -> FetchRequest {
-    FetchRequest { topic: topic(name), partition, offset, max_bytes: 1_048_576 }
+    FetchRequest {
+        topic: topic(name),
+        partition,
+        offset,
+        max_bytes: 1_048_576,
+    }
 }
 
 fn hello_set() -> Bytes {
@@ -30,15 +35,23 @@ fn hello_set() -> Bytes {
 #[test]
 fn magic1_message_matches_hand_computed_bytes() {
     // length 11 = magic + attributes + crc + 5, magic 1, codec 0, crc32("hello") = 0x3610a686.
-    let expected = [0, 0, 0, 11, 1, 0, 0x36, 0x10, 0xa6, 0x86, b'h', b'e', b'l', b'l', b'o'];
+    let expected = [
+        0, 0, 0, 11, 1, 0, 0x36, 0x10, 0xa6, 0x86, b'h', b'e', b'l', b'l', b'o',
+    ];
     assert_eq!(&hello_set()[..], &expected[..]);
 }
 
 #[test]
 fn magic0_message_matches_hand_computed_bytes() {
     let mut b = MessageSetBuilder::new();
-    b.push_message(&Message::with_codec(Magic::V0, CompressionCodec::None, &b"hello"[..]));
-    let expected = [0, 0, 0, 10, 0, 0x36, 0x10, 0xa6, 0x86, b'h', b'e', b'l', b'l', b'o'];
+    b.push_message(&Message::with_codec(
+        Magic::V0,
+        CompressionCodec::None,
+        &b"hello"[..],
+    ));
+    let expected = [
+        0, 0, 0, 10, 0, 0x36, 0x10, 0xa6, 0x86, b'h', b'e', b'l', b'l', b'o',
+    ];
     assert_eq!(&b.build(CompressionCodec::None)[..], &expected[..]);
 }
 
@@ -54,15 +67,40 @@ fn fetch_request_matches_hand_computed_bytes() {
 #[test]
 fn produce_request_matches_hand_computed_bytes() {
     let set = hello_set();
-    let request = Request::Produce(ProduceRequest { topic: topic("t"), partition: -1, messages: set.clone() });
-    let mut expected = vec![0, 0, 0, 2 + 2 + 1 + 4 + 4 + 15, 0, 0, 0, 1, b't', 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 15];
+    let request = Request::Produce(ProduceRequest {
+        topic: topic("t"),
+        partition: -1,
+        messages: set.clone(),
+    });
+    let mut expected = vec![
+        0,
+        0,
+        0,
+        2 + 2 + 1 + 4 + 4 + 15,
+        0,
+        0,
+        0,
+        1,
+        b't',
+        0xff,
+        0xff,
+        0xff,
+        0xff,
+        0,
+        0,
+        0,
+        15,
+    ];
     expected.extend_from_slice(&set);
     assert_eq!(&request.to_bytes().unwrap()[..], &expected[..]);
 }
 
 #[test]
 fn offsets_response_matches_hand_computed_bytes() {
-    let response = Response::Offsets(OffsetsResponse { error: ErrorCode::NoError, offsets: vec![300, 0] });
+    let response = Response::Offsets(OffsetsResponse {
+        error: ErrorCode::NoError,
+        offsets: vec![300, 0],
+    });
     let mut expected = vec![0, 0, 0, 22, 0, 0, 0, 0, 0, 2];
     expected.extend_from_slice(&300i64.to_be_bytes());
     expected.extend_from_slice(&0i64.to_be_bytes());
@@ -72,35 +110,82 @@ fn offsets_response_matches_hand_computed_bytes() {
 #[test]
 fn request_frames_are_stable() {
     let set = hello_set();
-    let produce = |t: &str, p| ProduceRequest { topic: topic(t), partition: p, messages: set.clone() };
-    insta::assert_snapshot!("produce", hex(&Request::Produce(produce("test", 0)).to_bytes().unwrap()));
-    insta::assert_snapshot!("fetch", hex(&Request::Fetch(fetch("test", 3, 1234)).to_bytes().unwrap()));
+    let produce = |t: &str, p| ProduceRequest {
+        topic: topic(t),
+        partition: p,
+        messages: set.clone(),
+    };
+    insta::assert_snapshot!(
+        "produce",
+        hex(&Request::Produce(produce("test", 0)).to_bytes().unwrap())
+    );
+    insta::assert_snapshot!(
+        "fetch",
+        hex(&Request::Fetch(fetch("test", 3, 1234)).to_bytes().unwrap())
+    );
     insta::assert_snapshot!(
         "multifetch",
-        hex(&Request::MultiFetch(vec![fetch("a", 0, 0), fetch("b-2", 1, 99)]).to_bytes().unwrap())
+        hex(
+            &Request::MultiFetch(vec![fetch("a", 0, 0), fetch("b-2", 1, 99)])
+                .to_bytes()
+                .unwrap()
+        )
     );
     insta::assert_snapshot!(
         "multiproduce",
-        hex(&Request::MultiProduce(vec![produce("a", 0), produce("b", -1)]).to_bytes().unwrap())
+        hex(
+            &Request::MultiProduce(vec![produce("a", 0), produce("b", -1)])
+                .to_bytes()
+                .unwrap()
+        )
     );
-    let offsets = OffsetsRequest { topic: topic("test"), partition: 0, time: -2, max_offsets: 10 };
-    insta::assert_snapshot!("offsets", hex(&Request::Offsets(offsets).to_bytes().unwrap()));
+    let offsets = OffsetsRequest {
+        topic: topic("test"),
+        partition: 0,
+        time: -2,
+        max_offsets: 10,
+    };
+    insta::assert_snapshot!(
+        "offsets",
+        hex(&Request::Offsets(offsets).to_bytes().unwrap())
+    );
 }
 
 #[test]
 fn response_frames_are_stable() {
     let set = hello_set();
-    let ok = FetchResponse { error: ErrorCode::NoError, messages: set.clone() };
-    let out_of_range = FetchResponse { error: ErrorCode::OffsetOutOfRange, messages: Bytes::new() };
-    insta::assert_snapshot!("fetch_response", hex(&Response::Fetch(ok.clone()).to_bytes().unwrap()));
+    let ok = FetchResponse {
+        error: ErrorCode::NoError,
+        messages: set.clone(),
+    };
+    let out_of_range = FetchResponse {
+        error: ErrorCode::OffsetOutOfRange,
+        messages: Bytes::new(),
+    };
+    insta::assert_snapshot!(
+        "fetch_response",
+        hex(&Response::Fetch(ok.clone()).to_bytes().unwrap())
+    );
     insta::assert_snapshot!(
         "fetch_response_error",
         hex(&Response::Fetch(out_of_range.clone()).to_bytes().unwrap())
     );
-    let multi = MultiFetchResponse { error: ErrorCode::NoError, blocks: vec![ok, out_of_range] };
-    insta::assert_snapshot!("multifetch_response", hex(&Response::MultiFetch(multi).to_bytes().unwrap()));
-    let offsets = OffsetsResponse { error: ErrorCode::NoError, offsets: vec![4096, 2048, 0] };
-    insta::assert_snapshot!("offsets_response", hex(&Response::Offsets(offsets).to_bytes().unwrap()));
+    let multi = MultiFetchResponse {
+        error: ErrorCode::NoError,
+        blocks: vec![ok, out_of_range],
+    };
+    insta::assert_snapshot!(
+        "multifetch_response",
+        hex(&Response::MultiFetch(multi).to_bytes().unwrap())
+    );
+    let offsets = OffsetsResponse {
+        error: ErrorCode::NoError,
+        offsets: vec![4096, 2048, 0],
+    };
+    insta::assert_snapshot!(
+        "offsets_response",
+        hex(&Response::Offsets(offsets).to_bytes().unwrap())
+    );
 }
 
 #[test]
@@ -118,8 +203,14 @@ fn message_encodings_of_each_codec_are_stable() {
 
 #[test]
 fn error_codes_map_to_the_0_7_table_and_keep_unknown_codes() {
-    let table = [(-1, ErrorCode::Unknown), (0, ErrorCode::NoError), (1, ErrorCode::OffsetOutOfRange),
-        (2, ErrorCode::InvalidMessage), (3, ErrorCode::WrongPartition), (4, ErrorCode::InvalidFetchSize)];
+    let table = [
+        (-1, ErrorCode::Unknown),
+        (0, ErrorCode::NoError),
+        (1, ErrorCode::OffsetOutOfRange),
+        (2, ErrorCode::InvalidMessage),
+        (3, ErrorCode::WrongPartition),
+        (4, ErrorCode::InvalidFetchSize),
+    ];
     for (code, expected) in table {
         assert_eq!(ErrorCode::from_code(code), expected);
         assert_eq!(expected.code(), code);
@@ -134,18 +225,51 @@ fn error_codes_map_to_the_0_7_table_and_keep_unknown_codes() {
 fn acked_produce_request_and_response_match_hand_computed_bytes() {
     // Request: MULTIPRODUCE's body under type 100.
     let set = hello_set();
-    let request = Request::AckedProduce(vec![ProduceRequest { topic: topic("t"), partition: 1, messages: set.clone() }]);
-    let mut expected = vec![0, 0, 0, 2 + 2 + 2 + 1 + 4 + 4 + 15, 0, 100, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 15];
+    let request = Request::AckedProduce(vec![ProduceRequest {
+        topic: topic("t"),
+        partition: 1,
+        messages: set.clone(),
+    }]);
+    let mut expected = vec![
+        0,
+        0,
+        0,
+        2 + 2 + 2 + 1 + 4 + 4 + 15,
+        0,
+        100,
+        0,
+        1,
+        0,
+        1,
+        b't',
+        0,
+        0,
+        0,
+        1,
+        0,
+        0,
+        0,
+        15,
+    ];
     expected.extend_from_slice(&set);
     assert_eq!(&request.to_bytes().unwrap()[..], &expected[..]);
-    assert_eq!(Request::decode(&Bytes::copy_from_slice(&expected[4..])).unwrap(), request);
+    assert_eq!(
+        Request::decode(&Bytes::copy_from_slice(&expected[4..])).unwrap(),
+        request
+    );
 
     // Response: size, error 0, count 2, {error 0, offset 4096}, {error 2, offset -1}.
     let response = Response::AckedProduce(tributary_core::wire::AckedProduceResponse {
         error: ErrorCode::NoError,
         acks: vec![
-            tributary_core::wire::ProduceAck { error: ErrorCode::NoError, offset: 4096 },
-            tributary_core::wire::ProduceAck { error: ErrorCode::InvalidMessage, offset: -1 },
+            tributary_core::wire::ProduceAck {
+                error: ErrorCode::NoError,
+                offset: 4096,
+            },
+            tributary_core::wire::ProduceAck {
+                error: ErrorCode::InvalidMessage,
+                offset: -1,
+            },
         ],
     });
     let expected = [
@@ -154,6 +278,10 @@ fn acked_produce_request_and_response_match_hand_computed_bytes() {
         0, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
     ];
     assert_eq!(&response.to_bytes().unwrap()[..], &expected[..]);
-    let decoded = Response::decode(tributary_core::wire::ResponseKind::AckedProduce, &Bytes::copy_from_slice(&expected[4..])).unwrap();
+    let decoded = Response::decode(
+        tributary_core::wire::ResponseKind::AckedProduce,
+        &Bytes::copy_from_slice(&expected[4..]),
+    )
+    .unwrap();
     assert_eq!(decoded, response);
 }

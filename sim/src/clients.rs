@@ -74,7 +74,9 @@ fn state(s: &Shared) -> std::sync::MutexGuard<'_, State> {
 }
 
 fn topic() -> TopicName {
-    TOPIC.parse().unwrap_or_else(|_| panic!("a valid topic name"))
+    TOPIC
+        .parse()
+        .unwrap_or_else(|_| panic!("a valid topic name"))
 }
 
 fn producer_config() -> ProducerConfig {
@@ -98,8 +100,14 @@ fn consumer_config() -> ConsumerConfig {
 }
 
 /// Runs one seed for `duration` of faults; `Err` names the broken invariant.
-#[expect(clippy::result_large_err, reason = "one result per simulated run; the report is the point")]
-pub fn run_seed(seed: u64, duration: Duration) -> Result<ClientsReport, (Violation, ClientsReport)> {
+#[expect(
+    clippy::result_large_err,
+    reason = "one result per simulated run; the report is the point"
+)]
+pub fn run_seed(
+    seed: u64,
+    duration: Duration,
+) -> Result<ClientsReport, (Violation, ClientsReport)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut builder = sim_builder(seed);
     builder
@@ -121,7 +129,17 @@ pub fn run_seed(seed: u64, duration: Duration) -> Result<ClientsReport, (Violati
     hosts.extend(consumers.iter().cloned());
     let mut links = Links::new(hosts);
     let mut report = ClientsReport::default();
-    let result = drive(&mut sim, &mut links, &control, &cluster, &consumers, &shared, seed, duration, &mut report);
+    let result = drive(
+        &mut sim,
+        &mut links,
+        &control,
+        &cluster,
+        &consumers,
+        &shared,
+        seed,
+        duration,
+        &mut report,
+    );
     let s = state(&shared);
     report.acked = s.acked.len();
     report.consumed = s.consumed.len();
@@ -133,7 +151,13 @@ pub fn run_seed(seed: u64, duration: Duration) -> Result<ClientsReport, (Violati
     drop(s);
     match (result, control.violation()) {
         (_, Some(v)) => Err((v, report)),
-        (Err(e), None) => Err((Violation { invariant: Invariant::BrokerHealth, detail: e }, report)),
+        (Err(e), None) => Err((
+            Violation {
+                invariant: Invariant::BrokerHealth,
+                detail: e,
+            },
+            report,
+        )),
         (Ok(()), None) => Ok(report),
     }
 }
@@ -160,10 +184,15 @@ fn add_producer(sim: &mut turmoil::Sim<'_>, seed: u64, shared: &Shared, control:
                     s.next_seq += 1;
                     s.next_seq
                 };
-                let delivery = match producer.send(Record::new(topic(), format!("m {seq}").into_bytes())).await {
+                let delivery = match producer
+                    .send(Record::new(topic(), format!("m {seq}").into_bytes()))
+                    .await
+                {
                     Ok(d) => d,
                     Err(e) => {
-                        control.trace.push(&format!("producer: m {seq} not queued: {e}"));
+                        control
+                            .trace
+                            .push(&format!("producer: m {seq} not queued: {e}"));
                         continue;
                     }
                 };
@@ -172,7 +201,10 @@ fn add_producer(sim: &mut turmoil::Sim<'_>, seed: u64, shared: &Shared, control:
                     match delivery.await {
                         Ok(d) => {
                             state(&shared).acked.insert(seq);
-                            control.trace.push(&format!("acked m {seq} at {}/{} offset {:?}", d.broker_id, d.partition, d.offset));
+                            control.trace.push(&format!(
+                                "acked m {seq} at {}/{} offset {:?}",
+                                d.broker_id, d.partition, d.offset
+                            ));
                         }
                         Err(e) => control.trace.push(&format!("m {seq} not delivered: {e}")),
                     }
@@ -185,41 +217,84 @@ fn add_producer(sim: &mut turmoil::Sim<'_>, seed: u64, shared: &Shared, control:
     });
 }
 
-fn add_consumer(sim: &mut turmoil::Sim<'_>, host: &str, index: usize, seed: u64, shared: &Shared, control: &Arc<Control>) {
+fn add_consumer(
+    sim: &mut turmoil::Sim<'_>,
+    host: &str,
+    index: usize,
+    seed: u64,
+    shared: &Shared,
+    control: &Arc<Control>,
+) {
     let (shared, control, name) = (shared.clone(), control.clone(), host.to_string());
     sim.host(host, move || {
         let (shared, control, name) = (shared.clone(), control.clone(), name.clone());
         async move {
             let subscription = Subscription::Topics([(topic(), 1)].into_iter().collect());
             let (connector, mut streams) = loop {
-                match ConsumerConnector::start(SimEnv::new(seed ^ turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64), consumer_config(), subscription.clone()).await {
+                match ConsumerConnector::start(
+                    SimEnv::new(
+                        seed ^ turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64,
+                    ),
+                    consumer_config(),
+                    subscription.clone(),
+                )
+                .await
+                {
                     Ok(started) => break started,
-                    Err(e) => control.trace.push(&format!("{name}: cannot join: {e}; retrying")),
+                    Err(e) => control
+                        .trace
+                        .push(&format!("{name}: cannot join: {e}; retrying")),
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
             };
-            control.trace.push(&format!("{name} joined as {}", connector.consumer_id()));
+            control
+                .trace
+                .push(&format!("{name} joined as {}", connector.consumer_id()));
             let mut stream = streams.remove(0);
             // Some members are slow applications: fetched chunks wait in their queue.
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let processing_max_ms = if rng.random_bool(0.5) { rng.random_range(1..20) } else { 0 };
+            let processing_max_ms = if rng.random_bool(0.5) {
+                rng.random_range(1..20)
+            } else {
+                0
+            };
             loop {
-                let owned: BTreeSet<String> = connector.owned().iter().map(|(_, p, _)| p.to_string()).collect();
+                let owned: BTreeSet<String> = connector
+                    .owned()
+                    .iter()
+                    .map(|(_, p, _)| p.to_string())
+                    .collect();
                 state(&shared).owned.insert(index, owned);
                 match stream.next().await {
                     Ok(message) => {
-                        let Some(seq) = std::str::from_utf8(&message.payload).ok().and_then(|t| t.strip_prefix("m ")).and_then(|n| n.parse::<u64>().ok()) else {
-                            control.violate(Invariant::History, format!("{name} consumed a message no producer sent: {:?}", message.payload));
+                        let Some(seq) = std::str::from_utf8(&message.payload)
+                            .ok()
+                            .and_then(|t| t.strip_prefix("m "))
+                            .and_then(|n| n.parse::<u64>().ok())
+                        else {
+                            control.violate(
+                                Invariant::History,
+                                format!(
+                                    "{name} consumed a message no producer sent: {:?}",
+                                    message.payload
+                                ),
+                            );
                             continue;
                         };
                         {
                             let mut s = state(&shared);
                             *s.consumed.entry(seq).or_default() += 1;
-                            let furthest = s.handed_out.entry(message.partition.to_string()).or_insert(0);
+                            let furthest = s
+                                .handed_out
+                                .entry(message.partition.to_string())
+                                .or_insert(0);
                             *furthest = (*furthest).max(message.offset);
                         }
                         if processing_max_ms > 0 {
-                            tokio::time::sleep(Duration::from_millis(rng.random_range(0..=processing_max_ms))).await;
+                            tokio::time::sleep(Duration::from_millis(
+                                rng.random_range(0..=processing_max_ms),
+                            ))
+                            .await;
                         }
                     }
                     Err(ConsumerError::Timeout(_)) => {}
@@ -252,14 +327,17 @@ fn drive(
         if sim.elapsed() >= next_fault {
             let fault = pick_fault(&mut rng, cluster, consumers);
             let length = Duration::from_millis(rng.random_range(1000..8000));
-            control.trace.push_at(sim.elapsed(), &format!("fault {fault:?} for {length:?}"));
+            control
+                .trace
+                .push_at(sim.elapsed(), &format!("fault {fault:?} for {length:?}"));
             *report.faults.entry(fault.kind()).or_default() += 1;
             match &fault {
                 Heal::Link(a, b) => links.partition(sim, a, b),
                 Heal::Host(h) => links.crash(sim, h),
             }
             heal_at.push((sim.elapsed() + length, fault));
-            next_fault = sim.elapsed() + length + Duration::from_millis(rng.random_range(1000..5000));
+            next_fault =
+                sim.elapsed() + length + Duration::from_millis(rng.random_range(1000..5000));
         }
         heal_due(sim, links, &mut heal_at, false);
         if sim.elapsed() - last_commit_check >= Duration::from_millis(20) {
@@ -270,7 +348,9 @@ fn drive(
     }
     heal_due(sim, links, &mut heal_at, true);
     state(shared).stop_producing = true;
-    control.trace.push_at(sim.elapsed(), "healed; producing stopped");
+    control
+        .trace
+        .push_at(sim.elapsed(), "healed; producing stopped");
     // Let acknowledgements settle, then give the group time to consume everything.
     let deadline = sim.elapsed() + DRAIN;
     loop {
@@ -280,18 +360,36 @@ fn drive(
         }
         let (missing, owned_problem) = {
             let s = state(shared);
-            let missing: Vec<u64> = s.acked.iter().filter(|seq| !s.consumed.contains_key(seq)).copied().collect();
+            let missing: Vec<u64> = s
+                .acked
+                .iter()
+                .filter(|seq| !s.consumed.contains_key(seq))
+                .copied()
+                .collect();
             (missing, ownership_problem(&s))
         };
-        if missing.is_empty() && owned_problem.is_none() && sim.elapsed() > deadline - DRAIN + Duration::from_secs(5) {
-            control.trace.push_at(sim.elapsed(), "every acknowledged message consumed; ownership settled");
+        if missing.is_empty()
+            && owned_problem.is_none()
+            && sim.elapsed() > deadline - DRAIN + Duration::from_secs(5)
+        {
+            control.trace.push_at(
+                sim.elapsed(),
+                "every acknowledged message consumed; ownership settled",
+            );
             return Ok(());
         }
         if sim.elapsed() > deadline {
             if let Some(problem) = owned_problem {
                 control.violate(Invariant::OwnershipDisjoint, problem);
             } else {
-                control.violate(Invariant::AckedIsConsumed, format!("{} acknowledged messages never consumed, e.g. {:?}", missing.len(), missing.iter().take(5).collect::<Vec<_>>()));
+                control.violate(
+                    Invariant::AckedIsConsumed,
+                    format!(
+                        "{} acknowledged messages never consumed, e.g. {:?}",
+                        missing.len(),
+                        missing.iter().take(5).collect::<Vec<_>>()
+                    ),
+                );
             }
             return Ok(());
         }
@@ -319,13 +417,18 @@ impl Heal {
 }
 
 fn pick_fault(rng: &mut ChaCha8Rng, cluster: &crate::world::Cluster, consumers: &[String]) -> Heal {
-    let pick = |rng: &mut ChaCha8Rng, from: &[String]| from[rng.random_range(0..from.len())].clone();
+    let pick =
+        |rng: &mut ChaCha8Rng, from: &[String]| from[rng.random_range(0..from.len())].clone();
     let mut clients: Vec<String> = consumers.to_vec();
     clients.push("producer".into());
     match rng.random_range(0..10) {
         0..4 => {
             let client = pick(rng, &clients);
-            let other = if rng.random_bool(0.5) { cluster.zk_host.clone() } else { pick(rng, &cluster.brokers) };
+            let other = if rng.random_bool(0.5) {
+                cluster.zk_host.clone()
+            } else {
+                pick(rng, &cluster.brokers)
+            };
             Heal::Link(client, other)
         }
         4..7 => Heal::Host(pick(rng, &cluster.brokers)),
@@ -333,9 +436,16 @@ fn pick_fault(rng: &mut ChaCha8Rng, cluster: &crate::world::Cluster, consumers: 
     }
 }
 
-fn heal_due(sim: &mut turmoil::Sim<'_>, links: &mut Links, heal_at: &mut Vec<(Duration, Heal)>, all: bool) {
+fn heal_due(
+    sim: &mut turmoil::Sim<'_>,
+    links: &mut Links,
+    heal_at: &mut Vec<(Duration, Heal)>,
+    all: bool,
+) {
     let now = sim.elapsed();
-    let (due, later): (Vec<_>, Vec<_>) = std::mem::take(heal_at).into_iter().partition(|(t, _)| all || *t <= now);
+    let (due, later): (Vec<_>, Vec<_>) = std::mem::take(heal_at)
+        .into_iter()
+        .partition(|(t, _)| all || *t <= now);
     *heal_at = later;
     for (_, fault) in due {
         match fault {
@@ -350,10 +460,15 @@ fn check_commits(cluster: &crate::world::Cluster, shared: &Shared, control: &Con
     let path = format!("/consumers/{GROUP}/offsets/{TOPIC}");
     let committed: Vec<(String, Option<i64>)> = {
         let m = cluster.model.lock().unwrap_or_else(|p| p.into_inner());
-        m.children(&path).into_iter().map(|p| {
-            let value = m.data(&format!("{path}/{p}")).and_then(|d| String::from_utf8_lossy(&d).trim().parse().ok());
-            (p, value)
-        }).collect()
+        m.children(&path)
+            .into_iter()
+            .map(|p| {
+                let value = m
+                    .data(&format!("{path}/{p}"))
+                    .and_then(|d| String::from_utf8_lossy(&d).trim().parse().ok());
+                (p, value)
+            })
+            .collect()
     };
     let mut s = state(shared);
     for (partition, offset) in committed {
@@ -378,9 +493,15 @@ fn ownership_problem(s: &State) -> Option<String> {
         }
     }
     if let Some((p, members)) = owners.iter().find(|(_, m)| m.len() > 1) {
-        return Some(format!("{TOPIC}/{p} is owned by members {members:?} at once"));
+        return Some(format!(
+            "{TOPIC}/{p} is owned by members {members:?} at once"
+        ));
     }
     let expected = ["0-0", "0-1", "1-0", "1-1"];
-    let missing: Vec<&str> = expected.iter().filter(|p| !owners.keys().any(|o| o.as_str() == **p)).copied().collect();
+    let missing: Vec<&str> = expected
+        .iter()
+        .filter(|p| !owners.keys().any(|o| o.as_str() == **p))
+        .copied()
+        .collect();
     (!missing.is_empty()).then(|| format!("{TOPIC}: partitions {missing:?} owned by no member"))
 }

@@ -24,13 +24,19 @@ use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary::client::{connect, Connection};
-use tributary_core::message::{CompressionCodec, DeepIter, Message, MessageSetBuilder, ShallowIter};
-use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, ProduceRequest, Request, Response, TopicName};
+use tributary_core::message::{
+    CompressionCodec, DeepIter, Message, MessageSetBuilder, ShallowIter,
+};
+use tributary_core::wire::{
+    ErrorCode, FetchRequest, OffsetsRequest, ProduceRequest, Request, Response, TopicName,
+};
 
 use crate::env::{sim_now_ms, SimEnv};
 use crate::history::{self, History, Location};
 use crate::sim_fs::{sim_builder, DiskFaults};
-use crate::world::{add_cluster, Cluster, ClusterSpec, Control, Invariant, Links, Violation, BROKER_PORT};
+use crate::world::{
+    add_cluster, Cluster, ClusterSpec, Control, Invariant, Links, Violation, BROKER_PORT,
+};
 use crate::zk_model::SharedModel;
 
 /// Brokers in the cluster.
@@ -63,7 +69,9 @@ impl std::str::FromStr for Faults {
             "network" => Ok(Faults::Network),
             "crash" => Ok(Faults::Crash),
             "mixed" => Ok(Faults::Mixed),
-            other => Err(format!("unknown fault mode {other}: none, network, crash or mixed")),
+            other => Err(format!(
+                "unknown fault mode {other}: none, network, crash or mixed"
+            )),
         }
     }
 }
@@ -159,11 +167,19 @@ pub fn schedule(seed: u64, mode: Faults, duration: Duration) -> Vec<(Duration, F
             _ => rng.random_bool(0.4),
         };
         if crash {
-            let down = if rng.random_bool(0.3) { Fault::Stop(broker.clone()) } else { Fault::Crash(broker.clone()) };
+            let down = if rng.random_bool(0.3) {
+                Fault::Stop(broker.clone())
+            } else {
+                Fault::Crash(broker.clone())
+            };
             out.push((t, down));
             out.push((t + length, Fault::Bounce(broker)));
         } else {
-            let other = if rng.random_bool(0.5) { "zk".to_string() } else { "client".to_string() };
+            let other = if rng.random_bool(0.5) {
+                "zk".to_string()
+            } else {
+                "client".to_string()
+            };
             out.push((t, Fault::Partition(broker.clone(), other.clone())));
             out.push((t + length, Fault::Repair(broker, other)));
         }
@@ -176,13 +192,23 @@ pub fn schedule(seed: u64, mode: Faults, duration: Duration) -> Vec<(Duration, F
 /// The disks of a seed: half the seeds slow (each operation up to 5–200 ms), a quarter with
 /// failing fsyncs (0.2 % of syncs).
 fn disk_faults(rng: &mut ChaCha8Rng) -> DiskFaults {
-    let latency_max = if rng.random_bool(0.5) { Duration::from_millis(rng.random_range(5..200)) } else { Duration::ZERO };
+    let latency_max = if rng.random_bool(0.5) {
+        Duration::from_millis(rng.random_range(5..200))
+    } else {
+        Duration::ZERO
+    };
     let sync_failures_per_million = if rng.random_bool(0.25) { 2000 } else { 0 };
-    DiskFaults { latency_max, sync_failures_per_million }
+    DiskFaults {
+        latency_max,
+        sync_failures_per_million,
+    }
 }
 
 /// Runs one seed; `Err` carries the violated invariant and the report.
-#[expect(clippy::result_large_err, reason = "one result per simulated run; the report is the point")]
+#[expect(
+    clippy::result_large_err,
+    reason = "one result per simulated run; the report is the point"
+)]
 pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (Violation, ClusterReport)> {
     let duration = Duration::from_secs(options.duration_secs.max(1));
     let mode = options.faults.unwrap_or(Faults::Mixed);
@@ -199,7 +225,10 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (Violation
     let mut sim = builder.build();
     let control = Arc::new(Control::default());
     let _capture = control.trace.capture();
-    let spec = ClusterSpec { disk: disk_faults(&mut rng), ..ClusterSpec::new("", BROKERS, PARTITIONS) };
+    let spec = ClusterSpec {
+        disk: disk_faults(&mut rng),
+        ..ClusterSpec::new("", BROKERS, PARTITIONS)
+    };
     let cluster = add_cluster(&mut sim, &spec, &mut rng, &control);
     let state: SharedSeen = Arc::default();
     let client_seed: u64 = rng.random();
@@ -211,7 +240,15 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (Violation
         Ok(())
     });
     let mut report = ClusterReport::default();
-    let result = drive(&mut sim, &control, &cluster, &state, schedule(seed, mode, duration), duration, &mut report);
+    let result = drive(
+        &mut sim,
+        &control,
+        &cluster,
+        &state,
+        schedule(seed, mode, duration),
+        duration,
+        &mut report,
+    );
     let s = seen(&state);
     report.produced = s.produced;
     report.entries_checked = s.entries.len();
@@ -225,7 +262,13 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (Violation
     report.simulated = sim.elapsed();
     match (result, control.violation()) {
         (_, Some(v)) => Err((v, report)),
-        (Err(e), None) => Err((Violation { invariant: Invariant::BrokerHealth, detail: e }, report)),
+        (Err(e), None) => Err((
+            Violation {
+                invariant: Invariant::BrokerHealth,
+                detail: e,
+            },
+            report,
+        )),
         (Ok(()), None) => Ok(report),
     }
 }
@@ -247,7 +290,9 @@ fn drive(
     while sim.elapsed() < duration {
         while let Some((_, fault)) = pending.next_if(|(t, _)| *t <= sim.elapsed()) {
             apply(sim, &mut links, control, &fault, &mut down, report);
-            control.trace.push_at(sim.elapsed(), &format!("fault {fault:?}"));
+            control
+                .trace
+                .push_at(sim.elapsed(), &format!("fault {fault:?}"));
         }
         sim.step().map_err(|e| format!("simulation error: {e}"))?;
     }
@@ -264,12 +309,25 @@ fn drive(
 
 /// Ends every fault: links repaired, downed brokers restarted, and brokers whose disk failed
 /// an fsync restarted by the "operator" (a poisoned partition takes writes only after one).
-fn heal(sim: &mut turmoil::Sim<'_>, links: &mut Links, control: &Control, cluster: &Cluster, down: &mut BTreeSet<String>, report: &mut ClusterReport) {
+fn heal(
+    sim: &mut turmoil::Sim<'_>,
+    links: &mut Links,
+    control: &Control,
+    cluster: &Cluster,
+    down: &mut BTreeSet<String>,
+    report: &mut ClusterReport,
+) {
     links.repair_all(sim);
     for (host, disk) in &cluster.disks {
         disk.stop_failing();
         if disk.sync_failures() > 0 && !down.contains(host) {
-            control.trace.push_at(sim.elapsed(), &format!("operator restarts {host} after {} failed fsyncs", disk.sync_failures()));
+            control.trace.push_at(
+                sim.elapsed(),
+                &format!(
+                    "operator restarts {host} after {} failed fsyncs",
+                    disk.sync_failures()
+                ),
+            );
             links.crash(sim, host);
             down.insert(host.clone());
         }
@@ -281,7 +339,14 @@ fn heal(sim: &mut turmoil::Sim<'_>, links: &mut Links, control: &Control, cluste
     }
 }
 
-fn apply(sim: &mut turmoil::Sim<'_>, links: &mut Links, control: &Control, fault: &Fault, down: &mut BTreeSet<String>, report: &mut ClusterReport) {
+fn apply(
+    sim: &mut turmoil::Sim<'_>,
+    links: &mut Links,
+    control: &Control,
+    fault: &Fault,
+    down: &mut BTreeSet<String>,
+    report: &mut ClusterReport,
+) {
     let kind = match fault {
         Fault::Partition(a, b) => {
             links.partition(sim, a, b);
@@ -325,7 +390,10 @@ struct Client {
 
 impl Client {
     fn new() -> Self {
-        Client { conns: BTreeMap::new(), next_id: 0 }
+        Client {
+            conns: BTreeMap::new(),
+            next_id: 0,
+        }
     }
 
     async fn call(&mut self, broker: u32, request: &Request) -> Option<Response> {
@@ -340,7 +408,9 @@ impl Client {
     }
 
     async fn send(&mut self, broker: u32, request: &Request) -> bool {
-        let Some((_, conn)) = self.conn(broker).await else { return false };
+        let Some((_, conn)) = self.conn(broker).await else {
+            return false;
+        };
         let ok = conn.send(request).await.is_ok();
         if !ok {
             self.conns.remove(&broker);
@@ -349,9 +419,19 @@ impl Client {
     }
 
     /// The connection to `broker` (dialled if needed) and its id.
-    async fn conn(&mut self, broker: u32) -> Option<&mut (u64, Connection<turmoil::net::TcpStream>)> {
+    async fn conn(
+        &mut self,
+        broker: u32,
+    ) -> Option<&mut (u64, Connection<turmoil::net::TcpStream>)> {
         if let std::collections::btree_map::Entry::Vacant(slot) = self.conns.entry(broker) {
-            let conn = connect(&SimEnv::new(0), &broker_host(broker), BROKER_PORT, CALL_TIMEOUT).await.ok()?;
+            let conn = connect(
+                &SimEnv::new(0),
+                &broker_host(broker),
+                BROKER_PORT,
+                CALL_TIMEOUT,
+            )
+            .await
+            .ok()?;
             self.next_id += 1;
             slot.insert((self.next_id, conn));
         }
@@ -360,7 +440,9 @@ impl Client {
 }
 
 fn topic(i: usize) -> TopicName {
-    TOPICS[i % TOPICS.len()].parse().unwrap_or_else(|_| panic!("scenario topic names are valid"))
+    TOPICS[i % TOPICS.len()]
+        .parse()
+        .unwrap_or_else(|_| panic!("scenario topic names are valid"))
 }
 
 async fn workload(seed: u64, st: &SharedSeen, control: &Control) {
@@ -372,7 +454,19 @@ async fn workload(seed: u64, st: &SharedSeen, control: &Control) {
         let t = topic(rng.random_range(0..TOPICS.len()));
         let partition = rng.random_range(0..PARTITIONS);
         match rng.random_range(0..10) {
-            0..5 => produce(&mut client, st, control, broker, &t, partition, &mut serial, &mut rng).await,
+            0..5 => {
+                produce(
+                    &mut client,
+                    st,
+                    control,
+                    broker,
+                    &t,
+                    partition,
+                    &mut serial,
+                    &mut rng,
+                )
+                .await
+            }
             5..8 => read(&mut client, st, control, broker, &t, partition, &mut rng).await,
             _ => latest(&mut client, st, control, broker, &t, partition).await,
         }
@@ -381,39 +475,94 @@ async fn workload(seed: u64, st: &SharedSeen, control: &Control) {
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn produce(client: &mut Client, st: &SharedSeen, control: &Control, broker: u32, t: &TopicName, partition: u32, serial: &mut u64, rng: &mut ChaCha8Rng) {
+async fn produce(
+    client: &mut Client,
+    st: &SharedSeen,
+    control: &Control,
+    broker: u32,
+    t: &TopicName,
+    partition: u32,
+    serial: &mut u64,
+    rng: &mut ChaCha8Rng,
+) {
     let Some((connection, _)) = client.conn(broker).await.map(|(id, _)| (*id, ())) else {
-        return control.trace.push(&format!("produce broker{broker} {t}-{partition}: cannot connect"));
+        return control.trace.push(&format!(
+            "produce broker{broker} {t}-{partition}: cannot connect"
+        ));
     };
-    let codec = [CompressionCodec::None, CompressionCodec::Gzip, CompressionCodec::Snappy][rng.random_range(0..3)];
+    let codec = [
+        CompressionCodec::None,
+        CompressionCodec::Gzip,
+        CompressionCodec::Snappy,
+    ][rng.random_range(0..3)];
     let location: Location = (broker_host(broker), t.to_string(), partition);
     let mut set = MessageSetBuilder::new();
     let n = rng.random_range(1..6);
     for _ in 0..n {
         *serial += 1;
-        set.push_message(&Message::new(history::payload(*serial, &location, connection)));
+        set.push_message(&Message::new(history::payload(
+            *serial, &location, connection,
+        )));
         seen(st).history.sent(*serial, location.clone(), connection);
     }
-    let request = Request::Produce(ProduceRequest { topic: t.clone(), partition: partition as i32, messages: set.build(codec) });
+    let request = Request::Produce(ProduceRequest {
+        topic: t.clone(),
+        partition: partition as i32,
+        messages: set.build(codec),
+    });
     let sent = client.send(broker, &request).await;
     seen(st).produced += n;
-    control.trace.push(&format!("produce broker{broker} {t}-{partition} n={n} up to {serial} on c{connection} sent={sent}"));
+    control.trace.push(&format!(
+        "produce broker{broker} {t}-{partition} n={n} up to {serial} on c{connection} sent={sent}"
+    ));
 }
 
 /// Fetches from a known offset (or 0) and checks what comes back (invariants 1, 2 and 6).
-async fn read(client: &mut Client, st: &SharedSeen, control: &Control, broker: u32, t: &TopicName, partition: u32, rng: &mut ChaCha8Rng) {
-    let known: Vec<i64> = seen(st).entries.range((broker, t.to_string(), partition, 0)..=(broker, t.to_string(), partition, i64::MAX)).map(|(k, _)| k.3).collect();
-    let offset = if known.is_empty() || rng.random_bool(0.3) { 0 } else { known[rng.random_range(0..known.len())] };
-    let request = Request::Fetch(FetchRequest { topic: t.clone(), partition: partition as i32, offset, max_bytes: 4096 });
-    let Some(Response::Fetch(f)) = client.call(broker, &request).await else {
-        return control.trace.push(&format!("fetch broker{broker} {t}-{partition}@{offset}: no answer"));
+async fn read(
+    client: &mut Client,
+    st: &SharedSeen,
+    control: &Control,
+    broker: u32,
+    t: &TopicName,
+    partition: u32,
+    rng: &mut ChaCha8Rng,
+) {
+    let known: Vec<i64> = seen(st)
+        .entries
+        .range((broker, t.to_string(), partition, 0)..=(broker, t.to_string(), partition, i64::MAX))
+        .map(|(k, _)| k.3)
+        .collect();
+    let offset = if known.is_empty() || rng.random_bool(0.3) {
+        0
+    } else {
+        known[rng.random_range(0..known.len())]
     };
-    control.trace.push(&format!("fetch broker{broker} {t}-{partition}@{offset}: {:?} {} bytes", f.error, f.messages.len()));
+    let request = Request::Fetch(FetchRequest {
+        topic: t.clone(),
+        partition: partition as i32,
+        offset,
+        max_bytes: 4096,
+    });
+    let Some(Response::Fetch(f)) = client.call(broker, &request).await else {
+        return control.trace.push(&format!(
+            "fetch broker{broker} {t}-{partition}@{offset}: no answer"
+        ));
+    };
+    control.trace.push(&format!(
+        "fetch broker{broker} {t}-{partition}@{offset}: {:?} {} bytes",
+        f.error,
+        f.messages.len()
+    ));
     match f.error {
         ErrorCode::NoError => {}
         // Retention is off and offsets come from earlier reads, so a known offset must exist.
         ErrorCode::OffsetOutOfRange if offset > 0 => {
-            return control.violate(Invariant::VisibleIsDurable, format!("broker{broker} {t}-{partition}: offset {offset}, read before, is now out of range"))
+            return control.violate(
+                Invariant::VisibleIsDurable,
+                format!(
+                "broker{broker} {t}-{partition}: offset {offset}, read before, is now out of range"
+            ),
+            )
         }
         _ => return,
     }
@@ -424,26 +573,58 @@ async fn read(client: &mut Client, st: &SharedSeen, control: &Control, broker: u
 
 /// Records every whole entry of a fetch: corrupt ones break invariant 2, changed ones
 /// invariant 1, and every message goes through the history checker (6).
-fn record_entries(st: &SharedSeen, broker: u32, t: &TopicName, partition: u32, offset: i64, bytes: &Bytes) -> Result<(), Violation> {
+fn record_entries(
+    st: &SharedSeen,
+    broker: u32,
+    t: &TopicName,
+    partition: u32,
+    offset: i64,
+    bytes: &Bytes,
+) -> Result<(), Violation> {
     let violation = |invariant, detail| Violation { invariant, detail };
     let location: Location = (broker_host(broker), t.to_string(), partition);
     let mut entries = ShallowIter::new(bytes, offset);
     let mut s = seen(st);
     for entry in entries.by_ref() {
-        let entry = entry.map_err(|e| violation(Invariant::NoCorruptRead, format!("broker{broker} {t}-{partition}: corrupt message served: {e}")))?;
+        let entry = entry.map_err(|e| {
+            violation(
+                Invariant::NoCorruptRead,
+                format!("broker{broker} {t}-{partition}: corrupt message served: {e}"),
+            )
+        })?;
         let start = (entry.offset - offset) as usize;
         let raw = bytes.slice(start..(entry.next_offset - offset) as usize);
         for (index, inner) in DeepIter::new(raw.clone(), entry.offset, 1 << 20).enumerate() {
-            let inner = inner.map_err(|e| violation(Invariant::NoCorruptRead, format!("broker{broker} {t}-{partition}: corrupt inner message served: {e}")))?;
-            s.history.read(&location, (entry.offset, index as u32), &inner.message.payload).map_err(|e| violation(Invariant::History, e))?;
+            let inner = inner.map_err(|e| {
+                violation(
+                    Invariant::NoCorruptRead,
+                    format!("broker{broker} {t}-{partition}: corrupt inner message served: {e}"),
+                )
+            })?;
+            s.history
+                .read(
+                    &location,
+                    (entry.offset, index as u32),
+                    &inner.message.payload,
+                )
+                .map_err(|e| violation(Invariant::History, e))?;
         }
         s.served_topics.insert((broker, t.to_string()));
-        let end = s.ends.entry((broker, t.to_string(), partition)).or_insert(0);
+        let end = s
+            .ends
+            .entry((broker, t.to_string(), partition))
+            .or_insert(0);
         *end = (*end).max(entry.next_offset);
         let key = (broker, t.to_string(), partition, entry.offset);
         match s.entries.get(&key) {
             Some(before) if *before != raw => {
-                return Err(violation(Invariant::VisibleIsDurable, format!("broker{broker} {t}-{partition}: entry at {} changed after it was read", entry.offset)))
+                return Err(violation(
+                    Invariant::VisibleIsDurable,
+                    format!(
+                        "broker{broker} {t}-{partition}: entry at {} changed after it was read",
+                        entry.offset
+                    ),
+                ))
             }
             Some(_) => {}
             None => {
@@ -455,19 +636,43 @@ fn record_entries(st: &SharedSeen, broker: u32, t: &TopicName, partition: u32, o
 }
 
 /// OFFSETS -1 must never go back (invariant 3).
-async fn latest(client: &mut Client, st: &SharedSeen, control: &Control, broker: u32, t: &TopicName, partition: u32) {
-    let request = Request::Offsets(OffsetsRequest { topic: t.clone(), partition: partition as i32, time: -1, max_offsets: 1 });
+async fn latest(
+    client: &mut Client,
+    st: &SharedSeen,
+    control: &Control,
+    broker: u32,
+    t: &TopicName,
+    partition: u32,
+) {
+    let request = Request::Offsets(OffsetsRequest {
+        topic: t.clone(),
+        partition: partition as i32,
+        time: -1,
+        max_offsets: 1,
+    });
     let Some(Response::Offsets(o)) = client.call(broker, &request).await else {
-        return control.trace.push(&format!("offsets broker{broker} {t}-{partition}: no answer"));
+        return control.trace.push(&format!(
+            "offsets broker{broker} {t}-{partition}: no answer"
+        ));
     };
-    control.trace.push(&format!("offsets broker{broker} {t}-{partition}: {:?} {:?}", o.error, o.offsets));
-    let Some(&now) = o.offsets.first().filter(|_| o.error == ErrorCode::NoError) else { return };
+    control.trace.push(&format!(
+        "offsets broker{broker} {t}-{partition}: {:?} {:?}",
+        o.error, o.offsets
+    ));
+    let Some(&now) = o.offsets.first().filter(|_| o.error == ErrorCode::NoError) else {
+        return;
+    };
     let key = (broker, t.to_string(), partition);
     let mut s = seen(st);
     let before = s.latest.get(&key).copied().unwrap_or(0);
     if now < before {
         drop(s);
-        return control.violate(Invariant::LatestNeverGoesBack, format!("broker{broker} {t}-{partition}: latest offset went back from {before} to {now}"));
+        return control.violate(
+            Invariant::LatestNeverGoesBack,
+            format!(
+                "broker{broker} {t}-{partition}: latest offset went back from {before} to {now}"
+            ),
+        );
     }
     s.latest.insert(key.clone(), now);
     let end = s.ends.entry(key).or_insert(0);
@@ -475,7 +680,9 @@ async fn latest(client: &mut Client, st: &SharedSeen, control: &Control, broker:
 }
 
 fn every_partition() -> impl Iterator<Item = (u32, TopicName, u32)> {
-    (0..BROKERS).flat_map(|b| (0..TOPICS.len()).flat_map(move |t| (0..PARTITIONS).map(move |p| (b, topic(t), p))))
+    (0..BROKERS).flat_map(|b| {
+        (0..TOPICS.len()).flat_map(move |t| (0..PARTITIONS).map(move |p| (b, topic(t), p)))
+    })
 }
 
 /// After healing, in order: every broker serves every partition it had (5); every entry ever
@@ -490,7 +697,13 @@ async fn final_checks(st: &SharedSeen, control: &Control, model: &SharedModel) {
         for (broker, t, partition) in every_partition() {
             read_end_to_end(&mut client, st, broker, &t, partition).await?;
         }
-        seen(st).history.check_nothing_lost().map_err(|e| Violation { invariant: Invariant::History, detail: e })?;
+        seen(st)
+            .history
+            .check_nothing_lost()
+            .map_err(|e| Violation {
+                invariant: Invariant::History,
+                detail: e,
+            })?;
         new_messages_become_readable(&mut client, st).await?;
         registry_settles(st, model).await
     };
@@ -510,8 +723,17 @@ fn violation(invariant: Invariant, detail: String) -> Violation {
 async fn brokers_serve_again(client: &mut Client, st: &SharedSeen) -> Result<(), Violation> {
     let healed_at = sim_now_ms();
     for (broker, t, partition) in every_partition() {
-        let seen_end = seen(st).ends.get(&(broker, t.to_string(), partition)).copied().unwrap_or(0);
-        let request = Request::Offsets(OffsetsRequest { topic: t.clone(), partition: partition as i32, time: -1, max_offsets: 1 });
+        let seen_end = seen(st)
+            .ends
+            .get(&(broker, t.to_string(), partition))
+            .copied()
+            .unwrap_or(0);
+        let request = Request::Offsets(OffsetsRequest {
+            topic: t.clone(),
+            partition: partition as i32,
+            time: -1,
+            max_offsets: 1,
+        });
         loop {
             let answer = client.call(broker, &request).await;
             match &answer {
@@ -531,9 +753,18 @@ async fn brokers_serve_again(client: &mut Client, st: &SharedSeen) -> Result<(),
 
 /// Invariant 1: every entry ever read reads back byte for byte.
 async fn reread_everything_seen(client: &mut Client, st: &SharedSeen) -> Result<(), Violation> {
-    let entries: Vec<((u32, String, u32, i64), Bytes)> = seen(st).entries.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let entries: Vec<((u32, String, u32, i64), Bytes)> = seen(st)
+        .entries
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     for ((broker, t, partition, offset), bytes) in entries {
-        let request = Request::Fetch(FetchRequest { topic: t.parse().unwrap_or_else(|_| topic(0)), partition: partition as i32, offset, max_bytes: bytes.len() as i32 });
+        let request = Request::Fetch(FetchRequest {
+            topic: t.parse().unwrap_or_else(|_| topic(0)),
+            partition: partition as i32,
+            offset,
+            max_bytes: bytes.len() as i32,
+        });
         let mut answer = None;
         for _ in 0..5 {
             answer = client.call(broker, &request).await;
@@ -552,8 +783,19 @@ async fn reread_everything_seen(client: &mut Client, st: &SharedSeen) -> Result<
     Ok(())
 }
 
-async fn offsets_at(client: &mut Client, broker: u32, t: &TopicName, partition: u32, time: i64) -> Result<i64, Violation> {
-    let request = Request::Offsets(OffsetsRequest { topic: t.clone(), partition: partition as i32, time, max_offsets: 1 });
+async fn offsets_at(
+    client: &mut Client,
+    broker: u32,
+    t: &TopicName,
+    partition: u32,
+    time: i64,
+) -> Result<i64, Violation> {
+    let request = Request::Offsets(OffsetsRequest {
+        topic: t.clone(),
+        partition: partition as i32,
+        time,
+        max_offsets: 1,
+    });
     match client.call(broker, &request).await {
         Some(Response::Offsets(o)) if o.error == ErrorCode::NoError => {
             o.offsets.first().copied().ok_or_else(|| violation(Invariant::NoCorruptRead, format!("broker{broker} {t}-{partition}: OFFSETS {time} answered nothing")))
@@ -565,13 +807,27 @@ async fn offsets_at(client: &mut Client, broker: u32, t: &TopicName, partition: 
 
 /// Invariant 2 (and 6): walks a partition from its earliest to its latest offset: every fetch
 /// returns whole, valid messages and makes progress, and every message goes to the history.
-async fn read_end_to_end(client: &mut Client, st: &SharedSeen, broker: u32, t: &TopicName, partition: u32) -> Result<(), Violation> {
+async fn read_end_to_end(
+    client: &mut Client,
+    st: &SharedSeen,
+    broker: u32,
+    t: &TopicName,
+    partition: u32,
+) -> Result<(), Violation> {
     let mut offset = offsets_at(client, broker, t, partition, -2).await?;
     let end = offsets_at(client, broker, t, partition, -1).await?;
     while offset < end {
-        let request = Request::Fetch(FetchRequest { topic: t.clone(), partition: partition as i32, offset, max_bytes: 8192 });
+        let request = Request::Fetch(FetchRequest {
+            topic: t.clone(),
+            partition: partition as i32,
+            offset,
+            max_bytes: 8192,
+        });
         let Some(Response::Fetch(f)) = client.call(broker, &request).await else {
-            return Err(violation(Invariant::RestartedBrokerServes, format!("broker{broker}: no answer reading {t}-{partition} at {offset}")));
+            return Err(violation(
+                Invariant::RestartedBrokerServes,
+                format!("broker{broker}: no answer reading {t}-{partition} at {offset}"),
+            ));
         };
         record_entries(st, broker, t, partition, offset, &f.messages)?;
         let mut entries = ShallowIter::new(&f.messages, offset);
@@ -587,26 +843,43 @@ async fn read_end_to_end(client: &mut Client, st: &SharedSeen, broker: u32, t: &
 
 /// Invariant 6 after healing: a message produced to each partition of each broker becomes
 /// readable within [`HEAL`] (a broker that drops produces cannot pass this).
-async fn new_messages_become_readable(client: &mut Client, st: &SharedSeen) -> Result<(), Violation> {
+async fn new_messages_become_readable(
+    client: &mut Client,
+    st: &SharedSeen,
+) -> Result<(), Violation> {
     let mut serial = u64::MAX / 2;
     for (broker, t, partition) in every_partition() {
         let start = offsets_at(client, broker, &t, partition, -1).await?;
         serial += 1;
         let location: Location = (broker_host(broker), t.to_string(), partition);
         let Some((connection, _)) = client.conn(broker).await.map(|(id, _)| (*id, ())) else {
-            return Err(violation(Invariant::RestartedBrokerServes, format!("broker{broker}: cannot connect after healing")));
+            return Err(violation(
+                Invariant::RestartedBrokerServes,
+                format!("broker{broker}: cannot connect after healing"),
+            ));
         };
         seen(st).history.sent(serial, location.clone(), connection);
         let mut set = MessageSetBuilder::new();
-        set.push_message(&Message::new(history::payload(serial, &location, connection)));
-        let request = Request::Produce(ProduceRequest { topic: t.clone(), partition: partition as i32, messages: set.build(CompressionCodec::None) });
+        set.push_message(&Message::new(history::payload(
+            serial, &location, connection,
+        )));
+        let request = Request::Produce(ProduceRequest {
+            topic: t.clone(),
+            partition: partition as i32,
+            messages: set.build(CompressionCodec::None),
+        });
         let deadline = sim_now_ms() + HEAL.as_millis() as i64;
         let sent = client.send(broker, &request).await;
         while !seen(st).history.was_read(serial) {
             if sim_now_ms() > deadline {
                 return Err(violation(Invariant::History, format!("lost: message {serial} produced to {location:?} after healing (sent={sent}) never became readable")));
             }
-            let fetch = Request::Fetch(FetchRequest { topic: t.clone(), partition: partition as i32, offset: start, max_bytes: 8192 });
+            let fetch = Request::Fetch(FetchRequest {
+                topic: t.clone(),
+                partition: partition as i32,
+                offset: start,
+                max_bytes: 8192,
+            });
             if let Some(Response::Fetch(f)) = client.call(broker, &fetch).await {
                 if f.error == ErrorCode::NoError {
                     record_entries(st, broker, &t, partition, start, &f.messages)?;
@@ -624,7 +897,9 @@ async fn registry_settles(st: &SharedSeen, model: &SharedModel) -> Result<(), Vi
     loop {
         match registry_problem(st, model) {
             None => return Ok(()),
-            Some(problem) if sim_now_ms() > deadline => return Err(violation(Invariant::RegistryMatches, problem)),
+            Some(problem) if sim_now_ms() > deadline => {
+                return Err(violation(Invariant::RegistryMatches, problem))
+            }
             Some(_) => tokio::time::sleep(Duration::from_millis(250)).await,
         }
     }
@@ -635,10 +910,15 @@ fn registry_problem(st: &SharedSeen, model: &SharedModel) -> Option<String> {
     let ids = m.children("/brokers/ids");
     let expected: Vec<String> = (0..BROKERS).map(|b| b.to_string()).collect();
     if ids != expected {
-        return Some(format!("ZooKeeper lists brokers {ids:?}, expected {expected:?}"));
+        return Some(format!(
+            "ZooKeeper lists brokers {ids:?}, expected {expected:?}"
+        ));
     }
     for (broker, t) in seen(st).served_topics.iter() {
-        if !m.children(&format!("/brokers/topics/{t}")).contains(&broker.to_string()) {
+        if !m
+            .children(&format!("/brokers/topics/{t}"))
+            .contains(&broker.to_string())
+        {
             return Some(format!("topic {t} is not registered under broker {broker}"));
         }
     }
@@ -650,7 +930,9 @@ fn registry_problem(st: &SharedSeen, model: &SharedModel) -> Option<String> {
 /// how long the stop took, in simulated time.
 pub fn stop_while_zookeeper_is_unreachable(seed: u64) -> Result<Duration, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut sim = sim_builder(seed).simulation_duration(Duration::from_secs(300)).build();
+    let mut sim = sim_builder(seed)
+        .simulation_duration(Duration::from_secs(300))
+        .build();
     let control = Arc::new(Control::default());
     let _capture = control.trace.capture();
     let cluster = add_cluster(&mut sim, &ClusterSpec::new("", 1, 1), &mut rng, &control);
@@ -659,13 +941,20 @@ pub fn stop_while_zookeeper_is_unreachable(seed: u64) -> Result<Duration, String
         let deadline = sim.elapsed() + limit;
         while control.trace.grep(what).is_empty() {
             if sim.elapsed() > deadline {
-                return Err(format!("no \"{what}\" within {limit:?}:\n{}", control.trace.tail(20).join("\n")));
+                return Err(format!(
+                    "no \"{what}\" within {limit:?}:\n{}",
+                    control.trace.tail(20).join("\n")
+                ));
             }
             sim.step().map_err(|e| e.to_string())?;
         }
         Ok(())
     };
-    until(&mut sim, &format!("{broker} started"), Duration::from_secs(10))?;
+    until(
+        &mut sim,
+        &format!("{broker} started"),
+        Duration::from_secs(10),
+    )?;
     // Long enough apart for the session to expire; then a moment of contact, in which the
     // broker learns of the expiry, and ZooKeeper is gone again for its re-registration.
     sim.partition(broker.as_str(), zk.as_str());
@@ -674,7 +963,11 @@ pub fn stop_while_zookeeper_is_unreachable(seed: u64) -> Result<Duration, String
         sim.step().map_err(|e| e.to_string())?;
     }
     sim.repair(broker.as_str(), zk.as_str());
-    until(&mut sim, "ZooKeeper session expired", Duration::from_secs(10))?;
+    until(
+        &mut sim,
+        "ZooKeeper session expired",
+        Duration::from_secs(10),
+    )?;
     sim.partition(broker.as_str(), zk.as_str());
     let retry_until = sim.elapsed() + Duration::from_secs(3);
     while sim.elapsed() < retry_until {
@@ -682,7 +975,11 @@ pub fn stop_while_zookeeper_is_unreachable(seed: u64) -> Result<Duration, String
     }
     let asked = sim.elapsed();
     control.request_stop(&broker);
-    until(&mut sim, &format!("{broker} stopped gracefully"), Duration::from_secs(30))?;
+    until(
+        &mut sim,
+        &format!("{broker} stopped gracefully"),
+        Duration::from_secs(30),
+    )?;
     match control.violation() {
         Some(v) => Err(v.to_string()),
         None => Ok(sim.elapsed() - asked),

@@ -10,7 +10,11 @@ use tributary::coordination::{CoordError, Coordination, NodeKind};
 const SETTLE: Duration = Duration::from_secs(10);
 
 fn check(cond: bool, what: &str) -> Result<(), String> {
-    if cond { Ok(()) } else { Err(format!("conformance: {what}")) }
+    if cond {
+        Ok(())
+    } else {
+        Err(format!("conformance: {what}"))
+    }
 }
 
 /// Runs every check under `base` (a path that does not exist yet), opening sessions with `open`.
@@ -33,23 +37,79 @@ async fn nodes_and_versions(a: &impl Coordination, base: &str) -> Result<(), Str
     let e = |e: CoordError| e.to_string();
     a.create(base, b"", NodeKind::Persistent).await.map_err(e)?;
     let node = format!("{base}/node");
-    check(matches!(a.create(&format!("{base}/missing/child"), b"", NodeKind::Persistent).await, Err(CoordError::NoNode(_))), "create under a missing parent is NoNode")?;
-    check(a.create(&node, b"v0", NodeKind::Persistent).await.map_err(e)? == node, "create returns the path")?;
-    check(matches!(a.create(&node, b"", NodeKind::Persistent).await, Err(CoordError::NodeExists(_))), "second create is NodeExists")?;
-    check(a.get(&node).await.map_err(e)? == (b"v0".to_vec(), 0), "new node has version 0")?;
-    check(a.set(&node, b"v1", Some(0)).await.map_err(e)? == 1, "set bumps the version")?;
-    check(matches!(a.set(&node, b"v2", Some(0)).await, Err(CoordError::BadVersion(_))), "set with a stale version is BadVersion")?;
-    check(a.set(&node, b"v2", None).await.map_err(e)? == 2, "set with any version")?;
-    check(matches!(a.delete(&node, Some(1)).await, Err(CoordError::BadVersion(_))), "delete with a stale version is BadVersion")?;
-    a.create(&format!("{node}/b"), b"", NodeKind::Persistent).await.map_err(e)?;
-    a.create(&format!("{node}/a"), b"", NodeKind::Persistent).await.map_err(e)?;
-    check(a.children(&node).await.map_err(e)? == vec!["a".to_string(), "b".to_string()], "children are listed sorted")?;
-    check(matches!(a.delete(&node, None).await, Err(CoordError::NotEmpty(_))), "delete with children is NotEmpty")?;
+    check(
+        matches!(
+            a.create(&format!("{base}/missing/child"), b"", NodeKind::Persistent)
+                .await,
+            Err(CoordError::NoNode(_))
+        ),
+        "create under a missing parent is NoNode",
+    )?;
+    check(
+        a.create(&node, b"v0", NodeKind::Persistent)
+            .await
+            .map_err(e)?
+            == node,
+        "create returns the path",
+    )?;
+    check(
+        matches!(
+            a.create(&node, b"", NodeKind::Persistent).await,
+            Err(CoordError::NodeExists(_))
+        ),
+        "second create is NodeExists",
+    )?;
+    check(
+        a.get(&node).await.map_err(e)? == (b"v0".to_vec(), 0),
+        "new node has version 0",
+    )?;
+    check(
+        a.set(&node, b"v1", Some(0)).await.map_err(e)? == 1,
+        "set bumps the version",
+    )?;
+    check(
+        matches!(
+            a.set(&node, b"v2", Some(0)).await,
+            Err(CoordError::BadVersion(_))
+        ),
+        "set with a stale version is BadVersion",
+    )?;
+    check(
+        a.set(&node, b"v2", None).await.map_err(e)? == 2,
+        "set with any version",
+    )?;
+    check(
+        matches!(
+            a.delete(&node, Some(1)).await,
+            Err(CoordError::BadVersion(_))
+        ),
+        "delete with a stale version is BadVersion",
+    )?;
+    a.create(&format!("{node}/b"), b"", NodeKind::Persistent)
+        .await
+        .map_err(e)?;
+    a.create(&format!("{node}/a"), b"", NodeKind::Persistent)
+        .await
+        .map_err(e)?;
+    check(
+        a.children(&node).await.map_err(e)? == vec!["a".to_string(), "b".to_string()],
+        "children are listed sorted",
+    )?;
+    check(
+        matches!(a.delete(&node, None).await, Err(CoordError::NotEmpty(_))),
+        "delete with children is NotEmpty",
+    )?;
     a.delete(&format!("{node}/a"), None).await.map_err(e)?;
     a.delete(&format!("{node}/b"), Some(0)).await.map_err(e)?;
     a.delete(&node, Some(2)).await.map_err(e)?;
-    check(matches!(a.get(&node).await, Err(CoordError::NoNode(_))), "a deleted node is NoNode")?;
-    check(matches!(a.children(&node).await, Err(CoordError::NoNode(_))), "children of a missing node is NoNode")?;
+    check(
+        matches!(a.get(&node).await, Err(CoordError::NoNode(_))),
+        "a deleted node is NoNode",
+    )?;
+    check(
+        matches!(a.children(&node).await, Err(CoordError::NoNode(_))),
+        "children of a missing node is NoNode",
+    )?;
     Ok(())
 }
 
@@ -57,36 +117,85 @@ async fn sequential_nodes(a: &impl Coordination, base: &str) -> Result<(), Strin
     let e = |e: CoordError| e.to_string();
     let dir = format!("{base}/seq");
     a.create(&dir, b"", NodeKind::Persistent).await.map_err(e)?;
-    let first = a.create(&format!("{dir}/n-"), b"", NodeKind::PersistentSequential).await.map_err(e)?;
-    let second = a.create(&format!("{dir}/n-"), b"", NodeKind::EphemeralSequential).await.map_err(e)?;
-    check(first == format!("{dir}/n-0000000000") && second == format!("{dir}/n-0000000001"), &format!("sequential names: {first}, {second}"))?;
+    let first = a
+        .create(&format!("{dir}/n-"), b"", NodeKind::PersistentSequential)
+        .await
+        .map_err(e)?;
+    let second = a
+        .create(&format!("{dir}/n-"), b"", NodeKind::EphemeralSequential)
+        .await
+        .map_err(e)?;
+    check(
+        first == format!("{dir}/n-0000000000") && second == format!("{dir}/n-0000000001"),
+        &format!("sequential names: {first}, {second}"),
+    )?;
     let ephemeral = format!("{dir}/eph");
-    a.create(&ephemeral, b"", NodeKind::Ephemeral).await.map_err(e)?;
-    check(a.create(&format!("{ephemeral}/child"), b"", NodeKind::Persistent).await.is_err(), "ephemeral nodes cannot have children")?;
+    a.create(&ephemeral, b"", NodeKind::Ephemeral)
+        .await
+        .map_err(e)?;
+    check(
+        a.create(&format!("{ephemeral}/child"), b"", NodeKind::Persistent)
+            .await
+            .is_err(),
+        "ephemeral nodes cannot have children",
+    )?;
     Ok(())
 }
 
-async fn watches_fire_once_on_change(a: &impl Coordination, b: &impl Coordination, base: &str) -> Result<(), String> {
+async fn watches_fire_once_on_change(
+    a: &impl Coordination,
+    b: &impl Coordination,
+    base: &str,
+) -> Result<(), String> {
     let e = |e: CoordError| e.to_string();
     let node = format!("{base}/watched");
-    a.create(&node, b"x", NodeKind::Persistent).await.map_err(e)?;
+    a.create(&node, b"x", NodeKind::Persistent)
+        .await
+        .map_err(e)?;
     let (_, _, data_watch) = b.get_and_watch(&node).await.map_err(e)?;
     let (_, child_watch) = b.children_and_watch(&node).await.map_err(e)?;
     a.set(&node, b"y", None).await.map_err(e)?;
-    check(tokio::time::timeout(SETTLE, data_watch).await.is_ok(), "a data watch fires on set")?;
-    a.create(&format!("{node}/kid"), b"", NodeKind::Persistent).await.map_err(e)?;
-    check(tokio::time::timeout(SETTLE, child_watch).await.is_ok(), "a child watch fires on create")?;
+    check(
+        tokio::time::timeout(SETTLE, data_watch).await.is_ok(),
+        "a data watch fires on set",
+    )?;
+    a.create(&format!("{node}/kid"), b"", NodeKind::Persistent)
+        .await
+        .map_err(e)?;
+    check(
+        tokio::time::timeout(SETTLE, child_watch).await.is_ok(),
+        "a child watch fires on create",
+    )?;
     Ok(())
 }
 
-async fn ephemeral_nodes_go_with_their_session(a: impl Coordination, b: &impl Coordination, base: &str) -> Result<(), String> {
+async fn ephemeral_nodes_go_with_their_session(
+    a: impl Coordination,
+    b: &impl Coordination,
+    base: &str,
+) -> Result<(), String> {
     let e = |e: CoordError| e.to_string();
     let node = format!("{base}/ephemeral");
-    a.create(&node, b"mine", NodeKind::Ephemeral).await.map_err(e)?;
-    check(b.get(&node).await.map_err(e)?.0 == b"mine", "another session sees an ephemeral node")?;
-    let (_, gone) = b.get_and_watch(&node).await.map(|(d, _, w)| (d, w)).map_err(e)?;
+    a.create(&node, b"mine", NodeKind::Ephemeral)
+        .await
+        .map_err(e)?;
+    check(
+        b.get(&node).await.map_err(e)?.0 == b"mine",
+        "another session sees an ephemeral node",
+    )?;
+    let (_, gone) = b
+        .get_and_watch(&node)
+        .await
+        .map(|(d, _, w)| (d, w))
+        .map_err(e)?;
     a.close().await;
-    check(tokio::time::timeout(SETTLE, gone).await.is_ok(), "a watch fires when the owner's session closes")?;
-    check(matches!(b.get(&node).await, Err(CoordError::NoNode(_))), "an ephemeral node goes with its session")?;
+    check(
+        tokio::time::timeout(SETTLE, gone).await.is_ok(),
+        "a watch fires when the owner's session closes",
+    )?;
+    check(
+        matches!(b.get(&node).await, Err(CoordError::NoNode(_))),
+        "an ephemeral node goes with its session",
+    )?;
     Ok(())
 }

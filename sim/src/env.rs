@@ -29,13 +29,17 @@ impl SimEnv {
 
     /// Like [`SimEnv::new`], on `disk` (its latency and failures; see [`Disk`]).
     pub fn on_disk(seed: u64, disk: Arc<Disk>) -> Self {
-        SimEnv { fs: SimFs::on_disk(disk), seed }
+        SimEnv {
+            fs: SimFs::on_disk(disk),
+            seed,
+        }
     }
 }
 
 /// Simulated time as wall-clock ms.
 pub fn sim_now_ms() -> i64 {
-    SIM_EPOCH_MS + i64::try_from(turmoil::sim_elapsed().unwrap_or_default().as_millis()).unwrap_or(0)
+    SIM_EPOCH_MS
+        + i64::try_from(turmoil::sim_elapsed().unwrap_or_default().as_millis()).unwrap_or(0)
 }
 
 /// A simulated listening socket.
@@ -43,7 +47,9 @@ pub struct SimListener(turmoil::net::TcpListener);
 
 impl std::fmt::Debug for SimListener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("SimListener").field(&self.0.local_addr().ok()).finish()
+        f.debug_tuple("SimListener")
+            .field(&self.0.local_addr().ok())
+            .finish()
     }
 }
 
@@ -82,17 +88,39 @@ impl Env for SimEnv {
         "127.0.0.1".to_string()
     }
 
-    async fn bind(&self, _host: &str, port: u16, _send_buffer: u32, _receive_buffer: u32) -> io::Result<SimListener> {
-        turmoil::net::TcpListener::bind(("0.0.0.0", port)).await.map(SimListener)
+    async fn bind(
+        &self,
+        _host: &str,
+        port: u16,
+        _send_buffer: u32,
+        _receive_buffer: u32,
+    ) -> io::Result<SimListener> {
+        turmoil::net::TcpListener::bind(("0.0.0.0", port))
+            .await
+            .map(SimListener)
     }
 
     async fn connect(&self, host: &str, port: u16) -> io::Result<turmoil::net::TcpStream> {
         turmoil::net::TcpStream::connect((host, port)).await
     }
 
-    async fn coordinate(&self, connect: &ZkConnect, session_timeout: Duration, connection_timeout: Duration) -> Result<ModelCoordination, CoordError> {
-        let server = connect.servers.first().ok_or_else(|| CoordError::Other("zk.connect names no server".into()))?;
-        ModelCoordination::connect(&server.host, server.port, session_timeout, connection_timeout).await
+    async fn coordinate(
+        &self,
+        connect: &ZkConnect,
+        session_timeout: Duration,
+        connection_timeout: Duration,
+    ) -> Result<ModelCoordination, CoordError> {
+        let server = connect
+            .servers
+            .first()
+            .ok_or_else(|| CoordError::Other("zk.connect names no server".into()))?;
+        ModelCoordination::connect(
+            &server.host,
+            server.port,
+            session_timeout,
+            connection_timeout,
+        )
+        .await
     }
 
     async fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> R {

@@ -41,7 +41,11 @@ pub struct History {
 
 /// The payload of message `serial` (what the checker recognizes).
 pub fn payload(serial: u64, location: &Location, connection: u64) -> Vec<u8> {
-    format!("msg {serial} to {}-{}@{} c{connection}", location.1, location.2, location.0).into_bytes()
+    format!(
+        "msg {serial} to {}-{}@{} c{connection}",
+        location.1, location.2, location.0
+    )
+    .into_bytes()
 }
 
 fn serial_of(payload: &[u8]) -> Option<u64> {
@@ -53,16 +57,32 @@ impl History {
     /// Records that message `serial` was sent to `location` on `connection` (sent: the bytes
     /// were handed to the socket; 0.7 produce has no acknowledgement).
     pub fn sent(&mut self, serial: u64, location: Location, connection: u64) {
-        self.sent.insert(serial, Sent { location, connection });
+        self.sent.insert(
+            serial,
+            Sent {
+                location,
+                connection,
+            },
+        );
     }
 
     /// Records a message read at `location`/`position`; `Err` says what is wrong with it.
-    pub fn read(&mut self, location: &Location, position: Position, payload: &[u8]) -> Result<(), String> {
+    pub fn read(
+        &mut self,
+        location: &Location,
+        position: Position,
+        payload: &[u8],
+    ) -> Result<(), String> {
         let Some(serial) = serial_of(payload) else {
-            return Err(format!("phantom: {location:?} at {position:?} holds a message no client sent ({:?})", String::from_utf8_lossy(payload)));
+            return Err(format!(
+                "phantom: {location:?} at {position:?} holds a message no client sent ({:?})",
+                String::from_utf8_lossy(payload)
+            ));
         };
         let Some(sent) = self.sent.get(&serial).cloned() else {
-            return Err(format!("phantom: message {serial} read at {location:?} {position:?} was never sent"));
+            return Err(format!(
+                "phantom: message {serial} read at {location:?} {position:?} was never sent"
+            ));
         };
         if sent.location != *location {
             return Err(format!("wrong partition: message {serial} was sent to {:?} but read from {location:?} at {position:?}", sent.location));
@@ -74,7 +94,10 @@ impl History {
         }
         self.read_at.insert(serial, (location.clone(), position));
         self.messages_read += 1;
-        let order = self.by_connection.entry((location.clone(), sent.connection)).or_default();
+        let order = self
+            .by_connection
+            .entry((location.clone(), sent.connection))
+            .or_default();
         let earlier = order.range(..serial).next_back().map(|(s, p)| (*s, *p));
         let later = order.range(serial + 1..).next().map(|(s, p)| (*s, *p));
         order.insert(serial, position);
@@ -90,11 +113,14 @@ impl History {
     /// The loss check; call once every partition has been read end to end.
     pub fn check_nothing_lost(&self) -> Result<(), String> {
         for ((location, connection), read) in &self.by_connection {
-            let Some(&last) = read.keys().next_back() else { continue };
-            let missing = self
-                .sent
-                .range(..last)
-                .find(|(serial, sent)| sent.connection == *connection && sent.location == *location && !read.contains_key(serial));
+            let Some(&last) = read.keys().next_back() else {
+                continue;
+            };
+            let missing = self.sent.range(..last).find(|(serial, sent)| {
+                sent.connection == *connection
+                    && sent.location == *location
+                    && !read.contains_key(serial)
+            });
             if let Some((serial, _)) = missing {
                 return Err(format!("lost: message {serial} sent to {location:?} on connection {connection} was never read, though message {last}, sent after it on that connection, was"));
             }

@@ -21,7 +21,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::log::{Log, LogManager, TopicPartition};
-use tributary_core::message::{CompressionCodec, DeepIter, Message, MessageSetBuilder, ShallowIter};
+use tributary_core::message::{
+    CompressionCodec, DeepIter, Message, MessageSetBuilder, ShallowIter,
+};
 
 use crate::sim_fs::{CrashPoint, SimFs, SIM_EPOCH_MS};
 
@@ -37,7 +39,8 @@ type Manager = LogManager<SimFs, Mutex<Log<SimFs>>>;
 /// Locks a partition; a poisoned lock means an earlier operation panicked, which already
 /// failed the run, so it is reported rather than recovered.
 fn lock(log: &Mutex<Log<SimFs>>) -> std::sync::MutexGuard<'_, Log<SimFs>> {
-    log.lock().unwrap_or_else(|_| panic!("a partition lock was poisoned by an earlier panic"))
+    log.lock()
+        .unwrap_or_else(|_| panic!("a partition lock was poisoned by an earlier panic"))
 }
 
 /// Flushes every partition whose unflushed data is due, then checkpoints (the broker's timer).
@@ -124,12 +127,20 @@ fn unreachable_config(e: impl std::fmt::Display) -> ! {
 fn partitions() -> Vec<TopicPartition> {
     ["alpha", "beta-2"]
         .iter()
-        .flat_map(|t| (0..2).map(move |p| TopicPartition::new(t.parse().unwrap_or_else(|_| unreachable_config(t)), p)))
+        .flat_map(|t| {
+            (0..2).map(move |p| {
+                TopicPartition::new(t.parse().unwrap_or_else(|_| unreachable_config(t)), p)
+            })
+        })
         .collect()
 }
 
 fn random_set(rng: &mut ChaCha8Rng, serial: u64) -> Bytes {
-    let codec = [CompressionCodec::None, CompressionCodec::Gzip, CompressionCodec::Snappy][rng.random_range(0..3)];
+    let codec = [
+        CompressionCodec::None,
+        CompressionCodec::Gzip,
+        CompressionCodec::Snappy,
+    ][rng.random_range(0..3)];
     let mut builder = MessageSetBuilder::new();
     for i in 0..rng.random_range(1..6u64) {
         let len = rng.random_range(0..200);
@@ -145,7 +156,9 @@ pub fn run_seed(seed: u64) -> Result<CrashReport, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut builder = crate::sim_fs::sim_builder(seed);
     builder.simulation_duration(Duration::from_secs(24 * 3600));
-    builder.fs().block_size(if rng.random_bool(0.5) { 512 } else { 4096 });
+    builder
+        .fs()
+        .block_size(if rng.random_bool(0.5) { 512 } else { 4096 });
     if rng.random_bool(0.3) {
         builder.fs().sync_probability(0.05);
     }
@@ -157,7 +170,11 @@ pub fn run_seed(seed: u64) -> Result<CrashReport, String> {
         flush_ms: rng.random_range(10..500),
         retention_bytes: rng.random_range(2000..20_000),
     };
-    let crash = if rng.random_bool(0.9) { CrashPoint::after(rng.random_range(3..1000)) } else { CrashPoint::never() };
+    let crash = if rng.random_bool(0.9) {
+        CrashPoint::after(rng.random_range(3..1000))
+    } else {
+        CrashPoint::never()
+    };
     let model = Arc::new(Mutex::new(Model::default()));
     let phase = Arc::new(AtomicU8::new(0));
     {
@@ -183,13 +200,24 @@ pub fn run_seed(seed: u64) -> Result<CrashReport, String> {
     let model = model.lock().map_err(|e| e.to_string())?;
     match &model.failure {
         Some(failure) => Err(failure.clone()),
-        None => Ok(CrashReport { crashed_mid_operation: crash.hit(), ..model.report.clone() }),
+        None => Ok(CrashReport {
+            crashed_mid_operation: crash.hit(),
+            ..model.report.clone()
+        }),
     }
 }
 
-fn step_until(sim: &mut turmoil::Sim<'_>, model: &Arc<Mutex<Model>>, done: impl Fn(&Model) -> bool) -> Result<(), String> {
+fn step_until(
+    sim: &mut turmoil::Sim<'_>,
+    model: &Arc<Mutex<Model>>,
+    done: impl Fn(&Model) -> bool,
+) -> Result<(), String> {
     for _ in 0..STEPS_MAX {
-        if model.lock().map(|m| done(&m) || m.failure.is_some()).unwrap_or(true) {
+        if model
+            .lock()
+            .map(|m| done(&m) || m.failure.is_some())
+            .unwrap_or(true)
+        {
             return Ok(());
         }
         sim.step().map_err(|e| format!("simulation failed: {e}"))?;
@@ -217,7 +245,10 @@ async fn write_phase(params: Params, crash: CrashPoint, model: &Mutex<Model>) {
         let tp = &tps[rng.random_range(0..tps.len())];
         if let Err(e) = one_op(&manager, tp, &mut rng, ops, model) {
             if !crash.hit() {
-                return fail(model, format!("op {ops} on {tp} failed without a crash: {e}"));
+                return fail(
+                    model,
+                    format!("op {ops} on {tp} failed without a crash: {e}"),
+                );
             }
             break;
         }
@@ -235,7 +266,13 @@ fn finish_writer(model: &Mutex<Model>, ops: u32) {
     }
 }
 
-fn one_op(manager: &Manager, tp: &TopicPartition, rng: &mut ChaCha8Rng, serial: u32, model: &Mutex<Model>) -> Result<(), String> {
+fn one_op(
+    manager: &Manager,
+    tp: &TopicPartition,
+    rng: &mut ChaCha8Rng,
+    serial: u32,
+    model: &Mutex<Model>,
+) -> Result<(), String> {
     let now = now_ms();
     match rng.random_range(0..100) {
         0..60 => {
@@ -243,7 +280,10 @@ fn one_op(manager: &Manager, tp: &TopicPartition, rng: &mut ChaCha8Rng, serial: 
             let (log, _) = manager.get_or_create(tp, now).map_err(|e| e.to_string())?;
             let info = lock(&log).append(&set, now).map_err(|e| e.to_string())?;
             let mut m = model.lock().map_err(|e| e.to_string())?;
-            m.sets.entry(tp.clone()).or_default().insert(info.offset, set);
+            m.sets
+                .entry(tp.clone())
+                .or_default()
+                .insert(info.offset, set);
             m.report.sets_appended += 1;
         }
         60..72 => flush_due(manager, now)?,
@@ -261,21 +301,38 @@ fn one_op(manager: &Manager, tp: &TopicPartition, rng: &mut ChaCha8Rng, serial: 
 }
 
 /// Reads a visible set back: it must come back exactly (invariant 2 before the crash).
-fn read_back(manager: &Manager, tp: &TopicPartition, rng: &mut ChaCha8Rng, model: &Mutex<Model>) -> Result<(), String> {
-    let Some(log) = manager.get(tp) else { return Ok(()) };
+fn read_back(
+    manager: &Manager,
+    tp: &TopicPartition,
+    rng: &mut ChaCha8Rng,
+    model: &Mutex<Model>,
+) -> Result<(), String> {
+    let Some(log) = manager.get(tp) else {
+        return Ok(());
+    };
     let log = lock(&log);
     let candidates: Vec<(u64, Bytes)> = {
         let m = model.lock().map_err(|e| e.to_string())?;
         let sets = m.sets.get(tp).cloned().unwrap_or_default();
-        sets.range(log.start_offset()..).filter(|(o, s)| *o + s.len() as u64 <= log.flushed_end()).map(|(o, s)| (*o, s.clone())).collect()
+        sets.range(log.start_offset()..)
+            .filter(|(o, s)| *o + s.len() as u64 <= log.flushed_end())
+            .map(|(o, s)| (*o, s.clone()))
+            .collect()
     };
     if candidates.is_empty() {
         return Ok(());
     }
     let (offset, set) = &candidates[rng.random_range(0..candidates.len())];
-    let got = log.read(*offset as i64, set.len()).map_err(|e| e.to_string())?;
+    let got = log
+        .read(*offset as i64, set.len())
+        .map_err(|e| e.to_string())?;
     if got != *set {
-        fail(model, format!("{tp}: read at {offset} before the crash returned other bytes than were appended"));
+        fail(
+            model,
+            format!(
+                "{tp}: read at {offset} before the crash returned other bytes than were appended"
+            ),
+        );
     }
     Ok(())
 }
@@ -303,32 +360,46 @@ fn verify_phase(params: Params, model: &Mutex<Model>) {
 
 fn verify(params: Params, model: &Mutex<Model>) -> Result<(), String> {
     let now = now_ms();
-    let (manager, report) = Manager::open(SimFs::new(CrashPoint::never()), broker_config(params), now).map_err(|e| format!("recovery failed: {e}"))?;
+    let (manager, report) =
+        Manager::open(SimFs::new(CrashPoint::never()), broker_config(params), now)
+            .map_err(|e| format!("recovery failed: {e}"))?;
     if let Some((tp, why)) = report.refused.first() {
-        return Err(format!("recovery refused {tp} after an honest crash: {why}"));
+        return Err(format!(
+            "recovery refused {tp} after an honest crash: {why}"
+        ));
     }
     let mut m = model.lock().map_err(|e| e.to_string())?;
-    let visible: Vec<(TopicPartition, u64)> = m.visible_end.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    let visible: Vec<(TopicPartition, u64)> =
+        m.visible_end.iter().map(|(k, v)| (k.clone(), *v)).collect();
     for (tp, visible_end) in visible {
         let start = m.start.get(&tp).copied().unwrap_or(0);
         let sets = m.sets.get(&tp).cloned().unwrap_or_default();
         let Some(log) = manager.get(&tp) else {
             if visible_end > start {
-                return Err(format!("{tp}: had visible data up to {visible_end}, gone after recovery"));
+                return Err(format!(
+                    "{tp}: had visible data up to {visible_end}, gone after recovery"
+                ));
             }
             continue;
         };
         let log = lock(&log);
         if log.flushed_end() < visible_end {
-            return Err(format!("{tp}: flushed end {} after recovery, {visible_end} was visible before", log.flushed_end()));
+            return Err(format!(
+                "{tp}: flushed end {} after recovery, {visible_end} was visible before",
+                log.flushed_end()
+            ));
         }
         for (offset, set) in sets.range(start..) {
             if offset + set.len() as u64 > visible_end {
                 break;
             }
-            let got = log.read(*offset as i64, set.len()).map_err(|e| format!("{tp}: visible set at {offset}: {e}"))?;
+            let got = log
+                .read(*offset as i64, set.len())
+                .map_err(|e| format!("{tp}: visible set at {offset}: {e}"))?;
             if got != *set {
-                return Err(format!("{tp}: visible set at {offset} changed across the crash"));
+                return Err(format!(
+                    "{tp}: visible set at {offset} changed across the crash"
+                ));
             }
             m.report.sets_checked += 1;
         }
@@ -341,11 +412,15 @@ fn verify(params: Params, model: &Mutex<Model>) -> Result<(), String> {
 
 /// Reads the whole log through the public read path: every message must validate (deep).
 fn check_whole_log(manager: &Manager, tp: &TopicPartition) -> Result<(), String> {
-    let Some(log) = manager.get(tp) else { return Ok(()) };
+    let Some(log) = manager.get(tp) else {
+        return Ok(());
+    };
     let log = lock(&log);
     let mut pos = log.start_offset();
     while pos < log.flushed_end() {
-        let chunk = log.read(pos as i64, 4096).map_err(|e| format!("{tp}: read at {pos}: {e}"))?;
+        let chunk = log
+            .read(pos as i64, 4096)
+            .map_err(|e| format!("{tp}: read at {pos}: {e}"))?;
         let mut entries = ShallowIter::new(&chunk, pos as i64);
         for entry in entries.by_ref() {
             entry.map_err(|e| format!("{tp}: corrupt message served: {e}"))?;
@@ -367,14 +442,23 @@ fn check_appends_continue(manager: &Manager, tp: &TopicPartition, now: i64) -> R
     let mut log = lock(&log);
     let end = log.written_end();
     let set = random_set(&mut ChaCha8Rng::seed_from_u64(end), 0);
-    let info = log.append(&set, now).map_err(|e| format!("{tp}: append after recovery: {e}"))?;
+    let info = log
+        .append(&set, now)
+        .map_err(|e| format!("{tp}: append after recovery: {e}"))?;
     if info.offset != end {
-        return Err(format!("{tp}: append after recovery landed at {}, not at the end {end}", info.offset));
+        return Err(format!(
+            "{tp}: append after recovery landed at {}, not at the end {end}",
+            info.offset
+        ));
     }
     log.flush(now).map_err(|e| e.to_string())?;
-    let got = log.read(info.offset as i64, set.len()).map_err(|e| e.to_string())?;
+    let got = log
+        .read(info.offset as i64, set.len())
+        .map_err(|e| e.to_string())?;
     if got != set {
-        return Err(format!("{tp}: set appended after recovery reads back differently"));
+        return Err(format!(
+            "{tp}: set appended after recovery reads back differently"
+        ));
     }
     Ok(())
 }

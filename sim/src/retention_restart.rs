@@ -43,17 +43,26 @@ fn config() -> BrokerConfig {
 }
 
 fn tp() -> TopicPartition {
-    TopicPartition::new("timed".parse().unwrap_or_else(|_| panic!("a valid topic name")), 0)
+    TopicPartition::new(
+        "timed"
+            .parse()
+            .unwrap_or_else(|_| panic!("a valid topic name")),
+        0,
+    )
 }
 
 fn lock(log: &Mutex<Log<SimFs>>) -> std::sync::MutexGuard<'_, Log<SimFs>> {
-    log.lock().unwrap_or_else(|_| panic!("the partition lock was poisoned by an earlier panic"))
+    log.lock()
+        .unwrap_or_else(|_| panic!("the partition lock was poisoned by an earlier panic"))
 }
 
 /// Runs the scenario for `seed` (which varies the gap between segments and the crash time).
 pub fn run_seed(seed: u64) -> Result<(), String> {
     let gap_minutes = 15 + (seed % 10) as i64;
-    let mut sim = sim_builder(seed).simulation_duration(Duration::from_secs(6 * 3600)).tick_duration(Duration::from_secs(1)).build();
+    let mut sim = sim_builder(seed)
+        .simulation_duration(Duration::from_secs(6 * 3600))
+        .tick_duration(Duration::from_secs(1))
+        .build();
     let shared = Arc::new(Mutex::new(Shared::default()));
     let phase = Arc::new(AtomicU8::new(0));
     {
@@ -61,7 +70,11 @@ pub fn run_seed(seed: u64) -> Result<(), String> {
         sim.host("broker", move || {
             let (shared, phase) = (shared.clone(), phase.clone());
             async move {
-                let outcome = if phase.load(Ordering::SeqCst) == 0 { write(gap_minutes, &shared).await } else { verify(gap_minutes, &shared).await };
+                let outcome = if phase.load(Ordering::SeqCst) == 0 {
+                    write(gap_minutes, &shared).await
+                } else {
+                    verify(gap_minutes, &shared).await
+                };
                 if let Err(e) = outcome {
                     guard(&shared).result = Some(Err(e));
                 }
@@ -83,7 +96,11 @@ fn guard(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn step_until(sim: &mut turmoil::Sim<'_>, shared: &Mutex<Shared>, done: impl Fn(&Shared) -> bool) -> Result<(), String> {
+fn step_until(
+    sim: &mut turmoil::Sim<'_>,
+    shared: &Mutex<Shared>,
+    done: impl Fn(&Shared) -> bool,
+) -> Result<(), String> {
     for _ in 0..STEPS_MAX {
         if done(&guard(shared)) {
             return Ok(());
@@ -94,13 +111,18 @@ fn step_until(sim: &mut turmoil::Sim<'_>, shared: &Mutex<Shared>, done: impl Fn(
 }
 
 async fn write(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), String> {
-    let (manager, _) = Manager::open(SimFs::new(CrashPoint::never()), config(), sim_now_ms()).map_err(|e| e.to_string())?;
-    let (log, _) = manager.get_or_create(&tp(), sim_now_ms()).map_err(|e| e.to_string())?;
+    let (manager, _) = Manager::open(SimFs::new(CrashPoint::never()), config(), sim_now_ms())
+        .map_err(|e| e.to_string())?;
+    let (log, _) = manager
+        .get_or_create(&tp(), sim_now_ms())
+        .map_err(|e| e.to_string())?;
     for i in 0..SEGMENTS {
         let mut set = MessageSetBuilder::new();
         set.push(format!("segment {i}").into_bytes());
         let now = sim_now_ms();
-        let info = lock(&log).append(&set.build(CompressionCodec::None), now).map_err(|e| e.to_string())?;
+        let info = lock(&log)
+            .append(&set.build(CompressionCodec::None), now)
+            .map_err(|e| e.to_string())?;
         guard(shared).written.push((info.offset as i64, now));
         tokio::time::sleep(Duration::from_millis((gap_minutes * MINUTE_MS) as u64)).await;
     }
@@ -110,16 +132,21 @@ async fn write(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), String> {
 
 async fn verify(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), String> {
     let written = guard(shared).written.clone();
-    let (manager, report) = Manager::open(SimFs::new(CrashPoint::never()), config(), sim_now_ms()).map_err(|e| e.to_string())?;
+    let (manager, report) = Manager::open(SimFs::new(CrashPoint::never()), config(), sim_now_ms())
+        .map_err(|e| e.to_string())?;
     if !report.refused.is_empty() {
         return Err(format!("recovery refused {:?}", report.refused));
     }
-    let log = manager.get(&tp()).ok_or("the partition is gone after the restart")?;
+    let log = manager
+        .get(&tp())
+        .ok_or("the partition is gone after the restart")?;
     // OFFSETS by time: a time between two segments' writes finds the older one (and those
     // before it), newest first.
     for (i, (start, at)) in written.iter().enumerate() {
         let between = at + gap_minutes * MINUTE_MS / 2;
-        let found = lock(&log).offsets_before(between, 10, sim_now_ms()).map_err(|e| e.to_string())?;
+        let found = lock(&log)
+            .offsets_before(between, 10, sim_now_ms())
+            .map_err(|e| e.to_string())?;
         let expected: Vec<i64> = written[..=i].iter().rev().map(|(s, _)| *s).collect();
         if found != expected {
             return Err(format!("after the restart, OFFSETS before {between} (segment {i} at {start} was written at {at}) gave {found:?}, expected {expected:?}"));
@@ -131,7 +158,10 @@ async fn verify(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), String> 
     if check_at - last_written >= 60 * MINUTE_MS {
         return Err("scenario parameters leave no young segment".into());
     }
-    tokio::time::sleep(Duration::from_millis(u64::try_from(check_at - sim_now_ms()).unwrap_or(0))).await;
+    tokio::time::sleep(Duration::from_millis(
+        u64::try_from(check_at - sim_now_ms()).unwrap_or(0),
+    ))
+    .await;
     let deleted = lock(&log).retain(sim_now_ms()).map_err(|e| e.to_string())?;
     let start = lock(&log).start_offset() as i64;
     if deleted != 2 || start != written[2].0 {

@@ -27,7 +27,9 @@ pub const SIM_EPOCH_MS: i64 = 1_700_000_000_000;
 /// A turmoil builder seeded with `seed` and set to [`SIM_EPOCH_MS`], never the host's clock.
 pub fn sim_builder(seed: u64) -> turmoil::Builder {
     let mut builder = turmoil::Builder::new();
-    builder.rng_seed(seed).epoch(UNIX_EPOCH + Duration::from_millis(SIM_EPOCH_MS as u64));
+    builder
+        .rng_seed(seed)
+        .epoch(UNIX_EPOCH + Duration::from_millis(SIM_EPOCH_MS as u64));
     builder
 }
 
@@ -112,14 +114,18 @@ impl Disk {
     }
 
     fn draw(&self, below: u64) -> u64 {
-        self.rng.lock().map(|mut r| r.random_range(0..below.max(1))).unwrap_or(0)
+        self.rng
+            .lock()
+            .map(|mut r| r.random_range(0..below.max(1)))
+            .unwrap_or(0)
     }
 
     /// Charges one operation's latency.
     fn operate(&self) {
         let max_us = self.faults.latency_max.as_micros() as u64;
         if max_us > 0 {
-            self.debt_us.fetch_add(self.draw(max_us + 1), Ordering::SeqCst);
+            self.debt_us
+                .fetch_add(self.draw(max_us + 1), Ordering::SeqCst);
         }
     }
 
@@ -159,12 +165,18 @@ pub struct SimFs {
 impl SimFs {
     /// A simulated file system that dies at `crash`, on an instant, faultless disk.
     pub fn new(crash: CrashPoint) -> Self {
-        SimFs { crash, disk: Disk::perfect() }
+        SimFs {
+            crash,
+            disk: Disk::perfect(),
+        }
     }
 
     /// A simulated file system on `disk`, which never dies on its own.
     pub fn on_disk(disk: Arc<Disk>) -> Self {
-        SimFs { crash: CrashPoint::never(), disk }
+        SimFs {
+            crash: CrashPoint::never(),
+            disk,
+        }
     }
 
     /// The disk under this file system.
@@ -242,7 +254,10 @@ impl LogFs for SimFs {
         for entry in tfs::read_dir(path)? {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            entries.push(DirEntry { name, is_dir: entry.file_type()?.is_dir() });
+            entries.push(DirEntry {
+                name,
+                is_dir: entry.file_type()?.is_dir(),
+            });
         }
         entries.sort();
         Ok(entries)
@@ -250,8 +265,16 @@ impl LogFs for SimFs {
 
     fn open(&self, path: &Path, create: bool) -> io::Result<SimFile> {
         self.operate()?;
-        let file = tfs::OpenOptions::new().read(true).write(true).create(create).open(path)?;
-        Ok(SimFile { file, crash: self.crash.clone(), disk: self.disk.clone() })
+        let file = tfs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .open(path)?;
+        Ok(SimFile {
+            file,
+            crash: self.crash.clone(),
+            disk: self.disk.clone(),
+        })
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -261,7 +284,10 @@ impl LogFs for SimFs {
     fn modified_ms(&self, path: &Path) -> io::Result<i64> {
         self.operate()?;
         // turmoil's times already count from the simulation's epoch (SIM_EPOCH_MS).
-        let since = tfs::metadata(path)?.modified()?.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let since = tfs::metadata(path)?
+            .modified()?
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         Ok(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
     }
 

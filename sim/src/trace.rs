@@ -38,8 +38,17 @@ impl Trace {
     pub fn push_at(&self, at: Duration, line: &str) {
         let stamped = format!("{:>9.3} {line}", at.as_secs_f64());
         let mut lines = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let start = if lines.count == 0 { 0xcbf2_9ce4_8422_2325u64 } else { lines.hash };
-        lines.hash = stamped.bytes().chain(std::iter::once(b'\n')).fold(start, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        let start = if lines.count == 0 {
+            0xcbf2_9ce4_8422_2325u64
+        } else {
+            lines.hash
+        };
+        lines.hash = stamped
+            .bytes()
+            .chain(std::iter::once(b'\n'))
+            .fold(start, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
         lines.count += 1;
         if lines.kept.len() < LINES_MAX {
             lines.kept.push(stamped);
@@ -68,12 +77,24 @@ impl Trace {
 
     /// The last `n` lines kept.
     pub fn tail(&self, n: usize) -> Vec<String> {
-        self.0.lock().map(|l| l.kept.iter().rev().take(n).rev().cloned().collect()).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|l| l.kept.iter().rev().take(n).rev().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Lines containing `needle`.
     pub fn grep(&self, needle: &str) -> Vec<String> {
-        self.0.lock().map(|l| l.kept.iter().filter(|line| line.contains(needle)).cloned().collect()).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|l| {
+                l.kept
+                    .iter()
+                    .filter(|line| line.contains(needle))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Routes this thread's `tracing` events (INFO and above, from `tributary*` targets) into the
@@ -81,7 +102,10 @@ impl Trace {
     pub fn capture(&self) -> CaptureGuard {
         INSTALL.call_once(|| {
             // Fails only if the runner already installed its own subscriber with `layer()`.
-            let _composed_by_the_runner = tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer())).is_err();
+            let _composed_by_the_runner = tracing::subscriber::set_global_default(
+                tracing_subscriber::registry().with(layer()),
+            )
+            .is_err();
         });
         let previous = CURRENT.with(|c| c.replace(Some(self.clone())));
         CaptureGuard { previous }
@@ -111,19 +135,29 @@ impl Drop for CaptureGuard {
 /// The layer that feeds each thread's current trace (its own filter: INFO and above from
 /// `tributary*` targets, so other layers keep their own levels); the runner composes it with
 /// its own output.
-pub fn layer<S: Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>>() -> impl Layer<S> {
-    TraceLayer.with_filter(tracing_subscriber::filter::filter_fn(|metadata| *metadata.level() <= Level::INFO && metadata.target().starts_with("tributary")))
+pub fn layer<S: Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>>() -> impl Layer<S>
+{
+    TraceLayer.with_filter(tracing_subscriber::filter::filter_fn(|metadata| {
+        *metadata.level() <= Level::INFO && metadata.target().starts_with("tributary")
+    }))
 }
 
 struct TraceLayer;
 
 impl<S: Subscriber> Layer<S> for TraceLayer {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let Some(trace) = CURRENT.with(|c| c.borrow().clone()) else { return };
+        let Some(trace) = CURRENT.with(|c| c.borrow().clone()) else {
+            return;
+        };
         let mut message = Message(String::new());
         event.record(&mut message);
         let meta = event.metadata();
-        trace.push(&format!("{} {}: {}", meta.level(), meta.target(), message.0));
+        trace.push(&format!(
+            "{} {}: {}",
+            meta.level(),
+            meta.target(),
+            message.0
+        ));
     }
 }
 

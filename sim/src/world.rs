@@ -93,28 +93,41 @@ pub struct Control {
 impl Control {
     /// Records a violation (the first one is kept) and traces it.
     pub fn violate(&self, invariant: Invariant, detail: String) {
-        self.trace.push(&format!("VIOLATION {invariant:?}: {detail}"));
+        self.trace
+            .push(&format!("VIOLATION {invariant:?}: {detail}"));
         let mut first = self.violation.lock().unwrap_or_else(|p| p.into_inner());
         first.get_or_insert(Violation { invariant, detail });
     }
 
     /// The first violation, if any.
     pub fn violation(&self) -> Option<Violation> {
-        self.violation.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.violation
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Asks the broker on `host` to shut down gracefully.
     pub fn request_stop(&self, host: &str) {
-        self.stop_requested.lock().unwrap_or_else(|p| p.into_inner()).insert(host.to_string());
+        self.stop_requested
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(host.to_string());
     }
 
     /// Forgets a stop request (a restarted broker must not act on one meant for its previous run).
     pub fn forget_stop(&self, host: &str) {
-        self.stop_requested.lock().unwrap_or_else(|p| p.into_inner()).remove(host);
+        self.stop_requested
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(host);
     }
 
     fn take_stop(&self, host: &str) -> bool {
-        self.stop_requested.lock().unwrap_or_else(|p| p.into_inner()).remove(host)
+        self.stop_requested
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(host)
     }
 }
 
@@ -144,7 +157,12 @@ pub struct ClusterSpec {
 pub struct Companion(pub Arc<CompanionFn>);
 
 /// What a [`Companion`] runs.
-pub type CompanionFn = dyn Fn(String, tokio::sync::watch::Receiver<bool>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync;
+pub type CompanionFn = dyn Fn(
+        String,
+        tokio::sync::watch::Receiver<bool>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+    + Send
+    + Sync;
 
 impl std::fmt::Debug for Companion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -156,12 +174,24 @@ impl ClusterSpec {
     /// A cluster of `brokers` brokers with `partitions` partitions per topic, 3 s sessions,
     /// instant disks.
     pub fn new(name: &str, brokers: u32, partitions: u32) -> Self {
-        ClusterSpec { name: name.to_string(), brokers, partitions, session_timeout_ms: 3000, extra_config: String::new(), disk: DiskFaults::default(), companion: None }
+        ClusterSpec {
+            name: name.to_string(),
+            brokers,
+            partitions,
+            session_timeout_ms: 3000,
+            extra_config: String::new(),
+            disk: DiskFaults::default(),
+            companion: None,
+        }
     }
 
     /// The host name of `what` (`zk`, `broker0`, …) in this cluster.
     pub fn host(&self, what: &str) -> String {
-        if self.name.is_empty() { what.to_string() } else { format!("{}-{what}", self.name) }
+        if self.name.is_empty() {
+            what.to_string()
+        } else {
+            format!("{}-{what}", self.name)
+        }
     }
 }
 
@@ -182,7 +212,12 @@ pub struct Cluster {
 
 /// Adds a cluster's hosts to `sim`: its ZooKeeper model and its brokers. Broker settings not
 /// fixed by `spec` (flush interval, segment size) are drawn from `rng`.
-pub fn add_cluster(sim: &mut turmoil::Sim<'_>, spec: &ClusterSpec, rng: &mut ChaCha8Rng, control: &Arc<Control>) -> Cluster {
+pub fn add_cluster(
+    sim: &mut turmoil::Sim<'_>,
+    spec: &ClusterSpec,
+    rng: &mut ChaCha8Rng,
+    control: &Arc<Control>,
+) -> Cluster {
     let model: SharedModel = Arc::new(Mutex::new(ModelState::default()));
     let zk_host = spec.host("zk");
     let zk_model = model.clone();
@@ -190,20 +225,40 @@ pub fn add_cluster(sim: &mut turmoil::Sim<'_>, spec: &ClusterSpec, rng: &mut Cha
         let m = zk_model.clone();
         async move { serve(ZK_PORT, m).await.map_err(Into::into) }
     });
-    let mut cluster = Cluster { name: spec.name.clone(), zk_host: zk_host.clone(), brokers: Vec::new(), model, disks: BTreeMap::new() };
+    let mut cluster = Cluster {
+        name: spec.name.clone(),
+        zk_host: zk_host.clone(),
+        brokers: Vec::new(),
+        model,
+        disks: BTreeMap::new(),
+    };
     for id in 0..spec.brokers {
         let host = spec.host(&format!("broker{id}"));
         let config = broker_config(spec, id, &host, &zk_host, rng);
         let env_seed: u64 = rng.random();
         let disk = Disk::new(spec.disk, rng.random());
         cluster.disks.insert(host.clone(), disk.clone());
-        add_broker(sim, host.clone(), config, env_seed, disk, control.clone(), spec.companion.clone());
+        add_broker(
+            sim,
+            host.clone(),
+            config,
+            env_seed,
+            disk,
+            control.clone(),
+            spec.companion.clone(),
+        );
         cluster.brokers.push(host);
     }
     cluster
 }
 
-fn broker_config(spec: &ClusterSpec, id: u32, host: &str, zk_host: &str, rng: &mut ChaCha8Rng) -> BrokerConfig {
+fn broker_config(
+    spec: &ClusterSpec,
+    id: u32,
+    host: &str,
+    zk_host: &str,
+    rng: &mut ChaCha8Rng,
+) -> BrokerConfig {
     let text = format!(
         "brokerid={id}\nhostname={host}\nport={BROKER_PORT}\nlog.dir=/data/logs\nnum.partitions={}\n\
          log.flush.interval={}\nlog.default.flush.interval.ms=200\nlog.default.flush.scheduler.interval.ms=100\n\
@@ -222,10 +277,24 @@ fn broker_config(spec: &ClusterSpec, id: u32, host: &str, zk_host: &str, rng: &m
 
 /// A broker host: starts the production broker and serves until the scenario asks for a
 /// graceful stop (then checks that the stop was clean) or the host is crashed.
-fn add_broker(sim: &mut turmoil::Sim<'_>, host: String, config: BrokerConfig, env_seed: u64, disk: Arc<Disk>, control: Arc<Control>, companion: Option<Companion>) {
+fn add_broker(
+    sim: &mut turmoil::Sim<'_>,
+    host: String,
+    config: BrokerConfig,
+    env_seed: u64,
+    disk: Arc<Disk>,
+    control: Arc<Control>,
+    companion: Option<Companion>,
+) {
     let name = host.clone();
     sim.host(name.as_str(), move || {
-        let (config, control, disk, host, companion) = (config.clone(), control.clone(), disk.clone(), host.clone(), companion.clone());
+        let (config, control, disk, host, companion) = (
+            config.clone(),
+            control.clone(),
+            disk.clone(),
+            host.clone(),
+            companion.clone(),
+        );
         async move {
             let broker = match Broker::start(SimEnv::on_disk(env_seed, disk), config).await {
                 Ok(broker) => broker,
@@ -236,7 +305,8 @@ fn add_broker(sim: &mut turmoil::Sim<'_>, host: String, config: BrokerConfig, en
             };
             control.trace.push(&format!("{host} started"));
             let (companion_stop, companion_stopped) = tokio::sync::watch::channel(false);
-            let companion = companion.map(|run| tokio::spawn((run.0)(host.clone(), companion_stopped)));
+            let companion =
+                companion.map(|run| tokio::spawn((run.0)(host.clone(), companion_stopped)));
             let stop = {
                 let (control, host) = (control.clone(), host.clone());
                 async move {
@@ -246,7 +316,10 @@ fn add_broker(sim: &mut turmoil::Sim<'_>, host: String, config: BrokerConfig, en
                     let _ = companion_stop.send(true);
                     if let Some(task) = companion {
                         if let Err(e) = task.await {
-                            control.violate(Invariant::BrokerHealth, format!("{host}: its companion failed: {e}"));
+                            control.violate(
+                                Invariant::BrokerHealth,
+                                format!("{host}: its companion failed: {e}"),
+                            );
                         }
                     }
                 }
@@ -272,11 +345,18 @@ pub struct Links {
 impl Links {
     /// Every host of the world, for isolating one from all others.
     pub fn new(hosts: Vec<String>) -> Self {
-        Links { hosts, ..Links::default() }
+        Links {
+            hosts,
+            ..Links::default()
+        }
     }
 
     fn pair(a: &str, b: &str) -> (String, String) {
-        if a <= b { (a.to_string(), b.to_string()) } else { (b.to_string(), a.to_string()) }
+        if a <= b {
+            (a.to_string(), b.to_string())
+        } else {
+            (b.to_string(), a.to_string())
+        }
     }
 
     /// Cuts the link between `a` and `b`.

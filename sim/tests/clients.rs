@@ -9,7 +9,10 @@ const FAULT_SECONDS: u64 = 40;
 
 #[test]
 fn acknowledged_messages_are_all_consumed_and_commits_never_run_ahead() {
-    let seeds: u64 = std::env::var("TRIBUTARY_CLIENTS_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(SEEDS);
+    let seeds: u64 = std::env::var("TRIBUTARY_CLIENTS_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(SEEDS);
     let (mut acked, mut duplicates, mut commits) = (0, 0, 0);
     let mut faults = std::collections::BTreeMap::new();
     for seed in 0..seeds {
@@ -18,9 +21,14 @@ fn acknowledged_messages_are_all_consumed_and_commits_never_run_ahead() {
                 acked += r.acked;
                 duplicates += r.duplicates;
                 commits += r.commits_checked;
-                r.faults.iter().for_each(|(k, v)| *faults.entry(*k).or_insert(0) += v);
+                r.faults
+                    .iter()
+                    .for_each(|(k, v)| *faults.entry(*k).or_insert(0) += v);
             }
-            Err((violation, r)) => panic!("clients seed {seed} failed: {violation}\n{}", r.trace_tail.join("\n")),
+            Err((violation, r)) => panic!(
+                "clients seed {seed} failed: {violation}\n{}",
+                r.trace_tail.join("\n")
+            ),
         }
     }
     eprintln!("{seeds} seeds: {acked} acknowledged messages all consumed, {duplicates} consumed twice, {commits} commits checked; faults {faults:?}");
@@ -31,13 +39,27 @@ fn acknowledged_messages_are_all_consumed_and_commits_never_run_ahead() {
 fn planted_consumer_bugs_are_caught_by_their_invariant() {
     use tributary_core::planted::{plant, Bug};
     use tributary_sim::world::Invariant;
-    for (bug, expected) in [(Bug::CommitFetched, Invariant::CommitNotAhead), (Bug::SkipChunk, Invariant::AckedIsConsumed)] {
+    for (bug, expected) in [
+        (Bug::CommitFetched, Invariant::CommitNotAhead),
+        (Bug::SkipChunk, Invariant::AckedIsConsumed),
+    ] {
         plant(&[bug]);
-        let caught = (0..30).find_map(|seed| run_seed(seed, Duration::from_secs(FAULT_SECONDS)).err().map(|(v, _)| (seed, v)));
+        let caught = (0..30).find_map(|seed| {
+            run_seed(seed, Duration::from_secs(FAULT_SECONDS))
+                .err()
+                .map(|(v, _)| (seed, v))
+        });
         plant(&[]);
-        let (seed, violation) = caught.unwrap_or_else(|| panic!("{bug:?} was not caught within 30 seeds"));
+        let (seed, violation) =
+            caught.unwrap_or_else(|| panic!("{bug:?} was not caught within 30 seeds"));
         eprintln!("{bug:?} caught by seed {seed}: {violation}");
-        assert_eq!(violation.invariant, expected, "{bug:?} caught by the wrong invariant: {violation}");
-        assert!(run_seed(seed, Duration::from_secs(FAULT_SECONDS)).is_ok(), "the clean build fails seed {seed} too");
+        assert_eq!(
+            violation.invariant, expected,
+            "{bug:?} caught by the wrong invariant: {violation}"
+        );
+        assert!(
+            run_seed(seed, Duration::from_secs(FAULT_SECONDS)).is_ok(),
+            "the clean build fails seed {seed} too"
+        );
     }
 }

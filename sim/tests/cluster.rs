@@ -12,13 +12,20 @@ const SIM_SECONDS: u64 = 60;
 const PLANTED_SEEDS_MAX: u64 = 40;
 
 fn options(faults: Faults) -> Options {
-    Options { duration_secs: SIM_SECONDS, faults: Some(faults) }
+    Options {
+        duration_secs: SIM_SECONDS,
+        faults: Some(faults),
+    }
 }
 
 #[test]
 fn mixed_faults_never_break_an_invariant() {
-    let seeds: u64 = std::env::var("TRIBUTARY_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(BATCH_SEEDS);
-    let (mut crashes, mut partitions, mut expired, mut sync_failures, mut messages) = (0, 0, 0, 0, 0);
+    let seeds: u64 = std::env::var("TRIBUTARY_SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(BATCH_SEEDS);
+    let (mut crashes, mut partitions, mut expired, mut sync_failures, mut messages) =
+        (0, 0, 0, 0, 0);
     for seed in 0..seeds {
         match run_seed(seed, options(Faults::Mixed)) {
             Ok(r) => {
@@ -35,24 +42,45 @@ fn mixed_faults_never_break_an_invariant() {
         }
     }
     eprintln!("{seeds} seeds x {SIM_SECONDS} s: {crashes} crashes, {partitions} partitions, {expired} sessions expired, {sync_failures} failed fsyncs, {messages} messages placed by the history checker");
-    assert!(crashes > 0 && partitions > 0 && expired > 0 && sync_failures > 0 && messages > 0, "the batch must inject every kind of fault and check messages");
+    assert!(
+        crashes > 0 && partitions > 0 && expired > 0 && sync_failures > 0 && messages > 0,
+        "the batch must inject every kind of fault and check messages"
+    );
 }
 
 #[test]
 fn the_same_seed_gives_the_same_trace_broker_events_included() {
     for seed in [3, 17, 99] {
-        let first = run_seed(seed, options(Faults::Mixed)).map_err(|(v, _)| v).unwrap();
-        let second = run_seed(seed, options(Faults::Mixed)).map_err(|(v, _)| v).unwrap();
-        assert_eq!(first.trace_hash, second.trace_hash, "seed {seed}: traces differ\n{:?}\n{:?}", first.trace_tail, second.trace_tail);
-        assert_eq!((first.produced, first.entries_checked, first.trace_lines), (second.produced, second.entries_checked, second.trace_lines));
-        assert!(first.broker_events > 0, "seed {seed}: the trace must carry the brokers' own events");
+        let first = run_seed(seed, options(Faults::Mixed))
+            .map_err(|(v, _)| v)
+            .unwrap();
+        let second = run_seed(seed, options(Faults::Mixed))
+            .map_err(|(v, _)| v)
+            .unwrap();
+        assert_eq!(
+            first.trace_hash, second.trace_hash,
+            "seed {seed}: traces differ\n{:?}\n{:?}",
+            first.trace_tail, second.trace_tail
+        );
+        assert_eq!(
+            (first.produced, first.entries_checked, first.trace_lines),
+            (second.produced, second.entries_checked, second.trace_lines)
+        );
+        assert!(
+            first.broker_events > 0,
+            "seed {seed}: the trace must carry the brokers' own events"
+        );
     }
 }
 
 /// Runs seeds with `bug` planted until one fails; returns that seed and what it broke.
 fn first_failing_seed(bug: Bug, faults: Faults) -> Option<(u64, Invariant, String)> {
     plant(&[bug]);
-    let found = (0..PLANTED_SEEDS_MAX).find_map(|seed| run_seed(seed, options(faults)).err().map(|(v, _)| (seed, v.invariant, v.detail)));
+    let found = (0..PLANTED_SEEDS_MAX).find_map(|seed| {
+        run_seed(seed, options(faults))
+            .err()
+            .map(|(v, _)| (seed, v.invariant, v.detail))
+    });
     plant(&[]);
     found
 }
@@ -60,16 +88,32 @@ fn first_failing_seed(bug: Bug, faults: Faults) -> Option<(u64, Invariant, Strin
 #[test]
 fn each_planted_bug_is_caught_by_its_invariant_and_the_clean_build_passes_the_same_seed() {
     let cases = [
-        (Bug::ServeUnflushed, Faults::Crash, Invariant::VisibleIsDurable),
-        (Bug::SkipRecoveryValidation, Faults::Crash, Invariant::NoCorruptRead),
-        (Bug::NoReregistration, Faults::Network, Invariant::RegistryMatches),
+        (
+            Bug::ServeUnflushed,
+            Faults::Crash,
+            Invariant::VisibleIsDurable,
+        ),
+        (
+            Bug::SkipRecoveryValidation,
+            Faults::Crash,
+            Invariant::NoCorruptRead,
+        ),
+        (
+            Bug::NoReregistration,
+            Faults::Network,
+            Invariant::RegistryMatches,
+        ),
         (Bug::ProduceWrongPartition, Faults::None, Invariant::History),
         (Bug::DropSomeProduces, Faults::None, Invariant::History),
     ];
     for (bug, faults, expected) in cases {
-        let (seed, caught_by, detail) = first_failing_seed(bug, faults).unwrap_or_else(|| panic!("{bug:?} was not caught within {PLANTED_SEEDS_MAX} seeds"));
+        let (seed, caught_by, detail) = first_failing_seed(bug, faults)
+            .unwrap_or_else(|| panic!("{bug:?} was not caught within {PLANTED_SEEDS_MAX} seeds"));
         eprintln!("{bug:?} caught by seed {seed}: {caught_by:?}: {detail}");
-        assert_eq!(caught_by, expected, "{bug:?} was caught, but by the wrong invariant: {detail}");
+        assert_eq!(
+            caught_by, expected,
+            "{bug:?} was caught, but by the wrong invariant: {detail}"
+        );
         if let Err((violation, _)) = run_seed(seed, options(faults)) {
             panic!("clean build fails seed {seed} too: {violation}");
         }

@@ -7,8 +7,14 @@ const SEEDS_DEFAULT: u64 = 1000;
 
 #[test]
 fn logs_recover_everything_visible_after_a_crash_at_any_point() {
-    let seeds = std::env::var("TRIBUTARY_LOG_CRASH_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(SEEDS_DEFAULT);
-    let first = std::env::var("TRIBUTARY_LOG_CRASH_FIRST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0u64);
+    let seeds = std::env::var("TRIBUTARY_LOG_CRASH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(SEEDS_DEFAULT);
+    let first = std::env::var("TRIBUTARY_LOG_CRASH_FIRST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0u64);
     let (mut mid_op, mut checked, mut appended) = (0, 0, 0);
     for seed in first..first + seeds {
         match run_seed(seed) {
@@ -23,5 +29,8 @@ fn logs_recover_everything_visible_after_a_crash_at_any_point() {
         }
     }
     eprintln!("{seeds} seeds: {appended} sets appended, {checked} visible sets checked after recovery, {mid_op} crashes mid-operation");
-    assert!(checked > 0 && mid_op > 0, "the scenario must exercise recovery");
+    assert!(
+        checked > 0 && mid_op > 0,
+        "the scenario must exercise recovery"
+    );
 }

@@ -15,7 +15,9 @@ use tributary::env::TokioEnv;
 use tributary::producer::{Producer, Record};
 use tributary_core::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder, ShallowIter};
-use tributary_core::wire::{FetchRequest, OffsetsRequest, ProduceRequest, Request, Response, TopicName};
+use tributary_core::wire::{
+    FetchRequest, OffsetsRequest, ProduceRequest, Request, Response, TopicName,
+};
 use tributary_tests::zookeeper::ZooKeeper;
 
 const MESSAGES: usize = 400_000;
@@ -29,7 +31,10 @@ fn topic(name: &str) -> TopicName {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_writer(std::io::stderr).init();
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
     }
     let zk = ZooKeeper::start();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -40,19 +45,29 @@ async fn main() {
         zk.connect_string()
     );
     // The broker runs on its own runtime (its own threads), as it would in its own process.
-    let config = BrokerConfig::from_properties(&Properties::parse("bench", &text).expect("props")).expect("config");
+    let config = BrokerConfig::from_properties(&Properties::parse("bench", &text).expect("props"))
+        .expect("config");
     let (port_tx, port_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let broker_thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
         runtime.block_on(async move {
             let broker = Broker::start(TokioEnv, config).await.expect("broker");
             port_tx.send(broker.addr.port()).expect("port");
-            broker.run_until(async { drop(stop_rx.await) }).await.expect("broker run");
+            broker
+                .run_until(async { drop(stop_rx.await) })
+                .await
+                .expect("broker run");
         });
     });
     let port = port_rx.recv().expect("broker port");
-    println!("{MESSAGES} messages of {MESSAGE_BYTES} B, batches of {BATCH}, one broker over loopback");
+    println!(
+        "{MESSAGES} messages of {MESSAGE_BYTES} B, batches of {BATCH}, one broker over loopback"
+    );
 
     // Baseline: prebuilt MULTIPRODUCE requests on one connection.
     let mut set = MessageSetBuilder::new();
@@ -60,8 +75,21 @@ async fn main() {
         set.push(vec![b'x'; MESSAGE_BYTES]);
     });
     let set = set.build(CompressionCodec::None);
-    let request = Request::MultiProduce(vec![ProduceRequest { topic: topic("raw"), partition: 0, messages: set.clone() }, ProduceRequest { topic: topic("raw"), partition: 1, messages: set }]);
-    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(30)).await.expect("connect");
+    let request = Request::MultiProduce(vec![
+        ProduceRequest {
+            topic: topic("raw"),
+            partition: 0,
+            messages: set.clone(),
+        },
+        ProduceRequest {
+            topic: topic("raw"),
+            partition: 1,
+            messages: set,
+        },
+    ]);
+    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(30))
+        .await
+        .expect("connect");
     let start = Instant::now();
     for _ in 0..MESSAGES / (2 * BATCH) {
         conn.send(&request).await.expect("send");
@@ -71,22 +99,47 @@ async fn main() {
 
     for acks in [false, true] {
         let config = format!("broker.list=0:127.0.0.1:{port}\nproducer.type=async\nbatch.size={BATCH}\nqueue.size=20000\nqueue.time=50\nqueue.enqueueTimeout.ms=-1\ndurable.acks={acks}\n");
-        let producer = Producer::start(TokioEnv, ProducerConfig::from_properties(&Properties::parse("bench", &config).expect("props")).expect("config")).await.expect("producer");
+        let producer = Producer::start(
+            TokioEnv,
+            ProducerConfig::from_properties(&Properties::parse("bench", &config).expect("props"))
+                .expect("config"),
+        )
+        .await
+        .expect("producer");
         let payload = bytes::Bytes::from(vec![b'y'; MESSAGE_BYTES]);
         let start = Instant::now();
         let mut deliveries = std::collections::VecDeque::new();
         for _ in 0..MESSAGES {
-            deliveries.push_back(producer.send(Record::new(topic(if acks { "acked" } else { "async" }), payload.clone())).await.expect("queued"));
+            deliveries.push_back(
+                producer
+                    .send(Record::new(
+                        topic(if acks { "acked" } else { "async" }),
+                        payload.clone(),
+                    ))
+                    .await
+                    .expect("queued"),
+            );
             if deliveries.len() > 50_000 {
-                deliveries.pop_front().expect("delivery").await.expect("delivered");
+                deliveries
+                    .pop_front()
+                    .expect("delivery")
+                    .await
+                    .expect("delivered");
             }
         }
         for d in deliveries {
             d.await.expect("delivered");
         }
         let rate = MESSAGES as f64 / start.elapsed().as_secs_f64();
-        let name = if acks { "async producer, durable acks:" } else { "async producer:              " };
-        println!("{name} {rate:>12.0} msg/s  = {:.2} of the raw loop", rate / raw_rate);
+        let name = if acks {
+            "async producer, durable acks:"
+        } else {
+            "async producer:              "
+        };
+        println!(
+            "{name} {rate:>12.0} msg/s  = {:.2} of the raw loop",
+            rate / raw_rate
+        );
         producer.close().await;
     }
 
@@ -94,8 +147,15 @@ async fn main() {
     let mut ends = Vec::new();
     for partition in 0..2 {
         loop {
-            let offsets = Request::Offsets(OffsetsRequest { topic: topic("raw"), partition, time: -1, max_offsets: 1 });
-            let Response::Offsets(o) = conn.call(&offsets).await.expect("offsets") else { panic!("offsets") };
+            let offsets = Request::Offsets(OffsetsRequest {
+                topic: topic("raw"),
+                partition,
+                time: -1,
+                max_offsets: 1,
+            });
+            let Response::Offsets(o) = conn.call(&offsets).await.expect("offsets") else {
+                panic!("offsets")
+            };
             let end = o.offsets.first().copied().unwrap_or(0);
             if end >= (MESSAGES / 2 * (MESSAGE_BYTES + 10)) as i64 {
                 ends.push(end);
@@ -109,8 +169,15 @@ async fn main() {
     for (partition, end) in ends.iter().enumerate() {
         let mut offset = 0i64;
         while offset < *end {
-            let fetch = Request::Fetch(FetchRequest { topic: topic("raw"), partition: partition as i32, offset, max_bytes: 1 << 20 });
-            let Response::Fetch(f) = conn.call(&fetch).await.expect("fetch") else { panic!("fetch") };
+            let fetch = Request::Fetch(FetchRequest {
+                topic: topic("raw"),
+                partition: partition as i32,
+                offset,
+                max_bytes: 1 << 20,
+            });
+            let Response::Fetch(f) = conn.call(&fetch).await.expect("fetch") else {
+                panic!("fetch")
+            };
             let mut entries = ShallowIter::new(&f.messages, offset);
             let count = entries.by_ref().filter(|e| e.is_ok()).count();
             assert!(count > 0, "no progress at {offset}");
@@ -121,22 +188,37 @@ async fn main() {
     println!("plain FETCH loop:             {fetch_rate:>12.1} MB/s");
 
     let config = format!("zk.connect={}\ngroupid=bench\nautooffset.reset=smallest\nfetch.size=1048576\nqueuedchunks.max=10\nfetcher.backoff.ms=10\nconsumer.timeout.ms=5000\n", zk.connect_string());
-    let config = ConsumerConfig::from_properties(&Properties::parse("bench", &config).expect("props")).expect("config");
-    let (consumer, streams) = ConsumerConnector::start(TokioEnv, config, Subscription::Topics([(topic("raw"), 2)].into_iter().collect())).await.expect("consumer");
+    let config =
+        ConsumerConfig::from_properties(&Properties::parse("bench", &config).expect("props"))
+            .expect("config");
+    let (consumer, streams) = ConsumerConnector::start(
+        TokioEnv,
+        config,
+        Subscription::Topics([(topic("raw"), 2)].into_iter().collect()),
+    )
+    .await
+    .expect("consumer");
     let consumed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let start = Instant::now();
     let first_message = Arc::new(std::sync::Mutex::new(None::<Duration>));
     let last_message = Arc::new(std::sync::Mutex::new(Duration::ZERO));
     let mut tasks = Vec::new();
     for mut stream in streams {
-        let (consumed, first_message, last_message) = (consumed.clone(), first_message.clone(), last_message.clone());
+        let (consumed, first_message, last_message) = (
+            consumed.clone(),
+            first_message.clone(),
+            last_message.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             while consumed.load(std::sync::atomic::Ordering::Relaxed) < MESSAGES {
                 match stream.next().await {
                     Ok(_) => {
                         let n = consumed.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                         if n == 1 {
-                            first_message.lock().expect("lock").get_or_insert(start.elapsed());
+                            first_message
+                                .lock()
+                                .expect("lock")
+                                .get_or_insert(start.elapsed());
                         }
                         if n == MESSAGES {
                             *last_message.lock().expect("lock") = start.elapsed();
@@ -157,7 +239,10 @@ async fn main() {
     let got = consumed.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(got, MESSAGES, "the consumer missed messages");
     let rate = total_bytes as f64 / elapsed / 1e6;
-    println!("consumer group (2 streams):   {rate:>12.1} MB/s  = {:.2} of the FETCH loop", rate / fetch_rate);
+    println!(
+        "consumer group (2 streams):   {rate:>12.1} MB/s  = {:.2} of the FETCH loop",
+        rate / fetch_rate
+    );
     consumer.shutdown().await;
     drop(stop_tx);
     broker_thread.join().expect("broker thread");

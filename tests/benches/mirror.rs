@@ -37,12 +37,22 @@ fn topic(name: &str) -> TopicName {
     name.parse().expect("topic")
 }
 
-fn properties<T>(text: &str, parse: impl Fn(&Properties) -> Result<T, tributary_core::config::ConfigError>) -> T {
+fn properties<T>(
+    text: &str,
+    parse: impl Fn(&Properties) -> Result<T, tributary_core::config::ConfigError>,
+) -> T {
     parse(&Properties::parse("bench", text).expect("properties")).expect("config")
 }
 
 /// A broker on its own runtime; dropping the returned sender stops it.
-fn start_broker(zk: &ZooKeeper, dir: &std::path::Path) -> (u16, tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>) {
+fn start_broker(
+    zk: &ZooKeeper,
+    dir: &std::path::Path,
+) -> (
+    u16,
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
     let text = format!(
         "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nnum.partitions=2\nlog.flush.interval=100000\nlog.default.flush.interval.ms=200\n\
          log.default.flush.scheduler.interval.ms=50\nzk.connect={}\n",
@@ -53,11 +63,18 @@ fn start_broker(zk: &ZooKeeper, dir: &std::path::Path) -> (u16, tokio::sync::one
     let (port_tx, port_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
         runtime.block_on(async move {
             let broker = Broker::start(TokioEnv, config).await.expect("broker");
             port_tx.send(broker.addr.port()).expect("port");
-            broker.run_until(async { drop(stop_rx.await) }).await.expect("broker run");
+            broker
+                .run_until(async { drop(stop_rx.await) })
+                .await
+                .expect("broker run");
         });
     });
     (port_rx.recv().expect("broker port"), stop_tx, thread)
@@ -65,20 +82,43 @@ fn start_broker(zk: &ZooKeeper, dir: &std::path::Path) -> (u16, tokio::sync::one
 
 /// Writes `count` messages of `size` bytes to both partitions of `name` and waits until all
 /// of it is flushed and visible.
-async fn load_source(conn: &mut Connection<<TokioEnv as tributary::env::Env>::Stream>, name: &str, size: usize, count: usize) {
+async fn load_source(
+    conn: &mut Connection<<TokioEnv as tributary::env::Env>::Stream>,
+    name: &str,
+    size: usize,
+    count: usize,
+) {
     let mut set = MessageSetBuilder::new();
     (0..LOAD_BATCH).for_each(|_| {
         set.push(vec![b's'; size]);
     });
     let set = set.build(CompressionCodec::None);
-    let request = Request::MultiProduce(vec![ProduceRequest { topic: topic(name), partition: 0, messages: set.clone() }, ProduceRequest { topic: topic(name), partition: 1, messages: set }]);
+    let request = Request::MultiProduce(vec![
+        ProduceRequest {
+            topic: topic(name),
+            partition: 0,
+            messages: set.clone(),
+        },
+        ProduceRequest {
+            topic: topic(name),
+            partition: 1,
+            messages: set,
+        },
+    ]);
     for _ in 0..count / (2 * LOAD_BATCH) {
         conn.send(&request).await.expect("load");
     }
     for partition in 0..2 {
         loop {
-            let offsets = Request::Offsets(OffsetsRequest { topic: topic(name), partition, time: -1, max_offsets: 1 });
-            let Response::Offsets(o) = conn.call(&offsets).await.expect("offsets") else { panic!("offsets") };
+            let offsets = Request::Offsets(OffsetsRequest {
+                topic: topic(name),
+                partition,
+                time: -1,
+                max_offsets: 1,
+            });
+            let Response::Offsets(o) = conn.call(&offsets).await.expect("offsets") else {
+                panic!("offsets")
+            };
             if o.offsets.first().copied().unwrap_or(0) >= (count / 2 * (size + 10)) as i64 {
                 break;
             }
@@ -106,7 +146,13 @@ fn producer_config(zk: &ZooKeeper) -> ProducerConfig {
 /// messages (msg/s from the first message to the last).
 async fn source_fetch_rate(zk: &ZooKeeper, name: &str, count: usize) -> f64 {
     let subscription = Subscription::Topics([(topic(name), 2)].into_iter().collect());
-    let (consumer, streams) = ConsumerConnector::start(TokioEnv, consumer_config(zk, &format!("fetch-{name}")), subscription).await.expect("consumer");
+    let (consumer, streams) = ConsumerConnector::start(
+        TokioEnv,
+        consumer_config(zk, &format!("fetch-{name}")),
+        subscription,
+    )
+    .await
+    .expect("consumer");
     let consumed = Arc::new(AtomicUsize::new(0));
     let first = Arc::new(std::sync::OnceLock::<Instant>::new());
     let last = Arc::new(std::sync::OnceLock::<Instant>::new());
@@ -132,8 +178,13 @@ async fn source_fetch_rate(zk: &ZooKeeper, name: &str, count: usize) -> f64 {
     for task in tasks {
         task.await.expect("stream");
     }
-    let elapsed = *last.get().expect("not every message consumed") - *first.get().expect("no message consumed");
-    assert_eq!(consumed.load(Ordering::Relaxed), count, "the source consumer missed messages");
+    let elapsed = *last.get().expect("not every message consumed")
+        - *first.get().expect("no message consumed");
+    assert_eq!(
+        consumed.load(Ordering::Relaxed),
+        count,
+        "the source consumer missed messages"
+    );
     consumer.shutdown().await;
     count as f64 / elapsed.as_secs_f64()
 }
@@ -141,14 +192,25 @@ async fn source_fetch_rate(zk: &ZooKeeper, name: &str, count: usize) -> f64 {
 /// The mirror produce rate: the mirror's producer writes `count` messages of `size` bytes into
 /// the mirror cluster, every one durably acknowledged.
 async fn mirror_produce_rate(zk: &ZooKeeper, name: &str, size: usize, count: usize) -> f64 {
-    let producer = Producer::start(TokioEnv, producer_config(zk)).await.expect("producer");
+    let producer = Producer::start(TokioEnv, producer_config(zk))
+        .await
+        .expect("producer");
     let payload = bytes::Bytes::from(vec![b'p'; size]);
     let start = Instant::now();
     let mut deliveries = std::collections::VecDeque::new();
     for _ in 0..count {
-        deliveries.push_back(producer.send(Record::new(topic(name), payload.clone())).await.expect("queued"));
+        deliveries.push_back(
+            producer
+                .send(Record::new(topic(name), payload.clone()))
+                .await
+                .expect("queued"),
+        );
         if deliveries.len() > 50_000 {
-            deliveries.pop_front().expect("delivery").await.expect("delivered");
+            deliveries
+                .pop_front()
+                .expect("delivery")
+                .await
+                .expect("delivered");
         }
     }
     for d in deliveries {
@@ -188,36 +250,63 @@ async fn mirror_rate(source: &ZooKeeper, target: &ZooKeeper, name: &str, count: 
     let elapsed = first.expect("no message sent").elapsed();
     drop(stop);
     running.await.expect("mirror task").expect("mirror run");
-    assert_eq!(stats.acked.load(Ordering::Relaxed), count as u64, "the mirror copied more than the source held");
+    assert_eq!(
+        stats.acked.load(Ordering::Relaxed),
+        count as u64,
+        "the mirror copied more than the source held"
+    );
     count as f64 / elapsed.as_secs_f64()
 }
 
 fn regex_escape(name: &str) -> String {
-    name.chars().flat_map(|c| if c.is_ascii_alphanumeric() || c == '_' { vec![c] } else { vec!['\\', c] }).collect()
+    name.chars()
+        .flat_map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                vec![c]
+            } else {
+                vec!['\\', c]
+            }
+        })
+        .collect()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_writer(std::io::stderr).init();
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
     }
     let (source_zk, target_zk) = (ZooKeeper::start(), ZooKeeper::start());
-    let (source_dir, target_dir) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
+    let (source_dir, target_dir) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
     let (source_port, source_stop, source_thread) = start_broker(&source_zk, source_dir.path());
     let (_, target_stop, target_thread) = start_broker(&target_zk, target_dir.path());
-    let mut conn = connect(&TokioEnv, "127.0.0.1", source_port, Duration::from_secs(30)).await.expect("connect");
+    let mut conn = connect(&TokioEnv, "127.0.0.1", source_port, Duration::from_secs(30))
+        .await
+        .expect("connect");
     println!("mirror: one source broker -> the mirror (2 streams, async producer with durable acks) -> one mirror broker, over loopback");
     for size in [100usize, 1024] {
         let count = (PAYLOAD_BYTES / size) / (2 * LOAD_BATCH) * (2 * LOAD_BATCH);
         let name = format!("bench-{size}");
         load_source(&mut conn, &name, size, count).await;
         let fetch = source_fetch_rate(&source_zk, &name, count).await;
-        let produce = mirror_produce_rate(&target_zk, &format!("produce-{size}"), size, count).await;
+        let produce =
+            mirror_produce_rate(&target_zk, &format!("produce-{size}"), size, count).await;
         let mirror = mirror_rate(&source_zk, &target_zk, &name, count).await;
         let mb = |rate: f64| rate * size as f64 / 1e6;
         println!("{count} messages of {size} B:");
-        println!("  source fetch (consumer group): {fetch:>10.0} msg/s {:>7.1} MB/s", mb(fetch));
-        println!("  mirror produce (durable acks): {produce:>10.0} msg/s {:>7.1} MB/s", mb(produce));
+        println!(
+            "  source fetch (consumer group): {fetch:>10.0} msg/s {:>7.1} MB/s",
+            mb(fetch)
+        );
+        println!(
+            "  mirror produce (durable acks): {produce:>10.0} msg/s {:>7.1} MB/s",
+            mb(produce)
+        );
         println!(
             "  mirror end to end:             {mirror:>10.0} msg/s {:>7.1} MB/s  = {:.2} of source fetch, {:.2} of mirror produce, {:.2} of the slower",
             mb(mirror),

@@ -10,7 +10,11 @@ pub fn tributary_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
     let binary = dir.join("tributary");
-    assert!(binary.exists(), "{} is missing: run `cargo build -p tributary` (cargo test --workspace builds it)", binary.display());
+    assert!(
+        binary.exists(),
+        "{} is missing: run `cargo build -p tributary` (cargo test --workspace builds it)",
+        binary.display()
+    );
     binary
 }
 
@@ -34,32 +38,59 @@ impl BrokerProcess {
     pub fn start(dir: &Path, port: u16, properties: &str) -> BrokerProcess {
         let config = dir.join("server.properties");
         std::fs::write(&config, properties).expect("write server.properties");
-        let mut broker = BrokerProcess { child: None, port, config, mirror: Vec::new(), log: dir.join("broker.log") };
+        let mut broker = BrokerProcess {
+            child: None,
+            port,
+            config,
+            mirror: Vec::new(),
+            log: dir.join("broker.log"),
+        };
         broker.spawn();
         broker
     }
 
     /// A mirror broker (Kafka 0.7.0's embedded mirror): `server.properties` written from
     /// `properties`, plus the consumer and producer files.
-    pub fn start_mirror(dir: &Path, port: u16, properties: &str, consumer: &str, producer: &str) -> BrokerProcess {
+    pub fn start_mirror(
+        dir: &Path,
+        port: u16,
+        properties: &str,
+        consumer: &str,
+        producer: &str,
+    ) -> BrokerProcess {
         let config = dir.join("server.properties");
         std::fs::write(&config, properties).expect("write server.properties");
-        let (c, p) = (dir.join("consumer.properties"), dir.join("producer.properties"));
+        let (c, p) = (
+            dir.join("consumer.properties"),
+            dir.join("producer.properties"),
+        );
         std::fs::write(&c, consumer).expect("write consumer.properties");
         std::fs::write(&p, producer).expect("write producer.properties");
-        let mut broker = BrokerProcess { child: None, port, config, mirror: vec![c, p], log: dir.join("broker.log") };
+        let mut broker = BrokerProcess {
+            child: None,
+            port,
+            config,
+            mirror: vec![c, p],
+            log: dir.join("broker.log"),
+        };
         broker.spawn();
         broker
     }
 
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
-        self.child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_none())
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
     /// Starts the process again with the same configuration.
     pub fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("broker log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("broker log");
         let child = Command::new(tributary_binary())
             .arg("server")
             .arg(&self.config)
@@ -77,10 +108,18 @@ impl BrokerProcess {
         let deadline = Instant::now() + Duration::from_secs(30);
         let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
         while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 panic!("broker exited with {status}:\n{}", self.log_text());
             }
-            assert!(Instant::now() < deadline, "broker not serving on {addr}:\n{}", self.log_text());
+            assert!(
+                Instant::now() < deadline,
+                "broker not serving on {addr}:\n{}",
+                self.log_text()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -92,7 +131,11 @@ impl BrokerProcess {
 
     fn signal(&self, signal: &str) {
         if let Some(child) = &self.child {
-            let status = Command::new("kill").arg(format!("-{signal}")).arg(child.id().to_string()).status().expect("kill");
+            let status = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(child.id().to_string())
+                .status()
+                .expect("kill");
             assert!(status.success(), "kill -{signal} failed");
         }
     }
@@ -108,7 +151,9 @@ impl BrokerProcess {
     /// SIGTERM, and wait (up to 30 s) for a clean exit; returns whether it exited successfully.
     pub fn terminate(&mut self) -> bool {
         self.signal("TERM");
-        let Some(mut child) = self.child.take() else { return false };
+        let Some(mut child) = self.child.take() else {
+            return false;
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(Some(status)) = child.try_wait() {
@@ -136,7 +181,10 @@ impl BrokerProcess {
 impl Drop for BrokerProcess {
     fn drop(&mut self) {
         if let Some(child) = &self.child {
-            let _ = Command::new("kill").arg("-CONT").arg(child.id().to_string()).status();
+            let _ = Command::new("kill")
+                .arg("-CONT")
+                .arg(child.id().to_string())
+                .status();
         }
         self.kill();
     }

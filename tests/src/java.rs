@@ -25,10 +25,18 @@ pub fn codec_interop(mode: &str, input: &[u8]) -> Vec<u8> {
         .arg("-Dorg.xerial.snappy.use.systemlib=true")
         .args(["-cp", SNAPPY_JAVA_JAR])
         .arg(helper())
-        .args([mode, in_path.to_str().expect("utf-8 path"), out_path.to_str().expect("utf-8 path")])
+        .args([
+            mode,
+            in_path.to_str().expect("utf-8 path"),
+            out_path.to_str().expect("utf-8 path"),
+        ])
         .output()
         .expect("java is missing: apt-get install -y default-jre-headless");
-    assert!(output.status.success(), "java {mode} failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "java {mode} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     std::fs::read(&out_path).expect("read output")
 }
 

@@ -49,10 +49,17 @@ impl ZooKeeper {
             .stderr(Stdio::null())
             .spawn()
             .expect("start java (apt-get install -y default-jre-headless)");
-        let zk = ZooKeeper { child, port, _dir: dir };
+        let zk = ZooKeeper {
+            child,
+            port,
+            _dir: dir,
+        };
         let deadline = Instant::now() + START_TIMEOUT;
         while !zk.answers() {
-            assert!(Instant::now() < deadline, "ZooKeeper did not answer on port {port} within {START_TIMEOUT:?}");
+            assert!(
+                Instant::now() < deadline,
+                "ZooKeeper did not answer on port {port} within {START_TIMEOUT:?}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         zk
@@ -70,10 +77,14 @@ impl ZooKeeper {
 
     fn answers(&self) -> bool {
         let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
-        let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else { return false };
+        let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
+            return false;
+        };
         let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
         let mut reply = String::new();
-        stream.write_all(b"srvr").is_ok() && stream.read_to_string(&mut reply).is_ok() && reply.contains("Mode:")
+        stream.write_all(b"srvr").is_ok()
+            && stream.read_to_string(&mut reply).is_ok()
+            && reply.contains("Mode:")
     }
 }
 

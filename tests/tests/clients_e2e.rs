@@ -37,7 +37,11 @@ fn cluster() -> Cluster {
         brokers.push(BrokerProcess::start(dir.path(), port, &properties));
         dirs.push(dir);
     }
-    Cluster { zk, brokers, _dirs: dirs }
+    Cluster {
+        zk,
+        brokers,
+        _dirs: dirs,
+    }
 }
 
 fn topic(name: &str) -> TopicName {
@@ -58,35 +62,71 @@ fn consumer_config(zk: &ZooKeeper, group: &str, extra: &str) -> ConsumerConfig {
 }
 
 /// Sends `messages` durably (each delivery must succeed).
-async fn produce(producer: &Producer<TokioEnv>, topic_name: &str, messages: impl IntoIterator<Item = String>) {
+async fn produce(
+    producer: &Producer<TokioEnv>,
+    topic_name: &str,
+    messages: impl IntoIterator<Item = String>,
+) {
     for m in messages {
-        let delivery = producer.send(Record::new(topic(topic_name), m.into_bytes())).await.unwrap();
-        delivery.await.unwrap_or_else(|e| panic!("a durable send failed: {e}"));
+        let delivery = producer
+            .send(Record::new(topic(topic_name), m.into_bytes()))
+            .await
+            .unwrap();
+        delivery
+            .await
+            .unwrap_or_else(|e| panic!("a durable send failed: {e}"));
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_group_splits_partitions_and_a_killed_member_is_replaced_without_loss() {
     let c = cluster();
-    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n")).await.unwrap();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n"))
+        .await
+        .unwrap();
     let all: Vec<String> = (0..600).map(|i| format!("msg-{i:04}")).collect();
     // The topic exists (registered by both brokers) before anyone consumes.
     produce(&producer, "kt", all[..100].to_vec()).await;
     // Member A: a console-consumer process from the beginning (killed with SIGKILL later).
     let out_a = tempfile::NamedTempFile::new().unwrap();
     let mut a = Command::new(tributary_binary())
-        .args(["console-consumer", "--zookeeper", &c.zk.connect_string(), "--topic", "kt", "--group", "g", "--from-beginning", "--autocommit.interval.ms", "100"])
+        .args([
+            "console-consumer",
+            "--zookeeper",
+            &c.zk.connect_string(),
+            "--topic",
+            "kt",
+            "--group",
+            "g",
+            "--from-beginning",
+            "--autocommit.interval.ms",
+            "100",
+        ])
         .stdout(Stdio::from(out_a.reopen().unwrap()))
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_to_string(out_a.path()).unwrap().lines().count() < 20 {
-        assert!(Instant::now() < deadline, "the console consumer printed nothing");
+    while std::fs::read_to_string(out_a.path())
+        .unwrap()
+        .lines()
+        .count()
+        < 20
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the console consumer printed nothing"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Member B: in this process; it joins, and the group rebalances.
-    let (b, mut streams) = ConsumerConnector::start(TokioEnv, consumer_config(&c.zk, "g", ""), Subscription::Topics([(topic("kt"), 1)].into_iter().collect())).await.unwrap();
+    let (b, mut streams) = ConsumerConnector::start(
+        TokioEnv,
+        consumer_config(&c.zk, "g", ""),
+        Subscription::Topics([(topic("kt"), 1)].into_iter().collect()),
+    )
+    .await
+    .unwrap();
     let mut stream = streams.remove(0);
     let mut got_b: Vec<String> = Vec::new();
     let producing = {
@@ -107,7 +147,10 @@ async fn a_group_splits_partitions_and_a_killed_member_is_replaced_without_loss(
             got_b.push(String::from_utf8(m.payload.to_vec()).unwrap());
         }
     }
-    let got_a_before_kill = std::fs::read_to_string(out_a.path()).unwrap().lines().count();
+    let got_a_before_kill = std::fs::read_to_string(out_a.path())
+        .unwrap()
+        .lines()
+        .count();
     a.kill().unwrap();
     a.wait().unwrap();
     let b_before_kill = got_b.len();
@@ -116,7 +159,11 @@ async fn a_group_splits_partitions_and_a_killed_member_is_replaced_without_loss(
     let deadline = Instant::now() + Duration::from_secs(40);
     loop {
         let text_a = std::fs::read_to_string(out_a.path()).unwrap();
-        let union: BTreeSet<String> = text_a.lines().map(str::to_string).chain(got_b.iter().cloned()).collect();
+        let union: BTreeSet<String> = text_a
+            .lines()
+            .map(str::to_string)
+            .chain(got_b.iter().cloned())
+            .collect();
         if union.len() == all.len() || Instant::now() > deadline {
             break;
         }
@@ -130,36 +177,79 @@ async fn a_group_splits_partitions_and_a_killed_member_is_replaced_without_loss(
     let union: BTreeSet<String> = got_a.iter().chain(&got_b).cloned().collect();
     let expected: BTreeSet<String> = all.iter().cloned().collect();
     let lost: Vec<&String> = expected.difference(&union).collect();
-    assert!(lost.is_empty(), "{} messages lost, e.g. {:?}", lost.len(), lost.iter().take(5).collect::<Vec<_>>());
-    assert!(got_a_before_kill > 0 && b_before_kill > 0, "both members consumed while both lived (A {got_a_before_kill}, B {b_before_kill})");
+    assert!(
+        lost.is_empty(),
+        "{} messages lost, e.g. {:?}",
+        lost.len(),
+        lost.iter().take(5).collect::<Vec<_>>()
+    );
+    assert!(
+        got_a_before_kill > 0 && b_before_kill > 0,
+        "both members consumed while both lived (A {got_a_before_kill}, B {b_before_kill})"
+    );
     let duplicates = got_a.len() + got_b.len() - union.len();
-    eprintln!("A consumed {}, B {}, duplicates {duplicates} (from A's uncommitted range)", got_a.len(), got_b.len());
-    assert!(duplicates <= all.len() / 4, "{duplicates} duplicates: more than A's uncommitted range could explain");
+    eprintln!(
+        "A consumed {}, B {}, duplicates {duplicates} (from A's uncommitted range)",
+        got_a.len(),
+        got_b.len()
+    );
+    assert!(
+        duplicates <= all.len() / 4,
+        "{duplicates} duplicates: more than A's uncommitted range could explain"
+    );
     let mut per_message: BTreeMap<&String, usize> = BTreeMap::new();
-    got_b.iter().for_each(|m| *per_message.entry(m).or_default() += 1);
-    assert!(per_message.values().all(|n| *n == 1), "a member was handed one message twice");
+    got_b
+        .iter()
+        .for_each(|m| *per_message.entry(m).or_default() += 1);
+    assert!(
+        per_message.values().all(|n| *n == 1),
+        "a member was handed one message twice"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_new_topic_matching_a_whitelist_is_consumed_within_a_second() {
     let c = cluster();
-    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n")).await.unwrap();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n"))
+        .await
+        .unwrap();
     produce(&producer, "wild-a", vec!["first".to_string()]).await;
-    let (consumer, mut streams) = ConsumerConnector::start(TokioEnv, consumer_config(&c.zk, "w", ""), Subscription::Whitelist("wild-.*".into(), 1)).await.unwrap();
+    let (consumer, mut streams) = ConsumerConnector::start(
+        TokioEnv,
+        consumer_config(&c.zk, "w", ""),
+        Subscription::Whitelist("wild-.*".into(), 1),
+    )
+    .await
+    .unwrap();
     let mut stream = streams.remove(0);
-    let first = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(first.payload.as_ref(), b"first");
     // A topic that does not exist yet: registered by its first write.
     let sent_at = Instant::now();
     produce(&producer, "wild-b", vec!["second".to_string()]).await;
-    let second = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .unwrap()
+        .unwrap();
     let took = sent_at.elapsed();
-    assert_eq!((second.topic.as_str(), second.payload.as_ref()), ("wild-b", &b"second"[..]));
+    assert_eq!(
+        (second.topic.as_str(), second.payload.as_ref()),
+        ("wild-b", &b"second"[..])
+    );
     eprintln!("a new topic was consumed {took:?} after its first message was acknowledged");
-    assert!(took < Duration::from_millis(1500), "the new topic took {took:?}");
+    assert!(
+        took < Duration::from_millis(1500),
+        "the new topic took {took:?}"
+    );
     // The stream kept running for the old topic too.
     produce(&producer, "wild-a", vec!["third".to_string()]).await;
-    let third = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap().unwrap();
+    let third = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(third.payload.as_ref(), b"third");
     consumer.shutdown().await;
 }
@@ -167,25 +257,69 @@ async fn a_new_topic_matching_a_whitelist_is_consumed_within_a_second() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_offset_checker_prints_0_7s_report() {
     let c = cluster();
-    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n")).await.unwrap();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n"))
+        .await
+        .unwrap();
     produce(&producer, "ct", (0..40).map(|i| format!("m{i}"))).await;
-    let (consumer, mut streams) = ConsumerConnector::start(TokioEnv, consumer_config(&c.zk, "chk", ""), Subscription::Topics([(topic("ct"), 1)].into_iter().collect())).await.unwrap();
+    let (consumer, mut streams) = ConsumerConnector::start(
+        TokioEnv,
+        consumer_config(&c.zk, "chk", ""),
+        Subscription::Topics([(topic("ct"), 1)].into_iter().collect()),
+    )
+    .await
+    .unwrap();
     for _ in 0..40 {
-        tokio::time::timeout(Duration::from_secs(10), streams[0].next()).await.unwrap().unwrap();
+        tokio::time::timeout(Duration::from_secs(10), streams[0].next())
+            .await
+            .unwrap()
+            .unwrap();
     }
     assert!(consumer.commit_offsets().await.unwrap() > 0);
     consumer.shutdown().await;
-    let out = Command::new(tributary_binary()).args(["consumer-offset-checker", "--group", "chk", "--zkconnect", &c.zk.connect_string()]).output().unwrap();
+    let out = Command::new(tributary_binary())
+        .args([
+            "consumer-offset-checker",
+            "--group",
+            "chk",
+            "--zkconnect",
+            &c.zk.connect_string(),
+        ])
+        .output()
+        .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Every partition fully consumed: offset = log size, lag 0; owners released.
     let mut expected = String::new();
     for broker in 0..2 {
         for partition in 0..2 {
             let name = format!("{broker}-{partition}");
-            let Some(block) = text.split("\n\n").find(|b| b.starts_with(&format!("chk,ct,{name} "))) else { continue };
-            let offset: i64 = block.lines().nth(2).unwrap().rsplit(' ').next().unwrap().parse().unwrap();
-            expected.push_str(&tributary::tools::offset_checker::format_partition("chk", "ct", &name, None, offset, Some(offset)));
+            let Some(block) = text
+                .split("\n\n")
+                .find(|b| b.starts_with(&format!("chk,ct,{name} ")))
+            else {
+                continue;
+            };
+            let offset: i64 = block
+                .lines()
+                .nth(2)
+                .unwrap()
+                .rsplit(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            expected.push_str(&tributary::tools::offset_checker::format_partition(
+                "chk",
+                "ct",
+                &name,
+                None,
+                offset,
+                Some(offset),
+            ));
         }
     }
     expected.push_str("BROKER INFO\n");
@@ -195,24 +329,41 @@ async fn the_offset_checker_prints_0_7s_report() {
         }
     }
     assert_eq!(text, expected);
-    assert!(text.matches("(Group,Topic,BrokerId-PartitionId)").count() >= 2, "{text}");
+    assert!(
+        text.matches("(Group,Topic,BrokerId-PartitionId)").count() >= 2,
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_sync_producer_keeps_going_when_one_of_two_brokers_dies() {
     let mut c = cluster();
-    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n")).await.unwrap();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n"))
+        .await
+        .unwrap();
     let mut brokers_used = BTreeSet::new();
     for i in 0..120 {
         if i == 40 {
             c.brokers[1].kill();
         }
-        let delivery = producer.send(Record::new(topic("keepgoing"), format!("m{i}").into_bytes())).await.unwrap();
-        let delivered = delivery.await.unwrap_or_else(|e| panic!("message {i} after a broker died: {e}"));
+        let delivery = producer
+            .send(Record::new(
+                topic("keepgoing"),
+                format!("m{i}").into_bytes(),
+            ))
+            .await
+            .unwrap();
+        let delivered = delivery
+            .await
+            .unwrap_or_else(|e| panic!("message {i} after a broker died: {e}"));
         assert!(delivered.offset.is_some(), "acknowledged with its offset");
         if i >= 60 {
             brokers_used.insert(delivered.broker_id);
         }
     }
-    assert_eq!(brokers_used, [0].into_iter().collect(), "after the death is noticed, only the live broker is used");
+    assert_eq!(
+        brokers_used,
+        [0].into_iter().collect(),
+        "after the death is noticed, only the live broker is used"
+    );
 }

@@ -40,11 +40,19 @@ fn server_properties(id: usize, port: u16, dir: &Path, zk: &ZooKeeper, extra: &s
 
 fn source_cluster(brokers: usize, extra: &str) -> Cluster {
     let zk = ZooKeeper::start();
-    let mut c = Cluster { zk, brokers: Vec::new(), dirs: Vec::new() };
+    let mut c = Cluster {
+        zk,
+        brokers: Vec::new(),
+        dirs: Vec::new(),
+    };
     for id in 0..brokers {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        c.brokers.push(BrokerProcess::start(dir.path(), port, &server_properties(id, port, dir.path(), &c.zk, extra)));
+        c.brokers.push(BrokerProcess::start(
+            dir.path(),
+            port,
+            &server_properties(id, port, dir.path(), &c.zk, extra),
+        ));
         c.dirs.push(dir);
     }
     c
@@ -66,11 +74,21 @@ fn mirror_producer(target: &ZooKeeper) -> String {
 /// A mirror cluster whose brokers each run the embedded mirror of `source`.
 fn mirror_cluster(source: &ZooKeeper, brokers: usize, consumer_extra: &str) -> Cluster {
     let zk = ZooKeeper::start();
-    let mut c = Cluster { zk, brokers: Vec::new(), dirs: Vec::new() };
+    let mut c = Cluster {
+        zk,
+        brokers: Vec::new(),
+        dirs: Vec::new(),
+    };
     for id in 0..brokers {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let broker = BrokerProcess::start_mirror(dir.path(), port, &server_properties(id, port, dir.path(), &c.zk, ""), &mirror_consumer(source, consumer_extra), &mirror_producer(&c.zk));
+        let broker = BrokerProcess::start_mirror(
+            dir.path(),
+            port,
+            &server_properties(id, port, dir.path(), &c.zk, ""),
+            &mirror_consumer(source, consumer_extra),
+            &mirror_producer(&c.zk),
+        );
         c.brokers.push(broker);
         c.dirs.push(dir);
     }
@@ -83,16 +101,29 @@ fn topic(name: &str) -> TopicName {
 
 async fn producer(zk: &ZooKeeper) -> Producer<TokioEnv> {
     let text = format!("zk.connect={}\nzk.sessiontimeout.ms={SESSION_MS}\ndurable.acks=true\nnum.retries=50\nproducer.type=sync\n", zk.connect_string());
-    Producer::start(TokioEnv, ProducerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap()).await.unwrap()
+    Producer::start(
+        TokioEnv,
+        ProducerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap(),
+    )
+    .await
+    .unwrap()
 }
 
 /// Every message of `topics` in the cluster of `zk` (a fresh group from the beginning), until
 /// `expected` distinct ones are there or `limit` passes: message → times seen.
-async fn read_all(zk: &ZooKeeper, topics: &[&str], expected: usize, limit: Duration) -> BTreeMap<String, usize> {
+async fn read_all(
+    zk: &ZooKeeper,
+    topics: &[&str],
+    expected: usize,
+    limit: Duration,
+) -> BTreeMap<String, usize> {
     let text = format!("zk.connect={}\ngroupid=reader-{}\nautooffset.reset=smallest\nfetcher.backoff.ms=50\nconsumer.timeout.ms=1000\n", zk.connect_string(), rand::random::<u32>());
-    let config = ConsumerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
+    let config =
+        ConsumerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
     let subscription = Subscription::Topics(topics.iter().map(|t| (topic(t), 1)).collect());
-    let (consumer, streams) = ConsumerConnector::start(TokioEnv, config, subscription).await.unwrap();
+    let (consumer, streams) = ConsumerConnector::start(TokioEnv, config, subscription)
+        .await
+        .unwrap();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::new()));
     let deadline = Instant::now() + limit;
     // Every stream read at once (one may be idle while another still has messages).
@@ -102,7 +133,11 @@ async fn read_all(zk: &ZooKeeper, topics: &[&str], expected: usize, limit: Durat
         readers.push(tokio::spawn(async move {
             while seen.lock().unwrap().len() < expected && Instant::now() < deadline {
                 if let Ok(m) = stream.next().await {
-                    *seen.lock().unwrap().entry(String::from_utf8_lossy(&m.payload).into_owned()).or_insert(0) += 1;
+                    *seen
+                        .lock()
+                        .unwrap()
+                        .entry(String::from_utf8_lossy(&m.payload).into_owned())
+                        .or_insert(0) += 1;
                 }
             }
         }));
@@ -123,23 +158,43 @@ async fn copies(cluster: &Cluster, topics: &[&str]) -> BTreeMap<String, usize> {
     use tributary_core::wire::{ErrorCode, FetchRequest, Request, Response};
     let mut seen = BTreeMap::new();
     for broker in &cluster.brokers {
-        let mut conn = tributary::client::connect(&TokioEnv, "127.0.0.1", broker.port, Duration::from_secs(10)).await.unwrap();
+        let mut conn = tributary::client::connect(
+            &TokioEnv,
+            "127.0.0.1",
+            broker.port,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
         for t in topics {
             for partition in 0..2 {
                 let mut offset = 0i64;
                 loop {
-                    let fetch = Request::Fetch(FetchRequest { topic: topic(t), partition, offset, max_bytes: 1 << 20 });
-                    let Response::Fetch(f) = conn.call(&fetch).await.unwrap() else { panic!("not a fetch response") };
+                    let fetch = Request::Fetch(FetchRequest {
+                        topic: topic(t),
+                        partition,
+                        offset,
+                        max_bytes: 1 << 20,
+                    });
+                    let Response::Fetch(f) = conn.call(&fetch).await.unwrap() else {
+                        panic!("not a fetch response")
+                    };
                     if f.error != ErrorCode::NoError || f.messages.is_empty() {
                         break;
                     }
                     let mut entries = ShallowIter::new(&f.messages, offset);
                     entries.by_ref().for_each(drop);
                     let valid = entries.end().valid_bytes;
-                    assert!(valid > 0, "{t}/{partition} on port {}: unreadable at {offset}", broker.port);
+                    assert!(
+                        valid > 0,
+                        "{t}/{partition} on port {}: unreadable at {offset}",
+                        broker.port
+                    );
                     for inner in DeepIter::new(f.messages.slice(..valid), offset, 1 << 26) {
                         let inner = inner.unwrap();
-                        *seen.entry(String::from_utf8_lossy(&inner.message.payload).into_owned()).or_insert(0) += 1;
+                        *seen
+                            .entry(String::from_utf8_lossy(&inner.message.payload).into_owned())
+                            .or_insert(0) += 1;
                     }
                     offset += valid as i64;
                 }
@@ -167,9 +222,21 @@ fn mirror_maker(consumer: &Path, producer: &Path, args: &[&str], log: &Path) -> 
 /// Bytes of `topic_prefix`* segments in a broker's log directory.
 fn stored_bytes(dir: &Path, topic_prefix: &str) -> u64 {
     let mut total = 0;
-    for entry in std::fs::read_dir(dir.join("logs")).into_iter().flatten().flatten() {
-        if entry.file_name().to_string_lossy().starts_with(topic_prefix) {
-            for segment in std::fs::read_dir(entry.path()).into_iter().flatten().flatten() {
+    for entry in std::fs::read_dir(dir.join("logs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(topic_prefix)
+        {
+            for segment in std::fs::read_dir(entry.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
                 total += segment.metadata().map_or(0, |m| m.len());
             }
         }
@@ -182,12 +249,40 @@ async fn the_mirror_maker_merges_two_sources_into_two_brokers_and_a_sigterm_dupl
     let (east, west) = (source_cluster(2, ""), source_cluster(1, ""));
     let target = source_cluster(2, "");
     let dir = tempfile::tempdir().unwrap();
-    let (c1, c2, p) = (dir.path().join("east.properties"), dir.path().join("west.properties"), dir.path().join("producer.properties"));
-    std::fs::write(&c1, mirror_consumer(&east.zk, "").replace("KafkaMirror", "mm")).unwrap();
-    std::fs::write(&c2, mirror_consumer(&west.zk, "").replace("KafkaMirror", "mm")).unwrap();
+    let (c1, c2, p) = (
+        dir.path().join("east.properties"),
+        dir.path().join("west.properties"),
+        dir.path().join("producer.properties"),
+    );
+    std::fs::write(
+        &c1,
+        mirror_consumer(&east.zk, "").replace("KafkaMirror", "mm"),
+    )
+    .unwrap();
+    std::fs::write(
+        &c2,
+        mirror_consumer(&west.zk, "").replace("KafkaMirror", "mm"),
+    )
+    .unwrap();
     std::fs::write(&p, mirror_producer(&target.zk)).unwrap();
-    let args = ["--consumer.config", c2.to_str().unwrap(), "--whitelist", "mm-.*", "--num.streams", "2", "--num.producers", "2"];
-    let start = |n: usize| mirror_maker(&c1, &p, &args, &dir.path().join(format!("mirror-maker-{n}.log")));
+    let args = [
+        "--consumer.config",
+        c2.to_str().unwrap(),
+        "--whitelist",
+        "mm-.*",
+        "--num.streams",
+        "2",
+        "--num.producers",
+        "2",
+    ];
+    let start = |n: usize| {
+        mirror_maker(
+            &c1,
+            &p,
+            &args,
+            &dir.path().join(format!("mirror-maker-{n}.log")),
+        )
+    };
     let mut mm = start(1);
     let (east_producer, west_producer) = (producer(&east.zk).await, producer(&west.zk).await);
     let mut expected = BTreeSet::new();
@@ -199,14 +294,24 @@ async fn the_mirror_maker_merges_two_sources_into_two_brokers_and_a_sigterm_dupl
             _ => (&east_producer, "mm-b"),
         };
         let m = format!("{t}-{i}");
-        p.send(Record::new(topic(t), m.clone().into_bytes())).await.unwrap().await.unwrap();
+        p.send(Record::new(topic(t), m.clone().into_bytes()))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
         expected.insert(m);
         // Half-way, while messages flow: a clean stop (SIGTERM), then a new mirror maker.
         if i == 750 {
-            let _ = Command::new("kill").arg("-TERM").arg(mm.id().to_string()).status();
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(mm.id().to_string())
+                .status();
             let status = mm.wait().unwrap();
             let text = std::fs::read_to_string(dir.path().join("mirror-maker-1.log")).unwrap();
-            assert!(status.success(), "the mirror maker did not stop cleanly on SIGTERM:\n{text}");
+            assert!(
+                status.success(),
+                "the mirror maker did not stop cleanly on SIGTERM:\n{text}"
+            );
             assert!(text.contains("mirror stopped:"), "{text}");
             mm = start(2);
             restarted = true;
@@ -214,18 +319,43 @@ async fn the_mirror_maker_merges_two_sources_into_two_brokers_and_a_sigterm_dupl
     }
     assert!(restarted);
     // A topic the whitelist does not allow stays behind.
-    east_producer.send(Record::new(topic("other"), &b"not mirrored"[..])).await.unwrap().await.unwrap();
-    let reader_seen = read_all(&target.zk, &["mm-a", "mm-b", "mm-west"], expected.len(), Duration::from_secs(60)).await;
-    let _ = Command::new("kill").arg("-TERM").arg(mm.id().to_string()).status();
+    east_producer
+        .send(Record::new(topic("other"), &b"not mirrored"[..]))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let reader_seen = read_all(
+        &target.zk,
+        &["mm-a", "mm-b", "mm-west"],
+        expected.len(),
+        Duration::from_secs(60),
+    )
+    .await;
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(mm.id().to_string())
+        .status();
     // What the target cluster holds, copy by copy.
     let seen = copies(&target, &["mm-a", "mm-b", "mm-west"]).await;
-    assert!(expected.iter().all(|m| reader_seen.contains_key(m)), "a consumer group on the mirror cluster did not read every message");
+    assert!(
+        expected.iter().all(|m| reader_seen.contains_key(m)),
+        "a consumer group on the mirror cluster did not read every message"
+    );
     let status = mm.wait().unwrap();
     let text = std::fs::read_to_string(dir.path().join("mirror-maker-2.log")).unwrap();
     let missing: Vec<&String> = expected.iter().filter(|m| !seen.contains_key(*m)).collect();
-    assert!(missing.is_empty(), "{} messages not mirrored, e.g. {:?}\n{text}", missing.len(), missing.iter().take(5).collect::<Vec<_>>());
+    assert!(
+        missing.is_empty(),
+        "{} messages not mirrored, e.g. {:?}\n{text}",
+        missing.len(),
+        missing.iter().take(5).collect::<Vec<_>>()
+    );
     let foreign: Vec<&String> = seen.keys().filter(|m| !expected.contains(*m)).collect();
-    assert!(foreign.is_empty(), "the mirror holds messages no source had: {foreign:?}");
+    assert!(
+        foreign.is_empty(),
+        "the mirror holds messages no source had: {foreign:?}"
+    );
     let duplicated: Vec<(&String, &usize)> = seen.iter().filter(|(_, n)| **n > 1).collect();
     let first = std::fs::read_to_string(dir.path().join("mirror-maker-1.log")).unwrap_or_default();
     assert!(
@@ -236,13 +366,26 @@ async fn the_mirror_maker_merges_two_sources_into_two_brokers_and_a_sigterm_dupl
         first.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"),
         text.lines().take(20).collect::<Vec<_>>().join("\n")
     );
-    assert!(status.success(), "the mirror maker did not stop cleanly on SIGTERM:\n{text}");
-    assert!(text.contains(&format!("mirroring from {}", east.zk.connect_string())) && text.contains(&format!("mirroring from {}", west.zk.connect_string())), "{text}");
+    assert!(
+        status.success(),
+        "the mirror maker did not stop cleanly on SIGTERM:\n{text}"
+    );
+    assert!(
+        text.contains(&format!("mirroring from {}", east.zk.connect_string()))
+            && text.contains(&format!("mirroring from {}", west.zk.connect_string())),
+        "{text}"
+    );
     let other = read_all(&target.zk, &["other"], 1, Duration::from_secs(3)).await;
-    assert!(other.is_empty(), "a topic outside the whitelist was mirrored");
+    assert!(
+        other.is_empty(),
+        "a topic outside the whitelist was mirrored"
+    );
     // Both target brokers took messages.
     for (i, d) in target.dirs.iter().enumerate() {
-        assert!(stored_bytes(d.path(), "mm-") > 0, "target broker {i} holds no mirrored data");
+        assert!(
+            stored_bytes(d.path(), "mm-") > 0,
+            "target broker {i} holds no mirrored data"
+        );
     }
 }
 
@@ -255,15 +398,27 @@ async fn chaos_loses_nothing_and_duplicates_stay_within_the_in_flight_window() {
         let connect = source.zk.connect_string();
         tokio::spawn(async move {
             let text = format!("zk.connect={connect}\nzk.sessiontimeout.ms={SESSION_MS}\ndurable.acks=true\nnum.retries=1000\nproducer.type=sync\n");
-            let producer = Producer::start(TokioEnv, ProducerConfig::from_properties(&Properties::parse("t", &text).unwrap()).unwrap()).await.unwrap();
+            let producer = Producer::start(
+                TokioEnv,
+                ProducerConfig::from_properties(&Properties::parse("t", &text).unwrap()).unwrap(),
+            )
+            .await
+            .unwrap();
             let mut acked = BTreeSet::new();
             let started = Instant::now();
             let mut i = 0u64;
             while started.elapsed() < Duration::from_secs(25) {
                 // A new topic appears mid-run.
-                let t = if started.elapsed() > Duration::from_secs(10) && i.is_multiple_of(4) { "chaos-new" } else { "chaos" };
+                let t = if started.elapsed() > Duration::from_secs(10) && i.is_multiple_of(4) {
+                    "chaos-new"
+                } else {
+                    "chaos"
+                };
                 let m = format!("{t}-{i}");
-                if let Ok(d) = producer.send(Record::new(topic(t), m.clone().into_bytes())).await {
+                if let Ok(d) = producer
+                    .send(Record::new(topic(t), m.clone().into_bytes()))
+                    .await
+                {
                     if d.await.is_ok() {
                         acked.insert(m);
                     }
@@ -298,33 +453,65 @@ async fn chaos_loses_nothing_and_duplicates_stay_within_the_in_flight_window() {
                 mirror.brokers[b].pause();
                 tokio::time::sleep(Duration::from_millis(SESSION_MS + 1500)).await;
                 mirror.brokers[b].resume();
-                *faults.entry("SIGSTOP mirror broker past its session").or_insert(0) += 1;
+                *faults
+                    .entry("SIGSTOP mirror broker past its session")
+                    .or_insert(0) += 1;
             }
         }
     }
     let acked = producing.await.unwrap();
     let converge_started = Instant::now();
-    let reader_seen = read_all(&mirror.zk, &["chaos", "chaos-new"], acked.len(), Duration::from_secs(90)).await;
+    let reader_seen = read_all(
+        &mirror.zk,
+        &["chaos", "chaos-new"],
+        acked.len(),
+        Duration::from_secs(90),
+    )
+    .await;
     let converged = converge_started.elapsed();
-    assert!(acked.iter().all(|m| reader_seen.contains_key(m)), "a consumer group on the mirror cluster did not read every acknowledged message");
+    assert!(
+        acked.iter().all(|m| reader_seen.contains_key(m)),
+        "a consumer group on the mirror cluster did not read every acknowledged message"
+    );
     let seen = copies(&mirror, &["chaos", "chaos-new"]).await;
     let lost: Vec<&String> = acked.iter().filter(|m| !seen.contains_key(*m)).collect();
     let phantoms = seen.keys().filter(|m| !m.starts_with("chaos")).count();
     let duplicates: usize = seen.values().map(|n| n - 1).sum();
-    let logs: String = mirror.brokers.iter().map(|b| b.log_text()).collect::<Vec<_>>().join("\n");
+    let logs: String = mirror
+        .brokers
+        .iter()
+        .map(|b| b.log_text())
+        .collect::<Vec<_>>()
+        .join("\n");
     eprintln!(
         "chaos: {} acknowledged messages, {} mirrored, {} lost, {duplicates} duplicates, converged in {converged:?}; faults {faults:?}",
         acked.len(),
         seen.len(),
         lost.len()
     );
-    assert!(lost.is_empty(), "{} acknowledged messages lost, e.g. {:?}\n{}", lost.len(), lost.iter().take(5).collect::<Vec<_>>(), logs.lines().rev().take(40).collect::<Vec<_>>().join("\n"));
-    assert_eq!(phantoms, 0, "the mirror holds messages the source never had");
-    assert!(seen.keys().any(|m| m.starts_with("chaos-new")), "the topic that appeared mid-run was not mirrored");
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged messages lost, e.g. {:?}\n{}",
+        lost.len(),
+        lost.iter().take(5).collect::<Vec<_>>(),
+        logs.lines().rev().take(40).collect::<Vec<_>>().join("\n")
+    );
+    assert_eq!(
+        phantoms, 0,
+        "the mirror holds messages the source never had"
+    );
+    assert!(
+        seen.keys().any(|m| m.starts_with("chaos-new")),
+        "the topic that appeared mid-run was not mirrored"
+    );
     // The stated bound (docs/mirroring.md): per fault, each of the two streams (one per mirror
     // broker) resends at most what it had uncommitted, 2 × queue.size (2000).
     let bound = faults.values().sum::<usize>() * 2 * (2 * 2000);
-    assert!(duplicates <= bound, "{duplicates} duplicates for {} faults (bound {bound})", faults.values().sum::<usize>());
+    assert!(
+        duplicates <= bound,
+        "{duplicates} duplicates for {} faults (bound {bound})",
+        faults.values().sum::<usize>()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -333,46 +520,100 @@ async fn source_data_deleted_before_it_was_mirrored_is_reported_with_its_range()
     let mut source = source_cluster(1, "num.partitions=1\nlog.file.size=2000\n");
     let producer_handle = producer(&source.zk).await;
     for i in 0..100 {
-        producer_handle.send(Record::new(topic("gappy"), format!("early-{i}").into_bytes())).await.unwrap().await.unwrap();
+        producer_handle
+            .send(Record::new(
+                topic("gappy"),
+                format!("early-{i}").into_bytes(),
+            ))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
     }
     // The mirror copies these, commits, and stops.
     let mut mirror = mirror_cluster(&source.zk, 1, "");
     let copied = read_all(&mirror.zk, &["gappy"], 100, Duration::from_secs(30)).await;
     assert_eq!(copied.len(), 100);
     tokio::time::sleep(Duration::from_millis(800)).await;
-    assert!(mirror.brokers[0].terminate(), "the mirror broker did not stop cleanly");
+    assert!(
+        mirror.brokers[0].terminate(),
+        "the mirror broker did not stop cleanly"
+    );
     // More data; then the source loses its oldest uncopied segments (as retention would).
     for i in 0..300 {
-        producer_handle.send(Record::new(topic("gappy"), format!("late-{i}").into_bytes())).await.unwrap().await.unwrap();
+        producer_handle
+            .send(Record::new(
+                topic("gappy"),
+                format!("late-{i}").into_bytes(),
+            ))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
     }
     drop(producer_handle);
     assert!(source.brokers[0].terminate());
     let partition_dir = source.dirs[0].path().join("logs/gappy-0");
-    let mut segments: Vec<_> = std::fs::read_dir(&partition_dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "kafka")).collect();
+    let mut segments: Vec<_> = std::fs::read_dir(&partition_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "kafka"))
+        .collect();
     segments.sort();
     let doomed = segments.len() / 2;
     for segment in &segments[..doomed] {
         std::fs::remove_file(segment).unwrap();
     }
-    let new_start: u64 = segments[doomed].file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    let new_start: u64 = segments[doomed]
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     source.brokers[0].spawn();
     mirror.brokers[0].spawn();
     // The mirror reports the gap with its exact range and goes on from the new start.
     let deadline = Instant::now() + Duration::from_secs(30);
     let report = loop {
         let text = mirror.brokers[0].log_text();
-        if let Some(line) = text.lines().find(|l| l.contains("were deleted before they were consumed")) {
+        if let Some(line) = text
+            .lines()
+            .find(|l| l.contains("were deleted before they were consumed"))
+        {
             break line.to_string();
         }
         assert!(Instant::now() < deadline, "no gap reported:\n{text}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert!(report.contains(&format!("..{new_start} were deleted")), "{report}");
+    assert!(
+        report.contains(&format!("..{new_start} were deleted")),
+        "{report}"
+    );
     // Whatever the source still holds, the mirror holds too (and goes on after the gap).
     let remaining = read_all(&source.zk, &["gappy"], usize::MAX, Duration::from_secs(6)).await;
-    let seen = read_all(&mirror.zk, &["gappy"], 100 + remaining.len(), Duration::from_secs(30)).await;
-    let missing: Vec<&String> = remaining.keys().filter(|m| !seen.contains_key(*m)).collect();
-    assert!(missing.is_empty() && seen.contains_key("late-299"), "the mirror did not go on after the gap ({} messages seen):\n{}", seen.len(), mirror.brokers[0].log_text().lines().filter(|l| !l.starts_with("  ")).collect::<Vec<_>>().join("\n"));
+    let seen = read_all(
+        &mirror.zk,
+        &["gappy"],
+        100 + remaining.len(),
+        Duration::from_secs(30),
+    )
+    .await;
+    let missing: Vec<&String> = remaining
+        .keys()
+        .filter(|m| !seen.contains_key(*m))
+        .collect();
+    assert!(
+        missing.is_empty() && seen.contains_key("late-299"),
+        "the mirror did not go on after the gap ({} messages seen):\n{}",
+        seen.len(),
+        mirror.brokers[0]
+            .log_text()
+            .lines()
+            .filter(|l| !l.starts_with("  "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -380,12 +621,19 @@ async fn a_corrupt_source_partition_stops_only_itself_with_a_clear_error() {
     let mut source = source_cluster(1, "num.partitions=2\n");
     let producer_handle = producer(&source.zk).await;
     for i in 0..200 {
-        producer_handle.send(Record::new(topic("sick"), format!("m-{i}").into_bytes())).await.unwrap().await.unwrap();
+        producer_handle
+            .send(Record::new(topic("sick"), format!("m-{i}").into_bytes()))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
     }
     drop(producer_handle);
     assert!(source.brokers[0].terminate());
     // Damage a message of partition 0 below its recovery checkpoint: the partition is refused.
-    let segment = source.dirs[0].path().join("logs/sick-0/00000000000000000000.kafka");
+    let segment = source.dirs[0]
+        .path()
+        .join("logs/sick-0/00000000000000000000.kafka");
     let mut bytes = std::fs::read(&segment).unwrap();
     bytes[20] ^= 0xff;
     std::fs::write(&segment, &bytes).unwrap();
@@ -393,10 +641,28 @@ async fn a_corrupt_source_partition_stops_only_itself_with_a_clear_error() {
     let mirror = mirror_cluster(&source.zk, 1, "");
     // What the source can still serve (partition 1) is mirrored whole.
     let readable = read_all(&source.zk, &["sick"], usize::MAX, Duration::from_secs(6)).await;
-    let seen = read_all(&mirror.zk, &["sick"], readable.len(), Duration::from_secs(20)).await;
-    assert!(!readable.is_empty() && readable.len() < 200, "partition 0 should be unreadable at the source ({} readable)", readable.len());
-    assert_eq!(seen.len(), readable.len(), "the readable partition is mirrored whole");
+    let seen = read_all(
+        &mirror.zk,
+        &["sick"],
+        readable.len(),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert!(
+        !readable.is_empty() && readable.len() < 200,
+        "partition 0 should be unreadable at the source ({} readable)",
+        readable.len()
+    );
+    assert_eq!(
+        seen.len(),
+        readable.len(),
+        "the readable partition is mirrored whole"
+    );
     let text = mirror.brokers[0].log_text();
     let errors: Vec<&str> = text.lines().filter(|l| l.contains("ERROR")).collect();
-    assert!(errors.iter().any(|l| l.contains("sick/0-0")), "no error naming the partition:\n{}", errors.join("\n"));
+    assert!(
+        errors.iter().any(|l| l.contains("sick/0-0")),
+        "no error naming the partition:\n{}",
+        errors.join("\n")
+    );
 }

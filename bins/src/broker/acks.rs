@@ -35,18 +35,35 @@ pub enum AckFailure {
 
 impl<F: LogFs + Send + Sync + 'static> FlushRequests<F> {
     /// Asks the committer to flush `log` soon (if it is not durable up to `end` already).
-    pub fn request(&self, tp: &TopicPartition, log: &SharedLog<F>, end: u64) -> Result<(), AckFailure> {
+    pub fn request(
+        &self,
+        tp: &TopicPartition,
+        log: &SharedLog<F>,
+        end: u64,
+    ) -> Result<(), AckFailure> {
         if log.durable().borrow().flushed_end >= end {
             return Ok(());
         }
-        self.tx.send((tp.clone(), log.clone())).map_err(|_| AckFailure::ShuttingDown)
+        self.tx
+            .send((tp.clone(), log.clone()))
+            .map_err(|_| AckFailure::ShuttingDown)
     }
 
     /// Waits until `log` is durable up to `end` (after [`FlushRequests::request`]), at most
     /// until `deadline`.
-    pub async fn wait_durable(&self, log: &SharedLog<F>, end: u64, deadline: tokio::time::Instant) -> Result<(), AckFailure> {
+    pub async fn wait_durable(
+        &self,
+        log: &SharedLog<F>,
+        end: u64,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), AckFailure> {
         let mut durable = log.durable();
-        let reached = async { durable.wait_for(|d| d.flushed_end >= end || d.stopped).await.map(|d| *d) };
+        let reached = async {
+            durable
+                .wait_for(|d| d.flushed_end >= end || d.stopped)
+                .await
+                .map(|d| *d)
+        };
         match tokio::time::timeout_at(deadline, reached).await {
             Ok(Ok(d)) if d.flushed_end >= end => Ok(()),
             Ok(Ok(_)) => Err(AckFailure::Stopped),
@@ -58,7 +75,14 @@ impl<F: LogFs + Send + Sync + 'static> FlushRequests<F> {
 
 /// Starts the committer; it runs until `stop` changes. A panic inside a flush ends it with
 /// that panic (the broker stops on it).
-pub fn start<E: Env>(env: E, delay: Duration, mut stop: watch::Receiver<bool>) -> (FlushRequests<E::Fs>, impl std::future::Future<Output = ()> + Send) {
+pub fn start<E: Env>(
+    env: E,
+    delay: Duration,
+    mut stop: watch::Receiver<bool>,
+) -> (
+    FlushRequests<E::Fs>,
+    impl std::future::Future<Output = ()> + Send,
+) {
     let (tx, mut rx) = mpsc::unbounded_channel::<(TopicPartition, SharedLog<E::Fs>)>();
     let task = async move {
         loop {

@@ -30,21 +30,37 @@ pub struct BudgetShare<'a> {
 impl Budget {
     /// A budget of `bytes` (rounded up to whole KiB).
     pub fn new(bytes: usize) -> Self {
-        let capacity_units = u32::try_from(bytes.div_ceil(UNIT_BYTES)).unwrap_or(u32::MAX).min(Semaphore::MAX_PERMITS as u32);
-        Budget { semaphore: Semaphore::new(capacity_units as usize), capacity_units, held_units: AtomicU64::new(0), peak_units: AtomicU64::new(0) }
+        let capacity_units = u32::try_from(bytes.div_ceil(UNIT_BYTES))
+            .unwrap_or(u32::MAX)
+            .min(Semaphore::MAX_PERMITS as u32);
+        Budget {
+            semaphore: Semaphore::new(capacity_units as usize),
+            capacity_units,
+            held_units: AtomicU64::new(0),
+            peak_units: AtomicU64::new(0),
+        }
     }
 
     /// Waits until `bytes` (at most the whole budget) can be held, and holds them.
     pub async fn acquire(&self, bytes: usize) -> BudgetShare<'_> {
-        let units = u32::try_from(bytes.div_ceil(UNIT_BYTES)).unwrap_or(u32::MAX).min(self.capacity_units);
+        let units = u32::try_from(bytes.div_ceil(UNIT_BYTES))
+            .unwrap_or(u32::MAX)
+            .min(self.capacity_units);
         let permit = match self.semaphore.acquire_many(units).await {
             Ok(permit) => permit,
             // The semaphore is never closed.
             Err(_) => unreachable!("the memory budget's semaphore was closed"),
         };
-        let held = self.held_units.fetch_add(u64::from(units), Ordering::SeqCst) + u64::from(units);
+        let held = self
+            .held_units
+            .fetch_add(u64::from(units), Ordering::SeqCst)
+            + u64::from(units);
         self.peak_units.fetch_max(held, Ordering::SeqCst);
-        BudgetShare { budget: self, units, _permit: permit }
+        BudgetShare {
+            budget: self,
+            units,
+            _permit: permit,
+        }
     }
 
     /// The whole budget in bytes.
@@ -60,6 +76,8 @@ impl Budget {
 
 impl Drop for BudgetShare<'_> {
     fn drop(&mut self) {
-        self.budget.held_units.fetch_sub(u64::from(self.units), Ordering::SeqCst);
+        self.budget
+            .held_units
+            .fetch_sub(u64::from(self.units), Ordering::SeqCst);
     }
 }

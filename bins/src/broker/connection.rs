@@ -12,11 +12,15 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
-use tributary_core::wire::{split_frame, FrameStatus, Request, Response, TopicName, MULTIFETCH_BLOCK_HEADER_BYTES};
+use tributary_core::wire::{
+    split_frame, FrameStatus, Request, Response, TopicName, MULTIFETCH_BLOCK_HEADER_BYTES,
+};
 
 use super::budget::{Budget, BudgetShare};
 use super::handler::{Effects, Handler};
-use super::limits::{IDLE_TIMEOUT, REQUEST_READ_TIMEOUT, RESPONSE_BYTES_MAX, RESPONSE_WRITE_TIMEOUT};
+use super::limits::{
+    IDLE_TIMEOUT, REQUEST_READ_TIMEOUT, RESPONSE_BYTES_MAX, RESPONSE_WRITE_TIMEOUT,
+};
 use crate::env::Env;
 
 /// What every connection shares.
@@ -39,7 +43,10 @@ fn response_bytes_bound(request: &Request) -> usize {
     let fetch = |max: i32| usize::try_from(max).unwrap_or(0);
     match request {
         Request::Fetch(f) => fetch(f.max_bytes),
-        Request::MultiFetch(fs) => fs.iter().map(|f| fetch(f.max_bytes) + MULTIFETCH_BLOCK_HEADER_BYTES).sum(),
+        Request::MultiFetch(fs) => fs
+            .iter()
+            .map(|f| fetch(f.max_bytes) + MULTIFETCH_BLOCK_HEADER_BYTES)
+            .sum(),
         Request::Offsets(o) => 8 * usize::try_from(o.max_offsets).unwrap_or(0).min(1 << 20),
         // Covered by the request's own share, which it keeps (see `serve`).
         Request::Produce(_) | Request::MultiProduce(_) | Request::AckedProduce(_) => 0,
@@ -49,18 +56,29 @@ fn response_bytes_bound(request: &Request) -> usize {
 }
 
 /// Serves one connection until the peer leaves, breaks the protocol, stalls, or shutdown.
-pub async fn serve<E: Env>(mut stream: E::Stream, peer: SocketAddr, shared: Arc<Shared<E>>, mut shutdown: watch::Receiver<bool>, seed: u64) {
+pub async fn serve<E: Env>(
+    mut stream: E::Stream,
+    peer: SocketAddr,
+    shared: Arc<Shared<E>>,
+    mut shutdown: watch::Receiver<bool>,
+    seed: u64,
+) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut buf = BytesMut::with_capacity(4096);
     loop {
-        let Some((request, mut frame_permit)) = next_request(&mut stream, &mut buf, &shared, &mut shutdown, peer).await else {
+        let Some((request, mut frame_permit)) =
+            next_request(&mut stream, &mut buf, &shared, &mut shutdown, peer).await
+        else {
             return;
         };
         // A produce keeps its request's share (its sets are held until appended); an acked
         // produce's response (10 bytes per set) is smaller than its request (at least 11 per
         // set), so that share covers it too. Anything else gives its small request's share back
         // before waiting for its response's (never holding one share while waiting for another).
-        let keeps_request_share = matches!(request, Request::Produce(_) | Request::MultiProduce(_) | Request::AckedProduce(_));
+        let keeps_request_share = matches!(
+            request,
+            Request::Produce(_) | Request::MultiProduce(_) | Request::AckedProduce(_)
+        );
         let response_permit = if !keeps_request_share {
             drop(frame_permit.take());
             match tokio::time::timeout(RESPONSE_WRITE_TIMEOUT, shared.budget.acquire(response_bytes_bound(&request))).await {
@@ -121,7 +139,11 @@ async fn next_request<'a, E: Env>(
             buf.reserve(total.saturating_sub(buf.len()).min(shared.read_chunk_bytes));
         }
         let idle = buf.is_empty();
-        let deadline = if idle { IDLE_TIMEOUT } else { REQUEST_READ_TIMEOUT };
+        let deadline = if idle {
+            IDLE_TIMEOUT
+        } else {
+            REQUEST_READ_TIMEOUT
+        };
         if buf.capacity() == buf.len() {
             buf.reserve(shared.read_chunk_bytes.min(4096));
         }
@@ -156,7 +178,11 @@ fn close<T>(peer: SocketAddr, why: String) -> Option<T> {
 }
 
 /// Writes `response` within the deadline; `false` when the connection must end.
-async fn write_response<S: tokio::io::AsyncWrite + Unpin>(stream: &mut S, response: &Response, peer: SocketAddr) -> bool {
+async fn write_response<S: tokio::io::AsyncWrite + Unpin>(
+    stream: &mut S,
+    response: &Response,
+    peer: SocketAddr,
+) -> bool {
     let chunks = match response.encode_chunks() {
         Ok(chunks) => chunks,
         Err(e) => {

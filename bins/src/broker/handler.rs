@@ -6,8 +6,9 @@ use bytes::Bytes;
 use rand::Rng;
 use tributary_core::log::{LogError, TopicPartition, ValidatedSet};
 use tributary_core::wire::{
-    AckedProduceResponse, ErrorCode, FetchRequest, FetchResponse, MultiFetchResponse, OffsetsRequest, OffsetsResponse,
-    ProduceAck, ProduceRequest, Request, Response, TopicName, PARTITION_BROKER_PICKS,
+    AckedProduceResponse, ErrorCode, FetchRequest, FetchResponse, MultiFetchResponse,
+    OffsetsRequest, OffsetsResponse, ProduceAck, ProduceRequest, Request, Response, TopicName,
+    PARTITION_BROKER_PICKS,
 };
 
 use super::acks::FlushRequests;
@@ -62,7 +63,11 @@ pub struct Handler<E: Env> {
 
 impl<E: Env> Clone for Handler<E> {
     fn clone(&self) -> Self {
-        Handler { env: self.env.clone(), logs: self.logs.clone(), acks: self.acks.clone() }
+        Handler {
+            env: self.env.clone(),
+            logs: self.logs.clone(),
+            acks: self.acks.clone(),
+        }
     }
 }
 
@@ -77,19 +82,38 @@ struct Appended<F: tributary_core::log::LogFs> {
 impl<E: Env> Handler<E> {
     /// A handler over `logs`, refusing ACKED_PRODUCE (no committer).
     pub fn new(env: E, logs: Arc<Logs<E::Fs>>) -> Self {
-        Handler { env, logs, acks: None }
+        Handler {
+            env,
+            logs,
+            acks: None,
+        }
     }
 
     /// A handler over `logs` that answers ACKED_PRODUCE through `acks`.
     pub fn with_acks(env: E, logs: Arc<Logs<E::Fs>>, acks: FlushRequests<E::Fs>) -> Self {
-        Handler { env, logs, acks: Some(acks) }
+        Handler {
+            env,
+            logs,
+            acks: Some(acks),
+        }
     }
 
     /// Serves `request`: `Ok(None)` for the produce requests (no response in 0.7).
-    pub async fn handle(&self, request: Request, rng: &mut impl Rng, effects: &mut Effects) -> Result<Option<Response>, CloseReason> {
+    pub async fn handle(
+        &self,
+        request: Request,
+        rng: &mut impl Rng,
+        effects: &mut Effects,
+    ) -> Result<Option<Response>, CloseReason> {
         match request {
             // Planted bug: a quarter of the produce requests vanish without a trace.
-            Request::Produce(_) if tributary_core::planted::active(tributary_core::planted::Bug::DropSomeProduces) && rng.random_ratio(1, 4) => Ok(None),
+            Request::Produce(_)
+                if tributary_core::planted::active(
+                    tributary_core::planted::Bug::DropSomeProduces,
+                ) && rng.random_ratio(1, 4) =>
+            {
+                Ok(None)
+            }
             Request::Produce(p) => self.produce(p, rng, effects).await.map(|()| None),
             Request::MultiProduce(ps) => {
                 // As in 0.7, earlier parts stay appended if a later one fails.
@@ -98,7 +122,9 @@ impl<E: Env> Handler<E> {
                 }
                 Ok(None)
             }
-            Request::Fetch(f) => Ok(Some(Response::Fetch(self.fetch(f, RESPONSE_BYTES_MAX).await))),
+            Request::Fetch(f) => Ok(Some(Response::Fetch(
+                self.fetch(f, RESPONSE_BYTES_MAX).await,
+            ))),
             Request::MultiFetch(fs) => {
                 let mut budget = RESPONSE_BYTES_MAX;
                 let mut blocks = Vec::with_capacity(fs.len());
@@ -107,21 +133,38 @@ impl<E: Env> Handler<E> {
                     budget -= block.messages.len().min(budget);
                     blocks.push(block);
                 }
-                Ok(Some(Response::MultiFetch(MultiFetchResponse { error: ErrorCode::NoError, blocks })))
+                Ok(Some(Response::MultiFetch(MultiFetchResponse {
+                    error: ErrorCode::NoError,
+                    blocks,
+                })))
             }
-            Request::Offsets(_) if tributary_core::planted::active(tributary_core::planted::Bug::PanicInRequest) => {
+            Request::Offsets(_)
+                if tributary_core::planted::active(
+                    tributary_core::planted::Bug::PanicInRequest,
+                ) =>
+            {
                 panic!("planted bug: the request handler panicked")
             }
             Request::Offsets(o) => self.offsets(o).await.map(|r| Some(Response::Offsets(r))),
-            Request::AckedProduce(ps) => self.acked_produce(ps, rng, effects).await.map(|r| Some(Response::AckedProduce(r))),
+            Request::AckedProduce(ps) => self
+                .acked_produce(ps, rng, effects)
+                .await
+                .map(|r| Some(Response::AckedProduce(r))),
         }
     }
 
     /// Appends each set on its own (a refused set does not stop the others; its ack says why),
     /// then answers once every appended set is durable.
-    async fn acked_produce(&self, ps: Vec<ProduceRequest>, rng: &mut impl Rng, effects: &mut Effects) -> Result<AckedProduceResponse, CloseReason> {
+    async fn acked_produce(
+        &self,
+        ps: Vec<ProduceRequest>,
+        rng: &mut impl Rng,
+        effects: &mut Effects,
+    ) -> Result<AckedProduceResponse, CloseReason> {
         let Some(acks) = &self.acks else {
-            return Err(CloseReason::Unsupported("acknowledged produce (this broker has no committer)"));
+            return Err(CloseReason::Unsupported(
+                "acknowledged produce (this broker has no committer)",
+            ));
         };
         let mut appended = Vec::with_capacity(ps.len());
         for p in ps {
@@ -139,65 +182,48 @@ impl<E: Env> Handler<E> {
         for result in appended {
             let ack = match result {
                 Ok(a) => match acks.wait_durable(&a.log, a.end, deadline).await {
-                    Ok(()) => ProduceAck { error: ErrorCode::NoError, offset: a.offset as i64 },
+                    Ok(()) => ProduceAck {
+                        error: ErrorCode::NoError,
+                        offset: a.offset as i64,
+                    },
                     Err(why) => {
                         tracing::warn!("{}: set at {} not acknowledged: {why:?}", a.tp, a.offset);
-                        ProduceAck { error: ErrorCode::Unknown, offset: -1 }
+                        ProduceAck {
+                            error: ErrorCode::Unknown,
+                            offset: -1,
+                        }
                     }
                 },
                 Err(error) => ProduceAck { error, offset: -1 },
             };
             out.push(ack);
         }
-        Ok(AckedProduceResponse { error: ErrorCode::NoError, acks: out })
+        Ok(AckedProduceResponse {
+            error: ErrorCode::NoError,
+            acks: out,
+        })
     }
 
     /// One set of an acknowledged produce: appended (not yet durable), or the error code to
     /// answer with.
-    async fn append(&self, p: ProduceRequest, rng: &mut impl Rng, effects: &mut Effects) -> Result<Appended<E::Fs>, ErrorCode> {
+    async fn append(
+        &self,
+        p: ProduceRequest,
+        rng: &mut impl Rng,
+        effects: &mut Effects,
+    ) -> Result<Appended<E::Fs>, ErrorCode> {
         let count = self.logs.partition_count(&p.topic);
-        let partition = if p.partition == PARTITION_BROKER_PICKS { rng.random_range(0..count) as i32 } else { p.partition };
+        let partition = if p.partition == PARTITION_BROKER_PICKS {
+            rng.random_range(0..count) as i32
+        } else {
+            p.partition
+        };
         let partition = planted_wrong_partition(partition, count);
-        let tp = self.partition(&p.topic, partition).ok_or(ErrorCode::WrongPartition)?;
+        let tp = self
+            .partition(&p.topic, partition)
+            .ok_or(ErrorCode::WrongPartition)?;
         if self.logs.refused(&tp).is_some() {
             return Err(ErrorCode::Unknown);
-        }
-        let limits = self.logs.policy_for(&tp.topic).validation;
-        let (messages, name) = (p.messages, tp.to_string());
-        let set = self.env.blocking(move || ValidatedSet::check(messages, limits)).await.map_err(|e| {
-            tracing::warn!("{name}: set refused: {e}");
-            ErrorCode::InvalidMessage
-        })?;
-        let (logs, now, key) = (self.logs.clone(), self.env.now_ms(), tp.clone());
-        let (log, created) = self.env.blocking(move || logs.get_or_create(&key, now)).await.map_err(|e| {
-            tracing::error!("{e}");
-            ErrorCode::Unknown
-        })?;
-        if created {
-            effects.new_topics.push(p.topic);
-        }
-        let info = with_log(&self.env, &log, move |l| l.append_validated(&set, now)).await.map_err(|e| {
-            tracing::error!("{e}");
-            ErrorCode::Unknown
-        })?;
-        Ok(Appended { tp, log, offset: info.offset, end: info.next_offset })
-    }
-
-    fn partition(&self, topic: &TopicName, partition: i32) -> Option<TopicPartition> {
-        let count = self.logs.partition_count(topic);
-        u32::try_from(partition).ok().filter(|p| *p < count).map(|p| TopicPartition::new(topic.clone(), p))
-    }
-
-    /// Validates the set (before any partition is touched, so an invalid first set of a new
-    /// topic creates nothing), creates the partition if needed (then the topic is registered,
-    /// whatever the append does next), appends, and flushes when the message count says so.
-    async fn produce(&self, p: ProduceRequest, rng: &mut impl Rng, effects: &mut Effects) -> Result<(), CloseReason> {
-        let count = self.logs.partition_count(&p.topic);
-        let partition = if p.partition == PARTITION_BROKER_PICKS { rng.random_range(0..count) as i32 } else { p.partition };
-        let partition = planted_wrong_partition(partition, count);
-        let tp = self.partition(&p.topic, partition).ok_or(CloseReason::InvalidPartition { topic: p.topic.clone(), partition, count })?;
-        if let Some(reason) = self.logs.refused(&tp) {
-            return Err(CloseReason::RefusedPartition { partition: tp, reason: reason.to_string() });
         }
         let limits = self.logs.policy_for(&tp.topic).validation;
         let (messages, name) = (p.messages, tp.to_string());
@@ -205,9 +231,88 @@ impl<E: Env> Handler<E> {
             .env
             .blocking(move || ValidatedSet::check(messages, limits))
             .await
-            .map_err(|source| LogError::InvalidMessageSet { partition: name, source })?;
+            .map_err(|e| {
+                tracing::warn!("{name}: set refused: {e}");
+                ErrorCode::InvalidMessage
+            })?;
+        let (logs, now, key) = (self.logs.clone(), self.env.now_ms(), tp.clone());
+        let (log, created) = self
+            .env
+            .blocking(move || logs.get_or_create(&key, now))
+            .await
+            .map_err(|e| {
+                tracing::error!("{e}");
+                ErrorCode::Unknown
+            })?;
+        if created {
+            effects.new_topics.push(p.topic);
+        }
+        let info = with_log(&self.env, &log, move |l| l.append_validated(&set, now))
+            .await
+            .map_err(|e| {
+                tracing::error!("{e}");
+                ErrorCode::Unknown
+            })?;
+        Ok(Appended {
+            tp,
+            log,
+            offset: info.offset,
+            end: info.next_offset,
+        })
+    }
+
+    fn partition(&self, topic: &TopicName, partition: i32) -> Option<TopicPartition> {
+        let count = self.logs.partition_count(topic);
+        u32::try_from(partition)
+            .ok()
+            .filter(|p| *p < count)
+            .map(|p| TopicPartition::new(topic.clone(), p))
+    }
+
+    /// Validates the set (before any partition is touched, so an invalid first set of a new
+    /// topic creates nothing), creates the partition if needed (then the topic is registered,
+    /// whatever the append does next), appends, and flushes when the message count says so.
+    async fn produce(
+        &self,
+        p: ProduceRequest,
+        rng: &mut impl Rng,
+        effects: &mut Effects,
+    ) -> Result<(), CloseReason> {
+        let count = self.logs.partition_count(&p.topic);
+        let partition = if p.partition == PARTITION_BROKER_PICKS {
+            rng.random_range(0..count) as i32
+        } else {
+            p.partition
+        };
+        let partition = planted_wrong_partition(partition, count);
+        let tp = self
+            .partition(&p.topic, partition)
+            .ok_or(CloseReason::InvalidPartition {
+                topic: p.topic.clone(),
+                partition,
+                count,
+            })?;
+        if let Some(reason) = self.logs.refused(&tp) {
+            return Err(CloseReason::RefusedPartition {
+                partition: tp,
+                reason: reason.to_string(),
+            });
+        }
+        let limits = self.logs.policy_for(&tp.topic).validation;
+        let (messages, name) = (p.messages, tp.to_string());
+        let set = self
+            .env
+            .blocking(move || ValidatedSet::check(messages, limits))
+            .await
+            .map_err(|source| LogError::InvalidMessageSet {
+                partition: name,
+                source,
+            })?;
         let (logs, now) = (self.logs.clone(), self.env.now_ms());
-        let (log, created) = self.env.blocking(move || logs.get_or_create(&tp, now)).await?;
+        let (log, created) = self
+            .env
+            .blocking(move || logs.get_or_create(&tp, now))
+            .await?;
         if created {
             effects.new_topics.push(p.topic);
         }
@@ -219,17 +324,27 @@ impl<E: Env> Handler<E> {
     }
 
     async fn fetch(&self, f: FetchRequest, budget: usize) -> FetchResponse {
-        let empty = |error| FetchResponse { error, messages: Bytes::new() };
-        let Some(tp) = self.partition(&f.topic, f.partition) else { return empty(ErrorCode::WrongPartition) };
+        let empty = |error| FetchResponse {
+            error,
+            messages: Bytes::new(),
+        };
+        let Some(tp) = self.partition(&f.topic, f.partition) else {
+            return empty(ErrorCode::WrongPartition);
+        };
         if self.logs.refused(&tp).is_some() {
             // Not "empty and caught up": the partition's data exists but cannot be served.
             return empty(ErrorCode::Unknown);
         }
         // 0.7.1+: a partition that has no log here is an empty answer, not an error.
-        let Some(log) = self.logs.get(&tp) else { return empty(ErrorCode::NoError) };
+        let Some(log) = self.logs.get(&tp) else {
+            return empty(ErrorCode::NoError);
+        };
         let max_bytes = usize::try_from(f.max_bytes).unwrap_or(0).min(budget);
         match with_log(&self.env, &log, move |l| l.read(f.offset, max_bytes)).await {
-            Ok(messages) => FetchResponse { error: ErrorCode::NoError, messages },
+            Ok(messages) => FetchResponse {
+                error: ErrorCode::NoError,
+                messages,
+            },
             Err(LogError::OffsetOutOfRange { .. }) => empty(ErrorCode::OffsetOutOfRange),
             Err(e) => {
                 tracing::error!("{e}");
@@ -240,15 +355,28 @@ impl<E: Env> Handler<E> {
 
     async fn offsets(&self, o: OffsetsRequest) -> Result<OffsetsResponse, CloseReason> {
         let count = self.logs.partition_count(&o.topic);
-        let tp = self.partition(&o.topic, o.partition).ok_or(CloseReason::InvalidPartition { topic: o.topic.clone(), partition: o.partition, count })?;
-        let failed = OffsetsResponse { error: ErrorCode::Unknown, offsets: Vec::new() };
+        let tp = self
+            .partition(&o.topic, o.partition)
+            .ok_or(CloseReason::InvalidPartition {
+                topic: o.topic.clone(),
+                partition: o.partition,
+                count,
+            })?;
+        let failed = OffsetsResponse {
+            error: ErrorCode::Unknown,
+            offsets: Vec::new(),
+        };
         if self.logs.refused(&tp).is_some() {
             return Ok(failed);
         }
         let offsets = match self.logs.get(&tp) {
             Some(log) => {
                 let now = self.env.now_ms();
-                match with_log(&self.env, &log, move |l| l.offsets_before(o.time, o.max_offsets, now)).await {
+                match with_log(&self.env, &log, move |l| {
+                    l.offsets_before(o.time, o.max_offsets, now)
+                })
+                .await
+                {
                     Ok(offsets) => offsets,
                     Err(e) => {
                         tracing::error!("{e}");
@@ -260,14 +388,19 @@ impl<E: Env> Handler<E> {
             None if matches!(o.time, -1 | -2) && o.max_offsets > 0 => vec![0],
             None => Vec::new(),
         };
-        Ok(OffsetsResponse { error: ErrorCode::NoError, offsets })
+        Ok(OffsetsResponse {
+            error: ErrorCode::NoError,
+            offsets,
+        })
     }
 }
 
 /// With the planted bug `ProduceWrongPartition`, an explicit partition is shifted to the next
 /// one: the data stays valid and readable, only its place is wrong (the history checker's bug).
 fn planted_wrong_partition(partition: i32, count: u32) -> i32 {
-    if count > 1 && tributary_core::planted::active(tributary_core::planted::Bug::ProduceWrongPartition) {
+    if count > 1
+        && tributary_core::planted::active(tributary_core::planted::Bug::ProduceWrongPartition)
+    {
         return (partition + 1) % count as i32;
     }
     partition

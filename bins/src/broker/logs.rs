@@ -43,8 +43,14 @@ pub struct Partition<F: LogFs> {
 
 impl<F: LogFs> From<Log<F>> for Partition<F> {
     fn from(log: Log<F>) -> Self {
-        let durable = Durable { flushed_end: log.flushed_end(), stopped: log.is_poisoned() || log.is_failed() };
-        Partition { log: Arc::new(tokio::sync::Mutex::new(log)), durable: watch::channel(durable).0 }
+        let durable = Durable {
+            flushed_end: log.flushed_end(),
+            stopped: log.is_poisoned() || log.is_failed(),
+        };
+        Partition {
+            log: Arc::new(tokio::sync::Mutex::new(log)),
+            durable: watch::channel(durable).0,
+        }
     }
 }
 
@@ -55,7 +61,9 @@ impl<F: LogFs> Partition<F> {
     }
 
     /// Locks the log if no one holds it.
-    pub fn try_lock(&self) -> Result<tokio::sync::MutexGuard<'_, Log<F>>, tokio::sync::TryLockError> {
+    pub fn try_lock(
+        &self,
+    ) -> Result<tokio::sync::MutexGuard<'_, Log<F>>, tokio::sync::TryLockError> {
         self.log.try_lock()
     }
 
@@ -65,7 +73,10 @@ impl<F: LogFs> Partition<F> {
     }
 
     fn publish(&self, log: &Log<F>) {
-        let now = Durable { flushed_end: log.flushed_end(), stopped: log.is_poisoned() || log.is_failed() };
+        let now = Durable {
+            flushed_end: log.flushed_end(),
+            stopped: log.is_poisoned() || log.is_failed(),
+        };
         self.durable.send_if_modified(|was| {
             let changed = *was != now;
             *was = now;
@@ -93,7 +104,10 @@ pub fn with_log<'a, E: Env, R: Send + 'static>(
         let guard = log.log.clone().lock_owned().await;
         let (mut guard, outcome) = env.blocking(move || run_caught(guard, op)).await;
         if let Err(panic) = &outcome {
-            guard.fail(format!("an operation panicked: {}", panic_message(panic.as_ref())));
+            guard.fail(format!(
+                "an operation panicked: {}",
+                panic_message(panic.as_ref())
+            ));
         }
         log.publish(&guard);
         drop(guard);
@@ -102,7 +116,10 @@ pub fn with_log<'a, E: Env, R: Send + 'static>(
 }
 
 /// Runs `op` on the guarded log, catching a panic so the caller can mark the log failed.
-fn run_caught<F: LogFs, R>(mut guard: OwnedMutexGuard<Log<F>>, op: impl FnOnce(&mut Log<F>) -> R) -> (OwnedMutexGuard<Log<F>>, std::thread::Result<R>) {
+fn run_caught<F: LogFs, R>(
+    mut guard: OwnedMutexGuard<Log<F>>,
+    op: impl FnOnce(&mut Log<F>) -> R,
+) -> (OwnedMutexGuard<Log<F>>, std::thread::Result<R>) {
     let outcome = catch_unwind(AssertUnwindSafe(|| op(&mut guard)));
     (guard, outcome)
 }
@@ -120,7 +137,9 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// sync (under the lock), sync (without it), publish the new flushed end (under it again).
 pub async fn flush<E: Env>(env: &E, log: &SharedLog<E::Fs>) -> Result<(), LogError> {
     let now = env.now_ms();
-    let Some(ticket) = with_log(env, log, move |l| l.begin_flush(now)).await? else { return Ok(()) };
+    let Some(ticket) = with_log(env, log, move |l| l.begin_flush(now)).await? else {
+        return Ok(());
+    };
     let (ticket, synced) = env
         .blocking(move || {
             let synced = ticket.sync();
@@ -134,12 +153,19 @@ pub async fn flush<E: Env>(env: &E, log: &SharedLog<E::Fs>) -> Result<(), LogErr
 /// now (a long read, a roll) is looked at again on the next tick rather than waited for, so one
 /// slow partition never delays the others' flushes.
 pub fn due_for_flush<F: LogFs + Clone>(logs: &Logs<F>, now_ms: i64) -> Vec<SharedLog<F>> {
-    logs.all().into_iter().filter(|(_, log)| log.try_lock().is_ok_and(|l| l.flush_due(now_ms))).map(|(_, log)| log).collect()
+    logs.all()
+        .into_iter()
+        .filter(|(_, log)| log.try_lock().is_ok_and(|l| l.flush_due(now_ms)))
+        .map(|(_, log)| log)
+        .collect()
 }
 
 /// Each served partition's flushed end, as published (no lock taken).
 fn flushed_ends<F: LogFs + Clone>(logs: &Logs<F>) -> BTreeMap<TopicPartition, u64> {
-    logs.all().into_iter().map(|(tp, log)| (tp, log.durable().borrow().flushed_end)).collect()
+    logs.all()
+        .into_iter()
+        .map(|(tp, log)| (tp, log.durable().borrow().flushed_end))
+        .collect()
 }
 
 /// Writes the recovery checkpoint from every partition's flushed end.
@@ -165,10 +191,22 @@ pub async fn cleanup<E: Env>(env: &E, logs: &Logs<E::Fs>, now_ms: i64) -> usize 
 /// Shutdown: flushes every partition, writes the checkpoint, and writes the clean-shutdown
 /// marker only if every partition closed without error and `vouch` (the broker did not stop on
 /// a failure); otherwise the next start recovers.
-pub async fn close<E: Env>(env: &E, logs: &Arc<Logs<E::Fs>>, now_ms: i64, vouch: bool) -> Result<(), LogError> {
+pub async fn close<E: Env>(
+    env: &E,
+    logs: &Arc<Logs<E::Fs>>,
+    now_ms: i64,
+    vouch: bool,
+) -> Result<(), LogError> {
     let mut clean = vouch;
     for (_, log) in logs.all() {
-        let closed = with_log(env, &log, move |l| if l.is_poisoned() { Ok(0) } else { l.close(now_ms) }).await;
+        let closed = with_log(env, &log, move |l| {
+            if l.is_poisoned() {
+                Ok(0)
+            } else {
+                l.close(now_ms)
+            }
+        })
+        .await;
         let poisoned = log.lock().await.is_poisoned();
         if let Err(e) = &closed {
             tracing::error!("{e}");

@@ -77,7 +77,10 @@ pub enum BrokerError {
 impl BrokerError {
     fn from_join(task: &'static str, error: JoinError) -> Self {
         if error.is_panic() {
-            BrokerError::Panicked { task, message: panic_message(error.into_panic().as_ref()) }
+            BrokerError::Panicked {
+                task,
+                message: panic_message(error.into_panic().as_ref()),
+            }
         } else {
             BrokerError::TaskEnded(task)
         }
@@ -99,18 +102,34 @@ impl Broker {
     /// Locks and opens the logs, listens, registers, and starts serving.
     pub async fn start<E: Env>(env: E, config: BrokerConfig) -> Result<Broker, StartError> {
         let (fs, log_config, now) = (env.fs(), config.clone(), env.now_ms());
-        let (logs, report) = env.blocking(move || Logs::open(fs, log_config, now)).await?;
+        let (logs, report) = env
+            .blocking(move || Logs::open(fs, log_config, now))
+            .await?;
         let logs = Arc::new(logs);
         let host = config.hostname.clone().unwrap_or_else(|| "0.0.0.0".into());
         let bind_addr = format!("{host}:{}", config.port);
         let listener = env
-            .bind(&host, config.port, config.socket_send_buffer_bytes, config.socket_receive_buffer_bytes)
+            .bind(
+                &host,
+                config.port,
+                config.socket_send_buffer_bytes,
+                config.socket_receive_buffer_bytes,
+            )
             .await
-            .map_err(|source| StartError::Listen { addr: bind_addr.clone(), source })?;
-        let addr = listener.local_addr().map_err(|source| StartError::Listen { addr: bind_addr, source })?;
+            .map_err(|source| StartError::Listen {
+                addr: bind_addr.clone(),
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Listen {
+            addr: bind_addr,
+            source,
+        })?;
         let (registration, new_topics) = if config.enable_zookeeper {
             let (topics_tx, topics_rx) = mpsc::unbounded_channel();
-            let registration = Registration::start(env.clone(), &config, addr.port(), logs.topics(), topics_rx).await.map_err(StartError::Registration)?;
+            let registration =
+                Registration::start(env.clone(), &config, addr.port(), logs.topics(), topics_rx)
+                    .await
+                    .map_err(StartError::Registration)?;
             (Some(registration), Some(topics_tx))
         } else {
             (None, None)
@@ -118,7 +137,11 @@ impl Broker {
         let (shutdown, shutdown_rx) = watch::channel(false);
         // The committer stops after the connections (which may be waiting on it) are done.
         let (committer_stop, committer_stop_rx) = watch::channel(false);
-        let (flush_requests, committer) = acks::start(env.clone(), std::time::Duration::from_millis(config.acks_flush_delay_ms.into()), committer_stop_rx);
+        let (flush_requests, committer) = acks::start(
+            env.clone(),
+            std::time::Duration::from_millis(config.acks_flush_delay_ms.into()),
+            committer_stop_rx,
+        );
         let committer = tokio::spawn(committer);
         let shared = Arc::new(Shared {
             handler: Handler::with_acks(env.clone(), logs.clone(), flush_requests),
@@ -127,10 +150,27 @@ impl Broker {
             budget: Budget::new(IN_FLIGHT_BYTES_MAX),
             new_topics,
         });
-        let tasks = Tasks { registration, committer, committer_stop };
-        let done = tokio::spawn(run(env, config.clone(), listener, shared, logs, shutdown_rx, tasks));
+        let tasks = Tasks {
+            registration,
+            committer,
+            committer_stop,
+        };
+        let done = tokio::spawn(run(
+            env,
+            config.clone(),
+            listener,
+            shared,
+            logs,
+            shutdown_rx,
+            tasks,
+        ));
         tracing::info!("broker {} serving on {addr}", config.broker_id);
-        Ok(Broker { addr, report, shutdown, done })
+        Ok(Broker {
+            addr,
+            report,
+            shutdown,
+            done,
+        })
     }
 
     /// Serves until `stop` resolves (then shuts down gracefully) or until the broker fails on
@@ -182,7 +222,11 @@ async fn run<E: Env>(
     mut shutdown: watch::Receiver<bool>,
     tasks: Tasks,
 ) -> Result<(), BrokerError> {
-    let Tasks { mut registration, mut committer, committer_stop } = tasks;
+    let Tasks {
+        mut registration,
+        mut committer,
+        committer_stop,
+    } = tasks;
     // Connections and timers stop on this, whether the stop came from outside or a failure.
     let (stop, stop_rx) = watch::channel(false);
     let mut timers = scheduler::start(env.clone(), logs.clone(), &config, stop_rx.clone());
@@ -224,7 +268,10 @@ async fn run<E: Env>(
     }
     drop(listener);
     let _ = stop.send(true);
-    tracing::info!("shutting down: waiting for {} connections", connections.len());
+    tracing::info!(
+        "shutting down: waiting for {} connections",
+        connections.len()
+    );
     let mut failure = failure;
     let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
         while let Some(joined) = connections.join_next().await {
@@ -235,7 +282,10 @@ async fn run<E: Env>(
     })
     .await;
     if drained.is_err() {
-        tracing::warn!("{} connections still busy after {SHUTDOWN_GRACE:?}: closing them", connections.len());
+        tracing::warn!(
+            "{} connections still busy after {SHUTDOWN_GRACE:?}: closing them",
+            connections.len()
+        );
         connections.abort_all();
         // An aborted task stops only at its next await: wait until none can append any more.
         while let Some(joined) = connections.join_next().await {
@@ -253,7 +303,9 @@ async fn run<E: Env>(
         }
     }
     while let Some(joined) = timers.join_next().await {
-        if let Err(e) = joined.map_err(|e| BrokerError::from_join("the flush scheduler or the cleaner", e)) {
+        if let Err(e) =
+            joined.map_err(|e| BrokerError::from_join("the flush scheduler or the cleaner", e))
+        {
             failure.get_or_insert(e);
         }
     }

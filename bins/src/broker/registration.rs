@@ -9,7 +9,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tributary_core::config::{BrokerConfig, ZkConnect};
 use tributary_core::wire::TopicName;
-use tributary_core::zk_layout::{broker_id_path, broker_registration, broker_topic_partitions_path};
+use tributary_core::zk_layout::{
+    broker_id_path, broker_registration, broker_topic_partitions_path,
+};
 
 use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent};
 use crate::env::Env;
@@ -67,25 +69,52 @@ pub struct Registration {
 
 impl Registration {
     /// Connects, registers the broker and `topics`, and keeps the registration alive.
-    pub async fn start<E: Env>(env: E, config: &BrokerConfig, port: u16, topics: Vec<TopicName>, new_topics: mpsc::UnboundedReceiver<TopicName>) -> Result<Self, String> {
+    pub async fn start<E: Env>(
+        env: E,
+        config: &BrokerConfig,
+        port: u16,
+        topics: Vec<TopicName>,
+        new_topics: mpsc::UnboundedReceiver<TopicName>,
+    ) -> Result<Self, String> {
         let Some(connect) = config.zk_connect.clone() else {
             return Err("zk.connect is not set".into());
         };
         let registrar = Registrar {
             connect,
             broker_id: config.broker_id,
-            host: config.hostname.clone().unwrap_or_else(|| env.host_address()),
+            host: config
+                .hostname
+                .clone()
+                .unwrap_or_else(|| env.host_address()),
             port,
-            partitions: topics.into_iter().map(|t| { let n = config.partitions_for(&t); (t, n) }).collect(),
+            partitions: topics
+                .into_iter()
+                .map(|t| {
+                    let n = config.partitions_for(&t);
+                    (t, n)
+                })
+                .collect(),
             session_timeout: Duration::from_millis(config.zk.session_timeout_ms.into()),
             connection_timeout: Duration::from_millis(config.zk.connection_timeout_ms.into()),
         };
         let coord = registrar.connect_and_register(&env).await?;
-        tracing::info!("registered broker {} as {}:{} in ZooKeeper at {}", registrar.broker_id, registrar.host, registrar.port, registrar.connect);
+        tracing::info!(
+            "registered broker {} as {}:{} in ZooKeeper at {}",
+            registrar.broker_id,
+            registrar.host,
+            registrar.port,
+            registrar.connect
+        );
         let counts = config.clone();
         let (stop, stop_rx) = oneshot::channel();
-        let task = tokio::spawn(keep_alive(env, registrar, coord, new_topics, stop_rx, counts));
-        Ok(Registration { stop, task, finished: false })
+        let task = tokio::spawn(keep_alive(
+            env, registrar, coord, new_topics, stop_rx, counts,
+        ));
+        Ok(Registration {
+            stop,
+            task,
+            finished: false,
+        })
     }
 
     /// Resolves when the registration task ends on its own, which it only does by panicking
@@ -109,7 +138,10 @@ impl Registration {
         let _gone = self.stop.send(()).is_err();
         match tokio::time::timeout(STOP_GRACE, &mut self.task).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) if e.is_panic() => tracing::error!("the ZooKeeper registration panicked: {}", super::logs::panic_message(e.into_panic().as_ref())),
+            Ok(Err(e)) if e.is_panic() => tracing::error!(
+                "the ZooKeeper registration panicked: {}",
+                super::logs::panic_message(e.into_panic().as_ref())
+            ),
             Ok(Err(_)) => {}
             Err(_) => {
                 tracing::warn!("ZooKeeper did not answer within {STOP_GRACE:?}: stopping without closing the session (its nodes go when it expires)");
@@ -121,7 +153,8 @@ impl Registration {
 
 impl Registrar {
     async fn connect<E: Env>(&self, env: &E) -> Result<E::Coord, CoordError> {
-        env.coordinate(&self.connect, self.session_timeout, self.connection_timeout).await
+        env.coordinate(&self.connect, self.session_timeout, self.connection_timeout)
+            .await
     }
 
     /// Connects and registers, retrying lost connections and expired sessions (as 0.7's
@@ -139,7 +172,10 @@ impl Registrar {
                 Err(e) => e.to_string(),
             };
             if tokio::time::Instant::now() >= deadline {
-                return Err(format!("{attempt} (gave up after zk.connectiontimeout.ms = {:?})", self.connection_timeout));
+                return Err(format!(
+                    "{attempt} (gave up after zk.connectiontimeout.ms = {:?})",
+                    self.connection_timeout
+                ));
             }
             tracing::warn!("{attempt}; retrying");
             tokio::time::sleep(RECONNECT_BACKOFF).await;
@@ -149,11 +185,18 @@ impl Registrar {
     /// Registers the broker and every topic. A registration of this id with other data is
     /// waited out for up to two session timeouts (it may be this broker's previous, killed run
     /// whose session has not expired yet); after that, another broker holds the id.
-    async fn register_all(&self, coord: &impl Coordination, now_ms: i64) -> Result<(), RegisterError> {
+    async fn register_all(
+        &self,
+        coord: &impl Coordination,
+        now_ms: i64,
+    ) -> Result<(), RegisterError> {
         let path = broker_id_path(self.broker_id);
         let data = broker_registration(&self.host, now_ms, self.port);
         let deadline = tokio::time::Instant::now() + self.session_timeout * 2;
-        coord.ensure_parents(&path).await.map_err(RegisterError::from)?;
+        coord
+            .ensure_parents(&path)
+            .await
+            .map_err(RegisterError::from)?;
         loop {
             match coord.create(&path, data.as_bytes(), NodeKind::Ephemeral).await {
                 Ok(_) => break,
@@ -179,18 +222,33 @@ impl Registrar {
     }
 }
 
-async fn register_topic(coord: &impl Coordination, topic: &TopicName, broker_id: i32, count: u32) -> Result<(), CoordError> {
+async fn register_topic(
+    coord: &impl Coordination,
+    topic: &TopicName,
+    broker_id: i32,
+    count: u32,
+) -> Result<(), CoordError> {
     let path = broker_topic_partitions_path(topic, broker_id);
     coord.ensure_parents(&path).await?;
-    match coord.create(&path, count.to_string().as_bytes(), NodeKind::Ephemeral).await {
+    match coord
+        .create(&path, count.to_string().as_bytes(), NodeKind::Ephemeral)
+        .await
+    {
         Ok(_) => Ok(()),
-        Err(CoordError::NodeExists(_)) => coord.set(&path, count.to_string().as_bytes(), None).await.map(drop),
+        Err(CoordError::NodeExists(_)) => coord
+            .set(&path, count.to_string().as_bytes(), None)
+            .await
+            .map(drop),
         Err(e) => Err(e),
     }
 }
 
 /// Registers the topics in `pending`, keeping those that still fail; one log line per round.
-async fn register_pending(coord: &impl Coordination, broker_id: i32, pending: &mut BTreeSet<(TopicName, u32)>) {
+async fn register_pending(
+    coord: &impl Coordination,
+    broker_id: i32,
+    pending: &mut BTreeSet<(TopicName, u32)>,
+) {
     let mut still = BTreeSet::new();
     let mut first_error = None;
     for (topic, count) in std::mem::take(pending) {
@@ -200,7 +258,10 @@ async fn register_pending(coord: &impl Coordination, broker_id: i32, pending: &m
         }
     }
     if let Some(error) = first_error {
-        tracing::warn!("{} topics not registered in ZooKeeper yet (first: {error}); retrying", still.len());
+        tracing::warn!(
+            "{} topics not registered in ZooKeeper yet (first: {error}); retrying",
+            still.len()
+        );
     }
     *pending = still;
 }
@@ -221,7 +282,10 @@ async fn reregister<E: Env>(env: &E, registrar: &Registrar) -> E::Coord {
 
 /// Closes the session, giving up after [`STOP_GRACE`].
 async fn close_bounded(coord: impl Coordination) {
-    if tokio::time::timeout(STOP_GRACE, coord.close()).await.is_err() {
+    if tokio::time::timeout(STOP_GRACE, coord.close())
+        .await
+        .is_err()
+    {
         tracing::warn!("closing the ZooKeeper session took longer than {STOP_GRACE:?}; its nodes go when it expires");
     }
 }

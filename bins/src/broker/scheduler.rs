@@ -15,18 +15,33 @@ use super::logs::{self, Logs};
 use crate::env::Env;
 
 /// Starts both timers. They stop at shutdown; dropping the set aborts them.
-pub fn start<E: Env>(env: E, logs: Arc<Logs<E::Fs>>, config: &BrokerConfig, shutdown: watch::Receiver<bool>) -> JoinSet<()> {
+pub fn start<E: Env>(
+    env: E,
+    logs: Arc<Logs<E::Fs>>,
+    config: &BrokerConfig,
+    shutdown: watch::Receiver<bool>,
+) -> JoinSet<()> {
     let mut set = JoinSet::new();
     let flush_every = Duration::from_millis(config.log_flush_scheduler_interval_ms.into());
     let cleanup_every = Duration::from_secs(u64::from(config.log_cleanup_interval_mins) * 60);
-    set.spawn(flush_loop(env.clone(), logs.clone(), flush_every, shutdown.clone()));
+    set.spawn(flush_loop(
+        env.clone(),
+        logs.clone(),
+        flush_every,
+        shutdown.clone(),
+    ));
     set.spawn(cleanup_loop(env, logs, cleanup_every, shutdown));
     set
 }
 
 /// Every interval: flush each due partition on its own task (one slow disk does not hold up
 /// the others), then write the recovery checkpoint.
-async fn flush_loop<E: Env>(env: E, logs: Arc<Logs<E::Fs>>, every: Duration, mut shutdown: watch::Receiver<bool>) {
+async fn flush_loop<E: Env>(
+    env: E,
+    logs: Arc<Logs<E::Fs>>,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         tokio::select! {
             biased;
@@ -54,7 +69,12 @@ async fn flush_loop<E: Env>(env: E, logs: Arc<Logs<E::Fs>>, every: Duration, mut
     }
 }
 
-async fn cleanup_loop<E: Env>(env: E, logs: Arc<Logs<E::Fs>>, every: Duration, mut shutdown: watch::Receiver<bool>) {
+async fn cleanup_loop<E: Env>(
+    env: E,
+    logs: Arc<Logs<E::Fs>>,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut wait = CLEANUP_FIRST_DELAY;
     loop {
         tokio::select! {

@@ -37,20 +37,41 @@ pub struct FetchSettings {
 
 /// Fetches for this generation's partitions on `broker_id` until none are left to fetch (the
 /// rebalance that ends the generation aborts it).
-pub async fn run<E: Env>(env: E, broker_id: i32, address: (String, u16), shared: Arc<Shared>, streams: Streams, generation: u64, settings: FetchSettings) {
+pub async fn run<E: Env>(
+    env: E,
+    broker_id: i32,
+    address: (String, u16),
+    shared: Arc<Shared>,
+    streams: Streams,
+    generation: u64,
+    settings: FetchSettings,
+) {
     let (host, port) = address;
     let mut conn: Option<Connection<E::Stream>> = None;
     loop {
         let partitions: Vec<Arc<PartitionState>> = shared
             .all()
             .into_iter()
-            .filter(|p| p.partition.broker_id == broker_id && p.generation == generation && p.is_owned() && !p.is_stalled())
+            .filter(|p| {
+                p.partition.broker_id == broker_id
+                    && p.generation == generation
+                    && p.is_owned()
+                    && !p.is_stalled()
+            })
             .collect();
         if partitions.is_empty() {
             return;
         }
         if conn.is_none() {
-            match connect_tuned(&env, &host, port, settings.socket_timeout, settings.receive_buffer).await {
+            match connect_tuned(
+                &env,
+                &host,
+                port,
+                settings.socket_timeout,
+                settings.receive_buffer,
+            )
+            .await
+            {
                 Ok(fresh) => conn = Some(fresh),
                 Err(e) => {
                     tracing::warn!("fetcher for broker {broker_id}: {e}; retrying");
@@ -62,12 +83,19 @@ pub async fn run<E: Env>(env: E, broker_id: i32, address: (String, u16), shared:
         let Some(open) = conn.as_mut() else { continue };
         let fetches: Vec<FetchRequest> = partitions
             .iter()
-            .map(|p| FetchRequest { topic: p.topic.clone(), partition: p.partition.partition as i32, offset: p.offsets().fetched(), max_bytes: settings.fetch_bytes })
+            .map(|p| FetchRequest {
+                topic: p.topic.clone(),
+                partition: p.partition.partition as i32,
+                offset: p.offsets().fetched(),
+                max_bytes: settings.fetch_bytes,
+            })
             .collect();
         let blocks = match open.call(&Request::MultiFetch(fetches.clone())).await {
             Ok(Response::MultiFetch(m)) if m.blocks.len() == fetches.len() => m.blocks,
             Ok(other) => {
-                tracing::warn!("fetcher for broker {broker_id}: unexpected answer {other:?}; reconnecting");
+                tracing::warn!(
+                    "fetcher for broker {broker_id}: unexpected answer {other:?}; reconnecting"
+                );
                 conn = None;
                 continue;
             }
@@ -84,16 +112,42 @@ pub async fn run<E: Env>(env: E, broker_id: i32, address: (String, u16), shared:
                 continue;
             }
             let queued = match block.error {
-                ErrorCode::NoError => deliver(&streams, partition, request.offset, block.messages, &settings).await,
+                ErrorCode::NoError => {
+                    deliver(
+                        &streams,
+                        partition,
+                        request.offset,
+                        block.messages,
+                        &settings,
+                    )
+                    .await
+                }
                 ErrorCode::OffsetOutOfRange => {
-                    out_of_range(&env, &host, port, &shared, &streams, partition, request.offset, &settings).await;
+                    out_of_range(
+                        &env,
+                        &host,
+                        port,
+                        &shared,
+                        &streams,
+                        partition,
+                        request.offset,
+                        &settings,
+                    )
+                    .await;
                     Ok(false)
                 }
                 other => {
                     partition.stall();
-                    let error = ConsumerError::Broker { topic: partition.topic.clone(), partition: partition.partition, offset: request.offset, code: other };
+                    let error = ConsumerError::Broker {
+                        topic: partition.topic.clone(),
+                        partition: partition.partition,
+                        offset: request.offset,
+                        code: other,
+                    };
                     tracing::error!("{error}");
-                    queue(&streams, partition, Chunk::Error(error)).await.map(|()| false)
+                    queue(&streams, partition, Chunk::Error(error))
+                        .await
+                        .map(|()| false)
                 }
             };
             match queued {
@@ -116,7 +170,13 @@ async fn queue(streams: &Streams, partition: &PartitionState, chunk: Chunk) -> R
 }
 
 /// Queues the whole messages of a fetched block; `Ok(true)` when there were some.
-async fn deliver(streams: &Streams, partition: &Arc<PartitionState>, offset: i64, bytes: bytes::Bytes, settings: &FetchSettings) -> Result<bool, ()> {
+async fn deliver(
+    streams: &Streams,
+    partition: &Arc<PartitionState>,
+    offset: i64,
+    bytes: bytes::Bytes,
+    settings: &FetchSettings,
+) -> Result<bool, ()> {
     let mut entries = ShallowIter::new(&bytes, offset);
     let mut first_error = None;
     for entry in entries.by_ref() {
@@ -133,27 +193,65 @@ async fn deliver(streams: &Streams, partition: &Arc<PartitionState>, offset: i64
         // Not even the first message fits (or it is damaged): 0.7 raises this to the application.
         partition.stall();
         let error = match first_error {
-            Some(e) if !matches!(e, tributary_core::message::MessageError::FirstMessageTooLarge { .. }) => {
-                ConsumerError::Corrupt { topic: partition.topic.clone(), partition: partition.partition, detail: e.to_string() }
+            Some(e)
+                if !matches!(
+                    e,
+                    tributary_core::message::MessageError::FirstMessageTooLarge { .. }
+                ) =>
+            {
+                ConsumerError::Corrupt {
+                    topic: partition.topic.clone(),
+                    partition: partition.partition,
+                    detail: e.to_string(),
+                }
             }
-            _ => ConsumerError::MessageTooLarge { topic: partition.topic.clone(), partition: partition.partition, offset, fetch_bytes: settings.fetch_bytes },
+            _ => ConsumerError::MessageTooLarge {
+                topic: partition.topic.clone(),
+                partition: partition.partition,
+                offset,
+                fetch_bytes: settings.fetch_bytes,
+            },
         };
         tracing::error!("{error}");
-        return queue(streams, partition, Chunk::Error(error)).await.map(|()| false);
+        return queue(streams, partition, Chunk::Error(error))
+            .await
+            .map(|()| false);
     }
     partition.offsets().fetched_chunk(valid as u64);
-    if tributary_core::planted::active(tributary_core::planted::Bug::SkipChunk) && offset % 10 == 3 {
+    if tributary_core::planted::active(tributary_core::planted::Bug::SkipChunk) && offset % 10 == 3
+    {
         return Ok(true);
     }
-    queue(streams, partition, Chunk::Messages { partition: partition.clone(), start: offset, bytes: bytes.slice(..valid) }).await.map(|()| true)
+    queue(
+        streams,
+        partition,
+        Chunk::Messages {
+            partition: partition.clone(),
+            start: offset,
+            bytes: bytes.slice(..valid),
+        },
+    )
+    .await
+    .map(|()| true)
 }
 
 /// OffsetOutOfRange: look at what the partition holds. Inside its range the data there cannot be
 /// read (corrupt, or a bad offset): an error. Outside it, `autooffset.reset` decides.
 #[allow(clippy::too_many_arguments)]
-async fn out_of_range<E: Env>(env: &E, host: &str, port: u16, shared: &Shared, streams: &Streams, partition: &Arc<PartitionState>, offset: i64, settings: &FetchSettings) {
+async fn out_of_range<E: Env>(
+    env: &E,
+    host: &str,
+    port: u16,
+    shared: &Shared,
+    streams: &Streams,
+    partition: &Arc<PartitionState>,
+    offset: i64,
+    settings: &FetchSettings,
+) {
     let range = async {
-        let mut conn = connect(env, host, port, settings.socket_timeout).await.map_err(|e| e.to_string())?;
+        let mut conn = connect(env, host, port, settings.socket_timeout)
+            .await
+            .map_err(|e| e.to_string())?;
         let earliest = first_offset(&mut conn, partition, -2).await?;
         let latest = first_offset(&mut conn, partition, -1).await?;
         Ok::<_, String>((earliest, latest))
@@ -191,13 +289,28 @@ async fn out_of_range<E: Env>(env: &E, host: &str, port: u16, shared: &Shared, s
     };
     partition.stall();
     tracing::error!("{error}");
-    let _stream_gone = queue(streams, partition, Chunk::Error(error)).await.is_err();
+    let _stream_gone = queue(streams, partition, Chunk::Error(error))
+        .await
+        .is_err();
 }
 
-async fn first_offset<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(conn: &mut Connection<S>, partition: &PartitionState, time: i64) -> Result<i64, String> {
-    let request = Request::Offsets(OffsetsRequest { topic: partition.topic.clone(), partition: partition.partition.partition as i32, time, max_offsets: 1 });
+async fn first_offset<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    partition: &PartitionState,
+    time: i64,
+) -> Result<i64, String> {
+    let request = Request::Offsets(OffsetsRequest {
+        topic: partition.topic.clone(),
+        partition: partition.partition.partition as i32,
+        time,
+        max_offsets: 1,
+    });
     match conn.call(&request).await.map_err(|e| e.to_string())? {
-        Response::Offsets(o) if o.error == ErrorCode::NoError => o.offsets.first().copied().ok_or_else(|| "no offsets".to_string()),
+        Response::Offsets(o) if o.error == ErrorCode::NoError => o
+            .offsets
+            .first()
+            .copied()
+            .ok_or_else(|| "no offsets".to_string()),
         Response::Offsets(o) => Err(format!("OFFSETS answered {}", o.error.name())),
         other => Err(format!("unexpected answer {other:?}")),
     }

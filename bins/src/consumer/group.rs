@@ -20,16 +20,19 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tributary_core::config::{AutoOffsetReset, ConsumerConfig};
-use tributary_core::consumer::{assign, thread_id, BrokerPartition, PartitionOffsets, Registration};
+use tributary_core::consumer::{
+    assign, thread_id, BrokerPartition, PartitionOffsets, Registration,
+};
 use tributary_core::group_id::GroupId;
 use tributary_core::wire::{ErrorCode, OffsetsRequest, Request, Response, TopicName};
 use tributary_core::zk_layout::{
-    broker_id_path, broker_topic_path, consumer_ids_path, consumer_offsets_path, consumer_owners_path, parse_broker_registration, BROKER_TOPICS_PATH,
+    broker_id_path, broker_topic_path, consumer_ids_path, consumer_offsets_path,
+    consumer_owners_path, parse_broker_registration, BROKER_TOPICS_PATH,
 };
 
 use super::fetcher::{self, FetchSettings};
-use super::ConsumerError;
 use super::state::{PartitionState, Shared, Streams};
+use super::ConsumerError;
 use crate::client::connect;
 use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
 use crate::env::Env;
@@ -109,7 +112,10 @@ impl<E: Env> Member<E> {
         coord.ensure_parents(&path).await?;
         let data = self.registration.encode();
         for _ in 0..20 {
-            match coord.create(&path, data.as_bytes(), NodeKind::Ephemeral).await {
+            match coord
+                .create(&path, data.as_bytes(), NodeKind::Ephemeral)
+                .await
+            {
                 Ok(_) => return Ok(()),
                 Err(CoordError::NodeExists(_)) => match coord.get(&path).await {
                     Ok((existing, _)) if existing == data.as_bytes() => return Ok(()),
@@ -123,7 +129,12 @@ impl<E: Env> Member<E> {
     }
 
     /// Runs the member until `stop`; then commits (autocommit), releases and closes.
-    pub async fn run(self, mut coord: E::Coord, mut commits: mpsc::Receiver<CommitRequest>, mut stop: watch::Receiver<bool>) {
+    pub async fn run(
+        self,
+        mut coord: E::Coord,
+        mut commits: mpsc::Receiver<CommitRequest>,
+        mut stop: watch::Receiver<bool>,
+    ) {
         let mut fetchers = JoinSet::new();
         let mut watches = JoinSet::new();
         let mut pending_rebalance = true;
@@ -187,7 +198,10 @@ impl<E: Env> Member<E> {
         while fetchers.join_next().await.is_some() {}
         let released = self.shared.release_all();
         if self.config.autocommit_enable {
-            if let Err(e) = self.commit_partitions(&coord, &released, &BTreeMap::new()).await {
+            if let Err(e) = self
+                .commit_partitions(&coord, &released, &BTreeMap::new())
+                .await
+            {
                 tracing::warn!("commit at shutdown: {e}");
             }
         }
@@ -208,11 +222,18 @@ impl<E: Env> Member<E> {
         let connection = Duration::from_millis(self.config.zk.connection_timeout_ms.into());
         loop {
             let attempt = async {
-                match self.env.coordinate(&self.config.zk_connect, session, connection).await {
+                match self
+                    .env
+                    .coordinate(&self.config.zk_connect, session, connection)
+                    .await
+                {
                     Ok(coord) => match self.register(&coord).await {
                         Ok(()) => Some(coord),
                         Err(e) => {
-                            tracing::warn!("registering consumer {}: {e}; retrying", self.consumer_id);
+                            tracing::warn!(
+                                "registering consumer {}: {e}; retrying",
+                                self.consumer_id
+                            );
                             None
                         }
                     },
@@ -239,14 +260,26 @@ impl<E: Env> Member<E> {
 
     /// Commits the asked partitions this member still owns (in the generation the offsets were
     /// handed out in), never past what was handed out.
-    async fn commit(&self, coord: &E::Coord, items: &[(TopicName, BrokerPartition, Option<i64>, Option<u64>)]) -> Result<CommitTally, String> {
+    async fn commit(
+        &self,
+        coord: &E::Coord,
+        items: &[(TopicName, BrokerPartition, Option<i64>, Option<u64>)],
+    ) -> Result<CommitTally, String> {
         let mut tally = CommitTally::default();
         let mut states = Vec::new();
         let mut wanted = BTreeMap::new();
-        let keep_lost = tributary_core::planted::active(tributary_core::planted::Bug::KeepLostPartitions);
+        let keep_lost =
+            tributary_core::planted::active(tributary_core::planted::Bug::KeepLostPartitions);
         for (topic, partition, offset, epoch) in items {
-            let owned = self.shared.get(topic, *partition).filter(|state| !epoch.is_some_and(|e| e != state.epoch) && state.is_owned());
-            let Some(state) = owned.or_else(|| keep_lost.then(|| self.zombies.get(topic, *partition)).flatten()) else {
+            let owned = self
+                .shared
+                .get(topic, *partition)
+                .filter(|state| !epoch.is_some_and(|e| e != state.epoch) && state.is_owned());
+            let Some(state) = owned.or_else(|| {
+                keep_lost
+                    .then(|| self.zombies.get(topic, *partition))
+                    .flatten()
+            }) else {
                 tally.not_owned += 1;
                 continue;
             };
@@ -263,12 +296,28 @@ impl<E: Env> Member<E> {
         Ok(tally)
     }
 
-    async fn commit_partitions(&self, coord: &E::Coord, states: &[Arc<PartitionState>], wanted: &BTreeMap<(TopicName, BrokerPartition), i64>) -> Result<usize, String> {
+    async fn commit_partitions(
+        &self,
+        coord: &E::Coord,
+        states: &[Arc<PartitionState>],
+        wanted: &BTreeMap<(TopicName, BrokerPartition), i64>,
+    ) -> Result<usize, String> {
         let mut written = 0;
         for state in states {
-            let Some(offset) = state.offsets().to_commit(wanted.get(&(state.topic.clone(), state.partition)).copied()) else { continue };
-            let path = format!("{}/{}", consumer_offsets_path(self.group(), &state.topic), state.partition);
-            write_offset(coord, &path, offset).await.map_err(|e| format!("{path}: {e}"))?;
+            let Some(offset) = state
+                .offsets()
+                .to_commit(wanted.get(&(state.topic.clone(), state.partition)).copied())
+            else {
+                continue;
+            };
+            let path = format!(
+                "{}/{}",
+                consumer_offsets_path(self.group(), &state.topic),
+                state.partition
+            );
+            write_offset(coord, &path, offset)
+                .await
+                .map_err(|e| format!("{path}: {e}"))?;
             state.offsets().committed_at(offset);
             written += 1;
         }
@@ -279,12 +328,18 @@ impl<E: Env> Member<E> {
     /// another member has claimed since).
     async fn release_owners(&self, coord: &E::Coord, released: &[Arc<PartitionState>]) {
         for state in released {
-            let path = format!("{}/{}", consumer_owners_path(self.group(), &state.topic), state.partition);
+            let path = format!(
+                "{}/{}",
+                consumer_owners_path(self.group(), &state.topic),
+                state.partition
+            );
             match coord.get(&path).await {
-                Ok((owner, version)) if owner == state.owner.as_bytes() => match coord.delete(&path, Some(version)).await {
-                    Ok(()) | Err(CoordError::NoNode(_)) | Err(CoordError::BadVersion(_)) => {}
-                    Err(e) => tracing::warn!("releasing {path}: {e}"),
-                },
+                Ok((owner, version)) if owner == state.owner.as_bytes() => {
+                    match coord.delete(&path, Some(version)).await {
+                        Ok(()) | Err(CoordError::NoNode(_)) | Err(CoordError::BadVersion(_)) => {}
+                        Err(e) => tracing::warn!("releasing {path}: {e}"),
+                    }
+                }
                 Ok(_) | Err(CoordError::NoNode(_)) => {}
                 Err(e) => tracing::warn!("releasing {path}: {e}"),
             }
@@ -294,7 +349,12 @@ impl<E: Env> Member<E> {
     /// Rebalances until an attempt succeeds (or gives up after `rebalance.retries.max`, to try
     /// again on the next change); returns the watches that trigger the next one, or `None` when
     /// asked to stop meanwhile.
-    async fn rebalance(&self, coord: &E::Coord, fetchers: &mut JoinSet<()>, stop: &mut watch::Receiver<bool>) -> Option<JoinSet<()>> {
+    async fn rebalance(
+        &self,
+        coord: &E::Coord,
+        fetchers: &mut JoinSet<()>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Option<JoinSet<()>> {
         let attempts = self.config.rebalance_retries_max.max(1);
         let backoff = Duration::from_millis(self.config.rebalance_backoff_ms.into());
         let mut last = String::new();
@@ -311,31 +371,62 @@ impl<E: Env> Member<E> {
             while fetchers.join_next().await.is_some() {}
             let released = self.shared.release_all();
             if self.config.autocommit_enable {
-                if let Err(e) = self.commit_partitions(coord, &released, &BTreeMap::new()).await {
+                if let Err(e) = self
+                    .commit_partitions(coord, &released, &BTreeMap::new())
+                    .await
+                {
                     tracing::warn!("commit before rebalance: {e}");
                 }
             }
             self.release_owners(coord, &released).await;
-            kept.extend(released.iter().map(|p| ((p.topic.clone(), p.partition), (*p.offsets(), p.epoch))));
+            kept.extend(
+                released
+                    .iter()
+                    .map(|p| ((p.topic.clone(), p.partition), (*p.offsets(), p.epoch))),
+            );
             match self.attempt(coord, &kept).await {
                 Ok((claimed, watches, brokers)) => {
                     let generation = self.shared.generation();
-                    let owned: Vec<String> = claimed.iter().map(|p| format!("{}/{}", p.topic, p.partition)).collect();
-                    let before: Vec<String> = kept.keys().map(|(t, p)| format!("{t}/{p}")).collect();
+                    let owned: Vec<String> = claimed
+                        .iter()
+                        .map(|p| format!("{}/{}", p.topic, p.partition))
+                        .collect();
+                    let before: Vec<String> =
+                        kept.keys().map(|(t, p)| format!("{t}/{p}")).collect();
                     if owned == before {
-                        tracing::debug!("consumer {} still owns {} partitions", self.consumer_id, owned.len());
+                        tracing::debug!(
+                            "consumer {} still owns {} partitions",
+                            self.consumer_id,
+                            owned.len()
+                        );
                     } else {
-                        tracing::info!("consumer {} owns {} partitions: {}", self.consumer_id, owned.len(), owned.join(" "));
+                        tracing::info!(
+                            "consumer {} owns {} partitions: {}",
+                            self.consumer_id,
+                            owned.len(),
+                            owned.join(" ")
+                        );
                     }
                     self.shared.install(claimed);
                     for (broker_id, address) in brokers {
-                        fetchers.spawn(fetcher::run(self.env.clone(), broker_id, address, self.shared.clone(), self.streams.clone(), generation, self.settings()));
+                        fetchers.spawn(fetcher::run(
+                            self.env.clone(),
+                            broker_id,
+                            address,
+                            self.shared.clone(),
+                            self.streams.clone(),
+                            generation,
+                            self.settings(),
+                        ));
                     }
                     return Some(watches);
                 }
                 Err(e) => {
                     last = e;
-                    tracing::warn!("consumer {}: rebalance attempt {attempt} of {attempts} failed: {last}", self.consumer_id);
+                    tracing::warn!(
+                        "consumer {}: rebalance attempt {attempt} of {attempts} failed: {last}",
+                        self.consumer_id
+                    );
                     tokio::select! {
                         biased;
                         _ = stop.changed() => return None,
@@ -360,23 +451,57 @@ impl<E: Env> Member<E> {
                 continue;
             }
             let offsets = *p.offsets();
-            let zombie = Arc::new(PartitionState::new(p.topic.clone(), p.partition, p.generation, p.epoch, p.owner.clone(), p.stream, p.address.clone(), offsets));
-            by_fetcher.entry((p.partition.broker_id, p.generation)).or_default().push(zombie);
+            let zombie = Arc::new(PartitionState::new(
+                p.topic.clone(),
+                p.partition,
+                p.generation,
+                p.epoch,
+                p.owner.clone(),
+                p.stream,
+                p.address.clone(),
+                offsets,
+            ));
+            by_fetcher
+                .entry((p.partition.broker_id, p.generation))
+                .or_default()
+                .push(zombie);
         }
         for ((broker_id, generation), zombies) in by_fetcher {
             let address = zombies[0].address.clone();
             self.zombies.install(zombies);
-            drop(tokio::spawn(fetcher::run(self.env.clone(), broker_id, address, self.zombies.clone(), self.streams.clone(), generation, self.settings())));
+            drop(tokio::spawn(fetcher::run(
+                self.env.clone(),
+                broker_id,
+                address,
+                self.zombies.clone(),
+                self.streams.clone(),
+                generation,
+                self.settings(),
+            )));
         }
     }
 
     /// One rebalance attempt: claimed partitions, the watches set while reading, and the
     /// brokers to fetch from.
     #[allow(clippy::type_complexity)]
-    async fn attempt(&self, coord: &E::Coord, kept: &Kept) -> Result<(Vec<Arc<PartitionState>>, JoinSet<()>, BTreeMap<i32, (String, u16)>), String> {
+    async fn attempt(
+        &self,
+        coord: &E::Coord,
+        kept: &Kept,
+    ) -> Result<
+        (
+            Vec<Arc<PartitionState>>,
+            JoinSet<()>,
+            BTreeMap<i32, (String, u16)>,
+        ),
+        String,
+    > {
         let mut watches = JoinSet::new();
         let ids_path = consumer_ids_path(self.group());
-        let (members, watch) = coord.children_and_watch(&ids_path).await.map_err(|e| format!("{ids_path}: {e}"))?;
+        let (members, watch) = coord
+            .children_and_watch(&ids_path)
+            .await
+            .map_err(|e| format!("{ids_path}: {e}"))?;
         watches.spawn(watch);
         let (topics, watch) = children_or_none(coord, BROKER_TOPICS_PATH).await?;
         if matches!(self.registration, Registration::Wildcard { .. }) {
@@ -397,22 +522,32 @@ impl<E: Env> Member<E> {
                 Err(e) => return Err(format!("{ids_path}/{member}: {e}")),
             }
         }
-        let mine = self.registration.streams_for(topics.iter().map(String::as_str));
+        let mine = self
+            .registration
+            .streams_for(topics.iter().map(String::as_str));
         let mut claimed: Vec<Arc<PartitionState>> = Vec::new();
         let mut unreadable_errors = Vec::new();
         let mut brokers = BTreeMap::new();
         let generation = self.shared.generation();
         for (topic_name, streams) in mine {
-            let Ok(topic) = topic_name.parse::<TopicName>() else { continue };
+            let Ok(topic) = topic_name.parse::<TopicName>() else {
+                continue;
+            };
             let topic_path = broker_topic_path(&topic);
             let (registered, watch) = children_or_none(coord, &topic_path).await?;
             watches.spawn(watch);
             let partitions = self.partitions_of(coord, &topic_path, registered).await?;
             let mut threads: Vec<String> = Vec::new();
             for (member, r) in &registrations {
-                let n = r.streams_for(topics.iter().map(String::as_str)).get(&topic_name).copied().unwrap_or(0);
+                let n = r
+                    .streams_for(topics.iter().map(String::as_str))
+                    .get(&topic_name)
+                    .copied()
+                    .unwrap_or(0);
                 if n > COUNT_MAX {
-                    return Err(format!("{ids_path}/{member}: {n} streams for {topic_name} (at most {COUNT_MAX})"));
+                    return Err(format!(
+                        "{ids_path}/{member}: {n} streams for {topic_name} (at most {COUNT_MAX})"
+                    ));
                 }
                 threads.extend((0..n).map(|i| thread_id(member, i)));
             }
@@ -427,10 +562,16 @@ impl<E: Env> Member<E> {
                     let mut unreadable = None;
                     let stream = (self.stream_of)(&topic_name, i);
                     let (offsets, epoch) = match kept.get(&(topic.clone(), partition)) {
-                        Some((o, epoch)) => (PartitionOffsets::resume(o.committed(), o.consumed()), *epoch),
+                        Some((o, epoch)) => (
+                            PartitionOffsets::resume(o.committed(), o.consumed()),
+                            *epoch,
+                        ),
                         None => match self.start_offset(coord, &topic, partition, &address).await {
                             Ok(start) => {
-                                tracing::debug!("consumer {}: {topic}/{partition} starts at {start}", self.consumer_id);
+                                tracing::debug!(
+                                    "consumer {}: {topic}/{partition} starts at {start}",
+                                    self.consumer_id
+                                );
                                 (PartitionOffsets::starting_at(start), generation)
                             }
                             Err(e) => {
@@ -441,16 +582,34 @@ impl<E: Env> Member<E> {
                     };
                     if let Err(e) = self.claim(coord, &topic, partition, &thread).await {
                         for state in &claimed {
-                            let path = format!("{}/{}", consumer_owners_path(self.group(), &state.topic), state.partition);
+                            let path = format!(
+                                "{}/{}",
+                                consumer_owners_path(self.group(), &state.topic),
+                                state.partition
+                            );
                             let _ = coord.delete(&path, None).await;
                         }
                         return Err(e);
                     }
                     brokers.insert(partition.broker_id, address.clone());
-                    let state = Arc::new(PartitionState::new(topic.clone(), partition, generation, epoch, thread.clone(), stream, address, offsets));
+                    let state = Arc::new(PartitionState::new(
+                        topic.clone(),
+                        partition,
+                        generation,
+                        epoch,
+                        thread.clone(),
+                        stream,
+                        address,
+                        offsets,
+                    ));
                     if let Some(detail) = unreadable {
                         state.stall();
-                        let error = ConsumerError::Unreadable { topic: topic.clone(), partition, offset: -1, detail: format!("its start offset cannot be read: {detail}") };
+                        let error = ConsumerError::Unreadable {
+                            topic: topic.clone(),
+                            partition,
+                            offset: -1,
+                            detail: format!("its start offset cannot be read: {detail}"),
+                        };
                         tracing::error!("{error}");
                         unreadable_errors.push((state.stream, error));
                     }
@@ -461,21 +620,40 @@ impl<E: Env> Member<E> {
         for (stream, error) in unreadable_errors {
             if let Some(queue) = self.streams.get(stream) {
                 // Full queue or gone stream: the error is in the log either way.
-                let _reported_in_the_log = queue.try_send(super::state::Chunk::Error(error)).is_err();
+                let _reported_in_the_log =
+                    queue.try_send(super::state::Chunk::Error(error)).is_err();
             }
         }
         Ok((claimed, watches, brokers))
     }
 
-    async fn partitions_of(&self, coord: &E::Coord, topic_path: &str, registered: Vec<String>) -> Result<Vec<BrokerPartition>, String> {
+    async fn partitions_of(
+        &self,
+        coord: &E::Coord,
+        topic_path: &str,
+        registered: Vec<String>,
+    ) -> Result<Vec<BrokerPartition>, String> {
         let mut partitions = Vec::new();
         for broker in registered {
-            let Ok(broker_id) = broker.parse::<i32>() else { continue };
+            let Ok(broker_id) = broker.parse::<i32>() else {
+                continue;
+            };
             match coord.get(&format!("{topic_path}/{broker}")).await {
                 Ok((data, _)) => match String::from_utf8_lossy(&data).trim().parse::<u32>() {
-                    Ok(count) if count <= COUNT_MAX => partitions.extend((0..count).map(|partition| BrokerPartition { broker_id, partition })),
-                    Ok(count) => return Err(format!("{topic_path}/{broker}: {count} partitions (at most {COUNT_MAX})")),
-                    Err(_) => tracing::warn!("{topic_path}/{broker}: unreadable partition count; skipped"),
+                    Ok(count) if count <= COUNT_MAX => {
+                        partitions.extend((0..count).map(|partition| BrokerPartition {
+                            broker_id,
+                            partition,
+                        }))
+                    }
+                    Ok(count) => {
+                        return Err(format!(
+                            "{topic_path}/{broker}: {count} partitions (at most {COUNT_MAX})"
+                        ))
+                    }
+                    Err(_) => {
+                        tracing::warn!("{topic_path}/{broker}: unreadable partition count; skipped")
+                    }
                 },
                 Err(CoordError::NoNode(_)) => {}
                 Err(e) => return Err(format!("{topic_path}/{broker}: {e}")),
@@ -484,17 +662,37 @@ impl<E: Env> Member<E> {
         Ok(partitions)
     }
 
-    async fn broker_address(&self, coord: &E::Coord, broker_id: i32) -> Result<(String, u16), String> {
+    async fn broker_address(
+        &self,
+        coord: &E::Coord,
+        broker_id: i32,
+    ) -> Result<(String, u16), String> {
         let path = broker_id_path(broker_id);
         let (data, _) = coord.get(&path).await.map_err(|e| format!("{path}: {e}"))?;
-        parse_broker_registration(&String::from_utf8_lossy(&data)).ok_or_else(|| format!("{path}: unreadable broker registration"))
+        parse_broker_registration(&String::from_utf8_lossy(&data))
+            .ok_or_else(|| format!("{path}: unreadable broker registration"))
     }
 
     /// The committed offset, or where `autooffset.reset` says to start.
-    async fn start_offset(&self, coord: &E::Coord, topic: &TopicName, partition: BrokerPartition, address: &(String, u16)) -> Result<i64, String> {
-        let path = format!("{}/{}", consumer_offsets_path(self.group(), topic), partition);
+    async fn start_offset(
+        &self,
+        coord: &E::Coord,
+        topic: &TopicName,
+        partition: BrokerPartition,
+        address: &(String, u16),
+    ) -> Result<i64, String> {
+        let path = format!(
+            "{}/{}",
+            consumer_offsets_path(self.group(), topic),
+            partition
+        );
         match coord.get(&path).await {
-            Ok((data, _)) => return String::from_utf8_lossy(&data).trim().parse().map_err(|_| format!("{path}: not an offset")),
+            Ok((data, _)) => {
+                return String::from_utf8_lossy(&data)
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{path}: not an offset"))
+            }
             Err(CoordError::NoNode(_)) => {}
             Err(e) => return Err(format!("{path}: {e}")),
         }
@@ -506,23 +704,53 @@ impl<E: Env> Member<E> {
             AutoOffsetReset::Raise(_) => -2,
         };
         let timeout = Duration::from_millis(self.config.socket_timeout_ms.max(1000).into());
-        let mut conn = connect(&self.env, &address.0, address.1, timeout).await.map_err(|e| e.to_string())?;
-        let request = Request::Offsets(OffsetsRequest { topic: topic.clone(), partition: partition.partition as i32, time, max_offsets: 1 });
+        let mut conn = connect(&self.env, &address.0, address.1, timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        let request = Request::Offsets(OffsetsRequest {
+            topic: topic.clone(),
+            partition: partition.partition as i32,
+            time,
+            max_offsets: 1,
+        });
         match conn.call(&request).await.map_err(|e| e.to_string())? {
-            Response::Offsets(o) if o.error == ErrorCode::NoError => o.offsets.first().copied().ok_or_else(|| format!("{topic}/{partition}: no offsets")),
+            Response::Offsets(o) if o.error == ErrorCode::NoError => o
+                .offsets
+                .first()
+                .copied()
+                .ok_or_else(|| format!("{topic}/{partition}: no offsets")),
             other => Err(format!("{topic}/{partition}: OFFSETS answered {other:?}")),
         }
     }
 
     /// Creates the owner node (ephemeral, our thread id); ours already counts as success.
-    async fn claim(&self, coord: &E::Coord, topic: &TopicName, partition: BrokerPartition, thread: &str) -> Result<(), String> {
-        let path = format!("{}/{}", consumer_owners_path(self.group(), topic), partition);
-        coord.ensure_parents(&path).await.map_err(|e| format!("{path}: {e}"))?;
-        match coord.create(&path, thread.as_bytes(), NodeKind::Ephemeral).await {
+    async fn claim(
+        &self,
+        coord: &E::Coord,
+        topic: &TopicName,
+        partition: BrokerPartition,
+        thread: &str,
+    ) -> Result<(), String> {
+        let path = format!(
+            "{}/{}",
+            consumer_owners_path(self.group(), topic),
+            partition
+        );
+        coord
+            .ensure_parents(&path)
+            .await
+            .map_err(|e| format!("{path}: {e}"))?;
+        match coord
+            .create(&path, thread.as_bytes(), NodeKind::Ephemeral)
+            .await
+        {
             Ok(_) => Ok(()),
             Err(CoordError::NodeExists(_)) => match coord.get(&path).await {
                 Ok((owner, _)) if owner == thread.as_bytes() => Ok(()),
-                Ok((owner, _)) => Err(format!("{topic}/{partition} is still owned by {}", String::from_utf8_lossy(&owner))),
+                Ok((owner, _)) => Err(format!(
+                    "{topic}/{partition} is still owned by {}",
+                    String::from_utf8_lossy(&owner)
+                )),
                 Err(e) => Err(format!("{path}: {e}")),
             },
             Err(e) => Err(format!("{path}: {e}")),
@@ -532,24 +760,39 @@ impl<E: Env> Member<E> {
 
 /// Children of `path` and a watch on them; a missing node has none, and is looked for again
 /// soon (a watch that fires after a pause).
-async fn children_or_none(coord: &impl Coordination, path: &str) -> Result<(Vec<String>, Watch), String> {
+async fn children_or_none(
+    coord: &impl Coordination,
+    path: &str,
+) -> Result<(Vec<String>, Watch), String> {
     match coord.children_and_watch(path).await {
         Ok(found) => Ok(found),
-        Err(CoordError::NoNode(_)) => Ok((Vec::new(), Box::pin(tokio::time::sleep(Duration::from_secs(1))))),
+        Err(CoordError::NoNode(_)) => Ok((
+            Vec::new(),
+            Box::pin(tokio::time::sleep(Duration::from_secs(1))),
+        )),
         Err(e) => Err(format!("{path}: {e}")),
     }
 }
 
 /// Writes a committed offset (persistent, decimal), creating the node and its parents.
-pub async fn write_offset(coord: &impl Coordination, path: &str, offset: i64) -> Result<(), CoordError> {
+pub async fn write_offset(
+    coord: &impl Coordination,
+    path: &str,
+    offset: i64,
+) -> Result<(), CoordError> {
     let data = offset.to_string();
     match coord.set(path, data.as_bytes(), None).await {
         Ok(_) => Ok(()),
         Err(CoordError::NoNode(_)) => {
             coord.ensure_parents(path).await?;
-            match coord.create(path, data.as_bytes(), NodeKind::Persistent).await {
+            match coord
+                .create(path, data.as_bytes(), NodeKind::Persistent)
+                .await
+            {
                 Ok(_) => Ok(()),
-                Err(CoordError::NodeExists(_)) => coord.set(path, data.as_bytes(), None).await.map(drop),
+                Err(CoordError::NodeExists(_)) => {
+                    coord.set(path, data.as_bytes(), None).await.map(drop)
+                }
                 Err(e) => Err(e),
             }
         }

@@ -27,7 +27,9 @@ use rand_chacha::ChaCha8Rng;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tributary_core::config::ConsumerConfig;
-use tributary_core::consumer::{consumer_id, BrokerPartition, FilterKind, Registration, TopicPattern, TopicPatternError};
+use tributary_core::consumer::{
+    consumer_id, BrokerPartition, FilterKind, Registration, TopicPattern, TopicPatternError,
+};
 use tributary_core::wire::{ErrorCode, TopicName};
 
 pub use self::group::write_offset;
@@ -177,18 +179,29 @@ pub struct ConsumerConnector {
 
 impl std::fmt::Debug for ConsumerConnector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConsumerConnector").field("consumer_id", &self.consumer_id).finish()
+        f.debug_struct("ConsumerConnector")
+            .field("consumer_id", &self.consumer_id)
+            .finish()
     }
 }
 
 impl ConsumerConnector {
     /// Joins the group of `config` with `subscription`; returns the member and its streams.
-    pub async fn start<E: Env>(env: E, config: ConsumerConfig, subscription: Subscription) -> Result<(Self, Vec<MessageStream>), StartError> {
+    pub async fn start<E: Env>(
+        env: E,
+        config: ConsumerConfig,
+        subscription: Subscription,
+    ) -> Result<(Self, Vec<MessageStream>), StartError> {
         Self::start_with_gap_sink(env, config, subscription, None).await
     }
 
     /// [`ConsumerConnector::start`], telling `gap_sink` of every gap met.
-    pub async fn start_with_gap_sink<E: Env>(env: E, config: ConsumerConfig, subscription: Subscription, gap_sink: Option<GapSink>) -> Result<(Self, Vec<MessageStream>), StartError> {
+    pub async fn start_with_gap_sink<E: Env>(
+        env: E,
+        config: ConsumerConfig,
+        subscription: Subscription,
+        gap_sink: Option<GapSink>,
+    ) -> Result<(Self, Vec<MessageStream>), StartError> {
         let (registration, stream_count, stream_of) = layout(&subscription)?;
         if stream_count == 0 {
             return Err(StartError::NoStreams);
@@ -197,8 +210,16 @@ impl ConsumerConnector {
             tracing::warn!("shallowiterator.enable=true is not supported: streams yield each message decompressed (the same messages; a mirror re-compresses per its producer's compression.codec)");
         }
         let mut rng = ChaCha8Rng::seed_from_u64(env.rng_seed());
-        let id = consumer_id(config.group_id.as_str(), config.consumer_id.as_deref(), &env.host_address(), env.now_ms(), rng.random());
-        let timeout = config.consumer_timeout_ms.map(|ms| Duration::from_millis(ms.into()));
+        let id = consumer_id(
+            config.group_id.as_str(),
+            config.consumer_id.as_deref(),
+            &env.host_address(),
+            env.now_ms(),
+            rng.random(),
+        );
+        let timeout = config
+            .consumer_timeout_ms
+            .map(|ms| Duration::from_millis(ms.into()));
         let (senders, streams): (Vec<_>, Vec<_>) = (0..stream_count)
             .map(|_| {
                 let (tx, rx) = mpsc::channel(config.queued_chunks_max.max(1) as usize);
@@ -207,16 +228,36 @@ impl ConsumerConnector {
             .unzip();
         let session = Duration::from_millis(config.zk.session_timeout_ms.into());
         let connection = Duration::from_millis(config.zk.connection_timeout_ms.into());
-        let coord = env.coordinate(&config.zk_connect, session, connection).await?;
+        let coord = env
+            .coordinate(&config.zk_connect, session, connection)
+            .await?;
         let shared = Arc::new(state::Shared::new(gap_sink));
         let zombies = Arc::new(state::Shared::new(None));
-        let member = group::Member { env, config, consumer_id: id.clone(), registration, stream_of, shared: shared.clone(), zombies, streams: Arc::new(senders) };
+        let member = group::Member {
+            env,
+            config,
+            consumer_id: id.clone(),
+            registration,
+            stream_of,
+            shared: shared.clone(),
+            zombies,
+            streams: Arc::new(senders),
+        };
         member.register(&coord).await?;
         tracing::info!("consumer {id} joined group {}", member.config.group_id);
         let (commits, commits_rx) = mpsc::channel(64);
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(member.run(coord, commits_rx, stop_rx));
-        Ok((ConsumerConnector { consumer_id: id, shared, commits, stop, task: Some(task) }, streams))
+        Ok((
+            ConsumerConnector {
+                consumer_id: id,
+                shared,
+                commits,
+                stop,
+                task: Some(task),
+            },
+            streams,
+        ))
     }
 
     /// This member's id in the group.
@@ -226,12 +267,21 @@ impl ConsumerConnector {
 
     /// The partitions this member owns right now, with their ownership epochs.
     pub fn owned(&self) -> Vec<(TopicName, BrokerPartition, u64)> {
-        self.shared.all().iter().map(|p| (p.topic.clone(), p.partition, p.epoch)).collect()
+        self.shared
+            .all()
+            .iter()
+            .map(|p| (p.topic.clone(), p.partition, p.epoch))
+            .collect()
     }
 
     /// Gaps met so far (source data deleted before it was consumed) and their bytes.
     pub fn gaps(&self) -> (u64, u64) {
-        (self.shared.gaps.load(std::sync::atomic::Ordering::Relaxed), self.shared.gap_bytes.load(std::sync::atomic::Ordering::Relaxed))
+        (
+            self.shared.gaps.load(std::sync::atomic::Ordering::Relaxed),
+            self.shared
+                .gap_bytes
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// For each owned partition: (topic, partition, what was handed out, its latest offset),
@@ -239,8 +289,19 @@ impl ConsumerConnector {
     pub async fn lag<E: Env>(&self, env: &E) -> Vec<(TopicName, BrokerPartition, i64, i64)> {
         let mut out = Vec::new();
         for p in self.shared.all() {
-            let request = tributary_core::wire::Request::Offsets(tributary_core::wire::OffsetsRequest { topic: p.topic.clone(), partition: p.partition.partition as i32, time: -1, max_offsets: 1 });
-            let Ok(mut conn) = crate::client::connect(env, &p.address.0, p.address.1, Duration::from_secs(5)).await else { continue };
+            let request =
+                tributary_core::wire::Request::Offsets(tributary_core::wire::OffsetsRequest {
+                    topic: p.topic.clone(),
+                    partition: p.partition.partition as i32,
+                    time: -1,
+                    max_offsets: 1,
+                });
+            let Ok(mut conn) =
+                crate::client::connect(env, &p.address.0, p.address.1, Duration::from_secs(5))
+                    .await
+            else {
+                continue;
+            };
             if let Ok(tributary_core::wire::Response::Offsets(o)) = conn.call(&request).await {
                 if let (ErrorCode::NoError, Some(&latest)) = (o.error, o.offsets.first()) {
                     out.push((p.topic.clone(), p.partition, p.offsets().consumed(), latest));
@@ -253,20 +314,40 @@ impl ConsumerConnector {
     /// Commits everything handed out so far, for every partition this member owns; returns how
     /// many offsets were written.
     pub async fn commit_offsets(&self) -> Result<usize, String> {
-        self.request_commit(Vec::new(), true).await.map(|tally| tally.written)
+        self.request_commit(Vec::new(), true)
+            .await
+            .map(|tally| tally.written)
     }
 
     /// Commits up to `message` (its resume offset) for its partition, if this member has owned
     /// it without interruption since the message was handed out; returns whether it was written.
     pub async fn commit(&self, message: &ConsumedMessage) -> Result<bool, String> {
-        self.commit_at(&message.topic, message.partition, message.offset, message.generation).await.map(|outcome| outcome == CommitOutcome::Written)
+        self.commit_at(
+            &message.topic,
+            message.partition,
+            message.offset,
+            message.generation,
+        )
+        .await
+        .map(|outcome| outcome == CommitOutcome::Written)
     }
 
     /// Commits `offset` for a partition if this member still owns it in ownership epoch
     /// `generation` (see [`ConsumedMessage::generation`]) and `offset` is not past what was
     /// handed out; says which of these held.
-    pub async fn commit_at(&self, topic: &TopicName, partition: BrokerPartition, offset: i64, generation: u64) -> Result<CommitOutcome, String> {
-        let tally = self.request_commit(vec![(topic.clone(), partition, Some(offset), Some(generation))], false).await?;
+    pub async fn commit_at(
+        &self,
+        topic: &TopicName,
+        partition: BrokerPartition,
+        offset: i64,
+        generation: u64,
+    ) -> Result<CommitOutcome, String> {
+        let tally = self
+            .request_commit(
+                vec![(topic.clone(), partition, Some(offset), Some(generation))],
+                false,
+            )
+            .await?;
         Ok(if tally.not_owned > 0 {
             CommitOutcome::NotOwned
         } else if tally.stale > 0 {
@@ -278,12 +359,25 @@ impl ConsumerConnector {
         })
     }
 
-    async fn request_commit(&self, items: Vec<(TopicName, BrokerPartition, Option<i64>, Option<u64>)>, everything: bool) -> Result<group::CommitTally, String> {
+    async fn request_commit(
+        &self,
+        items: Vec<(TopicName, BrokerPartition, Option<i64>, Option<u64>)>,
+        everything: bool,
+    ) -> Result<group::CommitTally, String> {
         let (done, answer) = oneshot::channel();
         let items = if everything { vec![] } else { items };
-        let request = group::CommitRequest { items, done, everything };
-        self.commits.send(request).await.map_err(|_| "the consumer is shut down".to_string())?;
-        answer.await.map_err(|_| "the consumer is shut down".to_string())?
+        let request = group::CommitRequest {
+            items,
+            done,
+            everything,
+        };
+        self.commits
+            .send(request)
+            .await
+            .map_err(|_| "the consumer is shut down".to_string())?;
+        answer
+            .await
+            .map_err(|_| "the consumer is shut down".to_string())?
     }
 
     /// Leaves the group: stops fetching, commits (autocommit), releases its partitions, closes
@@ -313,21 +407,34 @@ type StreamOf = Arc<dyn Fn(&str, u32) -> usize + Send + Sync>;
 fn layout(subscription: &Subscription) -> Result<(Registration, usize, StreamOf), StartError> {
     Ok(match subscription {
         Subscription::Topics(topics) => {
-            let counts: BTreeMap<String, u32> = topics.iter().map(|(t, n)| (t.to_string(), *n)).collect();
+            let counts: BTreeMap<String, u32> =
+                topics.iter().map(|(t, n)| (t.to_string(), *n)).collect();
             let mut base = BTreeMap::new();
             let mut total = 0usize;
             for (topic, n) in &counts {
                 base.insert(topic.clone(), total);
                 total += *n as usize;
             }
-            let stream_of: StreamOf = Arc::new(move |topic, i| base.get(topic).copied().unwrap_or(0) + i as usize);
+            let stream_of: StreamOf =
+                Arc::new(move |topic, i| base.get(topic).copied().unwrap_or(0) + i as usize);
             (Registration::Static(counts), total, stream_of)
         }
         Subscription::Whitelist(filter, n) | Subscription::Blacklist(filter, n) => {
-            let kind = if matches!(subscription, Subscription::Whitelist(..)) { FilterKind::Whitelist } else { FilterKind::Blacklist };
+            let kind = if matches!(subscription, Subscription::Whitelist(..)) {
+                FilterKind::Whitelist
+            } else {
+                FilterKind::Blacklist
+            };
             let pattern = TopicPattern::new(kind, filter)?;
             let stream_of: StreamOf = Arc::new(|_, i| i as usize);
-            (Registration::Wildcard { streams: *n, pattern }, *n as usize, stream_of)
+            (
+                Registration::Wildcard {
+                    streams: *n,
+                    pattern,
+                },
+                *n as usize,
+                stream_of,
+            )
         }
     })
 }

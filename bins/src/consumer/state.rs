@@ -44,14 +44,40 @@ pub struct PartitionState {
 impl PartitionState {
     /// A partition owned from generation `generation` on, starting at `offsets`.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(topic: TopicName, partition: BrokerPartition, generation: u64, epoch: u64, owner: String, stream: usize, address: (String, u16), offsets: PartitionOffsets) -> Self {
-        PartitionState { topic, partition, generation, epoch, owner, stream, address, offsets: Mutex::new(offsets), owned: AtomicBool::new(true), stalled: AtomicBool::new(false), unreadable: AtomicBool::new(false) }
+    pub fn new(
+        topic: TopicName,
+        partition: BrokerPartition,
+        generation: u64,
+        epoch: u64,
+        owner: String,
+        stream: usize,
+        address: (String, u16),
+        offsets: PartitionOffsets,
+    ) -> Self {
+        PartitionState {
+            topic,
+            partition,
+            generation,
+            epoch,
+            owner,
+            stream,
+            address,
+            offsets: Mutex::new(offsets),
+            owned: AtomicBool::new(true),
+            stalled: AtomicBool::new(false),
+            unreadable: AtomicBool::new(false),
+        }
     }
 
     /// Its offsets. (Only memory work happens under this lock; a poisoned one is a bug here.)
     #[allow(clippy::panic)]
     pub fn offsets(&self) -> MutexGuard<'_, PartitionOffsets> {
-        self.offsets.lock().unwrap_or_else(|_| panic!("the offsets lock of {}/{} was poisoned", self.topic, self.partition))
+        self.offsets.lock().unwrap_or_else(|_| {
+            panic!(
+                "the offsets lock of {}/{} was poisoned",
+                self.topic, self.partition
+            )
+        })
     }
 
     /// Whether this member still owns it (this generation).
@@ -121,20 +147,33 @@ pub struct Shared {
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").field("generation", &self.generation).field("gaps", &self.gaps).field("gap_sink", &self.gap_sink.is_some()).finish_non_exhaustive()
+        f.debug_struct("Shared")
+            .field("generation", &self.generation)
+            .field("gaps", &self.gaps)
+            .field("gap_sink", &self.gap_sink.is_some())
+            .finish_non_exhaustive()
     }
 }
 
 impl Shared {
     /// No partitions yet.
     pub fn new(gap_sink: Option<super::GapSink>) -> Self {
-        Shared { owned: Mutex::new(BTreeMap::new()), generation: AtomicU64::new(0), gaps: AtomicU64::new(0), gap_bytes: AtomicU64::new(0), gap_sink }
+        Shared {
+            owned: Mutex::new(BTreeMap::new()),
+            generation: AtomicU64::new(0),
+            gaps: AtomicU64::new(0),
+            gap_bytes: AtomicU64::new(0),
+            gap_sink,
+        }
     }
 
     /// Counts a gap, tells the sink.
     pub fn report_gap(&self, report: &super::GapReport) {
         self.gaps.fetch_add(1, Ordering::Relaxed);
-        self.gap_bytes.fetch_add(u64::try_from(report.to - report.from).unwrap_or(0), Ordering::Relaxed);
+        self.gap_bytes.fetch_add(
+            u64::try_from(report.to - report.from).unwrap_or(0),
+            Ordering::Relaxed,
+        );
         if let Some(sink) = &self.gap_sink {
             sink(report);
         }
@@ -142,7 +181,9 @@ impl Shared {
 
     #[allow(clippy::panic)]
     fn owned(&self) -> MutexGuard<'_, BTreeMap<(TopicName, BrokerPartition), Arc<PartitionState>>> {
-        self.owned.lock().unwrap_or_else(|_| panic!("the consumer's ownership lock was poisoned"))
+        self.owned
+            .lock()
+            .unwrap_or_else(|_| panic!("the consumer's ownership lock was poisoned"))
     }
 
     /// The current generation.
@@ -154,7 +195,8 @@ impl Shared {
     /// commit); nothing is owned until [`Shared::install`].
     pub fn release_all(&self) -> Vec<Arc<PartitionState>> {
         self.generation.fetch_add(1, Ordering::SeqCst);
-        let released: Vec<Arc<PartitionState>> = std::mem::take(&mut *self.owned()).into_values().collect();
+        let released: Vec<Arc<PartitionState>> =
+            std::mem::take(&mut *self.owned()).into_values().collect();
         released.iter().for_each(|p| p.release());
         released
     }
@@ -173,7 +215,11 @@ impl Shared {
     }
 
     /// An owned partition.
-    pub fn get(&self, topic: &TopicName, partition: BrokerPartition) -> Option<Arc<PartitionState>> {
+    pub fn get(
+        &self,
+        topic: &TopicName,
+        partition: BrokerPartition,
+    ) -> Option<Arc<PartitionState>> {
         self.owned().get(&(topic.clone(), partition)).cloned()
     }
 }

@@ -46,7 +46,11 @@ pub struct MessageStream {
 
 impl MessageStream {
     pub(super) fn new(rx: mpsc::Receiver<Chunk>, timeout: Option<Duration>) -> Self {
-        MessageStream { rx, current: None, timeout }
+        MessageStream {
+            rx,
+            current: None,
+            timeout,
+        }
     }
 
     /// The next message. `Err(Timeout)` after `consumer.timeout.ms` without one (the stream
@@ -77,7 +81,11 @@ impl MessageStream {
                         // and whatever was fetched past it), until the next rebalance reads the
                         // partition again from its committed offset; the error says where.
                         partition.mark_unreadable();
-                        let error = ConsumerError::Corrupt { topic: partition.topic.clone(), partition: partition.partition, detail: e.to_string() };
+                        let error = ConsumerError::Corrupt {
+                            topic: partition.topic.clone(),
+                            partition: partition.partition,
+                            detail: e.to_string(),
+                        };
                         self.current = None;
                         return Err(error);
                     }
@@ -96,8 +104,15 @@ impl MessageStream {
                 None => return Err(ConsumerError::Closed),
                 Some(Chunk::Error(e)) => return Err(e),
                 Some(Chunk::Messages { partition, .. }) if partition.is_unreadable() => {}
-                Some(Chunk::Messages { partition, start, bytes }) => {
-                    self.current = Some((partition, DeepIter::new(bytes, start, DECOMPRESSED_BYTES_MAX_DEFAULT)));
+                Some(Chunk::Messages {
+                    partition,
+                    start,
+                    bytes,
+                }) => {
+                    self.current = Some((
+                        partition,
+                        DeepIter::new(bytes, start, DECOMPRESSED_BYTES_MAX_DEFAULT),
+                    ));
                 }
             }
         }

@@ -68,19 +68,39 @@ pub type Watch = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// The coordination service (one session).
 pub trait Coordination: Send + Sync + 'static {
     /// Creates a node; returns its actual path (sequential nodes get a suffix).
-    fn create(&self, path: &str, data: &[u8], kind: NodeKind) -> impl Future<Output = Result<String, CoordError>> + Send;
+    fn create(
+        &self,
+        path: &str,
+        data: &[u8],
+        kind: NodeKind,
+    ) -> impl Future<Output = Result<String, CoordError>> + Send;
     /// A node's data and version.
     fn get(&self, path: &str) -> impl Future<Output = Result<(Vec<u8>, i32), CoordError>> + Send;
     /// A node's data and version, and a watch that fires when it changes or goes.
-    fn get_and_watch(&self, path: &str) -> impl Future<Output = Result<(Vec<u8>, i32, Watch), CoordError>> + Send;
+    fn get_and_watch(
+        &self,
+        path: &str,
+    ) -> impl Future<Output = Result<(Vec<u8>, i32, Watch), CoordError>> + Send;
     /// Sets a node's data if its version is `version` (any version when `None`); returns the new version.
-    fn set(&self, path: &str, data: &[u8], version: Option<i32>) -> impl Future<Output = Result<i32, CoordError>> + Send;
+    fn set(
+        &self,
+        path: &str,
+        data: &[u8],
+        version: Option<i32>,
+    ) -> impl Future<Output = Result<i32, CoordError>> + Send;
     /// Deletes a node if its version is `version` (any when `None`).
-    fn delete(&self, path: &str, version: Option<i32>) -> impl Future<Output = Result<(), CoordError>> + Send;
+    fn delete(
+        &self,
+        path: &str,
+        version: Option<i32>,
+    ) -> impl Future<Output = Result<(), CoordError>> + Send;
     /// A node's children, sorted.
     fn children(&self, path: &str) -> impl Future<Output = Result<Vec<String>, CoordError>> + Send;
     /// A node's children, sorted, and a watch that fires when they change.
-    fn children_and_watch(&self, path: &str) -> impl Future<Output = Result<(Vec<String>, Watch), CoordError>> + Send;
+    fn children_and_watch(
+        &self,
+        path: &str,
+    ) -> impl Future<Output = Result<(Vec<String>, Watch), CoordError>> + Send;
     /// The next session event.
     fn next_event(&self) -> impl Future<Output = SessionEvent> + Send;
     /// Closes the session (its ephemeral nodes go at once).

@@ -19,7 +19,9 @@ pub struct ZkCoordination {
 
 impl std::fmt::Debug for ZkCoordination {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZkCoordination").field("session", &self.client.session_id()).finish()
+        f.debug_struct("ZkCoordination")
+            .field("session", &self.client.session_id())
+            .finish()
     }
 }
 
@@ -27,7 +29,11 @@ impl ZkCoordination {
     /// Opens a session with `connect` (chroot included); fails after `connection_timeout`, or at
     /// once when no server accepts a TCP connection (so "nothing listens there" is reported as
     /// such, not as a timeout much later).
-    pub async fn connect(connect: &ZkConnect, session_timeout: Duration, connection_timeout: Duration) -> Result<Self, CoordError> {
+    pub async fn connect(
+        connect: &ZkConnect,
+        session_timeout: Duration,
+        connection_timeout: Duration,
+    ) -> Result<Self, CoordError> {
         probe(connect, connection_timeout.min(PROBE_TIMEOUT)).await?;
         let cluster = connect.to_string();
         let connecting = zk::Client::connector()
@@ -36,10 +42,18 @@ impl ZkCoordination {
             .connect(&cluster);
         let client = tokio::time::timeout(connection_timeout.max(session_timeout), connecting)
             .await
-            .map_err(|_| CoordError::ConnectionLoss(format!("no ZooKeeper session with {connect} within {connection_timeout:?}")))?
+            .map_err(|_| {
+                CoordError::ConnectionLoss(format!(
+                    "no ZooKeeper session with {connect} within {connection_timeout:?}"
+                ))
+            })?
             .map_err(|e| map_error(e, &connect.to_string()))?;
         let states = Mutex::new(client.state_watcher());
-        Ok(ZkCoordination { client, states, op_timeout: session_timeout })
+        Ok(ZkCoordination {
+            client,
+            states,
+            op_timeout: session_timeout,
+        })
     }
 }
 
@@ -50,15 +64,28 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 async fn probe(connect: &ZkConnect, timeout: Duration) -> Result<(), CoordError> {
     let mut reasons = Vec::new();
     for server in &connect.servers {
-        match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((server.host.as_str(), server.port))).await {
+        match tokio::time::timeout(
+            timeout,
+            tokio::net::TcpStream::connect((server.host.as_str(), server.port)),
+        )
+        .await
+        {
             Ok(Ok(_)) => return Ok(()),
             Ok(Err(e)) => reasons.push(e.kind().to_string()),
             Err(_) => reasons.push(format!("no answer within {timeout:?}")),
         }
     }
     reasons.dedup();
-    let servers: Vec<String> = connect.servers.iter().map(|s| format!("{}:{}", s.host, s.port)).collect();
-    Err(CoordError::Unreachable(format!("cannot connect to ZooKeeper at {} ({})", servers.join(","), reasons.join("; "))))
+    let servers: Vec<String> = connect
+        .servers
+        .iter()
+        .map(|s| format!("{}:{}", s.host, s.port))
+        .collect();
+    Err(CoordError::Unreachable(format!(
+        "cannot connect to ZooKeeper at {} ({})",
+        servers.join(","),
+        reasons.join("; ")
+    )))
 }
 
 fn map_error(error: zk::Error, path: &str) -> CoordError {
@@ -68,16 +95,25 @@ fn map_error(error: zk::Error, path: &str) -> CoordError {
         zk::Error::BadVersion => CoordError::BadVersion(path.to_string()),
         zk::Error::NotEmpty => CoordError::NotEmpty(path.to_string()),
         zk::Error::SessionExpired => CoordError::SessionExpired,
-        zk::Error::ConnectionLoss | zk::Error::Timeout => CoordError::ConnectionLoss(error.to_string()),
+        zk::Error::ConnectionLoss | zk::Error::Timeout => {
+            CoordError::ConnectionLoss(error.to_string())
+        }
         other => CoordError::Other(format!("{path}: {other}")),
     }
 }
 
 impl ZkCoordination {
-    async fn bounded<T>(&self, path: &str, op: impl std::future::Future<Output = Result<T, zk::Error>>) -> Result<T, CoordError> {
+    async fn bounded<T>(
+        &self,
+        path: &str,
+        op: impl std::future::Future<Output = Result<T, zk::Error>>,
+    ) -> Result<T, CoordError> {
         match tokio::time::timeout(self.op_timeout, op).await {
             Ok(result) => result.map_err(|e| map_error(e, path)),
-            Err(_) => Err(CoordError::ConnectionLoss(format!("{path}: no answer within {:?}", self.op_timeout))),
+            Err(_) => Err(CoordError::ConnectionLoss(format!(
+                "{path}: no answer within {:?}",
+                self.op_timeout
+            ))),
         }
     }
 }
@@ -100,9 +136,13 @@ fn watch(watcher: zk::OneshotWatcher) -> Watch {
 impl Coordination for ZkCoordination {
     async fn create(&self, path: &str, data: &[u8], kind: NodeKind) -> Result<String, CoordError> {
         let options = mode(kind).with_acls(zk::Acls::anyone_all());
-        let (_, sequence) = self.bounded(path, self.client.create(path, data, &options)).await?;
+        let (_, sequence) = self
+            .bounded(path, self.client.create(path, data, &options))
+            .await?;
         Ok(match kind {
-            NodeKind::PersistentSequential | NodeKind::EphemeralSequential => format!("{path}{sequence}"),
+            NodeKind::PersistentSequential | NodeKind::EphemeralSequential => {
+                format!("{path}{sequence}")
+            }
             _ => path.to_string(),
         })
     }
@@ -113,12 +153,16 @@ impl Coordination for ZkCoordination {
     }
 
     async fn get_and_watch(&self, path: &str) -> Result<(Vec<u8>, i32, Watch), CoordError> {
-        let (data, stat, watcher) = self.bounded(path, self.client.get_and_watch_data(path)).await?;
+        let (data, stat, watcher) = self
+            .bounded(path, self.client.get_and_watch_data(path))
+            .await?;
         Ok((data, stat.version, watch(watcher)))
     }
 
     async fn set(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<i32, CoordError> {
-        let stat = self.bounded(path, self.client.set_data(path, data, version)).await?;
+        let stat = self
+            .bounded(path, self.client.set_data(path, data, version))
+            .await?;
         Ok(stat.version)
     }
 
@@ -133,7 +177,9 @@ impl Coordination for ZkCoordination {
     }
 
     async fn children_and_watch(&self, path: &str) -> Result<(Vec<String>, Watch), CoordError> {
-        let (mut children, _, watcher) = self.bounded(path, self.client.get_and_watch_children(path)).await?;
+        let (mut children, _, watcher) = self
+            .bounded(path, self.client.get_and_watch_children(path))
+            .await?;
         children.sort();
         Ok((children, watch(watcher)))
     }
@@ -142,9 +188,13 @@ impl Coordination for ZkCoordination {
         let mut states = self.states.lock().await;
         loop {
             match states.changed().await {
-                zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => return SessionEvent::Connected,
+                zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                    return SessionEvent::Connected
+                }
                 zk::SessionState::Disconnected => return SessionEvent::Disconnected,
-                zk::SessionState::Expired | zk::SessionState::AuthFailed => return SessionEvent::Expired,
+                zk::SessionState::Expired | zk::SessionState::AuthFailed => {
+                    return SessionEvent::Expired
+                }
                 zk::SessionState::Closed => return SessionEvent::Closed,
                 #[allow(unreachable_patterns)]
                 _ => continue,

@@ -33,13 +33,18 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tributary_core::config::{ConsumerConfig, Discovery, EnqueueTimeout, ProducerConfig, TopicFilter, ZkConnect};
+use tributary_core::config::{
+    ConsumerConfig, Discovery, EnqueueTimeout, ProducerConfig, TopicFilter, ZkConnect,
+};
 use tributary_core::consumer::BrokerPartition;
 use tributary_core::mirror::{MirrorWindow, SourcePartition};
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{broker_id_path, parse_broker_registration, BROKER_IDS_PATH};
 
-use crate::consumer::{CommitOutcome, ConsumedMessage, ConsumerConnector, ConsumerError, GapReport, MessageStream, Subscription};
+use crate::consumer::{
+    CommitOutcome, ConsumedMessage, ConsumerConnector, ConsumerError, GapReport, MessageStream,
+    Subscription,
+};
 use crate::coordination::Coordination;
 use crate::env::Env;
 use crate::producer::{Delivered, Producer, Record, SendError};
@@ -143,13 +148,26 @@ impl MirrorSettings {
         };
         let streams = consumer.mirror.consumer_threads;
         let commit_interval = Duration::from_millis(consumer.mirror.commit_interval_ms.into());
-        MirrorSettings { sources: vec![consumer], producer, filter, streams, producers: 1, commit_interval, summary_interval: SUMMARY_EVERY, observer: None }
+        MirrorSettings {
+            sources: vec![consumer],
+            producer,
+            filter,
+            streams,
+            producers: 1,
+            commit_interval,
+            summary_interval: SUMMARY_EVERY,
+            observer: None,
+        }
     }
 }
 
 /// A regex matching exactly these names.
 fn exact_names(names: &[TopicName]) -> String {
-    names.iter().map(|n| regex::escape(n.as_str())).collect::<Vec<_>>().join("|")
+    names
+        .iter()
+        .map(|n| regex::escape(n.as_str()))
+        .collect::<Vec<_>>()
+        .join("|")
 }
 
 /// What the mirror did.
@@ -180,19 +198,32 @@ pub struct Mirror {
 
 impl std::fmt::Debug for Mirror {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mirror").field("sources", &self.connectors.len()).field("streams", &self.streams.len()).finish()
+        f.debug_struct("Mirror")
+            .field("sources", &self.connectors.len())
+            .field("streams", &self.streams.len())
+            .finish()
     }
 }
 
 /// A producer as the mirror uses it (type-erased over the environment).
 trait ProducerHandle: Send + Sync {
-    fn send(&self, record: Record) -> std::pin::Pin<Box<dyn Future<Output = Result<crate::producer::Delivery, SendError>> + Send + '_>>;
+    fn send(
+        &self,
+        record: Record,
+    ) -> std::pin::Pin<
+        Box<dyn Future<Output = Result<crate::producer::Delivery, SendError>> + Send + '_>,
+    >;
     fn queued(&self) -> usize;
     fn close(self: Arc<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 }
 
 impl<E: Env> ProducerHandle for Producer<E> {
-    fn send(&self, record: Record) -> std::pin::Pin<Box<dyn Future<Output = Result<crate::producer::Delivery, SendError>> + Send + '_>> {
+    fn send(
+        &self,
+        record: Record,
+    ) -> std::pin::Pin<
+        Box<dyn Future<Output = Result<crate::producer::Delivery, SendError>> + Send + '_>,
+    > {
         Box::pin(Producer::send(self, record))
     }
 
@@ -204,7 +235,9 @@ impl<E: Env> ProducerHandle for Producer<E> {
         Box::pin(async move {
             match Arc::try_unwrap(self) {
                 Ok(producer) => producer.close().await,
-                Err(_) => tracing::warn!("a mirror producer is still in use at shutdown; its queue is not drained"),
+                Err(_) => tracing::warn!(
+                    "a mirror producer is still in use at shutdown; its queue is not drained"
+                ),
             }
         })
     }
@@ -218,7 +251,9 @@ impl Mirror {
         refuse_self_mirroring(&env, &settings.sources, &producer_config).await?;
         let mut producers: Vec<Arc<dyn ProducerHandle>> = Vec::new();
         for _ in 0..settings.producers.max(1) {
-            let producer = Producer::start(env.clone(), producer_config.clone()).await.map_err(|e| MirrorError::Target(e.to_string()))?;
+            let producer = Producer::start(env.clone(), producer_config.clone())
+                .await
+                .map_err(|e| MirrorError::Target(e.to_string()))?;
             producers.push(Arc::new(producer));
         }
         let stats = Arc::new(MirrorStats::default());
@@ -230,13 +265,28 @@ impl Mirror {
         for (index, source) in settings.sources.iter().enumerate() {
             let config = mirror_consumer(source.clone());
             let subscription = match &settings.filter {
-                Subscription::Whitelist(f, _) => Subscription::Whitelist(f.clone(), settings.streams.max(1)),
-                Subscription::Blacklist(f, _) => Subscription::Blacklist(f.clone(), settings.streams.max(1)),
+                Subscription::Whitelist(f, _) => {
+                    Subscription::Whitelist(f.clone(), settings.streams.max(1))
+                }
+                Subscription::Blacklist(f, _) => {
+                    Subscription::Blacklist(f.clone(), settings.streams.max(1))
+                }
                 Subscription::Topics(t) => Subscription::Topics(t.clone()),
             };
-            let on_gap = settings.observer.clone().map(|observer| -> crate::consumer::GapSink { Arc::new(move |report: &GapReport| observer.gap(index, report)) });
-            let (connector, source_streams) =
-                ConsumerConnector::start_with_gap_sink(env.clone(), config.clone(), subscription, on_gap).await.map_err(|e| MirrorError::Source(format!("{}: {e}", config.zk_connect)))?;
+            let on_gap = settings
+                .observer
+                .clone()
+                .map(|observer| -> crate::consumer::GapSink {
+                    Arc::new(move |report: &GapReport| observer.gap(index, report))
+                });
+            let (connector, source_streams) = ConsumerConnector::start_with_gap_sink(
+                env.clone(),
+                config.clone(),
+                subscription,
+                on_gap,
+            )
+            .await
+            .map_err(|e| MirrorError::Source(format!("{}: {e}", config.zk_connect)))?;
             let connector = Arc::new(connector);
             // One window for all streams of a source: a partition may move between them.
             let limit = queue_size.saturating_mul(source_streams.len().max(1));
@@ -256,11 +306,31 @@ impl Mirror {
                 streams.spawn(run_stream(context, stream, stop_rx.clone()));
                 stream_index += 1;
             }
-            tracing::info!("mirroring from {} (group {}) with {} streams", config.zk_connect, config.group_id, settings.streams.max(1));
+            tracing::info!(
+                "mirroring from {} (group {}) with {} streams",
+                config.zk_connect,
+                config.group_id,
+                settings.streams.max(1)
+            );
             connectors.push(connector);
         }
-        let summary = tokio::spawn(summarize(env, connectors.clone(), producers.clone(), producer_config.queue_size, stats.clone(), settings.summary_interval, stop_rx));
-        Ok(Mirror { connectors, producers, streams, stop, stats, summary })
+        let summary = tokio::spawn(summarize(
+            env,
+            connectors.clone(),
+            producers.clone(),
+            producer_config.queue_size,
+            stats.clone(),
+            settings.summary_interval,
+            stop_rx,
+        ));
+        Ok(Mirror {
+            connectors,
+            producers,
+            streams,
+            stop,
+            stats,
+            summary,
+        })
     }
 
     /// Mirrors until `stop` resolves (then shuts down cleanly) or a stream fails.
@@ -309,7 +379,10 @@ impl Mirror {
         for connector in self.connectors.drain(..) {
             match Arc::try_unwrap(connector) {
                 Ok(connector) => {
-                    if tokio::time::timeout(SHUTDOWN_DEADLINE, connector.shutdown()).await.is_err() {
+                    if tokio::time::timeout(SHUTDOWN_DEADLINE, connector.shutdown())
+                        .await
+                        .is_err()
+                    {
                         tracing::warn!("mirror: a source connector did not leave its group within {SHUTDOWN_DEADLINE:?}");
                     }
                 }
@@ -351,7 +424,9 @@ fn mirror_producer(mut config: ProducerConfig) -> ProducerConfig {
         tracing::info!("the mirror asks the mirror cluster for durable acknowledgements (durable.acks=true): source offsets are committed only for what it has stored");
         config.durable_acks = true;
     }
-    if config.enqueue_timeout != EnqueueTimeout::Block && !tributary_core::planted::active(tributary_core::planted::Bug::MirrorDropOnFull) {
+    if config.enqueue_timeout != EnqueueTimeout::Block
+        && !tributary_core::planted::active(tributary_core::planted::Bug::MirrorDropOnFull)
+    {
         tracing::warn!("queue.enqueueTimeout.ms would drop messages on a full queue; the mirror waits instead (as queue.enqueueTimeout.ms=-1)");
         config.enqueue_timeout = EnqueueTimeout::Block;
     }
@@ -367,14 +442,19 @@ fn mirror_producer(mut config: ProducerConfig) -> ProducerConfig {
 fn mirror_consumer(mut config: ConsumerConfig) -> ConsumerConfig {
     config.autocommit_enable = false;
     if config.mirror.stop_on_gap {
-        config.auto_offset_reset = tributary_core::config::AutoOffsetReset::Raise("stop (mirror.gap.policy=stop)".into());
+        config.auto_offset_reset =
+            tributary_core::config::AutoOffsetReset::Raise("stop (mirror.gap.policy=stop)".into());
     }
     config
 }
 
 /// Refuses to mirror a cluster into itself (the producer's ZooKeeper, or its brokers, are the
 /// source's).
-async fn refuse_self_mirroring<E: Env>(env: &E, sources: &[ConsumerConfig], producer: &ProducerConfig) -> Result<(), MirrorError> {
+async fn refuse_self_mirroring<E: Env>(
+    env: &E,
+    sources: &[ConsumerConfig],
+    producer: &ProducerConfig,
+) -> Result<(), MirrorError> {
     for source in sources {
         match &producer.discovery {
             Discovery::ZooKeeper(target) if same_zookeeper(&source.zk_connect, target) => {
@@ -385,16 +465,24 @@ async fn refuse_self_mirroring<E: Env>(env: &E, sources: &[ConsumerConfig], prod
             Discovery::ZooKeeper(_) => {}
             Discovery::BrokerList(list) => {
                 let timeout = Duration::from_millis(source.zk.connection_timeout_ms.into());
-                let coord = env.coordinate(&source.zk_connect, timeout, timeout).await.map_err(|e| MirrorError::Source(format!("{}: {e}", source.zk_connect)))?;
+                let coord = env
+                    .coordinate(&source.zk_connect, timeout, timeout)
+                    .await
+                    .map_err(|e| MirrorError::Source(format!("{}: {e}", source.zk_connect)))?;
                 let ids = coord.children(BROKER_IDS_PATH).await.unwrap_or_default();
                 let mut source_brokers = Vec::new();
                 for id in ids.iter().filter_map(|i| i.parse::<i32>().ok()) {
                     if let Ok((data, _)) = coord.get(&broker_id_path(id)).await {
-                        source_brokers.extend(parse_broker_registration(&String::from_utf8_lossy(&data)));
+                        source_brokers
+                            .extend(parse_broker_registration(&String::from_utf8_lossy(&data)));
                     }
                 }
                 coord.close().await;
-                if let Some(b) = list.iter().find(|b| source_brokers.iter().any(|(h, p)| *p == b.port && same_host(h, &b.host))) {
+                if let Some(b) = list.iter().find(|b| {
+                    source_brokers
+                        .iter()
+                        .any(|(h, p)| *p == b.port && same_host(h, &b.host))
+                }) {
                     return Err(MirrorError::Config(format!(
                         "the producer's broker {}:{} is a broker of the source cluster ({}): a cluster cannot be mirrored into itself",
                         b.host, b.port, source.zk_connect
@@ -407,12 +495,23 @@ async fn refuse_self_mirroring<E: Env>(env: &E, sources: &[ConsumerConfig], prod
 }
 
 fn same_host(a: &str, b: &str) -> bool {
-    let norm = |h: &str| if h == "localhost" { "127.0.0.1".to_string() } else { h.to_string() };
+    let norm = |h: &str| {
+        if h == "localhost" {
+            "127.0.0.1".to_string()
+        } else {
+            h.to_string()
+        }
+    };
     norm(a) == norm(b)
 }
 
 fn same_zookeeper(a: &ZkConnect, b: &ZkConnect) -> bool {
-    a.chroot == b.chroot && a.servers.iter().any(|s| b.servers.iter().any(|t| s.port == t.port && same_host(&s.host, &t.host)))
+    a.chroot == b.chroot
+        && a.servers.iter().any(|s| {
+            b.servers
+                .iter()
+                .any(|t| s.port == t.port && same_host(&s.host, &t.host))
+        })
 }
 
 /// What a stream task works with.
@@ -430,7 +529,14 @@ struct StreamContext {
 
 impl StreamContext {
     fn event<'a>(&self, owned: &'a Owned, offset: i64) -> MirrorEvent<'a> {
-        MirrorEvent { source: self.source, topic: &owned.topic, partition: owned.partition, offset, generation: owned.generation, stream: self.stream }
+        MirrorEvent {
+            source: self.source,
+            topic: &owned.topic,
+            partition: owned.partition,
+            offset,
+            generation: owned.generation,
+            stream: self.stream,
+        }
     }
 }
 
@@ -469,19 +575,30 @@ struct WindowState {
 
 impl SourceWindow {
     fn new(limit: usize) -> Self {
-        SourceWindow { state: std::sync::Mutex::new(WindowState { commits_ok: true, ..WindowState::default() }), changed: tokio::sync::Notify::new(), committing: tokio::sync::Mutex::new(()), limit }
+        SourceWindow {
+            state: std::sync::Mutex::new(WindowState {
+                commits_ok: true,
+                ..WindowState::default()
+            }),
+            changed: tokio::sync::Notify::new(),
+            committing: tokio::sync::Mutex::new(()),
+            limit,
+        }
     }
 
     #[allow(clippy::panic)]
     fn lock(&self) -> std::sync::MutexGuard<'_, WindowState> {
         // Only memory work happens under this lock; a poisoned one is a bug here.
-        self.state.lock().unwrap_or_else(|_| panic!("the mirror window's lock was poisoned"))
+        self.state
+            .lock()
+            .unwrap_or_else(|_| panic!("the mirror window's lock was poisoned"))
     }
 
     /// Whether a stream may take another message from the source.
     fn has_room(&self) -> bool {
         let state = self.lock();
-        state.window.in_flight() < self.limit && state.window.uncommitted() < self.limit.saturating_mul(2)
+        state.window.in_flight() < self.limit
+            && state.window.uncommitted() < self.limit.saturating_mul(2)
     }
 
     /// Whether enough acknowledged messages wait for an early commit.
@@ -497,7 +614,11 @@ type Ack = (SourcePartition, u64, u64, i64, Result<Delivered, SendError>);
 
 /// One stream: messages from the source to the producer, acknowledgements into the window,
 /// commits of the acknowledged prefix.
-async fn run_stream(context: StreamContext, mut stream: MessageStream, mut stop: watch::Receiver<bool>) -> Result<(), MirrorError> {
+async fn run_stream(
+    context: StreamContext,
+    mut stream: MessageStream,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), MirrorError> {
     let mut acks: JoinSet<Ack> = JoinSet::new();
     let mut commit_timer = tokio::time::interval(context.commit_interval);
     commit_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -552,12 +673,26 @@ async fn run_stream(context: StreamContext, mut stream: MessageStream, mut stop:
 }
 
 /// Hands one message to the producer (waiting while its queue is full) and records it.
-async fn forward(context: &StreamContext, acks: &mut JoinSet<Ack>, message: ConsumedMessage) -> Result<(), MirrorError> {
-    let key: SourcePartition = (context.source, message.topic.to_string(), message.partition.to_string());
-    let entry = Owned { topic: message.topic.clone(), partition: message.partition, generation: message.generation };
+async fn forward(
+    context: &StreamContext,
+    acks: &mut JoinSet<Ack>,
+    message: ConsumedMessage,
+) -> Result<(), MirrorError> {
+    let key: SourcePartition = (
+        context.source,
+        message.topic.to_string(),
+        message.partition.to_string(),
+    );
+    let entry = Owned {
+        topic: message.topic.clone(),
+        partition: message.partition,
+        generation: message.generation,
+    };
     let seq = {
         let mut state = context.window.lock();
-        let WindowState { window, owned, seq, .. } = &mut *state;
+        let WindowState {
+            window, owned, seq, ..
+        } = &mut *state;
         match owned.get(&key) {
             // A new epoch (the partition was rebalanced away and back): what was in flight in
             // the old one is no longer this member's to commit.
@@ -587,7 +722,9 @@ async fn forward(context: &StreamContext, acks: &mut JoinSet<Ack>, message: Cons
         Ok(delivery) => delivery,
         // Kafka 0.7's loss, planted for the simulator: the message is dropped and the mirror
         // goes on as if it had been delivered.
-        Err(SendError::QueueFull { .. }) if tributary_core::planted::active(tributary_core::planted::Bug::MirrorDropOnFull) => {
+        Err(SendError::QueueFull { .. })
+            if tributary_core::planted::active(tributary_core::planted::Bug::MirrorDropOnFull) =>
+        {
             context.window.lock().window.acked(&key, seq);
             return Ok(());
         }
@@ -600,15 +737,23 @@ async fn forward(context: &StreamContext, acks: &mut JoinSet<Ack>, message: Cons
 }
 
 /// Records an acknowledgement; a send that failed for good stops the stream.
-fn on_ack(context: &StreamContext, joined: Result<Ack, tokio::task::JoinError>) -> Result<(), MirrorError> {
-    let (key, seq, generation, offset, outcome) = joined.map_err(|e| MirrorError::Send(format!("an acknowledgement task failed: {e}")))?;
+fn on_ack(
+    context: &StreamContext,
+    joined: Result<Ack, tokio::task::JoinError>,
+) -> Result<(), MirrorError> {
+    let (key, seq, generation, offset, outcome) =
+        joined.map_err(|e| MirrorError::Send(format!("an acknowledgement task failed: {e}")))?;
     match outcome {
         // Durable: the mirror producer never sends unacknowledged (durable.acks.fallback=false).
         Ok(delivered) if delivered.offset.is_some() => {
             context.stats.acked.fetch_add(1, Ordering::Relaxed);
             let current = {
                 let mut state = context.window.lock();
-                let current = state.owned.get(&key).filter(|o| o.generation == generation).cloned();
+                let current = state
+                    .owned
+                    .get(&key)
+                    .filter(|o| o.generation == generation)
+                    .cloned();
                 if current.is_some() {
                     state.window.acked(&key, seq);
                 }
@@ -620,7 +765,10 @@ fn on_ack(context: &StreamContext, joined: Result<Ack, tokio::task::JoinError>) 
             }
             Ok(())
         }
-        Ok(_) => Err(MirrorError::Send(format!("{}/{}: delivered without a durable acknowledgement", key.1, key.2))),
+        Ok(_) => Err(MirrorError::Send(format!(
+            "{}/{}: delivered without a durable acknowledgement",
+            key.1, key.2
+        ))),
         Err(e) => Err(MirrorError::Send(format!("{}/{}: {e}", key.1, key.2))),
     }
 }
@@ -646,17 +794,32 @@ async fn commit(context: &StreamContext, wait: Wait) {
     };
     let due: Vec<(SourcePartition, i64, Owned)> = {
         let state = context.window.lock();
-        state.window.commits_due().into_iter().filter_map(|(key, offset)| state.owned.get(&key).cloned().map(|o| (key, offset, o))).collect()
+        state
+            .window
+            .commits_due()
+            .into_iter()
+            .filter_map(|(key, offset)| state.owned.get(&key).cloned().map(|o| (key, offset, o)))
+            .collect()
     };
     let mut all_ok = true;
     for (key, offset, o) in due {
-        let outcome = tokio::time::timeout(COMMIT_TIMEOUT, context.connector.commit_at(&o.topic, o.partition, offset, o.generation)).await;
+        let outcome = tokio::time::timeout(
+            COMMIT_TIMEOUT,
+            context
+                .connector
+                .commit_at(&o.topic, o.partition, offset, o.generation),
+        )
+        .await;
         match outcome {
             Ok(Ok(CommitOutcome::Written | CommitOutcome::NothingNew)) => {
                 {
                     let mut state = context.window.lock();
                     // Only if the window is still of that epoch (a stream may have started a new one).
-                    if state.owned.get(&key).is_some_and(|now| now.generation == o.generation) {
+                    if state
+                        .owned
+                        .get(&key)
+                        .is_some_and(|now| now.generation == o.generation)
+                    {
                         state.window.committed(&key, offset);
                     }
                 }
@@ -669,7 +832,11 @@ async fn commit(context: &StreamContext, wait: Wait) {
             Ok(Ok(outcome @ (CommitOutcome::NotOwned | CommitOutcome::Stale))) => {
                 let resent = {
                     let mut state = context.window.lock();
-                    if state.owned.get(&key).is_some_and(|now| now.generation == o.generation) {
+                    if state
+                        .owned
+                        .get(&key)
+                        .is_some_and(|now| now.generation == o.generation)
+                    {
                         state.owned.remove(&key);
                         state.window.lost(&key)
                     } else {
@@ -680,7 +847,11 @@ async fn commit(context: &StreamContext, wait: Wait) {
             }
             Ok(Err(e)) => {
                 all_ok = false;
-                tracing::warn!("mirror: committing {}/{} at {offset}: {e}; retried at the next commit", o.topic, o.partition);
+                tracing::warn!(
+                    "mirror: committing {}/{} at {offset}: {e}; retried at the next commit",
+                    o.topic,
+                    o.partition
+                );
             }
             Err(_) => {
                 all_ok = false;
@@ -693,15 +864,29 @@ async fn commit(context: &StreamContext, wait: Wait) {
 }
 
 /// Logs a one-line summary every `every`: partitions owned, rates, lag, what is in flight.
-async fn summarize<E: Env>(env: E, connectors: Vec<Arc<ConsumerConnector>>, producers: Vec<Arc<dyn ProducerHandle>>, queue_size: u32, stats: Arc<MirrorStats>, every: Duration, mut stop: watch::Receiver<bool>) {
-    let mut last = (stats.sent.load(Ordering::Relaxed), stats.sent_bytes.load(Ordering::Relaxed));
+async fn summarize<E: Env>(
+    env: E,
+    connectors: Vec<Arc<ConsumerConnector>>,
+    producers: Vec<Arc<dyn ProducerHandle>>,
+    queue_size: u32,
+    stats: Arc<MirrorStats>,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut last = (
+        stats.sent.load(Ordering::Relaxed),
+        stats.sent_bytes.load(Ordering::Relaxed),
+    );
     loop {
         tokio::select! {
             biased;
             _ = stop.changed() => return,
             () = tokio::time::sleep(every) => {}
         }
-        let (sent, bytes) = (stats.sent.load(Ordering::Relaxed), stats.sent_bytes.load(Ordering::Relaxed));
+        let (sent, bytes) = (
+            stats.sent.load(Ordering::Relaxed),
+            stats.sent_bytes.load(Ordering::Relaxed),
+        );
         let secs = every.as_secs_f64().max(1e-3);
         let mut owned = 0;
         let mut lag = 0i64;
@@ -709,7 +894,12 @@ async fn summarize<E: Env>(env: E, connectors: Vec<Arc<ConsumerConnector>>, prod
         for connector in &connectors {
             let partitions = connector.lag(&env).await;
             owned += connector.owned().len();
-            lag = lag.saturating_add(partitions.iter().map(|(_, _, consumed, latest)| latest.saturating_sub(*consumed).max(0)).fold(0i64, i64::saturating_add));
+            lag = lag.saturating_add(
+                partitions
+                    .iter()
+                    .map(|(_, _, consumed, latest)| latest.saturating_sub(*consumed).max(0))
+                    .fold(0i64, i64::saturating_add),
+            );
             let (g, b) = connector.gaps();
             gaps += g;
             gap_bytes += b;

@@ -17,7 +17,10 @@ use tokio::task::JoinSet;
 use tributary_core::config::{BrokerEndpoint, ZkConnect};
 use tributary_core::producer::Candidate;
 use tributary_core::wire::TopicName;
-use tributary_core::zk_layout::{broker_id_path, broker_topic_path, parse_broker_registration, BROKER_IDS_PATH, BROKER_TOPICS_PATH};
+use tributary_core::zk_layout::{
+    broker_id_path, broker_topic_path, parse_broker_registration, BROKER_IDS_PATH,
+    BROKER_TOPICS_PATH,
+};
 
 use crate::coordination::{CoordError, Coordination, SessionEvent};
 use crate::env::Env;
@@ -42,7 +45,14 @@ impl Snapshot {
     /// Where a message to `topic` can go, sorted (see `tributary_core::producer`).
     pub fn candidates(&self, topic: &TopicName) -> Vec<Candidate> {
         if self.broker_picks {
-            return self.brokers.keys().map(|&broker_id| Candidate { broker_id, partition: -1 }).collect();
+            return self
+                .brokers
+                .keys()
+                .map(|&broker_id| Candidate {
+                    broker_id,
+                    partition: -1,
+                })
+                .collect();
         }
         let registered: Vec<Candidate> = self
             .topics
@@ -50,10 +60,22 @@ impl Snapshot {
             .into_iter()
             .flatten()
             .filter(|(broker, _)| self.brokers.contains_key(broker))
-            .flat_map(|(&broker_id, &count)| (0..count as i32).map(move |partition| Candidate { broker_id, partition }))
+            .flat_map(|(&broker_id, &count)| {
+                (0..count as i32).map(move |partition| Candidate {
+                    broker_id,
+                    partition,
+                })
+            })
             .collect();
         if registered.is_empty() {
-            return self.brokers.keys().map(|&broker_id| Candidate { broker_id, partition: 0 }).collect();
+            return self
+                .brokers
+                .keys()
+                .map(|&broker_id| Candidate {
+                    broker_id,
+                    partition: 0,
+                })
+                .collect();
         }
         registered
     }
@@ -80,20 +102,51 @@ impl Drop for TaskGuard {
 impl Directory {
     /// A fixed `broker.list`.
     pub fn fixed(brokers: &[BrokerEndpoint]) -> Self {
-        let snapshot = Snapshot { brokers: brokers.iter().map(|b| (b.id, (b.host.clone(), b.port))).collect(), topics: BTreeMap::new(), broker_picks: true };
-        Directory { view: watch::channel(snapshot).1, reload: Arc::new(Notify::new()), _task: None }
+        let snapshot = Snapshot {
+            brokers: brokers
+                .iter()
+                .map(|b| (b.id, (b.host.clone(), b.port)))
+                .collect(),
+            topics: BTreeMap::new(),
+            broker_picks: true,
+        };
+        Directory {
+            view: watch::channel(snapshot).1,
+            reload: Arc::new(Notify::new()),
+            _task: None,
+        }
     }
 
     /// Reads the cluster from ZooKeeper at `connect` and keeps following it. Fails when the
     /// first read cannot be done within the connection timeout.
-    pub async fn from_zookeeper<E: Env>(env: &E, connect: &ZkConnect, session_timeout: Duration, connection_timeout: Duration) -> Result<Self, CoordError> {
-        let coord = env.coordinate(connect, session_timeout, connection_timeout).await?;
+    pub async fn from_zookeeper<E: Env>(
+        env: &E,
+        connect: &ZkConnect,
+        session_timeout: Duration,
+        connection_timeout: Duration,
+    ) -> Result<Self, CoordError> {
+        let coord = env
+            .coordinate(connect, session_timeout, connection_timeout)
+            .await?;
         let first = load(&coord).await?;
         let (tx, view) = watch::channel(first.0);
         let reload = Arc::new(Notify::new());
-        let follower = follow(env.clone(), connect.clone(), session_timeout, connection_timeout, coord, first.1, tx, reload.clone());
+        let follower = follow(
+            env.clone(),
+            connect.clone(),
+            session_timeout,
+            connection_timeout,
+            coord,
+            first.1,
+            tx,
+            reload.clone(),
+        );
         let task = tokio::spawn(follower);
-        Ok(Directory { view, reload, _task: Some(Arc::new(TaskGuard(task.abort_handle()))) })
+        Ok(Directory {
+            view,
+            reload,
+            _task: Some(Arc::new(TaskGuard(task.abort_handle()))),
+        })
     }
 
     /// The current view.
@@ -125,7 +178,11 @@ async fn load(coord: &impl Coordination) -> Result<(Snapshot, Watches), CoordErr
                 Some(address) => {
                     snapshot.brokers.insert(broker, address);
                 }
-                None => tracing::warn!("{}: unreadable broker registration {:?}; skipped", broker_id_path(broker), String::from_utf8_lossy(&data)),
+                None => tracing::warn!(
+                    "{}: unreadable broker registration {:?}; skipped",
+                    broker_id_path(broker),
+                    String::from_utf8_lossy(&data)
+                ),
             },
             Err(CoordError::NoNode(_)) => {}
             Err(e) => return Err(e),
@@ -143,13 +200,18 @@ async fn load(coord: &impl Coordination) -> Result<(Snapshot, Watches), CoordErr
         watches.spawn(watch);
         let mut counts = BTreeMap::new();
         for id in brokers {
-            let Ok(broker) = id.parse::<i32>() else { continue };
+            let Ok(broker) = id.parse::<i32>() else {
+                continue;
+            };
             match coord.get(&format!("{path}/{id}")).await {
                 Ok((data, _)) => match String::from_utf8_lossy(&data).trim().parse::<u32>() {
                     Ok(count) if count > 0 => {
                         counts.insert(broker, count);
                     }
-                    _ => tracing::warn!("{path}/{id}: unreadable partition count {:?}; skipped", String::from_utf8_lossy(&data)),
+                    _ => tracing::warn!(
+                        "{path}/{id}: unreadable partition count {:?}; skipped",
+                        String::from_utf8_lossy(&data)
+                    ),
                 },
                 Err(CoordError::NoNode(_)) => {}
                 Err(e) => return Err(e),
@@ -162,7 +224,10 @@ async fn load(coord: &impl Coordination) -> Result<(Snapshot, Watches), CoordErr
 
 /// A node's children and a watch on them; a missing node has none (and its watch fires at once,
 /// so it is looked for again soon).
-async fn children_or_empty(coord: &impl Coordination, path: &str) -> Result<(Vec<String>, crate::coordination::Watch), CoordError> {
+async fn children_or_empty(
+    coord: &impl Coordination,
+    path: &str,
+) -> Result<(Vec<String>, crate::coordination::Watch), CoordError> {
     match coord.children_and_watch(path).await {
         Ok(found) => Ok(found),
         Err(CoordError::NoNode(_)) => Ok((Vec::new(), Box::pin(tokio::time::sleep(RETRY_BACKOFF)))),
@@ -194,7 +259,10 @@ async fn follow<E: Env>(
         if expired {
             tracing::warn!("producer's ZooKeeper session ended; opening a new one");
             coord = loop {
-                match env.coordinate(&connect, session_timeout, connection_timeout).await {
+                match env
+                    .coordinate(&connect, session_timeout, connection_timeout)
+                    .await
+                {
                     Ok(fresh) => break fresh,
                     Err(e) => tracing::warn!("{e}; retrying"),
                 }

@@ -14,7 +14,9 @@ use tokio::sync::oneshot;
 use tributary_core::config::ProducerConfig;
 use tributary_core::message::{Message, MessageSetBuilder};
 use tributary_core::producer::{choose, group_by_partition, Candidate};
-use tributary_core::wire::{ErrorCode, OffsetsRequest, ProduceRequest, Request, Response, TopicName};
+use tributary_core::wire::{
+    ErrorCode, OffsetsRequest, ProduceRequest, Request, Response, TopicName,
+};
 
 use super::directory::Directory;
 use super::{Delivered, ProducerStats, Record, SendError};
@@ -66,7 +68,15 @@ pub(super) struct Dispatcher<E: Env> {
 impl<E: Env> Dispatcher<E> {
     pub(super) fn new(env: E, config: ProducerConfig, directory: Directory) -> Self {
         let rng = Mutex::new(ChaCha8Rng::seed_from_u64(env.rng_seed()));
-        Dispatcher { env, config, directory, connections: tokio::sync::Mutex::default(), rng, without_acks: Mutex::default(), stats: ProducerStats::default() }
+        Dispatcher {
+            env,
+            config,
+            directory,
+            connections: tokio::sync::Mutex::default(),
+            rng,
+            without_acks: Mutex::default(),
+            stats: ProducerStats::default(),
+        }
     }
 
     pub(super) fn stats(&self) -> &ProducerStats {
@@ -75,7 +85,10 @@ impl<E: Env> Dispatcher<E> {
 
     /// Sends `batch`, resolving every message's delivery.
     pub(super) async fn dispatch(&self, batch: Vec<(Record, Done)>) {
-        let mut pending: Vec<Pending> = batch.into_iter().map(|(record, done)| Pending { record, done }).collect();
+        let mut pending: Vec<Pending> = batch
+            .into_iter()
+            .map(|(record, done)| Pending { record, done })
+            .collect();
         let attempts = 1 + self.config.num_retries;
         let mut last = String::new();
         let mut backoff = RETRY_BACKOFF;
@@ -86,20 +99,37 @@ impl<E: Env> Dispatcher<E> {
             }
             pending = retry;
             if attempt < attempts {
-                tracing::warn!("{} messages not sent ({last}); retrying ({attempt} of {} retries)", pending.len(), attempts - 1);
+                tracing::warn!(
+                    "{} messages not sent ({last}); retrying ({attempt} of {} retries)",
+                    pending.len(),
+                    attempts - 1
+                );
                 self.directory.reload();
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
             }
         }
-        tracing::error!("{} messages not sent after {attempts} attempts: {last}", pending.len());
+        tracing::error!(
+            "{} messages not sent after {attempts} attempts: {last}",
+            pending.len()
+        );
         for p in pending {
-            self.finish(p.done, Err(SendError::Failed { attempts, last: last.clone() }));
+            self.finish(
+                p.done,
+                Err(SendError::Failed {
+                    attempts,
+                    last: last.clone(),
+                }),
+            );
         }
     }
 
     fn finish(&self, done: Done, outcome: Result<Delivered, SendError>) {
-        let counter = if outcome.is_ok() { &self.stats.delivered } else { &self.stats.failed };
+        let counter = if outcome.is_ok() {
+            &self.stats.delivered
+        } else {
+            &self.stats.failed
+        };
         counter.fetch_add(1, Ordering::Relaxed);
         // The caller may have dropped its delivery: then nobody is waiting for the answer.
         let _nobody_waiting = done.send(outcome).is_err();
@@ -113,11 +143,17 @@ impl<E: Env> Dispatcher<E> {
         for p in pending {
             let candidates = snapshot.candidates(&p.record.topic);
             let choice = {
-                let mut rng = self.rng.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                let mut rng = self
+                    .rng
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
                 choose(&candidates, p.record.key.as_deref(), &mut *rng)
             };
             match choice {
-                Some(Candidate { broker_id, partition }) => by_broker.entry(broker_id).or_default().push((p, partition)),
+                Some(Candidate {
+                    broker_id,
+                    partition,
+                }) => by_broker.entry(broker_id).or_default().push((p, partition)),
                 None => {
                     *last = format!("no live broker for {}", p.record.topic);
                     retry.push(p);
@@ -125,18 +161,35 @@ impl<E: Env> Dispatcher<E> {
             }
         }
         for (broker_id, messages) in by_broker {
-            retry.extend(self.send_to(broker_id, snapshot.brokers.get(&broker_id).cloned(), messages, last).await);
+            retry.extend(
+                self.send_to(
+                    broker_id,
+                    snapshot.brokers.get(&broker_id).cloned(),
+                    messages,
+                    last,
+                )
+                .await,
+            );
         }
         retry
     }
 
     /// Sends `messages` to one broker as one request; returns those to retry.
-    async fn send_to(&self, broker_id: i32, address: Option<(String, u16)>, messages: Vec<(Pending, i32)>, last: &mut String) -> Vec<Pending> {
+    async fn send_to(
+        &self,
+        broker_id: i32,
+        address: Option<(String, u16)>,
+        messages: Vec<(Pending, i32)>,
+        last: &mut String,
+    ) -> Vec<Pending> {
         let mut slots: Vec<Option<Pending>> = Vec::with_capacity(messages.len());
         let mut placed = Vec::with_capacity(messages.len());
         for (i, (p, partition)) in messages.into_iter().enumerate() {
             let (size, max) = (p.record.value.len(), self.config.max_message_bytes);
-            if size > max as usize && self.config.codec_for(&p.record.topic) == tributary_core::message::CompressionCodec::None {
+            if size > max as usize
+                && self.config.codec_for(&p.record.topic)
+                    == tributary_core::message::CompressionCodec::None
+            {
                 // Too large on its own: only this message fails.
                 self.finish(p.done, Err(SendError::TooLarge { size, max }));
                 slots.push(None);
@@ -149,7 +202,14 @@ impl<E: Env> Dispatcher<E> {
         for ((topic, partition), payloads) in group_by_partition(placed) {
             let (indexes, values): (Vec<usize>, Vec<Bytes>) = payloads.into_iter().unzip();
             match self.build_set(&topic, &values) {
-                Ok(set) => sets.push((ProduceRequest { topic, partition, messages: set }, indexes)),
+                Ok(set) => sets.push((
+                    ProduceRequest {
+                        topic,
+                        partition,
+                        messages: set,
+                    },
+                    indexes,
+                )),
                 Err(e) => {
                     for i in indexes {
                         if let Some(p) = slots.get_mut(i).and_then(Option::take) {
@@ -160,16 +220,30 @@ impl<E: Env> Dispatcher<E> {
             }
         }
         let outcomes = match address {
-            Some((host, port)) if !sets.is_empty() => self.send_sets(broker_id, &host, port, &sets).await,
+            Some((host, port)) if !sets.is_empty() => {
+                self.send_sets(broker_id, &host, port, &sets).await
+            }
             Some(_) => Vec::new(),
-            None => sets.iter().map(|_| SetOutcome::Retry(format!("broker {broker_id} is not registered"))).collect(),
+            None => sets
+                .iter()
+                .map(|_| SetOutcome::Retry(format!("broker {broker_id} is not registered")))
+                .collect(),
         };
         let mut retry = Vec::new();
         for ((request, indexes), outcome) in sets.iter().zip(outcomes) {
             for &i in indexes {
-                let Some(p) = slots.get_mut(i).and_then(Option::take) else { continue };
+                let Some(p) = slots.get_mut(i).and_then(Option::take) else {
+                    continue;
+                };
                 match &outcome {
-                    SetOutcome::Delivered(offset) => self.finish(p.done, Ok(Delivered { broker_id, partition: request.partition, offset: *offset })),
+                    SetOutcome::Delivered(offset) => self.finish(
+                        p.done,
+                        Ok(Delivered {
+                            broker_id,
+                            partition: request.partition,
+                            offset: *offset,
+                        }),
+                    ),
                     SetOutcome::Fail(e) => self.finish(p.done, Err(e.clone())),
                     SetOutcome::Retry(why) => {
                         last.clone_from(why);
@@ -192,7 +266,10 @@ impl<E: Env> Dispatcher<E> {
         let mut chunk = MessageSetBuilder::new();
         let mut chunk_bytes = 0usize;
         for value in values {
-            if codec != tributary_core::message::CompressionCodec::None && chunk_bytes + value.len() > max && !chunk.is_empty() {
+            if codec != tributary_core::message::CompressionCodec::None
+                && chunk_bytes + value.len() > max
+                && !chunk.is_empty()
+            {
                 out.extend_from_slice(&chunk.build(codec));
                 chunk = MessageSetBuilder::new();
                 chunk_bytes = 0;
@@ -207,27 +284,46 @@ impl<E: Env> Dispatcher<E> {
         for entry in tributary_core::message::ShallowIter::new(&set, 0) {
             let size = entry.map_or(usize::MAX, |e| e.message.payload.len());
             if size > max {
-                return Err(SendError::TooLarge { size, max: self.config.max_message_bytes });
+                return Err(SendError::TooLarge {
+                    size,
+                    max: self.config.max_message_bytes,
+                });
             }
         }
         Ok(set)
     }
 
     /// Sends the sets to a broker; one outcome per set, in order.
-    async fn send_sets(&self, broker_id: i32, host: &str, port: u16, sets: &[(ProduceRequest, Vec<usize>)]) -> Vec<SetOutcome> {
+    async fn send_sets(
+        &self,
+        broker_id: i32,
+        host: &str,
+        port: u16,
+        sets: &[(ProduceRequest, Vec<usize>)],
+    ) -> Vec<SetOutcome> {
         let parts: Vec<ProduceRequest> = sets.iter().map(|(p, _)| p.clone()).collect();
         let known_without_acks = self.lock_without_acks().contains(&broker_id);
         if self.config.durable_acks && known_without_acks && !self.config.durable_acks_fallback {
             // Never send without the acknowledgement that was asked for.
-            return (0..sets.len()).map(|_| SetOutcome::Fail(SendError::AcksUnsupported(broker_id))).collect();
+            return (0..sets.len())
+                .map(|_| SetOutcome::Fail(SendError::AcksUnsupported(broker_id)))
+                .collect();
         }
         let acks = self.config.durable_acks && !known_without_acks;
         let mut connections = self.connections.lock().await;
         connections.retain(|_, pooled| pooled.used.elapsed() < IDLE_REUSE_MAX);
         let fresh = !connections.contains_key(&broker_id);
-        let conn = match self.connection(&mut connections, broker_id, host, port).await {
+        let conn = match self
+            .connection(&mut connections, broker_id, host, port)
+            .await
+        {
             Ok(conn) => conn,
-            Err(e) => return retry_all(sets.len(), format!("broker {broker_id} at {host}:{port}: {e}")),
+            Err(e) => {
+                return retry_all(
+                    sets.len(),
+                    format!("broker {broker_id} at {host}:{port}: {e}"),
+                )
+            }
         };
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         if !acks {
@@ -244,10 +340,17 @@ impl<E: Env> Dispatcher<E> {
             };
         }
         match conn.call(&Request::AckedProduce(parts.clone())).await {
-            Ok(Response::AckedProduce(r)) if r.acks.len() == sets.len() => r.acks.iter().map(|ack| ack_outcome(broker_id, ack.error, ack.offset)).collect(),
+            Ok(Response::AckedProduce(r)) if r.acks.len() == sets.len() => r
+                .acks
+                .iter()
+                .map(|ack| ack_outcome(broker_id, ack.error, ack.offset))
+                .collect(),
             Ok(other) => {
                 connections.remove(&broker_id);
-                retry_all(sets.len(), format!("broker {broker_id} answered an acknowledged produce with {other:?}"))
+                retry_all(
+                    sets.len(),
+                    format!("broker {broker_id} answered an acknowledged produce with {other:?}"),
+                )
             }
             // Closed on a connection dialled for this request: the broker may not know the
             // request type. (A reused connection may just have been closed while idle: retry.)
@@ -264,17 +367,32 @@ impl<E: Env> Dispatcher<E> {
     }
 
     fn lock_without_acks(&self) -> std::sync::MutexGuard<'_, BTreeSet<i32>> {
-        self.without_acks.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.without_acks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The broker closed the connection on ACKED_PRODUCE: either it died, or it does not know
     /// the request (a 0.7 broker closes on unknown types, having appended nothing). An OFFSETS
     /// request on a new connection tells which.
-    async fn after_acks_refused(&self, broker_id: i32, host: &str, port: u16, parts: Vec<ProduceRequest>) -> Vec<SetOutcome> {
+    async fn after_acks_refused(
+        &self,
+        broker_id: i32,
+        host: &str,
+        port: u16,
+        parts: Vec<ProduceRequest>,
+    ) -> Vec<SetOutcome> {
         let count = parts.len();
         let timeout = Duration::from_millis(self.config.socket_timeout_ms.into());
-        let Some(first) = parts.first() else { return Vec::new() };
-        let probe = Request::Offsets(OffsetsRequest { topic: first.topic.clone(), partition: 0, time: -1, max_offsets: 1 });
+        let Some(first) = parts.first() else {
+            return Vec::new();
+        };
+        let probe = Request::Offsets(OffsetsRequest {
+            topic: first.topic.clone(),
+            partition: 0,
+            time: -1,
+            max_offsets: 1,
+        });
         let alive = match connect(&self.env, host, port, timeout).await {
             Ok(mut conn) => conn.call(&probe).await.is_ok(),
             Err(_) => false,
@@ -289,11 +407,19 @@ impl<E: Env> Dispatcher<E> {
             );
         }
         if !self.config.durable_acks_fallback {
-            return (0..count).map(|_| SetOutcome::Fail(SendError::AcksUnsupported(broker_id))).collect();
+            return (0..count)
+                .map(|_| SetOutcome::Fail(SendError::AcksUnsupported(broker_id)))
+                .collect();
         }
         let mut connections = self.connections.lock().await;
-        let sent = match self.connection(&mut connections, broker_id, host, port).await {
-            Ok(conn) => conn.send(&Request::MultiProduce(parts)).await.map_err(|e| e.to_string()),
+        let sent = match self
+            .connection(&mut connections, broker_id, host, port)
+            .await
+        {
+            Ok(conn) => conn
+                .send(&Request::MultiProduce(parts))
+                .await
+                .map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
         match sent {
@@ -306,12 +432,26 @@ impl<E: Env> Dispatcher<E> {
     }
 
     /// The open connection to `broker_id`, dialled if needed.
-    async fn connection<'a>(&self, connections: &'a mut BTreeMap<i32, Pooled<E::Stream>>, broker_id: i32, host: &str, port: u16) -> Result<&'a mut Connection<E::Stream>, ClientError> {
+    async fn connection<'a>(
+        &self,
+        connections: &'a mut BTreeMap<i32, Pooled<E::Stream>>,
+        broker_id: i32,
+        host: &str,
+        port: u16,
+    ) -> Result<&'a mut Connection<E::Stream>, ClientError> {
         let pooled = match connections.entry(broker_id) {
             std::collections::btree_map::Entry::Occupied(open) => open.into_mut(),
             std::collections::btree_map::Entry::Vacant(slot) => {
-                let timeout = Duration::from_millis(self.config.socket_timeout_ms.max(self.config.connect_timeout_ms).into());
-                slot.insert(Pooled { conn: connect(&self.env, host, port, timeout).await?, used: tokio::time::Instant::now() })
+                let timeout = Duration::from_millis(
+                    self.config
+                        .socket_timeout_ms
+                        .max(self.config.connect_timeout_ms)
+                        .into(),
+                );
+                slot.insert(Pooled {
+                    conn: connect(&self.env, host, port, timeout).await?,
+                    used: tokio::time::Instant::now(),
+                })
             }
         };
         pooled.used = tokio::time::Instant::now();
@@ -327,8 +467,14 @@ fn retry_all(count: usize, why: String) -> Vec<SetOutcome> {
 fn ack_outcome(broker_id: i32, error: ErrorCode, offset: i64) -> SetOutcome {
     match error {
         ErrorCode::NoError => SetOutcome::Delivered(Some(offset)),
-        ErrorCode::InvalidMessage => SetOutcome::Fail(SendError::Refused { broker_id, reason: "invalid message set".into() }),
+        ErrorCode::InvalidMessage => SetOutcome::Fail(SendError::Refused {
+            broker_id,
+            reason: "invalid message set".into(),
+        }),
         // The partition went away or cannot take writes now: another one may.
-        other => SetOutcome::Retry(format!("broker {broker_id} did not store the set ({})", other.name())),
+        other => SetOutcome::Retry(format!(
+            "broker {broker_id} did not store the set ({})",
+            other.name()
+        )),
     }
 }

@@ -54,7 +54,11 @@ pub struct Record {
 impl Record {
     /// A message without a key.
     pub fn new(topic: TopicName, value: impl Into<Bytes>) -> Self {
-        Record { topic, key: None, value: value.into() }
+        Record {
+            topic,
+            key: None,
+            value: value.into(),
+        }
     }
 }
 
@@ -129,7 +133,9 @@ impl Future for Delivery {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // A dropped sender means the producer went away before deciding: not delivered.
-        Pin::new(&mut self.get_mut().0).poll(cx).map(|r| r.unwrap_or(Err(SendError::Closed)))
+        Pin::new(&mut self.get_mut().0)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(SendError::Closed)))
     }
 }
 
@@ -171,7 +177,10 @@ pub struct Producer<E: Env> {
 
 impl<E: Env> std::fmt::Debug for Producer<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Producer").field("type", &self.config.producer_type).field("durable_acks", &self.config.durable_acks).finish()
+        f.debug_struct("Producer")
+            .field("type", &self.config.producer_type)
+            .field("durable_acks", &self.config.durable_acks)
+            .finish()
     }
 }
 
@@ -192,12 +201,32 @@ impl<E: Env> Producer<E> {
             ProducerType::Sync => (None, None),
             ProducerType::Async => {
                 let (tx, rx) = mpsc::channel(config.queue_size.max(1) as usize);
-                let policy = BatchPolicy { batch_size: config.batch_size.max(1) as usize, queue_time_ms: config.queue_time_ms.into() };
-                let catch_up = if config.durable_acks { ACKED_CATCH_UP_MAX } else { 0 };
-                (Some(tx), Some(tokio::spawn(send_batches(dispatcher.clone(), rx, policy, catch_up))))
+                let policy = BatchPolicy {
+                    batch_size: config.batch_size.max(1) as usize,
+                    queue_time_ms: config.queue_time_ms.into(),
+                };
+                let catch_up = if config.durable_acks {
+                    ACKED_CATCH_UP_MAX
+                } else {
+                    0
+                };
+                (
+                    Some(tx),
+                    Some(tokio::spawn(send_batches(
+                        dispatcher.clone(),
+                        rx,
+                        policy,
+                        catch_up,
+                    ))),
+                )
             }
         };
-        Ok(Producer { dispatcher, queue, sender, config })
+        Ok(Producer {
+            dispatcher,
+            queue,
+            sender,
+            config,
+        })
     }
 
     /// Sends (sync) or queues (async) one message; see the module docs.
@@ -208,10 +237,19 @@ impl<E: Env> Producer<E> {
             return Ok(delivery);
         };
         let (delivery, done) = Delivery::pending();
-        let queued = Queued { record, done, queued_at: tokio::time::Instant::now() };
+        let queued = Queued {
+            record,
+            done,
+            queued_at: tokio::time::Instant::now(),
+        };
         let full = |_| {
-            self.dispatcher.stats().queue_full.fetch_add(1, Ordering::Relaxed);
-            SendError::QueueFull { size: self.config.queue_size }
+            self.dispatcher
+                .stats()
+                .queue_full
+                .fetch_add(1, Ordering::Relaxed);
+            SendError::QueueFull {
+                size: self.config.queue_size,
+            }
         };
         match self.config.enqueue_timeout {
             EnqueueTimeout::Immediate => queue.try_send(queued).map_err(|e| match e {
@@ -219,10 +257,14 @@ impl<E: Env> Producer<E> {
                 mpsc::error::TrySendError::Closed(_) => SendError::Closed,
             })?,
             EnqueueTimeout::Block => queue.send(queued).await.map_err(|_| SendError::Closed)?,
-            EnqueueTimeout::Wait(ms) => match tokio::time::timeout(Duration::from_millis(ms.into()), queue.send(queued)).await {
-                Ok(sent) => sent.map_err(|_| SendError::Closed)?,
-                Err(_) => return Err(full(())),
-            },
+            EnqueueTimeout::Wait(ms) => {
+                match tokio::time::timeout(Duration::from_millis(ms.into()), queue.send(queued))
+                    .await
+                {
+                    Ok(sent) => sent.map_err(|_| SendError::Closed)?,
+                    Err(_) => return Err(full(())),
+                }
+            }
         }
         Ok(delivery)
     }
@@ -249,7 +291,9 @@ impl<E: Env> Producer<E> {
 
     /// Messages waiting in the async queue.
     pub fn queued(&self) -> usize {
-        self.queue.as_ref().map_or(0, |q| q.max_capacity() - q.capacity())
+        self.queue
+            .as_ref()
+            .map_or(0, |q| q.max_capacity() - q.capacity())
     }
 
     /// The producer's counters.
@@ -280,7 +324,12 @@ const ACKED_CATCH_UP_BYTES_MAX: usize = 8 * 1024 * 1024;
 
 /// The async sender: batches of `batch.size`, or what is there when the first message of the
 /// batch has waited `queue.time`, plus up to `catch_up` more already queued; one batch at a time.
-async fn send_batches<E: Env>(dispatcher: Arc<Dispatcher<E>>, mut rx: mpsc::Receiver<Queued>, policy: BatchPolicy, catch_up: usize) {
+async fn send_batches<E: Env>(
+    dispatcher: Arc<Dispatcher<E>>,
+    mut rx: mpsc::Receiver<Queued>,
+    policy: BatchPolicy,
+    catch_up: usize,
+) {
     while let Some(first) = rx.recv().await {
         let deadline = first.queued_at + Duration::from_millis(policy.queue_time_ms);
         let mut bytes = first.record.value.len();
@@ -313,8 +362,14 @@ async fn send_batches<E: Env>(dispatcher: Arc<Dispatcher<E>>, mut rx: mpsc::Rece
                 Err(_) => break,
             }
         }
-        tracing::trace!("sending a batch of {} messages; {} left in the queue", batch.len(), rx.len());
-        dispatcher.dispatch(batch.into_iter().map(|q| (q.record, q.done)).collect()).await;
+        tracing::trace!(
+            "sending a batch of {} messages; {} left in the queue",
+            batch.len(),
+            rx.len()
+        );
+        dispatcher
+            .dispatch(batch.into_iter().map(|q| (q.record, q.done)).collect())
+            .await;
         if closed {
             break;
         }

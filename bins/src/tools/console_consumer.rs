@@ -45,7 +45,11 @@ impl Formatter {
                 out.write_all(payload)?;
                 out.write_all(b"\n")
             }
-            Formatter::Checksum { prefix } => writeln!(out, "{prefix}checksum:{}", Message::new(payload.to_vec()).crc),
+            Formatter::Checksum { prefix } => writeln!(
+                out,
+                "{prefix}checksum:{}",
+                Message::new(payload.to_vec()).crc
+            ),
         }
     }
 }
@@ -79,24 +83,37 @@ impl ConsoleConsumerOptions {
             "zk.connect={}\ngroupid={}\nautooffset.reset={}\n",
             self.zookeeper,
             self.group,
-            if self.from_beginning { "smallest" } else { "largest" }
+            if self.from_beginning {
+                "smallest"
+            } else {
+                "largest"
+            }
         );
         for (key, value) in &self.settings {
             text.push_str(&format!("{key}={value}\n"));
         }
-        let props = Properties::parse("console-consumer options", &text).map_err(|e| e.to_string())?;
+        let props =
+            Properties::parse("console-consumer options", &text).map_err(|e| e.to_string())?;
         ConsumerConfig::from_properties(&props).map_err(|e| e.to_string())
     }
 }
 
 /// Consumes per `options` into `out`; returns how many messages were printed.
-pub async fn consume(options: &ConsoleConsumerOptions, out: &mut impl Write) -> Result<u64, String> {
+pub async fn consume(
+    options: &ConsoleConsumerOptions,
+    out: &mut impl Write,
+) -> Result<u64, String> {
     let config = options.config()?;
     if options.from_beginning {
         forget_group(&config).await?;
     }
-    let (connector, mut streams) = ConsumerConnector::start(TokioEnv, config, options.subscription.clone()).await.map_err(|e| e.to_string())?;
-    let Some(stream) = streams.first_mut() else { return Err("no stream".into()) };
+    let (connector, mut streams) =
+        ConsumerConnector::start(TokioEnv, config, options.subscription.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+    let Some(stream) = streams.first_mut() else {
+        return Err("no stream".into());
+    };
     let mut printed = 0u64;
     let result = loop {
         if options.max_messages.is_some_and(|max| printed >= max) {
@@ -123,9 +140,14 @@ pub async fn consume(options: &ConsoleConsumerOptions, out: &mut impl Write) -> 
 /// Removes the group's state (offsets, owners) so it starts over, as 0.7's `--from-beginning`.
 async fn forget_group(config: &ConsumerConfig) -> Result<(), String> {
     let timeout = std::time::Duration::from_millis(config.zk.session_timeout_ms.into());
-    let coord = TokioEnv.coordinate(&config.zk_connect, timeout, timeout).await.map_err(|e| e.to_string())?;
+    let coord = TokioEnv
+        .coordinate(&config.zk_connect, timeout, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
     let root = format!("/consumers/{}", config.group_id);
-    delete_tree(&coord, &root).await.map_err(|e| format!("{root}: {e}"))?;
+    delete_tree(&coord, &root)
+        .await
+        .map_err(|e| format!("{root}: {e}"))?;
     coord.close().await;
     Ok(())
 }
@@ -143,7 +165,9 @@ async fn delete_tree(coord: &impl Coordination, path: &str) -> Result<(), CoordE
         }
         stack.push((node.clone(), true));
         match coord.children(&node).await {
-            Ok(children) => stack.extend(children.into_iter().map(|c| (format!("{node}/{c}"), false))),
+            Ok(children) => {
+                stack.extend(children.into_iter().map(|c| (format!("{node}/{c}"), false)))
+            }
             Err(CoordError::NoNode(_)) => {}
             Err(e) => return Err(e),
         }

@@ -59,19 +59,32 @@ impl ConsoleProducerOptions {
             text.push_str(property);
             text.push('\n');
         }
-        let props = Properties::parse("console-producer options", &text).map_err(|e| e.to_string())?;
+        let props =
+            Properties::parse("console-producer options", &text).map_err(|e| e.to_string())?;
         ProducerConfig::from_properties(&props).map_err(|e| e.to_string())
     }
 }
 
 /// Sends standard input's lines per `options`.
 pub async fn produce_stdin(options: &ConsoleProducerOptions) -> Result<Sent, String> {
-    let producer = Producer::start(TokioEnv, options.config()?).await.map_err(|e| e.to_string())?;
+    let producer = Producer::start(TokioEnv, options.config()?)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut deliveries = Vec::new();
-    let mut sent = Sent { delivered: 0, failed: 0 };
-    while let Some(line) = lines.next_line().await.map_err(|e| format!("reading standard input: {e}"))? {
-        match producer.send(Record::new(options.topic.clone(), line.into_bytes())).await {
+    let mut sent = Sent {
+        delivered: 0,
+        failed: 0,
+    };
+    while let Some(line) = lines
+        .next_line()
+        .await
+        .map_err(|e| format!("reading standard input: {e}"))?
+    {
+        match producer
+            .send(Record::new(options.topic.clone(), line.into_bytes()))
+            .await
+        {
             Ok(delivery) => deliveries.push(delivery),
             Err(e) => {
                 eprintln!("not sent: {e}");

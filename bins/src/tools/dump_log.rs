@@ -39,7 +39,11 @@ pub fn dump_segment(
                     codec.name()
                 )?;
                 if print_payloads && codec == CompressionCodec::None {
-                    writeln!(out, "payload:\t{}", String::from_utf8_lossy(e.message.payload))?;
+                    writeln!(
+                        out,
+                        "payload:\t{}",
+                        String::from_utf8_lossy(e.message.payload)
+                    )?;
                 }
             }
             Err(error) => {
@@ -52,9 +56,16 @@ pub fn dump_segment(
     if corruption.is_none() {
         let trailing = entries.end().trailing_bytes;
         if trailing > 0 {
-            writeln!(out, "partial message of {trailing} bytes at the end (an unflushed or torn write)")?;
+            writeln!(
+                out,
+                "partial message of {trailing} bytes at the end (an unflushed or torn write)"
+            )?;
         }
     }
-    writeln!(out, "tail of the log is at offset: {}", start_offset.saturating_add(valid))?;
+    writeln!(
+        out,
+        "tail of the log is at offset: {}",
+        start_offset.saturating_add(valid)
+    )?;
     Ok(corruption)
 }

@@ -14,7 +14,9 @@ use std::time::Duration;
 use tributary_core::config::ZkConnect;
 use tributary_core::group_id::GroupId;
 use tributary_core::wire::{ErrorCode, OffsetsRequest, Request, Response, TopicName};
-use tributary_core::zk_layout::{broker_id_path, consumer_offsets_path, consumer_owners_path, parse_broker_registration};
+use tributary_core::zk_layout::{
+    broker_id_path, consumer_offsets_path, consumer_owners_path, parse_broker_registration,
+};
 
 use crate::client::connect;
 use crate::coordination::{CoordError, Coordination};
@@ -35,7 +37,11 @@ pub fn with_commas(value: i64) -> String {
         }
         out.push(c);
     }
-    if value < 0 { format!("-{out}") } else { out }
+    if value < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
 }
 
 /// `value / 1024^3` as Java's `%,.2f` with a US locale: two decimals rounded half up (away
@@ -51,7 +57,14 @@ pub fn gibibytes(value: i64) -> String {
 
 /// One partition's block, as 0.7 prints it; `log_size` is `None` when its broker could not be
 /// asked (then the log size, lag and trailing blank line are left out).
-pub fn format_partition(group: &str, topic: &str, partition: &str, owner: Option<&str>, offset: i64, log_size: Option<i64>) -> String {
+pub fn format_partition(
+    group: &str,
+    topic: &str,
+    partition: &str,
+    owner: Option<&str>,
+    offset: i64,
+    log_size: Option<i64>,
+) -> String {
     let mut out = format!("{group},{topic},{partition} (Group,Topic,BrokerId-PartitionId)\n");
     let mut line = |label: &str, value: String| {
         let _ = writeln!(out, "{label:>20}{value}");
@@ -85,7 +98,10 @@ pub struct CheckOptions {
 /// Writes the report for `options`.
 pub async fn check(options: &CheckOptions, out: &mut impl std::io::Write) -> Result<(), String> {
     let env = TokioEnv;
-    let coord = env.coordinate(&options.zk_connect, ZK_TIMEOUT, ZK_TIMEOUT).await.map_err(|e| e.to_string())?;
+    let coord = env
+        .coordinate(&options.zk_connect, ZK_TIMEOUT, ZK_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
     let group = &options.group;
     let topics = if options.topics.is_empty() {
         let path = format!("/consumers/{group}/offsets");
@@ -98,15 +114,34 @@ pub async fn check(options: &CheckOptions, out: &mut impl std::io::Write) -> Res
     for topic in topics {
         let offsets_path = consumer_offsets_path(group, &topic);
         for partition in children(&coord, &offsets_path).await? {
-            let (data, _) = coord.get(&format!("{offsets_path}/{partition}")).await.map_err(|e| format!("{offsets_path}/{partition}: {e}"))?;
-            let offset: i64 = String::from_utf8_lossy(&data).trim().parse().map_err(|_| format!("{offsets_path}/{partition}: not an offset"))?;
-            let owner = match coord.get(&format!("{}/{partition}", consumer_owners_path(group, &topic))).await {
+            let (data, _) = coord
+                .get(&format!("{offsets_path}/{partition}"))
+                .await
+                .map_err(|e| format!("{offsets_path}/{partition}: {e}"))?;
+            let offset: i64 = String::from_utf8_lossy(&data)
+                .trim()
+                .parse()
+                .map_err(|_| format!("{offsets_path}/{partition}: not an offset"))?;
+            let owner = match coord
+                .get(&format!(
+                    "{}/{partition}",
+                    consumer_owners_path(group, &topic)
+                ))
+                .await
+            {
                 Ok((owner, _)) => Some(String::from_utf8_lossy(&owner).into_owned()),
                 Err(CoordError::NoNode(_)) => None,
                 Err(e) => return Err(e.to_string()),
             };
             let log_size = log_size(&coord, &mut brokers, &topic, &partition).await;
-            let block = format_partition(group.as_str(), topic.as_str(), &partition, owner.as_deref(), offset, log_size);
+            let block = format_partition(
+                group.as_str(),
+                topic.as_str(),
+                &partition,
+                owner.as_deref(),
+                offset,
+                log_size,
+            );
             out.write_all(block.as_bytes()).map_err(|e| e.to_string())?;
         }
     }
@@ -130,8 +165,15 @@ async fn children(coord: &impl Coordination, path: &str) -> Result<Vec<String>, 
 }
 
 /// The latest offset of `<broker>-<partition>`, logging (as 0.7 does) when it cannot be had.
-async fn log_size(coord: &impl Coordination, brokers: &mut BTreeMap<i32, Option<(String, u16)>>, topic: &TopicName, name: &str) -> Option<i64> {
-    let parsed = name.split_once('-').and_then(|(b, p)| Some((b.parse::<i32>().ok()?, p.parse::<i32>().ok()?)));
+async fn log_size(
+    coord: &impl Coordination,
+    brokers: &mut BTreeMap<i32, Option<(String, u16)>>,
+    topic: &TopicName,
+    name: &str,
+) -> Option<i64> {
+    let parsed = name
+        .split_once('-')
+        .and_then(|(b, p)| Some((b.parse::<i32>().ok()?, p.parse::<i32>().ok()?)));
     let Some((broker, partition)) = parsed else {
         tracing::error!("{topic}/{name}: not <broker>-<partition>");
         return None;
@@ -147,7 +189,12 @@ async fn log_size(coord: &impl Coordination, brokers: &mut BTreeMap<i32, Option<
         slot.insert(address);
     }
     let (host, port) = brokers.get(&broker)?.clone()?;
-    let request = Request::Offsets(OffsetsRequest { topic: topic.clone(), partition, time: -1, max_offsets: 1 });
+    let request = Request::Offsets(OffsetsRequest {
+        topic: topic.clone(),
+        partition,
+        time: -1,
+        max_offsets: 1,
+    });
     let answer = async {
         let mut conn = connect(&TokioEnv, &host, port, BROKER_TIMEOUT).await.ok()?;
         match conn.call(&request).await.ok()? {
@@ -157,7 +204,9 @@ async fn log_size(coord: &impl Coordination, brokers: &mut BTreeMap<i32, Option<
     };
     let size = answer.await;
     if size.is_none() {
-        tracing::error!("could not read the log size of {topic}/{name} from broker {broker} at {host}:{port}");
+        tracing::error!(
+            "could not read the log size of {topic}/{name} from broker {broker} at {host}:{port}"
+        );
     }
     size
 }
@@ -168,7 +217,14 @@ mod tests {
 
     #[test]
     fn the_seeds_example_is_reproduced_byte_for_byte() {
-        let block = format_partition("KafkaMirror", "topic1", "0-0", Some("KafkaMirror_jkoshy-ld-1320972386342-beb4bfc9-0"), 561_154_288, Some(2_231_392_259));
+        let block = format_partition(
+            "KafkaMirror",
+            "topic1",
+            "0-0",
+            Some("KafkaMirror_jkoshy-ld-1320972386342-beb4bfc9-0"),
+            561_154_288,
+            Some(2_231_392_259),
+        );
         let expected = "KafkaMirror,topic1,0-0 (Group,Topic,BrokerId-PartitionId)
             Owner = KafkaMirror_jkoshy-ld-1320972386342-beb4bfc9-0
   Consumer offset = 561154288

@@ -15,7 +15,10 @@ use crate::producer::{Producer, Record};
 
 /// 0.7's default date format, `yyyy-MM-dd HH:mm:ss:SSS`, in UTC.
 pub fn format_time(at: SystemTime) -> String {
-    let ms = at.duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0) as i64;
+    let ms = at
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0) as i64;
     let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days + 719_468;
@@ -27,7 +30,12 @@ pub fn format_time(at: SystemTime) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s, milli) = (ms_of_day / 3_600_000, ms_of_day / 60_000 % 60, ms_of_day / 1000 % 60, ms_of_day % 1000);
+    let (h, m, s, milli) = (
+        ms_of_day / 3_600_000,
+        ms_of_day / 60_000 % 60,
+        ms_of_day / 1000 % 60,
+        ms_of_day % 1000,
+    );
     format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}:{milli:03}")
 }
 
@@ -67,7 +75,10 @@ pub struct ProducerPerfOptions {
 }
 
 /// Runs `producer-perf`; prints 0.7.1's columns; returns (messages delivered, failed).
-pub async fn producer_perf(options: &ProducerPerfOptions, out: &mut impl Write) -> Result<(u64, u64), String> {
+pub async fn producer_perf(
+    options: &ProducerPerfOptions,
+    out: &mut impl Write,
+) -> Result<(u64, u64), String> {
     let text = format!(
         "{}\nproducer.type={}\nbatch.size={}\ncompression.codec={}\ndurable.acks={}\nqueue.enqueueTimeout.ms=-1\nqueue.time=100\nnum.retries=3\n",
         options.brokerinfo,
@@ -76,7 +87,10 @@ pub async fn producer_perf(options: &ProducerPerfOptions, out: &mut impl Write) 
         options.compression_codec,
         options.acks
     );
-    let config = ProducerConfig::from_properties(&Properties::parse("producer-perf options", &text).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    let config = ProducerConfig::from_properties(
+        &Properties::parse("producer-perf options", &text).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
     if !options.hide_header {
         let header = if options.show_detailed_stats {
             "time, compression, thread.id, message.size, batch.size, total.data.sent.in.MB, MB.sec, total.data.sent.in.nMsg, nMsg.sec"
@@ -86,20 +100,39 @@ pub async fn producer_perf(options: &ProducerPerfOptions, out: &mut impl Write) 
         writeln!(out, "{header}").map_err(|e| e.to_string())?;
     }
     let (started, start) = (SystemTime::now(), Instant::now());
-    let (bytes, delivered, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (bytes, delivered, failed) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
     let threads = options.threads.max(1) as u64;
     let mut tasks = Vec::new();
     for thread in 0..threads {
         let count = options.messages / threads + u64::from(thread < options.messages % threads);
-        let (config, options, bytes, delivered, failed) = (config.clone(), options.clone(), bytes.clone(), delivered.clone(), failed.clone());
+        let (config, options, bytes, delivered, failed) = (
+            config.clone(),
+            options.clone(),
+            bytes.clone(),
+            delivered.clone(),
+            failed.clone(),
+        );
         tasks.push(tokio::spawn(async move {
-            let producer = Producer::start(TokioEnv, config).await.map_err(|e| e.to_string())?;
+            let producer = Producer::start(TokioEnv, config)
+                .await
+                .map_err(|e| e.to_string())?;
             let mut pending = std::collections::VecDeque::new();
             let mut lines = Vec::new();
             let thread_start = Instant::now();
             for i in 0..count {
-                let size = if options.vary_message_size { 1 + (i as usize * 7919) % options.message_size.max(1) } else { options.message_size };
-                let delivery = producer.send(Record::new(options.topic.clone(), vec![b'x'; size])).await.map_err(|e| e.to_string())?;
+                let size = if options.vary_message_size {
+                    1 + (i as usize * 7919) % options.message_size.max(1)
+                } else {
+                    options.message_size
+                };
+                let delivery = producer
+                    .send(Record::new(options.topic.clone(), vec![b'x'; size]))
+                    .await
+                    .map_err(|e| e.to_string())?;
                 pending.push_back((delivery, size as u64));
                 // Bounded in-flight: settle the oldest when many are waiting.
                 while pending.len() > 10_000 || (!options.async_mode && !pending.is_empty()) {
@@ -135,7 +168,10 @@ pub async fn producer_perf(options: &ProducerPerfOptions, out: &mut impl Write) 
         }
     }
     let secs = start.elapsed().as_secs_f64().max(1e-9);
-    let (sent_bytes, sent) = (bytes.load(Ordering::Relaxed), delivered.load(Ordering::Relaxed));
+    let (sent_bytes, sent) = (
+        bytes.load(Ordering::Relaxed),
+        delivered.load(Ordering::Relaxed),
+    );
     if !options.show_detailed_stats {
         writeln!(
             out,
@@ -154,7 +190,12 @@ pub async fn producer_perf(options: &ProducerPerfOptions, out: &mut impl Write) 
     Ok((sent, failed.load(Ordering::Relaxed)))
 }
 
-async fn settle(next: Option<(crate::producer::Delivery, u64)>, bytes: &AtomicU64, delivered: &AtomicU64, failed: &AtomicU64) {
+async fn settle(
+    next: Option<(crate::producer::Delivery, u64)>,
+    bytes: &AtomicU64,
+    delivered: &AtomicU64,
+    failed: &AtomicU64,
+) {
     let Some((delivery, size)) = next else { return };
     match delivery.await {
         Ok(_) => {
@@ -193,7 +234,10 @@ pub struct ConsumerPerfOptions {
 }
 
 /// Runs `consumer-perf`; prints 0.7.1's columns; returns (messages, bytes).
-pub async fn consumer_perf(options: &ConsumerPerfOptions, out: &mut impl Write) -> Result<(u64, u64), String> {
+pub async fn consumer_perf(
+    options: &ConsumerPerfOptions,
+    out: &mut impl Write,
+) -> Result<(u64, u64), String> {
     let text = format!(
         "zk.connect={}\ngroupid={}\nfetch.size={}\nsocket.buffersize={}\nautooffset.reset={}\nconsumer.timeout.ms=5000\n",
         options.zookeeper,
@@ -202,15 +246,29 @@ pub async fn consumer_perf(options: &ConsumerPerfOptions, out: &mut impl Write) 
         options.socket_buffer_size,
         if options.from_latest { "largest" } else { "smallest" }
     );
-    let config = ConsumerConfig::from_properties(&Properties::parse("consumer-perf options", &text).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-    let subscription = Subscription::Topics([(options.topic.clone(), options.threads.max(1))].into_iter().collect());
-    let (connector, streams) = ConsumerConnector::start(TokioEnv, config, subscription).await.map_err(|e| e.to_string())?;
+    let config = ConsumerConfig::from_properties(
+        &Properties::parse("consumer-perf options", &text).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let subscription = Subscription::Topics(
+        [(options.topic.clone(), options.threads.max(1))]
+            .into_iter()
+            .collect(),
+    );
+    let (connector, streams) = ConsumerConnector::start(TokioEnv, config, subscription)
+        .await
+        .map_err(|e| e.to_string())?;
     let (messages, bytes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let (started, start) = (SystemTime::now(), Instant::now());
     let last = Arc::new(std::sync::Mutex::new(start));
     let mut tasks = Vec::new();
     for mut stream in streams {
-        let (messages, bytes, limit, last) = (messages.clone(), bytes.clone(), options.messages, last.clone());
+        let (messages, bytes, limit, last) = (
+            messages.clone(),
+            bytes.clone(),
+            options.messages,
+            last.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             loop {
                 if limit.is_some_and(|l| messages.load(Ordering::Relaxed) >= l) {
@@ -236,11 +294,24 @@ pub async fn consumer_perf(options: &ConsumerPerfOptions, out: &mut impl Write) 
     let end = *last.lock().unwrap_or_else(|p| p.into_inner());
     let secs = end.duration_since(start).as_secs_f64().max(1e-9);
     let ended = started + end.duration_since(start);
-    let (n, b) = (messages.load(Ordering::Relaxed), bytes.load(Ordering::Relaxed));
+    let (n, b) = (
+        messages.load(Ordering::Relaxed),
+        bytes.load(Ordering::Relaxed),
+    );
     if !options.hide_header {
         writeln!(out, "start.time, end.time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec").map_err(|e| e.to_string())?;
     }
-    writeln!(out, "{}, {}, {}, {:.4}, {:.4}, {n}, {:.4}", format_time(started), format_time(ended), options.fetch_size, mb(b), mb(b) / secs, n as f64 / secs).map_err(|e| e.to_string())?;
+    writeln!(
+        out,
+        "{}, {}, {}, {:.4}, {:.4}, {n}, {:.4}",
+        format_time(started),
+        format_time(ended),
+        options.fetch_size,
+        mb(b),
+        mb(b) / secs,
+        n as f64 / secs
+    )
+    .map_err(|e| e.to_string())?;
     Ok((n, b))
 }
 
@@ -252,7 +323,13 @@ mod tests {
     #[test]
     fn times_print_in_0_7s_default_format() {
         assert_eq!(format_time(UNIX_EPOCH), "1970-01-01 00:00:00:000");
-        assert_eq!(format_time(UNIX_EPOCH + Duration::from_millis(1_325_376_000_123)), "2012-01-01 00:00:00:123");
-        assert_eq!(format_time(UNIX_EPOCH + Duration::from_millis(951_782_400_000)), "2000-02-29 00:00:00:000");
+        assert_eq!(
+            format_time(UNIX_EPOCH + Duration::from_millis(1_325_376_000_123)),
+            "2012-01-01 00:00:00:123"
+        );
+        assert_eq!(
+            format_time(UNIX_EPOCH + Duration::from_millis(951_782_400_000)),
+            "2000-02-29 00:00:00:000"
+        );
     }
 }

@@ -34,11 +34,19 @@ pub struct ConsumeOptions {
 /// Consumes per `options`, printing to `out`; returns the number of messages printed.
 pub async fn consume(options: &ConsumeOptions, out: &mut impl Write) -> Result<u64, String> {
     let (host, port) = parse_server(&options.server)?;
-    let mut conn = connect(&TokioEnv, &host, port, Duration::from_secs(30)).await.map_err(|e| e.to_string())?;
+    let mut conn = connect(&TokioEnv, &host, port, Duration::from_secs(30))
+        .await
+        .map_err(|e| e.to_string())?;
     let (mut offset, mut printed) = (options.offset, 0u64);
     loop {
-        let request = Request::Fetch(FetchRequest { topic: options.topic.clone(), partition: options.partition, offset, max_bytes: options.fetch_bytes });
-        let Response::Fetch(response) = conn.call(&request).await.map_err(|e| e.to_string())? else {
+        let request = Request::Fetch(FetchRequest {
+            topic: options.topic.clone(),
+            partition: options.partition,
+            offset,
+            max_bytes: options.fetch_bytes,
+        });
+        let Response::Fetch(response) = conn.call(&request).await.map_err(|e| e.to_string())?
+        else {
             return Err("unexpected response to FETCH".into());
         };
         if response.error != ErrorCode::NoError {
@@ -50,12 +58,18 @@ pub async fn consume(options: &ConsumeOptions, out: &mut impl Write) -> Result<u
         if valid == 0 && !response.messages.is_empty() {
             return Err(format!("message at offset {offset} is larger than the fetch size {} (or corrupt); raise --fetchsize", options.fetch_bytes));
         }
-        for entry in DeepIter::new(response.messages.slice(..valid_bytes), offset, DECOMPRESSED_BYTES_MAX_DEFAULT) {
+        for entry in DeepIter::new(
+            response.messages.slice(..valid_bytes),
+            offset,
+            DECOMPRESSED_BYTES_MAX_DEFAULT,
+        ) {
             let entry = entry.map_err(|e| e.to_string())?;
             if options.print_offsets {
                 write!(out, "next offset = {}: ", entry.next_offset).map_err(|e| e.to_string())?;
             }
-            out.write_all(&entry.message.payload).and_then(|()| out.write_all(b"\n")).map_err(|e| e.to_string())?;
+            out.write_all(&entry.message.payload)
+                .and_then(|()| out.write_all(b"\n"))
+                .map_err(|e| e.to_string())?;
             printed += 1;
             if options.max_messages.is_some_and(|max| printed >= max) {
                 return Ok(printed);

@@ -125,17 +125,27 @@ impl Env for GateEnv {
     fn host_address(&self) -> String {
         "127.0.0.1".into()
     }
-    async fn bind(&self, host: &str, port: u16, send: u32, receive: u32) -> std::io::Result<Self::Listener> {
+    async fn bind(
+        &self,
+        host: &str,
+        port: u16,
+        send: u32,
+        receive: u32,
+    ) -> std::io::Result<Self::Listener> {
         TokioEnv.bind(host, port, send, receive).await
     }
     async fn connect(&self, host: &str, port: u16) -> std::io::Result<Self::Stream> {
         TokioEnv.connect(host, port).await
     }
-    async fn coordinate(&self, connect: &ZkConnect, session: Duration, connection: Duration) -> Result<Self::Coord, CoordError> {
+    async fn coordinate(
+        &self,
+        connect: &ZkConnect,
+        session: Duration,
+        connection: Duration,
+    ) -> Result<Self::Coord, CoordError> {
         TokioEnv.coordinate(connect, session, connection).await
     }
     async fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> R {
         TokioEnv.blocking(work).await
     }
 }
-

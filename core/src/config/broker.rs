@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use super::error::ConfigError;
 use super::fields::Fields;
-use super::reference::ConfigKind;
 use super::properties::Properties;
+use super::reference::ConfigKind;
 use super::zk::{read_connect, require_connect, ZkConfig, ZkConnect};
 use crate::wire::{TopicName, TOPIC_NAME_BYTES_MAX};
 
@@ -93,7 +93,11 @@ impl BrokerConfig {
             num_threads: f.optional_int("num.threads", 1..=I32_MAX)?,
             socket_send_buffer_bytes: f.int("socket.send.buffer", 102_400, 1..=I32_MAX)?,
             socket_receive_buffer_bytes: f.int("socket.receive.buffer", 102_400, 1..=I32_MAX)?,
-            max_socket_request_bytes: f.int("max.socket.request.bytes", 104_857_600, 1..=I32_MAX)?,
+            max_socket_request_bytes: f.int(
+                "max.socket.request.bytes",
+                104_857_600,
+                1..=I32_MAX,
+            )?,
             monitoring_period_secs: f.int("monitoring.period.secs", 600, 1..=I32_MAX)?,
             log_dir: f.required_string("log.dir")?,
             num_partitions: f.int("num.partitions", 1, 1..=I32_MAX)?,
@@ -104,7 +108,11 @@ impl BrokerConfig {
             topic_log_roll_hours: f.topic_map("topic.log.roll.hours", 1..=I32_MAX),
             log_flush_interval_messages: f.int("log.flush.interval", 500, 1..=I32_MAX)?,
             log_flush_scheduler_interval_ms: scheduler_ms,
-            log_flush_interval_ms: f.int("log.default.flush.interval.ms", scheduler_ms, 1..=I32_MAX)?,
+            log_flush_interval_ms: f.int(
+                "log.default.flush.interval.ms",
+                scheduler_ms,
+                1..=I32_MAX,
+            )?,
             topic_flush_interval_ms: f.topic_map("topic.flush.intervals.ms", 1..=I32_MAX),
             log_retention_hours: f.int("log.retention.hours", 168, 1..=I32_MAX)?,
             topic_log_retention_hours: f.topic_map("topic.log.retention.hours", 1..=I32_MAX),
@@ -112,7 +120,11 @@ impl BrokerConfig {
             topic_log_retention_bytes: f.topic_map("topic.log.retention.size", 1..=i64::MAX),
             log_cleanup_interval_mins: f.int("log.cleanup.interval.mins", 10, 1..=I32_MAX)?,
             max_message_bytes: f.int("max.message.size", 1_000_000, 0..=I32_MAX)?,
-            max_topic_name_bytes: f.int("max.topic.name.length", 255, 1..=TOPIC_NAME_BYTES_MAX as i64)?,
+            max_topic_name_bytes: f.int(
+                "max.topic.name.length",
+                255,
+                1..=TOPIC_NAME_BYTES_MAX as i64,
+            )?,
             acks_flush_delay_ms: f.int("acks.flush.delay.ms", 5, 0..=60_000)?,
             enable_zookeeper: f.bool("enable.zookeeper", true)?,
             zk_connect: None,
@@ -123,37 +135,60 @@ impl BrokerConfig {
             true => Some(require_connect(&mut f, "when enable.zookeeper=true")?),
             false => read_connect(&mut f)?,
         };
-        Ok(BrokerConfig { zk_connect, unknown: f.warn_unknown(), ..config })
+        Ok(BrokerConfig {
+            zk_connect,
+            unknown: f.warn_unknown(),
+            ..config
+        })
     }
 
     /// Partitions of `topic` on this broker: the map's override, else `num.partitions`.
     pub fn partitions_for(&self, topic: &TopicName) -> u32 {
-        self.topic_partition_count.get(topic).copied().unwrap_or(self.num_partitions)
+        self.topic_partition_count
+            .get(topic)
+            .copied()
+            .unwrap_or(self.num_partitions)
     }
 
     /// Flush interval of `topic` in ms: the per-topic override, else the default.
     pub fn flush_interval_ms_for(&self, topic: &TopicName) -> u32 {
-        self.topic_flush_interval_ms.get(topic).copied().unwrap_or(self.log_flush_interval_ms)
+        self.topic_flush_interval_ms
+            .get(topic)
+            .copied()
+            .unwrap_or(self.log_flush_interval_ms)
     }
 
     /// Retention of `topic` in hours: the per-topic override, else the default.
     pub fn retention_hours_for(&self, topic: &TopicName) -> u32 {
-        self.topic_log_retention_hours.get(topic).copied().unwrap_or(self.log_retention_hours)
+        self.topic_log_retention_hours
+            .get(topic)
+            .copied()
+            .unwrap_or(self.log_retention_hours)
     }
 
     /// Size retention of `topic` in bytes, `None` when off.
     pub fn retention_bytes_for(&self, topic: &TopicName) -> Option<u64> {
-        let limit = self.topic_log_retention_bytes.get(topic).copied().unwrap_or(self.log_retention_bytes);
+        let limit = self
+            .topic_log_retention_bytes
+            .get(topic)
+            .copied()
+            .unwrap_or(self.log_retention_bytes);
         u64::try_from(limit).ok()
     }
 
     /// Segment size of `topic` in bytes: the per-topic override, else `log.file.size`.
     pub fn file_bytes_for(&self, topic: &TopicName) -> u32 {
-        self.topic_log_file_bytes.get(topic).copied().unwrap_or(self.log_file_bytes)
+        self.topic_log_file_bytes
+            .get(topic)
+            .copied()
+            .unwrap_or(self.log_file_bytes)
     }
 
     /// Roll age of `topic` in hours: the per-topic override, else `log.roll.hours`.
     pub fn roll_hours_for(&self, topic: &TopicName) -> u32 {
-        self.topic_log_roll_hours.get(topic).copied().unwrap_or(self.log_roll_hours)
+        self.topic_log_roll_hours
+            .get(topic)
+            .copied()
+            .unwrap_or(self.log_roll_hours)
     }
 }

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use super::error::ConfigError;
 use super::fields::Fields;
-use crate::group_id::GroupId;
-use super::reference::ConfigKind;
 use super::properties::Properties;
+use super::reference::ConfigKind;
 use super::zk::{require_connect, ZkConfig, ZkConnect};
+use crate::group_id::GroupId;
 use crate::wire::TopicName;
 
 const I32_MAX: i64 = i32::MAX as i64;
@@ -109,7 +109,8 @@ impl ConsumerConfig {
     pub fn from_properties(props: &Properties) -> Result<Self, ConfigError> {
         let mut f = Fields::new(props, ConfigKind::Consumer);
         let zk = ZkConfig::read(&mut f)?;
-        let zk_connect = require_connect(&mut f, "for a consumer (the source cluster's ZooKeeper)")?;
+        let zk_connect =
+            require_connect(&mut f, "for a consumer (the source cluster's ZooKeeper)")?;
         let timeout: i64 = f.int("consumer.timeout.ms", -1, i64::MIN..=I32_MAX)?;
         let config = ConsumerConfig {
             group_id: read_group_id(&mut f)?,
@@ -135,14 +136,18 @@ impl ConsumerConfig {
             zk,
             unknown: BTreeMap::new(),
         };
-        Ok(ConsumerConfig { unknown: f.warn_unknown(), ..config })
+        Ok(ConsumerConfig {
+            unknown: f.warn_unknown(),
+            ..config
+        })
     }
 }
 
 /// `groupid`, refused when it could not be one ZooKeeper path component.
 fn read_group_id(f: &mut Fields<'_>) -> Result<GroupId, ConfigError> {
     let raw = f.required_string("groupid")?;
-    raw.parse().map_err(|e: crate::group_id::GroupIdError| f.error("groupid", e.to_string()))
+    raw.parse()
+        .map_err(|e: crate::group_id::GroupIdError| f.error("groupid", e.to_string()))
 }
 
 /// 0.7.1 renamed `backoff.increment.ms` to `fetcher.backoff.ms`; both are accepted, the new one
@@ -169,7 +174,12 @@ fn read_mirror(f: &mut Fields<'_>) -> Result<MirrorOptions, ConfigError> {
     let stop_on_gap = match f.string("mirror.gap.policy").as_deref() {
         None | Some("skip") => false,
         Some("stop") => true,
-        Some(other) => return Err(f.error("mirror.gap.policy", format!("expected skip or stop, found \"{other}\""))),
+        Some(other) => {
+            return Err(f.error(
+                "mirror.gap.policy",
+                format!("expected skip or stop, found \"{other}\""),
+            ))
+        }
     };
     Ok(MirrorOptions {
         topics,

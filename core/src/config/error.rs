@@ -21,7 +21,11 @@ pub struct ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.line {
-            Some(line) => write!(f, "{} in {} line {}: {}", self.key, self.source_name, line, self.problem),
+            Some(line) => write!(
+                f,
+                "{} in {} line {}: {}",
+                self.key, self.source_name, line, self.problem
+            ),
             None => write!(f, "{} in {}: {}", self.key, self.source_name, self.problem),
         }
     }

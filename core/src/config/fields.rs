@@ -6,8 +6,8 @@ use std::ops::RangeInclusive;
 use std::str::FromStr;
 
 use super::error::ConfigError;
-use super::reference::{self, ConfigKind};
 use super::properties::{Properties, Property};
+use super::reference::{self, ConfigKind};
 use crate::wire::TopicName;
 
 /// Reads typed values out of [`Properties`], remembering which keys were asked for.
@@ -19,11 +19,19 @@ pub(crate) struct Fields<'a> {
 
 impl<'a> Fields<'a> {
     pub(crate) fn new(props: &'a Properties, kind: ConfigKind) -> Self {
-        Fields { props, kind, known: BTreeSet::new() }
+        Fields {
+            props,
+            kind,
+            known: BTreeSet::new(),
+        }
     }
 
     fn raw(&mut self, key: &'static str) -> Option<&'a Property> {
-        debug_assert!(reference::find(self.kind, key).is_some(), "{key} is read as a {} setting but not documented in config/reference.rs", self.kind.noun());
+        debug_assert!(
+            reference::find(self.kind, key).is_some(),
+            "{key} is read as a {} setting but not documented in config/reference.rs",
+            self.kind.noun()
+        );
         self.known.insert(key);
         self.props.get(key)
     }
@@ -40,12 +48,15 @@ impl<'a> Fields<'a> {
 
     /// The trimmed value of `key`, if set and not blank.
     pub(crate) fn string(&mut self, key: &'static str) -> Option<String> {
-        self.raw(key).map(|p| p.value.trim().to_string()).filter(|v| !v.is_empty())
+        self.raw(key)
+            .map(|p| p.value.trim().to_string())
+            .filter(|v| !v.is_empty())
     }
 
     /// The value of `key`, which must be set.
     pub(crate) fn required_string(&mut self, key: &'static str) -> Result<String, ConfigError> {
-        self.string(key).ok_or_else(|| self.error(key, "required, but not set"))
+        self.string(key)
+            .ok_or_else(|| self.error(key, "required, but not set"))
     }
 
     /// An integer in `range`, `default` when unset. Like Java's `parseInt` (optional sign,
@@ -86,7 +97,8 @@ impl<'a> Fields<'a> {
         key: &'static str,
         range: RangeInclusive<i64>,
     ) -> Result<T, ConfigError> {
-        self.optional_int(key, range)?.ok_or_else(|| self.error(key, "required, but not set"))
+        self.optional_int(key, range)?
+            .ok_or_else(|| self.error(key, "required, but not set"))
     }
 
     /// A boolean: exactly `true` or `false` (0.7 refuses anything else), `default` when unset.
@@ -157,7 +169,10 @@ impl<'a> Fields<'a> {
         let unknown = self.unknown();
         for key in unknown.keys() {
             let line = self.props.get(key).map(|p| p.line).unwrap_or(0);
-            tracing::warn!("{}", unknown_key_message(self.kind, self.props.source(), key, line));
+            tracing::warn!(
+                "{}",
+                unknown_key_message(self.kind, self.props.source(), key, line)
+            );
         }
         unknown
     }
@@ -169,7 +184,10 @@ pub fn unknown_key_message(kind: ConfigKind, source: &str, key: &str, line: usiz
         Some(meant) => format!(" (did you mean {meant}?)"),
         None => String::new(),
     };
-    format!("{key} in {source} line {line}: not a {} setting Tributary knows{hint}; ignored", kind.noun())
+    format!(
+        "{key} in {source} line {line}: not a {} setting Tributary knows{hint}; ignored",
+        kind.noun()
+    )
 }
 
 /// Java's `Integer.parseInt`/`Long.parseLong` grammar: optional sign, ASCII digits.

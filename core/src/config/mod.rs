@@ -18,11 +18,9 @@ pub use broker::BrokerConfig;
 pub use consumer::{AutoOffsetReset, ConsumerConfig, MirrorOptions, TopicFilter};
 pub use error::ConfigError;
 pub use fields::unknown_key_message;
-pub use reference::ConfigKind;
-pub use producer::{
-    BrokerEndpoint, Discovery, EnqueueTimeout, ProducerConfig, ProducerType,
-};
+pub use producer::{BrokerEndpoint, Discovery, EnqueueTimeout, ProducerConfig, ProducerType};
 pub use properties::{Properties, PropertiesError, Property};
+pub use reference::ConfigKind;
 pub use zk::{ZkConfig, ZkConnect, ZkServer};
 pub use zookeeper_server::ZooKeeperServerConfig;
 

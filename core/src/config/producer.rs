@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use super::error::ConfigError;
 use super::fields::Fields;
-use super::reference::ConfigKind;
 use super::properties::Properties;
+use super::reference::ConfigKind;
 use super::zk::{read_connect, ZkConfig, ZkConnect};
 use crate::message::CompressionCodec;
 use crate::wire::TopicName;
@@ -31,13 +31,18 @@ impl BrokerEndpoint {
             return Err(format!("\"{entry}\" is not id:host:port"));
         };
         let id = id.parse::<i32>().ok().filter(|id| *id >= 0);
-        let id = id.ok_or_else(|| format!("\"{entry}\": broker id must be a non-negative integer"))?;
+        let id =
+            id.ok_or_else(|| format!("\"{entry}\": broker id must be a non-negative integer"))?;
         let port = port.parse::<u16>().ok().filter(|p| *p > 0);
         let port = port.ok_or_else(|| format!("\"{entry}\": port must be 1 to 65535"))?;
         if host.is_empty() {
             return Err(format!("\"{entry}\" has no host"));
         }
-        Ok(BrokerEndpoint { id, host: host.to_string(), port })
+        Ok(BrokerEndpoint {
+            id,
+            host: host.to_string(),
+            port,
+        })
     }
 }
 
@@ -139,10 +144,17 @@ impl ProducerConfig {
         let discovery = read_discovery(&mut f, partitioner_class.is_some())?;
         let codec_id: u8 = f.int("compression.codec", 0, 0..=255)?;
         let compression_codec = CompressionCodec::from_id(codec_id).ok_or_else(|| {
-            f.error("compression.codec", format!("unknown codec {codec_id}; expected 0 (none), 1 (gzip) or 2 (snappy)"))
+            f.error(
+                "compression.codec",
+                format!("unknown codec {codec_id}; expected 0 (none), 1 (gzip) or 2 (snappy)"),
+            )
         })?;
         let enqueue_ms: i64 = f.int("queue.enqueueTimeout.ms", 0, i64::MIN..=I32_MAX)?;
-        let reconnect_ms: i64 = f.int("reconnect.time.interval.ms", 10_000_000, i64::MIN..=i64::MAX)?;
+        let reconnect_ms: i64 = f.int(
+            "reconnect.time.interval.ms",
+            10_000_000,
+            i64::MIN..=i64::MAX,
+        )?;
         let config = ProducerConfig {
             discovery,
             zk,
@@ -152,7 +164,9 @@ impl ProducerConfig {
             compressed_topics: f.topic_list("compressed.topics")?,
             zk_read_num_retries: f.int("zk.read.num.retries", 3, 0..=I32_MAX)?,
             num_retries: f.int("num.retries", 0, 0..=I32_MAX)?,
-            serializer_class: f.string("serializer.class").unwrap_or_else(|| "kafka.serializer.DefaultEncoder".into()),
+            serializer_class: f
+                .string("serializer.class")
+                .unwrap_or_else(|| "kafka.serializer.DefaultEncoder".into()),
             buffer_bytes: f.int("buffer.size", 102_400, 1..=I32_MAX)?,
             connect_timeout_ms: f.int("connect.timeout.ms", 5000, 0..=I32_MAX)?,
             socket_timeout_ms: f.int("socket.timeout.ms", 30_000, 0..=I32_MAX)?,
@@ -175,13 +189,20 @@ impl ProducerConfig {
             durable_acks_fallback: f.bool("durable.acks.fallback", false)?,
             unknown: BTreeMap::new(),
         };
-        Ok(ProducerConfig { unknown: f.warn_unknown(), ..config })
+        Ok(ProducerConfig {
+            unknown: f.warn_unknown(),
+            ..config
+        })
     }
 
     /// Whether messages to `topic` are compressed (`compression.codec` and `compressed.topics`).
     pub fn codec_for(&self, topic: &TopicName) -> CompressionCodec {
         let listed = self.compressed_topics.is_empty() || self.compressed_topics.contains(topic);
-        if listed { self.compression_codec } else { CompressionCodec::None }
+        if listed {
+            self.compression_codec
+        } else {
+            CompressionCodec::None
+        }
     }
 }
 
@@ -189,7 +210,10 @@ fn read_producer_type(f: &mut Fields<'_>) -> Result<ProducerType, ConfigError> {
     match f.string("producer.type").as_deref() {
         None | Some("sync") => Ok(ProducerType::Sync),
         Some("async") => Ok(ProducerType::Async),
-        Some(other) => Err(f.error("producer.type", format!("expected sync or async, found \"{other}\""))),
+        Some(other) => Err(f.error(
+            "producer.type",
+            format!("expected sync or async, found \"{other}\""),
+        )),
     }
 }
 
@@ -218,9 +242,14 @@ fn read_discovery(f: &mut Fields<'_>, partitioner_set: bool) -> Result<Discovery
             "partitioner.class",
             "cannot be used with broker.list (the broker picks the partition); remove one of them",
         )),
-        (Some(list), None) if list.is_empty() => Err(f.error("broker.list", "is empty; expected id:host:port,...")),
+        (Some(list), None) if list.is_empty() => {
+            Err(f.error("broker.list", "is empty; expected id:host:port,..."))
+        }
         (Some(list), None) => Ok(Discovery::BrokerList(list)),
         (None, Some(connect)) => Ok(Discovery::ZooKeeper(connect)),
-        (None, None) => Err(f.error("zk.connect", "neither zk.connect nor broker.list is set; set one of them")),
+        (None, None) => Err(f.error(
+            "zk.connect",
+            "neither zk.connect nor broker.list is set; set one of them",
+        )),
     }
 }

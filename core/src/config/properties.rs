@@ -46,13 +46,19 @@ impl Properties {
     pub fn parse_bytes(source: &str, bytes: &[u8]) -> Result<Self, PropertiesError> {
         match std::str::from_utf8(bytes) {
             Ok(text) => Self::parse(source, text),
-            Err(_) => Self::parse(source, &bytes.iter().map(|&b| char::from(b)).collect::<String>()),
+            Err(_) => Self::parse(
+                source,
+                &bytes.iter().map(|&b| char::from(b)).collect::<String>(),
+            ),
         }
     }
 
     /// Parses text. `source` names the file in error messages.
     pub fn parse(source: &str, text: &str) -> Result<Self, PropertiesError> {
-        let mut props = Properties { source: source.to_string(), entries: BTreeMap::new() };
+        let mut props = Properties {
+            source: source.to_string(),
+            entries: BTreeMap::new(),
+        };
         let lines = split_lines(text);
         let mut index = 0;
         while let Some(&first) = lines.get(index) {
@@ -74,23 +80,47 @@ impl Properties {
             let (key, value) = split_key_value(&logical);
             let key = unescape(key).map_err(|problem| props.error(line_number, problem))?;
             let value = unescape(value).map_err(|problem| props.error(line_number, problem))?;
-            props.entries.insert(key, Property { value, line: line_number });
+            props.entries.insert(
+                key,
+                Property {
+                    value,
+                    line: line_number,
+                },
+            );
         }
         Ok(props)
     }
 
     /// A set of properties built in code (tests, defaults), named `source`.
-    pub fn from_pairs<'a>(source: &str, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+    pub fn from_pairs<'a>(
+        source: &str,
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Self {
         let entries = pairs
             .into_iter()
             .enumerate()
-            .map(|(i, (k, v))| (k.to_string(), Property { value: v.to_string(), line: i + 1 }))
+            .map(|(i, (k, v))| {
+                (
+                    k.to_string(),
+                    Property {
+                        value: v.to_string(),
+                        line: i + 1,
+                    },
+                )
+            })
             .collect();
-        Properties { source: source.to_string(), entries }
+        Properties {
+            source: source.to_string(),
+            entries,
+        }
     }
 
     fn error(&self, line: usize, problem: String) -> PropertiesError {
-        PropertiesError { source_name: self.source.clone(), line, problem }
+        PropertiesError {
+            source_name: self.source.clone(),
+            line,
+            problem,
+        }
     }
 
     /// The name of the file these came from.
@@ -131,7 +161,11 @@ fn split_lines(text: &str) -> Vec<&str> {
         match rest.find(['\n', '\r']) {
             Some(at) => {
                 lines.push(rest.get(..at).unwrap_or_default());
-                let skip = if rest.get(at..at + 2) == Some("\r\n") { 2 } else { 1 };
+                let skip = if rest.get(at..at + 2) == Some("\r\n") {
+                    2
+                } else {
+                    1
+                };
                 rest = rest.get(at + skip..).unwrap_or_default();
             }
             None => {
@@ -162,7 +196,10 @@ fn split_key_value(line: &str) -> (&str, &str) {
         }
     }
     let key = line.get(..key_end).unwrap_or_default();
-    let mut rest = line.get(key_end..).unwrap_or_default().trim_start_matches(is_blank);
+    let mut rest = line
+        .get(key_end..)
+        .unwrap_or_default()
+        .trim_start_matches(is_blank);
     if let Some(after) = rest.strip_prefix(['=', ':']) {
         rest = after.trim_start_matches(is_blank);
     }
@@ -187,7 +224,9 @@ fn unescape(raw: &str) -> Result<String, String> {
                 let code = (hex.len() == 4)
                     .then(|| u32::from_str_radix(&hex, 16).ok())
                     .flatten()
-                    .ok_or_else(|| format!("malformed \\uxxxx escape \"\\u{hex}\": expected four hex digits"))?;
+                    .ok_or_else(|| {
+                        format!("malformed \\uxxxx escape \"\\u{hex}\": expected four hex digits")
+                    })?;
                 // Lone surrogates (half of a Java UTF-16 pair) have no char; keep a replacement.
                 out.push(char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER));
             }

@@ -25,7 +25,12 @@ pub enum ConfigKind {
 
 impl ConfigKind {
     /// Every kind, in the order the documentation lists them.
-    pub const ALL: [ConfigKind; 4] = [ConfigKind::Broker, ConfigKind::Producer, ConfigKind::Consumer, ConfigKind::ZooKeeperServer];
+    pub const ALL: [ConfigKind; 4] = [
+        ConfigKind::Broker,
+        ConfigKind::Producer,
+        ConfigKind::Consumer,
+        ConfigKind::ZooKeeperServer,
+    ];
 
     /// What the kind is called in messages ("a broker setting").
     pub fn noun(self) -> &'static str {
@@ -79,8 +84,20 @@ pub struct KeyDoc {
 use ConfigKind::{Broker as B, Consumer as C, Producer as P, ZooKeeperServer as Z};
 use DefaultValue::{Required, SameAs, Unset, Value as V};
 
-const fn doc(kind: ConfigKind, key: &'static str, default: DefaultValue, meaning: &'static str, note: &'static str) -> KeyDoc {
-    KeyDoc { kind, key, default, meaning, note }
+const fn doc(
+    kind: ConfigKind,
+    key: &'static str,
+    default: DefaultValue,
+    meaning: &'static str,
+    note: &'static str,
+) -> KeyDoc {
+    KeyDoc {
+        kind,
+        key,
+        default,
+        meaning,
+        note,
+    }
 }
 
 /// Every key, grouped by kind, in the order the documentation lists them.
@@ -202,9 +219,15 @@ const LATER_NAMES: &[(&str, &str)] = &[
     ("log.segment.bytes", "log.file.size"),
     ("log.flush.interval.messages", "log.flush.interval"),
     ("log.flush.interval.ms", "log.default.flush.interval.ms"),
-    ("log.flush.scheduler.interval.ms", "log.default.flush.scheduler.interval.ms"),
+    (
+        "log.flush.scheduler.interval.ms",
+        "log.default.flush.scheduler.interval.ms",
+    ),
     ("log.retention.bytes", "log.retention.size"),
-    ("log.retention.check.interval.ms", "log.cleanup.interval.mins"),
+    (
+        "log.retention.check.interval.ms",
+        "log.cleanup.interval.mins",
+    ),
     ("message.max.bytes", "max.message.size"),
     ("group.id", "groupid"),
     ("consumer.id", "consumerid"),
@@ -226,7 +249,12 @@ const LATER_NAMES: &[(&str, &str)] = &[
 /// The key of `kind` that an unknown `key` most likely meant: the 0.7 name of a later Kafka
 /// key, a key differing only in case, or one within a small edit distance.
 pub fn suggest(kind: ConfigKind, key: &str) -> Option<&'static str> {
-    if let Some(target) = LATER_NAMES.iter().filter(|(later, _)| *later == key).map(|(_, old)| *old).find(|old| find(kind, old).is_some()) {
+    if let Some(target) = LATER_NAMES
+        .iter()
+        .filter(|(later, _)| *later == key)
+        .map(|(_, old)| *old)
+        .find(|old| find(kind, old).is_some())
+    {
         return Some(target);
     }
     let lower = key.to_ascii_lowercase();
@@ -252,9 +280,21 @@ fn edit_distance(a: &str, b: &str) -> usize {
         let mut current = Vec::with_capacity(b.len() + 1);
         current.push(i + 1);
         for (j, cb) in b.iter().enumerate() {
-            let substitute = previous.get(j).copied().unwrap_or(usize::MAX).saturating_add(usize::from(ca != cb));
-            let delete = previous.get(j + 1).copied().unwrap_or(usize::MAX).saturating_add(1);
-            let insert = current.get(j).copied().unwrap_or(usize::MAX).saturating_add(1);
+            let substitute = previous
+                .get(j)
+                .copied()
+                .unwrap_or(usize::MAX)
+                .saturating_add(usize::from(ca != cb));
+            let delete = previous
+                .get(j + 1)
+                .copied()
+                .unwrap_or(usize::MAX)
+                .saturating_add(1);
+            let insert = current
+                .get(j)
+                .copied()
+                .unwrap_or(usize::MAX)
+                .saturating_add(1);
             current.push(substitute.min(delete).min(insert));
         }
         previous = current;
@@ -276,7 +316,13 @@ pub struct SettingLine {
 /// The effective settings of `props` read as `kind`: every documented key with the file's value
 /// or the default (a default that follows another key shows that key's value).
 pub fn settings(kind: ConfigKind, props: &Properties) -> Vec<SettingLine> {
-    let raw: BTreeMap<&str, String> = keys_of(kind).filter_map(|k| props.get(k.key).map(|p| (k.key, p.value.trim().to_string()))).collect();
+    let raw: BTreeMap<&str, String> = keys_of(kind)
+        .filter_map(|k| {
+            props
+                .get(k.key)
+                .map(|p| (k.key, p.value.trim().to_string()))
+        })
+        .collect();
     let default_of = |doc: &KeyDoc| -> String {
         let mut doc = *doc;
         // Follow "same as" chains (at most a few steps; the table has no cycles).
@@ -299,8 +345,16 @@ pub fn settings(kind: ConfigKind, props: &Properties) -> Vec<SettingLine> {
             let default = default_of(doc);
             match raw.get(doc.key) {
                 // A required key has no default to differ from.
-                Some(value) => SettingLine { key: doc.key, value: value.clone(), differs: *value != default && doc.default != Required },
-                None => SettingLine { key: doc.key, value: default, differs: false },
+                Some(value) => SettingLine {
+                    key: doc.key,
+                    value: value.clone(),
+                    differs: *value != default && doc.default != Required,
+                },
+                None => SettingLine {
+                    key: doc.key,
+                    value: default,
+                    differs: false,
+                },
             }
         })
         .collect()
@@ -313,7 +367,10 @@ pub fn render_settings(kind: ConfigKind, props: &Properties, indent: &str) -> St
     let mut out = String::new();
     for line in &lines {
         let marker = if line.differs { "   (changed)" } else { "" };
-        out.push_str(&format!("{indent}{:<width$} = {}{marker}\n", line.key, line.value));
+        out.push_str(&format!(
+            "{indent}{:<width$} = {}{marker}\n",
+            line.key, line.value
+        ));
     }
     out
 }
@@ -339,7 +396,10 @@ pub fn markdown() -> String {
                 Required => "**required**".to_string(),
                 SameAs(other) => format!("= `{other}`"),
             };
-            out.push_str(&format!("| `{}` | {default} | {} | {} |\n", k.key, k.meaning, k.note));
+            out.push_str(&format!(
+                "| `{}` | {default} | {} | {} |\n",
+                k.key, k.meaning, k.note
+            ));
         }
     }
     out

@@ -33,10 +33,16 @@ impl ZkConnect {
     pub fn parse(raw: &str) -> Result<Self, String> {
         let raw = raw.trim();
         let (hosts, chroot) = match raw.find('/') {
-            Some(at) => (raw.get(..at).unwrap_or_default(), Some(raw.get(at..).unwrap_or_default())),
+            Some(at) => (
+                raw.get(..at).unwrap_or_default(),
+                Some(raw.get(at..).unwrap_or_default()),
+            ),
             None => (raw, None),
         };
-        let chroot = chroot.filter(|c| *c != "/").map(validate_chroot).transpose()?;
+        let chroot = chroot
+            .filter(|c| *c != "/")
+            .map(validate_chroot)
+            .transpose()?;
         let servers = hosts
             .split(',')
             .map(str::trim)
@@ -53,14 +59,18 @@ fn parse_server(entry: &str) -> Result<ZkServer, String> {
         None => (entry, "2181"),
     };
     if host.is_empty() {
-        return Err(format!("server \"{entry}\" has no host; expected host:port"));
+        return Err(format!(
+            "server \"{entry}\" has no host; expected host:port"
+        ));
     }
-    let port = port
-        .parse::<u16>()
-        .ok()
-        .filter(|p| *p > 0)
-        .ok_or_else(|| format!("server \"{entry}\" has port \"{port}\"; expected 1 to 65535"))?;
-    Ok(ZkServer { host: host.to_string(), port })
+    let port =
+        port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
+            format!("server \"{entry}\" has port \"{port}\"; expected 1 to 65535")
+        })?;
+    Ok(ZkServer {
+        host: host.to_string(),
+        port,
+    })
 }
 
 fn validate_chroot(chroot: &str) -> Result<String, String> {
@@ -77,22 +87,37 @@ fn validate_chroot(chroot: &str) -> Result<String, String> {
 
 impl fmt::Display for ZkConnect {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let servers: Vec<String> = self.servers.iter().map(|s| format!("{}:{}", s.host, s.port)).collect();
-        write!(f, "{}{}", servers.join(","), self.chroot.as_deref().unwrap_or(""))
+        let servers: Vec<String> = self
+            .servers
+            .iter()
+            .map(|s| format!("{}:{}", s.host, s.port))
+            .collect();
+        write!(
+            f,
+            "{}{}",
+            servers.join(","),
+            self.chroot.as_deref().unwrap_or("")
+        )
     }
 }
 
 /// Reads `zk.connect`, if set.
 pub(crate) fn read_connect(fields: &mut Fields<'_>) -> Result<Option<ZkConnect>, ConfigError> {
     match fields.string("zk.connect") {
-        Some(raw) => ZkConnect::parse(&raw).map(Some).map_err(|p| fields.error("zk.connect", p)),
+        Some(raw) => ZkConnect::parse(&raw)
+            .map(Some)
+            .map_err(|p| fields.error("zk.connect", p)),
         None => Ok(None),
     }
 }
 
 /// `zk.connect`, or an error saying it is needed for `why`.
-pub(crate) fn require_connect(fields: &mut Fields<'_>, why: &str) -> Result<ZkConnect, ConfigError> {
-    read_connect(fields)?.ok_or_else(|| fields.error("zk.connect", format!("required {why}, but not set")))
+pub(crate) fn require_connect(
+    fields: &mut Fields<'_>,
+    why: &str,
+) -> Result<ZkConnect, ConfigError> {
+    read_connect(fields)?
+        .ok_or_else(|| fields.error("zk.connect", format!("required {why}, but not set")))
 }
 
 /// The ZooKeeper session settings (`zk.*` but `zk.connect`).
@@ -111,7 +136,11 @@ impl ZkConfig {
         let session_timeout_ms = fields.int("zk.sessiontimeout.ms", 6000, 1..=I32_MAX)?;
         Ok(ZkConfig {
             session_timeout_ms,
-            connection_timeout_ms: fields.int("zk.connectiontimeout.ms", session_timeout_ms, 1..=I32_MAX)?,
+            connection_timeout_ms: fields.int(
+                "zk.connectiontimeout.ms",
+                session_timeout_ms,
+                1..=I32_MAX,
+            )?,
             sync_time_ms: fields.int("zk.synctime.ms", 2000, 1..=I32_MAX)?,
         })
     }

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use super::error::ConfigError;
 use super::fields::Fields;
-use super::reference::ConfigKind;
 use super::properties::Properties;
+use super::reference::ConfigKind;
 
 const I32_MAX: i64 = i32::MAX as i64;
 
@@ -37,6 +37,9 @@ impl ZooKeeperServerConfig {
             tick_time_ms: f.int("tickTime", 2000, 1..=I32_MAX)?,
             other: BTreeMap::new(),
         };
-        Ok(ZooKeeperServerConfig { other: f.unknown(), ..config })
+        Ok(ZooKeeperServerConfig {
+            other: f.unknown(),
+            ..config
+        })
     }
 }

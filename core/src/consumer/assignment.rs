@@ -24,7 +24,10 @@ impl BrokerPartition {
     /// Parses `"<broker id>-<partition>"`.
     pub fn parse(name: &str) -> Option<Self> {
         let (broker, partition) = name.split_once('-')?;
-        Some(BrokerPartition { broker_id: broker.parse().ok().filter(|b: &i32| *b >= 0)?, partition: partition.parse().ok()? })
+        Some(BrokerPartition {
+            broker_id: broker.parse().ok().filter(|b: &i32| *b >= 0)?,
+            partition: partition.parse().ok()?,
+        })
     }
 }
 
@@ -49,7 +52,10 @@ impl PartialOrd for BrokerPartition {
 
 /// One topic's assignment: every thread id → the partitions it owns (threads that get none are
 /// absent). `partitions` and `threads` may come in any order; both are sorted as strings here.
-pub fn assign(partitions: &[BrokerPartition], threads: &[String]) -> BTreeMap<String, Vec<BrokerPartition>> {
+pub fn assign(
+    partitions: &[BrokerPartition],
+    threads: &[String],
+) -> BTreeMap<String, Vec<BrokerPartition>> {
     let mut partitions = partitions.to_vec();
     partitions.sort();
     partitions.dedup();
@@ -60,14 +66,23 @@ pub fn assign(partitions: &[BrokerPartition], threads: &[String]) -> BTreeMap<St
     if threads.is_empty() {
         return out;
     }
-    let (per, extra) = (partitions.len() / threads.len(), partitions.len() % threads.len());
+    let (per, extra) = (
+        partitions.len() / threads.len(),
+        partitions.len() % threads.len(),
+    );
     for (i, thread) in threads.into_iter().enumerate() {
         let start = per * i + i.min(extra);
         let count = per + usize::from(i < extra);
-        if let Some(owned) = partitions.get(start..start + count).filter(|p| !p.is_empty()) {
+        if let Some(owned) = partitions
+            .get(start..start + count)
+            .filter(|p| !p.is_empty())
+        {
             out.insert(thread, owned.to_vec());
         }
     }
-    debug_assert!(out.values().map(Vec::len).sum::<usize>() == partitions.len(), "every partition is owned exactly once");
+    debug_assert!(
+        out.values().map(Vec::len).sum::<usize>() == partitions.len(),
+        "every partition is owned exactly once"
+    );
     out
 }

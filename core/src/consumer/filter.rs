@@ -39,10 +39,22 @@ pub struct TopicPatternError {
 impl TopicPattern {
     /// Normalizes `filter` as 0.7.1 does and compiles it.
     pub fn new(kind: FilterKind, filter: &str) -> Result<Self, TopicPatternError> {
-        let spaced: String = filter.trim().replace(',', "|").chars().filter(|c| *c != ' ').collect();
+        let spaced: String = filter
+            .trim()
+            .replace(',', "|")
+            .chars()
+            .filter(|c| *c != ' ')
+            .collect();
         let pattern = spaced.trim_matches(|c| c == '"' || c == '\'').to_string();
-        let regex = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| TopicPatternError { given: filter.to_string(), reason: e.to_string() })?;
-        Ok(TopicPattern { kind, pattern, regex })
+        let regex = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| TopicPatternError {
+            given: filter.to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(TopicPattern {
+            kind,
+            pattern,
+            regex,
+        })
     }
 
     /// Whitelist or blacklist.

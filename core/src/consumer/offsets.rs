@@ -22,7 +22,11 @@ pub struct PartitionOffsets {
 impl PartitionOffsets {
     /// Starts at `offset` (the committed offset, or where `autooffset.reset` put it).
     pub fn starting_at(offset: i64) -> Self {
-        PartitionOffsets { fetched: offset, consumed: offset, committed: offset }
+        PartitionOffsets {
+            fetched: offset,
+            consumed: offset,
+            committed: offset,
+        }
     }
 
     /// Resumes a partition this member keeps across a rebalance: fetching starts again after
@@ -30,7 +34,11 @@ impl PartitionOffsets {
     /// committed still known. A `consumed` behind `committed` is taken as `committed`.
     pub fn resume(committed: i64, consumed: i64) -> Self {
         let consumed = consumed.max(committed);
-        PartitionOffsets { fetched: consumed, consumed, committed }
+        PartitionOffsets {
+            fetched: consumed,
+            consumed,
+            committed,
+        }
     }
 
     /// Where the next fetch starts.
@@ -50,7 +58,9 @@ impl PartitionOffsets {
 
     /// A chunk of `valid_bytes` whole messages was fetched.
     pub fn fetched_chunk(&mut self, valid_bytes: u64) {
-        self.fetched = self.fetched.saturating_add(i64::try_from(valid_bytes).unwrap_or(i64::MAX));
+        self.fetched = self
+            .fetched
+            .saturating_add(i64::try_from(valid_bytes).unwrap_or(i64::MAX));
         debug_assert!(self.invariants_hold());
     }
 
@@ -76,7 +86,10 @@ impl PartitionOffsets {
 
     /// `offset` was written to ZooKeeper.
     pub fn committed_at(&mut self, offset: i64) {
-        if offset > self.committed && (offset <= self.consumed || crate::planted::active(crate::planted::Bug::CommitFetched)) {
+        if offset > self.committed
+            && (offset <= self.consumed
+                || crate::planted::active(crate::planted::Bug::CommitFetched))
+        {
             self.committed = offset.min(self.consumed);
         }
         debug_assert!(self.invariants_hold());

@@ -43,11 +43,18 @@ impl Registration {
     pub fn encode(&self) -> String {
         match self {
             Registration::Static(topics) => {
-                let entries: Vec<String> = topics.iter().map(|(t, n)| format!("\"{t}\": {n}")).collect();
+                let entries: Vec<String> = topics
+                    .iter()
+                    .map(|(t, n)| format!("\"{t}\": {n}"))
+                    .collect();
                 format!("{{ {} }}", entries.join(","))
             }
             Registration::Wildcard { streams, pattern } => {
-                let mark = if pattern.kind() == FilterKind::Whitelist { '*' } else { '!' };
+                let mark = if pattern.kind() == FilterKind::Whitelist {
+                    '*'
+                } else {
+                    '!'
+                };
                 format!("{mark}{streams}{mark}{}", pattern.pattern())
             }
         }
@@ -61,18 +68,30 @@ impl Registration {
             if let Some(rest) = data.strip_prefix(mark) {
                 let (streams, regex) = rest.split_once(mark).ok_or_else(unreadable)?;
                 let streams = streams.parse().map_err(|_| unreadable())?;
-                return Ok(Registration::Wildcard { streams, pattern: TopicPattern::new(kind, regex)? });
+                return Ok(Registration::Wildcard {
+                    streams,
+                    pattern: TopicPattern::new(kind, regex)?,
+                });
             }
         }
-        parse_counts(data).map(Registration::Static).ok_or_else(unreadable)
+        parse_counts(data)
+            .map(Registration::Static)
+            .ok_or_else(unreadable)
     }
 
     /// Streams per topic for the topics this member consumes among `topics` (all registered
     /// topics, for a wildcard).
-    pub fn streams_for<'a>(&self, topics: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, u32> {
+    pub fn streams_for<'a>(
+        &self,
+        topics: impl IntoIterator<Item = &'a str>,
+    ) -> BTreeMap<String, u32> {
         match self {
             Registration::Static(counts) => counts.clone(),
-            Registration::Wildcard { streams, pattern } => topics.into_iter().filter(|t| pattern.allows(t)).map(|t| (t.to_string(), *streams)).collect(),
+            Registration::Wildcard { streams, pattern } => topics
+                .into_iter()
+                .filter(|t| pattern.allows(t))
+                .map(|t| (t.to_string(), *streams))
+                .collect(),
         }
     }
 }
@@ -97,7 +116,13 @@ fn parse_counts(data: &str) -> Option<BTreeMap<String, u32>> {
 
 /// A member's consumer id: `<group>_<consumerid>` when one is configured, else
 /// `<group>_<host>-<epoch ms>-<first 8 hex digits of random>`.
-pub fn consumer_id(group: &str, configured: Option<&str>, host: &str, now_ms: i64, random: u64) -> String {
+pub fn consumer_id(
+    group: &str,
+    configured: Option<&str>,
+    host: &str,
+    now_ms: i64,
+    random: u64,
+) -> String {
     match configured {
         Some(id) => format!("{group}_{id}"),
         None => format!("{group}_{host}-{now_ms}-{:08x}", random >> 32),

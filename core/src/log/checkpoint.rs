@@ -41,7 +41,9 @@ pub fn decode(bytes: &[u8]) -> Result<BTreeMap<TopicPartition, u64>, String> {
     if crc32fast::hash(body.as_bytes()) != stored {
         return Err("crc mismatch".into());
     }
-    let entries = body.strip_prefix(HEADER).ok_or("unknown header or version")?;
+    let entries = body
+        .strip_prefix(HEADER)
+        .ok_or("unknown header or version")?;
     let mut ends = BTreeMap::new();
     for line in entries.lines() {
         let mut fields = line.split(' ');
@@ -49,7 +51,10 @@ pub fn decode(bytes: &[u8]) -> Result<BTreeMap<TopicPartition, u64>, String> {
             let topic = fields.next()?.parse().ok()?;
             let partition = fields.next()?.parse().ok()?;
             let end = fields.next()?.parse().ok()?;
-            fields.next().is_none().then_some((TopicPartition::new(topic, partition), end))
+            fields
+                .next()
+                .is_none()
+                .then_some((TopicPartition::new(topic, partition), end))
         })();
         let (tp, end) = parsed.ok_or_else(|| format!("malformed line \"{line}\""))?;
         ends.insert(tp, end);

@@ -29,7 +29,9 @@ pub enum LogError {
         end: u64,
     },
     /// A previous sync failed; the log refuses writes rather than pretend they are durable.
-    #[error("{partition}: log is poisoned after a failed sync ({cause}); restart the broker to recover")]
+    #[error(
+        "{partition}: log is poisoned after a failed sync ({cause}); restart the broker to recover"
+    )]
     Poisoned {
         /// The partition.
         partition: String,
@@ -73,7 +75,9 @@ pub enum LogError {
         partition: String,
     },
     /// Another process (another broker) holds `log.dir`.
-    #[error("log.dir {dir} is in use by another process ({holder}); every broker needs its own log.dir")]
+    #[error(
+        "log.dir {dir} is in use by another process ({holder}); every broker needs its own log.dir"
+    )]
     DirInUse {
         /// The directory.
         dir: String,

@@ -76,7 +76,8 @@ pub trait LogFs: std::fmt::Debug {
     /// Reads a whole (small) file.
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
         let file = self.open(path, false)?;
-        let len = usize::try_from(file.size_bytes()?).map_err(|_| io::Error::other("file too large"))?;
+        let len =
+            usize::try_from(file.size_bytes()?).map_err(|_| io::Error::other("file too large"))?;
         let mut buf = vec![0u8; len];
         let mut done = 0;
         while done < len {
@@ -106,7 +107,10 @@ pub trait LogFs: std::fmt::Debug {
 
 /// The temporary name used while replacing `path`.
 pub fn tmp_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    let mut name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
     name.push(".tmp");
     path.with_file_name(name)
 }

@@ -63,15 +63,32 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
     /// partition under it, recovering as needed, and writes a fresh checkpoint.
     pub fn open(fs: F, config: BrokerConfig, now_ms: i64) -> Result<(Self, OpenReport), LogError> {
         let log_dir = PathBuf::from(&config.log_dir);
-        let io = |op, path: &Path, source| LogError::Io { partition: "log.dir".into(), op, path: path.display().to_string(), source };
-        fs.create_dir_all(&log_dir).map_err(|e| io("create directory", &log_dir, e))?;
+        let io = |op, path: &Path, source| LogError::Io {
+            partition: "log.dir".into(),
+            op,
+            path: path.display().to_string(),
+            source,
+        };
+        fs.create_dir_all(&log_dir)
+            .map_err(|e| io("create directory", &log_dir, e))?;
         let lock_path = log_dir.join(DIR_LOCK_FILE);
-        let dir_lock = fs.lock_dir(&lock_path, &format!("brokerid {} port {}", config.broker_id, config.port)).map_err(|e| match e {
-            LockError::Held { holder } => LogError::DirInUse { dir: log_dir.display().to_string(), holder },
-            LockError::Io(source) => io("lock", &lock_path, source),
-        })?;
+        let dir_lock = fs
+            .lock_dir(
+                &lock_path,
+                &format!("brokerid {} port {}", config.broker_id, config.port),
+            )
+            .map_err(|e| match e {
+                LockError::Held { holder } => LogError::DirInUse {
+                    dir: log_dir.display().to_string(),
+                    holder,
+                },
+                LockError::Io(source) => io("lock", &lock_path, source),
+            })?;
         let marker = log_dir.join(CLEAN_SHUTDOWN_FILE);
-        let mut report = OpenReport { clean_shutdown: fs.exists(&marker), ..OpenReport::default() };
+        let mut report = OpenReport {
+            clean_shutdown: fs.exists(&marker),
+            ..OpenReport::default()
+        };
         let checkpoints = read_checkpoint(&fs, &log_dir);
         let mut logs = BTreeMap::new();
         let mut ends = BTreeMap::new();
@@ -80,14 +97,28 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
             let tp = TopicPartition::from_dir_name(&entry.name).filter(|_| entry.is_dir);
             let Some(tp) = tp else {
                 if !entry.name.starts_with('.') {
-                    tracing::warn!("ignoring {} in {}: not a <topic>-<partition> directory", entry.name, log_dir.display());
+                    tracing::warn!(
+                        "ignoring {} in {}: not a <topic>-<partition> directory",
+                        entry.name,
+                        log_dir.display()
+                    );
                     report.ignored.push(entry.name);
                 }
                 continue;
             };
-            let hints = RecoveryHints { clean_shutdown: report.clean_shutdown, checkpoint: checkpoints.as_ref().and_then(|c| c.get(&tp).copied()) };
+            let hints = RecoveryHints {
+                clean_shutdown: report.clean_shutdown,
+                checkpoint: checkpoints.as_ref().and_then(|c| c.get(&tp).copied()),
+            };
             let policy = LogPolicy::for_topic(&config, &tp.topic);
-            match Log::open(fs.clone(), &log_dir.join(&entry.name), tp.clone(), policy, hints, now_ms) {
+            match Log::open(
+                fs.clone(),
+                &log_dir.join(&entry.name),
+                tp.clone(),
+                policy,
+                hints,
+                now_ms,
+            ) {
                 Ok(log) => {
                     report.opened.push(tp.clone());
                     ends.insert(tp.clone(), log.flushed_end());
@@ -101,19 +132,34 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
             }
         }
         if report.clean_shutdown {
-            fs.remove_file(&marker).map_err(|e| io("remove", &marker, e))?;
-            fs.sync_dir(&log_dir).map_err(|e| io("sync directory", &log_dir, e))?;
+            fs.remove_file(&marker)
+                .map_err(|e| io("remove", &marker, e))?;
+            fs.sync_dir(&log_dir)
+                .map_err(|e| io("sync directory", &log_dir, e))?;
         }
-        let manager = LogManager { fs, config, log_dir, logs: Mutex::new(logs), creating: Mutex::new(()), refused, _dir_lock: dir_lock };
+        let manager = LogManager {
+            fs,
+            config,
+            log_dir,
+            logs: Mutex::new(logs),
+            creating: Mutex::new(()),
+            refused,
+            _dir_lock: dir_lock,
+        };
         manager.write_checkpoint(ends)?;
         Ok((manager, report))
     }
 
     /// The map of served partitions. Only memory operations happen under this lock, so a
     /// panic while it is held is a bug in this module: it is not recovered from.
-    #[expect(clippy::panic, reason = "a poisoned map lock is a bug in this module; stopping loudly is the point")]
+    #[expect(
+        clippy::panic,
+        reason = "a poisoned map lock is a bug in this module; stopping loudly is the point"
+    )]
     fn logs(&self) -> MutexGuard<'_, BTreeMap<TopicPartition, Arc<C>>> {
-        self.logs.lock().unwrap_or_else(|_| panic!("the partition map's lock was poisoned by a panic while it was held"))
+        self.logs.lock().unwrap_or_else(|_| {
+            panic!("the partition map's lock was poisoned by a panic while it was held")
+        })
     }
 
     /// The broker configuration the logs follow.
@@ -145,23 +191,46 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
     /// The log of `tp`, created (durably) if it does not exist, and whether this call created
     /// it. Refuses partitions outside the topic's count and partitions refused at startup.
     /// Creation happens outside the map's lock, so readers of other partitions never wait for it.
-    #[expect(clippy::panic, reason = "a poisoned creation lock means a creation panicked: a bug; stopping loudly is the point")]
-    pub fn get_or_create(&self, tp: &TopicPartition, now_ms: i64) -> Result<(Arc<C>, bool), LogError> {
+    #[expect(
+        clippy::panic,
+        reason = "a poisoned creation lock means a creation panicked: a bug; stopping loudly is the point"
+    )]
+    pub fn get_or_create(
+        &self,
+        tp: &TopicPartition,
+        now_ms: i64,
+    ) -> Result<(Arc<C>, bool), LogError> {
         if let Some(reason) = self.refused.get(tp) {
-            return Err(LogError::Corrupt { partition: tp.to_string(), segment: String::new(), offset: 0, detail: reason.clone() });
+            return Err(LogError::Corrupt {
+                partition: tp.to_string(),
+                segment: String::new(),
+                offset: 0,
+                detail: reason.clone(),
+            });
         }
         let count = self.partition_count(&tp.topic);
         if tp.partition >= count {
-            return Err(LogError::UnknownPartition { partition: tp.to_string(), count });
+            return Err(LogError::UnknownPartition {
+                partition: tp.to_string(),
+                count,
+            });
         }
         if let Some(log) = self.get(tp) {
             return Ok((log, false));
         }
-        let _creating = self.creating.lock().unwrap_or_else(|_| panic!("the partition creation lock was poisoned by a panic while it was held"));
+        let _creating = self.creating.lock().unwrap_or_else(|_| {
+            panic!("the partition creation lock was poisoned by a panic while it was held")
+        });
         if let Some(log) = self.get(tp) {
             return Ok((log, false));
         }
-        let log = Log::create(self.fs.clone(), &self.log_dir.join(tp.dir_name()), tp.clone(), self.policy_for(&tp.topic), now_ms)?;
+        let log = Log::create(
+            self.fs.clone(),
+            &self.log_dir.join(tp.dir_name()),
+            tp.clone(),
+            self.policy_for(&tp.topic),
+            now_ms,
+        )?;
         tracing::info!("{tp}: created log");
         let shared = Arc::new(C::from(log));
         self.logs().insert(tp.clone(), shared.clone());
@@ -170,7 +239,10 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
 
     /// Every served partition with its log, in partition order.
     pub fn all(&self) -> Vec<(TopicPartition, Arc<C>)> {
-        self.logs().iter().map(|(tp, log)| (tp.clone(), log.clone())).collect()
+        self.logs()
+            .iter()
+            .map(|(tp, log)| (tp.clone(), log.clone()))
+            .collect()
     }
 
     /// Every served partition.
@@ -181,7 +253,10 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
     /// Whether `topic` has at least one served partition (without listing every topic).
     pub fn has_topic(&self, topic: &TopicName) -> bool {
         let first = TopicPartition::new(topic.clone(), 0);
-        self.logs().range(first..).next().is_some_and(|(tp, _)| tp.topic == *topic)
+        self.logs()
+            .range(first..)
+            .next()
+            .is_some_and(|(tp, _)| tp.topic == *topic)
     }
 
     /// Topics with at least one served partition.
@@ -204,7 +279,12 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         let path = self.log_dir.join(CHECKPOINT_FILE);
         self.fs
             .write_file_atomic(&path, &checkpoint::encode(&all))
-            .map_err(|source| LogError::Io { partition: "log.dir".into(), op: "write checkpoint", path: path.display().to_string(), source })
+            .map_err(|source| LogError::Io {
+                partition: "log.dir".into(),
+                op: "write checkpoint",
+                path: path.display().to_string(),
+                source,
+            })
     }
 
     /// Writes the clean-shutdown marker, unless a partition was refused at startup (the next
@@ -215,8 +295,15 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
             return Ok(());
         }
         let marker = self.log_dir.join(CLEAN_SHUTDOWN_FILE);
-        let io = |op, source| LogError::Io { partition: "log.dir".into(), op, path: marker.display().to_string(), source };
-        self.fs.write_file_atomic(&marker, b"").map_err(|e| io("write", e))
+        let io = |op, source| LogError::Io {
+            partition: "log.dir".into(),
+            op,
+            path: marker.display().to_string(),
+            source,
+        };
+        self.fs
+            .write_file_atomic(&marker, b"")
+            .map_err(|e| io("write", e))
     }
 }
 
@@ -227,10 +314,17 @@ fn read_checkpoint<F: LogFs>(fs: &F, log_dir: &Path) -> Option<BTreeMap<TopicPar
     if !fs.exists(&path) {
         return None;
     }
-    match fs.read_file(&path).map_err(|e| e.to_string()).and_then(|bytes| checkpoint::decode(&bytes)) {
+    match fs
+        .read_file(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| checkpoint::decode(&bytes))
+    {
         Ok(ends) => Some(ends),
         Err(problem) => {
-            tracing::warn!("{}: {problem}; validating every partition in full", path.display());
+            tracing::warn!(
+                "{}: {problem}; validating every partition in full",
+                path.display()
+            );
             None
         }
     }

@@ -33,13 +33,19 @@ fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn not_found(path: &Path) -> io::Error {
-    io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{} not found", path.display()),
+    )
 }
 
 impl MemFs {
     /// An empty file system whose files all report `modified_ms` as their modification time.
     pub fn new(modified_ms: i64) -> Self {
-        MemFs { tree: Arc::default(), modified_ms }
+        MemFs {
+            tree: Arc::default(),
+            modified_ms,
+        }
     }
 
     /// Puts a file (and its parent directories) in place.
@@ -48,7 +54,8 @@ impl MemFs {
         for ancestor in path.ancestors().skip(1) {
             tree.dirs.insert(ancestor.to_path_buf(), ());
         }
-        tree.files.insert(path.to_path_buf(), Arc::new(Mutex::new(contents.to_vec())));
+        tree.files
+            .insert(path.to_path_buf(), Arc::new(Mutex::new(contents.to_vec())));
     }
 }
 
@@ -59,9 +66,13 @@ impl LogFile for MemFile {
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let data = guard(&self.0);
-        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
         let n = buf.len().min(data.len() - start);
-        buf.get_mut(..n).unwrap_or_default().copy_from_slice(data.get(start..start + n).unwrap_or_default());
+        buf.get_mut(..n)
+            .unwrap_or_default()
+            .copy_from_slice(data.get(start..start + n).unwrap_or_default());
         Ok(n)
     }
 
@@ -71,7 +82,9 @@ impl LogFile for MemFile {
         if data.len() < start + bytes.len() {
             data.resize(start + bytes.len(), 0);
         }
-        data.get_mut(start..start + bytes.len()).unwrap_or_default().copy_from_slice(bytes);
+        data.get_mut(start..start + bytes.len())
+            .unwrap_or_default()
+            .copy_from_slice(bytes);
         Ok(())
     }
 
@@ -80,7 +93,10 @@ impl LogFile for MemFile {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        guard(&self.0).resize(usize::try_from(len).map_err(|_| io::Error::other("length too large"))?, 0);
+        guard(&self.0).resize(
+            usize::try_from(len).map_err(|_| io::Error::other("length too large"))?,
+            0,
+        );
         Ok(())
     }
 }
@@ -103,9 +119,27 @@ impl LogFs for MemFs {
         if !tree.dirs.contains_key(path) {
             return Err(not_found(path));
         }
-        let name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let dirs = tree.dirs.keys().filter(|d| d.parent() == Some(path)).map(|d| DirEntry { name: name(d), is_dir: true });
-        let files = tree.files.keys().filter(|f| f.parent() == Some(path)).map(|f| DirEntry { name: name(f), is_dir: false });
+        let name = |p: &PathBuf| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let dirs = tree
+            .dirs
+            .keys()
+            .filter(|d| d.parent() == Some(path))
+            .map(|d| DirEntry {
+                name: name(d),
+                is_dir: true,
+            });
+        let files = tree
+            .files
+            .keys()
+            .filter(|f| f.parent() == Some(path))
+            .map(|f| DirEntry {
+                name: name(f),
+                is_dir: false,
+            });
         let mut entries: Vec<DirEntry> = dirs.chain(files).collect();
         entries.sort();
         Ok(entries)
@@ -131,11 +165,19 @@ impl LogFs for MemFs {
     }
 
     fn modified_ms(&self, path: &Path) -> io::Result<i64> {
-        if self.exists(path) { Ok(self.modified_ms) } else { Err(not_found(path)) }
+        if self.exists(path) {
+            Ok(self.modified_ms)
+        } else {
+            Err(not_found(path))
+        }
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        guard(&self.tree).files.remove(path).map(drop).ok_or_else(|| not_found(path))
+        guard(&self.tree)
+            .files
+            .remove(path)
+            .map(drop)
+            .ok_or_else(|| not_found(path))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

@@ -41,7 +41,10 @@ impl TopicPartition {
         if number.to_string() != partition {
             return None;
         }
-        Some(TopicPartition { topic: topic.parse().ok()?, partition: number })
+        Some(TopicPartition {
+            topic: topic.parse().ok()?,
+            partition: number,
+        })
     }
 }
 

@@ -64,7 +64,10 @@ impl ValidatedSet {
     /// Validates `set` whole under `limits` (CRCs, sizes, compressed contents).
     pub fn check(set: Bytes, limits: ValidationLimits) -> Result<Self, MessageError> {
         let summary = validate_set(&set, limits)?;
-        Ok(ValidatedSet { bytes: set, messages: summary.messages as u64 })
+        Ok(ValidatedSet {
+            bytes: set,
+            messages: summary.messages as u64,
+        })
     }
 
     /// The set's bytes.
@@ -125,11 +128,24 @@ pub struct Log<F: LogFs> {
 
 impl<F: LogFs> Log<F> {
     /// Creates a new, empty log in `dir` (which must not hold one), durably.
-    pub fn create(fs: F, dir: &Path, tp: TopicPartition, policy: LogPolicy, now_ms: i64) -> Result<Self, LogError> {
-        let io = |op, path: &Path, source| LogError::Io { partition: tp.to_string(), op, path: path.display().to_string(), source };
-        fs.create_dir_all(dir).map_err(|e| io("create directory", dir, e))?;
+    pub fn create(
+        fs: F,
+        dir: &Path,
+        tp: TopicPartition,
+        policy: LogPolicy,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
+        let io = |op, path: &Path, source| LogError::Io {
+            partition: tp.to_string(),
+            op,
+            path: path.display().to_string(),
+            source,
+        };
+        fs.create_dir_all(dir)
+            .map_err(|e| io("create directory", dir, e))?;
         if let Some(parent) = dir.parent() {
-            fs.sync_dir(parent).map_err(|e| io("sync directory", parent, e))?;
+            fs.sync_dir(parent)
+                .map_err(|e| io("sync directory", parent, e))?;
         }
         let mut log = Log {
             fs,
@@ -193,7 +209,12 @@ impl<F: LogFs> Log<F> {
     }
 
     fn io(&self, op: &'static str, path: &Path, source: std::io::Error) -> LogError {
-        LogError::Io { partition: self.tp.to_string(), op, path: path.display().to_string(), source }
+        LogError::Io {
+            partition: self.tp.to_string(),
+            op,
+            path: path.display().to_string(),
+            source,
+        }
     }
 
     /// Marks the log failed (an operation on it panicked, so its state cannot be trusted):
@@ -210,7 +231,10 @@ impl<F: LogFs> Log<F> {
 
     fn check_usable(&self) -> Result<(), LogError> {
         match &self.failed {
-            Some(cause) => Err(LogError::Failed { partition: self.tp.to_string(), cause: cause.clone() }),
+            Some(cause) => Err(LogError::Failed {
+                partition: self.tp.to_string(),
+                cause: cause.clone(),
+            }),
             None => Ok(()),
         }
     }
@@ -218,7 +242,10 @@ impl<F: LogFs> Log<F> {
     fn check_writable(&self) -> Result<(), LogError> {
         self.check_usable()?;
         match &self.poisoned {
-            Some(cause) => Err(LogError::Poisoned { partition: self.tp.to_string(), cause: cause.clone() }),
+            Some(cause) => Err(LogError::Poisoned {
+                partition: self.tp.to_string(),
+                cause: cause.clone(),
+            }),
             None => Ok(()),
         }
     }
@@ -233,8 +260,12 @@ impl<F: LogFs> Log<F> {
     /// unflushed message count reaches the policy's limit. An empty set appends nothing.
     pub fn append(&mut self, set: &Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
         self.check_writable()?;
-        let set = ValidatedSet::check(set.clone(), self.policy.validation)
-            .map_err(|source| LogError::InvalidMessageSet { partition: self.tp.to_string(), source })?;
+        let set = ValidatedSet::check(set.clone(), self.policy.validation).map_err(|source| {
+            LogError::InvalidMessageSet {
+                partition: self.tp.to_string(),
+                source,
+            }
+        })?;
         let mut info = self.append_validated(&set, now_ms)?;
         if info.flush_needed {
             self.flush(now_ms)?;
@@ -245,15 +276,30 @@ impl<F: LogFs> Log<F> {
 
     /// Appends an already validated set (see [`Log::append`]), without flushing: when the
     /// message-count trigger fires, `flush_needed` says so and the caller flushes.
-    pub fn append_validated(&mut self, set: &ValidatedSet, now_ms: i64) -> Result<AppendInfo, LogError> {
+    pub fn append_validated(
+        &mut self,
+        set: &ValidatedSet,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
         self.check_writable()?;
         let len = set.bytes.len() as u64;
         let offset = self.written_end();
         if set.messages == 0 {
-            return Ok(AppendInfo { offset, next_offset: offset, messages: 0, flushed: false, flush_needed: false });
+            return Ok(AppendInfo {
+                offset,
+                next_offset: offset,
+                messages: 0,
+                flushed: false,
+                flush_needed: false,
+            });
         }
-        if offset.checked_add(len).is_none_or(|end| end > i64::MAX as u64) {
-            return Err(LogError::OffsetOverflow { partition: self.tp.to_string() });
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > i64::MAX as u64)
+        {
+            return Err(LogError::OffsetOverflow {
+                partition: self.tp.to_string(),
+            });
         }
         if self.should_roll(len, now_ms) {
             self.roll(now_ms)?;
@@ -262,24 +308,39 @@ impl<F: LogFs> Log<F> {
         self.appended_messages += set.messages;
         self.first_unflushed_ms.get_or_insert(now_ms);
         // A flush already running will be followed by the next append's; never pile fsyncs up.
-        let flush_needed = self.unflushed_messages() >= self.policy.flush_interval_messages && self.flushes_in_flight == 0;
+        let flush_needed = self.unflushed_messages() >= self.policy.flush_interval_messages
+            && self.flushes_in_flight == 0;
         debug_assert!(self.invariants_hold());
-        Ok(AppendInfo { offset, next_offset: offset + len, messages: set.messages, flushed: false, flush_needed })
+        Ok(AppendInfo {
+            offset,
+            next_offset: offset + len,
+            messages: set.messages,
+            flushed: false,
+            flush_needed,
+        })
     }
 
     fn should_roll(&self, incoming: u64, now_ms: i64) -> bool {
-        let Some(active) = self.segments.last() else { return true };
+        let Some(active) = self.segments.last() else {
+            return true;
+        };
         if active.size == 0 {
             return false;
         }
         let too_big = active.size + incoming > self.policy.segment_bytes_max;
-        let too_old = active.first_append_ms.is_some_and(|t| now_ms - t >= self.policy.segment_age_ms_max);
+        let too_old = active
+            .first_append_ms
+            .is_some_and(|t| now_ms - t >= self.policy.segment_age_ms_max);
         too_big || too_old
     }
 
     fn write_active(&mut self, set: &[u8], now_ms: i64) -> Result<(), LogError> {
         let Some(active) = self.segments.last_mut() else {
-            return Err(self.io("append", &self.dir.clone(), std::io::Error::other("no active segment")));
+            return Err(self.io(
+                "append",
+                &self.dir.clone(),
+                std::io::Error::other("no active segment"),
+            ));
         };
         if let Err(e) = active.file.write_all_at(set, active.size) {
             // Drop whatever part of the set reached the file: it is not part of the log.
@@ -300,13 +361,16 @@ impl<F: LogFs> Log<F> {
 
     /// Whether unflushed data is older than the policy's flush interval.
     pub fn flush_due(&self, now_ms: i64) -> bool {
-        self.first_unflushed_ms.is_some_and(|t| now_ms - t >= self.policy.flush_interval_ms)
+        self.first_unflushed_ms
+            .is_some_and(|t| now_ms - t >= self.policy.flush_interval_ms)
     }
 
     /// Syncs the active segment and makes everything written visible. On failure the log is
     /// poisoned: nothing more is appended and the flushed end stays where it was.
     pub fn flush(&mut self, now_ms: i64) -> Result<(), LogError> {
-        let Some(ticket) = self.begin_flush(now_ms)? else { return Ok(()) };
+        let Some(ticket) = self.begin_flush(now_ms)? else {
+            return Ok(());
+        };
         let synced = ticket.sync();
         self.finish_flush(ticket, synced)
     }
@@ -319,9 +383,17 @@ impl<F: LogFs> Log<F> {
         if self.flushed_end == end {
             return Ok(None);
         }
-        let Some(active) = self.segments.last() else { return Ok(None) };
+        let Some(active) = self.segments.last() else {
+            return Ok(None);
+        };
         self.flushes_in_flight += 1;
-        Ok(Some(FlushTicket { file: active.file.clone(), path: active.path.clone(), end, messages: self.appended_messages, issued_ms: now_ms }))
+        Ok(Some(FlushTicket {
+            file: active.file.clone(),
+            path: active.path.clone(),
+            end,
+            messages: self.appended_messages,
+            issued_ms: now_ms,
+        }))
     }
 
     /// Last step of a two-step flush: publishes the ticket's end when its sync succeeded (never
@@ -330,15 +402,23 @@ impl<F: LogFs> Log<F> {
     ///
     /// Once any sync of the log failed, no later one counts: a failed fsync may have dropped
     /// dirty pages, so a later successful one proves nothing about the bytes before it.
-    pub fn finish_flush(&mut self, ticket: FlushTicket<F::File>, synced: std::io::Result<()>) -> Result<(), LogError> {
+    pub fn finish_flush(
+        &mut self,
+        ticket: FlushTicket<F::File>,
+        synced: std::io::Result<()>,
+    ) -> Result<(), LogError> {
         self.flushes_in_flight = self.flushes_in_flight.saturating_sub(1);
         self.check_usable()?;
         if let Err(e) = synced {
-            self.poisoned.get_or_insert_with(|| format!("sync of {} failed: {e}", ticket.path.display()));
+            self.poisoned
+                .get_or_insert_with(|| format!("sync of {} failed: {e}", ticket.path.display()));
             return Err(self.io("sync", &ticket.path, e));
         }
         self.check_writable()?;
-        debug_assert!(ticket.end <= self.written_end(), "a flush ticket ends past the written end");
+        debug_assert!(
+            ticket.end <= self.written_end(),
+            "a flush ticket ends past the written end"
+        );
         if ticket.end > self.flushed_end {
             self.flushed_end = ticket.end;
             self.flushed_messages = self.flushed_messages.max(ticket.messages);
@@ -348,7 +428,10 @@ impl<F: LogFs> Log<F> {
             self.first_unflushed_ms = None;
         } else {
             // What is still unflushed was appended after the ticket was issued.
-            self.first_unflushed_ms = Some(self.first_unflushed_ms.map_or(ticket.issued_ms, |t| t.max(ticket.issued_ms)));
+            self.first_unflushed_ms = Some(
+                self.first_unflushed_ms
+                    .map_or(ticket.issued_ms, |t| t.max(ticket.issued_ms)),
+            );
         }
         debug_assert!(self.invariants_hold());
         Ok(())
@@ -364,7 +447,11 @@ impl<F: LogFs> Log<F> {
     fn new_segment(&mut self, start: u64, now_ms: i64) -> Result<(), LogError> {
         let path = self.dir.join(segment_file_name(start));
         if self.fs.exists(&path) {
-            let len = self.fs.open(&path, false).and_then(|f| f.size_bytes()).map_err(|e| self.io("open", &path, e))?;
+            let len = self
+                .fs
+                .open(&path, false)
+                .and_then(|f| f.size_bytes())
+                .map_err(|e| self.io("open", &path, e))?;
             if len > 0 {
                 return Err(LogError::Corrupt {
                     partition: self.tp.to_string(),
@@ -374,10 +461,22 @@ impl<F: LogFs> Log<F> {
                 });
             }
         }
-        let file = self.fs.open(&path, true).map_err(|e| self.io("create", &path, e))?;
+        let file = self
+            .fs
+            .open(&path, true)
+            .map_err(|e| self.io("create", &path, e))?;
         file.sync().map_err(|e| self.io("sync", &path, e))?;
-        self.fs.sync_dir(&self.dir).map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
-        self.segments.push(Segment { start, file: Arc::new(file), path, size: 0, modified_ms: now_ms, first_append_ms: None });
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
+        self.segments.push(Segment {
+            start,
+            file: Arc::new(file),
+            path,
+            size: 0,
+            modified_ms: now_ms,
+            first_append_ms: None,
+        });
         Ok(())
     }
 
@@ -402,18 +501,32 @@ impl<F: LogFs> Log<F> {
         if pos == visible_end || max_bytes == 0 {
             return Ok(Bytes::new());
         }
-        let index = self.segments.partition_point(|s| s.start <= pos).saturating_sub(1);
-        let Some(segment) = self.segments.get(index) else { return Err(out_of_range()) };
+        let index = self
+            .segments
+            .partition_point(|s| s.start <= pos)
+            .saturating_sub(1);
+        let Some(segment) = self.segments.get(index) else {
+            return Err(out_of_range());
+        };
         let readable_end = segment.end().min(visible_end);
-        let want = usize::try_from(readable_end - pos).unwrap_or(usize::MAX).min(max_bytes);
+        let want = usize::try_from(readable_end - pos)
+            .unwrap_or(usize::MAX)
+            .min(max_bytes);
         let buf = read_exact_at(segment.file.as_ref(), pos - segment.start, want)
             .map_err(|e| self.io("read", &segment.path, e))?;
-        self.checked_read(segment, pos, readable_end, Bytes::from(buf)).ok_or_else(out_of_range)
+        self.checked_read(segment, pos, readable_end, Bytes::from(buf))
+            .ok_or_else(out_of_range)
     }
 
     /// Validates what a read returns: the first message must be a valid message starting at
     /// `pos` (else `pos` is not a boundary); later corruption cuts the result short.
-    fn checked_read(&self, segment: &Segment<F::File>, pos: u64, readable_end: u64, buf: Bytes) -> Option<Bytes> {
+    fn checked_read(
+        &self,
+        segment: &Segment<F::File>,
+        pos: u64,
+        readable_end: u64,
+        buf: Bytes,
+    ) -> Option<Bytes> {
         let mut entries = ShallowIter::new(&buf, pos as i64);
         let mut valid = 0;
         for entry in entries.by_ref() {
@@ -421,28 +534,41 @@ impl<F: LogFs> Log<F> {
                 Ok(e) => valid = (e.next_offset - pos as i64) as usize,
                 Err(MessageError::FirstMessageTooLarge { length, .. }) => {
                     // The first message does not fit in max_bytes: check it against the file.
-                    return self.first_message_valid(segment, pos, readable_end, length).then_some(buf);
+                    return self
+                        .first_message_valid(segment, pos, readable_end, length)
+                        .then_some(buf);
                 }
                 Err(error) if valid == 0 => {
                     tracing::debug!("{}: fetch at {pos} refused: {error}", self.tp);
                     return None;
                 }
                 Err(error) => {
-                    tracing::error!("{}: {error}; serving only the {valid} valid bytes before it", self.tp);
+                    tracing::error!(
+                        "{}: {error}; serving only the {valid} valid bytes before it",
+                        self.tp
+                    );
                     return Some(buf.slice(..valid));
                 }
             }
         }
         if valid == 0 && entries.end().trailing_bytes > 0 {
             // Fewer than 4 bytes were asked for: the length field itself must still make sense.
-            return self.first_message_valid(segment, pos, readable_end, -1).then_some(buf);
+            return self
+                .first_message_valid(segment, pos, readable_end, -1)
+                .then_some(buf);
         }
         Some(buf)
     }
 
     /// Whether a whole valid message of `length` (or of the length stored there, when -1)
     /// starts at `pos`, reading it from the segment.
-    fn first_message_valid(&self, segment: &Segment<F::File>, pos: u64, readable_end: u64, length: i32) -> bool {
+    fn first_message_valid(
+        &self,
+        segment: &Segment<F::File>,
+        pos: u64,
+        readable_end: u64,
+        length: i32,
+    ) -> bool {
         let length = if length >= 0 {
             length as u64
         } else {
@@ -465,9 +591,18 @@ impl<F: LogFs> Log<F> {
     /// end, when the active segment holds flushed data), newest first, starting from the latest
     /// (`time == -1`), the earliest (`-2`), or the newest whose segment was last modified at or
     /// before `time`.
-    pub fn offsets_before(&self, time: i64, max_offsets: i32, now_ms: i64) -> Result<Vec<i64>, LogError> {
+    pub fn offsets_before(
+        &self,
+        time: i64,
+        max_offsets: i32,
+        now_ms: i64,
+    ) -> Result<Vec<i64>, LogError> {
         self.check_usable()?;
-        let mut candidates: Vec<(u64, i64)> = self.segments.iter().map(|s| (s.start, s.modified_ms)).collect();
+        let mut candidates: Vec<(u64, i64)> = self
+            .segments
+            .iter()
+            .map(|s| (s.start, s.modified_ms))
+            .collect();
         let visible_end = self.visible_end();
         if self.segments.last().is_some_and(|s| visible_end > s.start) {
             candidates.push((visible_end, now_ms));
@@ -477,9 +612,18 @@ impl<F: LogFs> Log<F> {
             -2 => (!candidates.is_empty()).then_some(0),
             t => candidates.iter().rposition(|(_, ts)| *ts <= t),
         };
-        let Some(start_index) = start_index else { return Ok(Vec::new()) };
-        let count = usize::try_from(max_offsets).unwrap_or(0).min(start_index + 1);
-        Ok(candidates[..=start_index].iter().rev().take(count).map(|(o, _)| *o as i64).collect())
+        let Some(start_index) = start_index else {
+            return Ok(Vec::new());
+        };
+        let count = usize::try_from(max_offsets)
+            .unwrap_or(0)
+            .min(start_index + 1);
+        Ok(candidates[..=start_index]
+            .iter()
+            .rev()
+            .take(count)
+            .map(|(o, _)| *o as i64)
+            .collect())
     }
 
     /// Applies retention: deletes, oldest first, segments last modified more than the
@@ -489,7 +633,11 @@ impl<F: LogFs> Log<F> {
     /// Returns how many segments were deleted.
     pub fn retain(&mut self, now_ms: i64) -> Result<usize, LogError> {
         self.check_usable()?;
-        let mut count = self.segments.iter().take_while(|s| now_ms - s.modified_ms > self.policy.retention_ms).count();
+        let mut count = self
+            .segments
+            .iter()
+            .take_while(|s| now_ms - s.modified_ms > self.policy.retention_ms)
+            .count();
         if let Some(limit) = self.policy.retention_bytes {
             let total: u64 = self.segments.iter().map(|s| s.size).sum();
             let mut excess = total.saturating_sub(limit);
@@ -523,12 +671,22 @@ impl<F: LogFs> Log<F> {
         let doomed: Vec<_> = self.segments.drain(..count).collect();
         debug_assert!(!self.segments.is_empty(), "retention must keep a segment");
         for segment in &doomed {
-            tracing::info!("{}: deleting segment {} (retention)", self.tp, segment.name());
+            tracing::info!(
+                "{}: deleting segment {} (retention)",
+                self.tp,
+                segment.name()
+            );
             if let Err(e) = self.fs.remove_file(&segment.path) {
-                tracing::warn!("{}: cannot delete {}: {e}; it will reappear at restart", self.tp, segment.path.display());
+                tracing::warn!(
+                    "{}: cannot delete {}: {e}; it will reappear at restart",
+                    self.tp,
+                    segment.path.display()
+                );
             }
         }
-        self.fs.sync_dir(&self.dir).map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
         debug_assert!(self.invariants_hold());
         Ok(doomed.len())
     }

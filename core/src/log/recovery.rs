@@ -42,7 +42,12 @@ impl<F: LogFs> Log<F> {
         let segments = open_segments(&fs, dir, &tp)?;
         if segments.is_empty() {
             if let Some(end) = hints.checkpoint.filter(|end| *end > 0) {
-                return Err(corrupt(&tp, &segment_file_name(0), 0, format!("no segment files, but the checkpoint promised data up to {end}")));
+                return Err(corrupt(
+                    &tp,
+                    &segment_file_name(0),
+                    0,
+                    format!("no segment files, but the checkpoint promised data up to {end}"),
+                ));
             }
             return Log::create(fs, dir, tp, policy, now_ms);
         }
@@ -71,15 +76,26 @@ impl<F: LogFs> Log<F> {
         let end = self.written_end();
         if let Some(promised) = hints.checkpoint.filter(|p| *p > end) {
             let last = self.segments.last().map(Segment::name).unwrap_or_default();
-            return Err(corrupt(&self.tp, &last, end, format!("log ends at {end} but the checkpoint promised data up to {promised}")));
+            return Err(corrupt(
+                &self.tp,
+                &last,
+                end,
+                format!("log ends at {end} but the checkpoint promised data up to {promised}"),
+            ));
         }
-        if hints.clean_shutdown || crate::planted::active(crate::planted::Bug::SkipRecoveryValidation) {
+        if hints.clean_shutdown
+            || crate::planted::active(crate::planted::Bug::SkipRecoveryValidation)
+        {
             return Ok(());
         }
         // Validate the whole active segment (as 0.7 does) and everything past the checkpoint.
         let promised = hints.checkpoint.unwrap_or(0);
         let last_start = self.segments.last().map_or(0, |s| s.start);
-        let from = hints.checkpoint.unwrap_or(0).min(last_start).max(self.start_offset());
+        let from = hints
+            .checkpoint
+            .unwrap_or(0)
+            .min(last_start)
+            .max(self.start_offset());
         let last_index = self.segments.len() - 1;
         for index in 0..self.segments.len() {
             let segment = &self.segments[index];
@@ -87,15 +103,34 @@ impl<F: LogFs> Log<F> {
                 continue;
             }
             let scan_from = from.saturating_sub(segment.start).min(segment.size);
-            let result = scan(segment.file.as_ref(), segment.start, scan_from, segment.size)
-                .map_err(|e| self.io_error("read", &segment.path, e))?;
-            let Some(problem) = result.problem else { continue };
+            let result = scan(
+                segment.file.as_ref(),
+                segment.start,
+                scan_from,
+                segment.size,
+            )
+            .map_err(|e| self.io_error("read", &segment.path, e))?;
+            let Some(problem) = result.problem else {
+                continue;
+            };
             let bad_offset = segment.start + result.valid_len;
             if bad_offset < promised {
-                return Err(corrupt(&self.tp, &segment.name(), bad_offset, format!("{problem}, below the checkpointed flushed end {promised}")));
+                return Err(corrupt(
+                    &self.tp,
+                    &segment.name(),
+                    bad_offset,
+                    format!("{problem}, below the checkpointed flushed end {promised}"),
+                ));
             }
             if index < last_index {
-                return Err(corrupt(&self.tp, &segment.name(), bad_offset, format!("{problem} in a segment that was complete when the next one was started")));
+                return Err(corrupt(
+                    &self.tp,
+                    &segment.name(),
+                    bad_offset,
+                    format!(
+                        "{problem} in a segment that was complete when the next one was started"
+                    ),
+                ));
             }
             self.truncate_active(result.valid_len, &problem)?;
         }
@@ -105,7 +140,9 @@ impl<F: LogFs> Log<F> {
     /// Cuts the active segment at `valid_len` (a torn or unflushed tail) and syncs the cut.
     fn truncate_active(&mut self, valid_len: u64, problem: &str) -> Result<(), LogError> {
         let tp = self.tp.to_string();
-        let Some(active) = self.segments.last_mut() else { return Ok(()) };
+        let Some(active) = self.segments.last_mut() else {
+            return Ok(());
+        };
         let dropped = active.size - valid_len;
         tracing::warn!(
             "{tp}: recovery truncated segment {} at offset {}: dropped {dropped} bytes ({problem})",
@@ -113,28 +150,59 @@ impl<F: LogFs> Log<F> {
             active.start + valid_len
         );
         let path = active.path.clone();
-        let result = active.file.set_len(valid_len).and_then(|()| active.file.sync());
+        let result = active
+            .file
+            .set_len(valid_len)
+            .and_then(|()| active.file.sync());
         active.size = valid_len;
-        result.map_err(|e| LogError::Io { partition: tp, op: "truncate", path: path.display().to_string(), source: e })
+        result.map_err(|e| LogError::Io {
+            partition: tp,
+            op: "truncate",
+            path: path.display().to_string(),
+            source: e,
+        })
     }
 
     fn io_error(&self, op: &'static str, path: &Path, source: std::io::Error) -> LogError {
-        LogError::Io { partition: self.tp.to_string(), op, path: path.display().to_string(), source }
+        LogError::Io {
+            partition: self.tp.to_string(),
+            op,
+            path: path.display().to_string(),
+            source,
+        }
     }
 }
 
 fn corrupt(tp: &TopicPartition, segment: &str, offset: u64, detail: String) -> LogError {
-    LogError::Corrupt { partition: tp.to_string(), segment: segment.to_string(), offset, detail }
+    LogError::Corrupt {
+        partition: tp.to_string(),
+        segment: segment.to_string(),
+        offset,
+        detail,
+    }
 }
 
 /// Opens every segment file in `dir`, sorted by start offset. Other files are left alone.
-fn open_segments<F: LogFs>(fs: &F, dir: &Path, tp: &TopicPartition) -> Result<Vec<Segment<F::File>>, LogError> {
-    let io = |op, path: &Path, source| LogError::Io { partition: tp.to_string(), op, path: path.display().to_string(), source };
+fn open_segments<F: LogFs>(
+    fs: &F,
+    dir: &Path,
+    tp: &TopicPartition,
+) -> Result<Vec<Segment<F::File>>, LogError> {
+    let io = |op, path: &Path, source| LogError::Io {
+        partition: tp.to_string(),
+        op,
+        path: path.display().to_string(),
+        source,
+    };
     let mut segments = Vec::new();
     for entry in fs.list_dir(dir).map_err(|e| io("list", dir, e))? {
         let Some(start) = parse_segment_file_name(&entry.name).filter(|_| !entry.is_dir) else {
             if !entry.name.ends_with(".tmp") {
-                tracing::warn!("{tp}: ignoring {} in {}: not a segment file", entry.name, dir.display());
+                tracing::warn!(
+                    "{tp}: ignoring {} in {}: not a segment file",
+                    entry.name,
+                    dir.display()
+                );
             }
             continue;
         };
@@ -142,7 +210,14 @@ fn open_segments<F: LogFs>(fs: &F, dir: &Path, tp: &TopicPartition) -> Result<Ve
         let file = fs.open(&path, false).map_err(|e| io("open", &path, e))?;
         let size = file.size_bytes().map_err(|e| io("stat", &path, e))?;
         let modified_ms = fs.modified_ms(&path).map_err(|e| io("stat", &path, e))?;
-        segments.push(Segment { start, file: std::sync::Arc::new(file), path, size, modified_ms, first_append_ms: None });
+        segments.push(Segment {
+            start,
+            file: std::sync::Arc::new(file),
+            path,
+            size,
+            modified_ms,
+            first_append_ms: None,
+        });
     }
     segments.sort_by_key(|s| s.start);
     Ok(segments)
@@ -153,7 +228,15 @@ fn check_contiguous<F>(tp: &TopicPartition, segments: &[Segment<F>]) -> Result<(
     for pair in segments.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
         if a.end() != b.start {
-            return Err(corrupt(tp, &a.name(), a.end(), format!("segment holds {} bytes but the next segment starts at {}", a.size, b.start)));
+            return Err(corrupt(
+                tp,
+                &a.name(),
+                a.end(),
+                format!(
+                    "segment holds {} bytes but the next segment starts at {}",
+                    a.size, b.start
+                ),
+            ));
         }
     }
     Ok(())

@@ -33,7 +33,10 @@ impl<F> Segment<F> {
 
     /// The file name, for messages.
     pub fn name(&self) -> String {
-        self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
     }
 }
 
@@ -48,11 +51,18 @@ pub(crate) struct ScanEnd {
 
 /// Validates the messages of `file` from position `from` (a message boundary) to `len`, message
 /// by message: length bounds, magic, CRC. Stops at the first invalid or incomplete message.
-pub(crate) fn scan<F: LogFile>(file: &F, start: u64, from: u64, len: u64) -> std::io::Result<ScanEnd> {
+pub(crate) fn scan<F: LogFile>(
+    file: &F,
+    start: u64,
+    from: u64,
+    len: u64,
+) -> std::io::Result<ScanEnd> {
     let mut pos = from;
     let mut chunk_bytes = SCAN_CHUNK_BYTES;
     while pos < len {
-        let want = usize::try_from(len - pos).unwrap_or(usize::MAX).min(chunk_bytes);
+        let want = usize::try_from(len - pos)
+            .unwrap_or(usize::MAX)
+            .min(chunk_bytes);
         let buf = read_exact_at(file, pos, want)?;
         let mut entries = ShallowIter::new(&buf, (start + pos) as i64);
         let mut problem = None;
@@ -74,21 +84,36 @@ pub(crate) fn scan<F: LogFile>(file: &F, start: u64, from: u64, len: u64) -> std
                 }
                 chunk_bytes = usize::try_from(needed).unwrap_or(usize::MAX);
             }
-            Some(error) => return Ok(ScanEnd { valid_len: pos, problem: Some(error.to_string()) }),
+            Some(error) => {
+                return Ok(ScanEnd {
+                    valid_len: pos,
+                    problem: Some(error.to_string()),
+                })
+            }
             None if end.trailing_bytes > 0 && chunk_end >= len => return Ok(incomplete(pos, len)),
             None => chunk_bytes = SCAN_CHUNK_BYTES,
         }
         debug_assert!(pos < len || end.trailing_bytes == 0);
     }
-    Ok(ScanEnd { valid_len: pos, problem: None })
+    Ok(ScanEnd {
+        valid_len: pos,
+        problem: None,
+    })
 }
 
 fn incomplete(pos: u64, len: u64) -> ScanEnd {
-    ScanEnd { valid_len: pos, problem: Some(format!("partial message of {} bytes at the end", len - pos)) }
+    ScanEnd {
+        valid_len: pos,
+        problem: Some(format!("partial message of {} bytes at the end", len - pos)),
+    }
 }
 
 /// Reads exactly `len` bytes at `pos` (fewer only at end of file).
-pub(crate) fn read_exact_at<F: LogFile>(file: &F, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_exact_at<F: LogFile>(
+    file: &F,
+    pos: u64,
+    len: usize,
+) -> std::io::Result<Vec<u8>> {
     let mut buf = vec![0u8; len];
     let mut done = 0;
     while done < len {

@@ -108,7 +108,9 @@ pub fn decompress(
 
 fn gunzip(data: &[u8], limit_bytes: usize) -> Result<Vec<u8>, DecompressError> {
     let mut out = Vec::new();
-    let limit = u64::try_from(limit_bytes).unwrap_or(u64::MAX).saturating_add(1);
+    let limit = u64::try_from(limit_bytes)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
     MultiGzDecoder::new(data)
         .take(limit)
         .read_to_end(&mut out)

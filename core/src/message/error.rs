@@ -63,7 +63,9 @@ pub enum MessageError {
         reason: String,
     },
     /// A compressed payload expands beyond the configured limit.
-    #[error("message at offset {offset}: {codec} payload expands beyond the {limit_bytes}-byte limit")]
+    #[error(
+        "message at offset {offset}: {codec} payload expands beyond the {limit_bytes}-byte limit"
+    )]
     DecompressedTooLarge {
         /// Offset of the wrapper.
         offset: i64,
@@ -89,7 +91,9 @@ pub enum MessageError {
         limit: usize,
     },
     /// A top-level payload is larger than `max.message.size`.
-    #[error("message at offset {offset}: payload of {size} bytes exceeds max.message.size {limit}")]
+    #[error(
+        "message at offset {offset}: payload of {size} bytes exceeds max.message.size {limit}"
+    )]
     MessageTooLarge {
         /// Offset of the entry.
         offset: i64,

@@ -53,16 +53,25 @@ pub struct ShallowIter<'a> {
 impl<'a> ShallowIter<'a> {
     /// Iterates `buf`, whose first byte is at `base_offset` in the log.
     pub fn new(buf: &'a [u8], base_offset: i64) -> Self {
-        ShallowIter { buf, base_offset, pos: 0, failed: false }
+        ShallowIter {
+            buf,
+            base_offset,
+            pos: 0,
+            failed: false,
+        }
     }
 
     /// Valid and trailing bytes so far; final once the iterator has returned `None`.
     pub fn end(&self) -> SetEnd {
-        SetEnd { valid_bytes: self.pos, trailing_bytes: self.buf.len() - self.pos }
+        SetEnd {
+            valid_bytes: self.pos,
+            trailing_bytes: self.buf.len() - self.pos,
+        }
     }
 
     fn offset_at(&self, pos: usize) -> i64 {
-        self.base_offset.saturating_add(i64::try_from(pos).unwrap_or(i64::MAX))
+        self.base_offset
+            .saturating_add(i64::try_from(pos).unwrap_or(i64::MAX))
     }
 
     fn next_entry(&mut self) -> Result<Option<ShallowEntry<'a>>, MessageError> {
@@ -77,17 +86,29 @@ impl<'a> ShallowIter<'a> {
         let body_len = usize::try_from(length)
             .ok()
             .filter(|len| *len >= HEADER_BYTES_MAGIC0)
-            .ok_or(MessageError::LengthTooSmall { offset, length, minimum: HEADER_BYTES_MAGIC0 })?;
+            .ok_or(MessageError::LengthTooSmall {
+                offset,
+                length,
+                minimum: HEADER_BYTES_MAGIC0,
+            })?;
         let available = rest.len() - LENGTH_BYTES;
         let Some(body) = rest.get(LENGTH_BYTES..LENGTH_BYTES + body_len) else {
             if self.pos == 0 {
-                return Err(MessageError::FirstMessageTooLarge { offset, length, available });
+                return Err(MessageError::FirstMessageTooLarge {
+                    offset,
+                    length,
+                    available,
+                });
             }
             return Ok(None);
         };
         let message = MessageRef::parse(body, offset)?;
         self.pos += LENGTH_BYTES + body_len;
-        Ok(Some(ShallowEntry { offset, next_offset: self.offset_at(self.pos), message }))
+        Ok(Some(ShallowEntry {
+            offset,
+            next_offset: self.offset_at(self.pos),
+            message,
+        }))
     }
 }
 
@@ -174,7 +195,11 @@ impl DeepIter {
             let codec = top.message.codec();
             if codec == CompressionCodec::None {
                 let message = top.message.to_owned_in(&self.buf);
-                return Ok(Some(DeepEntry { offset: top.offset, next_offset: top.next_offset, message }));
+                return Ok(Some(DeepEntry {
+                    offset: top.offset,
+                    next_offset: top.next_offset,
+                    message,
+                }));
             }
             let data = self.open(codec, top.message.payload, top.offset)?;
             self.wrapper = Some((top.offset, top.next_offset));
@@ -182,11 +207,20 @@ impl DeepIter {
         }
     }
 
-    fn open(&self, codec: CompressionCodec, payload: &[u8], offset: i64) -> Result<Bytes, MessageError> {
+    fn open(
+        &self,
+        codec: CompressionCodec,
+        payload: &[u8],
+        offset: i64,
+    ) -> Result<Bytes, MessageError> {
         decompress(codec, payload, self.decompressed_bytes_max)
             .map(Bytes::from)
             .map_err(|e| match e {
-                DecompressError::Corrupt(reason) => MessageError::Decompress { offset, codec, reason },
+                DecompressError::Corrupt(reason) => MessageError::Decompress {
+                    offset,
+                    codec,
+                    reason,
+                },
                 DecompressError::TooLarge => MessageError::DecompressedTooLarge {
                     offset,
                     codec,
@@ -209,10 +243,14 @@ impl DeepIter {
             let mut inner = ShallowIter::new(rest, wrapper_offset);
             // Each inner entry is read at position 0 of `rest`, so errors carry the wrapper's
             // offset: positions inside a decompressed set are not log offsets.
-            let truncated =
-                MessageError::InnerSetTruncated { offset: wrapper_offset, trailing: rest.len() };
+            let truncated = MessageError::InnerSetTruncated {
+                offset: wrapper_offset,
+                trailing: rest.len(),
+            };
             let entry = match inner.next() {
-                Some(Err(MessageError::FirstMessageTooLarge { .. })) | None => return Err(truncated),
+                Some(Err(MessageError::FirstMessageTooLarge { .. })) | None => {
+                    return Err(truncated)
+                }
                 Some(result) => result?,
             };
             let message = entry.message.to_owned_in(&top.data);
@@ -231,7 +269,11 @@ impl DeepIter {
             }
             let last = self.stack.iter().all(|set| set.pos >= set.data.len());
             let next_offset = if last { wrapper_next } else { wrapper_offset };
-            return Ok(Some(DeepEntry { offset: wrapper_offset, next_offset, message }));
+            return Ok(Some(DeepEntry {
+                offset: wrapper_offset,
+                next_offset,
+                message,
+            }));
         }
         self.wrapper = None;
         Ok(None)

@@ -75,17 +75,33 @@ impl<'a> MessageRef<'a> {
             (Some(head), Some(payload)) => (head, payload),
             _ => return Err(too_small(offset, body.len(), header)),
         };
-        let attributes = if magic == Magic::V1 { head.get(1).copied().unwrap_or(0) } else { 0 };
+        let attributes = if magic == Magic::V1 {
+            head.get(1).copied().unwrap_or(0)
+        } else {
+            0
+        };
         let mut crc_bytes = [0u8; 4];
         crc_bytes.copy_from_slice(head.get(header - 4..).unwrap_or(&[0; 4]));
         let stored = u32::from_be_bytes(crc_bytes);
         let computed = crc32fast::hash(payload);
         if stored != computed {
-            return Err(MessageError::CrcMismatch { offset, stored, computed });
+            return Err(MessageError::CrcMismatch {
+                offset,
+                stored,
+                computed,
+            });
         }
-        let message = MessageRef { magic, attributes, crc: stored, payload };
+        let message = MessageRef {
+            magic,
+            attributes,
+            crc: stored,
+            payload,
+        };
         if CompressionCodec::from_id(attributes & CODEC_MASK).is_none() {
-            return Err(MessageError::UnknownCodec { offset, codec: attributes & CODEC_MASK });
+            return Err(MessageError::UnknownCodec {
+                offset,
+                codec: attributes & CODEC_MASK,
+            });
         }
         Ok(message)
     }
@@ -107,7 +123,12 @@ impl<'a> MessageRef<'a> {
         } else {
             Bytes::copy_from_slice(self.payload)
         };
-        Message { magic: self.magic, attributes: self.attributes, crc: self.crc, payload }
+        Message {
+            magic: self.magic,
+            attributes: self.attributes,
+            crc: self.crc,
+            payload,
+        }
     }
 }
 
@@ -116,7 +137,9 @@ impl<'a> MessageRef<'a> {
 fn codec_of(magic: Magic, attributes: u8) -> CompressionCodec {
     match magic {
         Magic::V0 => CompressionCodec::None,
-        Magic::V1 => CompressionCodec::from_id(attributes & CODEC_MASK).unwrap_or(CompressionCodec::None),
+        Magic::V1 => {
+            CompressionCodec::from_id(attributes & CODEC_MASK).unwrap_or(CompressionCodec::None)
+        }
     }
 }
 
@@ -156,7 +179,12 @@ impl Message {
         );
         let payload = payload.into();
         let attributes = if magic == Magic::V1 { codec.id() } else { 0 };
-        Message { magic, attributes, crc: crc32fast::hash(&payload), payload }
+        Message {
+            magic,
+            attributes,
+            crc: crc32fast::hash(&payload),
+            payload,
+        }
     }
 
     /// The compression codec.

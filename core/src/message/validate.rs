@@ -6,8 +6,8 @@
 
 use bytes::Bytes;
 
-use super::error::MessageError;
 use super::codec::CompressionCodec;
+use super::error::MessageError;
 use super::iter::{DeepIter, ShallowEntry, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT};
 
 /// Limits applied while validating a set.
@@ -46,7 +46,10 @@ pub struct SetSummary {
 /// `set` is validated as if it started at offset 0; errors name positions within it.
 pub fn validate_set(set: &Bytes, limits: ValidationLimits) -> Result<SetSummary, MessageError> {
     let mut shallow = ShallowIter::new(set, 0);
-    let mut summary = SetSummary { bytes: set.len(), ..SetSummary::default() };
+    let mut summary = SetSummary {
+        bytes: set.len(),
+        ..SetSummary::default()
+    };
     for entry in shallow.by_ref() {
         let entry = entry?;
         if entry.message.payload.len() > limits.message_bytes_max {
@@ -81,7 +84,10 @@ fn count_inner(
 ) -> Result<usize, MessageError> {
     let start = usize::try_from(entry.offset).unwrap_or(0);
     let end = usize::try_from(entry.next_offset).unwrap_or(0);
-    debug_assert!(start < end && end <= set.len(), "shallow entry outside its set");
+    debug_assert!(
+        start < end && end <= set.len(),
+        "shallow entry outside its set"
+    );
     let wrapper = set.slice(start..end.min(set.len()).max(start));
     let mut count = 0;
     for inner in DeepIter::new(wrapper, entry.offset, decompressed_bytes_max) {

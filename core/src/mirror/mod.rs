@@ -60,8 +60,15 @@ impl MirrorWindow {
     /// never go back (a reset starts a new window: [`MirrorWindow::lost`] first).
     pub fn sent(&mut self, partition: &SourcePartition, seq: u64, offset: i64) {
         let window = self.windows.entry(partition.clone()).or_default();
-        debug_assert!(window.commit_point.is_none_or(|c| offset >= c), "a message behind the acknowledged prefix of its window");
-        let at = window.pending.iter().rposition(|(_, o, _)| *o <= offset).map_or(0, |i| i + 1);
+        debug_assert!(
+            window.commit_point.is_none_or(|c| offset >= c),
+            "a message behind the acknowledged prefix of its window"
+        );
+        let at = window
+            .pending
+            .iter()
+            .rposition(|(_, o, _)| *o <= offset)
+            .map_or(0, |i| i + 1);
         window.pending.insert(at, (seq, offset, false));
         self.in_flight += 1;
     }
@@ -69,7 +76,11 @@ impl MirrorWindow {
     /// The highest resume offset recorded for `partition` and not yet dropped.
     pub fn last_sent(&self, partition: &SourcePartition) -> Option<i64> {
         let window = self.windows.get(partition)?;
-        window.pending.back().map(|(_, o, _)| *o).or(window.commit_point)
+        window
+            .pending
+            .back()
+            .map(|(_, o, _)| *o)
+            .or(window.commit_point)
     }
 
     /// Message `seq` of `partition` is durably in the mirror cluster; returns the new commit
@@ -102,19 +113,28 @@ impl MirrorWindow {
     /// Where `partition` may be committed now, if past what was committed.
     pub fn commit_point(&self, partition: &SourcePartition) -> Option<i64> {
         let window = self.windows.get(partition)?;
-        window.commit_point.filter(|p| window.committed.is_none_or(|c| *p > c))
+        window
+            .commit_point
+            .filter(|p| window.committed.is_none_or(|c| *p > c))
     }
 
     /// Every partition with something new to commit, and where.
     pub fn commits_due(&self) -> Vec<(SourcePartition, i64)> {
-        self.windows.keys().filter_map(|p| self.commit_point(p).map(|o| (p.clone(), o))).collect()
+        self.windows
+            .keys()
+            .filter_map(|p| self.commit_point(p).map(|o| (p.clone(), o)))
+            .collect()
     }
 
     /// `offset` was committed for `partition`.
     pub fn committed(&mut self, partition: &SourcePartition, offset: i64) {
         if let Some(window) = self.windows.get_mut(partition) {
             window.committed = Some(window.committed.map_or(offset, |c| c.max(offset)));
-            while window.acked_uncommitted.front().is_some_and(|o| *o <= offset) {
+            while window
+                .acked_uncommitted
+                .front()
+                .is_some_and(|o| *o <= offset)
+            {
                 window.acked_uncommitted.pop_front();
                 self.acked_uncommitted -= 1;
             }
@@ -124,7 +144,9 @@ impl MirrorWindow {
     /// `partition` was lost in a rebalance: its window is dropped; nothing more is committed
     /// for it. Returns how many messages were in flight (the new owner sends them again).
     pub fn lost(&mut self, partition: &SourcePartition) -> usize {
-        let Some(window) = self.windows.remove(partition) else { return 0 };
+        let Some(window) = self.windows.remove(partition) else {
+            return 0;
+        };
         self.in_flight -= window.pending.len();
         self.acked_uncommitted -= window.acked_uncommitted.len();
         window.pending.len()
@@ -153,7 +175,17 @@ impl MirrorWindow {
 
     /// In flight equals the sum of the windows' pending messages.
     pub fn invariants_hold(&self) -> bool {
-        self.in_flight == self.windows.values().map(|w| w.pending.len()).sum::<usize>()
-            && self.acked_uncommitted == self.windows.values().map(|w| w.acked_uncommitted.len()).sum::<usize>()
+        self.in_flight
+            == self
+                .windows
+                .values()
+                .map(|w| w.pending.len())
+                .sum::<usize>()
+            && self.acked_uncommitted
+                == self
+                    .windows
+                    .values()
+                    .map(|w| w.acked_uncommitted.len())
+                    .sum::<usize>()
     }
 }

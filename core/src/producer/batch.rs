@@ -37,10 +37,14 @@ impl BatchPolicy {
 pub type PartitionSets = BTreeMap<(TopicName, i32), Vec<(usize, Bytes)>>;
 
 /// Groups `(index, topic, partition, payload)` into one ordered list per (topic, partition).
-pub fn group_by_partition(messages: impl IntoIterator<Item = (usize, TopicName, i32, Bytes)>) -> PartitionSets {
+pub fn group_by_partition(
+    messages: impl IntoIterator<Item = (usize, TopicName, i32, Bytes)>,
+) -> PartitionSets {
     let mut sets = PartitionSets::new();
     for (index, topic, partition, payload) in messages {
-        sets.entry((topic, partition)).or_default().push((index, payload));
+        sets.entry((topic, partition))
+            .or_default()
+            .push((index, payload));
     }
     sets
 }

@@ -25,12 +25,20 @@ pub struct Candidate {
 /// Java's `String.hashCode` of `key` read as UTF-8 (invalid UTF-8 is read lossily): `s[0]*31^(n-1)
 /// + ... + s[n-1]` over UTF-16 code units, wrapping.
 pub fn java_string_hash(key: &[u8]) -> i32 {
-    String::from_utf8_lossy(key).encode_utf16().fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)))
+    String::from_utf8_lossy(key)
+        .encode_utf16()
+        .fold(0i32, |h, unit| {
+            h.wrapping_mul(31).wrapping_add(i32::from(unit))
+        })
 }
 
 /// Chooses among `candidates` (sorted; see the module docs): by key when there is one, else at
 /// random. `None` when there is no candidate.
-pub fn choose(candidates: &[Candidate], key: Option<&[u8]>, rng: &mut impl Rng) -> Option<Candidate> {
+pub fn choose(
+    candidates: &[Candidate],
+    key: Option<&[u8]>,
+    rng: &mut impl Rng,
+) -> Option<Candidate> {
     if candidates.is_empty() {
         return None;
     }

@@ -39,7 +39,11 @@ impl<'a> Reader<'a> {
             .pos
             .checked_add(len)
             .filter(|end| *end <= self.buf.len())
-            .ok_or(DecodeError::Truncated { field, needed: len, available: self.remaining() })?;
+            .ok_or(DecodeError::Truncated {
+                field,
+                needed: len,
+                available: self.remaining(),
+            })?;
         let out = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated {
             field,
             needed: len,
@@ -84,15 +88,20 @@ impl<'a> Reader<'a> {
     /// Reads a length that must not be negative (an int32 size or int16 count), as `usize`.
     pub fn len_i32(&mut self, field: &'static str) -> Result<usize, DecodeError> {
         let value = self.i32(field)?;
-        usize::try_from(value).map_err(|_| DecodeError::NegativeLength { field, value: value.into() })
+        usize::try_from(value).map_err(|_| DecodeError::NegativeLength {
+            field,
+            value: value.into(),
+        })
     }
 
     /// Reads a 0.7 string: an int16 length and that many bytes. A negative length is refused
     /// (0.7's reader calls it null, but no request field may be null).
     pub fn string(&mut self, field: &'static str) -> Result<&'a [u8], DecodeError> {
         let value = self.i16(field)?;
-        let len = usize::try_from(value)
-            .map_err(|_| DecodeError::NegativeLength { field, value: value.into() })?;
+        let len = usize::try_from(value).map_err(|_| DecodeError::NegativeLength {
+            field,
+            value: value.into(),
+        })?;
         self.take(len, field)
     }
 

@@ -8,7 +8,9 @@ use super::topic::TopicError;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// The frame's declared size is zero, negative or too small to hold its header.
-    #[error("frame size {declared} is invalid: a frame must hold at least its {minimum}-byte header")]
+    #[error(
+        "frame size {declared} is invalid: a frame must hold at least its {minimum}-byte header"
+    )]
     FrameSizeInvalid {
         /// The size field as sent.
         declared: i32,
@@ -16,7 +18,9 @@ pub enum DecodeError {
         minimum: usize,
     },
     /// The frame's declared size exceeds the configured maximum; refused before allocating.
-    #[error("frame of {declared} bytes exceeds the limit of {max} bytes (max.socket.request.bytes)")]
+    #[error(
+        "frame of {declared} bytes exceeds the limit of {max} bytes (max.socket.request.bytes)"
+    )]
     FrameTooLarge {
         /// The size field as sent.
         declared: i32,

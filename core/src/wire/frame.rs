@@ -46,13 +46,21 @@ pub fn split_frame(buf: &mut BytesMut, frame_bytes_max: usize) -> Result<FrameSt
     let size = usize::try_from(declared)
         .ok()
         .filter(|size| *size >= HEADER_BYTES)
-        .ok_or(DecodeError::FrameSizeInvalid { declared, minimum: HEADER_BYTES })?;
+        .ok_or(DecodeError::FrameSizeInvalid {
+            declared,
+            minimum: HEADER_BYTES,
+        })?;
     if size > frame_bytes_max {
-        return Err(DecodeError::FrameTooLarge { declared, max: frame_bytes_max });
+        return Err(DecodeError::FrameTooLarge {
+            declared,
+            max: frame_bytes_max,
+        });
     }
     let total = SIZE_PREFIX_BYTES + size;
     if buf.len() < total {
-        return Ok(FrameStatus::Incomplete { total_bytes: Some(total) });
+        return Ok(FrameStatus::Incomplete {
+            total_bytes: Some(total),
+        });
     }
     buf.advance(SIZE_PREFIX_BYTES);
     Ok(FrameStatus::Frame(buf.split_to(size).freeze()))

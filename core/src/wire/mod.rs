@@ -17,7 +17,8 @@ pub use error::DecodeError;
 pub use error_code::ErrorCode;
 pub use frame::{split_frame, FrameStatus, RequestDecoder, ResponseDecoder, SIZE_PREFIX_BYTES};
 pub use request::{
-    EncodeError, FetchRequest, OffsetsRequest, ProduceRequest, Request, RequestType, ACKED_PRODUCE_ID,
+    EncodeError, FetchRequest, OffsetsRequest, ProduceRequest, Request, RequestType,
+    ACKED_PRODUCE_ID,
 };
 pub use response::{
     AckedProduceResponse, FetchResponse, MultiFetchResponse, OffsetsResponse, ProduceAck, Response,

@@ -179,8 +179,12 @@ impl Request {
                 }
                 Request::MultiFetch(fetches)
             }
-            RequestType::MultiProduce => Request::MultiProduce(decode_produces(frame, &mut r, "multiproduce")?),
-            RequestType::AckedProduce => Request::AckedProduce(decode_produces(frame, &mut r, "acked produce")?),
+            RequestType::MultiProduce => {
+                Request::MultiProduce(decode_produces(frame, &mut r, "multiproduce")?)
+            }
+            RequestType::AckedProduce => {
+                Request::AckedProduce(decode_produces(frame, &mut r, "acked produce")?)
+            }
         };
         r.expect_end("request")?;
         Ok(request)
@@ -239,8 +243,10 @@ fn decode_count(
     entry_bytes_min: usize,
 ) -> Result<usize, DecodeError> {
     let count = r.i16(field)?;
-    let count = usize::try_from(count)
-        .map_err(|_| DecodeError::CountInvalid { field, count: count.into() })?;
+    let count = usize::try_from(count).map_err(|_| DecodeError::CountInvalid {
+        field,
+        count: count.into(),
+    })?;
     if count.saturating_mul(entry_bytes_min) > r.remaining() {
         return Err(DecodeError::Truncated {
             field,
@@ -252,7 +258,11 @@ fn decode_count(
 }
 
 /// An int16 count and that many PRODUCE bodies (MULTIPRODUCE, ACKED_PRODUCE).
-fn decode_produces(frame: &Bytes, r: &mut Reader<'_>, field: &'static str) -> Result<Vec<ProduceRequest>, DecodeError> {
+fn decode_produces(
+    frame: &Bytes,
+    r: &mut Reader<'_>,
+    field: &'static str,
+) -> Result<Vec<ProduceRequest>, DecodeError> {
     let count = decode_count(r, field, PRODUCE_BYTES_MIN)?;
     let mut produces = Vec::with_capacity(count);
     for _ in 0..count {
@@ -270,7 +280,11 @@ fn decode_produce(frame: &Bytes, r: &mut Reader<'_>) -> Result<ProduceRequest, D
     let partition = r.i32("partition")?;
     let size = r.len_i32("message set size")?;
     let set = r.take(size, "message set")?;
-    Ok(ProduceRequest { topic, partition, messages: frame.slice_ref(set) })
+    Ok(ProduceRequest {
+        topic,
+        partition,
+        messages: frame.slice_ref(set),
+    })
 }
 
 fn decode_fetch(r: &mut Reader<'_>) -> Result<FetchRequest, DecodeError> {

@@ -136,16 +136,20 @@ impl Response {
         let mut r = Reader::new(frame);
         let error = ErrorCode::from_code(r.i16("error code")?);
         let response = match kind {
-            ResponseKind::Fetch => {
-                Response::Fetch(FetchResponse { error, messages: frame.slice_ref(r.rest()) })
-            }
+            ResponseKind::Fetch => Response::Fetch(FetchResponse {
+                error,
+                messages: frame.slice_ref(r.rest()),
+            }),
             ResponseKind::MultiFetch => {
                 let mut blocks = Vec::new();
                 while r.remaining() > 0 {
                     let size = r.len_i32("multifetch block size")?;
                     let mut block = r.sub(size, "multifetch block")?;
                     let error = ErrorCode::from_code(block.i16("multifetch block error code")?);
-                    blocks.push(FetchResponse { error, messages: frame.slice_ref(block.rest()) });
+                    blocks.push(FetchResponse {
+                        error,
+                        messages: frame.slice_ref(block.rest()),
+                    });
                 }
                 Response::MultiFetch(MultiFetchResponse { error, blocks })
             }
@@ -164,14 +168,25 @@ impl Response {
                 Response::Offsets(OffsetsResponse { error, offsets })
             }
             ResponseKind::AckedProduce => {
-                let count = usize::try_from(r.i16("ack count")?).map_err(|_| DecodeError::CountInvalid { field: "ack count", count: -1 })?;
+                let count = usize::try_from(r.i16("ack count")?).map_err(|_| {
+                    DecodeError::CountInvalid {
+                        field: "ack count",
+                        count: -1,
+                    }
+                })?;
                 if count.saturating_mul(ACK_BYTES) != r.remaining() {
-                    return Err(DecodeError::CountInvalid { field: "ack count", count: count as i64 });
+                    return Err(DecodeError::CountInvalid {
+                        field: "ack count",
+                        count: count as i64,
+                    });
                 }
                 let mut acks = Vec::with_capacity(count);
                 for _ in 0..count {
                     let error = ErrorCode::from_code(r.i16("ack error code")?);
-                    acks.push(ProduceAck { error, offset: r.i64("ack offset")? });
+                    acks.push(ProduceAck {
+                        error,
+                        offset: r.i64("ack offset")?,
+                    });
                 }
                 Response::AckedProduce(AckedProduceResponse { error, acks })
             }
@@ -197,7 +212,9 @@ impl Response {
                 Ok(vec![header.freeze(), f.messages.clone()])
             }
             Response::MultiFetch(m) => {
-                let body = m.blocks.iter().try_fold(0usize, |sum, b| sum.checked_add(BLOCK_HEADER_BYTES + b.messages.len()));
+                let body = m.blocks.iter().try_fold(0usize, |sum, b| {
+                    sum.checked_add(BLOCK_HEADER_BYTES + b.messages.len())
+                });
                 let body = body.ok_or(EncodeError::TooLarge(usize::MAX))?;
                 let mut chunks = Vec::with_capacity(1 + 2 * m.blocks.len());
                 let mut header = BytesMut::with_capacity(HEADER_BYTES);
@@ -216,7 +233,10 @@ impl Response {
             Response::Offsets(o) => {
                 let count = o.offsets.len();
                 let count_i32 = i32::try_from(count).map_err(|_| EncodeError::TooLarge(count))?;
-                let body = count.checked_mul(OFFSET_BYTES).and_then(|b| b.checked_add(ERROR_BYTES + 4)).ok_or(EncodeError::TooLarge(count))?;
+                let body = count
+                    .checked_mul(OFFSET_BYTES)
+                    .and_then(|b| b.checked_add(ERROR_BYTES + 4))
+                    .ok_or(EncodeError::TooLarge(count))?;
                 let mut out = BytesMut::with_capacity(4 + body);
                 out.put_i32(size_of(body)?);
                 out.put_i16(o.error.code());
@@ -226,7 +246,8 @@ impl Response {
             }
             Response::AckedProduce(a) => {
                 let count = a.acks.len();
-                let count_i16 = i16::try_from(count).map_err(|_| EncodeError::TooManyEntries(count))?;
+                let count_i16 =
+                    i16::try_from(count).map_err(|_| EncodeError::TooManyEntries(count))?;
                 let body = ERROR_BYTES + 2 + count * ACK_BYTES;
                 let mut out = BytesMut::with_capacity(4 + body);
                 out.put_i32(size_of(body)?);

@@ -53,7 +53,9 @@ impl TopicName {
             return Err(TopicError::BadByte { byte, position });
         }
         // Every byte is ASCII, so this cannot fail; map rather than unwrap all the same.
-        String::from_utf8(raw.to_vec()).map(TopicName).map_err(|_| TopicError::Empty)
+        String::from_utf8(raw.to_vec())
+            .map(TopicName)
+            .map_err(|_| TopicError::Empty)
     }
 
     /// The name as text.

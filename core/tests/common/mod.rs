@@ -6,9 +6,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary_core::message::{CompressionCodec, Magic, Message, MessageSetBuilder};
 use tributary_core::wire::{
-    AckedProduceResponse, ProduceAck,
-    ErrorCode, FetchRequest, FetchResponse, MultiFetchResponse, OffsetsRequest, OffsetsResponse,
-    ProduceRequest, Request, Response, TopicName,
+    AckedProduceResponse, ErrorCode, FetchRequest, FetchResponse, MultiFetchResponse,
+    OffsetsRequest, OffsetsResponse, ProduceAck, ProduceRequest, Request, Response, TopicName,
 };
 
 pub fn rng(seed: u64) -> ChaCha8Rng {
@@ -18,7 +17,12 @@ pub fn rng(seed: u64) -> ChaCha8Rng {
 pub fn hex(bytes: &[u8]) -> String {
     bytes
         .chunks(16)
-        .map(|line| line.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" "))
+        .map(|line| {
+            line.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -29,7 +33,9 @@ pub fn topic(rng: &mut ChaCha8Rng) -> TopicName {
     loop {
         let max = if rng.random_bool(0.1) { 255 } else { 12 };
         let len = rng.random_range(1..=max);
-        let raw: Vec<u8> = (0..len).map(|_| TOPIC_CHARS[rng.random_range(0..TOPIC_CHARS.len())]).collect();
+        let raw: Vec<u8> = (0..len)
+            .map(|_| TOPIC_CHARS[rng.random_range(0..TOPIC_CHARS.len())])
+            .collect();
         if let Ok(t) = TopicName::from_bytes(&raw) {
             return t;
         }
@@ -43,13 +49,19 @@ pub fn payload(rng: &mut ChaCha8Rng, max: usize) -> Bytes {
     if rng.random_bool(0.5) {
         rng.fill(&mut out[..]);
     } else {
-        out.iter_mut().enumerate().for_each(|(i, b)| *b = b"tributary"[i % 9]);
+        out.iter_mut()
+            .enumerate()
+            .for_each(|(i, b)| *b = b"tributary"[i % 9]);
     }
     Bytes::from(out)
 }
 
 pub fn codec(rng: &mut ChaCha8Rng) -> CompressionCodec {
-    [CompressionCodec::None, CompressionCodec::Gzip, CompressionCodec::Snappy][rng.random_range(0..3)]
+    [
+        CompressionCodec::None,
+        CompressionCodec::Gzip,
+        CompressionCodec::Snappy,
+    ][rng.random_range(0..3)]
 }
 
 /// Messages and the set they encode to (compressed into one wrapper unless `codec` is None).
@@ -58,7 +70,11 @@ pub fn message_set(rng: &mut ChaCha8Rng, codec: CompressionCodec) -> (Vec<Messag
     let mut builder = MessageSetBuilder::new();
     let mut messages = Vec::new();
     for _ in 0..count {
-        let magic = if codec == CompressionCodec::None && rng.random_bool(0.3) { Magic::V0 } else { Magic::V1 };
+        let magic = if codec == CompressionCodec::None && rng.random_bool(0.3) {
+            Magic::V0
+        } else {
+            Magic::V1
+        };
         let m = Message::with_codec(magic, CompressionCodec::None, payload(rng, 300));
         builder.push_message(&m);
         messages.push(m);
@@ -68,11 +84,20 @@ pub fn message_set(rng: &mut ChaCha8Rng, codec: CompressionCodec) -> (Vec<Messag
 
 pub fn produce(rng: &mut ChaCha8Rng) -> ProduceRequest {
     let codec = codec(rng);
-    ProduceRequest { topic: topic(rng), partition: rng.random_range(-1..16), messages: message_set(rng, codec).1 }
+    ProduceRequest {
+        topic: topic(rng),
+        partition: rng.random_range(-1..16),
+        messages: message_set(rng, codec).1,
+    }
 }
 
 pub fn fetch(rng: &mut ChaCha8Rng) -> FetchRequest {
-    FetchRequest { topic: topic(rng), partition: rng.random(), offset: rng.random(), max_bytes: rng.random() }
+    FetchRequest {
+        topic: topic(rng),
+        partition: rng.random(),
+        offset: rng.random(),
+        max_bytes: rng.random(),
+    }
 }
 
 pub fn request(rng: &mut ChaCha8Rng) -> Request {
@@ -85,7 +110,10 @@ pub fn request(rng: &mut ChaCha8Rng) -> Request {
         _ => Request::Offsets(OffsetsRequest {
             topic: topic(rng),
             partition: rng.random(),
-            time: { let t = rng.random(); [-1, -2, t][rng.random_range(0..3)] },
+            time: {
+                let t = rng.random();
+                [-1, -2, t][rng.random_range(0..3)]
+            },
             max_offsets: rng.random(),
         }),
     }
@@ -102,23 +130,35 @@ pub fn fetch_response(rng: &mut ChaCha8Rng) -> FetchResponse {
     if !messages.is_empty() && rng.random_bool(0.3) {
         messages.truncate(rng.random_range(0..messages.len()));
     }
-    FetchResponse { error: error_code(rng), messages }
+    FetchResponse {
+        error: error_code(rng),
+        messages,
+    }
 }
 
 pub fn response(rng: &mut ChaCha8Rng) -> Response {
     match rng.random_range(0..4) {
         3 => Response::AckedProduce(AckedProduceResponse {
             error: error_code(rng),
-            acks: (0..rng.random_range(0..5)).map(|_| ProduceAck { error: error_code(rng), offset: rng.random_range(-1..i64::MAX) }).collect(),
+            acks: (0..rng.random_range(0..5))
+                .map(|_| ProduceAck {
+                    error: error_code(rng),
+                    offset: rng.random_range(-1..i64::MAX),
+                })
+                .collect(),
         }),
         0 => Response::Fetch(fetch_response(rng)),
         1 => Response::MultiFetch(MultiFetchResponse {
             error: error_code(rng),
-            blocks: (0..rng.random_range(0..5)).map(|_| fetch_response(rng)).collect(),
+            blocks: (0..rng.random_range(0..5))
+                .map(|_| fetch_response(rng))
+                .collect(),
         }),
         _ => Response::Offsets(OffsetsResponse {
             error: error_code(rng),
-            offsets: (0..rng.random_range(0..6)).map(|_| rng.random_range(0..i64::MAX)).collect(),
+            offsets: (0..rng.random_range(0..6))
+                .map(|_| rng.random_range(0..i64::MAX))
+                .collect(),
         }),
     }
 }

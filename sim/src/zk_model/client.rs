@@ -58,16 +58,25 @@ pub struct ModelCoordination {
 
 impl ModelCoordination {
     /// Opens a session with the model at `host:port`; fails after `connect_timeout`.
-    pub async fn connect(host: &str, port: u16, session_timeout: Duration, connect_timeout: Duration) -> Result<Self, CoordError> {
+    pub async fn connect(
+        host: &str,
+        port: u16,
+        session_timeout: Duration,
+        connect_timeout: Duration,
+    ) -> Result<Self, CoordError> {
         let addr = (host.to_string(), port);
         // Like a real client: keep trying (a partition may heal) until the connect timeout.
         let deadline = tokio::time::Instant::now() + connect_timeout;
         let (stream, session) = loop {
-            let attempt = tokio::time::timeout(session_timeout / 3, handshake(&addr, 0, session_timeout)).await;
+            let attempt =
+                tokio::time::timeout(session_timeout / 3, handshake(&addr, 0, session_timeout))
+                    .await;
             match attempt {
                 Ok(Ok(connected)) => break connected,
                 _ if tokio::time::Instant::now() >= deadline => {
-                    return Err(CoordError::ConnectionLoss(format!("{host}:{port}: no session within {connect_timeout:?}")))
+                    return Err(CoordError::ConnectionLoss(format!(
+                        "{host}:{port}: no session within {connect_timeout:?}"
+                    )))
                 }
                 _ => tokio::time::sleep(Duration::from_millis(100)).await,
             }
@@ -75,8 +84,21 @@ impl ModelCoordination {
         let shared = Arc::new(Shared::default());
         let (events_tx, events) = mpsc::unbounded_channel();
         let outbox = outbox(&shared);
-        let task = tokio::spawn(run_session(addr, session, session_timeout, stream, outbox, shared.clone(), events_tx));
-        Ok(ModelCoordination { shared, events: tokio::sync::Mutex::new(events), timeout: session_timeout, task })
+        let task = tokio::spawn(run_session(
+            addr,
+            session,
+            session_timeout,
+            stream,
+            outbox,
+            shared.clone(),
+            events_tx,
+        ));
+        Ok(ModelCoordination {
+            shared,
+            events: tokio::sync::Mutex::new(events),
+            timeout: session_timeout,
+            task,
+        })
     }
 
     async fn call(&self, op: Op, path: &str) -> Result<Reply, CoordError> {
@@ -86,24 +108,34 @@ impl ModelCoordination {
         let xid = self.shared.next_xid.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = oneshot::channel();
         guard(&self.shared.pending).insert(xid, (path.to_string(), tx));
-        let sent = guard(&self.shared.out).as_ref().is_some_and(|out| out.send(ClientMsg::Request { xid, op }).is_ok());
+        let sent = guard(&self.shared.out)
+            .as_ref()
+            .is_some_and(|out| out.send(ClientMsg::Request { xid, op }).is_ok());
         if !sent {
             guard(&self.shared.pending).remove(&xid);
             return Err(CoordError::ConnectionLoss(format!("{path}: not connected")));
         }
         match tokio::time::timeout(self.timeout, rx).await {
             Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(CoordError::ConnectionLoss(format!("{path}: connection lost"))),
+            Ok(Err(_)) => Err(CoordError::ConnectionLoss(format!(
+                "{path}: connection lost"
+            ))),
             Err(_) => {
                 guard(&self.shared.pending).remove(&xid);
-                Err(CoordError::ConnectionLoss(format!("{path}: no answer within {:?}", self.timeout)))
+                Err(CoordError::ConnectionLoss(format!(
+                    "{path}: no answer within {:?}",
+                    self.timeout
+                )))
             }
         }
     }
 
     fn watch(&self, path: &str, children: bool) -> Watch {
         let (tx, rx) = oneshot::channel();
-        guard(&self.shared.watches).entry((path.to_string(), children)).or_default().push(tx);
+        guard(&self.shared.watches)
+            .entry((path.to_string(), children))
+            .or_default()
+            .push(tx);
         Box::pin(async move {
             let _ = rx.await;
         })
@@ -124,12 +156,26 @@ fn unexpected(reply: Reply) -> CoordError {
     CoordError::Other(format!("unexpected reply {reply:?}"))
 }
 
-async fn handshake(addr: &(String, u16), session: u64, timeout: Duration) -> std::io::Result<(turmoil::net::TcpStream, u64)> {
+async fn handshake(
+    addr: &(String, u16),
+    session: u64,
+    timeout: Duration,
+) -> std::io::Result<(turmoil::net::TcpStream, u64)> {
     let mut stream = turmoil::net::TcpStream::connect((addr.0.as_str(), addr.1)).await?;
-    send_client(&mut stream, &ClientMsg::Connect { session, timeout_ms: timeout.as_millis() as u64 }).await?;
+    send_client(
+        &mut stream,
+        &ClientMsg::Connect {
+            session,
+            timeout_ms: timeout.as_millis() as u64,
+        },
+    )
+    .await?;
     match recv_server(&mut stream).await? {
         ServerMsg::Connected { session } => Ok((stream, session)),
-        ServerMsg::Expired => Err(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "session expired")),
+        ServerMsg::Expired => Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "session expired",
+        )),
         other => Err(std::io::Error::other(format!("unexpected {other:?}"))),
     }
 }
@@ -163,7 +209,10 @@ async fn run_session(
                     rx = outbox(&shared);
                     break s;
                 }
-                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused && e.to_string().contains("expired") => {
+                Ok(Err(e))
+                    if e.kind() == std::io::ErrorKind::ConnectionRefused
+                        && e.to_string().contains("expired") =>
+                {
                     shared.dead.store(true, Ordering::SeqCst);
                     shared.fail_pending(&CoordError::SessionExpired);
                     shared.fire_all_watches();
@@ -178,9 +227,16 @@ async fn run_session(
 }
 
 /// Runs one connection until it breaks or stays silent past two thirds of the timeout.
-async fn serve_connection(stream: turmoil::net::TcpStream, mut rx: mpsc::UnboundedReceiver<ClientMsg>, timeout: Duration, shared: &Arc<Shared>) {
+async fn serve_connection(
+    stream: turmoil::net::TcpStream,
+    mut rx: mpsc::UnboundedReceiver<ClientMsg>,
+    timeout: Duration,
+    shared: &Arc<Shared>,
+) {
     let (mut reader, mut writer) = tokio::io::split(stream);
-    let Some(tx) = guard(&shared.out).clone() else { return };
+    let Some(tx) = guard(&shared.out).clone() else {
+        return;
+    };
     let writer_task = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             if send_client(&mut writer, &msg).await.is_err() {
@@ -209,7 +265,10 @@ async fn serve_connection(stream: turmoil::net::TcpStream, mut rx: mpsc::Unbound
                 }
             }
             ServerMsg::Watch { path, children } => {
-                for s in guard(&shared.watches).remove(&(path, children)).unwrap_or_default() {
+                for s in guard(&shared.watches)
+                    .remove(&(path, children))
+                    .unwrap_or_default()
+                {
                     let _ = s.send(());
                 }
             }
@@ -236,14 +295,33 @@ impl Coordination for ModelCoordination {
             NodeKind::PersistentSequential => 2,
             NodeKind::EphemeralSequential => 3,
         };
-        match self.call(Op::Create { path: path.into(), data: data.to_vec(), kind }, path).await? {
+        match self
+            .call(
+                Op::Create {
+                    path: path.into(),
+                    data: data.to_vec(),
+                    kind,
+                },
+                path,
+            )
+            .await?
+        {
             Reply::Created(actual) => Ok(actual),
             other => Err(unexpected(other)),
         }
     }
 
     async fn get(&self, path: &str) -> Result<(Vec<u8>, i32), CoordError> {
-        match self.call(Op::Get { path: path.into(), watch: false }, path).await? {
+        match self
+            .call(
+                Op::Get {
+                    path: path.into(),
+                    watch: false,
+                },
+                path,
+            )
+            .await?
+        {
             Reply::Data(data, version) => Ok((data, version)),
             other => Err(unexpected(other)),
         }
@@ -251,28 +329,65 @@ impl Coordination for ModelCoordination {
 
     async fn get_and_watch(&self, path: &str) -> Result<(Vec<u8>, i32, Watch), CoordError> {
         let watch = self.watch(path, false);
-        match self.call(Op::Get { path: path.into(), watch: true }, path).await? {
+        match self
+            .call(
+                Op::Get {
+                    path: path.into(),
+                    watch: true,
+                },
+                path,
+            )
+            .await?
+        {
             Reply::Data(data, version) => Ok((data, version, watch)),
             other => Err(unexpected(other)),
         }
     }
 
     async fn set(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<i32, CoordError> {
-        match self.call(Op::Set { path: path.into(), data: data.to_vec(), version: version.unwrap_or(-1) }, path).await? {
+        match self
+            .call(
+                Op::Set {
+                    path: path.into(),
+                    data: data.to_vec(),
+                    version: version.unwrap_or(-1),
+                },
+                path,
+            )
+            .await?
+        {
             Reply::Version(v) => Ok(v),
             other => Err(unexpected(other)),
         }
     }
 
     async fn delete(&self, path: &str, version: Option<i32>) -> Result<(), CoordError> {
-        match self.call(Op::Delete { path: path.into(), version: version.unwrap_or(-1) }, path).await? {
+        match self
+            .call(
+                Op::Delete {
+                    path: path.into(),
+                    version: version.unwrap_or(-1),
+                },
+                path,
+            )
+            .await?
+        {
             Reply::Done => Ok(()),
             other => Err(unexpected(other)),
         }
     }
 
     async fn children(&self, path: &str) -> Result<Vec<String>, CoordError> {
-        match self.call(Op::Children { path: path.into(), watch: false }, path).await? {
+        match self
+            .call(
+                Op::Children {
+                    path: path.into(),
+                    watch: false,
+                },
+                path,
+            )
+            .await?
+        {
             Reply::Children(c) => Ok(c),
             other => Err(unexpected(other)),
         }
@@ -280,7 +395,16 @@ impl Coordination for ModelCoordination {
 
     async fn children_and_watch(&self, path: &str) -> Result<(Vec<String>, Watch), CoordError> {
         let watch = self.watch(path, true);
-        match self.call(Op::Children { path: path.into(), watch: true }, path).await? {
+        match self
+            .call(
+                Op::Children {
+                    path: path.into(),
+                    watch: true,
+                },
+                path,
+            )
+            .await?
+        {
             Reply::Children(c) => Ok((c, watch)),
             other => Err(unexpected(other)),
         }

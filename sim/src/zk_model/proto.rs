@@ -26,11 +26,19 @@ pub enum ErrCode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     /// Create `path` (kind: 0 persistent, 1 ephemeral, 2 persistent seq, 3 ephemeral seq).
-    Create { path: String, data: Vec<u8>, kind: u8 },
+    Create {
+        path: String,
+        data: Vec<u8>,
+        kind: u8,
+    },
     /// Read `path`, optionally leaving a data watch.
     Get { path: String, watch: bool },
     /// Write `path` if its version is `version` (-1: any).
-    Set { path: String, data: Vec<u8>, version: i32 },
+    Set {
+        path: String,
+        data: Vec<u8>,
+        version: i32,
+    },
     /// Delete `path` if its version is `version` (-1: any).
     Delete { path: String, version: i32 },
     /// List children, optionally leaving a child watch.
@@ -75,7 +83,10 @@ pub enum ServerMsg {
     /// Keep-alive answer.
     Pong,
     /// A request's outcome.
-    Reply { xid: u64, result: Result<Reply, ErrCode> },
+    Reply {
+        xid: u64,
+        result: Result<Reply, ErrCode>,
+    },
     /// A watch fired.
     Watch { path: String, children: bool },
 }
@@ -117,7 +128,10 @@ fn get_i32(buf: &mut &[u8]) -> Option<i32> {
 impl ClientMsg {
     fn encode(&self, out: &mut BytesMut) {
         match self {
-            ClientMsg::Connect { session, timeout_ms } => {
+            ClientMsg::Connect {
+                session,
+                timeout_ms,
+            } => {
                 out.put_u8(0);
                 out.put_u64(*session);
                 out.put_u64(*timeout_ms);
@@ -138,7 +152,11 @@ impl ClientMsg {
                         put_bytes(out, path.as_bytes());
                         out.put_u8(u8::from(*watch));
                     }
-                    Op::Set { path, data, version } => {
+                    Op::Set {
+                        path,
+                        data,
+                        version,
+                    } => {
                         out.put_u8(2);
                         put_bytes(out, path.as_bytes());
                         put_bytes(out, data);
@@ -163,16 +181,36 @@ impl ClientMsg {
     fn decode(mut buf: &[u8]) -> Option<Self> {
         let b = &mut buf;
         Some(match get_u8(b)? {
-            0 => ClientMsg::Connect { session: get_u64(b)?, timeout_ms: get_u64(b)? },
+            0 => ClientMsg::Connect {
+                session: get_u64(b)?,
+                timeout_ms: get_u64(b)?,
+            },
             1 => ClientMsg::Ping,
             2 => {
                 let xid = get_u64(b)?;
                 let op = match get_u8(b)? {
-                    0 => Op::Create { path: get_string(b)?, data: get_bytes(b)?, kind: get_u8(b)? },
-                    1 => Op::Get { path: get_string(b)?, watch: get_u8(b)? == 1 },
-                    2 => Op::Set { path: get_string(b)?, data: get_bytes(b)?, version: get_i32(b)? },
-                    3 => Op::Delete { path: get_string(b)?, version: get_i32(b)? },
-                    4 => Op::Children { path: get_string(b)?, watch: get_u8(b)? == 1 },
+                    0 => Op::Create {
+                        path: get_string(b)?,
+                        data: get_bytes(b)?,
+                        kind: get_u8(b)?,
+                    },
+                    1 => Op::Get {
+                        path: get_string(b)?,
+                        watch: get_u8(b)? == 1,
+                    },
+                    2 => Op::Set {
+                        path: get_string(b)?,
+                        data: get_bytes(b)?,
+                        version: get_i32(b)?,
+                    },
+                    3 => Op::Delete {
+                        path: get_string(b)?,
+                        version: get_i32(b)?,
+                    },
+                    4 => Op::Children {
+                        path: get_string(b)?,
+                        watch: get_u8(b)? == 1,
+                    },
                     _ => return None,
                 };
                 ClientMsg::Request { xid, op }
@@ -232,7 +270,9 @@ impl ServerMsg {
     fn decode(mut buf: &[u8]) -> Option<Self> {
         let b = &mut buf;
         Some(match get_u8(b)? {
-            0 => ServerMsg::Connected { session: get_u64(b)? },
+            0 => ServerMsg::Connected {
+                session: get_u64(b)?,
+            },
             1 => ServerMsg::Expired,
             2 => ServerMsg::Pong,
             3 => {
@@ -261,14 +301,20 @@ impl ServerMsg {
                 };
                 ServerMsg::Reply { xid, result }
             }
-            4 => ServerMsg::Watch { path: get_string(b)?, children: get_u8(b)? == 1 },
+            4 => ServerMsg::Watch {
+                path: get_string(b)?,
+                children: get_u8(b)? == 1,
+            },
             _ => return None,
         })
     }
 }
 
 /// Writes one framed message.
-pub async fn write_msg<W: AsyncWrite + Unpin>(w: &mut W, encode: impl FnOnce(&mut BytesMut)) -> std::io::Result<()> {
+pub async fn write_msg<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    encode: impl FnOnce(&mut BytesMut),
+) -> std::io::Result<()> {
     let mut body = BytesMut::new();
     encode(&mut body);
     let mut frame = BytesMut::with_capacity(4 + body.len());

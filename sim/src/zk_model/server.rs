@@ -47,8 +47,23 @@ pub struct ModelState {
 impl Default for ModelState {
     fn default() -> Self {
         let mut nodes = BTreeMap::new();
-        nodes.insert("/".to_string(), Node { data: Vec::new(), version: 0, owner: None, next_sequence: 0 });
-        ModelState { nodes, sessions: BTreeMap::new(), data_watches: BTreeMap::new(), child_watches: BTreeMap::new(), next_session: 1, expired: 0 }
+        nodes.insert(
+            "/".to_string(),
+            Node {
+                data: Vec::new(),
+                version: 0,
+                owner: None,
+                next_sequence: 0,
+            },
+        );
+        ModelState {
+            nodes,
+            sessions: BTreeMap::new(),
+            data_watches: BTreeMap::new(),
+            child_watches: BTreeMap::new(),
+            next_session: 1,
+            expired: 0,
+        }
     }
 }
 
@@ -67,7 +82,11 @@ fn valid(path: &str) -> bool {
 impl ModelState {
     /// Children names of `path`, sorted.
     pub fn children(&self, path: &str) -> Vec<String> {
-        let prefix = if path == "/" { "/".to_string() } else { format!("{path}/") };
+        let prefix = if path == "/" {
+            "/".to_string()
+        } else {
+            format!("{path}/")
+        };
         self.nodes
             .range(prefix.clone()..)
             .take_while(|(k, _)| k.starts_with(&prefix))
@@ -82,11 +101,20 @@ impl ModelState {
     }
 
     fn fire(&mut self, path: &str, children: bool) {
-        let watches = if children { &mut self.child_watches } else { &mut self.data_watches };
-        let Some(sessions) = watches.remove(path) else { return };
+        let watches = if children {
+            &mut self.child_watches
+        } else {
+            &mut self.data_watches
+        };
+        let Some(sessions) = watches.remove(path) else {
+            return;
+        };
         for id in sessions {
             if let Some(session) = self.sessions.get_mut(&id) {
-                let event = ServerMsg::Watch { path: path.to_string(), children };
+                let event = ServerMsg::Watch {
+                    path: path.to_string(),
+                    children,
+                };
                 match &session.conn {
                     Some(conn) if conn.send(event.clone()).is_ok() => {}
                     _ => session.pending.push(event),
@@ -106,7 +134,11 @@ impl ModelState {
                 }
                 Ok(reply)
             }
-            Op::Set { path, data, version } => {
+            Op::Set {
+                path,
+                data,
+                version,
+            } => {
                 let node = self.nodes.get_mut(&path).ok_or(ErrCode::NoNode)?;
                 if version >= 0 && node.version != version {
                     return Err(ErrCode::BadVersion);
@@ -133,14 +165,23 @@ impl ModelState {
                     return Err(ErrCode::NoNode);
                 }
                 if watch {
-                    self.child_watches.entry(path.clone()).or_default().insert(session);
+                    self.child_watches
+                        .entry(path.clone())
+                        .or_default()
+                        .insert(session);
                 }
                 Ok(Reply::Children(self.children(&path)))
             }
         }
     }
 
-    fn create(&mut self, session: u64, path: String, data: Vec<u8>, kind: u8) -> Result<Reply, ErrCode> {
+    fn create(
+        &mut self,
+        session: u64,
+        path: String,
+        data: Vec<u8>,
+        kind: u8,
+    ) -> Result<Reply, ErrCode> {
         if !valid(&path) || path == "/" {
             return Err(ErrCode::Invalid);
         }
@@ -160,7 +201,15 @@ impl ModelState {
             return Err(ErrCode::NodeExists);
         }
         let owner = (kind == 1 || kind == 3).then_some(session);
-        self.nodes.insert(path.clone(), Node { data, version: 0, owner, next_sequence: 0 });
+        self.nodes.insert(
+            path.clone(),
+            Node {
+                data,
+                version: 0,
+                owner,
+                next_sequence: 0,
+            },
+        );
         self.fire(&path, false);
         self.fire(&parent_path, true);
         Ok(Reply::Created(path))
@@ -178,11 +227,18 @@ impl ModelState {
 
     /// Ends `session`: its ephemeral nodes go and its watches are dropped.
     fn end_session(&mut self, id: u64) {
-        let Some(session) = self.sessions.remove(&id) else { return };
+        let Some(session) = self.sessions.remove(&id) else {
+            return;
+        };
         if let Some(conn) = session.conn {
             let _ = conn.send(ServerMsg::Expired);
         }
-        let owned: Vec<String> = self.nodes.iter().filter(|(_, n)| n.owner == Some(id)).map(|(k, _)| k.clone()).collect();
+        let owned: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.owner == Some(id))
+            .map(|(k, _)| k.clone())
+            .collect();
         for path in owned {
             self.remove(&path);
         }
@@ -195,7 +251,12 @@ impl ModelState {
 
     /// Expires every session not heard from within its timeout.
     fn expire(&mut self, now: Instant) -> usize {
-        let stale: Vec<u64> = self.sessions.iter().filter(|(_, s)| now.duration_since(s.last_heard) > s.timeout).map(|(id, _)| *id).collect();
+        let stale: Vec<u64> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| now.duration_since(s.last_heard) > s.timeout)
+            .map(|(id, _)| *id)
+            .collect();
         for id in &stale {
             self.end_session(*id);
             self.expired += 1;
@@ -232,14 +293,28 @@ pub async fn serve(port: u16, model: SharedModel) -> std::io::Result<()> {
 
 async fn connection(stream: turmoil::net::TcpStream, model: SharedModel) {
     let (mut reader, mut writer) = tokio::io::split(stream);
-    let Ok(ClientMsg::Connect { session, timeout_ms }) = recv_client(&mut reader).await else { return };
+    let Ok(ClientMsg::Connect {
+        session,
+        timeout_ms,
+    }) = recv_client(&mut reader).await
+    else {
+        return;
+    };
     let (tx, mut rx) = mpsc::unbounded_channel::<ServerMsg>();
     let id = {
         let mut state = lock(&model);
         let id = if session == 0 {
             let id = state.next_session;
             state.next_session += 1;
-            state.sessions.insert(id, Session { timeout: Duration::from_millis(timeout_ms), last_heard: Instant::now(), conn: None, pending: Vec::new() });
+            state.sessions.insert(
+                id,
+                Session {
+                    timeout: Duration::from_millis(timeout_ms),
+                    last_heard: Instant::now(),
+                    conn: None,
+                    pending: Vec::new(),
+                },
+            );
             id
         } else {
             session
@@ -269,7 +344,9 @@ async fn connection(stream: turmoil::net::TcpStream, model: SharedModel) {
     });
     while let Ok(msg) = recv_client(&mut reader).await {
         let mut state = lock(&model);
-        let Some(session) = state.sessions.get_mut(&id) else { break };
+        let Some(session) = state.sessions.get_mut(&id) else {
+            break;
+        };
         session.last_heard = Instant::now();
         match msg {
             ClientMsg::Ping => {
