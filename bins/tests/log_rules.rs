@@ -659,6 +659,10 @@ fn a_failed_sync_poisons_the_log() {
         log.flush(T0).is_err(),
         "a poisoned log does not pretend to flush"
     );
+    assert!(
+        !log.flush_due(T0 + 3_600_000),
+        "a poisoned log is never due for a flush (the scheduler would log its error every round)"
+    );
 }
 
 #[test]

@@ -35,6 +35,9 @@ pub enum Bug {
     /// A consumer member keeps fetching the partitions it lost in a rebalance, and commits for
     /// them.
     KeepLostPartitions = 2048,
+    /// The broker answers an acknowledged produce once the data is appended, before it is
+    /// flushed (an acknowledgement that a crash can take back).
+    AckBeforeFlush = 4096,
 }
 
 #[cfg(feature = "planted-bugs")]

@@ -21,6 +21,7 @@ pub mod conformance;
 pub mod env;
 pub mod history;
 pub mod log_crash;
+pub mod mirror;
 pub mod retention_restart;
 pub mod sim_fs;
 pub mod trace;

@@ -1,6 +1,7 @@
 //! `cargo run -p tributary-sim --profile sim -- --seeds 1000 --faults mixed` runs a batch of
-//! cluster seeds and prints a summary; `--seed S` replays one seed with its trace (client and
-//! broker events). The `sim` profile is optimized with debug assertions on.
+//! cluster seeds and prints a summary; `--scenario mirror` runs the mirror scenario instead;
+//! `--seed S` replays one seed with its trace (client, broker and mirror events). The `sim`
+//! profile is optimized with debug assertions on.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -8,6 +9,7 @@ use std::time::Instant;
 use tributary_sim::cluster::{run_seed, schedule, Faults, Options};
 
 struct Args {
+    scenario: Scenario,
     seeds: u64,
     first: u64,
     one: Option<u64>,
@@ -17,6 +19,7 @@ struct Args {
 
 fn parse() -> Result<Args, String> {
     let mut args = Args {
+        scenario: Scenario::Cluster,
         seeds: 100,
         first: 0,
         one: None,
@@ -27,6 +30,13 @@ fn parse() -> Result<Args, String> {
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
+            "--scenario" => {
+                args.scenario = match value()?.as_str() {
+                    "cluster" => Scenario::Cluster,
+                    "mirror" => Scenario::Mirror,
+                    other => return Err(format!("unknown scenario {other}: cluster or mirror")),
+                }
+            }
             "--seeds" => args.seeds = value()?.parse().map_err(|_| "--seeds takes a number")?,
             "--first-seed" => {
                 args.first = value()?
@@ -39,13 +49,20 @@ fn parse() -> Result<Args, String> {
                 args.duration_secs = value()?.parse().map_err(|_| "--duration takes seconds")?
             }
             "--help" | "-h" => {
-                println!("usage: tributary-sim [--seeds N] [--first-seed S] [--seed S] [--faults none|network|crash|mixed] [--duration SECS]");
+                println!("usage: tributary-sim [--scenario cluster|mirror] [--seeds N] [--first-seed S] [--seed S] [--faults none|network|crash|mixed] [--duration SECS]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}; see --help")),
         }
     }
     Ok(args)
+}
+
+/// Which scenario a run drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    Cluster,
+    Mirror,
 }
 
 /// Log lines carry simulated time, not wall time.
@@ -86,6 +103,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.scenario == Scenario::Mirror {
+        return run_mirror(&args);
+    }
     let options = Options {
         duration_secs: args.duration_secs,
         faults: Some(args.faults),
@@ -147,6 +167,131 @@ fn main() -> ExitCode {
         "{} seeds ({:?} faults, {} s each): {failures} failed; {simulated:.0} simulated s in {wall:.1} wall s ({:.1} sim s per wall s, {:.0} seeds/min); faults {faults:?}, {sync_failures} failed fsyncs; {produced} messages produced, {messages} placed by the history checker, {checked} entries re-checked, {expired} ZooKeeper sessions expired",
         args.seeds, args.faults, args.duration_secs, simulated / wall, args.seeds as f64 * 60.0 / wall
     );
+    if failures > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// One mirror seed's schedule, the trace's last lines and its figures.
+fn print_mirror_replay(r: &tributary_sim::mirror::MirrorReport) {
+    println!("schedule:");
+    r.schedule.iter().for_each(|l| println!("{l}"));
+    println!("last trace lines:");
+    r.trace_tail.iter().for_each(|l| println!("{l}"));
+    println!(
+        "{:?}, tiny retention {}: {} acknowledged, {} in the mirror, {} duplicate copies (most re-forwarded by one ownership {} of {}), {} gaps ({} messages), {} commits checked, drained after {:?}",
+        r.mode, r.tiny_retention, r.acked, r.mirrored, r.duplicates, r.reforwards_max, r.reforward_bound, r.gaps, r.gap_messages, r.commits_checked, r.drained_after
+    );
+    r.mirror_failures
+        .iter()
+        .for_each(|(reason, n)| println!("mirror stopped with an error {n} x: {reason}"));
+}
+
+/// The mirror scenario: one seed replayed with its trace, or a batch with a summary.
+fn run_mirror(args: &Args) -> ExitCode {
+    use tributary_sim::mirror::{run_seed, Options};
+    let options = Options {
+        duration: std::time::Duration::from_secs(args.duration_secs),
+        faults: args.faults,
+        mode: None,
+    };
+    let replay = |seed| {
+        format!("cargo run -p tributary-sim --profile sim -- --scenario mirror --seed {seed} --faults {} --duration {}", format!("{:?}", args.faults).to_lowercase(), args.duration_secs)
+    };
+    if let Some(seed) = args.one {
+        return match run_seed(seed, options) {
+            Ok(r) => {
+                print_mirror_replay(&r);
+                println!("seed {seed} passed");
+                ExitCode::SUCCESS
+            }
+            Err((violation, r)) => {
+                print_mirror_replay(&r);
+                println!("seed {seed} FAILED: {violation}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let start = Instant::now();
+    let (mut simulated, mut failures, mut acked, mut duplicates, mut gaps, mut commits) =
+        (0.0, 0u64, 0usize, 0usize, 0usize, 0u64);
+    let mut faults = std::collections::BTreeMap::new();
+    let mut drains = Vec::new();
+    // The most one ownership of a partition forwarded again, as a share of the stated bound.
+    let mut worst_reforward = (0.0f64, 0usize, 0usize, 0u64);
+    let mut mirror_failures: std::collections::BTreeMap<String, u32> = Default::default();
+    for seed in args.first..args.first + args.seeds {
+        match run_seed(seed, options) {
+            Ok(r) => {
+                simulated += r.simulated.as_secs_f64();
+                acked += r.acked;
+                duplicates += r.duplicates;
+                gaps += r.gaps;
+                commits += r.commits_checked;
+                for (reason, n) in &r.mirror_failures {
+                    *mirror_failures.entry(reason.clone()).or_insert(0) += n;
+                }
+                let share = r.reforwards_max as f64 / r.reforward_bound.max(1) as f64;
+                if share > worst_reforward.0 {
+                    worst_reforward = (share, r.reforwards_max, r.reforward_bound, seed);
+                }
+                if let Some(drained) = r.drained_after {
+                    if drained > std::time::Duration::from_secs(30) {
+                        println!("seed {seed}: the lag took {drained:?} to drain after healing");
+                    }
+                    drains.push(drained);
+                }
+                r.faults
+                    .iter()
+                    .for_each(|(k, v)| *faults.entry(*k).or_insert(0) += v);
+            }
+            Err((violation, r)) => {
+                failures += 1;
+                println!("seed {seed} FAILED: {violation}");
+                r.trace_tail
+                    .iter()
+                    .rev()
+                    .take(10)
+                    .rev()
+                    .for_each(|l| println!("  {l}"));
+                println!("  replay: {}", replay(seed));
+            }
+        }
+        if (seed + 1 - args.first).is_multiple_of(25) {
+            eprintln!(
+                "  {} of {} seeds, {failures} failed",
+                seed + 1 - args.first,
+                args.seeds
+            );
+        }
+    }
+    drains.sort();
+    let wall = start.elapsed().as_secs_f64();
+    println!(
+        "{} mirror seeds ({:?} faults, {} s each): {failures} failed; {simulated:.0} simulated s in {wall:.1} wall s ({:.1} sim s per wall s); faults {faults:?}; {acked} acknowledged messages checked, {duplicates} duplicate copies (one ownership re-forwarded at most {} messages against a bound of {}, {:.0} % of it, seed {}), {gaps} gaps reported, {commits} commits checked; lag drained in {:?} (median), {:?} (worst)",
+        args.seeds,
+        args.faults,
+        args.duration_secs,
+        simulated / wall,
+        worst_reforward.1,
+        worst_reforward.2,
+        worst_reforward.0 * 100.0,
+        worst_reforward.3,
+        drains.get(drains.len() / 2).copied().unwrap_or_default(),
+        drains.last().copied().unwrap_or_default()
+    );
+    let stopped: u32 = mirror_failures.values().sum();
+    println!(
+        "mirrors that stopped with an error (started again, as a supervisor would): {stopped}"
+    );
+    let mut reasons: Vec<_> = mirror_failures.into_iter().collect();
+    reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
+    reasons
+        .iter()
+        .take(8)
+        .for_each(|(reason, n)| println!("  {n} x {reason}"));
     if failures > 0 {
         ExitCode::from(1)
     } else {

@@ -123,7 +123,8 @@ impl Control {
             .remove(host);
     }
 
-    fn take_stop(&self, host: &str) -> bool {
+    /// Whether a graceful stop of `host` was asked (and forgets the request).
+    pub fn take_stop(&self, host: &str) -> bool {
         self.stop_requested
             .lock()
             .unwrap_or_else(|p| p.into_inner())

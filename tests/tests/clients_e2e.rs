@@ -367,3 +367,51 @@ async fn a_sync_producer_keeps_going_when_one_of_two_brokers_dies() {
         "after the death is noticed, only the live broker is used"
     );
 }
+
+/// A group that never committed a partition records where it starts it as soon as it claims
+/// it, so data deleted later before it was read is a reported gap, not a silent fresh start.
+/// (With autocommit off, nothing else writes these offsets: the old consumer left none.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_group_records_where_it_starts_a_partition_it_never_committed() {
+    let c = cluster();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n"))
+        .await
+        .unwrap();
+    produce(&producer, "rs", (0..6).map(|i| format!("m{i}"))).await;
+    let (consumer, mut streams) = ConsumerConnector::start(
+        TokioEnv,
+        consumer_config(&c.zk, "rec", "autocommit.enable=false\n"),
+        Subscription::Topics([(topic("rs"), 1)].into_iter().collect()),
+    )
+    .await
+    .unwrap();
+    for _ in 0..6 {
+        tokio::time::timeout(Duration::from_secs(10), streams[0].next())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let zk = zookeeper_client::Client::connect(&c.zk.connect_string())
+        .await
+        .unwrap();
+    let mut partitions = BTreeSet::new();
+    for broker in zk.list_children("/brokers/topics/rs").await.unwrap() {
+        let (count, _) = zk
+            .get_data(&format!("/brokers/topics/rs/{broker}"))
+            .await
+            .unwrap();
+        let count: u32 = String::from_utf8(count).unwrap().trim().parse().unwrap();
+        partitions.extend((0..count).map(|p| format!("{broker}-{p}")));
+    }
+    assert!(!partitions.is_empty());
+    for partition in &partitions {
+        let path = format!("/consumers/rec/offsets/rs/{partition}");
+        let recorded = zk.get_data(&path).await.map(|(d, _)| d);
+        assert_eq!(
+            recorded.as_deref().ok(),
+            Some(&b"0"[..]),
+            "{path}: the start (smallest) was not recorded"
+        );
+    }
+    consumer.shutdown().await;
+}

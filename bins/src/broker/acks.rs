@@ -57,6 +57,9 @@ impl<F: LogFs + Send + Sync + 'static> FlushRequests<F> {
         end: u64,
         deadline: tokio::time::Instant,
     ) -> Result<(), AckFailure> {
+        if tributary_core::planted::active(tributary_core::planted::Bug::AckBeforeFlush) {
+            return Ok(());
+        }
         let mut durable = log.durable();
         let reached = async {
             durable

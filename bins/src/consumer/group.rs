@@ -360,12 +360,11 @@ impl<E: Env> Member<E> {
         let mut last = String::new();
         // What this member held before the rebalance, kept across failed attempts.
         let mut kept: Kept = BTreeMap::new();
+        // Only for the planted bug `KeepLostPartitions`: what was held before, to go on fetching.
+        let mut held: BTreeMap<(TopicName, BrokerPartition), Arc<PartitionState>> = BTreeMap::new();
         for attempt in 1..=attempts {
             if *stop.borrow() {
                 return None;
-            }
-            if tributary_core::planted::active(tributary_core::planted::Bug::KeepLostPartitions) {
-                self.keep_fetching_what_is_lost();
             }
             fetchers.abort_all();
             while fetchers.join_next().await.is_some() {}
@@ -384,6 +383,13 @@ impl<E: Env> Member<E> {
                     .iter()
                     .map(|p| ((p.topic.clone(), p.partition), (*p.offsets(), p.epoch))),
             );
+            if tributary_core::planted::active(tributary_core::planted::Bug::KeepLostPartitions) {
+                held.extend(
+                    released
+                        .iter()
+                        .map(|p| ((p.topic.clone(), p.partition), p.clone())),
+                );
+            }
             match self.attempt(coord, &kept).await {
                 Ok((claimed, watches, brokers)) => {
                     let generation = self.shared.generation();
@@ -406,6 +412,20 @@ impl<E: Env> Member<E> {
                             owned.len(),
                             owned.join(" ")
                         );
+                    }
+                    if tributary_core::planted::active(
+                        tributary_core::planted::Bug::KeepLostPartitions,
+                    ) {
+                        let lost: Vec<Arc<PartitionState>> = held
+                            .values()
+                            .filter(|p| {
+                                !claimed
+                                    .iter()
+                                    .any(|c| c.topic == p.topic && c.partition == p.partition)
+                            })
+                            .cloned()
+                            .collect();
+                        self.keep_fetching(lost);
                     }
                     self.shared.install(claimed);
                     for (broker_id, address) in brokers {
@@ -441,12 +461,12 @@ impl<E: Env> Member<E> {
         Some(retry)
     }
 
-    /// The planted bug `KeepLostPartitions`: every partition owned now goes on being fetched
-    /// (into the same streams, in its current epoch) by fetchers no rebalance stops, and can be
-    /// committed, whoever owns it next.
-    fn keep_fetching_what_is_lost(&self) {
+    /// The planted bug `KeepLostPartitions`: partitions this member lost go on being fetched
+    /// (into the same streams, in their old epoch) by fetchers no rebalance stops, and can be
+    /// committed, whoever owns them now.
+    fn keep_fetching(&self, lost: Vec<Arc<PartitionState>>) {
         let mut by_fetcher: BTreeMap<(i32, u64), Vec<Arc<PartitionState>>> = BTreeMap::new();
-        for p in self.shared.all() {
+        for p in lost {
             if self.zombies.get(&p.topic, p.partition).is_some() {
                 continue;
             }
@@ -560,6 +580,7 @@ impl<E: Env> Member<E> {
                     // claimed, so the assignment stays whole, but it is stalled with an error for
                     // its stream: the other partitions go on.
                     let mut unreadable = None;
+                    let mut unrecorded = None;
                     let stream = (self.stream_of)(&topic_name, i);
                     let (offsets, epoch) = match kept.get(&(topic.clone(), partition)) {
                         Some((o, epoch)) => (
@@ -567,11 +588,14 @@ impl<E: Env> Member<E> {
                             *epoch,
                         ),
                         None => match self.start_offset(coord, &topic, partition, &address).await {
-                            Ok(start) => {
+                            Ok((start, recorded)) => {
                                 tracing::debug!(
                                     "consumer {}: {topic}/{partition} starts at {start}",
                                     self.consumer_id
                                 );
+                                if !recorded {
+                                    unrecorded = Some(start);
+                                }
                                 (PartitionOffsets::starting_at(start), generation)
                             }
                             Err(e) => {
@@ -590,6 +614,14 @@ impl<E: Env> Member<E> {
                             let _ = coord.delete(&path, None).await;
                         }
                         return Err(e);
+                    }
+                    if let Some(start) = unrecorded {
+                        if let Err(e) = self.record_start(coord, &topic, partition, start).await {
+                            tracing::warn!(
+                                "consumer {}: recording where {topic}/{partition} starts: {e}",
+                                self.consumer_id
+                            );
+                        }
                     }
                     brokers.insert(partition.broker_id, address.clone());
                     let state = Arc::new(PartitionState::new(
@@ -673,14 +705,16 @@ impl<E: Env> Member<E> {
             .ok_or_else(|| format!("{path}: unreadable broker registration"))
     }
 
-    /// The committed offset, or where `autooffset.reset` says to start.
+    /// Where a claimed partition starts: its committed offset (`true`), or — for a group that
+    /// never committed it — where `autooffset.reset` says (`false`: to be recorded once claimed,
+    /// see [`Member::record_start`]).
     async fn start_offset(
         &self,
         coord: &E::Coord,
         topic: &TopicName,
         partition: BrokerPartition,
         address: &(String, u16),
-    ) -> Result<i64, String> {
+    ) -> Result<(i64, bool), String> {
         let path = format!(
             "{}/{}",
             consumer_offsets_path(self.group(), topic),
@@ -691,11 +725,51 @@ impl<E: Env> Member<E> {
                 return String::from_utf8_lossy(&data)
                     .trim()
                     .parse()
+                    .map(|o| (o, true))
                     .map_err(|_| format!("{path}: not an offset"))
             }
             Err(CoordError::NoNode(_)) => {}
             Err(e) => return Err(format!("{path}: {e}")),
         }
+        Ok((self.reset_offset(topic, partition, address).await?, false))
+    }
+
+    /// Records where the group starts a partition it never committed (only if still nothing is
+    /// committed): the starting point is on record, so data deleted before it was read shows up
+    /// later as a gap (OffsetOutOfRange below the partition's start), never as a silent fresh
+    /// start at whatever the partition holds then.
+    async fn record_start(
+        &self,
+        coord: &E::Coord,
+        topic: &TopicName,
+        partition: BrokerPartition,
+        start: i64,
+    ) -> Result<(), String> {
+        let path = format!(
+            "{}/{}",
+            consumer_offsets_path(self.group(), topic),
+            partition
+        );
+        coord
+            .ensure_parents(&path)
+            .await
+            .map_err(|e| format!("{path}: {e}"))?;
+        match coord
+            .create(&path, start.to_string().as_bytes(), NodeKind::Persistent)
+            .await
+        {
+            Ok(_) | Err(CoordError::NodeExists(_)) => Ok(()),
+            Err(e) => Err(format!("{path}: {e}")),
+        }
+    }
+
+    /// `autooffset.reset`'s offset for a partition the group has no committed offset for.
+    async fn reset_offset(
+        &self,
+        topic: &TopicName,
+        partition: BrokerPartition,
+        address: &(String, u16),
+    ) -> Result<i64, String> {
         let time = match &self.config.auto_offset_reset {
             AutoOffsetReset::Smallest => -2,
             AutoOffsetReset::Largest => -1,

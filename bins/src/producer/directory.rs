@@ -79,6 +79,27 @@ impl Snapshot {
         }
         registered
     }
+
+    /// Where a message without a key can go when sending it failed: the registered partitions
+    /// and partition 0 of every other live broker (which creates the topic there), so that
+    /// partitions that refuse writes (a broker whose disk failed) cannot hold the message back
+    /// while other brokers would take it.
+    pub fn candidates_on_retry(&self, topic: &TopicName) -> Vec<Candidate> {
+        let mut candidates = self.candidates(topic);
+        if self.broker_picks {
+            return candidates;
+        }
+        for &broker_id in self.brokers.keys() {
+            if !candidates.iter().any(|c| c.broker_id == broker_id) {
+                candidates.push(Candidate {
+                    broker_id,
+                    partition: 0,
+                });
+            }
+        }
+        candidates.sort_by_key(|c| (c.broker_id, c.partition));
+        candidates
+    }
 }
 
 /// The producer's view of the cluster; see the module docs.
@@ -284,5 +305,51 @@ async fn follow<E: Env>(
                 watches.spawn(tokio::time::sleep(RETRY_BACKOFF));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(broker_picks: bool) -> Snapshot {
+        let t: TopicName = "t".parse().unwrap();
+        Snapshot {
+            brokers: [
+                (0, ("a".into(), 1)),
+                (1, ("b".into(), 1)),
+                (2, ("c".into(), 1)),
+            ]
+            .into_iter()
+            .collect(),
+            // Only broker 1 has the topic, with two partitions.
+            topics: [(t, [(1, 2)].into_iter().collect())].into_iter().collect(),
+            broker_picks,
+        }
+    }
+
+    fn pairs(candidates: Vec<Candidate>) -> Vec<(i32, i32)> {
+        candidates
+            .into_iter()
+            .map(|c| (c.broker_id, c.partition))
+            .collect()
+    }
+
+    #[test]
+    fn a_retry_may_go_to_any_live_broker_not_only_those_registered_for_the_topic() {
+        let s = snapshot(false);
+        let t: TopicName = "t".parse().unwrap();
+        assert_eq!(pairs(s.candidates(&t)), vec![(1, 0), (1, 1)]);
+        assert_eq!(
+            pairs(s.candidates_on_retry(&t)),
+            vec![(0, 0), (1, 0), (1, 1), (2, 0)]
+        );
+    }
+
+    #[test]
+    fn with_a_static_broker_list_a_retry_has_the_same_candidates() {
+        let s = snapshot(true);
+        let t: TopicName = "t".parse().unwrap();
+        assert_eq!(pairs(s.candidates_on_retry(&t)), pairs(s.candidates(&t)));
     }
 }

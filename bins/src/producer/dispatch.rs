@@ -93,7 +93,7 @@ impl<E: Env> Dispatcher<E> {
         let mut last = String::new();
         let mut backoff = RETRY_BACKOFF;
         for attempt in 1..=attempts {
-            let retry = self.attempt(pending, &mut last).await;
+            let retry = self.attempt(pending, &mut last, attempt > 1).await;
             if retry.is_empty() {
                 return;
             }
@@ -135,13 +135,23 @@ impl<E: Env> Dispatcher<E> {
         let _nobody_waiting = done.send(outcome).is_err();
     }
 
-    /// One attempt: every message placed and sent; returns those to retry.
-    async fn attempt(&self, pending: Vec<Pending>, last: &mut String) -> Vec<Pending> {
+    /// One attempt: every message placed and sent; returns those to retry. A retry places a
+    /// message without a key on any live broker (see `Snapshot::candidates_on_retry`).
+    async fn attempt(
+        &self,
+        pending: Vec<Pending>,
+        last: &mut String,
+        retry_anywhere: bool,
+    ) -> Vec<Pending> {
         let snapshot = self.directory.snapshot();
         let mut by_broker: BTreeMap<i32, Vec<(Pending, i32)>> = BTreeMap::new();
         let mut retry = Vec::new();
         for p in pending {
-            let candidates = snapshot.candidates(&p.record.topic);
+            let candidates = if retry_anywhere && p.record.key.is_none() {
+                snapshot.candidates_on_retry(&p.record.topic)
+            } else {
+                snapshot.candidates(&p.record.topic)
+            };
             let choice = {
                 let mut rng = self
                     .rng

@@ -361,8 +361,11 @@ impl<F: LogFs> Log<F> {
 
     /// Whether unflushed data is older than the policy's flush interval.
     pub fn flush_due(&self, now_ms: i64) -> bool {
-        self.first_unflushed_ms
-            .is_some_and(|t| now_ms - t >= self.policy.flush_interval_ms)
+        // A poisoned log never flushes again (its poisoning was reported when it happened).
+        !self.is_poisoned()
+            && self
+                .first_unflushed_ms
+                .is_some_and(|t| now_ms - t >= self.policy.flush_interval_ms)
     }
 
     /// Syncs the active segment and makes everything written visible. On failure the log is

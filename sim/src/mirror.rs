@@ -1,0 +1,1356 @@
+//! The mirror scenario: a source cluster and a mirror cluster (two brokers and a ZooKeeper model
+//! each), producers writing sequence-numbered, checksummed messages to the source with durable
+//! acknowledgements, the production mirror — embedded in the mirror brokers (0.7.0's way, one
+//! group) or as a mirror-maker host (0.7.1's way, chosen by the seed) — and a consumer group
+//! reading the mirror cluster, all as the production code on turmoil hosts, under seeded faults:
+//! the link between the clusters cut (long enough to build lag), hosts cut from either
+//! ZooKeeper (session expiry, rebalances of the mirror group), crashes and graceful restarts of
+//! source brokers, mirror brokers and the mirror maker, slow mirror disks and failing fsyncs,
+//! tiny queues. Some seeds give the source a tiny retention and cut the link across its first
+//! cleanup, so data is deleted before the mirror copies it.
+//!
+//! A history records every produce acknowledgement and, through [`MirrorObserver`], every
+//! forward, acknowledgement, commit and gap of the mirror. Invariants ([`Invariant`]):
+//!
+//! 1. `MirrorNoLoss`: every message the source acknowledged is in the mirror cluster after the
+//!    faults heal and the lag drains — unless retention deleted it unmirrored (then 6 applies);
+//! 2. `MirrorNoPhantom`: every forwarded message is what the source holds at that offset (the
+//!    source never served data it then lost), and the mirror cluster holds only sent messages;
+//! 3. `MirrorDuplicates`: what one ownership of a partition (a mirror incarnation and epoch)
+//!    forwards again that an earlier one forwarded is at most 2 × `queue.size` × streams — the
+//!    bound docs/mirroring.md states;
+//! 4. `MirrorCommitSafety` (checked continuously): a committed source offset is the end of a
+//!    message the mirror cluster durably acknowledged (or the start the group recorded when it
+//!    first claimed the partition);
+//! 5. `MirrorProgress`: after the last fault heals, every committed offset reaches its source
+//!    partition's end within [`drain_limit`] (three times the run's length, at least 60 s);
+//! 6. `MirrorGaps`: every acknowledged message missing from both clusters lies in a reported gap
+//!    of its partition, and every reported gap covers only data the source no longer has;
+//! 7. `MirrorOrder`: one ownership of a partition forwards its messages in source order.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tributary::client::connect;
+use tributary::consumer::{ConsumerConnector, ConsumerError, GapReport, Subscription};
+use tributary::mirror::{Mirror, MirrorEvent, MirrorObserver, MirrorSettings};
+use tributary::producer::{Producer, Record};
+use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
+use tributary_core::message::{DeepIter, ShallowIter};
+use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
+
+use crate::cluster::Faults;
+use crate::env::SimEnv;
+use crate::sim_fs::{sim_builder, DiskFaults};
+use crate::world::{
+    add_cluster, Cluster, ClusterSpec, Companion, Control, Invariant, Links, Violation,
+    BROKER_PORT, ZK_PORT,
+};
+
+/// The mirror's consumer group on the source.
+pub const GROUP: &str = "KafkaMirror";
+/// After the last fault heals, how long the lag may take to drain (invariant 5): three times
+/// the run's length, at least 60 s. The slowest mirrors a seed draws copy at about half the rate
+/// the producers write — a sync producer waits one durable round trip per message; with
+/// `queue.size=4` and one stream at most 8 messages are uncommitted, so every few messages wait
+/// for a commit round (ZooKeeper writes, one partition after another) — and a mirror kept away
+/// for most of the run must copy most of its messages after healing.
+pub fn drain_limit(duration: Duration) -> Duration {
+    (duration * 3).max(Duration::from_secs(60))
+}
+/// Source topics: the first from the start, the second created a third of the way in.
+const TOPICS: [&str; 2] = ["orders", "clicks"];
+/// Partitions per source broker.
+const SOURCE_PARTITIONS: u32 = 2;
+/// Producer hosts: `producer0` and `producer1` wait for durable acknowledgements; the last,
+/// like a plain 0.7 client, does not, so the source always holds unflushed data a crash can take
+/// back (what the mirror must never have copied: invariant 2).
+const PRODUCERS: u32 = 3;
+/// The mirror maker's host (standalone mode).
+const MAKER: &str = "mirrormaker";
+
+/// How the mirror runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// In every mirror broker (0.7.0's embedded consumer), one group.
+    Embedded,
+    /// A mirror-maker host (0.7.1).
+    Maker,
+}
+
+/// What a run does.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Simulated time of workload and faults before healing.
+    pub duration: Duration,
+    /// Which faults.
+    pub faults: Faults,
+    /// How the mirror runs (`None`: the seed chooses).
+    pub mode: Option<Mode>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default)]
+pub struct MirrorReport {
+    /// How the mirror ran.
+    pub mode: Option<Mode>,
+    /// Whether the source had a tiny retention (gap seeds).
+    pub tiny_retention: bool,
+    /// Simulated time covered.
+    pub simulated: Duration,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<&'static str, u32>,
+    /// Messages the source acknowledged.
+    pub acked: usize,
+    /// Distinct source messages found in the mirror cluster.
+    pub mirrored: usize,
+    /// Copies in the mirror cluster beyond the source's copies.
+    pub duplicates: usize,
+    /// The largest re-forward count of one ownership of a partition, and the bound.
+    pub reforwards_max: usize,
+    /// The bound it is checked against.
+    pub reforward_bound: usize,
+    /// Gaps reported, and acknowledged messages inside them.
+    pub gaps: usize,
+    /// Acknowledged messages lost to retention (inside reported gaps).
+    pub gap_messages: usize,
+    /// Commits checked against acknowledgements.
+    pub commits_checked: u64,
+    /// Mirrors that stopped with an error (a supervisor started them again), by reason.
+    pub mirror_failures: BTreeMap<String, u32>,
+    /// From the last heal until every committed offset reached its partition's end.
+    pub drained_after: Option<Duration>,
+    /// Hash of the trace (same seed, same hash).
+    pub trace_hash: u64,
+    /// The trace's last lines.
+    pub trace_tail: Vec<String>,
+    /// The run's schedule: the seed's draws, every fault and heal, the drain.
+    pub schedule: Vec<String>,
+}
+
+/// A source partition: (topic, `<broker>-<partition>`).
+type Part = (String, String);
+
+/// One forward seen by the observer.
+#[derive(Debug, Clone)]
+struct Forward {
+    /// The mirror incarnation (host and start count) and epoch.
+    owner: (String, u64),
+    end: i64,
+    payload: Vec<u8>,
+}
+
+/// A source message as acknowledged to its producer.
+#[derive(Debug, Clone)]
+struct Acked {
+    part: Part,
+    start: i64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    next_seq: u64,
+    stop_producing: bool,
+    /// Producers whose last send has resolved after `stop_producing`, and when the last did.
+    producers_stopped: u32,
+    producers_stopped_at: Option<Duration>,
+    /// Every seq sent, and the acknowledged ones with where the source put them.
+    sent: BTreeSet<u64>,
+    acked: BTreeMap<u64, Acked>,
+    /// Per source partition, every forward in order.
+    forwards: BTreeMap<Part, Vec<Forward>>,
+    /// Per source partition, the end offsets some mirror had durably acknowledged.
+    acked_ends: BTreeMap<Part, BTreeSet<i64>>,
+    /// Gaps reported: (partition, from, to).
+    gaps: Vec<(Part, i64, i64)>,
+    /// Mirror starts per host (incarnations).
+    starts: BTreeMap<String, u64>,
+    commits_checked: u64,
+    /// Mirrors that stopped with an error (and were started again), by reason.
+    mirror_failures: BTreeMap<String, u32>,
+    /// What the checker host read at the end.
+    final_read: Option<FinalRead>,
+    /// Source partitions' latest offsets, polled during the drain.
+    source_latest: BTreeMap<Part, i64>,
+    /// The phase the checker host acts on.
+    phase: Phase,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    #[default]
+    Run,
+    /// Poll the source's latest offsets.
+    Drain,
+    /// Read both clusters end to end.
+    Check,
+}
+
+/// Both clusters read end to end.
+#[derive(Debug, Default)]
+struct FinalRead {
+    /// Per source partition: its earliest offset and its messages as (start, end, payload).
+    source: BTreeMap<Part, SourceRead>,
+    /// Every payload in the mirror cluster, with its copies.
+    mirror: BTreeMap<Vec<u8>, usize>,
+    /// Problems met while reading.
+    problems: Vec<String>,
+}
+
+/// One source partition read end to end: its earliest offset and its messages as
+/// (start, end, payload).
+type SourceRead = (i64, Vec<(i64, i64, Vec<u8>)>);
+
+type Shared = Arc<Mutex<State>>;
+
+fn state(s: &Shared) -> std::sync::MutexGuard<'_, State> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The payload of message `seq`: `m <seq> <crc32 of "m <seq>">`.
+fn payload(seq: u64) -> Vec<u8> {
+    let body = format!("m {seq}");
+    format!("{body} {:08x}", crc32fast::hash(body.as_bytes())).into_bytes()
+}
+
+/// The seq of a payload whose checksum holds.
+fn parse_payload(bytes: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let (body, crc) = text.rsplit_once(' ')?;
+    let seq = body.strip_prefix("m ")?.parse().ok()?;
+    (u32::from_str_radix(crc, 16).ok()? == crc32fast::hash(body.as_bytes())).then_some(seq)
+}
+
+fn parse<T>(
+    what: &str,
+    text: &str,
+    f: impl Fn(&Properties) -> Result<T, tributary_core::config::ConfigError>,
+) -> T {
+    match f(&Properties::parse("sim", text).unwrap_or_default()) {
+        Ok(c) => c,
+        Err(e) => panic!("scenario {what} config refused: {e}"),
+    }
+}
+
+/// The draws of one seed that shape the mirror.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    mode: Mode,
+    streams: u32,
+    queue_size: u32,
+    batch_size: u32,
+    sync_producer: bool,
+    drop_timeout: bool,
+    tiny_retention: bool,
+}
+
+impl Shape {
+    fn draw(rng: &mut ChaCha8Rng, options: &Options) -> Self {
+        let mode = options.mode.unwrap_or(if rng.random_bool(0.5) {
+            Mode::Embedded
+        } else {
+            Mode::Maker
+        });
+        Shape {
+            mode,
+            streams: rng.random_range(1..=2),
+            queue_size: [4, 16, 64, 200][rng.random_range(0..4)],
+            batch_size: rng.random_range(1..=20),
+            sync_producer: rng.random_bool(0.15),
+            // A file asking to drop on a full queue (the mirror must block anyway).
+            drop_timeout: rng.random_bool(0.5),
+            tiny_retention: rng.random_bool(0.3),
+        }
+    }
+
+    /// Invariant 3's bound for one ownership of a partition: what one member can hold
+    /// uncommitted, 2 × queue.size per stream.
+    fn reforward_bound(&self) -> usize {
+        2 * self.queue_size as usize * self.streams as usize
+    }
+}
+
+fn consumer_config(shape: &Shape) -> ConsumerConfig {
+    let text = format!(
+        "zk.connect=src-zk:{ZK_PORT}\ngroupid={GROUP}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nautooffset.reset=smallest\n\
+         fetcher.backoff.ms=100\nrebalance.backoff.ms=500\nrebalance.retries.max=10\nsocket.timeout.ms=2000\nfetch.size=4096\nqueuedchunks.max=4\n\
+         mirror.commit.interval.ms=500\nmirror.consumer.numthreads={}\n",
+        shape.streams
+    );
+    parse("consumer", &text, ConsumerConfig::from_properties)
+}
+
+fn mirror_producer_config(shape: &Shape) -> ProducerConfig {
+    let text = format!(
+        "zk.connect=dst-zk:{ZK_PORT}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nproducer.type={}\nqueue.size={}\nbatch.size={}\nqueue.time=30\n\
+         queue.enqueueTimeout.ms={}\nsocket.timeout.ms=2000\nretry.backoff.ms=200\n",
+        if shape.sync_producer { "sync" } else { "async" },
+        shape.queue_size,
+        shape.batch_size,
+        if shape.drop_timeout { 0 } else { -1 },
+    );
+    parse("producer", &text, ProducerConfig::from_properties)
+}
+
+fn settings(shape: &Shape, observer: Arc<dyn MirrorObserver>) -> MirrorSettings {
+    let mut settings =
+        MirrorSettings::embedded(consumer_config(shape), mirror_producer_config(shape));
+    settings.summary_interval = Duration::from_secs(10);
+    settings.observer = Some(observer);
+    settings
+}
+
+/// The history's ear in the mirror.
+#[derive(Debug)]
+struct Observer {
+    owner: String,
+    shared: Shared,
+    control: Arc<Control>,
+}
+
+impl Observer {
+    fn part(event: &MirrorEvent<'_>) -> Part {
+        (event.topic.to_string(), event.partition.to_string())
+    }
+}
+
+impl MirrorObserver for Observer {
+    fn forwarded(&self, event: &MirrorEvent<'_>, payload: &[u8]) {
+        let part = Self::part(event);
+        let owner = (self.owner.clone(), event.generation);
+        let out_of_order = {
+            let mut s = state(&self.shared);
+            let forwards = s.forwards.entry(part.clone()).or_default();
+            // 7: one ownership forwards in source order. (The source here writes no compressed
+            // wrappers: every message has its own end offset.)
+            let previous = forwards
+                .iter()
+                .rev()
+                .find(|f| f.owner == owner)
+                .map(|f| f.end)
+                .filter(|end| *end >= event.offset);
+            forwards.push(Forward {
+                owner: owner.clone(),
+                end: event.offset,
+                payload: payload.to_vec(),
+            });
+            previous
+        };
+        if let Some(previous) = out_of_order {
+            self.control.violate(
+                Invariant::MirrorOrder,
+                format!(
+                    "{}/{}: {owner:?} forwarded offset {} after {previous}",
+                    part.0, part.1, event.offset
+                ),
+            );
+        }
+    }
+
+    fn acknowledged(&self, event: &MirrorEvent<'_>) {
+        state(&self.shared)
+            .acked_ends
+            .entry(Self::part(event))
+            .or_default()
+            .insert(event.offset);
+    }
+
+    fn gap(&self, _source: usize, report: &GapReport) {
+        self.control.trace.push(&format!(
+            "{}: gap {}/{} {}..{}",
+            self.owner, report.topic, report.partition, report.from, report.to
+        ));
+        state(&self.shared).gaps.push((
+            (report.topic.to_string(), report.partition.to_string()),
+            report.from,
+            report.to,
+        ));
+    }
+}
+
+/// Runs the production mirror on this host until `stop` (restarting it if it fails).
+async fn run_mirror(
+    host: String,
+    shape: Shape,
+    seed: u64,
+    shared: Shared,
+    control: Arc<Control>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let incarnation = {
+        let mut s = state(&shared);
+        let n = s.starts.entry(host.clone()).or_insert(0);
+        *n += 1;
+        *n
+    };
+    let observer: Arc<dyn MirrorObserver> = Arc::new(Observer {
+        owner: format!("{host}#{incarnation}"),
+        shared: shared.clone(),
+        control: control.clone(),
+    });
+    loop {
+        let env = SimEnv::new(seed ^ turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64);
+        let mirror = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => return,
+            started = Mirror::start(env, settings(&shape, observer.clone())) => started,
+        };
+        match mirror {
+            Ok(mirror) => {
+                control.trace.push(&format!("{host}: mirror started"));
+                let mut stopping = stop.clone();
+                match mirror
+                    .run_until(async move { drop(stopping.wait_for(|s| *s).await) })
+                    .await
+                {
+                    Ok(()) => {
+                        control.trace.push(&format!("{host}: mirror stopped"));
+                        return;
+                    }
+                    Err(e) => {
+                        // A supervisor (systemd, an operator) starts a failed mirror again; the
+                        // report counts the failures and their reasons.
+                        control
+                            .trace
+                            .push(&format!("{host}: mirror failed: {e}; starting it again"));
+                        *state(&shared)
+                            .mirror_failures
+                            .entry(e.to_string().chars().take(120).collect())
+                            .or_insert(0) += 1;
+                    }
+                }
+            }
+            Err(e) => control
+                .trace
+                .push(&format!("{host}: mirror cannot start: {e}; retrying")),
+        }
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+/// Runs one seed; `Err` names the broken invariant.
+#[expect(
+    clippy::result_large_err,
+    reason = "one result per simulated run; the report is the point"
+)]
+pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation, MirrorReport)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let shape = Shape::draw(&mut rng, &options);
+    let mut builder = sim_builder(seed);
+    builder
+        .simulation_duration(options.duration + drain_limit(options.duration) * 2)
+        .tcp_capacity(rng.random_range(64..256))
+        .max_message_latency(Duration::from_millis(rng.random_range(2..20)));
+    let mut sim = builder.build();
+    let control = Arc::new(Control::default());
+    let _capture = control.trace.capture();
+    control.trace.push(&format!("seed {seed}: {shape:?}"));
+    let shared: Shared = Arc::default();
+
+    let mut source_spec = ClusterSpec::new("src", 2, SOURCE_PARTITIONS);
+    if shape.tiny_retention {
+        source_spec.extra_config =
+            "log.retention.size=1500\nlog.cleanup.interval.mins=1\nlog.file.size=600\n".into();
+    }
+    let source = add_cluster(&mut sim, &source_spec, &mut rng, &control);
+    let mut mirror_spec = ClusterSpec::new("dst", 2, rng.random_range(1..=2));
+    if options.faults != Faults::None && options.faults != Faults::Network && rng.random_bool(0.4) {
+        mirror_spec.disk = DiskFaults {
+            latency_max: Duration::from_millis(rng.random_range(1..15)),
+            sync_failures_per_million: if rng.random_bool(0.3) { 1_000 } else { 0 },
+        };
+    }
+    if shape.mode == Mode::Embedded {
+        let (shared, control) = (shared.clone(), control.clone());
+        let mirror_seed: u64 = rng.random();
+        mirror_spec.companion = Some(Companion(Arc::new(move |host, stop| {
+            Box::pin(run_mirror(
+                host,
+                shape,
+                mirror_seed,
+                shared.clone(),
+                control.clone(),
+                stop,
+            ))
+        })));
+    }
+    let mirror = add_cluster(&mut sim, &mirror_spec, &mut rng, &control);
+    let mut mirror_hosts: Vec<String> = Vec::new();
+    if shape.mode == Mode::Maker {
+        add_maker(&mut sim, shape, rng.random(), &shared, &control);
+        mirror_hosts.push(MAKER.into());
+    } else {
+        mirror_hosts.extend(mirror.brokers.iter().cloned());
+    }
+    for i in 0..PRODUCERS {
+        add_producer(
+            &mut sim,
+            i,
+            options.duration,
+            rng.random(),
+            &shared,
+            &control,
+        );
+    }
+    add_reader(&mut sim, rng.random(), &shared, &control);
+    add_checker(&mut sim, &source, &mirror, &shared, &control);
+
+    let mut hosts = vec![
+        source.zk_host.clone(),
+        mirror.zk_host.clone(),
+        "producer0".into(),
+        "producer1".into(),
+        "producer2".into(),
+        "reader".into(),
+        "checker".into(),
+    ];
+    hosts.extend(source.brokers.iter().cloned());
+    hosts.extend(mirror.brokers.iter().cloned());
+    if shape.mode == Mode::Maker {
+        hosts.push(MAKER.into());
+    }
+    let mut links = Links::new(hosts);
+    let mut report = MirrorReport {
+        mode: Some(shape.mode),
+        tiny_retention: shape.tiny_retention,
+        reforward_bound: shape.reforward_bound(),
+        ..MirrorReport::default()
+    };
+    let world = World {
+        source: &source,
+        mirror: &mirror,
+        mirror_hosts: &mirror_hosts,
+        shape,
+        options,
+        seed,
+    };
+    let result = drive(&mut sim, &mut links, &control, &world, &shared, &mut report);
+    if result.is_ok() && control.violation().is_none() {
+        judge(&shared, &control, &shape, &mut report);
+    }
+    report.commits_checked = state(&shared).commits_checked;
+    report.mirror_failures = state(&shared).mirror_failures.clone();
+    report.trace_hash = control.trace.hash();
+    report.trace_tail = control.trace.tail(40);
+    report.schedule = [
+        "seed ",
+        "fault ",
+        "restarted after",
+        "healed",
+        "lag drained",
+    ]
+    .iter()
+    .flat_map(|needle| control.trace.grep(needle))
+    .collect();
+    // Lines start with their simulated time (the seed's line, first, has none).
+    report.schedule.sort_by(|a, b| {
+        let at = |l: &str| {
+            l.split_whitespace()
+                .next()
+                .and_then(|t| t.parse::<f64>().ok())
+                .unwrap_or(-1.0)
+        };
+        at(a).total_cmp(&at(b))
+    });
+    report.schedule.dedup();
+    report.simulated = sim.elapsed();
+    match (result, control.violation()) {
+        (_, Some(v)) => Err((v, report)),
+        (Err(e), None) => Err((
+            Violation {
+                invariant: Invariant::BrokerHealth,
+                detail: e,
+            },
+            report,
+        )),
+        (Ok(()), None) => Ok(report),
+    }
+}
+
+/// What the driver steers.
+struct World<'a> {
+    source: &'a Cluster,
+    mirror: &'a Cluster,
+    mirror_hosts: &'a [String],
+    shape: Shape,
+    options: Options,
+    seed: u64,
+}
+
+fn add_maker(
+    sim: &mut turmoil::Sim<'_>,
+    shape: Shape,
+    seed: u64,
+    shared: &Shared,
+    control: &Arc<Control>,
+) {
+    let (shared, control) = (shared.clone(), control.clone());
+    sim.host(MAKER, move || {
+        let (shared, control) = (shared.clone(), control.clone());
+        async move {
+            // A graceful stop of the maker is asked through the control, as for brokers.
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let watcher = {
+                let control = control.clone();
+                async move {
+                    while !control.take_stop(MAKER) {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    let _ = stop.send(true);
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                () = run_mirror(MAKER.to_string(), shape, seed, shared, control.clone(), stopped) => {}
+                () = watcher => {}
+            }
+            control.trace.push("mirrormaker: stopped gracefully");
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    });
+}
+
+fn add_producer(
+    sim: &mut turmoil::Sim<'_>,
+    index: u32,
+    duration: Duration,
+    seed: u64,
+    shared: &Shared,
+    control: &Arc<Control>,
+) {
+    let (shared, control, name) = (shared.clone(), control.clone(), format!("producer{index}"));
+    sim.host(name.clone().as_str(), move || {
+        let (shared, control, name) = (shared.clone(), control.clone(), name.clone());
+        async move {
+            let durable = index + 1 < PRODUCERS;
+            let text = format!("zk.connect=src-zk:{ZK_PORT}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nproducer.type=sync\ndurable.acks={durable}\nnum.retries=3\nsocket.timeout.ms=2000\n");
+            let producer = loop {
+                match Producer::start(SimEnv::new(seed), parse("producer", &text, ProducerConfig::from_properties)).await {
+                    Ok(p) => break p,
+                    Err(e) => control.trace.push(&format!("{name}: {e}; retrying")),
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            };
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            loop {
+                let seq = {
+                    let mut s = state(&shared);
+                    if s.stop_producing {
+                        s.producers_stopped += 1;
+                        s.producers_stopped_at = turmoil::sim_elapsed();
+                        break;
+                    }
+                    s.next_seq += 1;
+                    let seq = s.next_seq;
+                    s.sent.insert(seq);
+                    seq
+                };
+                // The second topic appears a third of the way in.
+                let late = turmoil::sim_elapsed().unwrap_or_default() > duration / 3;
+                let topic = if late && rng.random_bool(0.5) { TOPICS[1] } else { TOPICS[0] };
+                let Ok(t) = topic.parse::<TopicName>() else { continue };
+                let bytes = payload(seq);
+                let len = bytes.len() as i64;
+                match producer.send(Record::new(t, bytes)).await {
+                    Ok(delivery) => match delivery.await {
+                        Ok(d) => match d.offset {
+                            Some(start) => {
+                                let part = (topic.to_string(), format!("{}-{}", d.broker_id, d.partition));
+                                control.trace.push(&format!("acked m {seq} at {}/{} {start}..{}", part.0, part.1, start + 10 + len));
+                                state(&shared).acked.insert(seq, Acked { part, start });
+                            }
+                            None if durable => control.trace.push(&format!("m {seq} delivered without an offset")),
+                            None => {}
+                        },
+                        Err(e) => control.trace.push(&format!("m {seq} not delivered: {e}")),
+                    },
+                    Err(e) => control.trace.push(&format!("m {seq} not sent: {e}")),
+                }
+                // The plain producer writes less: enough that the source always holds unflushed
+                // data, not so much that it dominates what the mirror must copy.
+                let pause = if durable { 5..30 } else { 30..90 };
+                tokio::time::sleep(Duration::from_millis(rng.random_range(pause))).await;
+            }
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    });
+}
+
+/// A consumer group on the mirror cluster: every message it reads must be one a producer sent,
+/// intact (2).
+fn add_reader(sim: &mut turmoil::Sim<'_>, seed: u64, shared: &Shared, control: &Arc<Control>) {
+    let (shared, control) = (shared.clone(), control.clone());
+    sim.host("reader", move || {
+        let (shared, control) = (shared.clone(), control.clone());
+        async move {
+            let text = format!("zk.connect=dst-zk:{ZK_PORT}\ngroupid=readers\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nautooffset.reset=smallest\nfetcher.backoff.ms=200\nconsumer.timeout.ms=1000\nsocket.timeout.ms=2000\n");
+            let config = parse("consumer", &text, ConsumerConfig::from_properties);
+            let (connector, mut streams) = loop {
+                match ConsumerConnector::start(SimEnv::new(seed), config.clone(), Subscription::Whitelist(".*".into(), 1)).await {
+                    Ok(started) => break started,
+                    Err(e) => control.trace.push(&format!("reader: {e}; retrying")),
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            };
+            let mut stream = streams.remove(0);
+            loop {
+                match stream.next().await {
+                    Ok(m) => {
+                        let known = parse_payload(&m.payload).is_some_and(|seq| state(&shared).sent.contains(&seq));
+                        if !known {
+                            control.violate(Invariant::MirrorNoPhantom, format!("the mirror cluster served {}/{} a message no producer sent: {:?}", m.topic, m.partition, String::from_utf8_lossy(&m.payload)));
+                        }
+                    }
+                    Err(ConsumerError::Timeout(_)) => {}
+                    Err(ConsumerError::Closed) => break,
+                    Err(e) => control.trace.push(&format!("reader: {e}")),
+                }
+            }
+            drop(connector);
+            Ok(())
+        }
+    });
+}
+
+/// Reads the clusters when the driver asks: the source's latest offsets while the lag drains,
+/// then both clusters end to end.
+fn add_checker(
+    sim: &mut turmoil::Sim<'_>,
+    source: &Cluster,
+    mirror: &Cluster,
+    shared: &Shared,
+    control: &Arc<Control>,
+) {
+    let (shared, control) = (shared.clone(), control.clone());
+    let (source_model, mirror_model) = (source.model.clone(), mirror.model.clone());
+    sim.host("checker", move || {
+        let (shared, control, source_model, mirror_model) = (shared.clone(), control.clone(), source_model.clone(), mirror_model.clone());
+        async move {
+            loop {
+                let phase = state(&shared).phase;
+                match phase {
+                    Phase::Run => {}
+                    Phase::Drain => {
+                        let parts = partitions_of(&source_model);
+                        let mut latest = BTreeMap::new();
+                        for part in parts {
+                            if let Ok((_, end)) = range_of(&part, "src").await {
+                                latest.insert(part, end);
+                            }
+                        }
+                        state(&shared).source_latest.extend(latest);
+                    }
+                    Phase::Check => {
+                        let read = read_everything(&source_model, &mirror_model).await;
+                        control.trace.push(&format!("checker: read {} source partitions, {} distinct mirror messages, {} problems", read.source.len(), read.mirror.len(), read.problems.len()));
+                        state(&shared).final_read = Some(read);
+                        return Ok(());
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    });
+}
+
+/// Every (topic, broker-partition) registered in a cluster's ZooKeeper model.
+fn partitions_of(model: &crate::zk_model::SharedModel) -> Vec<Part> {
+    let m = model.lock().unwrap_or_else(|p| p.into_inner());
+    let mut parts = Vec::new();
+    for topic in m.children("/brokers/topics") {
+        for broker in m.children(&format!("/brokers/topics/{topic}")) {
+            let count: u32 = m
+                .data(&format!("/brokers/topics/{topic}/{broker}"))
+                .and_then(|d| String::from_utf8_lossy(&d).trim().parse().ok())
+                .unwrap_or(0);
+            parts.extend((0..count.min(64)).map(|p| (topic.clone(), format!("{broker}-{p}"))));
+        }
+    }
+    parts
+}
+
+fn broker_and_partition(part: &Part) -> Option<(String, i32)> {
+    let (broker, partition) = part.1.split_once('-')?;
+    Some((broker.to_string(), partition.parse().ok()?))
+}
+
+/// A partition's (earliest, latest) offsets, asked of its broker in cluster `cluster`.
+async fn range_of(part: &Part, cluster: &str) -> Result<(i64, i64), String> {
+    let (broker, partition) = broker_and_partition(part).ok_or("bad partition name")?;
+    let topic: TopicName = part.0.parse().map_err(|_| "bad topic")?;
+    let mut conn = connect(
+        &SimEnv::new(0),
+        &format!("{cluster}-broker{broker}"),
+        BROKER_PORT,
+        Duration::from_secs(2),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let mut ends = [0i64; 2];
+    for (i, time) in [-2i64, -1].into_iter().enumerate() {
+        match conn
+            .call(&Request::Offsets(OffsetsRequest {
+                topic: topic.clone(),
+                partition,
+                time,
+                max_offsets: 1,
+            }))
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            Response::Offsets(o) if o.error == ErrorCode::NoError => {
+                ends[i] = o.offsets.first().copied().unwrap_or(0)
+            }
+            other => return Err(format!("{other:?}")),
+        }
+    }
+    Ok((ends[0], ends[1]))
+}
+
+/// A partition's messages from `from` to its end: (start, end, payload), every inner message
+/// of a wrapper with the wrapper's offsets.
+async fn read_partition(
+    part: &Part,
+    cluster: &str,
+    from: i64,
+) -> Result<Vec<(i64, i64, Vec<u8>)>, String> {
+    let (broker, partition) = broker_and_partition(part).ok_or("bad partition name")?;
+    let topic: TopicName = part.0.parse().map_err(|_| "bad topic")?;
+    let mut conn = connect(
+        &SimEnv::new(0),
+        &format!("{cluster}-broker{broker}"),
+        BROKER_PORT,
+        Duration::from_secs(2),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    let mut offset = from;
+    loop {
+        let fetch = Request::Fetch(FetchRequest {
+            topic: topic.clone(),
+            partition,
+            offset,
+            max_bytes: 1 << 16,
+        });
+        let Response::Fetch(f) = conn.call(&fetch).await.map_err(|e| e.to_string())? else {
+            return Err("not a fetch answer".into());
+        };
+        if f.error != ErrorCode::NoError {
+            return Err(format!("{}/{} at {offset}: {:?}", part.0, part.1, f.error));
+        }
+        if f.messages.is_empty() {
+            return Ok(out);
+        }
+        let mut entries = ShallowIter::new(&f.messages, offset);
+        let mut any = false;
+        for entry in entries.by_ref() {
+            let entry =
+                entry.map_err(|e| format!("{}/{}: corrupt at {offset}: {e}", part.0, part.1))?;
+            let raw = f
+                .messages
+                .slice((entry.offset - offset) as usize..(entry.next_offset - offset) as usize);
+            for inner in DeepIter::new(raw, entry.offset, 1 << 24) {
+                let inner = inner
+                    .map_err(|e| format!("{}/{}: corrupt inner message: {e}", part.0, part.1))?;
+                out.push((
+                    entry.offset,
+                    entry.next_offset,
+                    inner.message.payload.to_vec(),
+                ));
+            }
+            any = true;
+        }
+        if !any {
+            return Err(format!(
+                "{}/{}: no whole message at {offset}",
+                part.0, part.1
+            ));
+        }
+        offset += entries.end().valid_bytes as i64;
+    }
+}
+
+async fn read_everything(
+    source_model: &crate::zk_model::SharedModel,
+    mirror_model: &crate::zk_model::SharedModel,
+) -> FinalRead {
+    let mut read = FinalRead::default();
+    for part in partitions_of(source_model) {
+        match range_of(&part, "src").await {
+            Ok((earliest, _)) => match read_partition(&part, "src", earliest).await {
+                Ok(messages) => {
+                    read.source.insert(part, (earliest, messages));
+                }
+                Err(e) => read.problems.push(format!("source {e}")),
+            },
+            Err(e) => read
+                .problems
+                .push(format!("source {}/{}: {e}", part.0, part.1)),
+        }
+    }
+    for part in partitions_of(mirror_model) {
+        match range_of(&part, "dst").await {
+            Ok((earliest, _)) => match read_partition(&part, "dst", earliest).await {
+                Ok(messages) => {
+                    for (_, _, payload) in messages {
+                        *read.mirror.entry(payload).or_insert(0) += 1;
+                    }
+                }
+                Err(e) => read.problems.push(format!("mirror {e}")),
+            },
+            Err(e) => read
+                .problems
+                .push(format!("mirror {}/{}: {e}", part.0, part.1)),
+        }
+    }
+    read
+}
+
+/// A fault and how it ends.
+#[derive(Debug, Clone)]
+enum Fault {
+    /// Cut every link between the mirror's hosts and the source cluster.
+    Between,
+    /// Cut one link.
+    Link(String, String),
+    /// Crash a host (restarted at heal).
+    Crash(String),
+    /// Stop a host gracefully and start it again (at heal).
+    Restart(String),
+}
+
+impl Fault {
+    fn kind(&self) -> &'static str {
+        match self {
+            Fault::Between => "link between the clusters cut",
+            Fault::Link(_, b) if b.ends_with("zk") => "host cut from a ZooKeeper",
+            Fault::Link(..) => "link cut",
+            Fault::Crash(h) if h.starts_with("src") => "source broker crash",
+            Fault::Crash(h) if h == MAKER => "mirror maker crash",
+            Fault::Crash(_) => "mirror broker crash",
+            Fault::Restart(h) if h == MAKER => "mirror maker graceful restart",
+            Fault::Restart(_) => "mirror broker graceful restart",
+        }
+    }
+}
+
+fn pick_fault(rng: &mut ChaCha8Rng, world: &World<'_>) -> Option<Fault> {
+    let pick =
+        |rng: &mut ChaCha8Rng, from: &[String]| from[rng.random_range(0..from.len())].clone();
+    let network = matches!(world.options.faults, Faults::Network | Faults::Mixed);
+    let crash = matches!(world.options.faults, Faults::Crash | Faults::Mixed);
+    for _ in 0..10 {
+        let fault = match rng.random_range(0..10) {
+            0..3 if network => Fault::Between,
+            3..5 if network => {
+                let mut hosts: Vec<String> = world.mirror_hosts.to_vec();
+                hosts.extend(world.source.brokers.iter().cloned());
+                let zk = if rng.random_bool(0.5) {
+                    world.source.zk_host.clone()
+                } else {
+                    world.mirror.zk_host.clone()
+                };
+                Fault::Link(pick(rng, &hosts), zk)
+            }
+            // Gap seeds keep their source brokers up: a restart would reset the cleaner's timer.
+            5..7 if crash && !world.shape.tiny_retention => {
+                Fault::Crash(pick(rng, &world.source.brokers))
+            }
+            7..9 if crash => Fault::Crash(pick(rng, world.mirror_hosts)),
+            9 if crash => Fault::Restart(pick(rng, world.mirror_hosts)),
+            _ => continue,
+        };
+        return Some(fault);
+    }
+    None
+}
+
+fn cut_between(sim: &mut turmoil::Sim<'_>, links: &mut Links, world: &World<'_>, cut: bool) {
+    let mut source_hosts = world.source.brokers.clone();
+    source_hosts.push(world.source.zk_host.clone());
+    for a in world.mirror_hosts {
+        for b in &source_hosts {
+            if cut {
+                links.partition(sim, a, b);
+            } else {
+                links.repair(sim, a, b);
+            }
+        }
+    }
+}
+
+fn begin(
+    sim: &mut turmoil::Sim<'_>,
+    links: &mut Links,
+    control: &Control,
+    world: &World<'_>,
+    fault: &Fault,
+) {
+    match fault {
+        Fault::Between => cut_between(sim, links, world, true),
+        Fault::Link(a, b) => links.partition(sim, a, b),
+        Fault::Crash(h) => links.crash(sim, h),
+        Fault::Restart(h) => control.request_stop(h),
+    }
+}
+
+fn end(
+    sim: &mut turmoil::Sim<'_>,
+    links: &mut Links,
+    control: &Control,
+    world: &World<'_>,
+    fault: &Fault,
+) {
+    match fault {
+        Fault::Between => cut_between(sim, links, world, false),
+        Fault::Link(a, b) => links.repair(sim, a, b),
+        Fault::Crash(h) => links.bounce(sim, h),
+        Fault::Restart(h) => {
+            control.forget_stop(h);
+            // A graceful stop ended the host's work: start it again.
+            sim.crash(h.as_str());
+            sim.bounce(h.as_str());
+        }
+    }
+}
+
+fn drive(
+    sim: &mut turmoil::Sim<'_>,
+    links: &mut Links,
+    control: &Control,
+    world: &World<'_>,
+    shared: &Shared,
+    report: &mut MirrorReport,
+) -> Result<(), String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(world.seed ^ 0x3177_0FF5);
+    let duration = world.options.duration;
+    let mut next_fault = Duration::from_secs(rng.random_range(3..6));
+    let mut active: Vec<(Duration, Fault)> = Vec::new();
+    let mut last_check = Duration::ZERO;
+    // Gap seeds: the link between the clusters is cut across the source's first cleanup (60 s
+    // after its brokers start), so retention deletes what the mirror has not copied.
+    let mut gap_cut = world
+        .shape
+        .tiny_retention
+        .then_some((Duration::from_secs(35), Duration::from_secs(70)));
+    let fault_end = if world.shape.tiny_retention {
+        duration.max(Duration::from_secs(72))
+    } else {
+        duration
+    };
+    while sim.elapsed() < fault_end {
+        let now = sim.elapsed();
+        if let Some((from, _)) = gap_cut.filter(|(from, _)| now >= *from) {
+            let until = gap_cut.map_or(from, |(_, until)| until);
+            control
+                .trace
+                .push_at(now, &format!("fault Between (gap seed) until {until:?}"));
+            *report
+                .faults
+                .entry("link between the clusters cut")
+                .or_default() += 1;
+            begin(sim, links, control, world, &Fault::Between);
+            active.push((until, Fault::Between));
+            gap_cut = None;
+            next_fault = next_fault.max(until + Duration::from_secs(1));
+        }
+        if now >= next_fault && now < duration && world.options.faults != Faults::None {
+            if let Some(fault) = pick_fault(&mut rng, world) {
+                let length = Duration::from_millis(rng.random_range(1000..10_000));
+                control
+                    .trace
+                    .push_at(now, &format!("fault {fault:?} for {length:?}"));
+                *report.faults.entry(fault.kind()).or_default() += 1;
+                begin(sim, links, control, world, &fault);
+                active.push((now + length, fault));
+                next_fault = now + length + Duration::from_millis(rng.random_range(1000..5000));
+            }
+        }
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut active)
+            .into_iter()
+            .partition(|(t, _)| *t <= now);
+        active = later;
+        for (_, fault) in due {
+            end(sim, links, control, world, &fault);
+        }
+        if now - last_check >= Duration::from_millis(5) {
+            last_check = now;
+            check_commits(world.source, shared, control);
+        }
+        if control.violation().is_some() {
+            return Ok(());
+        }
+        sim.step().map_err(|e| format!("simulation error: {e}"))?;
+    }
+    for (_, fault) in std::mem::take(&mut active) {
+        end(sim, links, control, world, &fault);
+    }
+    // An operator restarts a mirror broker whose disk failed a sync (its poisoned partitions
+    // take nothing until then).
+    for (host, disk) in &world.mirror.disks {
+        disk.stop_failing();
+        if disk.sync_failures() > 0 {
+            control.trace.push_at(
+                sim.elapsed(),
+                &format!(
+                    "{host}: restarted after {} failed syncs",
+                    disk.sync_failures()
+                ),
+            );
+            *report
+                .faults
+                .entry("failed fsyncs (mirror broker restarted at heal)")
+                .or_default() += 1;
+            links.crash(sim, host);
+            links.bounce(sim, host);
+        }
+    }
+    {
+        let mut s = state(shared);
+        s.stop_producing = true;
+        s.phase = Phase::Drain;
+    }
+    let healed = sim.elapsed();
+    control.trace.push_at(healed, "healed; producing stopped");
+    // 5: the committed offsets reach every source partition's end.
+    loop {
+        check_commits(world.source, shared, control);
+        if control.violation().is_some() {
+            return Ok(());
+        }
+        let behind = lag(world.source, shared);
+        // The producers' last sends have resolved, and the source's ends were read since.
+        let quiet = {
+            let s = state(shared);
+            s.producers_stopped == PRODUCERS
+                && s.producers_stopped_at
+                    .is_some_and(|at| sim.elapsed() > at + Duration::from_secs(1))
+        };
+        if behind.is_empty() && quiet && sim.elapsed() > healed + Duration::from_secs(3) {
+            report.drained_after = Some(sim.elapsed() - healed);
+            control.trace.push_at(sim.elapsed(), "lag drained");
+            break;
+        }
+        let limit = drain_limit(duration);
+        if sim.elapsed() > healed + limit {
+            control.violate(
+                Invariant::MirrorProgress,
+                format!(
+                    "{limit:?} after healing, committed offsets still behind the source: {:?}",
+                    behind.iter().take(4).collect::<Vec<_>>()
+                ),
+            );
+            return Ok(());
+        }
+        for _ in 0..50 {
+            sim.step().map_err(|e| format!("simulation error: {e}"))?;
+        }
+    }
+    state(shared).phase = Phase::Check;
+    let deadline = sim.elapsed() + Duration::from_secs(60);
+    while state(shared).final_read.is_none() {
+        if sim.elapsed() > deadline {
+            return Err("the checker did not finish reading the clusters".into());
+        }
+        sim.step().map_err(|e| format!("simulation error: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Source partitions whose committed offset is not yet their latest: (partition, committed,
+/// latest).
+fn lag(source: &Cluster, shared: &Shared) -> Vec<(Part, i64, i64)> {
+    let committed = committed_offsets(source);
+    let s = state(shared);
+    if s.source_latest.is_empty() {
+        return vec![(("?".into(), "?".into()), 0, 0)];
+    }
+    s.source_latest
+        .iter()
+        .filter_map(|(part, latest)| {
+            let at = committed.get(part).copied().unwrap_or(0);
+            (*latest > 0 && at < *latest).then(|| (part.clone(), at, *latest))
+        })
+        .collect()
+}
+
+/// The mirror group's committed offsets in the source's ZooKeeper model.
+fn committed_offsets(source: &Cluster) -> BTreeMap<Part, i64> {
+    let m = source.model.lock().unwrap_or_else(|p| p.into_inner());
+    let mut out = BTreeMap::new();
+    let base = format!("/consumers/{GROUP}/offsets");
+    for topic in m.children(&base) {
+        for partition in m.children(&format!("{base}/{topic}")) {
+            if let Some(offset) = m
+                .data(&format!("{base}/{topic}/{partition}"))
+                .and_then(|d| String::from_utf8_lossy(&d).trim().parse().ok())
+            {
+                out.insert((topic.clone(), partition), offset);
+            }
+        }
+    }
+    out
+}
+
+/// 4: every committed offset is the end of a message some mirror durably acknowledged — or the
+/// starting point the group recorded when it first claimed the partition (before it forwarded
+/// anything ending there).
+fn check_commits(source: &Cluster, shared: &Shared, control: &Control) {
+    let committed = committed_offsets(source);
+    let mut s = state(shared);
+    for (part, offset) in committed {
+        s.commits_checked += 1;
+        let acked = s
+            .acked_ends
+            .get(&part)
+            .is_some_and(|ends| ends.contains(&offset));
+        let start = !s
+            .forwards
+            .get(&part)
+            .is_some_and(|forwards| forwards.iter().any(|f| f.end <= offset));
+        if !acked && !start {
+            drop(s);
+            return control.violate(Invariant::MirrorCommitSafety, format!("{}/{} committed at {offset}, which ends no message the mirror cluster acknowledged", part.0, part.1));
+        }
+    }
+}
+
+/// The end-of-run invariants: 1, 2, 3, 6 (5 and 4 are the driver's, 7 the observer's).
+fn judge(shared: &Shared, control: &Control, shape: &Shape, report: &mut MirrorReport) {
+    let s = state(shared);
+    let Some(read) = &s.final_read else { return };
+    if let Some(problem) = read.problems.first() {
+        return control.violate(
+            Invariant::MirrorNoLoss,
+            format!("the clusters cannot be read end to end after healing: {problem}"),
+        );
+    }
+    // Where each source message is now: (partition, end offset) → payload.
+    let mut at: BTreeMap<(&Part, i64), &[u8]> = BTreeMap::new();
+    let mut source_copies: BTreeMap<&[u8], usize> = BTreeMap::new();
+    for (part, (_, messages)) in &read.source {
+        for (_, end, payload) in messages {
+            at.insert((part, *end), payload);
+            *source_copies.entry(payload).or_insert(0) += 1;
+        }
+    }
+    // 2: every forward is what the source holds at that offset (or was deleted by retention).
+    for (part, forwards) in &s.forwards {
+        let earliest = read.source.get(part).map_or(0, |(e, _)| *e);
+        for f in forwards {
+            if f.end <= earliest {
+                continue;
+            }
+            if at.get(&(part, f.end)) != Some(&f.payload.as_slice()) {
+                return control.violate(
+                    Invariant::MirrorNoPhantom,
+                    format!(
+                        "{}/{}: {:?} forwarded {:?} ending at {}, but the source holds {:?} there",
+                        part.0,
+                        part.1,
+                        f.owner,
+                        String::from_utf8_lossy(&f.payload),
+                        f.end,
+                        at.get(&(part, f.end)).map(|p| String::from_utf8_lossy(p))
+                    ),
+                );
+            }
+        }
+    }
+    for payload in read.mirror.keys() {
+        if !parse_payload(payload).is_some_and(|seq| s.sent.contains(&seq)) {
+            return control.violate(
+                Invariant::MirrorNoPhantom,
+                format!(
+                    "the mirror cluster holds a message no producer sent: {:?}",
+                    String::from_utf8_lossy(payload)
+                ),
+            );
+        }
+    }
+    // 1 and 6: every acknowledged message is mirrored, or was deleted inside a reported gap.
+    let mut gap_messages = 0;
+    for (seq, acked) in &s.acked {
+        let bytes = payload(*seq);
+        if read.mirror.contains_key(&bytes) {
+            continue;
+        }
+        let in_source = source_copies.contains_key(bytes.as_slice());
+        let deleted = acked.start
+            < read
+                .source
+                .get(&acked.part)
+                .map_or(0, |(earliest, _)| *earliest);
+        let in_gap = s.gaps.iter().any(|(part, from, to)| {
+            *part == acked.part && acked.start >= *from && acked.start < *to
+        });
+        let (part, start) = (&acked.part, acked.start);
+        match (in_source, deleted, in_gap) {
+            (true, _, _) => return control.violate(Invariant::MirrorNoLoss, format!("m {seq} acknowledged at {}/{} {start} is in the source but not in the mirror cluster", part.0, part.1)),
+            (false, true, true) => gap_messages += 1,
+            (false, true, false) => {
+                return control.violate(Invariant::MirrorGaps, format!("m {seq} acknowledged at {}/{} {start} was deleted by the source's retention unmirrored, and no gap was reported over it", part.0, part.1))
+            }
+            (false, false, _) => {
+                return control.violate(Invariant::MirrorNoLoss, format!("m {seq} acknowledged at {}/{} {start} is in neither cluster, though the source still holds that offset range: the acknowledgement was taken back", part.0, part.1))
+            }
+        }
+    }
+    // 6: a reported gap covers only what the source no longer has.
+    for (part, from, to) in &s.gaps {
+        let earliest = read.source.get(part).map_or(0, |(e, _)| *e);
+        if *to > earliest || from >= to {
+            return control.violate(
+                Invariant::MirrorGaps,
+                format!(
+                    "{}/{}: gap {from}..{to} reported, but the source still starts at {earliest}",
+                    part.0, part.1
+                ),
+            );
+        }
+    }
+    // 3: what one ownership forwards again is within the bound.
+    let bound = shape.reforward_bound();
+    let mut worst = 0;
+    for (part, forwards) in &s.forwards {
+        let mut seen: BTreeSet<i64> = BTreeSet::new();
+        let mut again: BTreeMap<&(String, u64), usize> = BTreeMap::new();
+        for f in forwards {
+            if !seen.insert(f.end) {
+                *again.entry(&f.owner).or_insert(0) += 1;
+            }
+        }
+        if let Some((owner, n)) = again.iter().max_by_key(|(_, n)| **n) {
+            worst = worst.max(*n);
+            if *n > bound {
+                return control.violate(Invariant::MirrorDuplicates, format!("{}/{}: {owner:?} forwarded {n} messages again that were forwarded before (bound 2 × queue.size × streams = {bound})", part.0, part.1));
+            }
+        }
+    }
+    report.reforwards_max = worst;
+    report.acked = s.acked.len();
+    report.mirrored = read
+        .mirror
+        .keys()
+        .filter(|p| source_copies.contains_key(p.as_slice()))
+        .count();
+    report.duplicates = read
+        .mirror
+        .iter()
+        .map(|(p, n)| {
+            n.saturating_sub(source_copies.get(p.as_slice()).copied().unwrap_or(1).max(1))
+        })
+        .sum();
+    report.gaps = s.gaps.len();
+    report.gap_messages = gap_messages;
+}
