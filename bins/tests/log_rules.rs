@@ -9,6 +9,7 @@ use tributary::broker::logs::{self, Logs};
 use tributary::env::TokioEnv;
 use tributary::real_fs::{RealFile, RealFs};
 use tributary_core::config::{BrokerConfig, Properties};
+use tributary_core::log::segment_file_name;
 use tributary_core::log::{
     DirEntry, LockError, Log, LogError, LogFile, LogFs, LogPolicy, RecoveryHints, TopicPartition,
     CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE,
@@ -748,4 +749,40 @@ fn message_counts_stay_exact_with_overlapping_flushes() {
     log.finish_flush(second, Ok(())).unwrap();
     assert_eq!(log.unflushed_messages(), 0);
     assert_eq!(log.flushed_end(), log.written_end());
+}
+
+/// Replica mode: a log created at the source's earliest offset holds the same bytes at the
+/// same offsets, names its first segment after that offset, and reopens there.
+#[test]
+fn a_log_created_at_an_offset_serves_from_it_and_reopens_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    let mut log = Log::create_at(RealFs, &path, tp("t", 0), policy(), 1000, T0).unwrap();
+    assert_eq!(
+        (log.start_offset(), log.written_end(), log.flushed_end()),
+        (1000, 1000, 1000)
+    );
+    let bytes = set(1, 2, 10);
+    let info = log.append(&bytes, T0).unwrap();
+    assert_eq!(
+        (info.offset, info.next_offset),
+        (1000, 1000 + bytes.len() as u64)
+    );
+    log.flush(T0).unwrap();
+    assert_eq!(log.read(1000, 1 << 20).unwrap(), bytes);
+    assert!(
+        log.read(0, 100).is_err(),
+        "nothing is served below the start"
+    );
+    drop(log);
+    assert!(path.join(segment_file_name(1000)).exists());
+    let hints = RecoveryHints {
+        clean_shutdown: false,
+        checkpoint: None,
+    };
+    let log = Log::open(RealFs, &path, tp("t", 0), policy(), hints, T0).unwrap();
+    assert_eq!(
+        (log.start_offset(), log.flushed_end()),
+        (1000, 1000 + bytes.len() as u64)
+    );
 }

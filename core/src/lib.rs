@@ -25,5 +25,6 @@ pub mod mirror;
 #[doc(hidden)]
 pub mod planted;
 pub mod producer;
+pub mod replica;
 pub mod wire;
 pub mod zk_layout;

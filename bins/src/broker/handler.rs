@@ -35,6 +35,12 @@ pub enum CloseReason {
     /// The broker does not serve this kind of request.
     #[error("unsupported request: {0}")]
     Unsupported(&'static str),
+    /// The topic is copied from a source cluster (replica mode): it takes no produces.
+    #[error("{topic}: a replica of the source cluster, read-only (produce to the source, or promote it first)")]
+    ReplicaTopic {
+        /// The topic.
+        topic: TopicName,
+    },
     /// The partition was refused at startup (corruption): it takes no writes.
     #[error("{partition}: refused at startup, takes no writes: {reason}")]
     RefusedPartition {
@@ -44,6 +50,10 @@ pub enum CloseReason {
         reason: String,
     },
 }
+
+/// The error code an acknowledged produce to a replica topic (replica mode) is answered with:
+/// the topic is read-only here (Tributary's; 0.7 has no such code).
+pub const READ_ONLY_REPLICA: ErrorCode = ErrorCode::Other(100);
 
 /// What a handled request asks of the broker besides its response.
 #[derive(Debug, Default)]
@@ -212,6 +222,13 @@ impl<E: Env> Handler<E> {
         rng: &mut impl Rng,
         effects: &mut Effects,
     ) -> Result<Appended<E::Fs>, ErrorCode> {
+        if self.logs.is_replica(&p.topic) {
+            tracing::warn!(
+                "{}: acknowledged produce refused: the topic is a read-only replica",
+                p.topic
+            );
+            return Err(READ_ONLY_REPLICA);
+        }
         let count = self.logs.partition_count(&p.topic);
         let partition = if p.partition == PARTITION_BROKER_PICKS {
             rng.random_range(0..count) as i32
@@ -278,6 +295,9 @@ impl<E: Env> Handler<E> {
         rng: &mut impl Rng,
         effects: &mut Effects,
     ) -> Result<(), CloseReason> {
+        if self.logs.is_replica(&p.topic) {
+            return Err(CloseReason::ReplicaTopic { topic: p.topic });
+        }
         let count = self.logs.partition_count(&p.topic);
         let partition = if p.partition == PARTITION_BROKER_PICKS {
             rng.random_range(0..count) as i32

@@ -17,6 +17,7 @@ pub mod handler;
 pub mod limits;
 pub mod logs;
 pub mod registration;
+pub mod replica;
 mod scheduler;
 
 use std::future::Future;
@@ -124,12 +125,29 @@ impl Broker {
             addr: bind_addr,
             source,
         })?;
+        if let Some(replica) = &config.replica {
+            // Replica topics already copied keep the source's partition counts from the start
+            // (the copier confirms them from the source's ZooKeeper).
+            for (topic, count) in logs.local_counts() {
+                if replica.topics.allows(topic.as_str()) {
+                    logs.set_replica(&topic, count);
+                }
+            }
+        }
         let (registration, new_topics) = if config.enable_zookeeper {
             let (topics_tx, topics_rx) = mpsc::unbounded_channel();
-            let registration =
-                Registration::start(env.clone(), &config, addr.port(), logs.topics(), topics_rx)
-                    .await
-                    .map_err(StartError::Registration)?;
+            let counted = logs.clone();
+            let counts: registration::Counts = Arc::new(move |t| counted.partition_count(t));
+            let registration = Registration::start(
+                env.clone(),
+                &config,
+                addr.port(),
+                logs.topics(),
+                topics_rx,
+                counts,
+            )
+            .await
+            .map_err(StartError::Registration)?;
             (Some(registration), Some(topics_tx))
         } else {
             (None, None)
@@ -230,6 +248,16 @@ async fn run<E: Env>(
     // Connections and timers stop on this, whether the stop came from outside or a failure.
     let (stop, stop_rx) = watch::channel(false);
     let mut timers = scheduler::start(env.clone(), logs.clone(), &config, stop_rx.clone());
+    let mut replica = config.replica.clone().map(|replica_config| {
+        tokio::spawn(replica::run(
+            env.clone(),
+            config.clone(),
+            replica_config,
+            logs.clone(),
+            shared.new_topics.clone(),
+            stop_rx.clone(),
+        ))
+    });
     let mut connections = JoinSet::new();
     let mut seeds = env.rng_seed();
     let failure = loop {
@@ -246,6 +274,7 @@ async fn run<E: Env>(
                 _ => BrokerError::TaskEnded("the flush scheduler or the cleaner"),
             }),
             ended = registration_ended(&mut registration) => break Some(ended),
+            ended = replica_ended(&mut replica) => break Some(ended),
             ended = &mut committer => break Some(match ended {
                 Err(e) => BrokerError::from_join("the acknowledgement committer", e),
                 Ok(()) => BrokerError::TaskEnded("the acknowledgement committer"),
@@ -296,6 +325,20 @@ async fn run<E: Env>(
             }
         }
     }
+    if let Some(mut task) = replica.take() {
+        // It stops at its next wait; one stuck in a call to the source is aborted.
+        if tokio::time::timeout(SHUTDOWN_GRACE, &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
+        }
+        if let Err(e) = task.await {
+            if e.is_panic() {
+                failure.get_or_insert(BrokerError::from_join("the replica copier", e));
+            }
+        }
+    }
     if !committer.is_finished() {
         let _already_stopped = committer_stop.send(true).is_err();
         if let Err(e) = (&mut committer).await {
@@ -318,6 +361,18 @@ async fn run<E: Env>(
     match failure {
         Some(failure) => Err(failure),
         None => closed.map_err(BrokerError::from),
+    }
+}
+
+/// Resolves when the replica copier ends before the broker stops (it never should); pending
+/// without one.
+async fn replica_ended(replica: &mut Option<tokio::task::JoinHandle<()>>) -> BrokerError {
+    match replica {
+        Some(task) => match task.await {
+            Err(e) => BrokerError::from_join("the replica copier", e),
+            Ok(()) => BrokerError::TaskEnded("the replica copier"),
+        },
+        None => std::future::pending().await,
     }
 }
 

@@ -2,7 +2,7 @@
 //! `/brokers/topics/<topic>/<id>` per topic, all ephemeral. Re-registers everything on a new
 //! session after expiry; refuses to start while another live broker holds the same id.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -30,7 +30,7 @@ struct Registrar {
     broker_id: i32,
     host: String,
     port: u16,
-    partitions: BTreeSet<(TopicName, u32)>,
+    partitions: BTreeMap<TopicName, u32>,
     session_timeout: Duration,
     connection_timeout: Duration,
 }
@@ -58,6 +58,10 @@ impl std::fmt::Display for RegisterError {
     }
 }
 
+/// The partition count to register for a topic (the broker's logs decide: configured counts,
+/// or a replica topic's source count).
+pub type Counts = std::sync::Arc<dyn Fn(&TopicName) -> u32 + Send + Sync>;
+
 /// The running registration; stop it to leave ZooKeeper.
 #[derive(Debug)]
 pub struct Registration {
@@ -75,6 +79,7 @@ impl Registration {
         port: u16,
         topics: Vec<TopicName>,
         new_topics: mpsc::UnboundedReceiver<TopicName>,
+        counts: Counts,
     ) -> Result<Self, String> {
         let Some(connect) = config.zk_connect.clone() else {
             return Err("zk.connect is not set".into());
@@ -90,7 +95,7 @@ impl Registration {
             partitions: topics
                 .into_iter()
                 .map(|t| {
-                    let n = config.partitions_for(&t);
+                    let n = counts(&t);
                     (t, n)
                 })
                 .collect(),
@@ -105,7 +110,6 @@ impl Registration {
             registrar.port,
             registrar.connect
         );
-        let counts = config.clone();
         let (stop, stop_rx) = oneshot::channel();
         let task = tokio::spawn(keep_alive(
             env, registrar, coord, new_topics, stop_rx, counts,
@@ -296,7 +300,7 @@ async fn keep_alive<E: Env>(
     mut coord: E::Coord,
     mut new_topics: mpsc::UnboundedReceiver<TopicName>,
     mut stop: oneshot::Receiver<()>,
-    config: BrokerConfig,
+    counts: Counts,
 ) {
     // Topics whose registration failed (ZooKeeper unreachable): retried until they succeed.
     let mut unregistered: BTreeSet<(TopicName, u32)> = BTreeSet::new();
@@ -306,8 +310,8 @@ async fn keep_alive<E: Env>(
             biased;
             _ = &mut stop => return close_bounded(coord).await,
             Some(topic) = new_topics.recv() => {
-                let count = config.partitions_for(&topic);
-                if registrar.partitions.insert((topic.clone(), count)) {
+                let count = counts(&topic);
+                if registrar.partitions.insert(topic.clone(), count) != Some(count) {
                     unregistered.insert((topic, count));
                     register_pending(&coord, registrar.broker_id, &mut unregistered).await;
                 }

@@ -6,6 +6,7 @@ use super::error::ConfigError;
 use super::fields::Fields;
 use super::properties::Properties;
 use super::reference::ConfigKind;
+use super::replica::{self, ReplicaConfig};
 use super::zk::{read_connect, require_connect, ZkConfig, ZkConnect};
 use crate::wire::{TopicName, TOPIC_NAME_BYTES_MAX};
 
@@ -77,6 +78,8 @@ pub struct BrokerConfig {
     pub zk_connect: Option<ZkConnect>,
     /// The other `zk.*` keys.
     pub zk: ZkConfig,
+    /// Replica mode (`replica.*`, Tributary): set when `replica.source.zk.connect` is.
+    pub replica: Option<ReplicaConfig>,
     /// Keys Tributary does not know, kept as they were.
     pub unknown: BTreeMap<String, String>,
 }
@@ -129,14 +132,17 @@ impl BrokerConfig {
             enable_zookeeper: f.bool("enable.zookeeper", true)?,
             zk_connect: None,
             zk: ZkConfig::read(&mut f)?,
+            replica: None,
             unknown: BTreeMap::new(),
         };
+        let replica = replica::read(&mut f, config.broker_id)?;
         let zk_connect = match config.enable_zookeeper {
             true => Some(require_connect(&mut f, "when enable.zookeeper=true")?),
             false => read_connect(&mut f)?,
         };
         Ok(BrokerConfig {
             zk_connect,
+            replica,
             unknown: f.warn_unknown(),
             ..config
         })

@@ -11,6 +11,7 @@ mod fields;
 mod producer;
 mod properties;
 pub mod reference;
+mod replica;
 mod zk;
 mod zookeeper_server;
 
@@ -21,6 +22,7 @@ pub use fields::unknown_key_message;
 pub use producer::{BrokerEndpoint, Discovery, EnqueueTimeout, ProducerConfig, ProducerType};
 pub use properties::{Properties, PropertiesError, Property};
 pub use reference::ConfigKind;
+pub use replica::ReplicaConfig;
 pub use zk::{ZkConfig, ZkConnect, ZkServer};
 pub use zookeeper_server::ZooKeeperServerConfig;
 

@@ -36,6 +36,15 @@ pub struct TopicPatternError {
     pub reason: String,
 }
 
+/// Two patterns are equal when they are of one kind and normalize to the same text.
+impl PartialEq for TopicPattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.pattern == other.pattern
+    }
+}
+
+impl Eq for TopicPattern {}
+
 impl TopicPattern {
     /// Normalizes `filter` as 0.7.1 does and compiles it.
     pub fn new(kind: FilterKind, filter: &str) -> Result<Self, TopicPatternError> {

@@ -55,6 +55,9 @@ pub struct LogManager<F: LogFs + Clone, C> {
     /// Serializes creation of new partitions (file-system work), outside the map's lock.
     creating: Mutex<()>,
     refused: BTreeMap<TopicPartition, String>,
+    /// Replica topics (replica mode) with the source's partition counts: their counts come from
+    /// the source, not from this broker's configuration, and they refuse produces.
+    replicas: Mutex<BTreeMap<TopicName, u32>>,
     _dir_lock: F::DirLock,
 }
 
@@ -144,6 +147,7 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
             logs: Mutex::new(logs),
             creating: Mutex::new(()),
             refused,
+            replicas: Mutex::new(BTreeMap::new()),
             _dir_lock: dir_lock,
         };
         manager.write_checkpoint(ends)?;
@@ -172,9 +176,47 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         LogPolicy::for_topic(&self.config, topic)
     }
 
-    /// Partitions `topic` has on this broker (per-topic override, else `num.partitions`).
+    /// Partitions `topic` has on this broker: a replica topic's source count, else the
+    /// per-topic override, else `num.partitions`.
     pub fn partition_count(&self, topic: &TopicName) -> u32 {
-        self.config.partitions_for(topic)
+        match self.replicas().get(topic) {
+            Some(count) => *count,
+            None => self.config.partitions_for(topic),
+        }
+    }
+
+    /// Makes `topic` a replica topic with the source's partition count (replica mode). A count
+    /// never shrinks (0.7 partitions are never removed): the larger one is kept.
+    pub fn set_replica(&self, topic: &TopicName, count: u32) {
+        let mut replicas = self.replicas();
+        let kept = replicas.entry(topic.clone()).or_insert(count);
+        *kept = (*kept).max(count);
+    }
+
+    /// Whether `topic` is a replica topic (its partitions refuse produces).
+    pub fn is_replica(&self, topic: &TopicName) -> bool {
+        self.replicas().contains_key(topic)
+    }
+
+    /// Topics this broker holds partitions of, with the highest partition number + 1 found on
+    /// disk or created since (what a replica topic's count was when it was last copied).
+    pub fn local_counts(&self) -> BTreeMap<TopicName, u32> {
+        let mut counts = BTreeMap::new();
+        for tp in self.logs().keys().chain(self.refused.keys()) {
+            let n = counts.entry(tp.topic.clone()).or_insert(0u32);
+            *n = (*n).max(tp.partition + 1);
+        }
+        counts
+    }
+
+    #[expect(
+        clippy::panic,
+        reason = "a poisoned map lock is a bug in this module; stopping loudly is the point"
+    )]
+    fn replicas(&self) -> MutexGuard<'_, BTreeMap<TopicName, u32>> {
+        self.replicas.lock().unwrap_or_else(|_| {
+            panic!("the replica map's lock was poisoned by a panic while it was held")
+        })
     }
 
     /// The log of `tp`, if it exists and is served.
@@ -191,13 +233,24 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
     /// The log of `tp`, created (durably) if it does not exist, and whether this call created
     /// it. Refuses partitions outside the topic's count and partitions refused at startup.
     /// Creation happens outside the map's lock, so readers of other partitions never wait for it.
+    pub fn get_or_create(
+        &self,
+        tp: &TopicPartition,
+        now_ms: i64,
+    ) -> Result<(Arc<C>, bool), LogError> {
+        self.get_or_create_at(tp, 0, now_ms)
+    }
+
+    /// [`LogManager::get_or_create`], a new log starting at offset `start` (replica mode: the
+    /// source's earliest offset).
     #[expect(
         clippy::panic,
         reason = "a poisoned creation lock means a creation panicked: a bug; stopping loudly is the point"
     )]
-    pub fn get_or_create(
+    pub fn get_or_create_at(
         &self,
         tp: &TopicPartition,
+        start: u64,
         now_ms: i64,
     ) -> Result<(Arc<C>, bool), LogError> {
         if let Some(reason) = self.refused.get(tp) {
@@ -224,11 +277,12 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         if let Some(log) = self.get(tp) {
             return Ok((log, false));
         }
-        let log = Log::create(
+        let log = Log::create_at(
             self.fs.clone(),
             &self.log_dir.join(tp.dir_name()),
             tp.clone(),
             self.policy_for(&tp.topic),
+            start,
             now_ms,
         )?;
         tracing::info!("{tp}: created log");

@@ -135,6 +135,20 @@ impl<F: LogFs> Log<F> {
         policy: LogPolicy,
         now_ms: i64,
     ) -> Result<Self, LogError> {
+        Self::create_at(fs, dir, tp, policy, 0, now_ms)
+    }
+
+    /// Creates a new, empty log whose first offset is `start` (its first segment is named
+    /// after it, as 0.7 names segments): a replica of a source whose retention already
+    /// deleted everything before `start` holds the same bytes at the same offsets.
+    pub fn create_at(
+        fs: F,
+        dir: &Path,
+        tp: TopicPartition,
+        policy: LogPolicy,
+        start: u64,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
         let io = |op, path: &Path, source| LogError::Io {
             partition: tp.to_string(),
             op,
@@ -153,7 +167,7 @@ impl<F: LogFs> Log<F> {
             dir: dir.to_path_buf(),
             policy,
             segments: Vec::new(),
-            flushed_end: 0,
+            flushed_end: start,
             appended_messages: 0,
             flushed_messages: 0,
             flushes_in_flight: 0,
@@ -161,7 +175,7 @@ impl<F: LogFs> Log<F> {
             poisoned: None,
             failed: None,
         };
-        log.new_segment(0, now_ms)?;
+        log.new_segment(start, now_ms)?;
         Ok(log)
     }
 

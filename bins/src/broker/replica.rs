@@ -1,0 +1,441 @@
+//! Replica mode: a broker whose configuration names a source cluster
+//! (`replica.source.zk.connect`) copies every partition of source broker
+//! `replica.source.brokerid` for the topics its filter passes, byte for byte, at the same
+//! offsets (0.7's offsets are byte positions, so the same bytes appended in the same order land
+//! at the same offsets).
+//!
+//! The copy position of a partition is its own log's written end: after a crash, recovery cuts
+//! the unflushed tail and copying resumes there, so nothing is copied twice and nothing is
+//! skipped, with no offsets kept anywhere else. What is copied becomes visible as any append
+//! does: once flushed. A new replica partition starts at the source's earliest offset.
+//!
+//! Replica partitions refuse produces from clients (see the handler); a partition whose source
+//! data is corrupt, or whose next bytes the source has already deleted, stops with an error
+//! naming it and its offsets, and the others go on. Every wait on the source has a deadline; a
+//! connection that failed is never reused.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tributary_core::config::{BrokerConfig, ReplicaConfig};
+use tributary_core::log::{TopicPartition, ValidatedSet};
+use tributary_core::replica::{decide, fetch_size, Fetched};
+use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
+use tributary_core::zk_layout::{
+    broker_id_path, broker_topic_partitions_path, parse_broker_registration, BROKER_TOPICS_PATH,
+};
+
+use super::logs::{self, with_log, Logs};
+use crate::client::{connect, Connection};
+use crate::coordination::{CoordError, Coordination};
+use crate::env::Env;
+
+/// How often the source's ZooKeeper is read for new topics and partitions.
+const DISCOVERY_INTERVAL: Duration = Duration::from_secs(2);
+/// Partitions in one MULTIFETCH at most.
+const FETCHES_PER_REQUEST_MAX: usize = 200;
+/// Headers a message's entry adds beyond `max.message.size` (length, magic, attributes, CRC).
+const ENTRY_OVERHEAD_BYTES: u32 = 10;
+
+/// One copied partition's state.
+#[derive(Debug, Clone)]
+struct Copied {
+    /// Bytes asked per fetch (grows for a message larger than `replica.fetch.size`).
+    fetch_bytes: u32,
+    /// Why copying stopped, if it did (corruption, a gap): said once, then skipped.
+    stopped: Option<String>,
+}
+
+/// What the source cluster looks like: the source broker's address and its partitions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct SourceView {
+    address: Option<(String, u16)>,
+    counts: BTreeMap<TopicName, u32>,
+}
+
+/// Copies until `stop`; returns only then (every failure is retried, loudly, or stops one
+/// partition).
+pub async fn run<E: Env>(
+    env: E,
+    broker: BrokerConfig,
+    replica: ReplicaConfig,
+    logs: Arc<Logs<E::Fs>>,
+    new_topics: Option<mpsc::UnboundedSender<TopicName>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let timeout = Duration::from_millis(replica.socket_timeout_ms.into());
+    let backoff = Duration::from_millis(replica.fetch_backoff_ms.into());
+    let size_limit = broker
+        .max_message_bytes
+        .saturating_add(ENTRY_OVERHEAD_BYTES)
+        .max(replica.fetch_bytes);
+    let mut coord: Option<E::Coord> = None;
+    let mut conn: Option<Connection<E::Stream>> = None;
+    let mut view = SourceView::default();
+    let mut copied: BTreeMap<TopicPartition, Copied> = BTreeMap::new();
+    let mut last_discovery: Option<i64> = None;
+    tracing::info!(
+        "replica: copying source broker {} of {} (topics {})",
+        replica.source_broker_id,
+        replica.source,
+        replica.topics.pattern()
+    );
+    while !*stop.borrow() {
+        let now = env.now_ms();
+        if last_discovery.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
+            match discover(&env, &broker, &replica, &mut coord).await {
+                Ok(fresh) => {
+                    last_discovery = Some(now);
+                    if fresh.address != view.address {
+                        conn = None;
+                    }
+                    announce(&logs, &view, &fresh, new_topics.as_ref());
+                    for (topic, count) in &fresh.counts {
+                        for p in 0..*count {
+                            copied
+                                .entry(TopicPartition::new(topic.clone(), p))
+                                .or_insert(Copied {
+                                    fetch_bytes: replica.fetch_bytes,
+                                    stopped: None,
+                                });
+                        }
+                    }
+                    view = fresh;
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "replica: reading the source's ZooKeeper at {}: {e}; retrying",
+                        replica.source
+                    );
+                    coord = None;
+                    if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
+                        return;
+                    }
+                    continue;
+                }
+            }
+        }
+        let Some((host, port)) = view.address.clone() else {
+            if pause(&mut stop, DISCOVERY_INTERVAL).await {
+                return;
+            }
+            continue;
+        };
+        if conn.is_none() {
+            match connect(&env, &host, port, timeout).await {
+                Ok(fresh) => conn = Some(fresh),
+                Err(e) => {
+                    tracing::warn!("replica: source broker {host}:{port}: {e}; retrying");
+                    if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
+                        return;
+                    }
+                    continue;
+                }
+            }
+        }
+        let Some(open) = conn.as_mut() else { continue };
+        let sizes = (replica.fetch_bytes, size_limit);
+        let copied_any = match round(&env, open, &logs, &mut copied, sizes).await {
+            Ok(any) => any,
+            Err(e) => {
+                tracing::warn!("replica: source broker {host}:{port}: {e}; reconnecting");
+                conn = None;
+                false
+            }
+        };
+        if !copied_any && pause(&mut stop, backoff).await {
+            return;
+        }
+    }
+}
+
+/// Waits `how_long` or until stopped; `true` when stopped.
+async fn pause(stop: &mut watch::Receiver<bool>, how_long: Duration) -> bool {
+    let stopped = tokio::select! {
+        biased;
+        _ = stop.wait_for(|s| *s) => true,
+        () = tokio::time::sleep(how_long) => false,
+    };
+    stopped || *stop.borrow()
+}
+
+/// Reads the source broker's address and partition counts from the source's ZooKeeper.
+async fn discover<E: Env>(
+    env: &E,
+    broker: &BrokerConfig,
+    replica: &ReplicaConfig,
+    coord: &mut Option<E::Coord>,
+) -> Result<SourceView, CoordError> {
+    if coord.is_none() {
+        let session = Duration::from_millis(broker.zk.session_timeout_ms.into());
+        let connection = Duration::from_millis(broker.zk.connection_timeout_ms.into());
+        *coord = Some(env.coordinate(&replica.source, session, connection).await?);
+    }
+    let Some(c) = coord.as_ref() else {
+        return Ok(SourceView::default());
+    };
+    let address = match c.get(&broker_id_path(replica.source_broker_id)).await {
+        Ok((data, _)) => parse_broker_registration(&String::from_utf8_lossy(&data)),
+        Err(CoordError::NoNode(_)) => None,
+        Err(e) => return Err(e),
+    };
+    let mut counts = BTreeMap::new();
+    let topics = match c.children(BROKER_TOPICS_PATH).await {
+        Ok(topics) => topics,
+        Err(CoordError::NoNode(_)) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    for name in topics {
+        if !replica.topics.allows(&name) {
+            continue;
+        }
+        let Ok(topic) = name.parse::<TopicName>() else {
+            tracing::warn!("replica: the source registers topic {name:?}, which is not a valid topic name; skipped");
+            continue;
+        };
+        let path = broker_topic_partitions_path(&topic, replica.source_broker_id);
+        match c.get(&path).await {
+            Ok((data, _)) => match String::from_utf8_lossy(&data).trim().parse::<u32>() {
+                Ok(count) if count > 0 => {
+                    counts.insert(topic, count);
+                }
+                _ => tracing::warn!(
+                    "replica: {path} holds {:?}, not a partition count; skipped",
+                    String::from_utf8_lossy(&data)
+                ),
+            },
+            Err(CoordError::NoNode(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(SourceView { address, counts })
+}
+
+/// Makes new or grown source topics replica topics here (with the source's counts) and has
+/// them registered.
+fn announce<F: tributary_core::log::LogFs + Clone>(
+    logs: &Logs<F>,
+    old: &SourceView,
+    fresh: &SourceView,
+    new_topics: Option<&mpsc::UnboundedSender<TopicName>>,
+) {
+    for (topic, count) in &fresh.counts {
+        if old.counts.get(topic) == Some(count) && logs.is_replica(topic) {
+            continue;
+        }
+        logs.set_replica(topic, *count);
+        tracing::info!(
+            "replica: {topic} has {count} partitions on the source broker; copying them"
+        );
+        if let Some(sender) = new_topics {
+            // The registration task is gone only while the broker stops.
+            let _stopping = sender.send(topic.clone()).is_err();
+        }
+    }
+}
+
+/// One MULTIFETCH over the partitions still copied (at their log ends), and the appends; `true`
+/// when anything was appended.
+async fn round<E: Env>(
+    env: &E,
+    conn: &mut Connection<E::Stream>,
+    logs: &Arc<Logs<E::Fs>>,
+    copied: &mut BTreeMap<TopicPartition, Copied>,
+    (base_bytes, limit_bytes): (u32, u32),
+) -> Result<bool, String> {
+    let mut fetches = Vec::new();
+    let mut keys = Vec::new();
+    for (tp, state) in copied.iter() {
+        if state.stopped.is_some() || fetches.len() >= FETCHES_PER_REQUEST_MAX {
+            continue;
+        }
+        let end = match logs.get(tp) {
+            Some(log) => log.lock().await.written_end(),
+            None => match create(env, conn, logs, tp).await? {
+                Some(start) => start,
+                None => continue,
+            },
+        };
+        fetches.push(FetchRequest {
+            topic: tp.topic.clone(),
+            partition: tp.partition as i32,
+            offset: i64::try_from(end).map_err(|_| format!("{tp}: log end {end} is past i64"))?,
+            max_bytes: state.fetch_bytes as i32,
+        });
+        keys.push(tp.clone());
+    }
+    if fetches.is_empty() {
+        return Ok(false);
+    }
+    let blocks = match conn.call(&Request::MultiFetch(fetches.clone())).await {
+        Ok(Response::MultiFetch(m)) if m.blocks.len() == fetches.len() => m.blocks,
+        Ok(other) => return Err(format!("unexpected answer to MULTIFETCH: {other:?}")),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut appended_any = false;
+    for ((tp, request), block) in keys.iter().zip(&fetches).zip(blocks) {
+        let Some(state) = copied.get_mut(tp) else {
+            continue;
+        };
+        match block.error {
+            ErrorCode::NoError => {}
+            ErrorCode::OffsetOutOfRange => {
+                let reason = gap_reason(conn, tp, request.offset).await?;
+                tracing::error!("replica: {tp}: {reason}; this partition stops copying");
+                state.stopped = Some(reason);
+                continue;
+            }
+            other => {
+                tracing::warn!(
+                    "replica: {tp}: the source answered {other:?} at offset {}; trying again",
+                    request.offset
+                );
+                continue;
+            }
+        }
+        match decide(request.offset, &block.messages) {
+            Fetched::Nothing => {}
+            Fetched::TooSmall { needed } => {
+                match fetch_size(state.fetch_bytes, Some(needed), limit_bytes) {
+                    Some(bigger) if bigger > state.fetch_bytes => {
+                        tracing::info!("replica: {tp}: a message of {needed} bytes at offset {}; fetching it whole", request.offset);
+                        state.fetch_bytes = bigger;
+                    }
+                    _ => {
+                        let reason = format!("the message at offset {} needs {needed} bytes, more than max.message.size allows ({limit_bytes} with its headers)", request.offset);
+                        tracing::error!("replica: {tp}: {reason}; this partition stops copying");
+                        state.stopped = Some(reason);
+                    }
+                }
+            }
+            Fetched::Corrupt { offset, error } => {
+                let reason = format!("corrupt source data at offset {offset}: {error}");
+                tracing::error!("replica: {tp}: {reason}; this partition stops copying (nothing at or after it was copied)");
+                state.stopped = Some(reason);
+            }
+            Fetched::Append { bytes, .. } => {
+                match append(env, logs, tp, request.offset, block.messages.slice(..bytes)).await {
+                    Ok(()) => appended_any = true,
+                    Err(reason) => {
+                        tracing::error!("replica: {tp}: {reason}; this partition stops copying");
+                        state.stopped = Some(reason);
+                    }
+                }
+                // A fetch size grown for one large message goes back once it is copied.
+                state.fetch_bytes = base_bytes;
+            }
+        }
+    }
+    Ok(appended_any)
+}
+
+/// Creates a replica partition at the source's earliest offset; `None` when the source does
+/// not answer for it yet.
+async fn create<E: Env>(
+    env: &E,
+    conn: &mut Connection<E::Stream>,
+    logs: &Arc<Logs<E::Fs>>,
+    tp: &TopicPartition,
+) -> Result<Option<u64>, String> {
+    let Some(earliest) = source_offset(conn, tp, -2).await? else {
+        return Ok(None);
+    };
+    let start = u64::try_from(earliest)
+        .map_err(|_| format!("{tp}: the source's earliest offset {earliest} is negative"))?;
+    let (logs, key, now) = (logs.clone(), tp.clone(), env.now_ms());
+    let (log, _created) = env
+        .blocking(move || logs.get_or_create_at(&key, start, now))
+        .await
+        .map_err(|e| e.to_string())?;
+    let end = log.lock().await.written_end();
+    tracing::info!("replica: {tp}: copying from offset {end}");
+    Ok(Some(end))
+}
+
+/// One offset of the source for `tp` (`time` -1 latest, -2 earliest), `None` on an error code.
+async fn source_offset<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    tp: &TopicPartition,
+    time: i64,
+) -> Result<Option<i64>, String> {
+    let request = Request::Offsets(OffsetsRequest {
+        topic: tp.topic.clone(),
+        partition: tp.partition as i32,
+        time,
+        max_offsets: 1,
+    });
+    match conn.call(&request).await.map_err(|e| e.to_string())? {
+        Response::Offsets(o) if o.error == ErrorCode::NoError => Ok(o.offsets.first().copied()),
+        Response::Offsets(o) => {
+            tracing::warn!(
+                "replica: {tp}: the source answered OFFSETS with {:?}",
+                o.error
+            );
+            Ok(None)
+        }
+        other => Err(format!("unexpected answer to OFFSETS: {other:?}")),
+    }
+}
+
+/// Why the source answered OffsetOutOfRange at `offset`: its data from `offset` was deleted
+/// before it was copied (a gap, with its range), or the replica is ahead of the source.
+async fn gap_reason<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    tp: &TopicPartition,
+    offset: i64,
+) -> Result<String, String> {
+    let earliest = source_offset(conn, tp, -2).await?;
+    let latest = source_offset(conn, tp, -1).await?;
+    Ok(match (earliest, latest) {
+        (Some(earliest), _) if earliest > offset => format!(
+            "the source deleted bytes {offset}..{earliest} before they were copied (a gap; nothing is filled in)"
+        ),
+        (_, Some(latest)) if latest < offset => format!(
+            "the replica ends at {offset}, past the source's end {latest} (the source lost data this replica holds)"
+        ),
+        (earliest, latest) => format!(
+            "the source refuses offset {offset} (its range is {earliest:?}..{latest:?})"
+        ),
+    })
+}
+
+/// Appends `bytes`, fetched at `offset`, at the log's end, which must be `offset`; an error
+/// (a refused set, a poisoned log, an end that moved) stops the partition.
+async fn append<E: Env>(
+    env: &E,
+    logs: &Arc<Logs<E::Fs>>,
+    tp: &TopicPartition,
+    offset: i64,
+    bytes: bytes::Bytes,
+) -> Result<(), String> {
+    let Some(log) = logs.get(tp) else {
+        return Err(format!("{tp}: the replica's log is gone"));
+    };
+    let limits = logs.policy_for(&tp.topic).validation;
+    let set = env
+        .blocking(move || ValidatedSet::check(bytes, limits))
+        .await
+        .map_err(|e| format!("{tp}: copied data refused by the log: {e}"))?;
+    let now = env.now_ms();
+    let appended = with_log(env, &log, move |l| {
+        let end = l.written_end();
+        if i64::try_from(end).ok() != Some(offset) {
+            return Err(format!(
+                "the log ends at {end}, not at the fetch offset {offset}"
+            ));
+        }
+        l.append_validated(&set, now).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| format!("{tp}: {e}"))?;
+    debug_assert_eq!(
+        appended.offset as i64, offset,
+        "a replica append landed elsewhere"
+    );
+    if appended.flush_needed {
+        logs::flush(env, &log).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
