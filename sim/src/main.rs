@@ -221,6 +221,9 @@ fn run_mirror(args: &Args) -> ExitCode {
     let mut drains = Vec::new();
     // The most one ownership of a partition forwarded again, as a share of the stated bound.
     let mut worst_reforward = (0.0f64, 0usize, 0usize, 0u64);
+    // The same, summed over all partitions of one ownership, and the seeds past the bound.
+    let mut worst_owner = (0.0f64, 0usize, 0usize, 0u64);
+    let mut owner_past_bound = Vec::new();
     let mut mirror_failures: std::collections::BTreeMap<String, u32> = Default::default();
     for seed in args.first..args.first + args.seeds {
         match run_seed(seed, options) {
@@ -236,6 +239,13 @@ fn run_mirror(args: &Args) -> ExitCode {
                 let share = r.reforwards_max as f64 / r.reforward_bound.max(1) as f64;
                 if share > worst_reforward.0 {
                     worst_reforward = (share, r.reforwards_max, r.reforward_bound, seed);
+                }
+                let owner_share = r.reforwards_owner_max as f64 / r.reforward_bound.max(1) as f64;
+                if owner_share > worst_owner.0 {
+                    worst_owner = (owner_share, r.reforwards_owner_max, r.reforward_bound, seed);
+                }
+                if r.reforwards_owner_max > r.reforward_bound {
+                    owner_past_bound.push(seed);
                 }
                 if let Some(drained) = r.drained_after {
                     if drained > std::time::Duration::from_secs(30) {
@@ -281,6 +291,13 @@ fn run_mirror(args: &Args) -> ExitCode {
         worst_reforward.3,
         drains.get(drains.len() / 2).copied().unwrap_or_default(),
         drains.last().copied().unwrap_or_default()
+    );
+    println!(
+        "summed over one ownership's partitions: at most {} re-forwarded against a bound of {} ({:.0} %, seed {}); past the bound on seeds {owner_past_bound:?}",
+        worst_owner.1,
+        worst_owner.2,
+        worst_owner.0 * 100.0,
+        worst_owner.3
     );
     let stopped: u32 = mirror_failures.values().sum();
     println!(

@@ -109,8 +109,10 @@ pub struct MirrorReport {
     pub mirrored: usize,
     /// Copies in the mirror cluster beyond the source's copies.
     pub duplicates: usize,
-    /// The largest re-forward count of one ownership of a partition, and the bound.
+    /// The largest re-forward count of one ownership of a partition.
     pub reforwards_max: usize,
+    /// The largest re-forward count of one ownership over all its partitions.
+    pub reforwards_owner_max: usize,
     /// The bound it is checked against.
     pub reforward_bound: usize,
     /// Gaps reported, and acknowledged messages inside them.
@@ -162,10 +164,15 @@ struct State {
     acked: BTreeMap<u64, Acked>,
     /// Per source partition, every forward in order.
     forwards: BTreeMap<Part, Vec<Forward>>,
+    /// Per source partition and ownership, the forwards not acknowledged yet (their ends).
+    unacked: BTreeMap<(Part, (String, u64)), BTreeSet<i64>>,
     /// Per source partition, the end offsets some mirror had durably acknowledged.
     acked_ends: BTreeMap<Part, BTreeSet<i64>>,
     /// Gaps reported: (partition, from, to).
-    gaps: Vec<(Part, i64, i64)>,
+    gaps: Vec<(Part, i64, i64, Duration)>,
+    /// Gap seeds: the source's earliest offset per partition as polled while running (every
+    /// 250 ms), with when, to judge each gap report against what the source held right after it.
+    earliest_seen: BTreeMap<Part, Vec<(Duration, i64)>>,
     /// Mirror starts per host (incarnations).
     starts: BTreeMap<String, u64>,
     commits_checked: u64,
@@ -174,7 +181,7 @@ struct State {
     /// What the checker host read at the end.
     final_read: Option<FinalRead>,
     /// Source partitions' latest offsets, polled during the drain.
-    source_latest: BTreeMap<Part, i64>,
+    source_latest: BTreeMap<Part, (Duration, i64)>,
     /// The phase the checker host acts on.
     phase: Phase,
 }
@@ -337,6 +344,10 @@ impl MirrorObserver for Observer {
                 end: event.offset,
                 payload: payload.to_vec(),
             });
+            s.unacked
+                .entry((part.clone(), owner.clone()))
+                .or_default()
+                .insert(event.offset);
             previous
         };
         if let Some(previous) = out_of_order {
@@ -351,11 +362,39 @@ impl MirrorObserver for Observer {
     }
 
     fn acknowledged(&self, event: &MirrorEvent<'_>) {
-        state(&self.shared)
-            .acked_ends
-            .entry(Self::part(event))
-            .or_default()
-            .insert(event.offset);
+        let part = Self::part(event);
+        let mut s = state(&self.shared);
+        if let Some(unacked) = s
+            .unacked
+            .get_mut(&(part.clone(), (self.owner.clone(), event.generation)))
+        {
+            unacked.remove(&event.offset);
+        }
+        s.acked_ends.entry(part).or_default().insert(event.offset);
+    }
+
+    /// 4, at every commit: the committed offset ends the acknowledged prefix of what this
+    /// ownership forwarded — none of its forwards ending at or below it is unacknowledged.
+    fn committed(&self, event: &MirrorEvent<'_>) {
+        let part = Self::part(event);
+        let owner = (self.owner.clone(), event.generation);
+        let hole = {
+            let mut s = state(&self.shared);
+            s.commits_checked += 1;
+            s.unacked
+                .get(&(part.clone(), owner.clone()))
+                .and_then(|unacked| unacked.first().copied())
+                .filter(|first| *first <= event.offset)
+        };
+        if let Some(first) = hole {
+            self.control.violate(
+                Invariant::MirrorCommitSafety,
+                format!(
+                    "{}/{}: {owner:?} committed {} while its forward ending at {first} was not acknowledged",
+                    part.0, part.1, event.offset
+                ),
+            );
+        }
     }
 
     fn gap(&self, _source: usize, report: &GapReport) {
@@ -367,6 +406,7 @@ impl MirrorObserver for Observer {
             (report.topic.to_string(), report.partition.to_string()),
             report.from,
             report.to,
+            turmoil::sim_elapsed().unwrap_or_default(),
         ));
     }
 }
@@ -380,18 +420,19 @@ async fn run_mirror(
     control: Arc<Control>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let incarnation = {
-        let mut s = state(&shared);
-        let n = s.starts.entry(host.clone()).or_insert(0);
-        *n += 1;
-        *n
-    };
-    let observer: Arc<dyn MirrorObserver> = Arc::new(Observer {
-        owner: format!("{host}#{incarnation}"),
-        shared: shared.clone(),
-        control: control.clone(),
-    });
     loop {
+        // Each start is a new incarnation: its consumer's epochs count from 0 again.
+        let incarnation = {
+            let mut s = state(&shared);
+            let n = s.starts.entry(host.clone()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let observer: Arc<dyn MirrorObserver> = Arc::new(Observer {
+            owner: format!("{host}#{incarnation}"),
+            shared: shared.clone(),
+            control: control.clone(),
+        });
         let env = SimEnv::new(seed ^ turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64);
         let mirror = tokio::select! {
             biased;
@@ -500,7 +541,14 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
         );
     }
     add_reader(&mut sim, rng.random(), &shared, &control);
-    add_checker(&mut sim, &source, &mirror, &shared, &control);
+    add_checker(
+        &mut sim,
+        &source,
+        &mirror,
+        &shared,
+        &control,
+        shape.tiny_retention,
+    );
 
     let mut hosts = vec![
         source.zk_host.clone(),
@@ -729,6 +777,7 @@ fn add_checker(
     mirror: &Cluster,
     shared: &Shared,
     control: &Arc<Control>,
+    poll_earliest: bool,
 ) {
     let (shared, control) = (shared.clone(), control.clone());
     let (source_model, mirror_model) = (source.model.clone(), mirror.model.clone());
@@ -738,19 +787,44 @@ fn add_checker(
             loop {
                 let phase = state(&shared).phase;
                 match phase {
-                    Phase::Run => {}
-                    Phase::Drain => {
-                        let parts = partitions_of(&source_model);
-                        let mut latest = BTreeMap::new();
-                        for part in parts {
-                            if let Ok((_, end)) = range_of(&part, "src").await {
-                                latest.insert(part, end);
+                    Phase::Run if poll_earliest => {
+                        for part in partitions_of(&source_model) {
+                            // Stamped before asking: the answer holds for that moment or later.
+                            let at = turmoil::sim_elapsed().unwrap_or_default();
+                            if let Ok((earliest, _)) = range_of(&part, "src").await {
+                                state(&shared).earliest_seen.entry(part).or_default().push((at, earliest));
                             }
                         }
-                        state(&shared).source_latest.extend(latest);
+                    }
+                    Phase::Run => {}
+                    Phase::Drain => {
+                        for part in partitions_of(&source_model) {
+                            // Stamped before asking: the end holds for that moment or later.
+                            let at = turmoil::sim_elapsed().unwrap_or_default();
+                            if let Ok((_, end)) = range_of(&part, "src").await {
+                                state(&shared).source_latest.insert(part, (at, end));
+                            }
+                        }
                     }
                     Phase::Check => {
-                        let read = read_everything(&source_model, &mirror_model).await;
+                        // A broker restarted at healing may still be registering: read again
+                        // (for up to 30 s) before calling what cannot be read a problem.
+                        let known: BTreeSet<Part> = state(&shared).acked.values().map(|a| a.part.clone()).collect();
+                        let read_all = || async {
+                            let mut read = read_everything(&source_model, &mirror_model).await;
+                            for part in known.iter().filter(|p| !read.source.contains_key(*p)) {
+                                read.problems.push(format!("source {}/{}: not registered", part.0, part.1));
+                            }
+                            read
+                        };
+                        let mut read = read_all().await;
+                        for _ in 0..30 {
+                            if read.problems.is_empty() {
+                                break;
+                            }
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            read = read_all().await;
+                        }
                         control.trace.push(&format!("checker: read {} source partitions, {} distinct mirror messages, {} problems", read.source.len(), read.mirror.len(), read.problems.len()));
                         state(&shared).final_read = Some(read);
                         return Ok(());
@@ -953,14 +1027,17 @@ fn pick_fault(rng: &mut ChaCha8Rng, world: &World<'_>) -> Option<Fault> {
         let fault = match rng.random_range(0..10) {
             0..3 if network => Fault::Between,
             3..5 if network => {
+                // A mirror host from either ZooKeeper, or a source broker from its own (a
+                // source broker never talks to the mirror cluster's).
                 let mut hosts: Vec<String> = world.mirror_hosts.to_vec();
                 hosts.extend(world.source.brokers.iter().cloned());
-                let zk = if rng.random_bool(0.5) {
+                let host = pick(rng, &hosts);
+                let zk = if world.source.brokers.contains(&host) || rng.random_bool(0.5) {
                     world.source.zk_host.clone()
                 } else {
                     world.mirror.zk_host.clone()
                 };
-                Fault::Link(pick(rng, &hosts), zk)
+                Fault::Link(host, zk)
             }
             // Gap seeds keep their source brokers up: a restart would reset the cleaner's timer.
             5..7 if crash && !world.shape.tiny_retention => {
@@ -1017,9 +1094,10 @@ fn end(
         Fault::Crash(h) => links.bounce(sim, h),
         Fault::Restart(h) => {
             control.forget_stop(h);
-            // A graceful stop ended the host's work: start it again.
-            sim.crash(h.as_str());
-            sim.bounce(h.as_str());
+            // A graceful stop ended the host's work: start it again (isolated first, as every
+            // crash here, so the dying runtime's socket drops cannot reorder the trace).
+            links.crash(sim, h);
+            links.bounce(sim, h);
         }
     }
 }
@@ -1052,6 +1130,10 @@ fn drive(
         let now = sim.elapsed();
         if let Some((from, _)) = gap_cut.filter(|(from, _)| now >= *from) {
             let until = gap_cut.map_or(from, |(_, until)| until);
+            // A fault still running would repair links of this cut when it ends: end it now.
+            for (_, fault) in std::mem::take(&mut active) {
+                end(sim, links, control, world, &fault);
+            }
             control
                 .trace
                 .push_at(now, &format!("fault Between (gap seed) until {until:?}"));
@@ -1172,14 +1254,25 @@ fn drive(
 fn lag(source: &Cluster, shared: &Shared) -> Vec<(Part, i64, i64)> {
     let committed = committed_offsets(source);
     let s = state(shared);
-    if s.source_latest.is_empty() {
-        return vec![(("?".into(), "?".into()), 0, 0)];
-    }
-    s.source_latest
-        .iter()
-        .filter_map(|(part, latest)| {
-            let at = committed.get(part).copied().unwrap_or(0);
-            (*latest > 0 && at < *latest).then(|| (part.clone(), at, *latest))
+    let Some(since) = s.producers_stopped_at else {
+        return vec![(("?".into(), "?".into()), 0, -1)];
+    };
+    // Every partition known: registered now, or written or forwarded (a bounced broker may not
+    // be registered again yet). One whose end was not read since the producers stopped counts
+    // as behind (latest -1): its end is not known.
+    let mut parts: BTreeSet<Part> = partitions_of(&source.model).into_iter().collect();
+    parts.extend(s.acked.values().map(|a| a.part.clone()));
+    parts.extend(s.forwards.keys().cloned());
+    parts
+        .into_iter()
+        .filter_map(|part| {
+            let at = committed.get(&part).copied().unwrap_or(0);
+            match s.source_latest.get(&part) {
+                Some((polled, latest)) if *polled >= since => {
+                    (*latest > 0 && at < *latest).then_some((part, at, *latest))
+                }
+                _ => Some((part, at, -1)),
+            }
         })
         .collect()
 }
@@ -1231,7 +1324,7 @@ fn judge(shared: &Shared, control: &Control, shape: &Shape, report: &mut MirrorR
     let Some(read) = &s.final_read else { return };
     if let Some(problem) = read.problems.first() {
         return control.violate(
-            Invariant::MirrorNoLoss,
+            Invariant::BrokerHealth,
             format!("the clusters cannot be read end to end after healing: {problem}"),
         );
     }
@@ -1291,7 +1384,7 @@ fn judge(shared: &Shared, control: &Control, shape: &Shape, report: &mut MirrorR
                 .source
                 .get(&acked.part)
                 .map_or(0, |(earliest, _)| *earliest);
-        let in_gap = s.gaps.iter().any(|(part, from, to)| {
+        let in_gap = s.gaps.iter().any(|(part, from, to, _)| {
             *part == acked.part && acked.start >= *from && acked.start < *to
         });
         let (part, start) = (&acked.part, acked.start);
@@ -1307,7 +1400,22 @@ fn judge(shared: &Shared, control: &Control, shape: &Shape, report: &mut MirrorR
         }
     }
     // 6: a reported gap covers only what the source no longer has.
-    for (part, from, to) in &s.gaps {
+    for (part, from, to, at) in &s.gaps {
+        // What the source held right after the report: its data below `to` must be gone.
+        // (Earliest offsets only grow: the first poll after the report must be at or past `to`.)
+        let polled_after = s
+            .earliest_seen
+            .get(part)
+            .and_then(|seen| seen.iter().find(|(t, _)| *t >= *at).map(|(_, e)| *e));
+        if let Some(earliest) = polled_after.filter(|e| to > e) {
+            return control.violate(
+                Invariant::MirrorGaps,
+                format!(
+                    "{}/{}: gap {from}..{to} reported at {at:?}, but the source still started at {earliest} then",
+                    part.0, part.1
+                ),
+            );
+        }
         let earliest = read.source.get(part).map_or(0, |(e, _)| *e);
         if *to > earliest || from >= to {
             return control.violate(
@@ -1319,15 +1427,20 @@ fn judge(shared: &Shared, control: &Control, shape: &Shape, report: &mut MirrorR
             );
         }
     }
-    // 3: what one ownership forwards again is within the bound.
+    // 3: what one ownership of a partition (a mirror incarnation's epoch) forwards again is
+    // within the bound: its re-forwards end where its furthest predecessor got, and each had at
+    // most that many uncommitted. (Summed over an ownership's partitions the bound holds per
+    // fault only: stacked faults leave one window each — `reforwards_owner_max` reports it.)
     let bound = shape.reforward_bound();
     let mut worst = 0;
+    let mut per_owner: BTreeMap<&(String, u64), usize> = BTreeMap::new();
     for (part, forwards) in &s.forwards {
         let mut seen: BTreeSet<i64> = BTreeSet::new();
         let mut again: BTreeMap<&(String, u64), usize> = BTreeMap::new();
         for f in forwards {
             if !seen.insert(f.end) {
                 *again.entry(&f.owner).or_insert(0) += 1;
+                *per_owner.entry(&f.owner).or_insert(0) += 1;
             }
         }
         if let Some((owner, n)) = again.iter().max_by_key(|(_, n)| **n) {
@@ -1337,6 +1450,7 @@ fn judge(shared: &Shared, control: &Control, shape: &Shape, report: &mut MirrorR
             }
         }
     }
+    report.reforwards_owner_max = per_owner.values().copied().max().unwrap_or(0);
     report.reforwards_max = worst;
     report.acked = s.acked.len();
     report.mirrored = read

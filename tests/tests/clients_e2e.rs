@@ -368,29 +368,16 @@ async fn a_sync_producer_keeps_going_when_one_of_two_brokers_dies() {
     );
 }
 
-/// A group that never committed a partition records where it starts it as soon as it claims
-/// it, so data deleted later before it was read is a reported gap, not a silent fresh start.
-/// (With autocommit off, nothing else writes these offsets: the old consumer left none.)
+/// A group that commits (autocommit) but never committed a partition records where it starts
+/// it as soon as it claims it, so data deleted later before it was read is a reported gap, not
+/// a silent fresh start; a group that never commits keeps 0.7's fresh start and records nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_group_records_where_it_starts_a_partition_it_never_committed() {
+async fn a_committing_group_records_where_it_starts_a_partition_it_never_committed() {
     let c = cluster();
     let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n"))
         .await
         .unwrap();
     produce(&producer, "rs", (0..6).map(|i| format!("m{i}"))).await;
-    let (consumer, mut streams) = ConsumerConnector::start(
-        TokioEnv,
-        consumer_config(&c.zk, "rec", "autocommit.enable=false\n"),
-        Subscription::Topics([(topic("rs"), 1)].into_iter().collect()),
-    )
-    .await
-    .unwrap();
-    for _ in 0..6 {
-        tokio::time::timeout(Duration::from_secs(10), streams[0].next())
-            .await
-            .unwrap()
-            .unwrap();
-    }
     let zk = zookeeper_client::Client::connect(&c.zk.connect_string())
         .await
         .unwrap();
@@ -404,14 +391,32 @@ async fn a_group_records_where_it_starts_a_partition_it_never_committed() {
         partitions.extend((0..count).map(|p| format!("{broker}-{p}")));
     }
     assert!(!partitions.is_empty());
-    for partition in &partitions {
-        let path = format!("/consumers/rec/offsets/rs/{partition}");
-        let recorded = zk.get_data(&path).await.map(|(d, _)| d);
-        assert_eq!(
-            recorded.as_deref().ok(),
-            Some(&b"0"[..]),
-            "{path}: the start (smallest) was not recorded"
-        );
+    // (group, extra config, whether the start is recorded)
+    let cases = [
+        // An autocommit an hour away: only the recorded start can have written the offsets.
+        ("rec", "autocommit.interval.ms=3600000\n", true),
+        ("norec", "autocommit.enable=false\n", false),
+    ];
+    for (group, extra, recorded) in cases {
+        let (consumer, mut streams) = ConsumerConnector::start(
+            TokioEnv,
+            consumer_config(&c.zk, group, extra),
+            Subscription::Topics([(topic("rs"), 1)].into_iter().collect()),
+        )
+        .await
+        .unwrap();
+        for _ in 0..6 {
+            tokio::time::timeout(Duration::from_secs(10), streams[0].next())
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        for partition in &partitions {
+            let path = format!("/consumers/{group}/offsets/rs/{partition}");
+            let found = zk.get_data(&path).await.map(|(d, _)| d).ok();
+            let expected = recorded.then(|| b"0".to_vec());
+            assert_eq!(found, expected, "{path}");
+        }
+        consumer.shutdown().await;
     }
-    consumer.shutdown().await;
 }

@@ -582,7 +582,7 @@ impl<E: Env> Member<E> {
                     let mut unreadable = None;
                     let mut unrecorded = None;
                     let stream = (self.stream_of)(&topic_name, i);
-                    let (offsets, epoch) = match kept.get(&(topic.clone(), partition)) {
+                    let (mut offsets, epoch) = match kept.get(&(topic.clone(), partition)) {
                         Some((o, epoch)) => (
                             PartitionOffsets::resume(o.committed(), o.consumed()),
                             *epoch,
@@ -615,12 +615,28 @@ impl<E: Env> Member<E> {
                         }
                         return Err(e);
                     }
-                    if let Some(start) = unrecorded {
-                        if let Err(e) = self.record_start(coord, &topic, partition, start).await {
-                            tracing::warn!(
-                                "consumer {}: recording where {topic}/{partition} starts: {e}",
-                                self.consumer_id
-                            );
+                    if let Some(start) = unrecorded.filter(|_| self.records_starts()) {
+                        match self.record_start(coord, &topic, partition, start).await {
+                            Ok(None) => {}
+                            // Another member committed since the start was read: resume there.
+                            Ok(Some(committed)) => {
+                                offsets = PartitionOffsets::starting_at(committed);
+                            }
+                            Err(e) => {
+                                let mut owned: Vec<(TopicName, BrokerPartition)> = claimed
+                                    .iter()
+                                    .map(|s| (s.topic.clone(), s.partition))
+                                    .collect();
+                                owned.push((topic.clone(), partition));
+                                for (t, p) in owned {
+                                    let path =
+                                        format!("{}/{}", consumer_owners_path(self.group(), &t), p);
+                                    let _ = coord.delete(&path, None).await;
+                                }
+                                return Err(format!(
+                                    "recording where {topic}/{partition} starts: {e}"
+                                ));
+                            }
                         }
                     }
                     brokers.insert(partition.broker_id, address.clone());
@@ -738,13 +754,15 @@ impl<E: Env> Member<E> {
     /// committed): the starting point is on record, so data deleted before it was read shows up
     /// later as a gap (OffsetOutOfRange below the partition's start), never as a silent fresh
     /// start at whatever the partition holds then.
+    /// `Ok(None)` once recorded; `Ok(Some(offset))` when the group committed `offset` since
+    /// the start was read (that offset is where to start).
     async fn record_start(
         &self,
         coord: &E::Coord,
         topic: &TopicName,
         partition: BrokerPartition,
         start: i64,
-    ) -> Result<(), String> {
+    ) -> Result<Option<i64>, String> {
         let path = format!(
             "{}/{}",
             consumer_offsets_path(self.group(), topic),
@@ -758,9 +776,24 @@ impl<E: Env> Member<E> {
             .create(&path, start.to_string().as_bytes(), NodeKind::Persistent)
             .await
         {
-            Ok(_) | Err(CoordError::NodeExists(_)) => Ok(()),
+            Ok(_) => Ok(None),
+            Err(CoordError::NodeExists(_)) => {
+                let (data, _) = coord.get(&path).await.map_err(|e| format!("{path}: {e}"))?;
+                String::from_utf8_lossy(&data)
+                    .trim()
+                    .parse()
+                    .map(Some)
+                    .map_err(|_| format!("{path}: not an offset"))
+            }
             Err(e) => Err(format!("{path}: {e}")),
         }
+    }
+
+    /// Whether this member records where it starts partitions its group never committed: when
+    /// it commits on its own (autocommit) or is told of gaps (the mirror), so that data deleted
+    /// before it was read shows up as a gap. A group that never commits keeps 0.7's fresh start.
+    fn records_starts(&self) -> bool {
+        self.config.autocommit_enable || self.shared.gap_sink.is_some()
     }
 
     /// `autooffset.reset`'s offset for a partition the group has no committed offset for.

@@ -273,12 +273,15 @@ impl Mirror {
                 }
                 Subscription::Topics(t) => Subscription::Topics(t.clone()),
             };
-            let on_gap = settings
-                .observer
-                .clone()
-                .map(|observer| -> crate::consumer::GapSink {
-                    Arc::new(move |report: &GapReport| observer.gap(index, report))
-                });
+            // Always a sink: a consumer told of gaps also records where it starts a partition
+            // its group never committed, so a later deletion is a reported gap.
+            let observer = settings.observer.clone();
+            let on_gap: Option<crate::consumer::GapSink> =
+                Some(Arc::new(move |report: &GapReport| {
+                    if let Some(observer) = &observer {
+                        observer.gap(index, report);
+                    }
+                }));
             let (connector, source_streams) = ConsumerConnector::start_with_gap_sink(
                 env.clone(),
                 config.clone(),

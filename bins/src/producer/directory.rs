@@ -80,17 +80,22 @@ impl Snapshot {
         registered
     }
 
-    /// Where a message without a key can go when sending it failed: the registered partitions
-    /// and partition 0 of every other live broker (which creates the topic there), so that
-    /// partitions that refuse writes (a broker whose disk failed) cannot hold the message back
-    /// while other brokers would take it.
+    /// Where a message without a key can go when sending it failed. A topic registered on two
+    /// or more brokers keeps its candidates (a retry picks again among them, so one broker that
+    /// keeps refusing cannot hold the message back, and the topic's layout — what keyed
+    /// messages hash over — does not change). A topic on one broker only also gets partition 0
+    /// of every other live broker (the first write creates the topic there, as 0.7 producers
+    /// bootstrap a topic), so a broker whose partitions refuse writes (a failed disk) cannot
+    /// stall it.
     pub fn candidates_on_retry(&self, topic: &TopicName) -> Vec<Candidate> {
         let mut candidates = self.candidates(topic);
-        if self.broker_picks {
+        let brokers: std::collections::BTreeSet<i32> =
+            candidates.iter().map(|c| c.broker_id).collect();
+        if self.broker_picks || brokers.len() >= 2 {
             return candidates;
         }
         for &broker_id in self.brokers.keys() {
-            if !candidates.iter().any(|c| c.broker_id == broker_id) {
+            if !brokers.contains(&broker_id) {
                 candidates.push(Candidate {
                     broker_id,
                     partition: 0,
@@ -336,7 +341,7 @@ mod tests {
     }
 
     #[test]
-    fn a_retry_may_go_to_any_live_broker_not_only_those_registered_for_the_topic() {
+    fn a_retry_of_a_topic_on_one_broker_may_go_to_any_live_broker() {
         let s = snapshot(false);
         let t: TopicName = "t".parse().unwrap();
         assert_eq!(pairs(s.candidates(&t)), vec![(1, 0), (1, 1)]);
@@ -344,6 +349,15 @@ mod tests {
             pairs(s.candidates_on_retry(&t)),
             vec![(0, 0), (1, 0), (1, 1), (2, 0)]
         );
+    }
+
+    #[test]
+    fn a_topic_on_two_brokers_keeps_its_layout_on_a_retry() {
+        let mut s = snapshot(false);
+        let t: TopicName = "t".parse().unwrap();
+        s.topics.get_mut(&t).unwrap().insert(2, 1);
+        assert_eq!(pairs(s.candidates_on_retry(&t)), pairs(s.candidates(&t)));
+        assert_eq!(pairs(s.candidates(&t)), vec![(1, 0), (1, 1), (2, 0)]);
     }
 
     #[test]

@@ -1,0 +1,271 @@
+//! Replica mode with real processes and two real ZooKeepers: a replica broker copies a source
+//! broker's partitions byte for byte, at the same offsets (plain, gzip and snappy sets), keeps
+//! doing so across a kill -9, and refuses produces to what it copies.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tributary::client::Connection;
+use tributary::env::TokioEnv;
+use tributary::producer::{Producer, Record};
+use tributary_core::config::{ProducerConfig, Properties};
+use tributary_core::message::ShallowIter;
+use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
+use tributary_tests::broker::BrokerProcess;
+use tributary_tests::zookeeper::{free_port, ZooKeeper};
+
+const PARTITIONS: i32 = 2;
+
+fn topic(name: &str) -> TopicName {
+    name.parse().unwrap()
+}
+
+/// A broker (id 0, two partitions per topic, small segments, every message flushed).
+fn broker(dir: &std::path::Path, zk: &ZooKeeper, extra: &str) -> BrokerProcess {
+    let port = free_port();
+    let properties = format!(
+        "brokerid=0\nhostname=127.0.0.1\nport={port}\nlog.dir={}\nnum.partitions={PARTITIONS}\nlog.flush.interval=1\n\
+         log.file.size=20000\nzk.connect={}\nzk.sessiontimeout.ms=4000\nzk.connectiontimeout.ms=10000\n{extra}",
+        dir.join("logs").display(),
+        zk.connect_string()
+    );
+    BrokerProcess::start(dir, port, &properties)
+}
+
+async fn connect(port: u16) -> Connection<tokio::net::TcpStream> {
+    tributary::client::connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(10))
+        .await
+        .unwrap()
+}
+
+async fn latest(conn: &mut Connection<tokio::net::TcpStream>, t: &str, partition: i32) -> i64 {
+    let request = Request::Offsets(OffsetsRequest {
+        topic: topic(t),
+        partition,
+        time: -1,
+        max_offsets: 1,
+    });
+    match conn.call(&request).await.unwrap() {
+        Response::Offsets(o) if o.error == ErrorCode::NoError => {
+            o.offsets.first().copied().unwrap_or(0)
+        }
+        _ => -1,
+    }
+}
+
+/// The partition's bytes from `from` to its visible end, read with FETCH.
+async fn bytes_of(
+    conn: &mut Connection<tokio::net::TcpStream>,
+    t: &str,
+    partition: i32,
+    from: i64,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut offset = from;
+    loop {
+        let request = Request::Fetch(FetchRequest {
+            topic: topic(t),
+            partition,
+            offset,
+            max_bytes: 64 * 1024,
+        });
+        let Response::Fetch(f) = conn.call(&request).await.unwrap() else {
+            panic!("not a fetch response")
+        };
+        assert_eq!(f.error, ErrorCode::NoError, "{t}/{partition} at {offset}");
+        let mut entries = ShallowIter::new(&f.messages, offset);
+        entries.by_ref().for_each(drop);
+        let valid = entries.end().valid_bytes;
+        if valid == 0 {
+            return out;
+        }
+        out.extend_from_slice(&f.messages[..valid]);
+        offset += valid as i64;
+    }
+}
+
+/// Every segment file of a partition, concatenated in offset order (segment boundaries may
+/// differ: a replica appends what one fetch brought as one set).
+fn segment_bytes(log_dir: &std::path::Path, t: &str, partition: i32) -> Vec<u8> {
+    let dir = log_dir.join(format!("{t}-{partition}"));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".kafka"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+        .iter()
+        .flat_map(|n| std::fs::read(dir.join(n)).unwrap())
+        .collect()
+}
+
+async fn produce(zk: &ZooKeeper, codec: &str, t: &str, messages: impl Iterator<Item = String>) {
+    let text = format!(
+        "zk.connect={}\nproducer.type=async\nbatch.size=50\ndurable.acks=true\ncompression.codec={codec}\n",
+        zk.connect_string()
+    );
+    let config =
+        ProducerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
+    let producer = Producer::start(TokioEnv, config).await.unwrap();
+    let mut deliveries = Vec::new();
+    for m in messages {
+        deliveries.push(
+            producer
+                .send(Record::new(topic(t), Bytes::from(m)))
+                .await
+                .unwrap(),
+        );
+    }
+    for d in deliveries {
+        d.await
+            .unwrap_or_else(|e| panic!("a durable send failed: {e}"));
+    }
+    producer.close().await;
+}
+
+/// Waits until every partition of `topics` on the replica ends where the source's does, then
+/// checks both hold the same bytes, read with FETCH and in their segment files.
+async fn assert_identical(
+    source: &BrokerProcess,
+    source_dir: &std::path::Path,
+    replica: &BrokerProcess,
+    replica_dir: &std::path::Path,
+    topics: &[&str],
+) {
+    let (mut src, mut dst) = (connect(source.port).await, connect(replica.port).await);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for t in topics {
+        for p in 0..PARTITIONS {
+            let end = latest(&mut src, t, p).await;
+            loop {
+                let copied = latest(&mut dst, t, p).await;
+                if copied == end {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{t}/{p}: the replica is at {copied}, the source at {end}\n{}",
+                    replica.log_text()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let (a, b) = (
+                bytes_of(&mut src, t, p, 0).await,
+                bytes_of(&mut dst, t, p, 0).await,
+            );
+            assert_eq!(a.len() as i64, end, "{t}/{p}: the source reads whole");
+            assert!(
+                a == b,
+                "{t}/{p}: the replica's bytes differ from the source's"
+            );
+            let (fa, fb) = (
+                segment_bytes(&source_dir.join("logs"), t, p),
+                segment_bytes(&replica_dir.join("logs"), t, p),
+            );
+            assert!(fa == fb, "{t}/{p}: the segment files differ");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_holds_the_source_byte_for_byte_across_a_kill_and_refuses_produces() {
+    let (source_zk, replica_zk) = (ZooKeeper::start(), ZooKeeper::start());
+    let (source_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let source = broker(source_dir.path(), &source_zk, "");
+    for (codec, t) in [("0", "plain"), ("1", "zipped"), ("2", "snapped")] {
+        produce(
+            &source_zk,
+            codec,
+            t,
+            (0..300).map(|i| format!("{t} message {i}")),
+        )
+        .await;
+    }
+    let replica_extra = format!("replica.source.zk.connect={}\n", source_zk.connect_string());
+    let mut replica = broker(replica_dir.path(), &replica_zk, &replica_extra);
+    assert_identical(
+        &source,
+        source_dir.path(),
+        &replica,
+        replica_dir.path(),
+        &["plain", "zipped", "snapped"],
+    )
+    .await;
+
+    // The replica's cluster sees the source's layout.
+    let zk = zookeeper_client::Client::connect(&replica_zk.connect_string())
+        .await
+        .unwrap();
+    let (count, _) = zk.get_data("/brokers/topics/plain/0").await.unwrap();
+    assert_eq!(count, PARTITIONS.to_string().into_bytes());
+
+    // Produces to a replica topic are refused: an acknowledged one fails, and nothing lands.
+    let text = format!(
+        "zk.connect={}\nproducer.type=sync\ndurable.acks=true\nnum.retries=1\n",
+        replica_zk.connect_string()
+    );
+    let config =
+        ProducerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
+    let producer = Producer::start(TokioEnv, config).await.unwrap();
+    let refused = producer
+        .send(Record::new(topic("plain"), Bytes::from_static(b"not here")))
+        .await;
+    let refused = match refused {
+        Ok(delivery) => delivery.await.map(drop).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    assert!(
+        refused.is_err(),
+        "a produce to a replica topic was accepted"
+    );
+    producer.close().await;
+
+    // kill -9 in the middle of copying more, then a restart: identical again, nothing twice.
+    replica.kill();
+    let more = tokio::spawn({
+        let connect = source_zk.connect_string();
+        async move {
+            let text = format!("zk.connect={connect}\nproducer.type=async\nbatch.size=20\ndurable.acks=true\ncompression.codec=1\n");
+            let config =
+                ProducerConfig::from_properties(&Properties::parse("test", &text).unwrap())
+                    .unwrap();
+            let producer = Producer::start(TokioEnv, config).await.unwrap();
+            let mut deliveries = Vec::new();
+            for i in 0..2000 {
+                deliveries.push(
+                    producer
+                        .send(Record::new(
+                            topic("zipped"),
+                            Bytes::from(format!("more {i}")),
+                        ))
+                        .await
+                        .unwrap(),
+                );
+            }
+            for d in deliveries {
+                d.await.unwrap();
+            }
+            producer.close().await;
+        }
+    });
+    replica.spawn();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    replica.kill();
+    more.await.unwrap();
+    replica.spawn();
+    assert_identical(
+        &source,
+        source_dir.path(),
+        &replica,
+        replica_dir.path(),
+        &["plain", "zipped", "snapped"],
+    )
+    .await;
+    drop(replica);
+    drop(source);
+}
