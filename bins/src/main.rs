@@ -206,6 +206,23 @@ enum Command {
         #[arg(long)]
         topic: Option<String>,
     },
+    /// Replica mode's failover step: stop copying topics on every replica broker of a mirror
+    /// cluster and make them writable; prints where each broker stopped.
+    #[command(
+        after_help = "Examples:\n  tributary promote --zookeeper mirror-zk:2181 --topic orders\n  \
+        tributary promote --zookeeper mirror-zk:2181            (every topic of the cluster)"
+    )]
+    Promote {
+        /// The mirror cluster's ZooKeeper: HOST:PORT[/CHROOT].
+        #[arg(long)]
+        zookeeper: String,
+        /// A topic to promote (repeatable; default: every topic the cluster has now).
+        #[arg(long)]
+        topic: Vec<String>,
+        /// Seconds to wait for every broker's confirmation.
+        #[arg(long, default_value_t = 30)]
+        wait: u64,
+    },
     /// Send generated messages and report throughput (Kafka 0.7.1's ProducerPerformance).
     #[command(
         after_help = "Examples:\n  tributary producer-perf --brokerinfo zk.connect=localhost:2181 --topic perf --messages 100000 --async\n  \
@@ -574,6 +591,26 @@ fn run(command: Command) -> Result<ExitCode, String> {
                     .unwrap_or_default(),
             };
             runtime(Some(1))?.block_on(offset_checker::check(
+                &options,
+                &mut std::io::stdout().lock(),
+            ))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Promote {
+            zookeeper,
+            topic,
+            wait,
+        } => {
+            let options = tributary::tools::promote::PromoteOptions {
+                zk_connect: ZkConnect::parse(&zookeeper)
+                    .map_err(|e| format!("--zookeeper: {e}"))?,
+                topics: topic
+                    .iter()
+                    .map(|t| t.trim().parse().map_err(|e| format!("--topic {t}: {e}")))
+                    .collect::<Result<Vec<_>, String>>()?,
+                wait: std::time::Duration::from_secs(wait),
+            };
+            runtime(Some(1))?.block_on(tributary::tools::promote::promote(
                 &options,
                 &mut std::io::stdout().lock(),
             ))?;

@@ -74,3 +74,18 @@ pub fn ancestors(path: &str) -> Vec<&str> {
         .filter_map(|(i, _)| path.get(..i))
         .collect()
 }
+
+/// Replica mode (Tributary): topics promoted on a mirror cluster, one persistent child each,
+/// written by `tributary promote`.
+pub const PROMOTED_PATH: &str = "/tributary/promoted";
+
+/// The promotion request of `topic`.
+pub fn promoted_topic_path(topic: &TopicName) -> String {
+    format!("{PROMOTED_PATH}/{topic}")
+}
+
+/// A replica broker's confirmation that it stopped copying `topic`, holding
+/// `partition:offset,...` (where it stopped).
+pub fn promoted_ack_path(topic: &TopicName, broker_id: i32) -> String {
+    format!("{PROMOTED_PATH}/{topic}/{broker_id}")
+}

@@ -269,3 +269,172 @@ async fn a_replica_holds_the_source_byte_for_byte_across_a_kill_and_refuses_prod
     drop(replica);
     drop(source);
 }
+
+/// The committed offsets of `group` for `t` in a cluster: partition name → offset.
+async fn committed(
+    zk: &ZooKeeper,
+    group: &str,
+    t: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let client = zookeeper_client::Client::connect(&zk.connect_string())
+        .await
+        .unwrap();
+    let path = format!("/consumers/{group}/offsets/{t}");
+    let mut out = std::collections::BTreeMap::new();
+    for name in client.list_children(&path).await.unwrap_or_default() {
+        if let Ok((data, _)) = client.get_data(&format!("{path}/{name}")).await {
+            out.insert(name, String::from_utf8(data).unwrap());
+        }
+    }
+    out
+}
+
+fn consumer(zk: &ZooKeeper, group: &str) -> tributary_core::config::ConsumerConfig {
+    let text = format!(
+        "zk.connect={}\ngroupid={group}\nzk.sessiontimeout.ms=4000\nautooffset.reset=smallest\nfetcher.backoff.ms=50\nautocommit.interval.ms=100\n",
+        zk.connect_string()
+    );
+    tributary_core::config::ConsumerConfig::from_properties(
+        &Properties::parse("test", &text).unwrap(),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_consumer_fails_over_to_the_replica_where_it_left_off_and_promote_makes_the_topic_writable(
+) {
+    use tributary::consumer::{ConsumerConnector, Subscription};
+    let (source_zk, replica_zk) = (ZooKeeper::start(), ZooKeeper::start());
+    let (source_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let source = broker(source_dir.path(), &source_zk, "");
+    let replica_extra = format!(
+        "replica.source.zk.connect={}\nreplica.offsets.sync.groups=app.*\nreplica.offsets.sync.interval.ms=200\n",
+        source_zk.connect_string()
+    );
+    let replica = broker(replica_dir.path(), &replica_zk, &replica_extra);
+    let all: std::collections::BTreeSet<String> = (0..200).map(|i| format!("order {i}")).collect();
+    produce(&source_zk, "0", "orders", all.iter().cloned()).await;
+
+    // Part of the topic consumed on the source, committed.
+    let subscription = || Subscription::Topics([(topic("orders"), 1)].into_iter().collect());
+    let (on_source, mut streams) =
+        ConsumerConnector::start(TokioEnv, consumer(&source_zk, "app"), subscription())
+            .await
+            .unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..120 {
+        let m = tokio::time::timeout(Duration::from_secs(10), streams[0].next())
+            .await
+            .unwrap()
+            .unwrap();
+        seen.push(String::from_utf8(m.payload.to_vec()).unwrap());
+    }
+    on_source.commit_offsets().await.unwrap();
+    on_source.shutdown().await;
+    let source_offsets = committed(&source_zk, "app", "orders").await;
+    assert!(!source_offsets.is_empty());
+
+    // The replica has it all, and the group's offsets are synced there.
+    assert_identical(
+        &source,
+        source_dir.path(),
+        &replica,
+        replica_dir.path(),
+        &["orders"],
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while committed(&replica_zk, "app", "orders").await != source_offsets {
+        assert!(
+            Instant::now() < deadline,
+            "offsets not synced: {:?} vs {source_offsets:?}",
+            committed(&replica_zk, "app", "orders").await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The consumer moves to the mirror cluster and goes on where it left off.
+    let (on_replica, mut streams) =
+        ConsumerConnector::start(TokioEnv, consumer(&replica_zk, "app"), subscription())
+            .await
+            .unwrap();
+    while let Ok(Ok(m)) = tokio::time::timeout(Duration::from_secs(3), streams[0].next()).await {
+        seen.push(String::from_utf8(m.payload.to_vec()).unwrap());
+    }
+    on_replica.shutdown().await;
+    let distinct: std::collections::BTreeSet<String> = seen.iter().cloned().collect();
+    assert_eq!(distinct, all, "the union of both sides is the topic");
+    assert_eq!(
+        seen.len(),
+        all.len(),
+        "nothing read twice (the offsets were committed and synced exactly)"
+    );
+
+    // Promote: copying stops, the topic takes produces on the mirror cluster.
+    let out = std::process::Command::new(tributary_tests::broker::tributary_binary())
+        .args([
+            "promote",
+            "--zookeeper",
+            &replica_zk.connect_string(),
+            "--topic",
+            "orders",
+            "--wait",
+            "20",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("orders broker 0: copying stopped at"),
+        "{text}"
+    );
+    produce(
+        &replica_zk,
+        "0",
+        "orders",
+        ["written on the mirror".to_string()].into_iter(),
+    )
+    .await;
+    let mut dst = connect(replica.port).await;
+    let ends: Vec<i64> = ends_of(&mut dst, "orders").await;
+    produce(
+        &source_zk,
+        "0",
+        "orders",
+        (0..20).map(|i| format!("late {i}")),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        ends_of(&mut dst, "orders").await,
+        ends,
+        "a promoted topic is no longer copied"
+    );
+    // Promoting again changes nothing.
+    let again = std::process::Command::new(tributary_tests::broker::tributary_binary())
+        .args([
+            "promote",
+            "--zookeeper",
+            &replica_zk.connect_string(),
+            "--topic",
+            "orders",
+        ])
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    assert_eq!(String::from_utf8_lossy(&again.stdout), text);
+}
+
+/// Every partition's latest offset.
+async fn ends_of(conn: &mut Connection<tokio::net::TcpStream>, t: &str) -> Vec<i64> {
+    let mut ends = Vec::new();
+    for p in 0..PARTITIONS {
+        ends.push(latest(conn, t, p).await);
+    }
+    ends
+}

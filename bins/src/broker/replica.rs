@@ -20,16 +20,18 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tributary_core::config::{BrokerConfig, ReplicaConfig};
+use tributary_core::group_id::GroupId;
 use tributary_core::log::{TopicPartition, ValidatedSet};
 use tributary_core::replica::{decide, fetch_size, Fetched};
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
 use tributary_core::zk_layout::{
-    broker_id_path, broker_topic_partitions_path, parse_broker_registration, BROKER_TOPICS_PATH,
+    broker_id_path, broker_topic_partitions_path, consumer_ids_path, consumer_offsets_path,
+    parse_broker_registration, promoted_ack_path, BROKER_TOPICS_PATH, PROMOTED_PATH,
 };
 
 use super::logs::{self, with_log, Logs};
 use crate::client::{connect, Connection};
-use crate::coordination::{CoordError, Coordination};
+use crate::coordination::{CoordError, Coordination, NodeKind};
 use crate::env::Env;
 
 /// How often the source's ZooKeeper is read for new topics and partitions.
@@ -72,6 +74,11 @@ pub async fn run<E: Env>(
         .saturating_add(ENTRY_OVERHEAD_BYTES)
         .max(replica.fetch_bytes);
     let mut coord: Option<E::Coord> = None;
+    // This cluster's ZooKeeper: promotions are read there, synced offsets written there.
+    let mut own: Option<E::Coord> = None;
+    let mut synced: BTreeMap<(String, TopicPartition), i64> = BTreeMap::new();
+    let mut last_sync: Option<i64> = None;
+    let sync_every = i64::from(replica.offsets_sync_interval_ms);
     let mut conn: Option<Connection<E::Stream>> = None;
     let mut view = SourceView::default();
     let mut copied: BTreeMap<TopicPartition, Copied> = BTreeMap::new();
@@ -103,6 +110,16 @@ pub async fn run<E: Env>(
                         }
                     }
                     view = fresh;
+                    // Promotions first: a promoted topic must never be copied into again.
+                    if let Err(e) = promotions(&env, &broker, &logs, &mut own, &copied).await {
+                        tracing::warn!("replica: reading promotions from this cluster's ZooKeeper: {e}; not copying until it answers");
+                        own = None;
+                        last_discovery = None;
+                        if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
+                            return;
+                        }
+                        continue;
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(
@@ -145,6 +162,20 @@ pub async fn run<E: Env>(
                 false
             }
         };
+        if let Some(groups) = &replica.offsets_sync_groups {
+            let now = env.now_ms();
+            if last_sync.is_none_or(|at| now - at >= sync_every) {
+                last_sync = Some(now);
+                if let (Some(source), Some(here)) = (coord.as_ref(), own.as_ref()) {
+                    let ids = (replica.source_broker_id, broker.broker_id);
+                    if let Err(e) =
+                        sync_offsets(source, here, &logs, groups, ids, &mut synced).await
+                    {
+                        tracing::warn!("replica: syncing consumer offsets: {e}; trying again");
+                    }
+                }
+            }
+        }
         if !copied_any && pause(&mut stop, backoff).await {
             return;
         }
@@ -248,7 +279,8 @@ async fn round<E: Env>(
     let mut fetches = Vec::new();
     let mut keys = Vec::new();
     for (tp, state) in copied.iter() {
-        if state.stopped.is_some() || fetches.len() >= FETCHES_PER_REQUEST_MAX {
+        let promoted = !logs.is_replica(&tp.topic);
+        if promoted || state.stopped.is_some() || fetches.len() >= FETCHES_PER_REQUEST_MAX {
             continue;
         }
         let end = match logs.get(tp) {
@@ -436,6 +468,143 @@ async fn append<E: Env>(
     );
     if appended.flush_needed {
         logs::flush(env, &log).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Reads the promoted topics from this cluster's ZooKeeper; promotes each replica topic named
+/// there (it stops being copied and takes produces), logs where each partition stopped and
+/// confirms with `promoted_ack_path` (what `tributary promote` waits for). Idempotent.
+async fn promotions<E: Env>(
+    env: &E,
+    broker: &BrokerConfig,
+    logs: &Arc<Logs<E::Fs>>,
+    own: &mut Option<E::Coord>,
+    copied: &BTreeMap<TopicPartition, Copied>,
+) -> Result<(), CoordError> {
+    let Some(connect) = broker.zk_connect.as_ref() else {
+        return Ok(());
+    };
+    if own.is_none() {
+        let session = Duration::from_millis(broker.zk.session_timeout_ms.into());
+        let connection = Duration::from_millis(broker.zk.connection_timeout_ms.into());
+        *own = Some(env.coordinate(connect, session, connection).await?);
+    }
+    let Some(c) = own.as_ref() else { return Ok(()) };
+    let promoted = match c.children(PROMOTED_PATH).await {
+        Ok(names) => names,
+        Err(CoordError::NoNode(_)) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for name in promoted {
+        let Ok(topic) = name.parse::<TopicName>() else {
+            continue;
+        };
+        let path = promoted_ack_path(&topic, broker.broker_id);
+        let newly = logs.is_replica(&topic) && logs.promote(&topic);
+        let acknowledged = c.get(&path).await.is_ok();
+        if !newly && acknowledged {
+            continue;
+        }
+        let mut stopped_at = Vec::new();
+        for tp in copied.keys().filter(|tp| tp.topic == topic) {
+            if let Some(log) = logs.get(tp) {
+                let l = log.lock().await;
+                stopped_at.push(format!("{}:{}", tp.partition, l.flushed_end()));
+            }
+        }
+        let at = stopped_at.join(",");
+        if newly {
+            tracing::info!("replica: {topic} promoted: no longer copied, takes produces; copying stopped at (partition:offset) {at}");
+        }
+        match c.create(&path, at.as_bytes(), NodeKind::Persistent).await {
+            Ok(_) | Err(CoordError::NodeExists(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Copies the committed source offsets of the groups `groups` allows, for the topics still
+/// copied, to this cluster's ZooKeeper — each clamped to what the replica holds durably (its
+/// flushed end), so a consumer that fails over never skips anything — unless the group has
+/// live members here (then it commits for itself). `ids` is (source broker, this broker).
+async fn sync_offsets<F, C: Coordination>(
+    source: &C,
+    here: &C,
+    logs: &Logs<F>,
+    groups: &tributary_core::consumer::TopicPattern,
+    (source_id, own_id): (i32, i32),
+    synced: &mut BTreeMap<(String, TopicPartition), i64>,
+) -> Result<(), CoordError>
+where
+    F: tributary_core::log::LogFs + Clone + Send + Sync + 'static,
+    F::File: Send + Sync,
+{
+    let names = match source.children("/consumers").await {
+        Ok(names) => names,
+        Err(CoordError::NoNode(_)) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for name in names {
+        if !groups.allows(&name) {
+            continue;
+        }
+        let Ok(group) = name.parse::<GroupId>() else {
+            continue;
+        };
+        match here.children(&consumer_ids_path(&group)).await {
+            Ok(members) if !members.is_empty() => continue,
+            Ok(_) | Err(CoordError::NoNode(_)) => {}
+            Err(e) => return Err(e),
+        }
+        for topic in logs.topics().into_iter().filter(|t| logs.is_replica(t)) {
+            let from = consumer_offsets_path(&group, &topic);
+            let partitions = match source.children(&from).await {
+                Ok(p) => p,
+                Err(CoordError::NoNode(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            for partition_name in partitions {
+                let Some((broker, partition)) = partition_name.split_once('-') else {
+                    continue;
+                };
+                let (Ok(broker), Ok(partition)) = (broker.parse::<i32>(), partition.parse::<u32>())
+                else {
+                    continue;
+                };
+                if broker != source_id {
+                    continue;
+                }
+                let committed = match source.get(&format!("{from}/{partition_name}")).await {
+                    Ok((data, _)) => String::from_utf8_lossy(&data).trim().parse::<i64>().ok(),
+                    Err(CoordError::NoNode(_)) => None,
+                    Err(e) => return Err(e),
+                };
+                let Some(committed) = committed else { continue };
+                let tp = TopicPartition::new(topic.clone(), partition);
+                let Some(log) = logs.get(&tp) else { continue };
+                let held = i64::try_from(log.lock().await.flushed_end()).unwrap_or(i64::MAX);
+                let offset = committed.min(held);
+                let key = (name.clone(), tp);
+                if synced.get(&key) == Some(&offset) {
+                    continue;
+                }
+                let to = format!("{from}/{own_id}-{partition}");
+                here.ensure_parents(&to).await?;
+                match here
+                    .create(&to, offset.to_string().as_bytes(), NodeKind::Persistent)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(CoordError::NodeExists(_)) => {
+                        here.set(&to, offset.to_string().as_bytes(), None).await?;
+                    }
+                    Err(e) => return Err(e),
+                }
+                synced.insert(key, offset);
+            }
+        }
     }
     Ok(())
 }

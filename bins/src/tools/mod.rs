@@ -7,4 +7,5 @@ pub mod dump_log;
 pub mod get_offsets;
 pub mod offset_checker;
 pub mod perf;
+pub mod promote;
 pub mod simple_consumer;

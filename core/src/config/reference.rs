@@ -141,6 +141,8 @@ pub const KEYS: &[KeyDoc] = &[
     doc(B, "replica.fetch.size", V("1048576"), "Replica mode: bytes asked per partition and fetch; a larger message is fetched with a larger size, up to max.message.size.", "Tributary."),
     doc(B, "replica.fetch.backoff.ms", V("100"), "Replica mode: pause after a fetch round that brought nothing.", "Tributary."),
     doc(B, "replica.socket.timeout.ms", V("30000"), "Replica mode: deadline of every request to the source broker.", "Tributary."),
+    doc(B, "replica.offsets.sync.groups", Unset, "Replica mode: consumer groups (regex, whole name) whose committed source offsets are copied to this cluster's ZooKeeper, never past what the replica holds, while the group has no live member here.", "Tributary."),
+    doc(B, "replica.offsets.sync.interval.ms", V("1000"), "Replica mode: how often consumer offsets are synced; a consumer that fails over re-reads at most this long's progress.", "Tributary."),
     doc(P, "broker.list", Unset, "Static brokers id:host:port,...; the broker picks the partition. Exactly one of broker.list and zk.connect.", "0.7.1+ refuses both; Tributary, like 0.7.0, warns and uses zk.connect."),
     doc(P, "zk.connect", Unset, "ZooKeeper of the target cluster, to discover brokers and partitions.", ""),
     doc(P, "zk.sessiontimeout.ms", V("6000"), "The ZooKeeper session timeout.", ""),

@@ -26,6 +26,11 @@ pub struct ReplicaConfig {
     pub fetch_backoff_ms: u32,
     /// `replica.socket.timeout.ms`: the deadline of every request to the source (30000).
     pub socket_timeout_ms: u32,
+    /// `replica.offsets.sync.groups`: consumer groups (regex, whole name) whose source offsets
+    /// are copied to this cluster's ZooKeeper, clamped to what the replica holds; none unset.
+    pub offsets_sync_groups: Option<TopicPattern>,
+    /// `replica.offsets.sync.interval.ms`: how often offsets are synced (1000).
+    pub offsets_sync_interval_ms: u32,
 }
 
 /// Reads the replica keys; `None` when `replica.source.zk.connect` is not set (the other
@@ -46,6 +51,8 @@ pub(crate) fn read(
     let fetch_bytes = f.optional_int("replica.fetch.size", 1024..=I32_MAX)?;
     let fetch_backoff_ms = f.optional_int("replica.fetch.backoff.ms", 1..=I32_MAX)?;
     let socket_timeout_ms = f.optional_int("replica.socket.timeout.ms", 1..=I32_MAX)?;
+    let sync_groups = f.string("replica.offsets.sync.groups");
+    let sync_interval_ms = f.optional_int("replica.offsets.sync.interval.ms", 1..=I32_MAX)?;
     let Some(source) = source else {
         let set = [
             whitelist.is_some(),
@@ -54,6 +61,8 @@ pub(crate) fn read(
             fetch_bytes.is_some(),
             fetch_backoff_ms.is_some(),
             socket_timeout_ms.is_some(),
+            sync_groups.is_some(),
+            sync_interval_ms.is_some(),
         ];
         if set.contains(&true) {
             tracing::warn!("replica.* keys are set but replica.source.zk.connect is not: this broker is not a replica and ignores them");
@@ -81,6 +90,14 @@ pub(crate) fn read(
         fetch_bytes: fetch_bytes.unwrap_or(1_048_576),
         fetch_backoff_ms: fetch_backoff_ms.unwrap_or(100),
         socket_timeout_ms: socket_timeout_ms.unwrap_or(30_000),
+        offsets_sync_groups: match sync_groups {
+            Some(g) => Some(
+                TopicPattern::new(FilterKind::Whitelist, &g)
+                    .map_err(|e| f.error("replica.offsets.sync.groups", e.to_string()))?,
+            ),
+            None => None,
+        },
+        offsets_sync_interval_ms: sync_interval_ms.unwrap_or(1000),
     }))
 }
 

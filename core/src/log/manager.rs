@@ -38,6 +38,15 @@ pub struct OpenReport {
     pub ignored: Vec<String>,
 }
 
+/// A topic copied from a source cluster (replica mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ReplicaTopic {
+    /// The source's partition count.
+    count: u32,
+    /// Promoted: no longer copied, takes produces (its count stays the source's).
+    promoted: bool,
+}
+
 /// All partition logs of a broker, each in a cell `C` of the caller's choosing (a lock the
 /// caller holds while it works on the log: an async mutex in the broker, a plain one in tests).
 ///
@@ -57,7 +66,7 @@ pub struct LogManager<F: LogFs + Clone, C> {
     refused: BTreeMap<TopicPartition, String>,
     /// Replica topics (replica mode) with the source's partition counts: their counts come from
     /// the source, not from this broker's configuration, and they refuse produces.
-    replicas: Mutex<BTreeMap<TopicName, u32>>,
+    replicas: Mutex<BTreeMap<TopicName, ReplicaTopic>>,
     _dir_lock: F::DirLock,
 }
 
@@ -180,22 +189,38 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
     /// per-topic override, else `num.partitions`.
     pub fn partition_count(&self, topic: &TopicName) -> u32 {
         match self.replicas().get(topic) {
-            Some(count) => *count,
+            Some(r) => r.count,
             None => self.config.partitions_for(topic),
         }
     }
 
     /// Makes `topic` a replica topic with the source's partition count (replica mode). A count
-    /// never shrinks (0.7 partitions are never removed): the larger one is kept.
+    /// never shrinks (0.7 partitions are never removed): the larger one is kept. A promoted
+    /// topic stays promoted.
     pub fn set_replica(&self, topic: &TopicName, count: u32) {
         let mut replicas = self.replicas();
-        let kept = replicas.entry(topic.clone()).or_insert(count);
-        *kept = (*kept).max(count);
+        let kept = replicas.entry(topic.clone()).or_insert(ReplicaTopic {
+            count,
+            promoted: false,
+        });
+        kept.count = kept.count.max(count);
     }
 
-    /// Whether `topic` is a replica topic (its partitions refuse produces).
+    /// Promotes a replica topic: it is no longer copied and takes produces; its partition count
+    /// stays the source's. `false` when it is not a replica topic here.
+    pub fn promote(&self, topic: &TopicName) -> bool {
+        match self.replicas().get_mut(topic) {
+            Some(r) => {
+                r.promoted = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether `topic` is a replica topic still being copied (its partitions refuse produces).
     pub fn is_replica(&self, topic: &TopicName) -> bool {
-        self.replicas().contains_key(topic)
+        self.replicas().get(topic).is_some_and(|r| !r.promoted)
     }
 
     /// Topics this broker holds partitions of, with the highest partition number + 1 found on
@@ -213,7 +238,7 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         clippy::panic,
         reason = "a poisoned map lock is a bug in this module; stopping loudly is the point"
     )]
-    fn replicas(&self) -> MutexGuard<'_, BTreeMap<TopicName, u32>> {
+    fn replicas(&self) -> MutexGuard<'_, BTreeMap<TopicName, ReplicaTopic>> {
         self.replicas.lock().unwrap_or_else(|_| {
             panic!("the replica map's lock was poisoned by a panic while it was held")
         })

@@ -1,0 +1,108 @@
+//! `promote`: the failover step for producers in replica mode. Marks topics promoted in the
+//! mirror cluster's ZooKeeper (`/tributary/promoted/<topic>`); every replica broker of that
+//! cluster stops copying them, makes them writable, and confirms with where it stopped. The tool
+//! waits for the confirmations of every broker that holds each topic and prints them.
+//! Idempotent: promoting a promoted topic changes nothing and prints the same offsets.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use tributary_core::config::ZkConnect;
+use tributary_core::wire::TopicName;
+use tributary_core::zk_layout::{
+    broker_topic_path, promoted_ack_path, promoted_topic_path, BROKER_TOPICS_PATH,
+};
+
+use crate::coordination::{CoordError, Coordination, NodeKind};
+use crate::env::{Env, TokioEnv};
+
+/// ZooKeeper session and connection timeout of the tool.
+const ZK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What to promote.
+#[derive(Debug, Clone)]
+pub struct PromoteOptions {
+    /// The mirror cluster's ZooKeeper.
+    pub zk_connect: ZkConnect,
+    /// The topics (empty: every topic the cluster has registered now).
+    pub topics: Vec<TopicName>,
+    /// How long to wait for the brokers' confirmations.
+    pub wait: Duration,
+}
+
+/// Promotes, waits for every broker holding each topic to confirm, and prints
+/// `<topic> broker <id>: stopped at <partition>:<offset>,...` per confirmation. An error names
+/// the brokers that did not confirm in time.
+pub async fn promote(options: &PromoteOptions, out: &mut impl Write) -> Result<(), String> {
+    let coord = TokioEnv
+        .coordinate(&options.zk_connect, ZK_TIMEOUT, ZK_TIMEOUT)
+        .await
+        .map_err(|e| format!("ZooKeeper at {}: {e}", options.zk_connect))?;
+    let zk = |e: CoordError| format!("ZooKeeper at {}: {e}", options.zk_connect);
+    let topics = if options.topics.is_empty() {
+        match coord.children(BROKER_TOPICS_PATH).await {
+            Ok(names) => names.iter().filter_map(|n| n.parse().ok()).collect(),
+            Err(CoordError::NoNode(_)) => Vec::new(),
+            Err(e) => return Err(zk(e)),
+        }
+    } else {
+        options.topics.clone()
+    };
+    if topics.is_empty() {
+        return Err(format!(
+            "no topics registered in {}: nothing to promote",
+            options.zk_connect
+        ));
+    }
+    for topic in &topics {
+        let path = promoted_topic_path(topic);
+        coord.ensure_parents(&path).await.map_err(zk)?;
+        match coord.create(&path, b"", NodeKind::Persistent).await {
+            Ok(_) | Err(CoordError::NodeExists(_)) => {}
+            Err(e) => return Err(zk(e)),
+        }
+    }
+    let deadline = Instant::now() + options.wait;
+    let mut missing = Vec::new();
+    for topic in &topics {
+        let brokers: Vec<i32> = match coord.children(&broker_topic_path(topic)).await {
+            Ok(ids) => ids.iter().filter_map(|i| i.parse().ok()).collect(),
+            Err(CoordError::NoNode(_)) => Vec::new(),
+            Err(e) => return Err(zk(e)),
+        };
+        if brokers.is_empty() {
+            missing.push(format!("{topic}: no broker of this cluster holds it"));
+        }
+        for broker in brokers {
+            let ack = promoted_ack_path(topic, broker);
+            loop {
+                match coord.get(&ack).await {
+                    Ok((data, _)) => {
+                        let at = String::from_utf8_lossy(&data).into_owned();
+                        writeln!(out, "{topic} broker {broker}: copying stopped at (partition:offset) {at}; the topic takes produces")
+                            .map_err(|e| e.to_string())?;
+                        break;
+                    }
+                    Err(CoordError::NoNode(_)) if Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    Err(CoordError::NoNode(_)) => {
+                        missing.push(format!("{topic}: broker {broker} did not confirm"));
+                        break;
+                    }
+                    Err(e) => return Err(zk(e)),
+                }
+            }
+        }
+    }
+    coord.close().await;
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "promotion requested, but not confirmed within {:?} ({}); a broker that is down promotes the topic when it starts",
+            options.wait,
+            missing.join("; ")
+        ))
+    }
+}
