@@ -38,6 +38,11 @@ pub enum Bug {
     /// The broker answers an acknowledged produce once the data is appended, before it is
     /// flushed (an acknowledgement that a crash can take back).
     AckBeforeFlush = 4096,
+    /// A replica resumes after a restart at the source's latest offset instead of its own log
+    /// end, appending what it fetches there at its end (bytes land at the wrong offsets).
+    ReplicaWrongResumeOffset = 8192,
+    /// A replica syncs consumer offsets without clamping them to what it holds.
+    ReplicaSyncUnclamped = 16384,
 }
 
 #[cfg(feature = "planted-bugs")]

@@ -22,6 +22,7 @@ pub mod env;
 pub mod history;
 pub mod log_crash;
 pub mod mirror;
+pub mod replica;
 pub mod retention_restart;
 pub mod sim_fs;
 pub mod trace;

@@ -34,7 +34,12 @@ fn parse() -> Result<Args, String> {
                 args.scenario = match value()?.as_str() {
                     "cluster" => Scenario::Cluster,
                     "mirror" => Scenario::Mirror,
-                    other => return Err(format!("unknown scenario {other}: cluster or mirror")),
+                    "replica" => Scenario::Replica,
+                    other => {
+                        return Err(format!(
+                            "unknown scenario {other}: cluster, mirror or replica"
+                        ))
+                    }
                 }
             }
             "--seeds" => args.seeds = value()?.parse().map_err(|_| "--seeds takes a number")?,
@@ -49,7 +54,7 @@ fn parse() -> Result<Args, String> {
                 args.duration_secs = value()?.parse().map_err(|_| "--duration takes seconds")?
             }
             "--help" | "-h" => {
-                println!("usage: tributary-sim [--scenario cluster|mirror] [--seeds N] [--first-seed S] [--seed S] [--faults none|network|crash|mixed] [--duration SECS]");
+                println!("usage: tributary-sim [--scenario cluster|mirror|replica] [--seeds N] [--first-seed S] [--seed S] [--faults none|network|crash|mixed] [--duration SECS]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}; see --help")),
@@ -63,6 +68,7 @@ fn parse() -> Result<Args, String> {
 enum Scenario {
     Cluster,
     Mirror,
+    Replica,
 }
 
 /// Log lines carry simulated time, not wall time.
@@ -105,6 +111,9 @@ fn main() -> ExitCode {
     };
     if args.scenario == Scenario::Mirror {
         return run_mirror(&args);
+    }
+    if args.scenario == Scenario::Replica {
+        return run_replica(&args);
     }
     let options = Options {
         duration_secs: args.duration_secs,
@@ -309,6 +318,82 @@ fn run_mirror(args: &Args) -> ExitCode {
         .iter()
         .take(8)
         .for_each(|(reason, n)| println!("  {n} x {reason}"));
+    if failures > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The replica scenario: one seed replayed with its trace, or a batch with a summary.
+fn run_replica(args: &Args) -> ExitCode {
+    use tributary_sim::replica::{run_seed, Options};
+    let options = Options {
+        duration: std::time::Duration::from_secs(args.duration_secs),
+        faults: args.faults,
+    };
+    if let Some(seed) = args.one {
+        let (outcome, r) = match run_seed(seed, options) {
+            Ok(r) => (format!("seed {seed} passed"), r),
+            Err((violation, r)) => (format!("seed {seed} FAILED: {violation}"), r),
+        };
+        r.trace_tail.iter().for_each(|l| println!("{l}"));
+        println!(
+            "faults {:?}; {} acknowledged, {} partitions ({} bytes) identical, {} synced offsets checked, caught up after {:?}",
+            r.faults, r.acked, r.partitions, r.bytes_compared, r.syncs_checked, r.drained_after
+        );
+        println!("{outcome}");
+        return if outcome.contains("FAILED") {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let start = Instant::now();
+    let (mut simulated, mut failures, mut acked, mut bytes, mut syncs) =
+        (0.0, 0u64, 0usize, 0usize, 0u64);
+    let mut faults = std::collections::BTreeMap::new();
+    let mut drains = Vec::new();
+    for seed in args.first..args.first + args.seeds {
+        match run_seed(seed, options) {
+            Ok(r) => {
+                simulated += r.simulated.as_secs_f64();
+                acked += r.acked;
+                bytes += r.bytes_compared;
+                syncs += r.syncs_checked;
+                drains.extend(r.drained_after);
+                r.faults
+                    .iter()
+                    .for_each(|(k, v)| *faults.entry(*k).or_insert(0) += v);
+            }
+            Err((violation, r)) => {
+                failures += 1;
+                println!("seed {seed} FAILED: {violation}");
+                r.trace_tail
+                    .iter()
+                    .rev()
+                    .take(10)
+                    .rev()
+                    .for_each(|l| println!("  {l}"));
+                println!(
+                    "  replay: cargo run -p tributary-sim --profile sim -- --scenario replica --seed {seed} --faults {} --duration {}",
+                    format!("{:?}", args.faults).to_lowercase(),
+                    args.duration_secs
+                );
+            }
+        }
+    }
+    drains.sort();
+    let wall = start.elapsed().as_secs_f64();
+    println!(
+        "{} replica seeds ({:?} faults, {} s each): {failures} failed; {simulated:.0} simulated s in {wall:.1} wall s ({:.1} sim s per wall s); faults {faults:?}; {acked} acknowledged messages, {bytes} bytes compared identical, {syncs} synced offsets checked; caught up in {:?} (median), {:?} (worst)",
+        args.seeds,
+        args.faults,
+        args.duration_secs,
+        simulated / wall,
+        drains.get(drains.len() / 2).copied().unwrap_or_default(),
+        drains.last().copied().unwrap_or_default()
+    );
     if failures > 0 {
         ExitCode::from(1)
     } else {

@@ -134,7 +134,7 @@ pub struct MirrorReport {
 }
 
 /// A source partition: (topic, `<broker>-<partition>`).
-type Part = (String, String);
+pub(crate) type Part = (String, String);
 
 /// One forward seen by the observer.
 #[derive(Debug, Clone)]
@@ -837,7 +837,7 @@ fn add_checker(
 }
 
 /// Every (topic, broker-partition) registered in a cluster's ZooKeeper model.
-fn partitions_of(model: &crate::zk_model::SharedModel) -> Vec<Part> {
+pub(crate) fn partitions_of(model: &crate::zk_model::SharedModel) -> Vec<Part> {
     let m = model.lock().unwrap_or_else(|p| p.into_inner());
     let mut parts = Vec::new();
     for topic in m.children("/brokers/topics") {
@@ -858,7 +858,7 @@ fn broker_and_partition(part: &Part) -> Option<(String, i32)> {
 }
 
 /// A partition's (earliest, latest) offsets, asked of its broker in cluster `cluster`.
-async fn range_of(part: &Part, cluster: &str) -> Result<(i64, i64), String> {
+pub(crate) async fn range_of(part: &Part, cluster: &str) -> Result<(i64, i64), String> {
     let (broker, partition) = broker_and_partition(part).ok_or("bad partition name")?;
     let topic: TopicName = part.0.parse().map_err(|_| "bad topic")?;
     let mut conn = connect(

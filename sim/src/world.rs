@@ -64,6 +64,12 @@ pub enum Invariant {
     MirrorGaps,
     /// Mirror 7: one ownership of a partition forwards its messages in source order.
     MirrorOrder,
+    /// Replica: every offset a replica serves holds the source's bytes there.
+    ReplicaIdentity,
+    /// Replica: after healing, every replica partition reaches its source's end in time.
+    ReplicaNoLoss,
+    /// Replica: a synced consumer offset is never past what the replica holds.
+    ReplicaSyncAhead,
 }
 
 /// A broken invariant and what broke it.

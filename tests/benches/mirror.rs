@@ -11,6 +11,9 @@
 //! a ratio of the slower baseline. Each broker runs on its own runtime (its own threads), as it
 //! would in its own process; all share the machine's cores.
 //!
+//! Then replica mode: a replica broker copies the same topics byte for byte; its rate from its
+//! start until caught up, beside the same run's raw FETCH rate over the same bytes.
+//!
 //! `cargo bench -p tributary-tests --bench mirror` (needs ZooKeeper: scripts/install-deps.sh).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,10 +47,12 @@ fn properties<T>(
     parse(&Properties::parse("bench", text).expect("properties")).expect("config")
 }
 
-/// A broker on its own runtime; dropping the returned sender stops it.
+/// A broker on its own runtime, with `extra` lines of configuration; dropping the returned
+/// sender stops it.
 fn start_broker(
     zk: &ZooKeeper,
     dir: &std::path::Path,
+    extra: &str,
 ) -> (
     u16,
     tokio::sync::oneshot::Sender<()>,
@@ -55,7 +60,7 @@ fn start_broker(
 ) {
     let text = format!(
         "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nnum.partitions=2\nlog.flush.interval=100000\nlog.default.flush.interval.ms=200\n\
-         log.default.flush.scheduler.interval.ms=50\nzk.connect={}\n",
+         log.default.flush.scheduler.interval.ms=50\nzk.connect={}\n{extra}",
         dir.display(),
         zk.connect_string()
     );
@@ -283,8 +288,8 @@ async fn main() {
         tempfile::tempdir().expect("dir"),
         tempfile::tempdir().expect("dir"),
     );
-    let (source_port, source_stop, source_thread) = start_broker(&source_zk, source_dir.path());
-    let (_, target_stop, target_thread) = start_broker(&target_zk, target_dir.path());
+    let (source_port, source_stop, source_thread) = start_broker(&source_zk, source_dir.path(), "");
+    let (_, target_stop, target_thread) = start_broker(&target_zk, target_dir.path(), "");
     let mut conn = connect(&TokioEnv, "127.0.0.1", source_port, Duration::from_secs(30))
         .await
         .expect("connect");
@@ -315,8 +320,93 @@ async fn main() {
             mirror / fetch.min(produce)
         );
     }
+    replica(&source_zk, &mut conn).await;
     drop(conn);
     drop((source_stop, target_stop));
     source_thread.join().expect("source broker");
     target_thread.join().expect("target broker");
+}
+
+/// Every partition's latest offset of the bench topics on the broker behind `conn`.
+async fn ends(conn: &mut Connection<<TokioEnv as tributary::env::Env>::Stream>) -> Vec<i64> {
+    let mut out = Vec::new();
+    for size in [100usize, 1024] {
+        for partition in 0..2 {
+            let offsets = Request::Offsets(OffsetsRequest {
+                topic: topic(&format!("bench-{size}")),
+                partition,
+                time: -1,
+                max_offsets: 1,
+            });
+            out.push(match conn.call(&offsets).await.expect("offsets") {
+                Response::Offsets(o) => o.offsets.first().copied().unwrap_or(0),
+                _ => 0,
+            });
+        }
+    }
+    out
+}
+
+/// Replica mode: a replica broker copies both bench topics byte for byte; its MB/s from its
+/// start until its ends equal the source's, beside the same run's raw FETCH rate over the same
+/// bytes (1 MiB fetches on one connection: what copying reads, without writing it).
+async fn replica(
+    source_zk: &ZooKeeper,
+    conn: &mut Connection<<TokioEnv as tributary::env::Env>::Stream>,
+) {
+    let target = ends(conn).await;
+    let total: i64 = target.iter().sum();
+    // Baseline: read it all with FETCH.
+    let start = Instant::now();
+    for size in [100usize, 1024] {
+        for partition in 0..2 {
+            let mut offset = 0i64;
+            loop {
+                let fetch = Request::Fetch(tributary_core::wire::FetchRequest {
+                    topic: topic(&format!("bench-{size}")),
+                    partition,
+                    offset,
+                    max_bytes: 1 << 20,
+                });
+                let Response::Fetch(f) = conn.call(&fetch).await.expect("fetch") else {
+                    panic!("fetch")
+                };
+                let mut entries = tributary_core::message::ShallowIter::new(&f.messages, offset);
+                entries.by_ref().for_each(drop);
+                let valid = entries.end().valid_bytes;
+                if valid == 0 {
+                    break;
+                }
+                offset += valid as i64;
+            }
+        }
+    }
+    let fetch = total as f64 / start.elapsed().as_secs_f64() / 1e6;
+    // The replica.
+    let replica_zk = ZooKeeper::start();
+    let dir = tempfile::tempdir().expect("dir");
+    let extra = format!(
+        "replica.source.zk.connect={}\nreplica.topics.whitelist=bench-.*\nreplica.fetch.size=1048576\nreplica.fetch.backoff.ms=10\n",
+        source_zk.connect_string()
+    );
+    let start = Instant::now();
+    let (port, stop, thread) = start_broker(&replica_zk, dir.path(), &extra);
+    let mut replica_conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(30))
+        .await
+        .expect("connect");
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while ends(&mut replica_conn).await != target {
+        assert!(Instant::now() < deadline, "the replica did not catch up");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let copy = total as f64 / start.elapsed().as_secs_f64() / 1e6;
+    println!("replica: one source broker -> a replica broker (byte for byte), {total} bytes of both topics, over loopback");
+    println!("  source FETCH (1 MiB, one connection): {fetch:>7.1} MB/s");
+    println!(
+        "  replica copy (start to caught up):    {copy:>7.1} MB/s  = {:.2} of source fetch",
+        copy / fetch
+    );
+    drop(replica_conn);
+    drop(stop);
+    thread.join().expect("replica broker");
 }

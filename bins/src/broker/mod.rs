@@ -327,13 +327,14 @@ async fn run<E: Env>(
     }
     if let Some(mut task) = replica.take() {
         // It stops at its next wait; one stuck in a call to the source is aborted.
-        if tokio::time::timeout(SHUTDOWN_GRACE, &mut task)
-            .await
-            .is_err()
-        {
-            task.abort();
-        }
-        if let Err(e) = task.await {
+        let joined = match tokio::time::timeout(SHUTDOWN_GRACE, &mut task).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                task.abort();
+                task.await
+            }
+        };
+        if let Err(e) = joined {
             if e.is_panic() {
                 failure.get_or_insert(BrokerError::from_join("the replica copier", e));
             }

@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 use tributary_core::config::{BrokerConfig, ReplicaConfig};
 use tributary_core::group_id::GroupId;
 use tributary_core::log::{TopicPartition, ValidatedSet};
+use tributary_core::planted::{self, Bug};
 use tributary_core::replica::{decide, fetch_size, Fetched};
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
 use tributary_core::zk_layout::{
@@ -48,6 +49,8 @@ struct Copied {
     fetch_bytes: u32,
     /// Why copying stopped, if it did (corruption, a gap): said once, then skipped.
     stopped: Option<String>,
+    /// Not fetched yet by this run of the copier (only the planted bug looks).
+    fresh: bool,
 }
 
 /// What the source cluster looks like: the source broker's address and its partitions.
@@ -106,6 +109,7 @@ pub async fn run<E: Env>(
                                 .or_insert(Copied {
                                     fetch_bytes: replica.fetch_bytes,
                                     stopped: None,
+                                    fresh: true,
                                 });
                         }
                     }
@@ -290,6 +294,14 @@ async fn round<E: Env>(
                 None => continue,
             },
         };
+        let end = if state.fresh && planted::active(Bug::ReplicaWrongResumeOffset) {
+            match source_offset(conn, tp, -1).await? {
+                Some(latest) => u64::try_from(latest).unwrap_or(end),
+                None => end,
+            }
+        } else {
+            end
+        };
         fetches.push(FetchRequest {
             topic: tp.topic.clone(),
             partition: tp.partition as i32,
@@ -311,6 +323,7 @@ async fn round<E: Env>(
         let Some(state) = copied.get_mut(tp) else {
             continue;
         };
+        state.fresh = false;
         match block.error {
             ErrorCode::NoError => {}
             ErrorCode::OffsetOutOfRange => {
@@ -451,9 +464,11 @@ async fn append<E: Env>(
         .await
         .map_err(|e| format!("{tp}: copied data refused by the log: {e}"))?;
     let now = env.now_ms();
+    // (Planted bugs are per thread: read here, not on the blocking thread.)
+    let planted_skip = planted::active(Bug::ReplicaWrongResumeOffset);
     let appended = with_log(env, &log, move |l| {
         let end = l.written_end();
-        if i64::try_from(end).ok() != Some(offset) {
+        if i64::try_from(end).ok() != Some(offset) && !planted_skip {
             return Err(format!(
                 "the log ends at {end}, not at the fetch offset {offset}"
             ));
@@ -462,8 +477,8 @@ async fn append<E: Env>(
     })
     .await
     .map_err(|e| format!("{tp}: {e}"))?;
-    debug_assert_eq!(
-        appended.offset as i64, offset,
+    debug_assert!(
+        appended.offset as i64 == offset || planted::active(Bug::ReplicaWrongResumeOffset),
         "a replica append landed elsewhere"
     );
     if appended.flush_needed {
@@ -585,7 +600,11 @@ where
                 let tp = TopicPartition::new(topic.clone(), partition);
                 let Some(log) = logs.get(&tp) else { continue };
                 let held = i64::try_from(log.lock().await.flushed_end()).unwrap_or(i64::MAX);
-                let offset = committed.min(held);
+                let offset = if planted::active(Bug::ReplicaSyncUnclamped) {
+                    committed
+                } else {
+                    committed.min(held)
+                };
                 let key = (name.clone(), tp);
                 if synced.get(&key) == Some(&offset) {
                     continue;
