@@ -329,7 +329,17 @@ async fn read_both(
     source_model: &crate::zk_model::SharedModel,
 ) -> Result<BTreeMap<Part, (Vec<u8>, Vec<u8>)>, String> {
     let mut out = BTreeMap::new();
-    for part in partitions_of(source_model) {
+    let parts = partitions_of(source_model);
+    // Every topic lands on every partition of both source brokers within a run: a source broker
+    // not registered again yet must not leave its partitions unchecked.
+    let expected = TOPICS.len() * 2 * 2;
+    if parts.len() < expected {
+        return Err(format!(
+            "only {} of {expected} source partitions are registered",
+            parts.len()
+        ));
+    }
+    for part in parts {
         let a = raw_bytes(&part, "src").await?;
         let b = raw_bytes(&part, "dst").await?;
         out.insert(part, (a, b));
@@ -587,11 +597,24 @@ fn drive(
 /// The first offset where a replica serves other bytes than its source holds there.
 fn first_difference(parts: &BothRead) -> Option<String> {
     parts.iter().find_map(|(part, (a, b))| {
-        a.iter().zip(b.iter()).position(|(x, y)| x != y).map(|at| {
+        let differs = a.iter().zip(b.iter()).position(|(x, y)| x != y).map(|at| {
             format!(
                 "{}/{}: the replica's byte at offset {at} differs from the source's",
                 part.0, part.1
             )
+        });
+        // A replica never holds more than its source (bytes past the source's end came from
+        // nowhere, or twice).
+        differs.or_else(|| {
+            (b.len() > a.len()).then(|| {
+                format!(
+                    "{}/{}: the replica serves {} bytes, past the source's end {}",
+                    part.0,
+                    part.1,
+                    b.len(),
+                    a.len()
+                )
+            })
         })
     })
 }

@@ -223,6 +223,22 @@ async fn a_replica_holds_the_source_byte_for_byte_across_a_kill_and_refuses_prod
         refused.is_err(),
         "a produce to a replica topic was accepted"
     );
+    // So is one to a topic the filter allows that the source does not have (yet): its bytes
+    // would take offsets the source's data is to have.
+    let early = producer
+        .send(Record::new(
+            topic("not-on-the-source"),
+            Bytes::from_static(b"early"),
+        ))
+        .await;
+    let early = match early {
+        Ok(delivery) => delivery.await.map(drop).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    assert!(
+        early.is_err(),
+        "a produce to a topic the replica would copy was accepted"
+    );
     producer.close().await;
 
     // kill -9 in the middle of copying more, then a restart: identical again, nothing twice.
@@ -362,6 +378,22 @@ async fn a_consumer_fails_over_to_the_replica_where_it_left_off_and_promote_make
         seen.push(String::from_utf8(m.payload.to_vec()).unwrap());
     }
     on_replica.shutdown().await;
+    // The group now commits on the mirror cluster: a replica broker that restarts (forgetting
+    // what it synced) must not put the source's older offsets back.
+    let own_commits = committed(&replica_zk, "app", "orders").await;
+    assert_ne!(
+        own_commits, source_offsets,
+        "the group committed on the mirror cluster"
+    );
+    let mut replica = replica;
+    replica.kill();
+    replica.spawn();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        committed(&replica_zk, "app", "orders").await,
+        own_commits,
+        "the offset sync overwrote the failed-over group's own commits"
+    );
     let distinct: std::collections::BTreeSet<String> = seen.iter().cloned().collect();
     assert_eq!(distinct, all, "the union of both sides is the topic");
     assert_eq!(

@@ -126,8 +126,9 @@ impl Broker {
             source,
         })?;
         if let Some(replica) = &config.replica {
-            // Replica topics already copied keep the source's partition counts from the start
-            // (the copier confirms them from the source's ZooKeeper).
+            // Every topic the filter allows is read-only from the start; those already copied
+            // keep the source's partition counts (the copier confirms them from the source).
+            logs.set_replica_filter(replica.topics.clone());
             for (topic, count) in logs.local_counts() {
                 if replica.topics.allows(topic.as_str()) {
                     logs.set_replica(&topic, count);
@@ -369,10 +370,15 @@ async fn run<E: Env>(
 /// without one.
 async fn replica_ended(replica: &mut Option<tokio::task::JoinHandle<()>>) -> BrokerError {
     match replica {
-        Some(task) => match task.await {
-            Err(e) => BrokerError::from_join("the replica copier", e),
-            Ok(()) => BrokerError::TaskEnded("the replica copier"),
-        },
+        Some(task) => {
+            let joined = task.await;
+            // Finished: never awaited again at shutdown.
+            *replica = None;
+            match joined {
+                Err(e) => BrokerError::from_join("the replica copier", e),
+                Ok(()) => BrokerError::TaskEnded("the replica copier"),
+            }
+        }
         None => std::future::pending().await,
     }
 }

@@ -35,10 +35,16 @@ use crate::client::{connect, Connection};
 use crate::coordination::{CoordError, Coordination, NodeKind};
 use crate::env::Env;
 
+/// Where a replica broker keeps, per group and partition, the offset it last synced (in this
+/// cluster's ZooKeeper).
+const SYNCED_PATH: &str = "/tributary/synced";
 /// How often the source's ZooKeeper is read for new topics and partitions.
 const DISCOVERY_INTERVAL: Duration = Duration::from_secs(2);
 /// Partitions in one MULTIFETCH at most.
 const FETCHES_PER_REQUEST_MAX: usize = 200;
+/// The most partitions a source topic may have on one broker; a larger count read from the
+/// source's ZooKeeper is refused as invalid (a bad value there must not exhaust memory).
+const PARTITIONS_MAX: u32 = 10_000;
 /// Headers a message's entry adds beyond `max.message.size` (length, magic, attributes, CRC).
 const ENTRY_OVERHEAD_BYTES: u32 = 10;
 
@@ -92,8 +98,25 @@ pub async fn run<E: Env>(
         replica.source,
         replica.topics.pattern()
     );
+    let mut last_promotions: Option<i64> = None;
     while !*stop.borrow() {
         let now = env.now_ms();
+        // Promotions first, from this cluster's ZooKeeper, whether or not the source answers:
+        // a promoted topic is never copied into again, and nothing is copied before they are
+        // known.
+        if last_promotions.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
+            match promotions(&env, &broker, &logs, &mut own, &copied).await {
+                Ok(()) => last_promotions = Some(now),
+                Err(e) => {
+                    tracing::warn!("replica: reading promotions from this cluster's ZooKeeper: {e}; not copying until it answers");
+                    own = None;
+                    if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
+                        return;
+                    }
+                    continue;
+                }
+            }
+        }
         if last_discovery.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
             match discover(&env, &broker, &replica, &mut coord).await {
                 Ok(fresh) => {
@@ -114,16 +137,6 @@ pub async fn run<E: Env>(
                         }
                     }
                     view = fresh;
-                    // Promotions first: a promoted topic must never be copied into again.
-                    if let Err(e) = promotions(&env, &broker, &logs, &mut own, &copied).await {
-                        tracing::warn!("replica: reading promotions from this cluster's ZooKeeper: {e}; not copying until it answers");
-                        own = None;
-                        last_discovery = None;
-                        if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
-                            return;
-                        }
-                        continue;
-                    }
                 }
                 Err(e) => {
                     tracing::warn!(
@@ -233,7 +246,7 @@ async fn discover<E: Env>(
         let path = broker_topic_partitions_path(&topic, replica.source_broker_id);
         match c.get(&path).await {
             Ok((data, _)) => match String::from_utf8_lossy(&data).trim().parse::<u32>() {
-                Ok(count) if count > 0 => {
+                Ok(count) if count > 0 && count <= PARTITIONS_MAX => {
                     counts.insert(topic, count);
                 }
                 _ => tracing::warn!(
@@ -257,7 +270,7 @@ fn announce<F: tributary_core::log::LogFs + Clone>(
     new_topics: Option<&mpsc::UnboundedSender<TopicName>>,
 ) {
     for (topic, count) in &fresh.counts {
-        if old.counts.get(topic) == Some(count) && logs.is_replica(topic) {
+        if old.counts.get(topic) == Some(count) {
             continue;
         }
         logs.set_replica(topic, *count);
@@ -280,39 +293,75 @@ async fn round<E: Env>(
     copied: &mut BTreeMap<TopicPartition, Copied>,
     (base_bytes, limit_bytes): (u32, u32),
 ) -> Result<bool, String> {
-    let mut fetches = Vec::new();
-    let mut keys = Vec::new();
-    for (tp, state) in copied.iter() {
-        let promoted = !logs.is_replica(&tp.topic);
-        if promoted || state.stopped.is_some() || fetches.len() >= FETCHES_PER_REQUEST_MAX {
+    // Every partition still copied, at its own end; fetched FETCHES_PER_REQUEST_MAX at a time.
+    let mut wanted: Vec<(TopicPartition, FetchRequest)> = Vec::new();
+    let keys: Vec<TopicPartition> = copied.keys().cloned().collect();
+    for tp in keys {
+        let Some(state) = copied.get_mut(&tp) else {
+            continue;
+        };
+        if !logs.is_replica(&tp.topic) || state.stopped.is_some() {
             continue;
         }
-        let end = match logs.get(tp) {
+        let end = match logs.get(&tp) {
             Some(log) => log.lock().await.written_end(),
-            None => match create(env, conn, logs, tp).await? {
-                Some(start) => start,
-                None => continue,
+            None => match create(env, conn, logs, &tp).await? {
+                Created::At(start) => start,
+                Created::NotYet => continue,
+                Created::Refused(reason) => {
+                    tracing::error!("replica: {tp}: {reason}; this partition stops copying");
+                    state.stopped = Some(reason);
+                    continue;
+                }
             },
         };
         let end = if state.fresh && planted::active(Bug::ReplicaWrongResumeOffset) {
-            match source_offset(conn, tp, -1).await? {
+            match source_offset(conn, &tp, -1).await? {
                 Some(latest) => u64::try_from(latest).unwrap_or(end),
                 None => end,
             }
         } else {
             end
         };
-        fetches.push(FetchRequest {
+        let Ok(offset) = i64::try_from(end) else {
+            continue;
+        };
+        let request = FetchRequest {
             topic: tp.topic.clone(),
             partition: tp.partition as i32,
-            offset: i64::try_from(end).map_err(|_| format!("{tp}: log end {end} is past i64"))?,
+            offset,
             max_bytes: state.fetch_bytes as i32,
-        });
-        keys.push(tp.clone());
+        };
+        wanted.push((tp, request));
     }
-    if fetches.is_empty() {
-        return Ok(false);
+    let mut appended_any = false;
+    for batch in wanted.chunks(FETCHES_PER_REQUEST_MAX) {
+        let (keys, fetches): (Vec<TopicPartition>, Vec<FetchRequest>) =
+            batch.iter().cloned().unzip();
+        appended_any |= fetch_and_append(
+            env,
+            conn,
+            logs,
+            copied,
+            (base_bytes, limit_bytes),
+            &keys,
+            fetches,
+        )
+        .await?;
     }
+    Ok(appended_any)
+}
+
+/// One MULTIFETCH of `fetches` (for `keys`) and the appends; `true` when anything was appended.
+async fn fetch_and_append<E: Env>(
+    env: &E,
+    conn: &mut Connection<E::Stream>,
+    logs: &Arc<Logs<E::Fs>>,
+    copied: &mut BTreeMap<TopicPartition, Copied>,
+    (base_bytes, limit_bytes): (u32, u32),
+    keys: &[TopicPartition],
+    fetches: Vec<FetchRequest>,
+) -> Result<bool, String> {
     let blocks = match conn.call(&Request::MultiFetch(fetches.clone())).await {
         Ok(Response::MultiFetch(m)) if m.blocks.len() == fetches.len() => m.blocks,
         Ok(other) => return Err(format!("unexpected answer to MULTIFETCH: {other:?}")),
@@ -342,6 +391,9 @@ async fn round<E: Env>(
         }
         match decide(request.offset, &block.messages) {
             Fetched::Nothing => {}
+            // The whole first message fits what was asked: the source cut the answer short
+            // (its response budget); ask again.
+            Fetched::TooSmall { needed } if needed <= state.fetch_bytes as usize => {}
             Fetched::TooSmall { needed } => {
                 match fetch_size(state.fetch_bytes, Some(needed), limit_bytes) {
                     Some(bigger) if bigger > state.fetch_bytes => {
@@ -376,27 +428,43 @@ async fn round<E: Env>(
     Ok(appended_any)
 }
 
-/// Creates a replica partition at the source's earliest offset; `None` when the source does
-/// not answer for it yet.
+/// What creating a replica partition came to.
+enum Created {
+    /// The log exists; copying goes on from this offset.
+    At(u64),
+    /// The source does not answer for the partition yet.
+    NotYet,
+    /// The partition cannot be created here (refused at startup, disk error): it stops.
+    Refused(String),
+}
+
+/// Creates a replica partition at the source's earliest offset. `Err` only for a failure of the
+/// connection to the source.
 async fn create<E: Env>(
     env: &E,
     conn: &mut Connection<E::Stream>,
     logs: &Arc<Logs<E::Fs>>,
     tp: &TopicPartition,
-) -> Result<Option<u64>, String> {
+) -> Result<Created, String> {
     let Some(earliest) = source_offset(conn, tp, -2).await? else {
-        return Ok(None);
+        return Ok(Created::NotYet);
     };
-    let start = u64::try_from(earliest)
-        .map_err(|_| format!("{tp}: the source's earliest offset {earliest} is negative"))?;
+    let Ok(start) = u64::try_from(earliest) else {
+        return Ok(Created::Refused(format!(
+            "the source's earliest offset {earliest} is negative"
+        )));
+    };
     let (logs, key, now) = (logs.clone(), tp.clone(), env.now_ms());
-    let (log, _created) = env
+    let log = match env
         .blocking(move || logs.get_or_create_at(&key, start, now))
         .await
-        .map_err(|e| e.to_string())?;
+    {
+        Ok((log, _created)) => log,
+        Err(e) => return Ok(Created::Refused(format!("cannot create its log: {e}"))),
+    };
     let end = log.lock().await.written_end();
     tracing::info!("replica: {tp}: copying from offset {end}");
-    Ok(Some(end))
+    Ok(Created::At(end))
 }
 
 /// One offset of the source for `tp` (`time` -1 latest, -2 earliest), `None` on an error code.
@@ -516,7 +584,7 @@ async fn promotions<E: Env>(
             continue;
         };
         let path = promoted_ack_path(&topic, broker.broker_id);
-        let newly = logs.is_replica(&topic) && logs.promote(&topic);
+        let newly = logs.promote(&topic);
         let acknowledged = c.get(&path).await.is_ok();
         if !newly && acknowledged {
             continue;
@@ -524,8 +592,12 @@ async fn promotions<E: Env>(
         let mut stopped_at = Vec::new();
         for tp in copied.keys().filter(|tp| tp.topic == topic) {
             if let Some(log) = logs.get(tp) {
-                let l = log.lock().await;
-                stopped_at.push(format!("{}:{}", tp.partition, l.flushed_end()));
+                // Everything copied made visible first: the reported end is the real one.
+                if let Err(e) = logs::flush(env, &log).await {
+                    tracing::error!("replica: {tp}: flushing at promotion: {e}");
+                }
+                let end = log.lock().await.flushed_end();
+                stopped_at.push(format!("{}:{end}", tp.partition));
             }
         }
         let at = stopped_at.join(",");
@@ -610,20 +682,39 @@ where
                     continue;
                 }
                 let to = format!("{from}/{own_id}-{partition}");
-                here.ensure_parents(&to).await?;
-                match here
-                    .create(&to, offset.to_string().as_bytes(), NodeKind::Persistent)
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(CoordError::NodeExists(_)) => {
-                        here.set(&to, offset.to_string().as_bytes(), None).await?;
-                    }
-                    Err(e) => return Err(e),
+                // What this syncer last wrote there, kept beside it: a different value now means
+                // the group committed here itself (it failed over) — never overwrite that.
+                let marker = format!("{SYNCED_PATH}/{name}/{topic}/{own_id}-{partition}");
+                let current = data_of(here, &to).await?;
+                let last = data_of(here, &marker).await?;
+                if current.is_some() && current != last {
+                    continue;
                 }
+                let value = offset.to_string();
+                put(here, &to, value.as_bytes()).await?;
+                put(here, &marker, value.as_bytes()).await?;
                 synced.insert(key, offset);
             }
         }
     }
     Ok(())
+}
+
+/// Creates `path` with `data`, or sets it.
+async fn put<C: Coordination>(coord: &C, path: &str, data: &[u8]) -> Result<(), CoordError> {
+    coord.ensure_parents(path).await?;
+    match coord.create(path, data, NodeKind::Persistent).await {
+        Ok(_) => Ok(()),
+        Err(CoordError::NodeExists(_)) => coord.set(path, data, None).await.map(drop),
+        Err(e) => Err(e),
+    }
+}
+
+/// The data of `path`, `None` when it does not exist.
+async fn data_of<C: Coordination>(coord: &C, path: &str) -> Result<Option<Vec<u8>>, CoordError> {
+    match coord.get(path).await {
+        Ok((data, _)) => Ok(Some(data)),
+        Err(CoordError::NoNode(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
 }

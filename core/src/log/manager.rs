@@ -38,13 +38,15 @@ pub struct OpenReport {
     pub ignored: Vec<String>,
 }
 
-/// A topic copied from a source cluster (replica mode).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ReplicaTopic {
-    /// The source's partition count.
-    count: u32,
-    /// Promoted: no longer copied, takes produces (its count stays the source's).
-    promoted: bool,
+/// Replica mode's view of the topics (see [`LogManager::is_replica`]).
+#[derive(Debug, Default)]
+struct Replicas {
+    /// The topics copied: every topic the filter allows (set once, at startup).
+    filter: Option<crate::consumer::TopicPattern>,
+    /// The source's partition count of each copied topic seen so far.
+    counts: BTreeMap<TopicName, u32>,
+    /// Topics promoted: no longer copied, they take produces.
+    promoted: std::collections::BTreeSet<TopicName>,
 }
 
 /// All partition logs of a broker, each in a cell `C` of the caller's choosing (a lock the
@@ -64,9 +66,8 @@ pub struct LogManager<F: LogFs + Clone, C> {
     /// Serializes creation of new partitions (file-system work), outside the map's lock.
     creating: Mutex<()>,
     refused: BTreeMap<TopicPartition, String>,
-    /// Replica topics (replica mode) with the source's partition counts: their counts come from
-    /// the source, not from this broker's configuration, and they refuse produces.
-    replicas: Mutex<BTreeMap<TopicName, ReplicaTopic>>,
+    /// Replica mode: the source's partition counts of copied topics, and which are promoted.
+    replicas: Mutex<Replicas>,
     _dir_lock: F::DirLock,
 }
 
@@ -156,7 +157,7 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
             logs: Mutex::new(logs),
             creating: Mutex::new(()),
             refused,
-            replicas: Mutex::new(BTreeMap::new()),
+            replicas: Mutex::new(Replicas::default()),
             _dir_lock: dir_lock,
         };
         manager.write_checkpoint(ends)?;
@@ -188,39 +189,43 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
     /// Partitions `topic` has on this broker: a replica topic's source count, else the
     /// per-topic override, else `num.partitions`.
     pub fn partition_count(&self, topic: &TopicName) -> u32 {
-        match self.replicas().get(topic) {
-            Some(r) => r.count,
+        match self.replicas().counts.get(topic) {
+            Some(count) => *count,
             None => self.config.partitions_for(topic),
         }
     }
 
-    /// Makes `topic` a replica topic with the source's partition count (replica mode). A count
-    /// never shrinks (0.7 partitions are never removed): the larger one is kept. A promoted
-    /// topic stays promoted.
+    /// Replica mode: every topic `filter` allows is copied from the source, read-only here
+    /// until promoted — from the start, before the source has been asked about it, so no
+    /// client write can ever land where the source's bytes are to go.
+    pub fn set_replica_filter(&self, filter: crate::consumer::TopicPattern) {
+        self.replicas().filter = Some(filter);
+    }
+
+    /// Records the source's partition count of a copied topic. A count never shrinks (0.7
+    /// partitions are never removed): the larger one is kept.
     pub fn set_replica(&self, topic: &TopicName, count: u32) {
         let mut replicas = self.replicas();
-        let kept = replicas.entry(topic.clone()).or_insert(ReplicaTopic {
-            count,
-            promoted: false,
-        });
-        kept.count = kept.count.max(count);
+        let kept = replicas.counts.entry(topic.clone()).or_insert(count);
+        *kept = (*kept).max(count);
     }
 
-    /// Promotes a replica topic: it is no longer copied and takes produces; its partition count
-    /// stays the source's. `false` when it is not a replica topic here.
+    /// Promotes a copied topic: no longer copied, it takes produces (its partition count stays
+    /// the source's). `true` the first time, for a topic that was copied.
     pub fn promote(&self, topic: &TopicName) -> bool {
-        match self.replicas().get_mut(topic) {
-            Some(r) => {
-                r.promoted = true;
-                true
-            }
-            None => false,
-        }
+        let copied = self.is_replica(topic);
+        copied && self.replicas().promoted.insert(topic.clone())
     }
 
-    /// Whether `topic` is a replica topic still being copied (its partitions refuse produces).
+    /// Whether `topic` is copied from the source and not promoted: its partitions refuse
+    /// produces, and only the copier appends to them.
     pub fn is_replica(&self, topic: &TopicName) -> bool {
-        self.replicas().get(topic).is_some_and(|r| !r.promoted)
+        let replicas = self.replicas();
+        replicas
+            .filter
+            .as_ref()
+            .is_some_and(|f| f.allows(topic.as_str()))
+            && !replicas.promoted.contains(topic)
     }
 
     /// Topics this broker holds partitions of, with the highest partition number + 1 found on
@@ -238,7 +243,7 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         clippy::panic,
         reason = "a poisoned map lock is a bug in this module; stopping loudly is the point"
     )]
-    fn replicas(&self) -> MutexGuard<'_, BTreeMap<TopicName, ReplicaTopic>> {
+    fn replicas(&self) -> MutexGuard<'_, Replicas> {
         self.replicas.lock().unwrap_or_else(|_| {
             panic!("the replica map's lock was poisoned by a panic while it was held")
         })
