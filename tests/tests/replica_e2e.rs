@@ -106,7 +106,7 @@ fn segment_bytes(log_dir: &std::path::Path, t: &str, partition: i32) -> Vec<u8> 
 
 async fn produce(zk: &ZooKeeper, codec: &str, t: &str, messages: impl Iterator<Item = String>) {
     let text = format!(
-        "zk.connect={}\nproducer.type=async\nbatch.size=50\ndurable.acks=true\ncompression.codec={codec}\n",
+        "zk.connect={}\nproducer.type=async\nbatch.size=50\ndurable.acks=true\nnum.retries=10\ncompression.codec={codec}\n",
         zk.connect_string()
     );
     let config =
@@ -386,9 +386,23 @@ async fn a_consumer_fails_over_to_the_replica_where_it_left_off_and_promote_make
         "the group committed on the mirror cluster"
     );
     let mut replica = replica;
+    let zk = zookeeper_client::Client::connect(&replica_zk.connect_string())
+        .await
+        .unwrap();
+    let registered = zk.get_data("/brokers/ids/0").await.map(|(d, _)| d).ok();
     replica.kill();
     replica.spawn();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Until the restarted broker registered again (its copier starts then), and a few sync
+    // intervals more.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while zk.get_data("/brokers/ids/0").await.map(|(d, _)| d).ok() == registered {
+        assert!(
+            Instant::now() < deadline,
+            "the replica broker did not register again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         committed(&replica_zk, "app", "orders").await,
         own_commits,

@@ -5,7 +5,9 @@
 //! Idempotent: promoting a promoted topic changes nothing and prints the same offsets.
 
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tributary_core::config::ZkConnect;
 use tributary_core::wire::TopicName;
