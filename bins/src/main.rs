@@ -611,6 +611,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 wait: std::time::Duration::from_secs(wait),
             };
             runtime(Some(1))?.block_on(tributary::tools::promote::promote(
+                &TokioEnv,
                 &options,
                 &mut std::io::stdout().lock(),
             ))?;

@@ -43,6 +43,12 @@ pub enum Bug {
     ReplicaWrongResumeOffset = 8192,
     /// A replica syncs consumer offsets without clamping them to what it holds.
     ReplicaSyncUnclamped = 16384,
+    /// A replica broker goes on copying a topic after promoting it (source bytes land after
+    /// the promote point, among what clients of the mirror cluster produce).
+    ReplicaCopyAfterPromote = 32768,
+    /// A replica whose source deleted bytes before they were copied leaves a hole up to the
+    /// source's latest offset instead of its earliest (skipping bytes the source still has).
+    ReplicaHoleToLatest = 65536,
 }
 
 #[cfg(feature = "planted-bugs")]

@@ -8,6 +8,9 @@
 //!    offset, byte for byte (unless retention had deleted it);
 //! 2. nothing corrupt is returned by any read, before or after the crash;
 //! 3. appends continue at the recovered end and read back correctly;
+//! 4. a hole the writer made ([`Log::skip_to`], as a replica does across a gap) is still a hole
+//!    after recovery (unless retention deleted it): nothing is served inside it, and the log
+//!    is readable on both sides;
 //!
 //! and that no partition was refused (an honest crash must never look like corruption).
 
@@ -76,6 +79,8 @@ pub struct CrashReport {
     pub sets_appended: usize,
     /// Visible sets checked after recovery.
     pub sets_checked: usize,
+    /// Holes checked after recovery.
+    pub holes_checked: usize,
     /// Whether the crash came from the file-system budget (mid-operation) rather than after
     /// the writer finished.
     pub crashed_mid_operation: bool,
@@ -87,6 +92,8 @@ struct Model {
     sets: BTreeMap<TopicPartition, BTreeMap<u64, Bytes>>,
     visible_end: BTreeMap<TopicPartition, u64>,
     start: BTreeMap<TopicPartition, u64>,
+    /// Holes made (each once `skip_to` returned).
+    holes: BTreeMap<TopicPartition, Vec<(u64, u64)>>,
     report: CrashReport,
     writer_done: bool,
     verified: bool,
@@ -293,6 +300,16 @@ fn one_op(
             }
         }
         82..94 => read_back(manager, tp, rng, model)?,
+        94..97 => {
+            if let Some(log) = manager.get(tp) {
+                let mut log = lock(&log);
+                let from = log.written_end();
+                let to = from + rng.random_range(1..3000);
+                log.skip_to(to, now).map_err(|e| e.to_string())?;
+                let mut m = model.lock().map_err(|e| e.to_string())?;
+                m.holes.entry(tp.clone()).or_default().push((from, to));
+            }
+        }
         _ => {
             cleanup(manager, now);
         }
@@ -403,6 +420,23 @@ fn verify(params: Params, model: &Mutex<Model>) -> Result<(), String> {
             }
             m.report.sets_checked += 1;
         }
+        let holes = m.holes.get(&tp).cloned().unwrap_or_default();
+        for (from, to) in holes.into_iter().filter(|(_, to)| *to > log.start_offset()) {
+            for at in [from, to - 1] {
+                if log.read(at as i64, 1 << 16).is_ok() {
+                    return Err(format!(
+                        "{tp}: hole {from}..{to} made before the crash serves data at {at} after it"
+                    ));
+                }
+            }
+            if log.advertised_start() < to {
+                return Err(format!(
+                    "{tp}: hole {from}..{to} made before the crash, but OFFSETS start at {}",
+                    log.advertised_start()
+                ));
+            }
+            m.report.holes_checked += 1;
+        }
         drop(log);
         check_whole_log(&manager, &tp)?;
         check_appends_continue(&manager, &tp, now)?;
@@ -418,6 +452,10 @@ fn check_whole_log(manager: &Manager, tp: &TopicPartition) -> Result<(), String>
     let log = lock(&log);
     let mut pos = log.start_offset();
     while pos < log.flushed_end() {
+        if let Some((_, to)) = log.holes().iter().find(|(from, _)| *from == pos) {
+            pos = *to;
+            continue;
+        }
         let chunk = log
             .read(pos as i64, 4096)
             .map_err(|e| format!("{tp}: read at {pos}: {e}"))?;

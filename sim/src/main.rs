@@ -339,8 +339,8 @@ fn run_replica(args: &Args) -> ExitCode {
         };
         r.trace_tail.iter().for_each(|l| println!("{l}"));
         println!(
-            "faults {:?}; {} acknowledged, {} partitions ({} bytes) identical, {} synced offsets checked, caught up after {:?}",
-            r.faults, r.acked, r.partitions, r.bytes_compared, r.syncs_checked, r.drained_after
+            "faults {:?}; {} acknowledged, {} partitions ({} bytes) identical, {} synced offsets checked, caught up after {:?}; promoted at {:?}, then {} acknowledged by the replica cluster; gap seed {}: {} holes, {} source bytes never seen by the checker",
+            r.faults, r.acked, r.partitions, r.bytes_compared, r.syncs_checked, r.drained_after, r.promoted_at, r.failover_acked, r.tiny_retention, r.holes, r.bytes_unseen
         );
         println!("{outcome}");
         return if outcome.contains("FAILED") {
@@ -352,12 +352,19 @@ fn run_replica(args: &Args) -> ExitCode {
     let start = Instant::now();
     let (mut simulated, mut failures, mut acked, mut bytes, mut syncs) =
         (0.0, 0u64, 0usize, 0usize, 0u64);
+    let (mut promotions, mut failover_acked) = (0u64, 0usize);
+    let (mut gap_seeds, mut holes, mut unseen) = (0u64, 0usize, 0usize);
     let mut faults = std::collections::BTreeMap::new();
     let mut drains = Vec::new();
     for seed in args.first..args.first + args.seeds {
         match run_seed(seed, options) {
             Ok(r) => {
                 simulated += r.simulated.as_secs_f64();
+                promotions += u64::from(r.promoted_at.is_some());
+                failover_acked += r.failover_acked;
+                gap_seeds += u64::from(r.tiny_retention);
+                holes += r.holes;
+                unseen += r.bytes_unseen;
                 acked += r.acked;
                 bytes += r.bytes_compared;
                 syncs += r.syncs_checked;
@@ -386,7 +393,7 @@ fn run_replica(args: &Args) -> ExitCode {
     drains.sort();
     let wall = start.elapsed().as_secs_f64();
     println!(
-        "{} replica seeds ({:?} faults, {} s each): {failures} failed; {simulated:.0} simulated s in {wall:.1} wall s ({:.1} sim s per wall s); faults {faults:?}; {acked} acknowledged messages, {bytes} bytes compared identical, {syncs} synced offsets checked; caught up in {:?} (median), {:?} (worst)",
+        "{} replica seeds ({:?} faults, {} s each): {failures} failed; {simulated:.0} simulated s in {wall:.1} wall s ({:.1} sim s per wall s); faults {faults:?}; {acked} acknowledged messages, {bytes} bytes compared identical, {syncs} synced offsets checked; {promotions} promotions, then {failover_acked} messages acknowledged by the replica cluster; {gap_seeds} gap seeds: {holes} holes, {unseen} source bytes deleted before the checker saw them; caught up in {:?} (median), {:?} (worst)",
         args.seeds,
         args.faults,
         args.duration_secs,

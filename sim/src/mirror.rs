@@ -32,6 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary::client::connect;
@@ -890,13 +891,13 @@ pub(crate) async fn range_of(part: &Part, cluster: &str) -> Result<(i64, i64), S
     Ok((ends[0], ends[1]))
 }
 
-/// A partition's messages from `from` to its end: (start, end, payload), every inner message
-/// of a wrapper with the wrapper's offsets.
-async fn read_partition(
+/// A partition's raw bytes from `from` up to its end (or up to the first offset its broker
+/// refuses: then with that answer), read with FETCH from its broker in cluster `cluster`.
+pub(crate) async fn fetch_bytes(
     part: &Part,
     cluster: &str,
     from: i64,
-) -> Result<Vec<(i64, i64, Vec<u8>)>, String> {
+) -> Result<(Vec<u8>, Option<ErrorCode>), String> {
     let (broker, partition) = broker_and_partition(part).ok_or("bad partition name")?;
     let topic: TopicName = part.0.parse().map_err(|_| "bad topic")?;
     let mut conn = connect(
@@ -908,8 +909,8 @@ async fn read_partition(
     .await
     .map_err(|e| e.to_string())?;
     let mut out = Vec::new();
-    let mut offset = from;
     loop {
+        let offset = from + out.len() as i64;
         let fetch = Request::Fetch(FetchRequest {
             topic: topic.clone(),
             partition,
@@ -920,38 +921,53 @@ async fn read_partition(
             return Err("not a fetch answer".into());
         };
         if f.error != ErrorCode::NoError {
-            return Err(format!("{}/{} at {offset}: {:?}", part.0, part.1, f.error));
+            return Ok((out, Some(f.error)));
         }
         if f.messages.is_empty() {
-            return Ok(out);
+            return Ok((out, None));
         }
         let mut entries = ShallowIter::new(&f.messages, offset);
-        let mut any = false;
-        for entry in entries.by_ref() {
-            let entry =
-                entry.map_err(|e| format!("{}/{}: corrupt at {offset}: {e}", part.0, part.1))?;
-            let raw = f
-                .messages
-                .slice((entry.offset - offset) as usize..(entry.next_offset - offset) as usize);
-            for inner in DeepIter::new(raw, entry.offset, 1 << 24) {
-                let inner = inner
-                    .map_err(|e| format!("{}/{}: corrupt inner message: {e}", part.0, part.1))?;
-                out.push((
-                    entry.offset,
-                    entry.next_offset,
-                    inner.message.payload.to_vec(),
-                ));
-            }
-            any = true;
-        }
-        if !any {
+        entries.by_ref().for_each(drop);
+        let valid = entries.end().valid_bytes;
+        if valid == 0 {
             return Err(format!(
-                "{}/{}: no whole message at {offset}",
+                "{cluster} {}/{}: no whole message at {offset}",
                 part.0, part.1
             ));
         }
-        offset += entries.end().valid_bytes as i64;
+        out.extend_from_slice(f.messages.get(..valid).unwrap_or_default());
     }
+}
+
+/// A partition's messages from `from` to its end: (start, end, payload), every inner message
+/// of a wrapper with the wrapper's offsets.
+async fn read_partition(
+    part: &Part,
+    cluster: &str,
+    from: i64,
+) -> Result<Vec<(i64, i64, Vec<u8>)>, String> {
+    let (raw, refused) = fetch_bytes(part, cluster, from).await?;
+    if let Some(error) = refused {
+        let at = from + raw.len() as i64;
+        return Err(format!("{}/{} at {at}: {error:?}", part.0, part.1));
+    }
+    let raw = Bytes::from(raw);
+    let mut out = Vec::new();
+    let mut entries = ShallowIter::new(&raw, from);
+    for entry in entries.by_ref() {
+        let entry = entry.map_err(|e| format!("{}/{}: corrupt: {e}", part.0, part.1))?;
+        let whole = raw.slice((entry.offset - from) as usize..(entry.next_offset - from) as usize);
+        for inner in DeepIter::new(whole, entry.offset, 1 << 24) {
+            let inner =
+                inner.map_err(|e| format!("{}/{}: corrupt inner message: {e}", part.0, part.1))?;
+            out.push((
+                entry.offset,
+                entry.next_offset,
+                inner.message.payload.to_vec(),
+            ));
+        }
+    }
+    Ok(out)
 }
 
 async fn read_everything(

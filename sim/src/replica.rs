@@ -13,7 +13,13 @@
 //! - `ReplicaNoLoss`: within [`DRAIN`] of healing, every replica partition ends where its source
 //!   partition ends;
 //! - `ReplicaSyncAhead` (every 200 ms): a consumer offset synced into the replica cluster's
-//!   ZooKeeper is never past what that replica serves.
+//!   ZooKeeper is never past what that replica serves;
+//! - `ReplicaPromoteCut`: in half the seeds `tributary promote` (the production tool) promotes
+//!   one topic in the middle of the run, and a producer on the replica cluster writes to it
+//!   once the promotion is confirmed. Each promoted partition must hold the source's bytes up
+//!   to the offset its broker confirmed, and after it only what was produced to the replica
+//!   cluster: no source byte after the promote point. Every message acknowledged there must be
+//!   in it (`ReplicaNoLoss`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -21,19 +27,19 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tributary::client::connect;
 use tributary::consumer::{ConsumerConnector, ConsumerError, Subscription};
 use tributary::producer::{Producer, Record};
-use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
+use tributary::tools::promote::{promote, PromoteOptions};
+use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties, ZkConnect};
 use tributary_core::message::ShallowIter;
-use tributary_core::wire::{ErrorCode, FetchRequest, Request, Response, TopicName};
+use tributary_core::wire::TopicName;
 
 use crate::cluster::Faults;
 use crate::env::SimEnv;
-use crate::mirror::{partitions_of, range_of, Part};
+use crate::mirror::{fetch_bytes, partitions_of, range_of, Part};
 use crate::sim_fs::{sim_builder, DiskFaults};
 use crate::world::{
-    add_cluster, Cluster, ClusterSpec, Control, Invariant, Links, Violation, BROKER_PORT, ZK_PORT,
+    add_cluster, Cluster, ClusterSpec, Control, Invariant, Links, Violation, ZK_PORT,
 };
 
 /// After the last fault heals, how long the replicas may take to catch up.
@@ -41,6 +47,11 @@ pub const DRAIN: Duration = Duration::from_secs(60);
 /// The consumer group on the source whose offsets are synced.
 const GROUP: &str = "app";
 const TOPICS: [&str; 2] = ["events", "audit"];
+/// The topic promoted (in the seeds that promote).
+const PROMOTED: &str = "audit";
+/// What the producer on the replica cluster writes starts with this (the source's messages
+/// start with `r `).
+const FAILOVER_PREFIX: &[u8] = b"w ";
 
 /// What a run does.
 #[derive(Debug, Clone, Copy)]
@@ -64,10 +75,21 @@ pub struct ReplicaReport {
     pub partitions: usize,
     /// Bytes compared between source and replica.
     pub bytes_compared: usize,
+    /// Whether the source had a tiny retention (a gap seed).
+    pub tiny_retention: bool,
+    /// Replica partitions with a hole (a gap seed's source deleted bytes before they were
+    /// copied).
+    pub holes: usize,
+    /// Source bytes the checker never saw (deleted before it read them): not compared.
+    pub bytes_unseen: usize,
     /// Synced offsets checked against the replicas' ends.
     pub syncs_checked: u64,
     /// From the last heal until every replica partition reached its source's end.
     pub drained_after: Option<Duration>,
+    /// When the promotion was confirmed, if this seed promotes.
+    pub promoted_at: Option<Duration>,
+    /// Messages acknowledged by the replica cluster after the promotion.
+    pub failover_acked: usize,
     /// Hash of the trace (same seed, same hash).
     pub trace_hash: u64,
     /// The trace's last lines.
@@ -84,12 +106,65 @@ struct State {
     check: bool,
     /// Every source partition seen registered during the run.
     seen: std::collections::BTreeSet<Part>,
+    /// Gap seeds: the source's bytes, read as the run goes (its retention deletes them).
+    archives: BTreeMap<Part, Archive>,
+    /// This seed gives the source a tiny retention.
+    tiny_retention: bool,
     /// Per source partition: (source bytes, replica bytes) or a problem.
     final_read: Option<Result<BothRead, String>>,
+    /// This seed promotes [`PROMOTED`].
+    promote_planned: bool,
+    /// When `tributary promote` returned success.
+    promoted_at: Option<Duration>,
+    /// Sequence numbers the replica cluster acknowledged after the promotion.
+    failover_acked: std::collections::BTreeSet<u64>,
+    /// The producer on the replica cluster has stopped (its last send resolved).
+    failover_done: bool,
 }
 
-/// Per source partition: (the source's bytes, the replica's bytes).
-type BothRead = BTreeMap<Part, (Vec<u8>, Vec<u8>)>;
+/// What the checker has read of a source partition as it went: its bytes by offset (what
+/// retention deleted later stays here), and the ranges it never saw (deleted before it read
+/// them; zeros in `bytes`).
+#[derive(Debug, Clone, Default)]
+struct Archive {
+    bytes: Vec<u8>,
+    missed: Vec<(usize, usize)>,
+    /// The source's earliest offset when last read.
+    earliest: usize,
+}
+
+/// One partition at the end: the source's archive, and the runs of bytes the replica serves
+/// (from its first offset up to a hole, if it has one, and from where its OFFSETS start to its
+/// end).
+#[derive(Debug, Clone)]
+struct PartRead {
+    source: Archive,
+    replica: Vec<(usize, Vec<u8>)>,
+}
+
+impl PartRead {
+    /// Where the replica's bytes end.
+    fn replica_end(&self) -> usize {
+        self.replica.last().map_or(0, |(start, b)| start + b.len())
+    }
+
+    /// Whether the replica has a hole (its runs do not meet).
+    fn has_hole(&self) -> bool {
+        self.replica.len() > 1
+    }
+
+    /// The replica's bytes from offset 0 when it serves them as one run.
+    fn replica_from_zero(&self) -> Option<&[u8]> {
+        match self.replica.as_slice() {
+            [(0, bytes)] => Some(bytes),
+            [] => Some(&[]),
+            _ => None,
+        }
+    }
+}
+
+/// Per source partition, as read at the end.
+type BothRead = BTreeMap<Part, PartRead>;
 
 type Shared = Arc<Mutex<State>>;
 
@@ -105,6 +180,14 @@ fn parse<T>(
     match f(&Properties::parse("sim", text).unwrap_or_default()) {
         Ok(c) => c,
         Err(e) => panic!("scenario {what} config refused: {e}"),
+    }
+}
+
+fn report_shape(control: &Control, seed: u64, tiny_retention: bool) {
+    if tiny_retention {
+        control
+            .trace
+            .push(&format!("seed {seed}: gap seed (tiny source retention)"));
     }
 }
 
@@ -125,7 +208,17 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ReplicaReport, (Violation
     let _capture = control.trace.capture();
     control.trace.push(&format!("seed {seed}"));
     let shared: Shared = Arc::default();
-    let source = add_cluster(&mut sim, &ClusterSpec::new("src", 2, 2), &mut rng, &control);
+    // Gap seeds: the source keeps almost nothing, and the link between the clusters is cut
+    // across its first cleanup, so it deletes bytes before they are copied.
+    let tiny_retention = rng.random_bool(0.3);
+    let mut source_spec = ClusterSpec::new("src", 2, 2);
+    if tiny_retention {
+        source_spec.extra_config =
+            "log.retention.size=1500\nlog.cleanup.interval.mins=1\nlog.file.size=600\n".into();
+    }
+    state(&shared).tiny_retention = tiny_retention;
+    report_shape(&control, seed, tiny_retention);
+    let source = add_cluster(&mut sim, &source_spec, &mut rng, &control);
     let mut spec = ClusterSpec::new("dst", 2, 1);
     spec.extra_config = format!(
         "replica.source.zk.connect=src-zk:{ZK_PORT}\nreplica.offsets.sync.groups={GROUP}\nreplica.offsets.sync.interval.ms={}\n\
@@ -144,6 +237,15 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ReplicaReport, (Violation
         add_producer(&mut sim, i, rng.random(), &shared, &control);
     }
     add_consumer(&mut sim, rng.random(), &control);
+    // (Gap seeds do not promote: a promoted partition is compared from offset 0.)
+    let promote_at = (rng.random_bool(0.5) && !tiny_retention).then(|| {
+        let third = options.duration.as_millis() as u64 / 3;
+        Duration::from_millis(rng.random_range(third..2 * third))
+    });
+    if let Some(at) = promote_at {
+        state(&shared).promote_planned = true;
+        add_promoter(&mut sim, at, rng.random(), &shared, &control);
+    }
     add_checker(&mut sim, &source, &replica, &shared, &control);
     let mut hosts = vec![
         source.zk_host.clone(),
@@ -153,6 +255,9 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ReplicaReport, (Violation
         "consumer".into(),
         "checker".into(),
     ];
+    if promote_at.is_some() {
+        hosts.push("promoter".into());
+    }
     hosts.extend(source.brokers.iter().cloned());
     hosts.extend(replica.brokers.iter().cloned());
     let mut links = Links::new(hosts);
@@ -168,12 +273,15 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ReplicaReport, (Violation
         &mut report,
     );
     if result.is_ok() && control.violation().is_none() {
-        judge(&shared, &control, &mut report);
+        judge(&shared, &control, &replica.model, &mut report);
     }
     {
         let s = state(&shared);
         report.acked = s.acked;
         report.syncs_checked = s.syncs_checked;
+        report.promoted_at = s.promoted_at;
+        report.tiny_retention = s.tiny_retention;
+        report.failover_acked = s.failover_acked.len();
     }
     report.trace_hash = control.trace.hash();
     report.trace_tail = control.trace.tail(40);
@@ -243,6 +351,74 @@ fn add_producer(
     });
 }
 
+/// At `at`, promotes [`PROMOTED`] with the production tool (again until it confirms), then
+/// produces to it on the replica cluster with durable acknowledgements until producing stops.
+fn add_promoter(
+    sim: &mut turmoil::Sim<'_>,
+    at: Duration,
+    seed: u64,
+    shared: &Shared,
+    control: &Arc<Control>,
+) {
+    let (shared, control) = (shared.clone(), control.clone());
+    sim.host("promoter", move || {
+        let (shared, control) = (shared.clone(), control.clone());
+        async move {
+            let env = SimEnv::new(seed);
+            tokio::time::sleep(at).await;
+            let Ok(topic) = PROMOTED.parse::<TopicName>() else {
+                return Err("bad topic".into());
+            };
+            let options = PromoteOptions {
+                zk_connect: ZkConnect::parse(&format!("dst-zk:{ZK_PORT}"))?,
+                topics: vec![topic.clone()],
+                wait: Duration::from_secs(10),
+            };
+            if state(&shared).promoted_at.is_none() {
+                loop {
+                    let mut out = Vec::new();
+                    let result = promote(&env, &options, &mut out).await;
+                    control.trace.push(&format!("promoter: {result:?}: {}", String::from_utf8_lossy(&out).trim()));
+                    if result.is_ok() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                state(&shared).promoted_at = turmoil::sim_elapsed();
+            }
+            let text = format!("zk.connect=dst-zk:{ZK_PORT}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nproducer.type=sync\ndurable.acks=true\nnum.retries=3\nsocket.timeout.ms=2000\n");
+            let producer = loop {
+                match Producer::start(env.clone(), parse("producer", &text, ProducerConfig::from_properties)).await {
+                    Ok(p) => break p,
+                    Err(e) => control.trace.push(&format!("promoter: {e}; retrying")),
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            };
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut seq = 0u64;
+            while !state(&shared).stop_producing {
+                seq += 1;
+                let mut payload = FAILOVER_PREFIX.to_vec();
+                payload.extend_from_slice(seq.to_string().as_bytes());
+                match producer.send_all(vec![Record::new(topic.clone(), payload)]).await {
+                    Ok(deliveries) => {
+                        for d in deliveries {
+                            if d.await.is_ok() {
+                                state(&shared).failover_acked.insert(seq);
+                            }
+                        }
+                    }
+                    Err(e) => control.trace.push(&format!("promoter: not sent: {e}")),
+                }
+                tokio::time::sleep(Duration::from_millis(rng.random_range(5..40))).await;
+            }
+            state(&shared).failover_done = true;
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    });
+}
+
 /// A consumer group on the source, committing as it goes (its offsets are what the replicas
 /// sync).
 fn add_consumer(sim: &mut turmoil::Sim<'_>, seed: u64, control: &Arc<Control>) {
@@ -290,12 +466,18 @@ fn add_checker(
             loop {
                 if state(&shared).check {
                     let seen = state(&shared).seen.clone();
-                    let read = read_both(&source_model, &seen).await;
+                    let read = read_both((&source_model, &replica_model), &seen, &shared).await;
                     state(&shared).final_read = Some(read);
                     return Ok(());
                 }
                 let registered = partitions_of(&source_model);
-                state(&shared).seen.extend(registered);
+                state(&shared).seen.extend(registered.iter().cloned());
+                if state(&shared).tiny_retention {
+                    for part in &registered {
+                        // A source broker that does not answer is read next time.
+                        let _later = archive(&shared, part).await;
+                    }
+                }
                 // Offsets first, ends after: an end only grows, so an offset past a later end
                 // was past it when synced.
                 for (part, offset) in synced_offsets(&replica_model) {
@@ -329,13 +511,47 @@ fn synced_offsets(model: &crate::zk_model::SharedModel) -> Vec<(Part, i64)> {
     out
 }
 
-/// Every source partition's bytes and its replica's.
+/// Reads what the source holds of `part` beyond what the archive has (noting what retention
+/// deleted before it was read).
+async fn archive(shared: &Shared, part: &Part) -> Result<(), String> {
+    let (earliest, _) = range_of(part, "src").await?;
+    let earliest = usize::try_from(earliest).map_err(|_| "negative earliest offset")?;
+    let mut a = state(shared)
+        .archives
+        .get(part)
+        .cloned()
+        .unwrap_or_default();
+    a.earliest = earliest;
+    if earliest > a.bytes.len() {
+        a.missed.push((a.bytes.len(), earliest));
+        a.bytes.resize(earliest, 0);
+    }
+    let (bytes, _refused) = fetch_bytes(part, "src", a.bytes.len() as i64).await?;
+    a.bytes.extend_from_slice(&bytes);
+    state(shared).archives.insert(part.clone(), a);
+    Ok(())
+}
+
+/// Every source partition's bytes (its archive, brought up to date) and what its replica
+/// serves.
 async fn read_both(
-    source_model: &crate::zk_model::SharedModel,
+    (source_model, replica_model): (&crate::zk_model::SharedModel, &crate::zk_model::SharedModel),
     seen: &std::collections::BTreeSet<Part>,
-) -> Result<BTreeMap<Part, (Vec<u8>, Vec<u8>)>, String> {
+    shared: &Shared,
+) -> Result<BothRead, String> {
     let mut out = BTreeMap::new();
     let parts: std::collections::BTreeSet<Part> = partitions_of(source_model).into_iter().collect();
+    // A promoted topic may have partitions the source never had here (created by produces to
+    // the replica cluster): what was acknowledged there is looked for there too.
+    if state(shared).promote_planned {
+        for part in partitions_of(replica_model) {
+            if part.0 == PROMOTED && !parts.contains(&part) {
+                let replica = replica_runs(&part).await?;
+                let source = Archive::default();
+                out.insert(part, PartRead { source, replica });
+            }
+        }
+    }
     // A source broker not registered again yet must not leave its partitions unchecked: every
     // partition ever seen registered must be there.
     if let Some(missing) = seen.iter().find(|p| !parts.contains(*p)) {
@@ -345,61 +561,52 @@ async fn read_both(
         ));
     }
     for part in parts {
-        let a = raw_bytes(&part, "src").await?;
-        let b = raw_bytes(&part, "dst").await?;
-        out.insert(part, (a, b));
+        archive(shared, &part).await?;
+        let (_, source_end) = range_of(&part, "src").await?;
+        let source = state(shared)
+            .archives
+            .get(&part)
+            .cloned()
+            .unwrap_or_default();
+        if source.bytes.len() as i64 != source_end {
+            return Err(format!("source {}/{} still growing", part.0, part.1));
+        }
+        let replica = replica_runs(&part).await?;
+        out.insert(part, PartRead { source, replica });
     }
     Ok(out)
 }
 
-/// A partition's bytes from its earliest offset to its end, read with FETCH.
-async fn raw_bytes(part: &Part, cluster: &str) -> Result<Vec<u8>, String> {
-    let (earliest, _) = range_of(part, cluster).await?;
-    if earliest != 0 {
+/// The runs of bytes a replica partition serves: from offset 0 (or its first offset) up to
+/// the end or a hole, and after a hole from where its OFFSETS start.
+async fn replica_runs(part: &Part) -> Result<Vec<(usize, Vec<u8>)>, String> {
+    let (advertised, end) = range_of(part, "dst").await?;
+    let advertised = usize::try_from(advertised).map_err(|_| "negative earliest offset")?;
+    let mut runs = Vec::new();
+    let (head, refused) = fetch_bytes(part, "dst", 0).await?;
+    let head_end = head.len();
+    if refused.is_some() && head_end >= advertised && (head_end as i64) < end {
         return Err(format!(
-            "{cluster} {}/{} starts at {earliest}, not 0 (no retention here)",
+            "replica {}/{} refuses offset {head_end}, inside the range its OFFSETS give ({advertised}..{end})",
             part.0, part.1
         ));
     }
-    let (broker, partition) = part.1.split_once('-').ok_or("bad partition name")?;
-    let partition: i32 = partition.parse().map_err(|_| "bad partition")?;
-    let topic: TopicName = part.0.parse().map_err(|_| "bad topic")?;
-    let mut conn = connect(
-        &SimEnv::new(0),
-        &format!("{cluster}-broker{broker}"),
-        BROKER_PORT,
-        Duration::from_secs(2),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    loop {
-        let fetch = Request::Fetch(FetchRequest {
-            topic: topic.clone(),
-            partition,
-            offset: out.len() as i64,
-            max_bytes: 1 << 16,
-        });
-        let Response::Fetch(f) = conn.call(&fetch).await.map_err(|e| e.to_string())? else {
-            return Err("not a fetch answer".into());
-        };
-        if f.error != ErrorCode::NoError {
+    if !head.is_empty() {
+        runs.push((0, head));
+    }
+    if head_end < advertised {
+        let (tail, refused) = fetch_bytes(part, "dst", advertised as i64).await?;
+        if let Some(error) = refused {
             return Err(format!(
-                "{cluster} {}/{} at {}: {:?}",
+                "replica {}/{} at {}: {error:?}",
                 part.0,
                 part.1,
-                out.len(),
-                f.error
+                advertised + tail.len()
             ));
         }
-        let mut entries = ShallowIter::new(&f.messages, out.len() as i64);
-        entries.by_ref().for_each(drop);
-        let valid = entries.end().valid_bytes;
-        if valid == 0 {
-            return Ok(out);
-        }
-        out.extend_from_slice(f.messages.get(..valid).unwrap_or_default());
+        runs.push((advertised, tail));
     }
+    Ok(runs)
 }
 
 /// A fault and how it ends.
@@ -485,9 +692,33 @@ fn drive(
     let mut active: Vec<(Duration, Fault)> = Vec::new();
     let network = matches!(options.faults, Faults::Network | Faults::Mixed);
     let crash = matches!(options.faults, Faults::Crash | Faults::Mixed);
-    while sim.elapsed() < options.duration {
+    // Gap seeds: the link between the clusters is cut across the source's first cleanup (60 s
+    // after its brokers start), so retention deletes what the replicas have not copied.
+    let tiny = state(shared).tiny_retention;
+    let mut gap_cut = tiny.then_some((Duration::from_secs(35), Duration::from_secs(70)));
+    let fault_end = if tiny {
+        options.duration.max(Duration::from_secs(72))
+    } else {
+        options.duration
+    };
+    while sim.elapsed() < fault_end {
         let now = sim.elapsed();
-        if now >= next_fault && options.faults != Faults::None {
+        if let Some((from, until)) = gap_cut.filter(|(from, _)| now >= *from) {
+            // A fault still running would repair links of this cut when it ends: end it now.
+            for (_, fault) in std::mem::take(&mut active) {
+                end_fault(sim, links, control, clusters, &fault);
+            }
+            control.trace.push_at(
+                now,
+                &format!("fault Between (gap seed, from {from:?}) until {until:?}"),
+            );
+            *report.faults.entry(Fault::Between.kind()).or_default() += 1;
+            cut_between(sim, links, clusters, true);
+            active.push((until, Fault::Between));
+            gap_cut = None;
+            next_fault = next_fault.max(until + Duration::from_secs(1));
+        }
+        if now >= next_fault && now < options.duration && options.faults != Faults::None {
             let pick = |rng: &mut ChaCha8Rng, from: &[String]| {
                 from[rng.random_range(0..from.len())].clone()
             };
@@ -504,7 +735,8 @@ fn drive(
                     };
                     Some(Fault::Link(host, zk))
                 }
-                5..7 if crash => Some(Fault::Crash(pick(&mut rng, &source.brokers))),
+                // (Not in gap seeds: a restarted source broker's cleanup timer starts over.)
+                5..7 if crash && !tiny => Some(Fault::Crash(pick(&mut rng, &source.brokers))),
                 7..9 if crash => Some(Fault::Crash(pick(&mut rng, &replica.brokers))),
                 9 if crash => Some(Fault::Restart(pick(&mut rng, &replica.brokers))),
                 _ => None,
@@ -543,9 +775,13 @@ fn drive(
     state(shared).stop_producing = true;
     let healed = sim.elapsed();
     control.trace.push_at(healed, "healed; producing stopped");
-    // Settle: the producers' last sends resolve, then every replica partition must reach its
+    // Settle: the producers' last sends resolve (the one on the replica cluster says when; its
+    // retries may take several socket timeouts), then every replica partition must reach its
     // source's end.
-    while sim.elapsed() < healed + Duration::from_secs(3) {
+    let settled = |s: &State| !s.promote_planned || s.failover_done;
+    while sim.elapsed() < healed + Duration::from_secs(3)
+        || (!settled(&state(shared)) && sim.elapsed() < healed + DRAIN)
+    {
         sim.step().map_err(|e| format!("simulation error: {e}"))?;
     }
     state(shared).check = true;
@@ -555,7 +791,7 @@ fn drive(
         }
         let read = state(shared).final_read.take();
         match read {
-            Some(Ok(parts)) if parts.values().all(|(a, b)| a.len() == b.len()) => {
+            Some(Ok(parts)) if caught_up(&parts, &state(shared)) => {
                 report.drained_after = Some(sim.elapsed() - healed);
                 control.trace.push_at(sim.elapsed(), "replicas caught up");
                 state(shared).final_read = Some(Ok(parts));
@@ -565,7 +801,7 @@ fn drive(
                 if sim.elapsed() > healed + DRAIN {
                     // Wrong bytes are the first thing to name, if there are any.
                     if let Ok(parts) = &other {
-                        if let Some(detail) = first_difference(parts) {
+                        if let Some(detail) = first_difference(parts, &state(shared)) {
                             control.violate(Invariant::ReplicaIdentity, detail);
                             return Ok(());
                         }
@@ -575,8 +811,9 @@ fn drive(
                             "{DRAIN:?} after healing, replicas still behind: {:?}",
                             parts
                                 .iter()
-                                .filter(|(_, (a, b))| a.len() != b.len())
-                                .map(|(p, (a, b))| (p.clone(), a.len(), b.len()))
+                                .filter(|(p, r)| r.replica_end() != r.source.bytes.len()
+                                    && !promoted(p, &state(shared)))
+                                .map(|(p, r)| (p.clone(), r.source.bytes.len(), r.replica_end()))
                                 .take(4)
                                 .collect::<Vec<_>>()
                         ),
@@ -599,42 +836,186 @@ fn drive(
     }
 }
 
-/// The first offset where a replica serves other bytes than its source holds there.
-fn first_difference(parts: &BothRead) -> Option<String> {
-    parts.iter().find_map(|(part, (a, b))| {
-        let differs = a.iter().zip(b.iter()).position(|(x, y)| x != y).map(|at| {
-            format!(
-                "{}/{}: the replica's byte at offset {at} differs from the source's",
-                part.0, part.1
-            )
-        });
-        // A replica never holds more than its source (bytes past the source's end came from
-        // nowhere, or twice).
-        differs.or_else(|| {
-            (b.len() > a.len()).then(|| {
-                format!(
-                    "{}/{}: the replica serves {} bytes, past the source's end {}",
-                    part.0,
-                    part.1,
-                    b.len(),
-                    a.len()
-                )
+/// Whether `part` is of the promoted topic in a seed that promotes (its replica need not reach
+/// the source's end; [`cut_violation`] checks it).
+fn promoted(part: &Part, s: &State) -> bool {
+    s.promote_planned && part.0 == PROMOTED
+}
+
+/// Every partition not promoted is as long as its source, and a planned promotion confirmed.
+fn caught_up(parts: &BothRead, s: &State) -> bool {
+    (!s.promote_planned || s.promoted_at.is_some())
+        && parts
+            .iter()
+            .all(|(p, r)| r.replica_end() == r.source.bytes.len() || promoted(p, s))
+}
+
+/// The first offset where a replica serves other bytes than its source had there (of the
+/// partitions not promoted; bytes the checker never saw on the source are not compared).
+fn first_difference(parts: &BothRead, s: &State) -> Option<String> {
+    parts
+        .iter()
+        .filter(|(p, _)| !promoted(p, s))
+        .find_map(|(part, read)| {
+            let source = &read.source;
+            read.replica.iter().find_map(|(start, bytes)| {
+                // A replica never holds more than its source (bytes past the source's end came
+                // from nowhere, or twice).
+                if start + bytes.len() > source.bytes.len() {
+                    return Some(format!(
+                        "{}/{}: the replica serves bytes up to {}, past the source's end {}",
+                        part.0,
+                        part.1,
+                        start + bytes.len(),
+                        source.bytes.len()
+                    ));
+                }
+                let seen = |at: usize| !source.missed.iter().any(|(a, b)| (*a..*b).contains(&at));
+                let theirs = &source.bytes[*start..start + bytes.len()];
+                (0..bytes.len())
+                    .find(|i| bytes[*i] != theirs[*i] && seen(start + i))
+                    .map(|i| {
+                        format!(
+                            "{}/{}: the replica's byte at offset {} differs from the source's",
+                            part.0,
+                            part.1,
+                            start + i
+                        )
+                    })
             })
+        })
+}
+
+/// After a hole the replica must hold everything its source still holds: a hole covers only
+/// what the source deleted before it was copied.
+fn hole_past_source(parts: &BothRead) -> Option<String> {
+    parts.iter().find_map(|(part, read)| {
+        let tail_start = read.replica.last().map_or(0, |(start, _)| *start);
+        (read.has_hole() && tail_start > read.source.earliest).then(|| {
+            format!(
+                "{}/{}: the replica's hole ends at {tail_start}, but the source still holds bytes from {}",
+                part.0, part.1, read.source.earliest
+            )
         })
     })
 }
 
-/// Identity: every byte the replica serves is the source's byte at that offset.
-fn judge(shared: &Shared, control: &Control, report: &mut ReplicaReport) {
+/// Identity: every byte the replica serves is the source's byte at that offset; a hole covers
+/// only deleted bytes; a promoted partition is cut cleanly; nothing the replica cluster
+/// acknowledged is missing.
+fn judge(
+    shared: &Shared,
+    control: &Control,
+    replica_model: &crate::zk_model::SharedModel,
+    report: &mut ReplicaReport,
+) {
     let s = state(shared);
     let Some(Ok(parts)) = &s.final_read else {
         return;
     };
-    if let Some(detail) = first_difference(parts) {
+    if let Some(detail) = first_difference(parts, &s) {
         return control.violate(Invariant::ReplicaIdentity, detail);
     }
-    for (a, b) in parts.values() {
-        report.partitions += 1;
-        report.bytes_compared += a.len().min(b.len());
+    if let Some(detail) = hole_past_source(parts) {
+        return control.violate(Invariant::ReplicaNoLoss, detail);
     }
+    if s.promote_planned {
+        let cuts = promote_points(replica_model);
+        if let Some((invariant, detail)) = cut_violation(parts, &cuts, &s.failover_acked) {
+            return control.violate(invariant, detail);
+        }
+    }
+    for read in parts.values() {
+        report.partitions += 1;
+        report.holes += usize::from(read.has_hole());
+        report.bytes_compared += read.replica.iter().map(|(_, b)| b.len()).sum::<usize>();
+    }
+    report.bytes_unseen += s
+        .archives
+        .values()
+        .flat_map(|a| a.missed.iter().map(|(from, to)| to - from))
+        .sum::<usize>();
+}
+
+/// Per partition of [`PROMOTED`]: the offset its replica broker confirmed it stopped copying
+/// at (from the confirmations in the replica cluster's ZooKeeper: `<partition>:<offset>,...`
+/// under each broker's id). A partition a broker did not hold when it promoted is absent.
+fn promote_points(model: &crate::zk_model::SharedModel) -> BTreeMap<Part, usize> {
+    let m = model.lock().unwrap_or_else(|p| p.into_inner());
+    let mut out = BTreeMap::new();
+    let topic_path = format!("/tributary/promoted/{PROMOTED}");
+    for broker in m.children(&topic_path) {
+        let Some(data) = m.data(&format!("{topic_path}/{broker}")) else {
+            continue;
+        };
+        for entry in String::from_utf8_lossy(&data).split(',') {
+            if let Some((partition, offset)) = entry.split_once(':') {
+                if let Ok(offset) = offset.trim().parse() {
+                    let part = (
+                        PROMOTED.to_string(),
+                        format!("{broker}-{}", partition.trim()),
+                    );
+                    out.insert(part, offset);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A promoted partition holds the source's bytes up to its promote point and after it only
+/// messages produced to the replica cluster; every such message acknowledged is in one of them.
+fn cut_violation(
+    parts: &BothRead,
+    cuts: &BTreeMap<Part, usize>,
+    acked: &std::collections::BTreeSet<u64>,
+) -> Option<(Invariant, String)> {
+    let mut found = std::collections::BTreeSet::new();
+    for (part, read) in parts.iter().filter(|(p, _)| p.0 == PROMOTED) {
+        let cut = cuts.get(part).copied().unwrap_or(0);
+        let name = format!("{}/{}", part.0, part.1);
+        let source = &read.source.bytes;
+        let Some(replica) = read.replica_from_zero() else {
+            return Some((Invariant::ReplicaIdentity, format!("{name}: the promoted partition does not serve its bytes from 0 on (runs at {:?})", read.replica.iter().map(|(s, b)| (*s, b.len())).collect::<Vec<_>>())));
+        };
+        if cut > source.len() || cut > replica.len() {
+            return Some((
+                Invariant::ReplicaPromoteCut,
+                format!(
+                    "{name}: promoted at {cut}, but the source holds {} bytes and the replica {}",
+                    source.len(),
+                    replica.len()
+                ),
+            ));
+        }
+        if let Some(at) = source[..cut]
+            .iter()
+            .zip(&replica[..cut])
+            .position(|(x, y)| x != y)
+        {
+            return Some((Invariant::ReplicaIdentity, format!("{name}: the replica's byte at offset {at} (before its promote point {cut}) differs from the source's")));
+        }
+        let after = replica.get(cut..).unwrap_or_default();
+        let mut entries = ShallowIter::new(after, cut as i64);
+        for entry in entries.by_ref() {
+            let Ok(entry) = entry else { break };
+            let payload = entry.message.payload;
+            let Some(seq) = payload
+                .strip_prefix(FAILOVER_PREFIX)
+                .and_then(|rest| std::str::from_utf8(rest).ok()?.parse::<u64>().ok())
+            else {
+                return Some((Invariant::ReplicaPromoteCut, format!("{name}: the message at offset {} after the promote point {cut} was not produced to the replica cluster ({:?})", entry.offset, String::from_utf8_lossy(payload.get(..payload.len().min(24)).unwrap_or_default()))));
+            };
+            found.insert(seq);
+        }
+        if entries.end().valid_bytes != after.len() {
+            return Some((
+                Invariant::ReplicaPromoteCut,
+                format!("{name}: the bytes after the promote point {cut} are not whole messages"),
+            ));
+        }
+    }
+    acked.iter().find(|seq| !found.contains(*seq)).map(|seq| {
+        (Invariant::ReplicaNoLoss, format!("message {seq}, acknowledged by the replica cluster after the promotion, is in no partition of {PROMOTED}"))
+    })
 }

@@ -70,6 +70,9 @@ pub enum Invariant {
     ReplicaNoLoss,
     /// Replica: a synced consumer offset is never past what the replica holds.
     ReplicaSyncAhead,
+    /// Replica: a promoted partition holds the source's bytes up to its promote point and
+    /// after it only what clients of the replica cluster produced.
+    ReplicaPromoteCut,
 }
 
 /// A broken invariant and what broke it.

@@ -31,6 +31,8 @@ fn mixed_faults_never_break_a_replica_invariant() {
     let started = std::time::Instant::now();
     let mut faults: BTreeMap<&'static str, u32> = BTreeMap::new();
     let (mut acked, mut bytes, mut syncs, mut simulated) = (0, 0, 0, 0.0);
+    let (mut promotions, mut failover_acked) = (0, 0);
+    let (mut gap_seeds, mut holes) = (0, 0);
     let mut drains = Vec::new();
     for seed in 0..seeds {
         match run_seed(seed, options(Faults::Mixed)) {
@@ -39,6 +41,10 @@ fn mixed_faults_never_break_a_replica_invariant() {
                 acked += r.acked;
                 bytes += r.bytes_compared;
                 syncs += r.syncs_checked;
+                promotions += u64::from(r.promoted_at.is_some());
+                failover_acked += r.failover_acked;
+                gap_seeds += u64::from(r.tiny_retention);
+                holes += r.holes;
                 simulated += r.simulated.as_secs_f64();
                 drains.extend(r.drained_after);
                 assert!(r.partitions > 0, "seed {seed}: nothing was compared");
@@ -52,7 +58,7 @@ fn mixed_faults_never_break_a_replica_invariant() {
     drains.sort();
     let wall = started.elapsed().as_secs_f64();
     eprintln!(
-        "{seeds} replica seeds x {SIM_SECONDS} s: {simulated:.0} simulated s in {wall:.0} wall s; faults {faults:?}; {acked} acknowledged messages, {bytes} bytes identical, {syncs} synced offsets checked; caught up in {:?} (median), {:?} (worst)",
+        "{seeds} replica seeds x {SIM_SECONDS} s: {simulated:.0} simulated s in {wall:.0} wall s; faults {faults:?}; {acked} acknowledged messages, {bytes} bytes identical, {syncs} synced offsets checked, {promotions} promotions then {failover_acked} messages acknowledged by the replica cluster, {gap_seeds} gap seeds with {holes} holes; caught up in {:?} (median), {:?} (worst)",
         drains.get(drains.len() / 2).copied().unwrap_or_default(),
         drains.last().copied().unwrap_or_default()
     );
@@ -60,6 +66,16 @@ fn mixed_faults_never_break_a_replica_invariant() {
         acked > 0 && bytes > 0 && syncs > 0,
         "the batch must copy and sync"
     );
+    if seeds >= 20 {
+        assert!(
+            gap_seeds > seeds / 5 && holes > 0,
+            "the batch must leave holes ({gap_seeds} gap seeds, {holes} holes)"
+        );
+        assert!(
+            promotions > seeds / 5 && failover_acked > 0,
+            "the batch must promote ({promotions} promotions, {failover_acked} produced after)"
+        );
+    }
     for kind in [
         "link between the clusters cut",
         "broker cut from a ZooKeeper",
@@ -105,6 +121,18 @@ fn each_planted_replica_bug_is_caught_by_its_invariant_and_the_clean_build_passe
             Bug::ReplicaSyncUnclamped,
             Faults::Mixed,
             Invariant::ReplicaSyncAhead,
+        ),
+        // A hole past the source's earliest offset skips bytes the source still has.
+        (
+            Bug::ReplicaHoleToLatest,
+            Faults::Mixed,
+            Invariant::ReplicaNoLoss,
+        ),
+        // Copying on after the promotion puts source bytes after the promote point.
+        (
+            Bug::ReplicaCopyAfterPromote,
+            Faults::Mixed,
+            Invariant::ReplicaPromoteCut,
         ),
     ];
     for (bug, faults, expected) in cases {

@@ -484,3 +484,304 @@ async fn ends_of(conn: &mut Connection<tokio::net::TcpStream>, t: &str) -> Vec<i
     }
     ends
 }
+
+/// The partition's bytes from `from` until its visible end or the first refused offset (a
+/// hole), with the offset where reading stopped and the answer there.
+async fn bytes_until_refused(
+    conn: &mut Connection<tokio::net::TcpStream>,
+    t: &str,
+    partition: i32,
+    from: i64,
+) -> (Vec<u8>, i64, ErrorCode) {
+    let mut out = Vec::new();
+    let mut offset = from;
+    loop {
+        let request = Request::Fetch(FetchRequest {
+            topic: topic(t),
+            partition,
+            offset,
+            max_bytes: 64 * 1024,
+        });
+        let Response::Fetch(f) = conn.call(&request).await.unwrap() else {
+            panic!("not a fetch response")
+        };
+        if f.error != ErrorCode::NoError {
+            return (out, offset, f.error);
+        }
+        let mut entries = ShallowIter::new(&f.messages, offset);
+        entries.by_ref().for_each(drop);
+        let valid = entries.end().valid_bytes;
+        if valid == 0 {
+            return (out, offset, ErrorCode::NoError);
+        }
+        out.extend_from_slice(&f.messages[..valid]);
+        offset += valid as i64;
+    }
+}
+
+async fn earliest(conn: &mut Connection<tokio::net::TcpStream>, t: &str, partition: i32) -> i64 {
+    let request = Request::Offsets(OffsetsRequest {
+        topic: topic(t),
+        partition,
+        time: -2,
+        max_offsets: 1,
+    });
+    match conn.call(&request).await.unwrap() {
+        Response::Offsets(o) if o.error == ErrorCode::NoError => {
+            o.offsets.first().copied().unwrap_or(-1)
+        }
+        _ => -1,
+    }
+}
+
+/// Checks one partition of a replica with a hole `from..to`: the bytes before it are what the
+/// source had there (`before`), every fetch inside it is refused, OFFSETS start after it, and
+/// from `to` on it holds the source's bytes.
+async fn assert_hole(
+    src: &mut Connection<tokio::net::TcpStream>,
+    dst: &mut Connection<tokio::net::TcpStream>,
+    (t, p): (&str, i32),
+    before: &[u8],
+    (from, to): (i64, i64),
+) {
+    let (head, stopped, error) = bytes_until_refused(dst, t, p, 0).await;
+    assert!(head == before, "{t}/{p}: the bytes before the hole changed");
+    assert_eq!(
+        (stopped, error),
+        (from, ErrorCode::OffsetOutOfRange),
+        "{t}/{p}: reading stops at the hole's start"
+    );
+    let (_, _, inside) = bytes_until_refused(dst, t, p, to - 1).await;
+    assert_eq!(
+        inside,
+        ErrorCode::OffsetOutOfRange,
+        "{t}/{p}: inside the hole"
+    );
+    assert_eq!(
+        earliest(dst, t, p).await,
+        to,
+        "{t}/{p}: OFFSETS start after the hole"
+    );
+    let (tail, _, error) = bytes_until_refused(dst, t, p, to).await;
+    assert_eq!(error, ErrorCode::NoError);
+    let (source_tail, _, _) = bytes_until_refused(src, t, p, to).await;
+    assert!(
+        !tail.is_empty() && tail == source_tail,
+        "{t}/{p}: after the hole the replica holds the source's bytes ({} vs {})",
+        tail.len(),
+        source_tail.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gap_leaves_a_recorded_hole_and_copying_goes_on_after_it() {
+    let (source_zk, replica_zk) = (ZooKeeper::start(), ZooKeeper::start());
+    let (source_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut source = broker(source_dir.path(), &source_zk, "");
+    produce(
+        &source_zk,
+        "0",
+        "gappy",
+        (0..300).map(|i| format!("first {i}")),
+    )
+    .await;
+    let replica_extra = format!("replica.source.zk.connect={}\n", source_zk.connect_string());
+    let mut replica = broker(replica_dir.path(), &replica_zk, &replica_extra);
+    assert_identical(
+        &source,
+        source_dir.path(),
+        &replica,
+        replica_dir.path(),
+        &["gappy"],
+    )
+    .await;
+    let mut src = connect(source.port).await;
+    let mut before = Vec::new();
+    for p in 0..PARTITIONS {
+        before.push(bytes_of(&mut src, "gappy", p, 0).await);
+    }
+
+    // While the replica is down, the source takes more and loses all but its newest segment
+    // (retention, done by hand with the broker stopped so no timer is waited for).
+    replica.kill();
+    // (One producer per round: each round's sets are separate, so segments roll.)
+    for round in 0..10 {
+        let messages = (0..400).map(move |i| format!("second {round}.{i}"));
+        produce(&source_zk, "0", "gappy", messages).await;
+    }
+    drop(src);
+    source.kill();
+    let mut hole_ends = Vec::new();
+    for p in 0..PARTITIONS {
+        let dir = source_dir.path().join("logs").join(format!("gappy-{p}"));
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".kafka"))
+            .collect();
+        names.sort();
+        let sizes: Vec<(String, u64)> = names
+            .iter()
+            .map(|n| (n.clone(), std::fs::metadata(dir.join(n)).unwrap().len()))
+            .collect();
+        let newest = names.pop().unwrap();
+        for name in &names {
+            std::fs::remove_file(dir.join(name)).unwrap();
+        }
+        let start: i64 = newest.trim_end_matches(".kafka").parse().unwrap();
+        assert!(
+            start > before[p as usize].len() as i64,
+            "gappy/{p}: the deleted data must reach past what the replica holds ({} bytes; segments {sizes:?})", before[p as usize].len()
+        );
+        hole_ends.push(start);
+    }
+    source.spawn();
+    produce(
+        &source_zk,
+        "0",
+        "gappy",
+        (0..300).map(|i| format!("third {i}")),
+    )
+    .await;
+
+    // The replica comes back: each partition gets a hole from its end to the source's new
+    // start, recorded on disk, and copying goes on after it.
+    replica.spawn();
+    let (mut src, mut dst) = (connect(source.port).await, connect(replica.port).await);
+    for round in 0..2 {
+        for p in 0..PARTITIONS {
+            let end = latest(&mut src, "gappy", p).await;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while latest(&mut dst, "gappy", p).await != end {
+                assert!(
+                    Instant::now() < deadline,
+                    "gappy/{p}: not copied after the gap\n{}",
+                    replica.log_text()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let from = before[p as usize].len() as i64;
+            let to = hole_ends[p as usize];
+            assert_hole(
+                &mut src,
+                &mut dst,
+                ("gappy", p),
+                &before[p as usize],
+                (from, to),
+            )
+            .await;
+            let record = replica_dir
+                .path()
+                .join("logs")
+                .join(format!("gappy-{p}"))
+                .join(tributary_core::log::gap_file_name(from as u64, to as u64));
+            assert!(record.exists(), "no hole record {}", record.display());
+            assert!(
+                replica
+                    .log_text()
+                    .contains(&format!("GAP: the source deleted bytes {from}..{to}")),
+                "the replica must say what it could not copy\n{}",
+                replica.log_text()
+            );
+        }
+        if round == 0 {
+            // A consumer group on the replica cluster reads up to each hole, reports it as a
+            // gap, and goes on after it: it sees exactly what the replica serves.
+            consume_across_holes(&replica_zk, &mut dst, &before, &hole_ends).await;
+            // The hole survives a kill -9 and recovery, and copying goes on.
+            drop(dst);
+            replica.kill();
+            produce(
+                &source_zk,
+                "2",
+                "gappy",
+                (0..200).map(|i| format!("fourth {i}")),
+            )
+            .await;
+            replica.spawn();
+            dst = connect(replica.port).await;
+        }
+    }
+    drop(replica);
+    drop(source);
+}
+
+/// Payloads of every message (inner ones of compressed wrappers) in a run of whole sets.
+fn payloads(bytes: &[u8], base: i64) -> Vec<String> {
+    tributary_core::message::DeepIter::new(Bytes::copy_from_slice(bytes), base, 1 << 24)
+        .map(|m| String::from_utf8(m.unwrap().message.payload.to_vec()).unwrap())
+        .collect()
+}
+
+/// Consumer groups on the replica cluster (`autooffset.reset=smallest`): a new one starts
+/// where OFFSETS start (after the holes) and reads the rest; one whose offsets are at 0 reads
+/// up to each hole, reports it as a gap, and goes on after it. Each gets every message it
+/// should, once.
+async fn consume_across_holes(
+    replica_zk: &ZooKeeper,
+    dst: &mut Connection<tokio::net::TcpStream>,
+    before: &[Vec<u8>],
+    hole_ends: &[i64],
+) {
+    use tributary::coordination::{Coordination, NodeKind};
+    use tributary::env::Env;
+    let (mut heads, mut tails) = (Vec::new(), Vec::new());
+    for p in 0..PARTITIONS {
+        heads.extend(payloads(&before[p as usize], 0));
+        let to = hole_ends[p as usize];
+        let (tail, _, _) = bytes_until_refused(dst, "gappy", p, to).await;
+        tails.extend(payloads(&tail, to));
+    }
+    let (new_group, gaps) = consume_all(replica_zk, "new-reader").await;
+    assert_eq!(gaps, 0, "a new group starts after the holes");
+    assert_same(new_group, tails.clone(), "a new group");
+
+    // A group that was at the start (as one failed over from the source would be).
+    let zk = tributary_core::config::ZkConnect::parse(&replica_zk.connect_string()).unwrap();
+    let coord = TokioEnv
+        .coordinate(&zk, Duration::from_secs(10), Duration::from_secs(10))
+        .await
+        .unwrap();
+    for p in 0..PARTITIONS {
+        let path = format!("/consumers/old-reader/offsets/gappy/0-{p}");
+        coord.ensure_parents(&path).await.unwrap();
+        coord
+            .create(&path, b"0", NodeKind::Persistent)
+            .await
+            .unwrap();
+    }
+    coord.close().await;
+    let (old_group, gaps) = consume_all(replica_zk, "old-reader").await;
+    assert_eq!(gaps, PARTITIONS as u64, "one gap reported per hole");
+    let mut everything = heads;
+    everything.extend(tails);
+    assert_same(old_group, everything, "a group that was at offset 0");
+}
+
+/// Everything a group reads of `gappy` until it has nothing more for 3 s, and the gaps it
+/// reported.
+async fn consume_all(zk: &ZooKeeper, group: &str) -> (Vec<String>, u64) {
+    use tributary::consumer::{ConsumerConnector, Subscription};
+    let subscription = Subscription::Topics([(topic("gappy"), 1)].into_iter().collect());
+    let (connector, mut streams) =
+        ConsumerConnector::start(TokioEnv, consumer(zk, group), subscription)
+            .await
+            .unwrap();
+    let mut seen = Vec::new();
+    while let Ok(Ok(m)) = tokio::time::timeout(Duration::from_secs(3), streams[0].next()).await {
+        seen.push(String::from_utf8(m.payload.to_vec()).unwrap());
+    }
+    let (gaps, _) = connector.gaps();
+    connector.shutdown().await;
+    (seen, gaps)
+}
+
+fn assert_same(mut seen: Vec<String>, mut expected: Vec<String>, who: &str) {
+    seen.sort();
+    expected.sort();
+    assert_eq!(seen.len(), expected.len(), "{who}: messages read");
+    assert!(
+        seen == expected,
+        "{who} read other messages than the replica serves"
+    );
+}

@@ -10,8 +10,9 @@
 //! does: once flushed. A new replica partition starts at the source's earliest offset.
 //!
 //! Replica partitions refuse produces from clients (see the handler); a partition whose source
-//! data is corrupt, or whose next bytes the source has already deleted, stops with an error
-//! naming it and its offsets, and the others go on. Every wait on the source has a deadline; a
+//! data is corrupt stops with an error naming it and its offsets, and the others go on. When
+//! the source has deleted bytes before they were copied (a gap), the replica's log records a
+//! hole there (never filled with anything) and copying goes on after it. Every wait on the source has a deadline; a
 //! connection that failed is never reused.
 
 use std::collections::BTreeMap;
@@ -57,6 +58,8 @@ struct Copied {
     stopped: Option<String>,
     /// Not fetched yet by this run of the copier (only the planted bug looks).
     fresh: bool,
+    /// Holes left because the source deleted data before it was copied.
+    gaps: u64,
 }
 
 /// What the source cluster looks like: the source broker's address and its partitions.
@@ -105,7 +108,7 @@ pub async fn run<E: Env>(
         // a promoted topic is never copied into again, and nothing is copied before they are
         // known.
         if last_promotions.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
-            match promotions(&env, &broker, &logs, &mut own, &copied).await {
+            match promotions(&env, &broker, &logs, &mut own).await {
                 Ok(()) => last_promotions = Some(now),
                 Err(e) => {
                     tracing::warn!("replica: reading promotions from this cluster's ZooKeeper: {e}; not copying until it answers");
@@ -133,6 +136,7 @@ pub async fn run<E: Env>(
                                     fetch_bytes: replica.fetch_bytes,
                                     stopped: None,
                                     fresh: true,
+                                    gaps: 0,
                                 });
                         }
                     }
@@ -300,7 +304,9 @@ async fn round<E: Env>(
         let Some(state) = copied.get_mut(&tp) else {
             continue;
         };
-        if !logs.is_replica(&tp.topic) || state.stopped.is_some() {
+        // (`copied` holds only topics the filter passes.)
+        let copying = logs.is_replica(&tp.topic) || planted::active(Bug::ReplicaCopyAfterPromote);
+        if !copying || state.stopped.is_some() {
             continue;
         }
         let end = match logs.get(&tp) {
@@ -376,9 +382,25 @@ async fn fetch_and_append<E: Env>(
         match block.error {
             ErrorCode::NoError => {}
             ErrorCode::OffsetOutOfRange => {
-                let reason = gap_reason(conn, tp, request.offset).await?;
-                tracing::error!("replica: {tp}: {reason}; this partition stops copying");
-                state.stopped = Some(reason);
+                match out_of_range(conn, tp, request.offset).await? {
+                    OutOfRange::Gap { from, to } => {
+                        match leave_hole(env, logs, tp, from, to).await {
+                            Ok(()) => {
+                                state.gaps += 1;
+                                tracing::error!("replica: {tp}: GAP: the source deleted bytes {from}..{to} before they were copied; this replica's log holds a hole there (recorded as {}; nothing is filled in, reads inside it answer OffsetOutOfRange); copying goes on at {to} ({} gaps in this partition since start)", tributary_core::log::gap_file_name(from, to), state.gaps);
+                            }
+                            Err(reason) => {
+                                tracing::error!("replica: {tp}: the source deleted bytes {from}..{to} before they were copied, and the hole cannot be recorded: {reason}; this partition stops copying");
+                                state.stopped = Some(reason);
+                            }
+                        }
+                    }
+                    OutOfRange::Stop(reason) => {
+                        tracing::error!("replica: {tp}: {reason}; this partition stops copying");
+                        state.stopped = Some(reason);
+                    }
+                    OutOfRange::Unknown => {}
+                }
                 continue;
             }
             other => {
@@ -492,26 +514,76 @@ async fn source_offset<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     }
 }
 
+/// Why the source refused a fetch at an offset.
+enum OutOfRange {
+    /// Its data from `from` (the replica's end) to `to` (its earliest offset now) was deleted
+    /// before it was copied.
+    Gap { from: u64, to: u64 },
+    /// The replica is ahead of the source (the source lost data it holds), or the source's
+    /// range makes no sense: the partition stops.
+    Stop(String),
+    /// The source's range could not be read: try again.
+    Unknown,
+}
+
 /// Why the source answered OffsetOutOfRange at `offset`: its data from `offset` was deleted
-/// before it was copied (a gap, with its range), or the replica is ahead of the source.
-async fn gap_reason<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+/// before it was copied (a gap), or the replica is ahead of the source.
+async fn out_of_range<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     conn: &mut Connection<S>,
     tp: &TopicPartition,
     offset: i64,
-) -> Result<String, String> {
+) -> Result<OutOfRange, String> {
     let earliest = source_offset(conn, tp, -2).await?;
     let latest = source_offset(conn, tp, -1).await?;
     Ok(match (earliest, latest) {
-        (Some(earliest), _) if earliest > offset => format!(
-            "the source deleted bytes {offset}..{earliest} before they were copied (a gap; nothing is filled in)"
-        ),
-        (_, Some(latest)) if latest < offset => format!(
+        (Some(earliest), latest) if earliest > offset => {
+            let earliest = match latest {
+                Some(latest) if planted::active(Bug::ReplicaHoleToLatest) => latest,
+                _ => earliest,
+            };
+            match (u64::try_from(offset), u64::try_from(earliest)) {
+                (Ok(from), Ok(to)) => OutOfRange::Gap { from, to },
+                _ => OutOfRange::Stop(format!(
+                    "the source's earliest offset {earliest} or this replica's end {offset} is negative"
+                )),
+            }
+        }
+        (_, Some(latest)) if latest < offset => OutOfRange::Stop(format!(
             "the replica ends at {offset}, past the source's end {latest} (the source lost data this replica holds)"
-        ),
-        (earliest, latest) => format!(
+        )),
+        (None, _) | (_, None) => OutOfRange::Unknown,
+        (earliest, latest) => OutOfRange::Stop(format!(
             "the source refuses offset {offset} (its range is {earliest:?}..{latest:?})"
-        ),
+        )),
     })
+}
+
+/// Leaves a hole `from..to` in the replica's log (see [`Log::skip_to`]): nothing is written
+/// into it, and copying goes on at `to`. The log must still end at `from`.
+///
+/// [`Log::skip_to`]: tributary_core::log::Log::skip_to
+async fn leave_hole<E: Env>(
+    env: &E,
+    logs: &Arc<Logs<E::Fs>>,
+    tp: &TopicPartition,
+    from: u64,
+    to: u64,
+) -> Result<(), String> {
+    let Some(log) = logs.get(tp) else {
+        return Err(format!("{tp}: the replica's log is gone"));
+    };
+    let now = env.now_ms();
+    with_log(env, &log, move |l| {
+        let end = l.written_end();
+        if end != from {
+            return Err(format!(
+                "the log ends at {end}, not at the gap's start {from}"
+            ));
+        }
+        l.skip_to(to, now).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| format!("{tp}: {e}"))
 }
 
 /// Appends `bytes`, fetched at `offset`, at the log's end, which must be `offset`; an error
@@ -563,7 +635,6 @@ async fn promotions<E: Env>(
     broker: &BrokerConfig,
     logs: &Arc<Logs<E::Fs>>,
     own: &mut Option<E::Coord>,
-    copied: &BTreeMap<TopicPartition, Copied>,
 ) -> Result<(), CoordError> {
     let Some(connect) = broker.zk_connect.as_ref() else {
         return Ok(());
@@ -590,8 +661,10 @@ async fn promotions<E: Env>(
             continue;
         }
         let mut stopped_at = Vec::new();
-        for tp in copied.keys().filter(|tp| tp.topic == topic) {
-            if let Some(log) = logs.get(tp) {
+        // Every partition of the topic held here (not only those this run of the copier has
+        // seen: after a restart, promotions are read before the source is).
+        for tp in logs.partitions().into_iter().filter(|tp| tp.topic == topic) {
+            if let Some(log) = logs.get(&tp) {
                 // Everything copied made visible first: the reported end is the real one.
                 if let Err(e) = logs::flush(env, &log).await {
                     tracing::error!("replica: {tp}: flushing at promotion: {e}");

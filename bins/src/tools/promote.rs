@@ -16,7 +16,7 @@ use tributary_core::zk_layout::{
 };
 
 use crate::coordination::{CoordError, Coordination, NodeKind};
-use crate::env::{Env, TokioEnv};
+use crate::env::Env;
 
 /// ZooKeeper session and connection timeout of the tool.
 const ZK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -35,8 +35,12 @@ pub struct PromoteOptions {
 /// Promotes, waits for every broker holding each topic to confirm, and prints
 /// `<topic> broker <id>: stopped at <partition>:<offset>,...` per confirmation. An error names
 /// the brokers that did not confirm in time.
-pub async fn promote(options: &PromoteOptions, out: &mut impl Write) -> Result<(), String> {
-    let coord = TokioEnv
+pub async fn promote<E: Env>(
+    env: &E,
+    options: &PromoteOptions,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let coord = env
         .coordinate(&options.zk_connect, ZK_TIMEOUT, ZK_TIMEOUT)
         .await
         .map_err(|e| format!("ZooKeeper at {}: {e}", options.zk_connect))?;

@@ -68,6 +68,17 @@ pub enum LogError {
         /// The topic's partition count.
         count: u32,
     },
+    /// A hole was asked to end at or below the log's end (a hole only ever moves the end
+    /// forward).
+    #[error("{partition}: cannot skip to offset {to}: the log already ends at {end}")]
+    SkipBackwards {
+        /// The partition.
+        partition: String,
+        /// The log's written end.
+        end: u64,
+        /// Where the hole was to end.
+        to: u64,
+    },
     /// The appended set would exceed the offsets a log can hold.
     #[error("{partition}: log would pass the largest offset")]
     OffsetOverflow {

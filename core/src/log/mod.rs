@@ -21,7 +21,10 @@ pub use error::LogError;
 pub use fs::{tmp_path, DirEntry, LockError, LogFile, LogFs};
 pub use manager::{LogManager, OpenReport, CLEAN_SHUTDOWN_FILE, DIR_LOCK_FILE};
 pub use mem_fs::{MemFile, MemFs};
-pub use names::{parse_segment_file_name, segment_file_name, TopicPartition, SEGMENT_SUFFIX};
+pub use names::{
+    gap_file_name, parse_gap_file_name, parse_segment_file_name, segment_file_name, TopicPartition,
+    GAP_SUFFIX, SEGMENT_SUFFIX,
+};
 pub use partition::{AppendInfo, FlushTicket, Log, ValidatedSet};
 pub use policy::LogPolicy;
 pub use recovery::RecoveryHints;

@@ -1,5 +1,7 @@
 //! Names on disk: partition directories `<topic>-<partition>` and segment files
-//! `<20-digit start offset>.kafka`, exactly as Kafka 0.7 lays them out.
+//! `<20-digit start offset>.kafka`, exactly as Kafka 0.7 lays them out; and Tributary's hole
+//! records `<20-digit from>-<20-digit to>.gap` (0.7 reads only `.kafka` files, so it ignores
+//! them).
 
 use std::fmt;
 
@@ -7,6 +9,8 @@ use crate::wire::TopicName;
 
 /// The extension of segment files.
 pub const SEGMENT_SUFFIX: &str = ".kafka";
+/// The extension of hole records.
+pub const GAP_SUFFIX: &str = ".gap";
 /// Digits in a segment file name.
 const SEGMENT_DIGITS: usize = 20;
 
@@ -66,4 +70,24 @@ pub fn parse_segment_file_name(name: &str) -> Option<u64> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// The name of the record of a hole `from..to` in a log (an empty file: the name is the record).
+pub fn gap_file_name(from: u64, to: u64) -> String {
+    format!(
+        "{from:0width$}-{to:0width$}{GAP_SUFFIX}",
+        width = SEGMENT_DIGITS
+    )
+}
+
+/// The hole `from..to` a hole record's file name names, if it is one (and `from < to`).
+pub fn parse_gap_file_name(name: &str) -> Option<(u64, u64)> {
+    let (from, to) = name.strip_suffix(GAP_SUFFIX)?.split_once('-')?;
+    let number = |digits: &str| {
+        (digits.len() == SEGMENT_DIGITS && digits.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| digits.parse::<u64>().ok())
+            .flatten()
+    };
+    let (from, to) = (number(from)?, number(to)?);
+    (from < to).then_some((from, to))
 }

@@ -6,9 +6,17 @@
 //!   and refuses appends.
 //! - **Whole sets or nothing.** An append validates the whole set first; a refused set writes
 //!   nothing.
-//! - Segments are contiguous: each starts where the previous ends; only the last (active)
-//!   segment takes appends, and rolling syncs it first, so unflushed bytes only ever live in the
-//!   active segment.
+//! - Segments are contiguous: each starts where the previous ends — except across a **hole**
+//!   ([`Log::skip_to`], used by a replica whose source deleted bytes before they were copied),
+//!   which is recorded durably by an empty `<from>-<to>.gap` file before the segment after it
+//!   exists; recovery accepts a discontinuity only where such a record names it. Only the last
+//!   (active) segment takes appends, and rolling syncs it first, so unflushed bytes only ever
+//!   live in the active segment.
+//! - **Holes hold nothing.** A read inside a hole is `OffsetOutOfRange`, and OFFSETS (the
+//!   earliest offset included) answer only from the segments after the newest hole — so a 0.7
+//!   consumer that reaches a hole resets exactly as it would on the source, whose data there
+//!   is gone too. Bytes before the newest hole stay readable at their offsets until retention
+//!   deletes them.
 //!
 //! - **Failed is final.** A caller that saw an operation panic marks the log failed
 //!   ([`Log::fail`]); from then on it refuses reads and writes alike, since its in-memory state
@@ -31,7 +39,7 @@ use bytes::Bytes;
 
 use super::error::LogError;
 use super::fs::{LogFile, LogFs};
-use super::names::{segment_file_name, TopicPartition};
+use super::names::{gap_file_name, segment_file_name, TopicPartition};
 use super::policy::LogPolicy;
 use super::segment::{read_exact_at, Segment};
 use crate::message::{validate_set, MessageError, ShallowIter, ValidationLimits};
@@ -112,6 +120,8 @@ pub struct Log<F: LogFs> {
     pub(crate) dir: PathBuf,
     pub(crate) policy: LogPolicy,
     pub(crate) segments: Vec<Segment<F::File>>,
+    /// Holes between segments (`from..to`), oldest first, each recorded by a gap file.
+    pub(crate) holes: Vec<(u64, u64)>,
     pub(crate) flushed_end: u64,
     /// Messages appended since the log was opened, counted deep.
     pub(crate) appended_messages: u64,
@@ -167,6 +177,7 @@ impl<F: LogFs> Log<F> {
             dir: dir.to_path_buf(),
             policy,
             segments: Vec::new(),
+            holes: Vec::new(),
             flushed_end: start,
             appended_messages: 0,
             flushed_messages: 0,
@@ -187,6 +198,59 @@ impl<F: LogFs> Log<F> {
     /// The first offset held.
     pub fn start_offset(&self) -> u64 {
         self.segments.first().map_or(0, |s| s.start)
+    }
+
+    /// Where the offsets the log advertises start: after its newest hole (OFFSETS answer from
+    /// there on), else its first offset.
+    pub fn advertised_start(&self) -> u64 {
+        let start = self.start_offset();
+        self.holes.last().map_or(start, |(_, to)| (*to).max(start))
+    }
+
+    /// The holes (`from..to`) the log holds, oldest first.
+    pub fn holes(&self) -> &[(u64, u64)] {
+        &self.holes
+    }
+
+    /// Leaves a hole from the written end to `to` and goes on there: flushes, records the hole
+    /// durably (`<from>-<to>.gap`, synced with its directory), then starts a segment at `to`
+    /// and makes it the visible end. Nothing is written into the hole. For a replica whose
+    /// source deleted `from..to` before it was copied; `to` must be past the written end.
+    pub fn skip_to(&mut self, to: u64, now_ms: i64) -> Result<(), LogError> {
+        self.check_writable()?;
+        let from = self.written_end();
+        if to <= from {
+            return Err(LogError::SkipBackwards {
+                partition: self.tp.to_string(),
+                end: from,
+                to,
+            });
+        }
+        if to > i64::MAX as u64 {
+            return Err(LogError::OffsetOverflow {
+                partition: self.tp.to_string(),
+            });
+        }
+        self.flush(now_ms)?;
+        let path = self.dir.join(gap_file_name(from, to));
+        let record = self
+            .fs
+            .open(&path, true)
+            .map_err(|e| self.io("create", &path, e))?;
+        record.sync().map_err(|e| self.io("sync", &path, e))?;
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
+        self.new_segment(to, now_ms)?;
+        self.holes.push((from, to));
+        self.flushed_end = to;
+        tracing::warn!(
+            "{}: hole {from}..{to} recorded ({}); the log goes on at {to}",
+            self.tp,
+            path.display()
+        );
+        debug_assert!(self.invariants_hold());
+        Ok(())
     }
 
     /// The end of written (not necessarily visible) data.
@@ -525,6 +589,10 @@ impl<F: LogFs> Log<F> {
         let Some(segment) = self.segments.get(index) else {
             return Err(out_of_range());
         };
+        if pos >= segment.end() {
+            // Past this segment's end and below the visible end: inside a hole.
+            return Err(out_of_range());
+        }
         let readable_end = segment.end().min(visible_end);
         let want = usize::try_from(readable_end - pos)
             .unwrap_or(usize::MAX)
@@ -615,9 +683,11 @@ impl<F: LogFs> Log<F> {
         now_ms: i64,
     ) -> Result<Vec<i64>, LogError> {
         self.check_usable()?;
+        let advertised = self.advertised_start();
         let mut candidates: Vec<(u64, i64)> = self
             .segments
             .iter()
+            .filter(|s| s.start >= advertised)
             .map(|s| (s.start, s.modified_ms))
             .collect();
         let visible_end = self.visible_end();
@@ -701,6 +771,16 @@ impl<F: LogFs> Log<F> {
                 );
             }
         }
+        // Holes below the first segment separate nothing any more.
+        let start = self.start_offset();
+        let (gone, kept): (Vec<_>, Vec<_>) = self.holes.iter().partition(|(_, to)| *to <= start);
+        self.holes = kept;
+        for (from, to) in gone {
+            let path = self.dir.join(gap_file_name(from, to));
+            if let Err(e) = self.fs.remove_file(&path) {
+                tracing::warn!("{}: cannot delete {}: {e}", self.tp, path.display());
+            }
+        }
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
@@ -717,9 +797,13 @@ impl<F: LogFs> Log<F> {
         Ok(self.flushed_end)
     }
 
-    /// Segments contiguous and non-empty list, flushed end within the active segment.
+    /// Segments contiguous but for recorded holes and non-empty list, flushed end within the
+    /// active segment.
     pub(crate) fn invariants_hold(&self) -> bool {
-        let contiguous = self.segments.windows(2).all(|w| w[0].end() == w[1].start);
+        let contiguous = self
+            .segments
+            .windows(2)
+            .all(|w| w[0].end() == w[1].start || self.holes.contains(&(w[0].end(), w[1].start)));
         let active_start = self.segments.last().map_or(0, |s| s.start);
         !self.segments.is_empty()
             && contiguous

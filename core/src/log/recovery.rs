@@ -8,13 +8,17 @@
 //!   unflushed (torn) bytes can be;
 //! - bytes the checkpoint promised durable that are missing or invalid are **corruption**: the
 //!   partition is refused with an error naming segment and offset, and nothing is deleted;
-//! - files that are not segments are left alone, with a warning.
+//! - files that are not segments are left alone, with a warning;
+//! - segments must be contiguous, except across a hole a gap file records (`<from>-<to>.gap`,
+//!   see [`Log::skip_to`]); a gap file that separates nothing is left alone.
 
 use std::path::Path;
 
 use super::error::LogError;
 use super::fs::{LogFile, LogFs};
-use super::names::{parse_segment_file_name, segment_file_name, TopicPartition};
+use super::names::{
+    parse_gap_file_name, parse_segment_file_name, segment_file_name, TopicPartition,
+};
 use super::partition::Log;
 use super::policy::LogPolicy;
 use super::segment::{scan, Segment};
@@ -39,7 +43,7 @@ impl<F: LogFs> Log<F> {
         hints: RecoveryHints,
         now_ms: i64,
     ) -> Result<Self, LogError> {
-        let segments = open_segments(&fs, dir, &tp)?;
+        let (segments, recorded_holes) = open_segments(&fs, dir, &tp)?;
         if segments.is_empty() {
             if let Some(end) = hints.checkpoint.filter(|end| *end > 0) {
                 return Err(corrupt(
@@ -51,13 +55,14 @@ impl<F: LogFs> Log<F> {
             }
             return Log::create(fs, dir, tp, policy, now_ms);
         }
-        check_contiguous(&tp, &segments)?;
+        let holes = check_contiguous(&tp, &segments, &recorded_holes)?;
         let mut log = Log {
             fs,
             tp,
             dir: dir.to_path_buf(),
             policy,
             segments,
+            holes,
             flushed_end: 0,
             appended_messages: 0,
             flushed_messages: 0,
@@ -182,12 +187,16 @@ fn corrupt(tp: &TopicPartition, segment: &str, offset: u64, detail: String) -> L
     }
 }
 
-/// Opens every segment file in `dir`, sorted by start offset. Other files are left alone.
+/// Segments and the holes gap files record.
+type Opened<File> = (Vec<Segment<File>>, Vec<(u64, u64)>);
+
+/// Opens every segment file in `dir`, sorted by start offset, and reads the hole records. Other
+/// files are left alone.
 fn open_segments<F: LogFs>(
     fs: &F,
     dir: &Path,
     tp: &TopicPartition,
-) -> Result<Vec<Segment<F::File>>, LogError> {
+) -> Result<Opened<F::File>, LogError> {
     let io = |op, path: &Path, source| LogError::Io {
         partition: tp.to_string(),
         op,
@@ -195,8 +204,21 @@ fn open_segments<F: LogFs>(
         source,
     };
     let mut segments = Vec::new();
+    let mut holes = Vec::new();
     for entry in fs.list_dir(dir).map_err(|e| io("list", dir, e))? {
-        let Some(start) = parse_segment_file_name(&entry.name).filter(|_| !entry.is_dir) else {
+        if entry.is_dir {
+            tracing::warn!(
+                "{tp}: ignoring directory {} in {}",
+                entry.name,
+                dir.display()
+            );
+            continue;
+        }
+        if let Some(hole) = parse_gap_file_name(&entry.name) {
+            holes.push(hole);
+            continue;
+        }
+        let Some(start) = parse_segment_file_name(&entry.name) else {
             if !entry.name.ends_with(".tmp") {
                 tracing::warn!(
                     "{tp}: ignoring {} in {}: not a segment file",
@@ -220,24 +242,43 @@ fn open_segments<F: LogFs>(
         });
     }
     segments.sort_by_key(|s| s.start);
-    Ok(segments)
+    Ok((segments, holes))
 }
 
-/// Every segment but the last must end exactly where the next begins.
-fn check_contiguous<F>(tp: &TopicPartition, segments: &[Segment<F>]) -> Result<(), LogError> {
+/// Every segment but the last must end exactly where the next begins, or where a recorded hole
+/// begins that ends where the next begins. Returns the holes that separate segments, oldest
+/// first.
+fn check_contiguous<F>(
+    tp: &TopicPartition,
+    segments: &[Segment<F>],
+    recorded: &[(u64, u64)],
+) -> Result<Vec<(u64, u64)>, LogError> {
+    let mut holes = Vec::new();
     for pair in segments.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
-        if a.end() != b.start {
-            return Err(corrupt(
-                tp,
-                &a.name(),
-                a.end(),
-                format!(
-                    "segment holds {} bytes but the next segment starts at {}",
-                    a.size, b.start
-                ),
-            ));
+        if a.end() == b.start {
+            continue;
         }
+        if recorded.contains(&(a.end(), b.start)) {
+            holes.push((a.end(), b.start));
+            continue;
+        }
+        return Err(corrupt(
+            tp,
+            &a.name(),
+            a.end(),
+            format!(
+                "segment holds {} bytes but the next segment starts at {} (and no gap file records a hole there)",
+                a.size, b.start
+            ),
+        ));
     }
-    Ok(())
+    for hole in recorded.iter().filter(|h| !holes.contains(h)) {
+        tracing::info!(
+            "{tp}: gap file for {}..{} separates no segments; left alone",
+            hole.0,
+            hole.1
+        );
+    }
+    Ok(holes)
 }
