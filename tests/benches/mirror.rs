@@ -11,10 +11,12 @@
 //! a ratio of the slower baseline. Each broker runs on its own runtime (its own threads), as it
 //! would in its own process; all share the machine's cores.
 //!
-//! Then replica mode: a replica broker copies the same topics byte for byte; its rate from its
-//! start until caught up, beside the same run's raw FETCH rate over the same bytes.
+//! Then replica mode: a replica broker copies the same topics (and a larger one) byte for byte;
+//! its rate from its start until caught up, beside the same run's raw FETCH rate over the same
+//! bytes.
 //!
-//! `cargo bench -p tributary-tests --bench mirror` (needs ZooKeeper: scripts/install-deps.sh).
+//! `cargo bench -p tributary-tests --bench mirror` (needs ZooKeeper: scripts/install-deps.sh);
+//! `TRIBUTARY_BENCH_ONLY=replica` measures replica mode alone.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -293,11 +295,18 @@ async fn main() {
     let mut conn = connect(&TokioEnv, "127.0.0.1", source_port, Duration::from_secs(30))
         .await
         .expect("connect");
-    println!("mirror: one source broker -> the mirror (2 streams, async producer with durable acks) -> one mirror broker, over loopback");
+    // TRIBUTARY_BENCH_ONLY=replica: load the source and measure replica mode only.
+    let only_replica = std::env::var("TRIBUTARY_BENCH_ONLY").is_ok_and(|v| v == "replica");
+    if !only_replica {
+        println!("mirror: one source broker -> the mirror (2 streams, async producer with durable acks) -> one mirror broker, over loopback");
+    }
     for size in [100usize, 1024] {
         let count = (PAYLOAD_BYTES / size) / (2 * LOAD_BATCH) * (2 * LOAD_BATCH);
         let name = format!("bench-{size}");
         load_source(&mut conn, &name, size, count).await;
+        if only_replica {
+            continue;
+        }
         let fetch = source_fetch_rate(&source_zk, &name, count).await;
         let produce =
             mirror_produce_rate(&target_zk, &format!("produce-{size}"), size, count).await;
@@ -327,13 +336,19 @@ async fn main() {
     target_thread.join().expect("target broker");
 }
 
-/// Every partition's latest offset of the bench topics on the broker behind `conn`.
+/// The topics replica mode copies: the mirror's two, and a larger one so that the copy runs
+/// long enough for its rate to be its own (not its start and its last flush interval).
+const REPLICA_TOPICS: [&str; 3] = ["bench-100", "bench-1024", "bench-bulk"];
+/// Payload of the larger topic, in 1 KiB messages.
+const BULK_BYTES: usize = 512 << 20;
+
+/// Every partition's latest offset of the replica's topics on the broker behind `conn`.
 async fn ends(conn: &mut Connection<<TokioEnv as tributary::env::Env>::Stream>) -> Vec<i64> {
     let mut out = Vec::new();
-    for size in [100usize, 1024] {
+    for name in REPLICA_TOPICS {
         for partition in 0..2 {
             let offsets = Request::Offsets(OffsetsRequest {
-                topic: topic(&format!("bench-{size}")),
+                topic: topic(name),
                 partition,
                 time: -1,
                 max_offsets: 1,
@@ -347,23 +362,25 @@ async fn ends(conn: &mut Connection<<TokioEnv as tributary::env::Env>::Stream>) 
     out
 }
 
-/// Replica mode: a replica broker copies both bench topics byte for byte; its MB/s from its
+/// Replica mode: a replica broker copies the bench topics byte for byte; its MB/s from its
 /// start until its ends equal the source's, beside the same run's raw FETCH rate over the same
 /// bytes (1 MiB fetches on one connection: what copying reads, without writing it).
 async fn replica(
     source_zk: &ZooKeeper,
     conn: &mut Connection<<TokioEnv as tributary::env::Env>::Stream>,
 ) {
+    let bulk = BULK_BYTES / 1024 / (2 * LOAD_BATCH) * (2 * LOAD_BATCH);
+    load_source(conn, "bench-bulk", 1024, bulk).await;
     let target = ends(conn).await;
     let total: i64 = target.iter().sum();
     // Baseline: read it all with FETCH.
     let start = Instant::now();
-    for size in [100usize, 1024] {
+    for name in REPLICA_TOPICS {
         for partition in 0..2 {
             let mut offset = 0i64;
             loop {
                 let fetch = Request::Fetch(tributary_core::wire::FetchRequest {
-                    topic: topic(&format!("bench-{size}")),
+                    topic: topic(name),
                     partition,
                     offset,
                     max_bytes: 1 << 20,
@@ -382,6 +399,8 @@ async fn replica(
         }
     }
     let fetch = total as f64 / start.elapsed().as_secs_f64() / 1e6;
+    // The loads' dirty pages written out first, so that the replica does not pay for them.
+    settle_disk();
     // The replica.
     let replica_zk = ZooKeeper::start();
     let dir = tempfile::tempdir().expect("dir");
@@ -413,7 +432,7 @@ async fn replica(
     let (visible_at, visible_bytes) = first_visible.expect("nothing copied");
     let steady =
         (total - visible_bytes) as f64 / visible_at.elapsed().as_secs_f64().max(1e-6) / 1e6;
-    println!("replica: one source broker -> a replica broker (byte for byte), {total} bytes of both topics, over loopback");
+    println!("replica: one source broker -> a replica broker (byte for byte), {total} bytes of three topics (100 B, 1 KiB, 1 KiB messages), over loopback");
     println!("  source FETCH (1 MiB, one connection): {fetch:>7.1} MB/s");
     println!(
         "  replica copy (start to caught up):    {copy:>7.1} MB/s  = {:.2} of source fetch",
@@ -426,4 +445,10 @@ async fn replica(
     drop(replica_conn);
     drop(stop);
     thread.join().expect("replica broker");
+}
+
+/// Writes every dirty page of the machine out (`sync`).
+fn settle_disk() {
+    let synced = std::process::Command::new("sync").status();
+    assert!(synced.is_ok_and(|s| s.success()), "sync failed");
 }

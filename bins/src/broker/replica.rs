@@ -60,6 +60,9 @@ struct Copied {
     fresh: bool,
     /// Holes left because the source deleted data before it was copied.
     gaps: u64,
+    /// Where the next fetch starts: the log's end once every pending append is done (`None`
+    /// until read from the log).
+    next: Option<u64>,
 }
 
 /// What the source cluster looks like: the source broker's address and its partitions.
@@ -94,6 +97,8 @@ pub async fn run<E: Env>(
     let mut conn: Option<Connection<E::Stream>> = None;
     let mut view = SourceView::default();
     let mut copied: BTreeMap<TopicPartition, Copied> = BTreeMap::new();
+    // Fetched and decided, appended during the next round's fetch.
+    let mut pending: Vec<Pending> = Vec::new();
     let mut last_discovery: Option<i64> = None;
     tracing::info!(
         "replica: copying source broker {} of {} (topics {})",
@@ -137,6 +142,7 @@ pub async fn run<E: Env>(
                                     stopped: None,
                                     fresh: true,
                                     gaps: 0,
+                                    next: None,
                                 });
                         }
                     }
@@ -175,7 +181,7 @@ pub async fn run<E: Env>(
         }
         let Some(open) = conn.as_mut() else { continue };
         let sizes = (replica.fetch_bytes, size_limit);
-        let copied_any = match round(&env, open, &logs, &mut copied, sizes).await {
+        let copied_any = match round(&env, open, &logs, &mut copied, &mut pending, sizes).await {
             Ok(any) => any,
             Err(e) => {
                 tracing::warn!("replica: source broker {host}:{port}: {e}; reconnecting");
@@ -288,30 +294,72 @@ fn announce<F: tributary_core::log::LogFs + Clone>(
     }
 }
 
-/// One MULTIFETCH over the partitions still copied (at their log ends), and the appends; `true`
-/// when anything was appended.
+/// Bytes fetched and decided, waiting to be appended at `offset` (the log's end once the
+/// appends before it are done).
+#[derive(Debug)]
+struct Pending {
+    tp: TopicPartition,
+    offset: i64,
+    bytes: bytes::Bytes,
+}
+
+/// Whether the copier still copies `topic` (not promoted; `copied` holds only topics the filter
+/// passes).
+fn copying<F: tributary_core::log::LogFs + Clone>(logs: &Logs<F>, topic: &TopicName) -> bool {
+    logs.is_replica(topic) || planted::active(Bug::ReplicaCopyAfterPromote)
+}
+
+/// One round, pipelined: the MULTIFETCH of every partition still copied (each at its end once
+/// `pending` is appended) runs while `pending` — what the previous round fetched — is
+/// appended; then what came back is decided into the next `pending`. `true` when anything was
+/// appended or is pending. An append that fails stops its partition (what was fetched for it
+/// meanwhile is dropped); a connection failure is returned after `pending` was appended.
 async fn round<E: Env>(
     env: &E,
     conn: &mut Connection<E::Stream>,
     logs: &Arc<Logs<E::Fs>>,
     copied: &mut BTreeMap<TopicPartition, Copied>,
-    (base_bytes, limit_bytes): (u32, u32),
+    pending: &mut Vec<Pending>,
+    sizes: (u32, u32),
 ) -> Result<bool, String> {
-    // Every partition still copied, at its own end; fetched FETCHES_PER_REQUEST_MAX at a time.
-    let mut wanted: Vec<(TopicPartition, FetchRequest)> = Vec::new();
+    let wanted = wanted(env, conn, logs, copied).await?;
+    let (fetched, appended) = tokio::join!(
+        fetch_all(conn, &wanted),
+        append_all(env, logs, std::mem::take(pending))
+    );
+    let appended_any = !appended.is_empty();
+    for (tp, result) in appended {
+        if let (Err(reason), Some(state)) = (result, copied.get_mut(&tp)) {
+            tracing::error!("replica: {tp}: {reason}; this partition stops copying");
+            state.stopped = Some(reason);
+        }
+    }
+    let fetched = fetched?;
+    decide_all(env, conn, logs, copied, pending, sizes, fetched).await?;
+    Ok(appended_any || !pending.is_empty())
+}
+
+/// The fetch of every partition still copied, at its end once what is pending is appended
+/// (read from its log the first time, or created at the source's earliest offset).
+async fn wanted<E: Env>(
+    env: &E,
+    conn: &mut Connection<E::Stream>,
+    logs: &Arc<Logs<E::Fs>>,
+    copied: &mut BTreeMap<TopicPartition, Copied>,
+) -> Result<Vec<(TopicPartition, FetchRequest)>, String> {
+    let mut wanted = Vec::new();
     let keys: Vec<TopicPartition> = copied.keys().cloned().collect();
     for tp in keys {
         let Some(state) = copied.get_mut(&tp) else {
             continue;
         };
-        // (`copied` holds only topics the filter passes.)
-        let copying = logs.is_replica(&tp.topic) || planted::active(Bug::ReplicaCopyAfterPromote);
-        if !copying || state.stopped.is_some() {
+        if !copying(logs, &tp.topic) || state.stopped.is_some() {
             continue;
         }
-        let end = match logs.get(&tp) {
-            Some(log) => log.lock().await.written_end(),
-            None => match create(env, conn, logs, &tp).await? {
+        let end = match (state.next, logs.get(&tp)) {
+            (Some(next), _) => next,
+            (None, Some(log)) => log.lock().await.written_end(),
+            (None, None) => match create(env, conn, logs, &tp).await? {
                 Created::At(start) => start,
                 Created::NotYet => continue,
                 Created::Refused(reason) => {
@@ -329,6 +377,7 @@ async fn round<E: Env>(
         } else {
             end
         };
+        state.next = Some(end);
         let Ok(offset) = i64::try_from(end) else {
             continue;
         };
@@ -340,53 +389,91 @@ async fn round<E: Env>(
         };
         wanted.push((tp, request));
     }
-    let mut appended_any = false;
-    for batch in wanted.chunks(FETCHES_PER_REQUEST_MAX) {
-        let (keys, fetches): (Vec<TopicPartition>, Vec<FetchRequest>) =
-            batch.iter().cloned().unzip();
-        appended_any |= fetch_and_append(
-            env,
-            conn,
-            logs,
-            copied,
-            (base_bytes, limit_bytes),
-            &keys,
-            fetches,
-        )
-        .await?;
-    }
-    Ok(appended_any)
+    Ok(wanted)
 }
 
-/// One MULTIFETCH of `fetches` (for `keys`) and the appends; `true` when anything was appended.
-async fn fetch_and_append<E: Env>(
+/// MULTIFETCHes `wanted`, FETCHES_PER_REQUEST_MAX at a time: each fetch with its answer.
+async fn fetch_all<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    wanted: &[(TopicPartition, FetchRequest)],
+) -> Result<
+    Vec<(
+        TopicPartition,
+        FetchRequest,
+        tributary_core::wire::FetchResponse,
+    )>,
+    String,
+> {
+    let mut out = Vec::with_capacity(wanted.len());
+    for batch in wanted.chunks(FETCHES_PER_REQUEST_MAX) {
+        let fetches: Vec<FetchRequest> = batch.iter().map(|(_, f)| f.clone()).collect();
+        let blocks = match conn.call(&Request::MultiFetch(fetches)).await {
+            Ok(Response::MultiFetch(m)) if m.blocks.len() == batch.len() => m.blocks,
+            Ok(other) => return Err(format!("unexpected answer to MULTIFETCH: {other:?}")),
+            Err(e) => return Err(e.to_string()),
+        };
+        for ((tp, request), block) in batch.iter().zip(blocks) {
+            out.push((tp.clone(), request.clone(), block));
+        }
+    }
+    Ok(out)
+}
+
+/// Appends everything pending, partition by partition, skipping topics promoted meanwhile
+/// (nothing is copied into a topic after its promote point); each partition with its outcome.
+/// (One partition at a time: appends spawned side by side made the simulation's traces differ
+/// between runs of one seed.)
+async fn append_all<E: Env>(
+    env: &E,
+    logs: &Arc<Logs<E::Fs>>,
+    pending: Vec<Pending>,
+) -> Vec<(TopicPartition, Result<(), String>)> {
+    let mut out: Vec<(TopicPartition, Result<(), String>)> = Vec::new();
+    for p in pending {
+        let failed_before = out.iter().any(|(tp, r)| *tp == p.tp && r.is_err());
+        if !copying(logs, &p.tp.topic) || failed_before {
+            continue;
+        }
+        let result = append(env, logs, &p.tp, p.offset, p.bytes).await;
+        out.push((p.tp, result));
+    }
+    out
+}
+
+/// Decides what of each fetched block is appended (into `pending`, moving the partition's next
+/// offset past it), and handles what the source refused: a gap leaves a hole, corruption and
+/// oversized messages stop the partition.
+async fn decide_all<E: Env>(
     env: &E,
     conn: &mut Connection<E::Stream>,
     logs: &Arc<Logs<E::Fs>>,
     copied: &mut BTreeMap<TopicPartition, Copied>,
+    pending: &mut Vec<Pending>,
     (base_bytes, limit_bytes): (u32, u32),
-    keys: &[TopicPartition],
-    fetches: Vec<FetchRequest>,
-) -> Result<bool, String> {
-    let blocks = match conn.call(&Request::MultiFetch(fetches.clone())).await {
-        Ok(Response::MultiFetch(m)) if m.blocks.len() == fetches.len() => m.blocks,
-        Ok(other) => return Err(format!("unexpected answer to MULTIFETCH: {other:?}")),
-        Err(e) => return Err(e.to_string()),
-    };
-    let mut appended_any = false;
-    for ((tp, request), block) in keys.iter().zip(&fetches).zip(blocks) {
-        let Some(state) = copied.get_mut(tp) else {
+    fetched: Vec<(
+        TopicPartition,
+        FetchRequest,
+        tributary_core::wire::FetchResponse,
+    )>,
+) -> Result<(), String> {
+    for (tp, request, block) in fetched {
+        let Some(state) = copied.get_mut(&tp) else {
             continue;
         };
+        // Stopped by a failed append while this was fetched: dropped.
+        if state.stopped.is_some() {
+            continue;
+        }
         state.fresh = false;
         match block.error {
             ErrorCode::NoError => {}
             ErrorCode::OffsetOutOfRange => {
-                match out_of_range(conn, tp, request.offset).await? {
+                match out_of_range(conn, &tp, request.offset).await? {
                     OutOfRange::Gap { from, to } => {
-                        match leave_hole(env, logs, tp, from, to).await {
+                        match leave_hole(env, logs, &tp, from, to).await {
                             Ok(()) => {
                                 state.gaps += 1;
+                                state.next = Some(to);
                                 tracing::error!("replica: {tp}: GAP: the source deleted bytes {from}..{to} before they were copied; this replica's log holds a hole there (recorded as {}; nothing is filled in, reads inside it answer OffsetOutOfRange); copying goes on at {to} ({} gaps in this partition since start)", tributary_core::log::gap_file_name(from, to), state.gaps);
                             }
                             Err(reason) => {
@@ -435,19 +522,18 @@ async fn fetch_and_append<E: Env>(
                 state.stopped = Some(reason);
             }
             Fetched::Append { bytes, .. } => {
-                match append(env, logs, tp, request.offset, block.messages.slice(..bytes)).await {
-                    Ok(()) => appended_any = true,
-                    Err(reason) => {
-                        tracing::error!("replica: {tp}: {reason}; this partition stops copying");
-                        state.stopped = Some(reason);
-                    }
-                }
+                state.next = u64::try_from(request.offset).ok().map(|o| o + bytes as u64);
+                pending.push(Pending {
+                    tp: tp.clone(),
+                    offset: request.offset,
+                    bytes: block.messages.slice(..bytes),
+                });
                 // A fetch size grown for one large message goes back once it is copied.
                 state.fetch_bytes = base_bytes;
             }
         }
     }
-    Ok(appended_any)
+    Ok(())
 }
 
 /// What creating a replica partition came to.
