@@ -510,6 +510,128 @@ fn gaps_between_segments_refuse_the_partition() {
     );
 }
 
+fn open_again(path: &Path, policy: LogPolicy) -> Result<Log<RealFs>, LogError> {
+    let hints = RecoveryHints {
+        clean_shutdown: false,
+        checkpoint: None,
+    };
+    Log::open(RealFs, path, tp("t", 0), policy, hints, T0)
+}
+
+#[test]
+fn a_hole_holds_nothing_and_survives_reopening_while_a_stale_record_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    let mut log = new_log(dir.path(), policy());
+    log.append(&set(1, 2, 10), T0).unwrap();
+    log.skip_to(1000, T0).unwrap();
+    log.append(&set(2, 2, 10), T0).unwrap();
+    log.flush(T0).unwrap();
+    let check = |log: &Log<RealFs>| {
+        assert_eq!(log.holes(), &[(40, 1000)]);
+        for inside in [40, 41, 500, 999] {
+            assert!(
+                matches!(
+                    log.read(inside, 100),
+                    Err(LogError::OffsetOutOfRange { .. })
+                ),
+                "a read at {inside}, inside the hole, must be refused"
+            );
+        }
+        assert_eq!(
+            messages_in(&log.read(0, 100).unwrap(), 0),
+            2,
+            "before the hole"
+        );
+        assert_eq!(
+            messages_in(&log.read(1000, 100).unwrap(), 1000),
+            2,
+            "after it"
+        );
+        assert_eq!(
+            log.offsets_before(-2, 1, T0).unwrap(),
+            vec![1000],
+            "OFFSETS start after it"
+        );
+        assert_eq!(log.flushed_end(), 1040);
+    };
+    check(&log);
+    assert!(path
+        .join(tributary_core::log::gap_file_name(40, 1000))
+        .exists());
+    assert!(matches!(
+        log.skip_to(1040, T0),
+        Err(LogError::SkipBackwards { .. })
+    ));
+    drop(log);
+    // A record left by a crash before the segment after it existed: separates nothing.
+    let stale = path.join(tributary_core::log::gap_file_name(1040, 2000));
+    std::fs::write(&stale, b"").unwrap();
+    let log = open_again(&path, policy()).unwrap();
+    check(&log);
+    assert!(
+        !stale.exists(),
+        "a record that separates no segments is removed at open"
+    );
+    drop(log);
+    // Without its record, the same discontinuity is corruption.
+    std::fs::remove_file(path.join(tributary_core::log::gap_file_name(40, 1000))).unwrap();
+    let refused = open_again(&path, policy()).unwrap_err();
+    assert!(matches!(refused, LogError::Corrupt { .. }), "{refused}");
+}
+
+#[test]
+fn retention_drops_a_hole_record_only_once_the_segments_before_it_are_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FlakyFs::default();
+    let path: PathBuf = dir.path().join("t-0");
+    let retention = LogPolicy {
+        retention_ms: HOUR_MS,
+        ..policy()
+    };
+    let mut log = Log::create(fs.clone(), &path, tp("t", 0), retention, T0).unwrap();
+    log.append(&set(1, 2, 10), T0).unwrap();
+    log.skip_to(1000, T0).unwrap();
+    log.append(&set(2, 2, 10), T0 + 2 * HOUR_MS).unwrap();
+    log.flush(T0 + 2 * HOUR_MS).unwrap();
+    let record = path.join(tributary_core::log::gap_file_name(40, 1000));
+    // The segment before the hole cannot be deleted: it will be back at restart, and so must
+    // the record of the hole after it.
+    fs.fail_segment_removal.store(true, Ordering::SeqCst);
+    assert_eq!(log.retain(T0 + 2 * HOUR_MS).unwrap(), 1);
+    assert_eq!(log.start_offset(), 1000);
+    assert!(
+        record.exists(),
+        "the record stays while a segment before it may come back"
+    );
+    drop(log);
+    let log = open_again(&path, policy()).unwrap();
+    assert_eq!((log.start_offset(), log.holes()), (0, &[(40, 1000)][..]));
+    drop(log);
+    // Deleted for real this time: the record goes with them. (Reopened segments carry their
+    // files' real modification times.)
+    fs.fail_segment_removal.store(false, Ordering::SeqCst);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let mut log = Log::open(
+        fs.clone(),
+        &path,
+        tp("t", 0),
+        retention,
+        RecoveryHints {
+            clean_shutdown: true,
+            checkpoint: None,
+        },
+        now,
+    )
+    .unwrap();
+    assert_eq!(log.retain(now + 2 * HOUR_MS).unwrap(), 2);
+    assert!(!record.exists(), "no segment before it: the record goes");
+    assert!(log.holes().is_empty());
+}
+
 #[test]
 fn strange_entries_are_left_alone() {
     let dir = tempfile::tempdir().unwrap();
@@ -571,10 +693,11 @@ async fn the_manager_flushes_what_is_due_and_applies_retention() {
     assert_eq!(lock(&m.get(&tp("fast", 0)).unwrap()).start_offset(), 20);
 }
 
-/// A file system whose syncs can be made to fail.
+/// A file system whose syncs, and removals of segment files, can be made to fail.
 #[derive(Debug, Clone, Default)]
 struct FlakyFs {
     fail_sync: Arc<AtomicBool>,
+    fail_segment_removal: Arc<AtomicBool>,
 }
 
 #[derive(Debug)]
@@ -627,6 +750,10 @@ impl LogFs for FlakyFs {
         RealFs.modified_ms(path)
     }
     fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        let segment = path.extension().is_some_and(|e| e == "kafka");
+        if segment && self.fail_segment_removal.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other("injected EIO"));
+        }
         RealFs.remove_file(path)
     }
     fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {

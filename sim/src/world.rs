@@ -420,3 +420,42 @@ impl Links {
 pub fn rng(seed: u64, part: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed ^ part.wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
+
+/// The first seed that caught a planted bug: the seed, what the invariant said, and the seeds
+/// before it that broke another invariant.
+#[derive(Debug, Clone)]
+pub struct Caught {
+    /// The seed.
+    pub seed: u64,
+    /// The violation's detail.
+    pub detail: String,
+    /// Earlier seeds that broke another invariant, and which.
+    pub others: Vec<(u64, Invariant)>,
+}
+
+/// Runs `run` (a seed's violation, if any) on seeds `0..seeds` with `bug` planted (on this
+/// thread) until one breaks `expected` — a bug can do more than one kind of damage, so others
+/// are noted and the search goes on. The bug is cleared before returning.
+pub fn first_seed_caught_by(
+    bug: tributary_core::planted::Bug,
+    expected: Invariant,
+    seeds: u64,
+    run: impl Fn(u64) -> Option<Violation>,
+) -> Option<Caught> {
+    tributary_core::planted::plant(&[bug]);
+    let mut others = Vec::new();
+    let found = (0..seeds).find_map(|seed| match run(seed) {
+        Some(v) if v.invariant == expected => Some((seed, v.detail)),
+        Some(v) => {
+            others.push((seed, v.invariant));
+            None
+        }
+        None => None,
+    });
+    tributary_core::planted::plant(&[]);
+    found.map(|(seed, detail)| Caught {
+        seed,
+        detail,
+        others,
+    })
+}

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tributary_core::planted::{plant, Bug};
+use tributary_core::planted::Bug;
 use tributary_sim::cluster::Faults;
 use tributary_sim::mirror::{run_seed, MirrorReport, Options};
-use tributary_sim::world::Invariant;
+use tributary_sim::world::{first_seed_caught_by, Caught, Invariant};
 
 const BATCH_SEEDS: u64 = 200;
 const SIM_SECONDS: u64 = 60;
@@ -116,35 +116,6 @@ fn the_same_seed_gives_the_same_trace() {
     }
 }
 
-/// The first seed that caught a planted bug: the seed, what the invariant said, and the
-/// seeds before it that broke another invariant.
-struct Caught {
-    seed: u64,
-    detail: String,
-    others: Vec<(u64, Invariant)>,
-}
-
-/// Runs seeds with `bug` planted until one breaks `expected` (a bug can do more than one kind
-/// of damage: keeping lost partitions both duplicates and, through its commits, loses).
-fn first_seed_caught_by(bug: Bug, faults: Faults, expected: Invariant) -> Option<Caught> {
-    plant(&[bug]);
-    let mut others = Vec::new();
-    let found = (0..PLANTED_SEEDS_MAX).find_map(|seed| match run_seed(seed, options(faults)) {
-        Err((v, _)) if v.invariant == expected => Some((seed, v.detail)),
-        Err((v, _)) => {
-            others.push((seed, v.invariant));
-            None
-        }
-        Ok(_) => None,
-    });
-    plant(&[]);
-    found.map(|(seed, detail)| Caught {
-        seed,
-        detail,
-        others,
-    })
-}
-
 #[test]
 fn each_planted_mirror_bug_is_caught_by_its_invariant_and_the_clean_build_passes_the_same_seed() {
     let cases = [
@@ -180,7 +151,10 @@ fn each_planted_mirror_bug_is_caught_by_its_invariant_and_the_clean_build_passes
             seed,
             detail,
             others,
-        } = first_seed_caught_by(bug, faults, expected).unwrap_or_else(|| {
+        } = first_seed_caught_by(bug, expected, PLANTED_SEEDS_MAX, |seed| {
+            run_seed(seed, options(faults)).err().map(|(v, _)| v)
+        })
+        .unwrap_or_else(|| {
             panic!("{bug:?} was not caught by {expected:?} within {PLANTED_SEEDS_MAX} seeds")
         });
         eprintln!("{bug:?} caught by seed {seed}: {expected:?}: {detail} (earlier seeds broke: {others:?})");

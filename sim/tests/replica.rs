@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tributary_core::planted::{plant, Bug};
+use tributary_core::planted::Bug;
 use tributary_sim::cluster::Faults;
 use tributary_sim::replica::{run_seed, Options, ReplicaReport};
-use tributary_sim::world::Invariant;
+use tributary_sim::world::{first_seed_caught_by, Caught, Invariant};
 
 const BATCH_SEEDS: u64 = 200;
 const SIM_SECONDS: u64 = 60;
@@ -136,18 +136,16 @@ fn each_planted_replica_bug_is_caught_by_its_invariant_and_the_clean_build_passe
         ),
     ];
     for (bug, faults, expected) in cases {
-        plant(&[bug]);
-        let mut others = Vec::new();
-        let found = (0..PLANTED_SEEDS_MAX).find_map(|seed| match run_seed(seed, options(faults)) {
-            Err((v, _)) if v.invariant == expected => Some((seed, v.detail)),
-            Err((v, _)) => {
-                others.push((seed, v.invariant));
-                None
-            }
-            Ok(_) => None,
+        let Caught {
+            seed,
+            detail,
+            others,
+        } = first_seed_caught_by(bug, expected, PLANTED_SEEDS_MAX, |seed| {
+            run_seed(seed, options(faults)).err().map(|(v, _)| v)
+        })
+        .unwrap_or_else(|| {
+            panic!("{bug:?} was not caught by {expected:?} within {PLANTED_SEEDS_MAX} seeds")
         });
-        plant(&[]);
-        let (seed, detail) = found.unwrap_or_else(|| panic!("{bug:?} was not caught by {expected:?} within {PLANTED_SEEDS_MAX} seeds (others: {others:?})"));
         eprintln!("{bug:?} caught by seed {seed}: {expected:?}: {detail} (earlier seeds broke: {others:?})");
         assert!(
             others.len() <= 3,

@@ -53,35 +53,17 @@ async fn latest(conn: &mut Connection<tokio::net::TcpStream>, t: &str, partition
     }
 }
 
-/// The partition's bytes from `from` to its visible end, read with FETCH.
+/// The partition's bytes from `from` to its visible end, read with FETCH (every fetch must be
+/// answered without an error).
 async fn bytes_of(
     conn: &mut Connection<tokio::net::TcpStream>,
     t: &str,
     partition: i32,
     from: i64,
 ) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut offset = from;
-    loop {
-        let request = Request::Fetch(FetchRequest {
-            topic: topic(t),
-            partition,
-            offset,
-            max_bytes: 64 * 1024,
-        });
-        let Response::Fetch(f) = conn.call(&request).await.unwrap() else {
-            panic!("not a fetch response")
-        };
-        assert_eq!(f.error, ErrorCode::NoError, "{t}/{partition} at {offset}");
-        let mut entries = ShallowIter::new(&f.messages, offset);
-        entries.by_ref().for_each(drop);
-        let valid = entries.end().valid_bytes;
-        if valid == 0 {
-            return out;
-        }
-        out.extend_from_slice(&f.messages[..valid]);
-        offset += valid as i64;
-    }
+    let (bytes, at, error) = bytes_until_refused(conn, t, partition, from).await;
+    assert_eq!(error, ErrorCode::NoError, "{t}/{partition} at {at}");
+    bytes
 }
 
 /// Every segment file of a partition, concatenated in offset order (segment boundaries may

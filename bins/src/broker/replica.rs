@@ -4,8 +4,9 @@
 //! offsets (0.7's offsets are byte positions, so the same bytes appended in the same order land
 //! at the same offsets).
 //!
-//! The copy position of a partition is its own log's written end: after a crash, recovery cuts
-//! the unflushed tail and copying resumes there, so nothing is copied twice and nothing is
+//! The copy position of a partition is its own log's written end (while copying, that end
+//! plus what is fetched and waiting to be appended): after a crash, recovery cuts the
+//! unflushed tail and copying resumes there, so nothing is copied twice and nothing is
 //! skipped, with no offsets kept anywhere else. What is copied becomes visible as any append
 //! does: once flushed. A new replica partition starts at the source's earliest offset.
 //!
@@ -379,6 +380,9 @@ async fn wanted<E: Env>(
         };
         state.next = Some(end);
         let Ok(offset) = i64::try_from(end) else {
+            let reason = format!("its end {end} is past the largest offset");
+            tracing::error!("replica: {tp}: {reason}; this partition stops copying");
+            state.stopped = Some(reason);
             continue;
         };
         let request = FetchRequest {
@@ -486,7 +490,10 @@ async fn decide_all<E: Env>(
                         tracing::error!("replica: {tp}: {reason}; this partition stops copying");
                         state.stopped = Some(reason);
                     }
-                    OutOfRange::Unknown => {}
+                    OutOfRange::Unknown => tracing::warn!(
+                        "replica: {tp}: the source refused offset {} and did not say its range; trying again",
+                        request.offset
+                    ),
                 }
                 continue;
             }
@@ -741,11 +748,14 @@ async fn promotions<E: Env>(
             continue;
         };
         let path = promoted_ack_path(&topic, broker.broker_id);
-        let newly = logs.promote(&topic);
+        let copied_now = logs.is_replica(&topic);
         let acknowledged = c.get(&path).await.is_ok();
-        if !newly && acknowledged {
+        if !copied_now && acknowledged {
             continue;
         }
+        // The ends first, then the promotion: until `promote` below, clients' produces are
+        // refused and this task (the copier) is the only writer, so every byte below a reported
+        // end is the source's and every byte after it a client's.
         let mut stopped_at = Vec::new();
         // Every partition of the topic held here (not only those this run of the copier has
         // seen: after a restart, promotions are read before the source is).
@@ -760,6 +770,7 @@ async fn promotions<E: Env>(
             }
         }
         let at = stopped_at.join(",");
+        let newly = logs.promote(&topic);
         if newly {
             tracing::info!("replica: {topic} promoted: no longer copied, takes produces; copying stopped at (partition:offset) {at}");
         }

@@ -241,7 +241,14 @@ impl<F: LogFs> Log<F> {
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
-        self.new_segment(to, now_ms)?;
+        if let Err(e) = self.new_segment(to, now_ms) {
+            // The segment at `to` may exist on disk without being known here: nothing more is
+            // appended at `from` (recovery sorts it out at restart, the hole being recorded).
+            self.poisoned.get_or_insert_with(|| {
+                format!("starting the segment after the hole {from}..{to} failed: {e}")
+            });
+            return Err(e);
+        }
         self.holes.push((from, to));
         self.flushed_end = to;
         tracing::warn!(
@@ -757,6 +764,7 @@ impl<F: LogFs> Log<F> {
     fn delete_oldest(&mut self, count: usize) -> Result<usize, LogError> {
         let doomed: Vec<_> = self.segments.drain(..count).collect();
         debug_assert!(!self.segments.is_empty(), "retention must keep a segment");
+        let mut all_deleted = true;
         for segment in &doomed {
             tracing::info!(
                 "{}: deleting segment {} (retention)",
@@ -764,6 +772,7 @@ impl<F: LogFs> Log<F> {
                 segment.name()
             );
             if let Err(e) = self.fs.remove_file(&segment.path) {
+                all_deleted = false;
                 tracing::warn!(
                     "{}: cannot delete {}: {e}; it will reappear at restart",
                     self.tp,
@@ -771,19 +780,26 @@ impl<F: LogFs> Log<F> {
                 );
             }
         }
-        // Holes below the first segment separate nothing any more.
-        let start = self.start_offset();
-        let (gone, kept): (Vec<_>, Vec<_>) = self.holes.iter().partition(|(_, to)| *to <= start);
-        self.holes = kept;
-        for (from, to) in gone {
-            let path = self.dir.join(gap_file_name(from, to));
-            if let Err(e) = self.fs.remove_file(&path) {
-                tracing::warn!("{}: cannot delete {}: {e}", self.tp, path.display());
-            }
-        }
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
+        // Holes below the first segment separate nothing any more. Their records go only once
+        // the segments before them are durably gone: a segment that comes back at restart
+        // still needs the record of the hole after it.
+        let start = self.start_offset();
+        let (gone, kept): (Vec<_>, Vec<_>) = self.holes.iter().partition(|(_, to)| *to <= start);
+        self.holes = kept;
+        if all_deleted && !gone.is_empty() {
+            for (from, to) in gone {
+                let path = self.dir.join(gap_file_name(from, to));
+                if let Err(e) = self.fs.remove_file(&path) {
+                    tracing::warn!("{}: cannot delete {}: {e}", self.tp, path.display());
+                }
+            }
+            self.fs
+                .sync_dir(&self.dir)
+                .map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
+        }
         debug_assert!(self.invariants_hold());
         Ok(doomed.len())
     }

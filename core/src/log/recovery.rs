@@ -10,14 +10,14 @@
 //!   partition is refused with an error naming segment and offset, and nothing is deleted;
 //! - files that are not segments are left alone, with a warning;
 //! - segments must be contiguous, except across a hole a gap file records (`<from>-<to>.gap`,
-//!   see [`Log::skip_to`]); a gap file that separates nothing is left alone.
+//!   see [`Log::skip_to`]); a gap file that separates nothing is deleted.
 
 use std::path::Path;
 
 use super::error::LogError;
 use super::fs::{LogFile, LogFs};
 use super::names::{
-    parse_gap_file_name, parse_segment_file_name, segment_file_name, TopicPartition,
+    gap_file_name, parse_gap_file_name, parse_segment_file_name, segment_file_name, TopicPartition,
 };
 use super::partition::Log;
 use super::policy::LogPolicy;
@@ -56,6 +56,7 @@ impl<F: LogFs> Log<F> {
             return Log::create(fs, dir, tp, policy, now_ms);
         }
         let holes = check_contiguous(&tp, &segments, &recorded_holes)?;
+        remove_stale_records(&fs, dir, &tp, &recorded_holes, &holes);
         let mut log = Log {
             fs,
             tp,
@@ -273,12 +274,39 @@ fn check_contiguous<F>(
             ),
         ));
     }
-    for hole in recorded.iter().filter(|h| !holes.contains(h)) {
-        tracing::info!(
-            "{tp}: gap file for {}..{} separates no segments; left alone",
-            hole.0,
-            hole.1
-        );
-    }
     Ok(holes)
+}
+
+/// Deletes the hole records that separate no segments (left by retention, or by a crash
+/// between recording a hole and starting the segment after it): such a record must never
+/// vouch for a discontinuity that appears later.
+fn remove_stale_records<F: LogFs>(
+    fs: &F,
+    dir: &Path,
+    tp: &TopicPartition,
+    recorded: &[(u64, u64)],
+    holes: &[(u64, u64)],
+) {
+    let mut removed = false;
+    for (from, to) in recorded.iter().filter(|h| !holes.contains(h)) {
+        let path = dir.join(gap_file_name(*from, *to));
+        match fs.remove_file(&path) {
+            Ok(()) => {
+                removed = true;
+                tracing::info!("{tp}: removed {}: it separates no segments", path.display());
+            }
+            Err(e) => tracing::warn!(
+                "{tp}: {} separates no segments and cannot be removed: {e}",
+                path.display()
+            ),
+        }
+    }
+    if removed {
+        if let Err(e) = fs.sync_dir(dir) {
+            tracing::warn!(
+                "{tp}: syncing {} after removing gap files: {e}",
+                dir.display()
+            );
+        }
+    }
 }
