@@ -303,6 +303,34 @@ enum Command {
         #[arg(long = "hide-header")]
         hide_header: bool,
     },
+    /// Read one partition as fast as one connection allows and print the rate (Kafka's
+    /// SimpleConsumerPerformance).
+    #[command(
+        after_help = "Examples:\n  tributary simple-consumer-perf --server kafka://localhost:9092 --topic perf\n  \
+        tributary simple-consumer-perf --server localhost:9092 --topic perf --partition 1 --fetch-size 1048576 --show-detailed-stats"
+    )]
+    SimpleConsumerPerf {
+        #[command(flatten)]
+        at: PartitionArgs,
+        /// Bytes per fetch.
+        #[arg(long = "fetch-size", default_value_t = 1024 * 1024)]
+        fetch_size: i32,
+        /// Start at the latest offset instead of the earliest.
+        #[arg(long = "from-latest")]
+        from_latest: bool,
+        /// Stop once more than this many messages were read (default: at the end).
+        #[arg(long)]
+        messages: Option<u64>,
+        /// Print a line every --reporting-interval messages instead of one summary.
+        #[arg(long = "show-detailed-stats")]
+        show_detailed_stats: bool,
+        /// Messages between progress lines.
+        #[arg(long = "reporting-interval", default_value_t = 5000)]
+        reporting_interval: u64,
+        /// Do not print the header line.
+        #[arg(long = "hide-header")]
+        hide_header: bool,
+    },
     /// Print messages of a partition from an offset (Kafka's SimpleConsumerShell).
     #[command(
         after_help = "Example:\n  tributary simple-consumer --server kafka://localhost:9092 --topic test --offset 0 --stop-at-end"
@@ -710,6 +738,32 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 stop_at_end,
             };
             runtime(Some(1))?.block_on(consume(&options, &mut std::io::stdout().lock()))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::SimpleConsumerPerf {
+            at,
+            fetch_size,
+            from_latest,
+            messages,
+            show_detailed_stats,
+            reporting_interval,
+            hide_header,
+        } => {
+            let options = tributary::tools::simple_perf::SimplePerfOptions {
+                server: at.server,
+                topic: at.topic,
+                partition: at.partition,
+                fetch_size,
+                from_latest,
+                messages,
+                report_every: show_detailed_stats.then_some(reporting_interval.max(1)),
+                hide_header,
+            };
+            runtime(Some(1))?.block_on(tributary::tools::simple_perf::simple_consumer_perf(
+                &TokioEnv,
+                &options,
+                &mut std::io::stdout().lock(),
+            ))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::GetOffsets { at, time, offsets } => {

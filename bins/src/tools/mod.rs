@@ -9,3 +9,4 @@ pub mod offset_checker;
 pub mod perf;
 pub mod promote;
 pub mod simple_consumer;
+pub mod simple_perf;

@@ -39,7 +39,8 @@ pub fn format_time(at: SystemTime) -> String {
     format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}:{milli:03}")
 }
 
-fn mb(bytes: u64) -> f64 {
+/// Bytes in MB as 0.7's perf tools count them (2^20).
+pub(crate) fn mb(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 

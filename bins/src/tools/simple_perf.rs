@@ -1,0 +1,216 @@
+//! `simple-consumer-perf`: 0.7.1's SimpleConsumerPerformance. Reads one partition with FETCH
+//! from one broker — from its earliest offset, or its latest with `--from-latest` — until a
+//! fetch brings nothing (or `--messages` is passed), and prints 0.7's columns: `start.time,
+//! end.time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec`.
+//! Messages are counted as 0.7 counts them: inner messages of compressed sets one by one, by
+//! payload bytes.
+
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tributary_core::message::{DeepIter, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT};
+use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
+
+use super::perf::{format_time, mb};
+use crate::client::{connect, parse_server, Connection};
+use crate::env::Env;
+
+/// The socket timeout of the tool's one connection (0.7's: 30 s).
+const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What `simple-consumer-perf` reads.
+#[derive(Debug, Clone)]
+pub struct SimplePerfOptions {
+    /// `kafka://host:port` or `host:port`.
+    pub server: String,
+    /// The topic.
+    pub topic: TopicName,
+    /// The partition.
+    pub partition: i32,
+    /// Bytes per fetch.
+    pub fetch_size: i32,
+    /// Start at the latest offset instead of the earliest.
+    pub from_latest: bool,
+    /// Stop once more than this many messages were read (0.7's test: `read > messages`).
+    pub messages: Option<u64>,
+    /// With `Some(n)`, print a progress line (0.7's detailed stats) every `n` messages.
+    pub report_every: Option<u64>,
+    /// No header line.
+    pub hide_header: bool,
+}
+
+/// What one run read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimplePerfResult {
+    /// Messages read (inner messages counted one by one).
+    pub messages: u64,
+    /// Their payload bytes.
+    pub payload_bytes: u64,
+    /// The offset reading stopped at.
+    pub end_offset: i64,
+}
+
+/// Runs `simple-consumer-perf`, printing to `out` (the header, progress lines when asked, and
+/// the summary line).
+pub async fn simple_consumer_perf<E: Env>(
+    env: &E,
+    options: &SimplePerfOptions,
+    out: &mut impl Write,
+) -> Result<SimplePerfResult, String> {
+    if options.fetch_size <= 0 {
+        return Err(format!(
+            "--fetch-size {} must be positive",
+            options.fetch_size
+        ));
+    }
+    let (host, port) = parse_server(&options.server)?;
+    let mut conn = connect(env, &host, port, SOCKET_TIMEOUT)
+        .await
+        .map_err(|e| format!("{host}:{port}: {e}"))?;
+    let time = if options.from_latest { -1 } else { -2 };
+    let mut offset = first_offset(&mut conn, options, time).await?;
+    let write =
+        |out: &mut dyn Write, line: String| writeln!(out, "{line}").map_err(|e| e.to_string());
+    if !options.hide_header {
+        let header = if options.report_every.is_some() {
+            "time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec"
+        } else {
+            "start.time, end.time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec"
+        };
+        write(out, header.to_string())?;
+    }
+    // Times from the environment's clock (the simulator's, in a simulation).
+    let start_ms = env.now_ms();
+    let started: SystemTime = UNIX_EPOCH + Duration::from_millis(start_ms.max(0) as u64);
+    let (mut messages, mut bytes) = (0u64, 0u64);
+    let (mut last_report_ms, mut reported_messages, mut reported_bytes) = (start_ms, 0u64, 0u64);
+    loop {
+        let (read, read_bytes, valid_bytes) = fetch_once(&mut conn, options, offset).await?;
+        messages += read;
+        bytes += read_bytes;
+        let done = read == 0 || options.messages.is_some_and(|limit| messages > limit);
+        offset += valid_bytes as i64;
+        if let Some(every) = options.report_every {
+            if messages - reported_messages >= every || (done && messages > reported_messages) {
+                let now_ms = env.now_ms();
+                let secs = ((now_ms - last_report_ms) as f64 / 1000.0).max(1e-3);
+                let line = format!(
+                    "{}, {}, {:.4}, {:.4}, {messages}, {:.4}",
+                    format_time(started + Duration::from_millis((now_ms - start_ms).max(0) as u64)),
+                    options.fetch_size,
+                    mb(bytes),
+                    mb(bytes - reported_bytes) / secs,
+                    (messages - reported_messages) as f64 / secs
+                );
+                write(out, line)?;
+                (last_report_ms, reported_messages, reported_bytes) = (now_ms, messages, bytes);
+            }
+        }
+        if done {
+            break;
+        }
+    }
+    let elapsed_ms = (env.now_ms() - start_ms).max(0);
+    if options.report_every.is_none() {
+        let secs = (elapsed_ms as f64 / 1000.0).max(1e-3);
+        let line = format!(
+            "{}, {}, {}, {:.4}, {:.4}, {messages}, {:.4}",
+            format_time(started),
+            format_time(started + Duration::from_millis(elapsed_ms as u64)),
+            options.fetch_size,
+            mb(bytes),
+            mb(bytes) / secs,
+            messages as f64 / secs
+        );
+        write(out, line)?;
+    }
+    Ok(SimplePerfResult {
+        messages,
+        payload_bytes: bytes,
+        end_offset: offset,
+    })
+}
+
+/// The partition's earliest (`time` -2) or latest (-1) offset.
+async fn first_offset<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    options: &SimplePerfOptions,
+    time: i64,
+) -> Result<i64, String> {
+    let request = Request::Offsets(OffsetsRequest {
+        topic: options.topic.clone(),
+        partition: options.partition,
+        time,
+        max_offsets: 1,
+    });
+    let answer = conn.call(&request).await.map_err(|e| {
+        format!(
+            "{}/{}: asking its first offset: {e} (does the broker have the partition?)",
+            options.topic, options.partition
+        )
+    })?;
+    match answer {
+        Response::Offsets(o) if o.error == ErrorCode::NoError => {
+            o.offsets.first().copied().ok_or_else(|| {
+                format!(
+                    "{}/{}: the broker has no offsets for it (does the partition exist?)",
+                    options.topic, options.partition
+                )
+            })
+        }
+        Response::Offsets(o) => Err(format!(
+            "{}/{}: the broker answered OFFSETS with {:?}",
+            options.topic, options.partition, o.error
+        )),
+        _ => Err("unexpected answer to OFFSETS".into()),
+    }
+}
+
+/// One FETCH at `offset`: (messages, payload bytes, valid bytes to advance by).
+async fn fetch_once<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    options: &SimplePerfOptions,
+    offset: i64,
+) -> Result<(u64, u64, usize), String> {
+    let request = Request::Fetch(FetchRequest {
+        topic: options.topic.clone(),
+        partition: options.partition,
+        offset,
+        max_bytes: options.fetch_size,
+    });
+    let answer = conn.call(&request).await.map_err(|e| {
+        format!(
+            "{}/{} at offset {offset}: {e}",
+            options.topic, options.partition
+        )
+    })?;
+    let Response::Fetch(response) = answer else {
+        return Err("unexpected answer to FETCH".into());
+    };
+    if response.error != ErrorCode::NoError {
+        return Err(format!(
+            "{}/{} at offset {offset}: the broker answered {:?}",
+            options.topic, options.partition, response.error
+        ));
+    }
+    let mut top = ShallowIter::new(&response.messages, offset);
+    top.by_ref().for_each(drop);
+    let valid_bytes = top.end().valid_bytes;
+    if valid_bytes == 0 && !response.messages.is_empty() {
+        return Err(format!(
+            "{}/{}: the message at offset {offset} is larger than --fetch-size {} (or corrupt); raise --fetch-size",
+            options.topic, options.partition, options.fetch_size
+        ));
+    }
+    let (mut messages, mut bytes) = (0u64, 0u64);
+    for entry in DeepIter::new(
+        response.messages.slice(..valid_bytes),
+        offset,
+        DECOMPRESSED_BYTES_MAX_DEFAULT,
+    ) {
+        let entry = entry.map_err(|e| format!("{}/{}: {e}", options.topic, options.partition))?;
+        messages += 1;
+        bytes += entry.message.payload.len() as u64;
+    }
+    Ok((messages, bytes, valid_bytes))
+}
