@@ -609,12 +609,9 @@ fn retention_drops_a_hole_record_only_once_the_segments_before_it_are_gone() {
     assert_eq!((log.start_offset(), log.holes()), (0, &[(40, 1000)][..]));
     drop(log);
     // Deleted for real this time: the record goes with them. (Reopened segments carry their
-    // files' real modification times.)
+    // files' modification times: the clock is taken from them.)
     fs.fail_segment_removal.store(false, Ordering::SeqCst);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now = fs.modified_ms(&path.join(segment_file_name(1000))).unwrap();
     let mut log = Log::open(
         fs.clone(),
         &path,

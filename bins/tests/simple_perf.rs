@@ -11,7 +11,7 @@ use tributary::env::TokioEnv;
 use tributary::tools::simple_perf::{simple_consumer_perf, SimplePerfOptions};
 use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
-use tributary_core::wire::{ProduceRequest, Request};
+use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, Response};
 
 fn set(n: usize, size: usize, codec: CompressionCodec) -> Bytes {
     let mut b = MessageSetBuilder::new();
@@ -50,11 +50,13 @@ async fn it_reads_a_partition_to_its_end_and_prints_0_7s_columns() {
     let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(5))
         .await
         .unwrap();
-    for messages in [
+    let sets = [
         set(30, 100, CompressionCodec::None),
         set(50, 10, CompressionCodec::Gzip),
         set(30, 100, CompressionCodec::None),
-    ] {
+    ];
+    let total: usize = sets.iter().map(Bytes::len).sum();
+    for messages in sets {
         conn.send(&Request::Produce(ProduceRequest {
             topic: "perf".parse().unwrap(),
             partition: 0,
@@ -63,15 +65,34 @@ async fn it_reads_a_partition_to_its_end_and_prints_0_7s_columns() {
         .await
         .unwrap();
     }
-    let end = loop {
-        let mut out = Vec::new();
-        let got = simple_consumer_perf(&TokioEnv, &options(port), &mut out).await;
-        match got {
-            Ok(r) if r.messages == 110 => break (r, String::from_utf8(out).unwrap()),
-            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+    // Everything visible first (each append is flushed), then one run.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let latest = Request::Offsets(OffsetsRequest {
+            topic: "perf".parse().unwrap(),
+            partition: 0,
+            time: -1,
+            max_offsets: 1,
+        });
+        match conn.call(&latest).await.unwrap() {
+            Response::Offsets(o) if o.offsets.first() == Some(&(total as i64)) => break,
+            _ => assert!(
+                tokio::time::Instant::now() < deadline,
+                "the produces never became visible"
+            ),
         }
-    };
-    let (result, text) = end;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut out = Vec::new();
+    let result = simple_consumer_perf(&TokioEnv, &options(port), &mut out)
+        .await
+        .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(
+        result.messages, 110,
+        "inner messages of the gzip set count one by one"
+    );
+    assert_eq!(result.end_offset, total as i64);
     assert_eq!(result.payload_bytes, 6_500);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(

@@ -25,7 +25,7 @@ use tributary_core::wire::TopicName;
 
 use crate::env::SimEnv;
 use crate::sim_fs::sim_builder;
-use crate::world::{add_cluster, ClusterSpec, Control, Invariant, Links, Violation};
+use crate::world::{add_cluster, until_started, ClusterSpec, Control, Invariant, Links, Violation};
 
 const TOPIC: &str = "events";
 const CONSUMERS: usize = 2;
@@ -149,17 +149,7 @@ pub fn run_seed(
     report.trace_tail = control.trace.tail(40);
     report.simulated = sim.elapsed();
     drop(s);
-    match (result, control.violation()) {
-        (_, Some(v)) => Err((v, report)),
-        (Err(e), None) => Err((
-            Violation {
-                invariant: Invariant::BrokerHealth,
-                detail: e,
-            },
-            report,
-        )),
-        (Ok(()), None) => Ok(report),
-    }
+    crate::world::outcome(result, &control, report)
 }
 
 fn add_producer(sim: &mut turmoil::Sim<'_>, seed: u64, shared: &Shared, control: &Arc<Control>) {
@@ -167,13 +157,12 @@ fn add_producer(sim: &mut turmoil::Sim<'_>, seed: u64, shared: &Shared, control:
     sim.host("producer", move || {
         let (shared, control) = (shared.clone(), control.clone());
         async move {
-            let producer = loop {
-                match Producer::start(SimEnv::new(seed), producer_config()).await {
-                    Ok(p) => break Arc::new(p),
-                    Err(e) => control.trace.push(&format!("producer: {e}; retrying")),
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            };
+            let producer = Arc::new(
+                until_started("producer", &control, || {
+                    Producer::start(SimEnv::new(seed), producer_config())
+                })
+                .await,
+            );
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             loop {
                 let seq = {

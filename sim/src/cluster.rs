@@ -260,17 +260,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (Violation
     report.trace_hash = control.trace.hash();
     report.trace_tail = control.trace.tail(40);
     report.simulated = sim.elapsed();
-    match (result, control.violation()) {
-        (_, Some(v)) => Err((v, report)),
-        (Err(e), None) => Err((
-            Violation {
-                invariant: Invariant::BrokerHealth,
-                detail: e,
-            },
-            report,
-        )),
-        (Ok(()), None) => Ok(report),
-    }
+    crate::world::outcome(result, &control, report)
 }
 
 fn drive(

@@ -39,7 +39,7 @@ use tributary::client::connect;
 use tributary::consumer::{ConsumerConnector, ConsumerError, GapReport, Subscription};
 use tributary::mirror::{Mirror, MirrorEvent, MirrorObserver, MirrorSettings};
 use tributary::producer::{Producer, Record};
-use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
+use tributary_core::config::{ConsumerConfig, ProducerConfig};
 use tributary_core::message::{DeepIter, ShallowIter};
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
 
@@ -47,8 +47,8 @@ use crate::cluster::Faults;
 use crate::env::SimEnv;
 use crate::sim_fs::{sim_builder, DiskFaults};
 use crate::world::{
-    add_cluster, Cluster, ClusterSpec, Companion, Control, Invariant, Links, Violation,
-    BROKER_PORT, ZK_PORT,
+    add_cluster, scenario_config, until_started, Cluster, ClusterSpec, Companion, Control,
+    Invariant, Links, Violation, BROKER_PORT, ZK_PORT,
 };
 
 /// The mirror's consumer group on the source.
@@ -232,17 +232,6 @@ fn parse_payload(bytes: &[u8]) -> Option<u64> {
     (u32::from_str_radix(crc, 16).ok()? == crc32fast::hash(body.as_bytes())).then_some(seq)
 }
 
-fn parse<T>(
-    what: &str,
-    text: &str,
-    f: impl Fn(&Properties) -> Result<T, tributary_core::config::ConfigError>,
-) -> T {
-    match f(&Properties::parse("sim", text).unwrap_or_default()) {
-        Ok(c) => c,
-        Err(e) => panic!("scenario {what} config refused: {e}"),
-    }
-}
-
 /// The draws of one seed that shape the mirror.
 #[derive(Debug, Clone, Copy)]
 struct Shape {
@@ -288,7 +277,7 @@ fn consumer_config(shape: &Shape) -> ConsumerConfig {
          mirror.commit.interval.ms=500\nmirror.consumer.numthreads={}\n",
         shape.streams
     );
-    parse("consumer", &text, ConsumerConfig::from_properties)
+    scenario_config("consumer", &text, ConsumerConfig::from_properties)
 }
 
 fn mirror_producer_config(shape: &Shape) -> ProducerConfig {
@@ -300,7 +289,7 @@ fn mirror_producer_config(shape: &Shape) -> ProducerConfig {
         shape.batch_size,
         if shape.drop_timeout { 0 } else { -1 },
     );
-    parse("producer", &text, ProducerConfig::from_properties)
+    scenario_config("producer", &text, ProducerConfig::from_properties)
 }
 
 fn settings(shape: &Shape, observer: Arc<dyn MirrorObserver>) -> MirrorSettings {
@@ -610,17 +599,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
     });
     report.schedule.dedup();
     report.simulated = sim.elapsed();
-    match (result, control.violation()) {
-        (_, Some(v)) => Err((v, report)),
-        (Err(e), None) => Err((
-            Violation {
-                invariant: Invariant::BrokerHealth,
-                detail: e,
-            },
-            report,
-        )),
-        (Ok(()), None) => Ok(report),
-    }
+    crate::world::outcome(result, &control, report)
 }
 
 /// What the driver steers.
@@ -681,13 +660,8 @@ fn add_producer(
         async move {
             let durable = index + 1 < PRODUCERS;
             let text = format!("zk.connect=src-zk:{ZK_PORT}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nproducer.type=sync\ndurable.acks={durable}\nnum.retries=3\nsocket.timeout.ms=2000\n");
-            let producer = loop {
-                match Producer::start(SimEnv::new(seed), parse("producer", &text, ProducerConfig::from_properties)).await {
-                    Ok(p) => break p,
-                    Err(e) => control.trace.push(&format!("{name}: {e}; retrying")),
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            };
+            let config = scenario_config("producer", &text, ProducerConfig::from_properties);
+            let producer = until_started(&name, &control, || Producer::start(SimEnv::new(seed), config.clone())).await;
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             loop {
                 let seq = {
@@ -742,14 +716,8 @@ fn add_reader(sim: &mut turmoil::Sim<'_>, seed: u64, shared: &Shared, control: &
         let (shared, control) = (shared.clone(), control.clone());
         async move {
             let text = format!("zk.connect=dst-zk:{ZK_PORT}\ngroupid=readers\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nautooffset.reset=smallest\nfetcher.backoff.ms=200\nconsumer.timeout.ms=1000\nsocket.timeout.ms=2000\n");
-            let config = parse("consumer", &text, ConsumerConfig::from_properties);
-            let (connector, mut streams) = loop {
-                match ConsumerConnector::start(SimEnv::new(seed), config.clone(), Subscription::Whitelist(".*".into(), 1)).await {
-                    Ok(started) => break started,
-                    Err(e) => control.trace.push(&format!("reader: {e}; retrying")),
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            };
+            let config = scenario_config("consumer", &text, ConsumerConfig::from_properties);
+            let (connector, mut streams) = until_started("reader", &control, || ConsumerConnector::start(SimEnv::new(seed), config.clone(), Subscription::Whitelist(".*".into(), 1))).await;
             let mut stream = streams.remove(0);
             loop {
                 match stream.next().await {

@@ -30,7 +30,7 @@ use rand_chacha::ChaCha8Rng;
 use tributary::consumer::{ConsumerConnector, ConsumerError, Subscription};
 use tributary::producer::{Producer, Record};
 use tributary::tools::promote::{promote, PromoteOptions};
-use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties, ZkConnect};
+use tributary_core::config::{ConsumerConfig, ProducerConfig, ZkConnect};
 use tributary_core::message::ShallowIter;
 use tributary_core::wire::TopicName;
 
@@ -39,7 +39,8 @@ use crate::env::SimEnv;
 use crate::mirror::{fetch_bytes, partitions_of, range_of, Part};
 use crate::sim_fs::{sim_builder, DiskFaults};
 use crate::world::{
-    add_cluster, Cluster, ClusterSpec, Control, Invariant, Links, Violation, ZK_PORT,
+    add_cluster, scenario_config, until_started, Cluster, ClusterSpec, Control, Invariant, Links,
+    Violation, ZK_PORT,
 };
 
 /// After the last fault heals, how long the replicas may take to catch up.
@@ -172,17 +173,6 @@ fn state(s: &Shared) -> std::sync::MutexGuard<'_, State> {
     s.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn parse<T>(
-    what: &str,
-    text: &str,
-    f: impl Fn(&Properties) -> Result<T, tributary_core::config::ConfigError>,
-) -> T {
-    match f(&Properties::parse("sim", text).unwrap_or_default()) {
-        Ok(c) => c,
-        Err(e) => panic!("scenario {what} config refused: {e}"),
-    }
-}
-
 fn report_shape(control: &Control, seed: u64, tiny_retention: bool) {
     if tiny_retention {
         control
@@ -286,17 +276,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ReplicaReport, (Violation
     report.trace_hash = control.trace.hash();
     report.trace_tail = control.trace.tail(40);
     report.simulated = sim.elapsed();
-    match (result, control.violation()) {
-        (_, Some(v)) => Err((v, report)),
-        (Err(e), None) => Err((
-            Violation {
-                invariant: Invariant::BrokerHealth,
-                detail: e,
-            },
-            report,
-        )),
-        (Ok(()), None) => Ok(report),
-    }
+    crate::world::outcome(result, &control, report)
 }
 
 fn add_producer(
@@ -311,13 +291,8 @@ fn add_producer(
         let (shared, control, name) = (shared.clone(), control.clone(), name.clone());
         async move {
             let text = format!("zk.connect=src-zk:{ZK_PORT}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nproducer.type=sync\ndurable.acks=true\nnum.retries=3\nsocket.timeout.ms=2000\ncompression.codec={}\n", index);
-            let producer = loop {
-                match Producer::start(SimEnv::new(seed), parse("producer", &text, ProducerConfig::from_properties)).await {
-                    Ok(p) => break p,
-                    Err(e) => control.trace.push(&format!("{name}: {e}; retrying")),
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            };
+            let config = scenario_config("producer", &text, ProducerConfig::from_properties);
+            let producer = until_started(&name, &control, || Producer::start(SimEnv::new(seed), config.clone())).await;
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             loop {
                 let seq = {
@@ -387,13 +362,8 @@ fn add_promoter(
                 state(&shared).promoted_at = turmoil::sim_elapsed();
             }
             let text = format!("zk.connect=dst-zk:{ZK_PORT}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nproducer.type=sync\ndurable.acks=true\nnum.retries=3\nsocket.timeout.ms=2000\n");
-            let producer = loop {
-                match Producer::start(env.clone(), parse("producer", &text, ProducerConfig::from_properties)).await {
-                    Ok(p) => break p,
-                    Err(e) => control.trace.push(&format!("promoter: {e}; retrying")),
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            };
+            let config = scenario_config("producer", &text, ProducerConfig::from_properties);
+            let producer = until_started("promoter", &control, || Producer::start(env.clone(), config.clone())).await;
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let mut seq = 0u64;
             while !state(&shared).stop_producing {
@@ -427,14 +397,8 @@ fn add_consumer(sim: &mut turmoil::Sim<'_>, seed: u64, control: &Arc<Control>) {
         let control = control.clone();
         async move {
             let text = format!("zk.connect=src-zk:{ZK_PORT}\ngroupid={GROUP}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nautooffset.reset=smallest\nfetcher.backoff.ms=100\nautocommit.interval.ms=200\nconsumer.timeout.ms=1000\nsocket.timeout.ms=2000\n");
-            let config = parse("consumer", &text, ConsumerConfig::from_properties);
-            let (connector, mut streams) = loop {
-                match ConsumerConnector::start(SimEnv::new(seed), config.clone(), Subscription::Whitelist(".*".into(), 1)).await {
-                    Ok(started) => break started,
-                    Err(e) => control.trace.push(&format!("consumer: {e}; retrying")),
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            };
+            let config = scenario_config("consumer", &text, ConsumerConfig::from_properties);
+            let (connector, mut streams) = until_started("consumer", &control, || ConsumerConnector::start(SimEnv::new(seed), config.clone(), Subscription::Whitelist(".*".into(), 1))).await;
             let mut stream = streams.remove(0);
             loop {
                 match stream.next().await {

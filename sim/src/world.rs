@@ -421,41 +421,55 @@ pub fn rng(seed: u64, part: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed ^ part.wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
-/// The first seed that caught a planted bug: the seed, what the invariant said, and the seeds
-/// before it that broke another invariant.
-#[derive(Debug, Clone)]
-pub struct Caught {
-    /// The seed.
-    pub seed: u64,
-    /// The violation's detail.
-    pub detail: String,
-    /// Earlier seeds that broke another invariant, and which.
-    pub others: Vec<(u64, Invariant)>,
+/// How a run ended: the first violation an invariant reported, else a driver error (as
+/// `BrokerHealth`: the simulation itself could not go on), else the report.
+pub fn outcome<R>(
+    result: Result<(), String>,
+    control: &Control,
+    report: R,
+) -> Result<R, (Violation, R)> {
+    match (result, control.violation()) {
+        (_, Some(v)) => Err((v, report)),
+        (Err(detail), None) => Err((
+            Violation {
+                invariant: Invariant::BrokerHealth,
+                detail,
+            },
+            report,
+        )),
+        (Ok(()), None) => Ok(report),
+    }
 }
 
-/// Runs `run` (a seed's violation, if any) on seeds `0..seeds` with `bug` planted (on this
-/// thread) until one breaks `expected` — a bug can do more than one kind of damage, so others
-/// are noted and the search goes on. The bug is cleared before returning.
-pub fn first_seed_caught_by(
-    bug: tributary_core::planted::Bug,
-    expected: Invariant,
-    seeds: u64,
-    run: impl Fn(u64) -> Option<Violation>,
-) -> Option<Caught> {
-    tributary_core::planted::plant(&[bug]);
-    let mut others = Vec::new();
-    let found = (0..seeds).find_map(|seed| match run(seed) {
-        Some(v) if v.invariant == expected => Some((seed, v.detail)),
-        Some(v) => {
-            others.push((seed, v.invariant));
-            None
+/// A scenario's own configuration text, parsed; a refusal is a bug in the scenario, so it
+/// panics naming `what`.
+pub(crate) fn scenario_config<T>(
+    what: &str,
+    text: &str,
+    f: impl Fn(&tributary_core::config::Properties) -> Result<T, tributary_core::config::ConfigError>,
+) -> T {
+    let properties = tributary_core::config::Properties::parse("sim", text).unwrap_or_default();
+    match f(&properties) {
+        Ok(c) => c,
+        Err(e) => panic!("scenario {what} config refused: {e}"),
+    }
+}
+
+/// Starts a client with `start` until it starts, tracing each failure as `<who>: <error>;
+/// retrying` and waiting half a second between tries (a cluster may not be up yet).
+pub(crate) async fn until_started<T, E: std::fmt::Display, F>(
+    who: &str,
+    control: &Control,
+    mut start: impl FnMut() -> F,
+) -> T
+where
+    F: std::future::Future<Output = Result<T, E>>,
+{
+    loop {
+        match start().await {
+            Ok(started) => return started,
+            Err(e) => control.trace.push(&format!("{who}: {e}; retrying")),
         }
-        None => None,
-    });
-    tributary_core::planted::plant(&[]);
-    found.map(|(seed, detail)| Caught {
-        seed,
-        detail,
-        others,
-    })
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 }

@@ -110,6 +110,33 @@ async fn produce(zk: &ZooKeeper, codec: &str, t: &str, messages: impl Iterator<I
     producer.close().await;
 }
 
+/// Waits (up to 60 s) until the replica's partition `t`/`p` ends where the source's does now;
+/// returns that end.
+async fn wait_until_copied(
+    (src, dst): (
+        &mut Connection<tokio::net::TcpStream>,
+        &mut Connection<tokio::net::TcpStream>,
+    ),
+    replica: &BrokerProcess,
+    t: &str,
+    p: i32,
+) -> i64 {
+    let end = latest(src, t, p).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let copied = latest(dst, t, p).await;
+        if copied == end {
+            return end;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{t}/{p}: the replica is at {copied}, the source at {end}\n{}",
+            replica.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits until every partition of `topics` on the replica ends where the source's does, then
 /// checks both hold the same bytes, read with FETCH and in their segment files.
 async fn assert_identical(
@@ -120,22 +147,9 @@ async fn assert_identical(
     topics: &[&str],
 ) {
     let (mut src, mut dst) = (connect(source.port).await, connect(replica.port).await);
-    let deadline = Instant::now() + Duration::from_secs(60);
     for t in topics {
         for p in 0..PARTITIONS {
-            let end = latest(&mut src, t, p).await;
-            loop {
-                let copied = latest(&mut dst, t, p).await;
-                if copied == end {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "{t}/{p}: the replica is at {copied}, the source at {end}\n{}",
-                    replica.log_text()
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            let end = wait_until_copied((&mut src, &mut dst), replica, t, p).await;
             let (a, b) = (
                 bytes_of(&mut src, t, p, 0).await,
                 bytes_of(&mut dst, t, p, 0).await,
@@ -154,11 +168,56 @@ async fn assert_identical(
     }
 }
 
+/// A source and a mirror cluster: a ZooKeeper and a data directory each, and the source's
+/// broker.
+struct Clusters {
+    source_zk: ZooKeeper,
+    replica_zk: ZooKeeper,
+    source_dir: tempfile::TempDir,
+    replica_dir: tempfile::TempDir,
+    source: BrokerProcess,
+}
+
+impl Clusters {
+    fn start() -> Self {
+        let (source_zk, replica_zk) = (ZooKeeper::start(), ZooKeeper::start());
+        let (source_dir, replica_dir) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let source = broker(source_dir.path(), &source_zk, "");
+        Clusters {
+            source_zk,
+            replica_zk,
+            source_dir,
+            replica_dir,
+            source,
+        }
+    }
+}
+
+/// A replica broker (data in `dir`, registered in `zk`) of the cluster behind `source_zk`,
+/// with `extra` configuration lines.
+fn replica_broker(
+    dir: &std::path::Path,
+    zk: &ZooKeeper,
+    source_zk: &ZooKeeper,
+    extra: &str,
+) -> BrokerProcess {
+    let config = format!(
+        "replica.source.zk.connect={}\n{extra}",
+        source_zk.connect_string()
+    );
+    broker(dir, zk, &config)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_holds_the_source_byte_for_byte_across_a_kill_and_refuses_produces() {
-    let (source_zk, replica_zk) = (ZooKeeper::start(), ZooKeeper::start());
-    let (source_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let source = broker(source_dir.path(), &source_zk, "");
+    let Clusters {
+        source_zk,
+        replica_zk,
+        source_dir,
+        replica_dir,
+        source,
+    } = Clusters::start();
     for (codec, t) in [("0", "plain"), ("1", "zipped"), ("2", "snapped")] {
         produce(
             &source_zk,
@@ -168,8 +227,7 @@ async fn a_replica_holds_the_source_byte_for_byte_across_a_kill_and_refuses_prod
         )
         .await;
     }
-    let replica_extra = format!("replica.source.zk.connect={}\n", source_zk.connect_string());
-    let mut replica = broker(replica_dir.path(), &replica_zk, &replica_extra);
+    let mut replica = replica_broker(replica_dir.path(), &replica_zk, &source_zk, "");
     assert_identical(
         &source,
         source_dir.path(),
@@ -302,14 +360,19 @@ fn consumer(zk: &ZooKeeper, group: &str) -> tributary_core::config::ConsumerConf
 async fn a_consumer_fails_over_to_the_replica_where_it_left_off_and_promote_makes_the_topic_writable(
 ) {
     use tributary::consumer::{ConsumerConnector, Subscription};
-    let (source_zk, replica_zk) = (ZooKeeper::start(), ZooKeeper::start());
-    let (source_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let source = broker(source_dir.path(), &source_zk, "");
-    let replica_extra = format!(
-        "replica.source.zk.connect={}\nreplica.offsets.sync.groups=app.*\nreplica.offsets.sync.interval.ms=200\n",
-        source_zk.connect_string()
+    let Clusters {
+        source_zk,
+        replica_zk,
+        source_dir,
+        replica_dir,
+        source,
+    } = Clusters::start();
+    let replica = replica_broker(
+        replica_dir.path(),
+        &replica_zk,
+        &source_zk,
+        "replica.offsets.sync.groups=app.*\nreplica.offsets.sync.interval.ms=200\n",
     );
-    let replica = broker(replica_dir.path(), &replica_zk, &replica_extra);
     let all: std::collections::BTreeSet<String> = (0..200).map(|i| format!("order {i}")).collect();
     produce(&source_zk, "0", "orders", all.iter().cloned()).await;
 
@@ -557,9 +620,13 @@ async fn assert_hole(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_gap_leaves_a_recorded_hole_and_copying_goes_on_after_it() {
-    let (source_zk, replica_zk) = (ZooKeeper::start(), ZooKeeper::start());
-    let (source_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let mut source = broker(source_dir.path(), &source_zk, "");
+    let Clusters {
+        source_zk,
+        replica_zk,
+        source_dir,
+        replica_dir,
+        mut source,
+    } = Clusters::start();
     produce(
         &source_zk,
         "0",
@@ -567,8 +634,7 @@ async fn a_gap_leaves_a_recorded_hole_and_copying_goes_on_after_it() {
         (0..300).map(|i| format!("first {i}")),
     )
     .await;
-    let replica_extra = format!("replica.source.zk.connect={}\n", source_zk.connect_string());
-    let mut replica = broker(replica_dir.path(), &replica_zk, &replica_extra);
+    let mut replica = replica_broker(replica_dir.path(), &replica_zk, &source_zk, "");
     assert_identical(
         &source,
         source_dir.path(),
@@ -632,16 +698,7 @@ async fn a_gap_leaves_a_recorded_hole_and_copying_goes_on_after_it() {
     let (mut src, mut dst) = (connect(source.port).await, connect(replica.port).await);
     for round in 0..2 {
         for p in 0..PARTITIONS {
-            let end = latest(&mut src, "gappy", p).await;
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while latest(&mut dst, "gappy", p).await != end {
-                assert!(
-                    Instant::now() < deadline,
-                    "gappy/{p}: not copied after the gap\n{}",
-                    replica.log_text()
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            wait_until_copied((&mut src, &mut dst), &replica, "gappy", p).await;
             let from = before[p as usize].len() as i64;
             let to = hole_ends[p as usize];
             assert_hole(

@@ -423,19 +423,18 @@ async fn fetch_all<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     Ok(out)
 }
 
-/// Appends everything pending, partition by partition, skipping topics promoted meanwhile
-/// (nothing is copied into a topic after its promote point); each partition with its outcome.
-/// (One partition at a time: appends spawned side by side made the simulation's traces differ
-/// between runs of one seed.)
+/// Appends everything pending (at most one set per partition: one round's), partition by
+/// partition, skipping topics promoted meanwhile (nothing is copied into a topic after its
+/// promote point); each partition with its outcome. (One partition at a time: appends spawned
+/// side by side made the simulation's traces differ between runs of one seed.)
 async fn append_all<E: Env>(
     env: &E,
     logs: &Arc<Logs<E::Fs>>,
     pending: Vec<Pending>,
 ) -> Vec<(TopicPartition, Result<(), String>)> {
-    let mut out: Vec<(TopicPartition, Result<(), String>)> = Vec::new();
+    let mut out: Vec<(TopicPartition, Result<(), String>)> = Vec::with_capacity(pending.len());
     for p in pending {
-        let failed_before = out.iter().any(|(tp, r)| *tp == p.tp && r.is_err());
-        if !copying(logs, &p.tp.topic) || failed_before {
+        if !copying(logs, &p.tp.topic) {
             continue;
         }
         let result = append(env, logs, &p.tp, p.offset, p.bytes).await;

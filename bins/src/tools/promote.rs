@@ -7,8 +7,6 @@
 use std::io::Write;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use tributary_core::config::ZkConnect;
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{
@@ -68,7 +66,9 @@ pub async fn promote<E: Env>(
             Err(e) => return Err(zk(e)),
         }
     }
-    let deadline = Instant::now() + options.wait;
+    // The environment's clock (the simulator's, in a simulation).
+    let wait_ms = i64::try_from(options.wait.as_millis()).unwrap_or(i64::MAX);
+    let deadline = env.now_ms().saturating_add(wait_ms);
     let mut missing = Vec::new();
     for topic in &topics {
         let brokers: Vec<i32> = match coord.children(&broker_topic_path(topic)).await {
@@ -89,7 +89,7 @@ pub async fn promote<E: Env>(
                             .map_err(|e| e.to_string())?;
                         break;
                     }
-                    Err(CoordError::NoNode(_)) if Instant::now() < deadline => {
+                    Err(CoordError::NoNode(_)) if env.now_ms() < deadline => {
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
                     Err(CoordError::NoNode(_)) => {

@@ -1,0 +1,74 @@
+//! Test support shared by the scenario suites: the search for the seed that catches a planted
+//! bug (planting needs the test-only `planted-bugs` feature, so it lives here, not in the
+//! library the runner is built from).
+
+#![allow(dead_code)]
+
+use tributary_core::planted::{plant, Bug};
+use tributary_sim::world::{Invariant, Violation};
+
+/// The first seed that caught a planted bug: the seed, what the invariant said, and the seeds
+/// before it that broke another invariant.
+#[derive(Debug, Clone)]
+pub struct Caught {
+    /// The seed.
+    pub seed: u64,
+    /// The violation's detail.
+    pub detail: String,
+    /// Earlier seeds that broke another invariant, and which.
+    pub others: Vec<(u64, Invariant)>,
+}
+
+/// Runs `run` (a seed's violation, if any) on seeds `0..seeds` with `bug` planted (on this
+/// thread) until one breaks `expected` — a bug can do more than one kind of damage, so others
+/// are noted and the search goes on. The bug is cleared before returning.
+pub fn first_seed_caught_by(
+    bug: Bug,
+    expected: Invariant,
+    seeds: u64,
+    run: impl Fn(u64) -> Option<Violation>,
+) -> Option<Caught> {
+    plant(&[bug]);
+    let mut others = Vec::new();
+    let found = (0..seeds).find_map(|seed| match run(seed) {
+        Some(v) if v.invariant == expected => Some((seed, v.detail)),
+        Some(v) => {
+            others.push((seed, v.invariant));
+            None
+        }
+        None => None,
+    });
+    plant(&[]);
+    found.map(|(seed, detail)| Caught {
+        seed,
+        detail,
+        others,
+    })
+}
+
+/// For each `(bug, faults, expected)`: the first of `seeds` seeds that catches `bug` must break
+/// `expected` (other invariants first at most 3 times), and the clean build must pass that same
+/// seed. `run` runs one seed with one fault mode and returns its violation, if any.
+pub fn assert_each_caught<F: Copy + std::fmt::Debug>(
+    cases: &[(Bug, F, Invariant)],
+    seeds: u64,
+    run: impl Fn(u64, F) -> Option<Violation>,
+) {
+    for &(bug, faults, expected) in cases {
+        let Caught {
+            seed,
+            detail,
+            others,
+        } = first_seed_caught_by(bug, expected, seeds, |seed| run(seed, faults)).unwrap_or_else(
+            || panic!("{bug:?} was not caught by {expected:?} within {seeds} seeds ({faults:?})"),
+        );
+        eprintln!("{bug:?} caught by seed {seed}: {expected:?}: {detail} (earlier seeds broke: {others:?})");
+        assert!(
+            others.len() <= 3,
+            "{bug:?}: other invariants caught it first too often: {others:?}"
+        );
+        if let Some(violation) = run(seed, faults) {
+            panic!("clean build fails seed {seed} too: {violation}");
+        }
+    }
+}
