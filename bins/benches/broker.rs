@@ -47,6 +47,11 @@ fn mib_from_env(name: &str, default: usize) -> usize {
 /// The seed's flush policy (10,000 messages or 1 s), or with `fsync: false` one that never
 /// flushes during a run, to separate the network path's cost from the disk's.
 fn config(dir: &std::path::Path, fsync: bool) -> BrokerConfig {
+    config_with(dir, fsync, "")
+}
+
+/// [`config`] plus `extra` properties.
+fn config_with(dir: &std::path::Path, fsync: bool, extra: &str) -> BrokerConfig {
     let (messages, ms) = if fsync {
         (10_000, 1000)
     } else {
@@ -55,7 +60,7 @@ fn config(dir: &std::path::Path, fsync: bool) -> BrokerConfig {
     let text = format!(
         "brokerid=0\nhostname=127.0.0.1\nport=0\nlog.dir={}\nenable.zookeeper=false\nnum.partitions=4\n\
          log.flush.interval={messages}\nlog.default.flush.interval.ms={ms}\nlog.default.flush.scheduler.interval.ms=1000\n\
-         log.file.size=536870912\nsocket.send.buffer=1048576\nsocket.receive.buffer=1048576\n",
+         log.file.size=536870912\nsocket.send.buffer=1048576\nsocket.receive.buffer=1048576\n{extra}",
         dir.display()
     );
     BrokerConfig::from_properties(&Properties::parse("bench", &text).expect("config"))
@@ -180,7 +185,10 @@ async fn produce_case(port: u16, payload: usize, connections: usize, total: usiz
     bytes as f64 / start.elapsed().as_secs_f64()
 }
 
-async fn fetch_all(port: u16, end: u64) -> f64 {
+/// Reads `fetched-0` front to back in 1 MiB fetches on one connection, as a 0.7 fetcher does:
+/// the next offset comes from the response's whole messages (each CRC-checked here).
+/// Returns the bytes read.
+async fn fetch_all(port: u16, end: u64) -> usize {
     let mut conn = tributary::client::connect(
         &tributary::env::TokioEnv,
         "127.0.0.1",
@@ -189,7 +197,6 @@ async fn fetch_all(port: u16, end: u64) -> f64 {
     )
     .await
     .expect("connect");
-    let start = Instant::now();
     let (mut offset, mut read) = (0u64, 0usize);
     while offset < end {
         let request = Request::Fetch(FetchRequest {
@@ -208,7 +215,65 @@ async fn fetch_all(port: u16, end: u64) -> f64 {
         read += f.messages.len();
         offset += valid;
     }
-    read as f64 / start.elapsed().as_secs_f64()
+    read
+}
+
+/// CPU time (ns) spent so far by this process's tokio worker threads (the broker's; the bench
+/// clients run on their own thread), from `/proc/self/task/*/schedstat`.
+fn worker_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("tokio-r"))
+        })
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Runs a client workload on a thread and runtime of its own, as a client process would: it
+/// shares no worker threads or I/O driver with the broker under test.
+fn on_client_thread<F, Fut, R>(work: F) -> R
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = R>,
+    R: Send + 'static,
+{
+    std::thread::Builder::new()
+        .name("bench-client".into())
+        .spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("client runtime")
+                .block_on(work())
+        })
+        .expect("client thread")
+        .join()
+        .expect("client")
+}
+
+/// `readers` clients each reading the whole partition at once, on a thread of their own:
+/// (bytes per second, broker CPU ns per byte served).
+fn fetch_round(port: u16, end: u64, readers: usize) -> (f64, f64) {
+    let cpu_before = worker_cpu_ns();
+    let start = Instant::now();
+    let bytes = on_client_thread(move || async move {
+        let tasks: Vec<_> = (0..readers)
+            .map(|_| tokio::spawn(fetch_all(port, end)))
+            .collect();
+        let mut bytes = 0;
+        for t in tasks {
+            bytes += t.await.expect("reader");
+        }
+        bytes
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu = worker_cpu_ns().saturating_sub(cpu_before) as f64;
+    (bytes as f64 / elapsed, cpu / bytes as f64)
 }
 
 /// Writes a flushed partition `fetched-0` of about `bytes` bytes directly through the log.
@@ -236,76 +301,154 @@ fn line(name: &str, rate: f64, ceiling: f64, messages_per_byte: f64) {
     );
 }
 
+/// Whether cases tagged `name` run. `TRIBUTARY_BENCH_ONLY` lists groups (`produce`, `fetch`)
+/// and, within produce, any of `seed flush`, `no fsync`, `100B`, `1024B`, `1conn`, `4conn`;
+/// a tag whose kind (group, flush, payload, connections) the list does not mention runs.
+fn selected(name: &str) -> bool {
+    let Ok(only) = std::env::var("TRIBUTARY_BENCH_ONLY") else {
+        return true;
+    };
+    let kinds: [&[&str]; 4] = [
+        &["produce", "fetch"],
+        &["seed flush", "no fsync"],
+        &["100B", "1024B"],
+        &["1conn", "4conn"],
+    ];
+    let listed: Vec<&str> = only.split(',').map(str::trim).collect();
+    let kind = kinds.iter().find(|k| k.contains(&name));
+    listed.contains(&name) || kind.is_some_and(|k| !k.iter().any(|t| listed.contains(t)))
+}
+
 fn main() {
     let produce_bytes = mib_from_env("TRIBUTARY_BENCH_MIB", 256) << 20;
     let fetch_bytes = mib_from_env("TRIBUTARY_BENCH_READ_MIB", 1024) << 20;
     std::fs::create_dir_all("target").expect("target dir");
-    let dir = tempfile::tempdir_in("target").expect("temp dir");
-    let end = prepare_fetch_partition(dir.path(), fetch_bytes);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    rt.block_on(async {
-        let broker = Broker::start(TokioEnv, config(dir.path(), true))
-            .await
-            .expect("broker");
-        let port = broker.addr.port();
-        let no_fsync_dir = tempfile::tempdir_in("target").expect("temp dir");
-        let no_fsync = Broker::start(TokioEnv, config(no_fsync_dir.path(), false))
-            .await
-            .expect("broker");
-        println!(
-            "{:<40} {:>15} {:>12} {:>12} {:>6}",
-            "benchmark", "messages", "broker", "loopback", "ratio"
-        );
-        // The machine is noisy: each case and its ceiling are measured back to back, best of
-        // ROUNDS each, so a ratio compares like with like.
-        for (flush, port) in [("seed flush", port), ("no fsync", no_fsync.addr.port())] {
-            for payload in [100, 1024] {
-                for connections in [1, 4] {
-                    let mut rate = 0f64;
-                    for _ in 0..ROUNDS {
-                        rate =
-                            rate.max(produce_case(port, payload, connections, produce_bytes).await);
-                    }
-                    let ceiling = best_ceiling().await;
-                    let fsync = flush == "seed flush";
-                    let disk_dir = dir.path().to_path_buf();
-                    let disk = tokio::task::spawn_blocking(move || {
-                        disk_ceiling(&disk_dir, payload, produce_bytes, fsync)
-                    })
-                    .await
-                    .expect("disk");
-                    line(
-                        &format!("produce {payload} B x200, {connections} conn, {flush}"),
-                        rate,
-                        ceiling,
-                        1.0 / (payload + 10) as f64,
-                    );
-                    println!(
-                        "{:<40} {:>15} {:>12} {:>7.0} MB/s {:>6.2}",
-                        "  (same bytes to a plain file)",
-                        "",
-                        "",
-                        disk / 1e6,
-                        rate / disk
-                    );
+    println!(
+        "{:<40} {:>15} {:>12} {:>12} {:>6}",
+        "benchmark", "messages", "broker", "loopback", "ratio"
+    );
+    if selected("produce") {
+        rt.block_on(produce_cases(produce_bytes));
+    }
+    if selected("fetch") {
+        let dir = tempfile::tempdir_in("target").expect("temp dir");
+        let end = prepare_fetch_partition(dir.path(), fetch_bytes);
+        rt.block_on(fetch_cases(dir.path(), end, fetch_bytes));
+    }
+}
+
+async fn produce_cases(produce_bytes: usize) {
+    let dir = tempfile::tempdir_in("target").expect("temp dir");
+    let broker = Broker::start(TokioEnv, config(dir.path(), true))
+        .await
+        .expect("broker");
+    let no_fsync_dir = tempfile::tempdir_in("target").expect("temp dir");
+    let no_fsync = Broker::start(TokioEnv, config(no_fsync_dir.path(), false))
+        .await
+        .expect("broker");
+    // The machine is noisy: each case and its ceiling are measured back to back, best of
+    // ROUNDS each, so a ratio compares like with like.
+    for (flush, port) in [
+        ("seed flush", broker.addr.port()),
+        ("no fsync", no_fsync.addr.port()),
+    ] {
+        if !selected(flush) {
+            continue;
+        }
+        for payload in [100, 1024] {
+            for connections in [1, 4] {
+                if !selected(&format!("{payload}B")) || !selected(&format!("{connections}conn")) {
+                    continue;
                 }
+                let mut rate = 0f64;
+                for _ in 0..ROUNDS {
+                    rate = rate.max(tokio::task::block_in_place(|| {
+                        on_client_thread(move || {
+                            produce_case(port, payload, connections, produce_bytes)
+                        })
+                    }));
+                }
+                let ceiling = best_ceiling().await;
+                let fsync = flush == "seed flush";
+                let disk_dir = dir.path().to_path_buf();
+                let disk = tokio::task::spawn_blocking(move || {
+                    disk_ceiling(&disk_dir, payload, produce_bytes, fsync)
+                })
+                .await
+                .expect("disk");
+                line(
+                    &format!("produce {payload} B x200, {connections} conn, {flush}"),
+                    rate,
+                    ceiling,
+                    1.0 / (payload + 10) as f64,
+                );
+                println!(
+                    "{:<40} {:>15} {:>12} {:>7.0} MB/s {:>6.2}",
+                    "  (same bytes to a plain file)",
+                    "",
+                    "",
+                    disk / 1e6,
+                    rate / disk
+                );
             }
         }
-        no_fsync.shutdown().await.expect("shutdown");
-        let mut rate = 0f64;
-        for _ in 0..ROUNDS {
-            rate = rate.max(fetch_all(port, end).await);
-        }
-        let ceiling = best_ceiling().await;
-        line(
-            &format!("fetch {} MiB in 1 MiB fetches", fetch_bytes >> 20),
-            rate,
-            ceiling,
-            1.0 / 1034.0,
+    }
+    no_fsync.shutdown().await.expect("shutdown");
+    broker.shutdown().await.expect("shutdown");
+}
+
+/// Fetch of the prepared partition, by a broker serving checked bytes with sendfile (the
+/// default) and by one re-checking every fetch (`fetch.zero.copy=false`), each started fresh
+/// on the same directory; by one reader, and by two at once (two consumer groups). A fresh
+/// broker has checked nothing yet, so its first pass is shown on its own. Beside each rate:
+/// the broker's CPU time per GiB served.
+async fn fetch_cases(dir: &std::path::Path, end: u64, fetch_bytes: usize) {
+    let mib = fetch_bytes >> 20;
+    let line_cpu = |name: &str, (rate, cpu): (f64, f64), ceiling: f64| {
+        line(name, rate, ceiling, 1.0 / 1034.0);
+        println!(
+            "{:<40} {:>15.2} s CPU per GiB served",
+            "",
+            cpu * (1u64 << 30) as f64 / 1e9
         );
+    };
+    // The re-checking broker goes first: its clean shutdown leaves nothing for the next start's
+    // recovery to check, so the zero-copy broker's first pass checks every byte itself.
+    for zero_copy in [false, true] {
+        let config = config_with(dir, true, &format!("fetch.zero.copy={zero_copy}\n"));
+        let broker = Broker::start(TokioEnv, config).await.expect("broker");
+        let port = broker.addr.port();
+        let first = tokio::task::block_in_place(|| fetch_round(port, end, 1));
+        let name = match zero_copy {
+            true => "zero copy",
+            false => "copy + check",
+        };
+        if zero_copy {
+            line_cpu(
+                &format!("fetch {mib} MiB, first pass after start"),
+                first,
+                best_ceiling().await,
+            );
+        }
+        for readers in [1, 2] {
+            let mut best = (0f64, 0f64);
+            for _ in 0..ROUNDS {
+                let round = tokio::task::block_in_place(|| fetch_round(port, end, readers));
+                if round.0 > best.0 {
+                    best = round;
+                }
+            }
+            let ceiling = best_ceiling().await;
+            line_cpu(
+                &format!("fetch {mib} MiB, {name}, {readers} reader(s)"),
+                best,
+                ceiling,
+            );
+        }
         broker.shutdown().await.expect("shutdown");
-    });
+    }
 }

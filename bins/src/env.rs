@@ -10,7 +10,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use crate::coordination::zk::ZkCoordination;
 use crate::coordination::{CoordError, Coordination};
 use crate::real_fs::RealFs;
 use tributary_core::config::ZkConnect;
-use tributary_core::log::LogFs;
+use tributary_core::log::{LogFile, LogFs};
 
 /// A listening socket.
 pub trait Listener: Send + 'static {
@@ -91,6 +91,56 @@ pub trait Env: Clone + Send + Sync + 'static {
         &self,
         work: impl FnOnce() -> R + Send + 'static,
     ) -> impl Future<Output = R> + Send;
+    /// Writes bytes `[position, position + len)` of `file` to `stream`; an error if the file
+    /// ends first. By default (the simulator) they are read through [`LogFile::read_at`] and
+    /// written; production sends them from the page cache without copying them through user
+    /// space (`sendfile`).
+    fn send_file(
+        &self,
+        stream: &mut Self::Stream,
+        file: &<Self::Fs as LogFs>::File,
+        position: u64,
+        len: usize,
+    ) -> impl Future<Output = io::Result<()>> + Send {
+        send_file_copying(stream, file, position, len)
+    }
+}
+
+/// Bytes copied per step by [`send_file_copying`].
+const SEND_COPY_CHUNK_BYTES: usize = 64 * 1024;
+
+/// [`Env::send_file`] through memory: read a chunk, write it, repeat.
+pub async fn send_file_copying<S, F>(
+    stream: &mut S,
+    file: &F,
+    position: u64,
+    len: usize,
+) -> io::Result<()>
+where
+    S: AsyncWrite + Unpin + Send,
+    F: LogFile + Sync,
+{
+    let mut buf = vec![0u8; len.min(SEND_COPY_CHUNK_BYTES)];
+    let mut done = 0;
+    while done < len {
+        let want = (len - done).min(buf.len());
+        let chunk = buf.get_mut(..want).unwrap_or_default();
+        let n = file.read_at(chunk, position + done as u64)?;
+        if n == 0 {
+            return Err(file_ended(position, len, done));
+        }
+        stream.write_all(chunk.get(..n).unwrap_or_default()).await?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// The error for a file range that ends before its length.
+fn file_ended(position: u64, len: usize, done: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        format!("the file ended {done} bytes into a {len}-byte range at {position}"),
+    )
 }
 
 /// Production: tokio sockets, the real disk, the system clock, blocking work on tokio's pool.
@@ -226,6 +276,35 @@ impl Env for TokioEnv {
         connection_timeout: Duration,
     ) -> Result<ZkCoordination, CoordError> {
         ZkCoordination::connect(connect, session_timeout, connection_timeout).await
+    }
+
+    async fn send_file(
+        &self,
+        stream: &mut tokio::net::TcpStream,
+        file: &crate::real_fs::RealFile,
+        position: u64,
+        len: usize,
+    ) -> io::Result<()> {
+        use std::os::fd::AsFd;
+        let mut offset = position;
+        let end = position + len as u64;
+        while offset < end {
+            let want = usize::try_from(end - offset).unwrap_or(usize::MAX);
+            // Readiness first, then as much as the socket takes; a full socket buffer comes
+            // back as WouldBlock and clears the readiness, so the next wait is a real one.
+            stream.writable().await?;
+            let sent = stream.try_io(tokio::io::Interest::WRITABLE, || {
+                rustix::fs::sendfile(stream.as_fd(), file.as_fd(), Some(&mut offset), want)
+                    .map_err(io::Error::from)
+            });
+            match sent {
+                Ok(0) => return Err(file_ended(position, len, (offset - position) as usize)),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     async fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> R {

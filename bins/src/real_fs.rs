@@ -16,6 +16,13 @@ pub struct RealFs;
 #[derive(Debug)]
 pub struct RealFile(File);
 
+impl std::os::fd::AsFd for RealFile {
+    /// The descriptor, for sending file ranges without copying (`sendfile`).
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
 impl LogFile for RealFile {
     fn size_bytes(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())

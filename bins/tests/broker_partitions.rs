@@ -204,6 +204,7 @@ async fn a_partition_refused_at_startup_answers_fetch_and_offsets_with_an_error(
         .handle(fetch, &mut rng, &mut Effects::default())
         .await
         .unwrap()
+        .map(|reply| reply.into_response().unwrap())
     {
         Some(Response::Fetch(f)) => {
             assert_eq!((f.error, f.messages.len()), (ErrorCode::Unknown, 0))
@@ -221,6 +222,7 @@ async fn a_partition_refused_at_startup_answers_fetch_and_offsets_with_an_error(
             .handle(offsets, &mut rng, &mut Effects::default())
             .await
             .unwrap()
+            .map(|reply| reply.into_response().unwrap())
         {
             Some(Response::Offsets(o)) => {
                 assert_eq!((o.error, o.offsets), (ErrorCode::Unknown, vec![]))

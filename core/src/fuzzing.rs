@@ -175,6 +175,27 @@ pub fn log_recovery(data: &[u8]) {
                 entries.by_ref().all(|e| e.is_ok()),
                 "{tp}: a read returned a corrupt message"
             );
+            // The zero-copy path serves the very same bytes (the read above checked them).
+            let served = match log.serve(pos as i64, 4096) {
+                Ok(crate::log::Served::Bytes(b)) => b.to_vec(),
+                Ok(crate::log::Served::File(range)) => {
+                    let mut buf = vec![0; range.len];
+                    let n =
+                        crate::log::LogFile::read_at(range.file.as_ref(), &mut buf, range.position);
+                    assert_eq!(
+                        n.ok(),
+                        Some(range.len),
+                        "{tp}: a served range is past the file's end"
+                    );
+                    buf
+                }
+                Err(e) => panic!("{tp}: served refused what was just read: {e}"),
+            };
+            assert_eq!(
+                served,
+                chunk.to_vec(),
+                "{tp}: serve and read differ at {pos}"
+            );
             let valid = entries.end().valid_bytes as u64;
             if valid == 0 {
                 break;

@@ -459,6 +459,20 @@ fn check_whole_log(manager: &Manager, tp: &TopicPartition) -> Result<(), String>
         let chunk = log
             .read(pos as i64, 4096)
             .map_err(|e| format!("{tp}: read at {pos}: {e}"))?;
+        // The zero-copy path (a file range once the read above checked the bytes) serves the
+        // very same bytes.
+        let served = log
+            .serve(pos as i64, 4096)
+            .map_err(|e| format!("{tp}: serve at {pos}: {e}"))
+            .and_then(|s| {
+                tributary::broker::reply::served_bytes(s)
+                    .map_err(|e| format!("{tp}: reading a served range at {pos}: {e}"))
+            })?;
+        if served != chunk {
+            return Err(format!(
+                "{tp}: served bytes differ from read bytes at {pos}"
+            ));
+        }
         let mut entries = ShallowIter::new(&chunk, pos as i64);
         for entry in entries.by_ref() {
             entry.map_err(|e| format!("{tp}: corrupt message served: {e}"))?;

@@ -12,15 +12,17 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
+use tributary_core::log::Served;
 use tributary_core::wire::{
-    split_frame, FrameStatus, Request, Response, TopicName, MULTIFETCH_BLOCK_HEADER_BYTES,
+    split_frame, FrameStatus, Request, ResponseChunk, TopicName, MULTIFETCH_BLOCK_HEADER_BYTES,
 };
 
 use super::budget::{Budget, BudgetShare};
-use super::handler::{Effects, Handler};
+use super::handler::{Effects, FileOf, Handler};
 use super::limits::{
     IDLE_TIMEOUT, REQUEST_READ_TIMEOUT, RESPONSE_BYTES_MAX, RESPONSE_WRITE_TIMEOUT,
 };
+use super::reply::Reply;
 use crate::env::Env;
 
 /// What every connection shares.
@@ -104,7 +106,7 @@ pub async fn serve<E: Env>(
             Err(reason) => return tracing::warn!("{peer}: closing: {reason}"),
         };
         if let Some(response) = response {
-            if !write_response(&mut stream, &response, peer).await {
+            if !write_reply(shared.handler.env(), &mut stream, response, peer).await {
                 return;
             }
         }
@@ -177,13 +179,15 @@ fn close<T>(peer: SocketAddr, why: String) -> Option<T> {
     None
 }
 
-/// Writes `response` within the deadline; `false` when the connection must end.
-async fn write_response<S: tokio::io::AsyncWrite + Unpin>(
-    stream: &mut S,
-    response: &Response,
+/// Writes `reply` within the deadline; `false` when the connection must end (then nothing more
+/// may be written on it: the peer would read a later answer as this one).
+async fn write_reply<E: Env>(
+    env: &E,
+    stream: &mut E::Stream,
+    reply: Reply<FileOf<E>>,
     peer: SocketAddr,
 ) -> bool {
-    let chunks = match response.encode_chunks() {
+    let chunks = match reply.into_chunks() {
         Ok(chunks) => chunks,
         Err(e) => {
             tracing::error!("{peer}: closing: cannot encode response: {e}");
@@ -192,7 +196,15 @@ async fn write_response<S: tokio::io::AsyncWrite + Unpin>(
     };
     let write = async {
         for chunk in &chunks {
-            stream.write_all(chunk).await?;
+            match chunk {
+                ResponseChunk::Header(bytes) | ResponseChunk::Body(Served::Bytes(bytes)) => {
+                    stream.write_all(bytes).await?
+                }
+                ResponseChunk::Body(Served::File(range)) => {
+                    env.send_file(stream, &range.file, range.position, range.len)
+                        .await?
+                }
+            }
         }
         stream.flush().await
     };

@@ -2,18 +2,17 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use rand::Rng;
-use tributary_core::log::{LogError, TopicPartition, ValidatedSet};
+use tributary_core::log::{LogError, LogFs, Served, TopicPartition, ValidatedSet};
 use tributary_core::wire::{
-    AckedProduceResponse, ErrorCode, FetchRequest, FetchResponse, MultiFetchResponse,
-    OffsetsRequest, OffsetsResponse, ProduceAck, ProduceRequest, Request, Response, TopicName,
-    PARTITION_BROKER_PICKS,
+    AckedProduceResponse, EncodeError, ErrorCode, FetchRequest, OffsetsRequest, OffsetsResponse,
+    ProduceAck, ProduceRequest, Request, Response, TopicName, PARTITION_BROKER_PICKS,
 };
 
 use super::acks::FlushRequests;
 use super::limits::{ACK_WAIT_TIMEOUT, RESPONSE_BYTES_MAX};
 use super::logs::{self, with_log, Logs, SharedLog};
+use super::reply::{Reply, ServedBlock};
 use crate::env::Env;
 
 /// Why a connection must be closed instead of answered (0.7 closes on these).
@@ -35,6 +34,9 @@ pub enum CloseReason {
     /// The broker does not serve this kind of request.
     #[error("unsupported request: {0}")]
     Unsupported(&'static str),
+    /// The answer does not fit 0.7's int32 sizes.
+    #[error("cannot encode the response: {0}")]
+    Encode(#[from] EncodeError),
     /// The topic is copied from a source cluster (replica mode): it takes no produces.
     #[error("{topic}: a replica of the source cluster, read-only (produce to the source, or promote it first)")]
     ReplicaTopic {
@@ -69,7 +71,13 @@ pub struct Handler<E: Env> {
     logs: Arc<Logs<E::Fs>>,
     /// Where acknowledged produces ask for their flush; without it, ACKED_PRODUCE is refused.
     acks: Option<FlushRequests<E::Fs>>,
+    /// `fetch.zero.copy`: serve bytes checked earlier in this process as file ranges (sent
+    /// without copying); `false` reads and checks every served byte on every fetch.
+    zero_copy: bool,
 }
+
+/// The file type of an environment's logs.
+pub type FileOf<E> = <<E as Env>::Fs as LogFs>::File;
 
 impl<E: Env> Clone for Handler<E> {
     fn clone(&self) -> Self {
@@ -77,6 +85,7 @@ impl<E: Env> Clone for Handler<E> {
             env: self.env.clone(),
             logs: self.logs.clone(),
             acks: self.acks.clone(),
+            zero_copy: self.zero_copy,
         }
     }
 }
@@ -96,6 +105,7 @@ impl<E: Env> Handler<E> {
             env,
             logs,
             acks: None,
+            zero_copy: true,
         }
     }
 
@@ -105,7 +115,18 @@ impl<E: Env> Handler<E> {
             env,
             logs,
             acks: Some(acks),
+            zero_copy: true,
         }
+    }
+
+    /// Sets `fetch.zero.copy` (on by default).
+    pub fn with_zero_copy(self, zero_copy: bool) -> Self {
+        Handler { zero_copy, ..self }
+    }
+
+    /// The environment it serves in.
+    pub fn env(&self) -> &E {
+        &self.env
     }
 
     /// Serves `request`: `Ok(None)` for the produce requests (no response in 0.7).
@@ -114,7 +135,7 @@ impl<E: Env> Handler<E> {
         request: Request,
         rng: &mut impl Rng,
         effects: &mut Effects,
-    ) -> Result<Option<Response>, CloseReason> {
+    ) -> Result<Option<Reply<FileOf<E>>>, CloseReason> {
         match request {
             // Planted bug: a quarter of the produce requests vanish without a trace.
             Request::Produce(_)
@@ -132,21 +153,16 @@ impl<E: Env> Handler<E> {
                 }
                 Ok(None)
             }
-            Request::Fetch(f) => Ok(Some(Response::Fetch(
-                self.fetch(f, RESPONSE_BYTES_MAX).await,
-            ))),
+            Request::Fetch(f) => Ok(Some(Reply::Fetch(self.fetch(f, RESPONSE_BYTES_MAX).await))),
             Request::MultiFetch(fs) => {
                 let mut budget = RESPONSE_BYTES_MAX;
                 let mut blocks = Vec::with_capacity(fs.len());
                 for f in fs {
                     let block = self.fetch(f, budget).await;
-                    budget -= block.messages.len().min(budget);
+                    budget -= block.data.len().min(budget);
                     blocks.push(block);
                 }
-                Ok(Some(Response::MultiFetch(MultiFetchResponse {
-                    error: ErrorCode::NoError,
-                    blocks,
-                })))
+                Ok(Some(Reply::MultiFetch(blocks)))
             }
             Request::Offsets(_)
                 if tributary_core::planted::active(
@@ -155,11 +171,14 @@ impl<E: Env> Handler<E> {
             {
                 panic!("planted bug: the request handler panicked")
             }
-            Request::Offsets(o) => self.offsets(o).await.map(|r| Some(Response::Offsets(r))),
+            Request::Offsets(o) => self
+                .offsets(o)
+                .await
+                .map(|r| Some(Reply::Response(Response::Offsets(r)))),
             Request::AckedProduce(ps) => self
                 .acked_produce(ps, rng, effects)
                 .await
-                .map(|r| Some(Response::AckedProduce(r))),
+                .map(|r| Some(Reply::Response(Response::AckedProduce(r)))),
         }
     }
 
@@ -343,11 +362,8 @@ impl<E: Env> Handler<E> {
         Ok(())
     }
 
-    async fn fetch(&self, f: FetchRequest, budget: usize) -> FetchResponse {
-        let empty = |error| FetchResponse {
-            error,
-            messages: Bytes::new(),
-        };
+    async fn fetch(&self, f: FetchRequest, budget: usize) -> ServedBlock<FileOf<E>> {
+        let empty = ServedBlock::empty;
         let Some(tp) = self.partition(&f.topic, f.partition) else {
             return empty(ErrorCode::WrongPartition);
         };
@@ -360,10 +376,15 @@ impl<E: Env> Handler<E> {
             return empty(ErrorCode::NoError);
         };
         let max_bytes = usize::try_from(f.max_bytes).unwrap_or(0).min(budget);
-        match with_log(&self.env, &log, move |l| l.read(f.offset, max_bytes)).await {
-            Ok(messages) => FetchResponse {
+        let zero_copy = self.zero_copy;
+        let served = with_log(&self.env, &log, move |l| match zero_copy {
+            true => l.serve(f.offset, max_bytes),
+            false => l.read(f.offset, max_bytes).map(Served::Bytes),
+        });
+        match served.await {
+            Ok(data) => ServedBlock {
                 error: ErrorCode::NoError,
-                messages,
+                data,
             },
             Err(LogError::OffsetOutOfRange { .. }) => empty(ErrorCode::OffsetOutOfRange),
             Err(e) => {

@@ -18,6 +18,7 @@ pub mod limits;
 pub mod logs;
 pub mod registration;
 pub mod replica;
+pub mod reply;
 mod scheduler;
 
 use std::future::Future;
@@ -163,7 +164,8 @@ impl Broker {
         );
         let committer = tokio::spawn(committer);
         let shared = Arc::new(Shared {
-            handler: Handler::with_acks(env.clone(), logs.clone(), flush_requests),
+            handler: Handler::with_acks(env.clone(), logs.clone(), flush_requests)
+                .with_zero_copy(config.fetch_zero_copy),
             request_bytes_max: request_bytes_max(&config),
             read_chunk_bytes: config.socket_receive_buffer_bytes as usize,
             budget: Budget::new(IN_FLIGHT_BYTES_MAX),

@@ -72,6 +72,9 @@ pub struct BrokerConfig {
     /// `acks.flush.delay.ms` (5; Tributary): how long a flush for waiting acknowledgements waits
     /// for more producers to join it (group commit).
     pub acks_flush_delay_ms: u32,
+    /// `fetch.zero.copy` (true; Tributary): serve bytes already checked in this process with
+    /// sendfile; false re-reads and re-checks every served byte on every fetch.
+    pub fetch_zero_copy: bool,
     /// `enable.zookeeper` (true).
     pub enable_zookeeper: bool,
     /// `zk.connect`; required when `enable.zookeeper` is true.
@@ -129,6 +132,7 @@ impl BrokerConfig {
                 1..=TOPIC_NAME_BYTES_MAX as i64,
             )?,
             acks_flush_delay_ms: f.int("acks.flush.delay.ms", 5, 0..=60_000)?,
+            fetch_zero_copy: f.bool("fetch.zero.copy", true)?,
             enable_zookeeper: f.bool("enable.zookeeper", true)?,
             zk_connect: None,
             zk: ZkConfig::read(&mut f)?,

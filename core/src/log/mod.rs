@@ -25,6 +25,6 @@ pub use names::{
     gap_file_name, parse_gap_file_name, parse_segment_file_name, segment_file_name, TopicPartition,
     GAP_SUFFIX, SEGMENT_SUFFIX,
 };
-pub use partition::{AppendInfo, FlushTicket, Log, ValidatedSet};
+pub use partition::{AppendInfo, FileRange, FlushTicket, Log, Served, ValidatedSet};
 pub use policy::LogPolicy;
 pub use recovery::RecoveryHints;

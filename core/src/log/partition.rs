@@ -42,7 +42,10 @@ use super::fs::{LogFile, LogFs};
 use super::names::{gap_file_name, segment_file_name, TopicPartition};
 use super::policy::LogPolicy;
 use super::segment::{read_exact_at, Segment};
+
+mod serve;
 use crate::message::{validate_set, MessageError, ShallowIter, ValidationLimits};
+pub use serve::{FileRange, Served};
 
 /// Where an appended set landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +61,19 @@ pub struct AppendInfo {
     /// Whether the message-count trigger fired and the caller should flush now
     /// ([`Log::append_validated`] leaves the flush to its caller).
     pub flush_needed: bool,
+}
+
+/// A read's place in the log, found by [`Log::locate`].
+#[derive(Debug, Clone, Copy)]
+struct Located {
+    /// Index of the segment read from.
+    index: usize,
+    /// The offset read at.
+    pos: u64,
+    /// Where the readable bytes of that segment end (its end or the visible end).
+    readable_end: u64,
+    /// Bytes to return: up to `max_bytes`, never past `readable_end`.
+    want: usize,
 }
 
 /// A message set that passed the broker's whole-set validation; only [`ValidatedSet::check`]
@@ -433,7 +449,10 @@ impl<F: LogFs> Log<F> {
             let path = active.path.clone();
             return Err(self.io("write", &path, e));
         }
+        let written_at = active.size;
         active.size += set.len() as u64;
+        // Only validated sets reach the file (see `append_validated`).
+        active.mark_verified(written_at, active.size);
         active.modified_ms = now_ms;
         active.first_append_ms.get_or_insert(now_ms);
         Ok(())
@@ -557,14 +576,8 @@ impl<F: LogFs> Log<F> {
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
-        self.segments.push(Segment {
-            start,
-            file: Arc::new(file),
-            path,
-            size: 0,
-            modified_ms: now_ms,
-            first_append_ms: None,
-        });
+        self.segments
+            .push(Segment::new(start, Arc::new(file), path, 0, now_ms));
         Ok(())
     }
 
@@ -574,6 +587,15 @@ impl<F: LogFs> Log<F> {
     /// `offset == flushed end` gives an empty result. An offset outside the log, or one where no
     /// valid message starts (not a message boundary), is `OffsetOutOfRange`.
     pub fn read(&self, offset: i64, max_bytes: usize) -> Result<Bytes, LogError> {
+        match self.locate(offset, max_bytes)? {
+            Some(at) => self.read_located(&at),
+            None => Ok(Bytes::new()),
+        }
+    }
+
+    /// Where a read of up to `max_bytes` at `offset` falls: `None` when it returns nothing (at
+    /// the visible end, or `max_bytes` is 0); `OffsetOutOfRange` outside the log or in a hole.
+    fn locate(&self, offset: i64, max_bytes: usize) -> Result<Option<Located>, LogError> {
         self.check_usable()?;
         let out_of_range = || LogError::OffsetOutOfRange {
             partition: self.tp.to_string(),
@@ -587,7 +609,7 @@ impl<F: LogFs> Log<F> {
             return Err(out_of_range());
         }
         if pos == visible_end || max_bytes == 0 {
-            return Ok(Bytes::new());
+            return Ok(None);
         }
         let index = self
             .segments
@@ -604,9 +626,26 @@ impl<F: LogFs> Log<F> {
         let want = usize::try_from(readable_end - pos)
             .unwrap_or(usize::MAX)
             .min(max_bytes);
-        let buf = read_exact_at(segment.file.as_ref(), pos - segment.start, want)
+        Ok(Some(Located {
+            index,
+            pos,
+            readable_end,
+            want,
+        }))
+    }
+
+    /// Reads a located range into memory and checks every message in it.
+    fn read_located(&self, at: &Located) -> Result<Bytes, LogError> {
+        let out_of_range = || LogError::OffsetOutOfRange {
+            partition: self.tp.to_string(),
+            offset: at.pos as i64,
+            start: self.start_offset(),
+            end: self.flushed_end,
+        };
+        let segment = self.segments.get(at.index).ok_or_else(out_of_range)?;
+        let buf = read_exact_at(segment.file.as_ref(), at.pos - segment.start, at.want)
             .map_err(|e| self.io("read", &segment.path, e))?;
-        self.checked_read(segment, pos, readable_end, Bytes::from(buf))
+        self.checked_read(segment, at.pos, at.readable_end, Bytes::from(buf))
             .ok_or_else(out_of_range)
     }
 
@@ -639,10 +678,13 @@ impl<F: LogFs> Log<F> {
                         "{}: {error}; serving only the {valid} valid bytes before it",
                         self.tp
                     );
+                    segment.mark_verified(pos - segment.start, pos - segment.start + valid as u64);
                     return Some(buf.slice(..valid));
                 }
             }
         }
+        // Every whole message returned was checked: later reads of them need no second pass.
+        segment.mark_verified(pos - segment.start, pos - segment.start + valid as u64);
         if valid == 0 && entries.end().trailing_bytes > 0 {
             // Fewer than 4 bytes were asked for: the length field itself must still make sense.
             return self

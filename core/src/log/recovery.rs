@@ -116,6 +116,8 @@ impl<F: LogFs> Log<F> {
                 segment.size,
             )
             .map_err(|e| self.io_error("read", &segment.path, e))?;
+            // The scan checked [scan_from, valid_len): what it covered needs no check when served.
+            segment.mark_verified(scan_from, result.valid_len);
             let Some(problem) = result.problem else {
                 continue;
             };
@@ -233,14 +235,13 @@ fn open_segments<F: LogFs>(
         let file = fs.open(&path, false).map_err(|e| io("open", &path, e))?;
         let size = file.size_bytes().map_err(|e| io("stat", &path, e))?;
         let modified_ms = fs.modified_ms(&path).map_err(|e| io("stat", &path, e))?;
-        segments.push(Segment {
+        segments.push(Segment::new(
             start,
-            file: std::sync::Arc::new(file),
+            std::sync::Arc::new(file),
             path,
             size,
             modified_ms,
-            first_append_ms: None,
-        });
+        ));
     }
     segments.sort_by_key(|s| s.start);
     Ok((segments, holes))

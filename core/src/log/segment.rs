@@ -1,6 +1,8 @@
 //! One segment file of a partition's log and the validating scan used by recovery.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use super::fs::LogFile;
 use crate::message::{MessageError, ShallowIter};
@@ -14,7 +16,7 @@ pub(crate) struct Segment<F> {
     /// The offset of the segment's first byte.
     pub start: u64,
     /// The open file (shared with flush tickets, which sync it outside the log's lock).
-    pub file: std::sync::Arc<F>,
+    pub file: Arc<F>,
     /// The file's path.
     pub path: PathBuf,
     /// Bytes of the log in this file (writes past it are not part of the log).
@@ -23,9 +25,43 @@ pub(crate) struct Segment<F> {
     pub modified_ms: i64,
     /// First append into this segment, for age-based rolling; `None` while empty.
     pub first_append_ms: Option<i64>,
+    /// Bytes from the file's start whose messages this process has checked (CRC, lengths):
+    /// validated when appended, scanned by recovery, or checked by an earlier read. Always a
+    /// message boundary and never above `size`; it only grows (see [`Segment::mark_verified`]).
+    pub verified: AtomicU64,
 }
 
 impl<F> Segment<F> {
+    /// A segment of `size` bytes in `file`, none of them checked yet in this process.
+    pub fn new(start: u64, file: Arc<F>, path: PathBuf, size: u64, modified_ms: i64) -> Self {
+        Segment {
+            start,
+            file,
+            path,
+            size,
+            modified_ms,
+            first_append_ms: None,
+            verified: AtomicU64::new(0),
+        }
+    }
+
+    /// Bytes from the file's start whose messages are known to be valid.
+    pub fn verified_len(&self) -> u64 {
+        self.verified.load(Ordering::Acquire)
+    }
+
+    /// Records that the messages in file positions `[from, to)` were checked, `from` and `to`
+    /// being message boundaries. The watermark moves only when the range touches it (the
+    /// checked prefix stays contiguous), and never past `size`.
+    pub fn mark_verified(&self, from: u64, to: u64) {
+        let to = to.min(self.size);
+        let _unchanged_when_apart =
+            self.verified
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                    (from <= v && to > v).then_some(to)
+                });
+    }
+
     /// The offset just past the segment's data.
     pub fn end(&self) -> u64 {
         self.start + self.size

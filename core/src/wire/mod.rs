@@ -21,8 +21,9 @@ pub use request::{
     ACKED_PRODUCE_ID,
 };
 pub use response::{
-    AckedProduceResponse, FetchResponse, MultiFetchResponse, OffsetsResponse, ProduceAck, Response,
-    ResponseKind, MULTIFETCH_BLOCK_HEADER_BYTES,
+    encode_fetch, encode_multifetch, AckedProduceResponse, FetchResponse, MessageBody,
+    MultiFetchResponse, OffsetsResponse, ProduceAck, Response, ResponseChunk, ResponseKind,
+    MULTIFETCH_BLOCK_HEADER_BYTES,
 };
 pub use topic::{TopicError, TopicName, TOPIC_NAME_BYTES_MAX};
 

@@ -205,30 +205,10 @@ impl Response {
     pub fn encode_chunks(&self) -> Result<Vec<Bytes>, EncodeError> {
         let size_of = |body: usize| i32::try_from(body).map_err(|_| EncodeError::TooLarge(body));
         match self {
-            Response::Fetch(f) => {
-                let mut header = BytesMut::with_capacity(HEADER_BYTES);
-                header.put_i32(size_of(ERROR_BYTES + f.messages.len())?);
-                header.put_i16(f.error.code());
-                Ok(vec![header.freeze(), f.messages.clone()])
-            }
+            Response::Fetch(f) => Ok(join_bodies(encode_fetch(f.error, f.messages.clone())?)),
             Response::MultiFetch(m) => {
-                let body = m.blocks.iter().try_fold(0usize, |sum, b| {
-                    sum.checked_add(BLOCK_HEADER_BYTES + b.messages.len())
-                });
-                let body = body.ok_or(EncodeError::TooLarge(usize::MAX))?;
-                let mut chunks = Vec::with_capacity(1 + 2 * m.blocks.len());
-                let mut header = BytesMut::with_capacity(HEADER_BYTES);
-                header.put_i32(size_of(ERROR_BYTES + body)?);
-                header.put_i16(m.error.code());
-                chunks.push(header.freeze());
-                for block in &m.blocks {
-                    let mut block_header = BytesMut::with_capacity(BLOCK_HEADER_BYTES);
-                    block_header.put_i32(size_of(ERROR_BYTES + block.messages.len())?);
-                    block_header.put_i16(block.error.code());
-                    chunks.push(block_header.freeze());
-                    chunks.push(block.messages.clone());
-                }
-                Ok(chunks)
+                let blocks = m.blocks.iter().map(|b| (b.error, b.messages.clone()));
+                Ok(join_bodies(encode_multifetch(m.error, blocks.collect())?))
             }
             Response::Offsets(o) => {
                 let count = o.offsets.len();
@@ -276,6 +256,86 @@ impl Response {
         self.encode(&mut out)?;
         Ok(out.freeze())
     }
+}
+
+/// A message set placed in a FETCH or MULTIFETCH response without being looked into: the
+/// encoder needs only its length. Bytes in memory are one; the broker's file ranges, sent
+/// without copying, are another.
+pub trait MessageBody {
+    /// The body's length in bytes.
+    fn body_len(&self) -> usize;
+}
+
+impl MessageBody for Bytes {
+    fn body_len(&self) -> usize {
+        self.len()
+    }
+}
+
+/// One piece of an encoded FETCH or MULTIFETCH response, written in order.
+#[derive(Debug)]
+pub enum ResponseChunk<D> {
+    /// Size prefixes and error codes.
+    Header(Bytes),
+    /// A message set, written as it is.
+    Body(D),
+}
+
+/// The header of a response or block: `int32 size (2 + body) | int16 error`.
+fn size_and_error(body: usize, error: ErrorCode) -> Result<Bytes, EncodeError> {
+    let size = ERROR_BYTES
+        .checked_add(body)
+        .and_then(|size| i32::try_from(size).ok())
+        .ok_or(EncodeError::TooLarge(body))?;
+    let mut header = BytesMut::with_capacity(HEADER_BYTES);
+    header.put_i32(size);
+    header.put_i16(error.code());
+    Ok(header.freeze())
+}
+
+/// Encodes a FETCH response around `body`. Refuses a body whose size does not fit an int32.
+pub fn encode_fetch<D: MessageBody>(
+    error: ErrorCode,
+    body: D,
+) -> Result<Vec<ResponseChunk<D>>, EncodeError> {
+    let header = size_and_error(body.body_len(), error)?;
+    Ok(vec![
+        ResponseChunk::Header(header),
+        ResponseChunk::Body(body),
+    ])
+}
+
+/// Encodes a MULTIFETCH response: one block per `(error, body)`, in order. Refuses (nothing
+/// encoded) a response or block whose size does not fit an int32.
+pub fn encode_multifetch<D: MessageBody>(
+    error: ErrorCode,
+    blocks: Vec<(ErrorCode, D)>,
+) -> Result<Vec<ResponseChunk<D>>, EncodeError> {
+    let body = blocks.iter().try_fold(0usize, |sum, (_, b)| {
+        sum.checked_add(BLOCK_HEADER_BYTES)?
+            .checked_add(b.body_len())
+    });
+    let body = body.ok_or(EncodeError::TooLarge(usize::MAX))?;
+    let mut chunks = Vec::with_capacity(1 + 2 * blocks.len());
+    chunks.push(ResponseChunk::Header(size_and_error(body, error)?));
+    for (block_error, block) in blocks {
+        chunks.push(ResponseChunk::Header(size_and_error(
+            block.body_len(),
+            block_error,
+        )?));
+        chunks.push(ResponseChunk::Body(block));
+    }
+    Ok(chunks)
+}
+
+/// The chunks of a response whose bodies are bytes, as bytes.
+fn join_bodies(chunks: Vec<ResponseChunk<Bytes>>) -> Vec<Bytes> {
+    chunks
+        .into_iter()
+        .map(|c| match c {
+            ResponseChunk::Header(b) | ResponseChunk::Body(b) => b,
+        })
+        .collect()
 }
 
 /// The header bytes a MULTIFETCH response adds per block, for callers sizing a response.

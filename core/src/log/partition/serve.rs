@@ -1,0 +1,238 @@
+//! Serving fetches without copying: a read whose bytes were all checked earlier in this process
+//! comes back as a range of the segment file, which the runtime sends straight from the page
+//! cache (`sendfile`); anything not yet checked is read into memory and checked, as
+//! [`Log::read`] does, which also extends the checked range for the next read.
+//!
+//! Guarantee: every message handed out, as bytes or as a file range, has passed its CRC and
+//! length checks in this process — when it was appended, scanned by recovery, or read. What a
+//! file range does not cover is the disk changing bytes after they were checked (a later read
+//! of the same bytes is not checked again); `fetch.zero.copy=false` re-checks on every fetch.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::{read_exact_at, Log, LogError, LogFs};
+use crate::message::ShallowIter;
+use crate::wire::MessageBody;
+
+/// Bytes read to confirm that a fetch offset is a message boundary: a message this size or
+/// smaller is checked whole, a bigger one takes the copying path.
+const BOUNDARY_PROBE_BYTES: usize = 64 * 1024;
+
+/// What a fetch serves.
+#[derive(Debug)]
+pub enum Served<F> {
+    /// Bytes read into memory and checked on the way.
+    Bytes(Bytes),
+    /// A range of a segment file whose messages were already checked.
+    File(FileRange<F>),
+}
+
+impl<F> Served<F> {
+    /// How many bytes are served.
+    pub fn len(&self) -> usize {
+        match self {
+            Served::Bytes(b) => b.len(),
+            Served::File(r) => r.len,
+        }
+    }
+
+    /// Whether nothing is served.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Bytes `[position, position + len)` of an open segment file. The file is kept open by this
+/// value, so retention deleting the segment meanwhile does not disturb the send; the range is
+/// below the flushed end, so its bytes never change while the log lives.
+#[derive(Debug)]
+pub struct FileRange<F> {
+    /// The segment file.
+    pub file: Arc<F>,
+    /// Where the range starts in the file.
+    pub position: u64,
+    /// How many bytes.
+    pub len: usize,
+}
+
+impl<F> MessageBody for Served<F> {
+    fn body_len(&self) -> usize {
+        self.len()
+    }
+}
+
+impl<F: LogFs> Log<F> {
+    /// Like [`Log::read`], but bytes already checked in this process come back as a file range
+    /// to send without copying (see the module's guarantee). The same offsets are refused, and
+    /// the same bytes are served, as by [`Log::read`].
+    pub fn serve(&self, offset: i64, max_bytes: usize) -> Result<Served<F::File>, LogError> {
+        let Some(at) = self.locate(offset, max_bytes)? else {
+            return Ok(Served::Bytes(Bytes::new()));
+        };
+        let Some(segment) = self.segments.get(at.index) else {
+            return self.read_located(&at).map(Served::Bytes);
+        };
+        let position = at.pos - segment.start;
+        let checked = position + at.want as u64 <= segment.verified_len();
+        if !checked || !self.starts_message(segment, at.pos, at.want) {
+            return self.read_located(&at).map(Served::Bytes);
+        }
+        Ok(Served::File(FileRange {
+            file: segment.file.clone(),
+            position,
+            len: at.want,
+        }))
+    }
+
+    /// Whether a valid message starts at `pos` and ends within the `want` bytes served (inside
+    /// the checked range that means `pos` is a message boundary, so all the messages after it
+    /// are the checked ones). Anything else — an offset inside a message, a first message
+    /// bigger than the probe or than `want` — is left to the copying path, which decides it.
+    fn starts_message(&self, segment: &super::Segment<F::File>, pos: u64, want: usize) -> bool {
+        let probe = want.min(BOUNDARY_PROBE_BYTES);
+        let Ok(bytes) = read_exact_at(segment.file.as_ref(), pos - segment.start, probe) else {
+            return false;
+        };
+        matches!(ShallowIter::new(&bytes, pos as i64).next(), Some(Ok(_)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::{BrokerConfig, Properties};
+    use crate::log::{LogFile, LogPolicy, MemFs, RecoveryHints, TopicPartition};
+    use crate::message::{CompressionCodec, MessageSetBuilder};
+
+    const DIR: &str = "/logs/t-0";
+    const SEGMENT: &str = "/logs/t-0/00000000000000000000.kafka";
+
+    fn policy() -> LogPolicy {
+        let props = Properties::parse(
+            "test",
+            "brokerid=0\nlog.dir=/logs\nenable.zookeeper=false\n",
+        )
+        .expect("properties");
+        let config = BrokerConfig::from_properties(&props).expect("config");
+        LogPolicy::for_topic(&config, &"t".parse().expect("topic"))
+    }
+
+    fn tp() -> TopicPartition {
+        TopicPartition::new("t".parse().expect("topic"), 0)
+    }
+
+    /// Three sets of three 100-byte messages, flushed; the offsets where each message starts.
+    fn written(fs: &MemFs) -> (Log<MemFs>, Vec<u64>) {
+        let mut log = Log::create(fs.clone(), Path::new(DIR), tp(), policy(), 0).expect("log");
+        let mut starts = Vec::new();
+        for k in 0..3u8 {
+            let mut b = MessageSetBuilder::new();
+            for i in 0..3u8 {
+                b.push(vec![k * 3 + i; 100]);
+            }
+            let set = b.build(CompressionCodec::None);
+            let at = log.append(&set, 0).expect("append").offset;
+            let mut entries = ShallowIter::new(&set, at as i64);
+            starts.extend(entries.by_ref().map(|e| e.expect("valid").offset as u64));
+        }
+        log.flush(0).expect("flush");
+        (log, starts)
+    }
+
+    fn reopen(fs: &MemFs) -> Log<MemFs> {
+        let hints = RecoveryHints {
+            clean_shutdown: true,
+            checkpoint: None,
+        };
+        Log::open(fs.clone(), Path::new(DIR), tp(), policy(), hints, 0).expect("open")
+    }
+
+    fn bytes_of(served: Served<crate::log::MemFile>) -> Bytes {
+        match served {
+            Served::Bytes(b) => b,
+            Served::File(r) => {
+                let mut buf = vec![0; r.len];
+                assert_eq!(r.file.read_at(&mut buf, r.position).expect("read"), r.len);
+                Bytes::from(buf)
+            }
+        }
+    }
+
+    #[test]
+    fn appended_bytes_are_served_as_a_file_range_with_the_bytes_a_read_returns() {
+        let fs = MemFs::new(0);
+        let (log, starts) = written(&fs);
+        for (at, max) in [(0, 1 << 20), (starts[4], 250), (starts[7], 150)] {
+            let served = log.serve(at as i64, max).expect("serve");
+            assert!(matches!(served, Served::File(_)), "at {at}: {served:?}");
+            assert_eq!(bytes_of(served), log.read(at as i64, max).expect("read"));
+        }
+    }
+
+    #[test]
+    fn after_a_restart_bytes_are_checked_once_then_served_as_a_file_range() {
+        let fs = MemFs::new(0);
+        let (mut log, _) = written(&fs);
+        log.close(0).expect("close");
+        let log = reopen(&fs);
+        let first = log.serve(0, 1 << 20).expect("serve");
+        assert!(
+            matches!(first, Served::Bytes(_)),
+            "not checked yet: {first:?}"
+        );
+        let second = log.serve(0, 1 << 20).expect("serve");
+        assert!(
+            matches!(second, Served::File(_)),
+            "checked by the first: {second:?}"
+        );
+        assert_eq!(bytes_of(first), bytes_of(second));
+    }
+
+    #[test]
+    fn bytes_damaged_on_disk_never_go_out_unchecked() {
+        let fs = MemFs::new(0);
+        let (mut log, starts) = written(&fs);
+        log.close(0).expect("close");
+        // Damage the fifth message's payload; a clean shutdown means recovery does not scan.
+        let file = fs.open(Path::new(SEGMENT), false).expect("segment");
+        let at = starts[4] + 20;
+        let mut byte = [0u8];
+        file.read_at(&mut byte, at).expect("read");
+        file.write_all_at(&[byte[0] ^ 0xff], at).expect("damage");
+        let log = reopen(&fs);
+        for _ in 0..2 {
+            let served = bytes_of(log.serve(0, 1 << 20).expect("serve"));
+            assert_eq!(served.len() as u64, starts[4], "served past the damage");
+            let refused = log.serve(starts[4] as i64, 1 << 20);
+            assert!(
+                matches!(refused, Err(LogError::OffsetOutOfRange { .. })),
+                "{refused:?}"
+            );
+            let after = log.serve(starts[5] as i64, 1 << 20).expect("serve after");
+            assert!(!bytes_of(after).is_empty());
+        }
+    }
+
+    #[test]
+    fn serve_refuses_and_returns_exactly_what_read_does_at_every_offset() {
+        let fs = MemFs::new(0);
+        let (log, _) = written(&fs);
+        let end = log.flushed_end();
+        for max in [1, 4, 57, 113, 400, 1 << 20] {
+            for at in 0..=end + 1 {
+                let read = log.read(at as i64, max);
+                let served = log.serve(at as i64, max).map(bytes_of);
+                match (read, served) {
+                    (Ok(r), Ok(s)) => assert_eq!(r, s, "at {at}, max {max}"),
+                    (Err(r), Err(s)) => assert_eq!(r.to_string(), s.to_string()),
+                    (r, s) => panic!("at {at}, max {max}: read {r:?}, serve {s:?}"),
+                }
+            }
+        }
+    }
+}
