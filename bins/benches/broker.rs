@@ -26,12 +26,28 @@ use tributary_core::wire::{
 const BATCH_MESSAGES: usize = 200;
 const FETCH_BYTES: i32 = 1 << 20;
 const COPY_CHUNK_BYTES: usize = 1 << 20;
-/// Repetitions of each case (and of its ceiling); the best is reported.
-const ROUNDS: usize = 3;
+/// Repetitions of each case (and of its ceiling); the best is reported. One in the quick run.
+fn rounds() -> usize {
+    if quick() {
+        1
+    } else {
+        3
+    }
+}
+
+/// Whether `TRIBUTARY_BENCH_QUICK` asks for the quick run (see `scripts/bench.sh`).
+fn quick() -> bool {
+    std::env::var_os("TRIBUTARY_BENCH_QUICK").is_some()
+}
+
+/// A row of `scripts/bench.sh`'s table (the same format as `tributary_tests::bench::row`).
+fn row(case: &str, figure: &str, ceiling: &str, ratio: f64) {
+    println!("@@\t{case}\t{figure}\t{ceiling}\t{ratio:.2}");
+}
 
 async fn best_ceiling() -> f64 {
     let mut best = 0f64;
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds() {
         best = best.max(loopback_ceiling(512 << 20).await);
     }
     best
@@ -292,6 +308,12 @@ fn prepare_fetch_partition(dir: &std::path::Path, bytes: usize) -> u64 {
 }
 
 fn line(name: &str, rate: f64, ceiling: f64, messages_per_byte: f64) {
+    row(
+        name,
+        &format!("{:.0} MB/s", rate / 1e6),
+        &format!("loopback copy {:.0} MB/s", ceiling / 1e6),
+        rate / ceiling,
+    );
     println!(
         "{name:<40} {:>9.0} msg/s {:>7.0} MB/s {:>7.0} MB/s {:>6.2}",
         rate * messages_per_byte,
@@ -320,8 +342,9 @@ fn selected(name: &str) -> bool {
 }
 
 fn main() {
-    let produce_bytes = mib_from_env("TRIBUTARY_BENCH_MIB", 256) << 20;
-    let fetch_bytes = mib_from_env("TRIBUTARY_BENCH_READ_MIB", 1024) << 20;
+    let (produce_mib, fetch_mib) = if quick() { (32, 128) } else { (256, 1024) };
+    let produce_bytes = mib_from_env("TRIBUTARY_BENCH_MIB", produce_mib) << 20;
+    let fetch_bytes = mib_from_env("TRIBUTARY_BENCH_READ_MIB", fetch_mib) << 20;
     std::fs::create_dir_all("target").expect("target dir");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -351,7 +374,7 @@ async fn produce_cases(produce_bytes: usize) {
         .await
         .expect("broker");
     // The machine is noisy: each case and its ceiling are measured back to back, best of
-    // ROUNDS each, so a ratio compares like with like.
+    // rounds() each, so a ratio compares like with like.
     for (flush, port) in [
         ("seed flush", broker.addr.port()),
         ("no fsync", no_fsync.addr.port()),
@@ -365,7 +388,7 @@ async fn produce_cases(produce_bytes: usize) {
                     continue;
                 }
                 let mut rate = 0f64;
-                for _ in 0..ROUNDS {
+                for _ in 0..rounds() {
                     rate = rate.max(tokio::task::block_in_place(|| {
                         on_client_thread(move || {
                             produce_case(port, payload, connections, produce_bytes)
@@ -394,6 +417,12 @@ async fn produce_cases(produce_bytes: usize) {
                     disk / 1e6,
                     rate / disk
                 );
+                row(
+                    &format!("produce {payload} B x200, {connections} conn, {flush}"),
+                    &format!("{:.0} MB/s", rate / 1e6),
+                    &format!("same bytes to a plain file {:.0} MB/s", disk / 1e6),
+                    rate / disk,
+                );
             }
         }
     }
@@ -418,6 +447,7 @@ async fn fetch_cases(dir: &std::path::Path, end: u64, fetch_bytes: usize) {
     };
     // The re-checking broker goes first: its clean shutdown leaves nothing for the next start's
     // recovery to check, so the zero-copy broker's first pass checks every byte itself.
+    let mut cpu_per_gib = [0f64; 2];
     for zero_copy in [false, true] {
         let config = config_with(dir, true, &format!("fetch.zero.copy={zero_copy}\n"));
         let broker = Broker::start(TokioEnv, config).await.expect("broker");
@@ -436,7 +466,7 @@ async fn fetch_cases(dir: &std::path::Path, end: u64, fetch_bytes: usize) {
         }
         for readers in [1, 2] {
             let mut best = (0f64, 0f64);
-            for _ in 0..ROUNDS {
+            for _ in 0..rounds() {
                 let round = tokio::task::block_in_place(|| fetch_round(port, end, readers));
                 if round.0 > best.0 {
                     best = round;
@@ -448,7 +478,17 @@ async fn fetch_cases(dir: &std::path::Path, end: u64, fetch_bytes: usize) {
                 best,
                 ceiling,
             );
+            if readers == 1 {
+                cpu_per_gib[usize::from(zero_copy)] = best.1 * (1u64 << 30) as f64 / 1e9;
+            }
         }
         broker.shutdown().await.expect("shutdown");
     }
+    let [copying, zero_copy] = cpu_per_gib;
+    row(
+        "fetch: broker CPU per GiB served, zero copy",
+        &format!("{zero_copy:.2} s"),
+        &format!("copy + check {copying:.2} s"),
+        zero_copy / copying,
+    );
 }

@@ -27,8 +27,29 @@ const BATCH_MESSAGES: usize = 200;
 const FLUSH_MESSAGES: usize = 10_000;
 const FLUSH_MS: u128 = 1000;
 const FETCH_BYTES: usize = 1024 * 1024;
-/// Rounds per append case; the best of each side is reported.
-const ROUNDS: usize = 4;
+/// Rounds per append case; the best of each side is reported. One in the quick run.
+fn rounds() -> usize {
+    if quick() {
+        1
+    } else {
+        4
+    }
+}
+
+/// Whether `TRIBUTARY_BENCH_QUICK` asks for the quick run (see `scripts/bench.sh`).
+fn quick() -> bool {
+    std::env::var_os("TRIBUTARY_BENCH_QUICK").is_some()
+}
+
+/// A row of `scripts/bench.sh`'s table (the same format as `tributary_tests::bench::row`).
+fn row(case: &str, figure: f64, ceiling: &str, baseline: f64) {
+    println!(
+        "@@\t{case}\t{:.0} MB/s\t{ceiling} {:.0} MB/s\t{:.2}",
+        figure / 1e6,
+        baseline / 1e6,
+        figure / baseline
+    );
+}
 
 fn mib_from_env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -151,8 +172,9 @@ fn read_plain(dir: &Path) -> f64 {
 }
 
 fn main() {
-    let append_bytes = mib_from_env("TRIBUTARY_BENCH_MIB", 256) << 20;
-    let read_bytes = mib_from_env("TRIBUTARY_BENCH_READ_MIB", 1024) << 20;
+    let (append_mib, read_mib) = if quick() { (32, 128) } else { (256, 1024) };
+    let append_bytes = mib_from_env("TRIBUTARY_BENCH_MIB", append_mib) << 20;
+    let read_bytes = mib_from_env("TRIBUTARY_BENCH_READ_MIB", read_mib) << 20;
     std::fs::create_dir_all("target").expect("target dir");
     println!(
         "{:<34} {:>12} {:>12} {:>7}",
@@ -163,7 +185,7 @@ fn main() {
         let dir = tempfile::tempdir_in("target").expect("temp dir");
         // Alternate the order over rounds so neither side always runs on a warmer disk.
         let (mut ours, mut plain) = (0f64, 0f64);
-        for round in 0..ROUNDS {
+        for round in 0..rounds() {
             let round_dir = tempfile::tempdir_in(dir.path()).expect("temp dir");
             if round % 2 == 0 {
                 plain = plain.max(append_plain(round_dir.path(), &sets, append_bytes));
@@ -180,6 +202,12 @@ fn main() {
             plain / 1e6,
             ours / plain
         );
+        row(
+            &format!("log append {payload} B msgs x200, seed flush"),
+            ours,
+            "plain write + fsync",
+            plain,
+        );
     }
     let dir = tempfile::tempdir_in("target").expect("temp dir");
     let (_, log) = append_log(dir.path(), &batches(1024), read_bytes);
@@ -191,5 +219,11 @@ fn main() {
         ours / 1e6,
         plain / 1e6,
         ours / plain
+    );
+    row(
+        &format!("log read {} MiB in 1 MiB reads, checked", read_bytes >> 20),
+        ours,
+        "plain pread",
+        plain,
     );
 }

@@ -45,6 +45,10 @@ const TOPICS: [&str; 2] = ["orders", "clicks-2"];
 const PARTITIONS: u32 = 2;
 /// After healing, how long brokers get to serve again and to re-register.
 const HEAL: Duration = Duration::from_secs(25);
+/// Simulated time allowed after the faults for the final checks: five run one after the other,
+/// each bounded by [`HEAL`], so a check that fails gets to report its own invariant before
+/// the simulation's time runs out (which would only say "did not finish").
+const FINAL_CHECKS_TIME: Duration = Duration::from_secs(25 * 6);
 /// How long a client call may take before the connection is dropped and redialled.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -215,7 +219,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (Violation
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut builder = sim_builder(seed);
     builder
-        .simulation_duration(duration + HEAL * 4)
+        .simulation_duration(duration + FINAL_CHECKS_TIME)
         // Small socket queues (full queues) and varied message latency, from the seed.
         .tcp_capacity(rng.random_range(16..256))
         .min_message_latency(Duration::from_millis(rng.random_range(0..2)))
@@ -289,7 +293,7 @@ fn drive(
     heal(sim, &mut links, control, cluster, &mut down, report);
     seen(state).stop = true;
     while !seen(state).final_done {
-        if sim.elapsed() > duration + HEAL * 4 {
+        if sim.elapsed() > duration + FINAL_CHECKS_TIME {
             return Err("final checks did not finish".into());
         }
         sim.step().map_err(|e| format!("simulation error: {e}"))?;

@@ -20,7 +20,14 @@ use tributary_core::wire::{
 };
 use tributary_tests::zookeeper::ZooKeeper;
 
-const MESSAGES: usize = 400_000;
+/// Messages per case: 400,000, or 100,000 in the quick run.
+fn messages() -> usize {
+    if tributary_tests::bench::quick() {
+        100_000
+    } else {
+        400_000
+    }
+}
 const MESSAGE_BYTES: usize = 100;
 const BATCH: usize = 200;
 
@@ -66,7 +73,8 @@ async fn main() {
     });
     let port = port_rx.recv().expect("broker port");
     println!(
-        "{MESSAGES} messages of {MESSAGE_BYTES} B, batches of {BATCH}, one broker over loopback"
+        "{} messages of {MESSAGE_BYTES} B, batches of {BATCH}, one broker over loopback",
+        messages()
     );
 
     // Baseline: prebuilt MULTIPRODUCE requests on one connection.
@@ -91,10 +99,10 @@ async fn main() {
         .await
         .expect("connect");
     let start = Instant::now();
-    for _ in 0..MESSAGES / (2 * BATCH) {
+    for _ in 0..messages() / (2 * BATCH) {
         conn.send(&request).await.expect("send");
     }
-    let raw_rate = MESSAGES as f64 / start.elapsed().as_secs_f64();
+    let raw_rate = messages() as f64 / start.elapsed().as_secs_f64();
     println!("raw MULTIPRODUCE loop:        {raw_rate:>12.0} msg/s");
 
     for acks in [false, true] {
@@ -109,7 +117,7 @@ async fn main() {
         let payload = bytes::Bytes::from(vec![b'y'; MESSAGE_BYTES]);
         let start = Instant::now();
         let mut deliveries = std::collections::VecDeque::new();
-        for _ in 0..MESSAGES {
+        for _ in 0..messages() {
             deliveries.push_back(
                 producer
                     .send(Record::new(
@@ -130,7 +138,7 @@ async fn main() {
         for d in deliveries {
             d.await.expect("delivered");
         }
-        let rate = MESSAGES as f64 / start.elapsed().as_secs_f64();
+        let rate = messages() as f64 / start.elapsed().as_secs_f64();
         let name = if acks {
             "async producer, durable acks:"
         } else {
@@ -139,6 +147,15 @@ async fn main() {
         println!(
             "{name} {rate:>12.0} msg/s  = {:.2} of the raw loop",
             rate / raw_rate
+        );
+        tributary_tests::bench::row(
+            &format!(
+                "producer, 100 B async{}",
+                if acks { ", durable acks" } else { "" }
+            ),
+            &format!("{rate:.0} msg/s"),
+            &format!("raw MULTIPRODUCE loop {raw_rate:.0} msg/s"),
+            rate / raw_rate,
         );
         producer.close().await;
     }
@@ -157,7 +174,7 @@ async fn main() {
                 panic!("offsets")
             };
             let end = o.offsets.first().copied().unwrap_or(0);
-            if end >= (MESSAGES / 2 * (MESSAGE_BYTES + 10)) as i64 {
+            if end >= (messages() / 2 * (MESSAGE_BYTES + 10)) as i64 {
                 ends.push(end);
                 break;
             }
@@ -210,7 +227,7 @@ async fn main() {
             last_message.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            while consumed.load(std::sync::atomic::Ordering::Relaxed) < MESSAGES {
+            while consumed.load(std::sync::atomic::Ordering::Relaxed) < messages() {
                 match stream.next().await {
                     Ok(_) => {
                         let n = consumed.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
@@ -220,7 +237,7 @@ async fn main() {
                                 .expect("lock")
                                 .get_or_insert(start.elapsed());
                         }
-                        if n == MESSAGES {
+                        if n == messages() {
                             *last_message.lock().expect("lock") = start.elapsed();
                         }
                     }
@@ -237,11 +254,17 @@ async fn main() {
     let elapsed = (*last_message.lock().expect("lock") - first).as_secs_f64();
     println!("  (joining the group took {first:?})");
     let got = consumed.load(std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(got, MESSAGES, "the consumer missed messages");
+    assert_eq!(got, messages(), "the consumer missed messages");
     let rate = total_bytes as f64 / elapsed / 1e6;
     println!(
         "consumer group (2 streams):   {rate:>12.1} MB/s  = {:.2} of the FETCH loop",
         rate / fetch_rate
+    );
+    tributary_tests::bench::row(
+        "consumer group, 2 streams",
+        &format!("{rate:.0} MB/s"),
+        &format!("plain FETCH loop {fetch_rate:.0} MB/s"),
+        rate / fetch_rate,
     );
     consumer.shutdown().await;
     drop(stop_tx);

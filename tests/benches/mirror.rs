@@ -34,7 +34,14 @@ use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, Response, To
 use tributary_tests::zookeeper::ZooKeeper;
 
 /// Bytes of payload copied per size (the message count follows).
-const PAYLOAD_BYTES: usize = 48 << 20;
+/// Bytes loaded per message size: 48 MiB, or 8 MiB in the quick run.
+fn payload_bytes() -> usize {
+    if tributary_tests::bench::quick() {
+        8 << 20
+    } else {
+        48 << 20
+    }
+}
 /// Messages per prebuilt request when the source is loaded.
 const LOAD_BATCH: usize = 200;
 
@@ -301,7 +308,7 @@ async fn main() {
         println!("mirror: one source broker -> the mirror (2 streams, async producer with durable acks) -> one mirror broker, over loopback");
     }
     for size in [100usize, 1024] {
-        let count = (PAYLOAD_BYTES / size) / (2 * LOAD_BATCH) * (2 * LOAD_BATCH);
+        let count = (payload_bytes() / size) / (2 * LOAD_BATCH) * (2 * LOAD_BATCH);
         let name = format!("bench-{size}");
         load_source(&mut conn, &name, size, count).await;
         if only_replica {
@@ -328,6 +335,16 @@ async fn main() {
             mirror / produce,
             mirror / fetch.min(produce)
         );
+        tributary_tests::bench::row(
+            &format!("mirror end to end, {size} B messages"),
+            &format!("{:.0} MB/s", mb(mirror)),
+            &format!(
+                "slower of source fetch {:.0} / mirror produce {:.0} MB/s",
+                mb(fetch),
+                mb(produce)
+            ),
+            mirror / fetch.min(produce),
+        );
     }
     replica(&source_zk, &mut conn).await;
     drop(conn);
@@ -340,7 +357,14 @@ async fn main() {
 /// long enough for its rate to be its own (not its start and its last flush interval).
 const REPLICA_TOPICS: [&str; 3] = ["bench-100", "bench-1024", "bench-bulk"];
 /// Payload of the larger topic, in 1 KiB messages.
-const BULK_BYTES: usize = 512 << 20;
+/// 512 MiB, or 32 MiB in the quick run.
+fn bulk_bytes() -> usize {
+    if tributary_tests::bench::quick() {
+        32 << 20
+    } else {
+        512 << 20
+    }
+}
 
 /// Every partition's latest offset of the replica's topics on the broker behind `conn`.
 async fn ends(conn: &mut Connection<<TokioEnv as tributary::env::Env>::Stream>) -> Vec<i64> {
@@ -369,7 +393,7 @@ async fn replica(
     source_zk: &ZooKeeper,
     conn: &mut Connection<<TokioEnv as tributary::env::Env>::Stream>,
 ) {
-    let bulk = BULK_BYTES / 1024 / (2 * LOAD_BATCH) * (2 * LOAD_BATCH);
+    let bulk = bulk_bytes() / 1024 / (2 * LOAD_BATCH) * (2 * LOAD_BATCH);
     load_source(conn, "bench-bulk", 1024, bulk).await;
     let target = ends(conn).await;
     let total: i64 = target.iter().sum();
@@ -441,6 +465,12 @@ async fn replica(
     println!(
         "  replica copy (first bytes visible to caught up): {steady:>7.1} MB/s  = {:.2} of source fetch",
         steady / fetch
+    );
+    tributary_tests::bench::row(
+        "replica copy (first bytes visible to caught up)",
+        &format!("{steady:.0} MB/s"),
+        &format!("source FETCH {fetch:.0} MB/s"),
+        steady / fetch,
     );
     drop(replica_conn);
     drop(stop);
