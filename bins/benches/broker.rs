@@ -323,7 +323,8 @@ fn line(name: &str, rate: f64, ceiling: f64, messages_per_byte: f64) {
     );
 }
 
-/// Whether cases tagged `name` run. `TRIBUTARY_BENCH_ONLY` lists groups (`produce`, `fetch`)
+/// Whether cases tagged `name` run. `TRIBUTARY_BENCH_ONLY` lists groups (`produce`, `acks`,
+/// `fetch`, `scaling`)
 /// and, within produce, any of `seed flush`, `no fsync`, `100B`, `1024B`, `1conn`, `4conn`;
 /// a tag whose kind (group, flush, payload, connections) the list does not mention runs.
 fn selected(name: &str) -> bool {
@@ -331,7 +332,7 @@ fn selected(name: &str) -> bool {
         return true;
     };
     let kinds: [&[&str]; 4] = [
-        &["produce", "fetch"],
+        &["produce", "acks", "fetch", "scaling"],
         &["seed flush", "no fsync"],
         &["100B", "1024B"],
         &["1conn", "4conn"],
@@ -357,10 +358,18 @@ fn main() {
     if selected("produce") {
         rt.block_on(produce_cases(produce_bytes));
     }
-    if selected("fetch") {
-        let dir = tempfile::tempdir_in("target").expect("temp dir");
-        let end = prepare_fetch_partition(dir.path(), fetch_bytes);
-        rt.block_on(fetch_cases(dir.path(), end, fetch_bytes));
+    if selected("acks") {
+        rt.block_on(ack_cases(produce_bytes));
+    }
+    let fetch_dir = tempfile::tempdir_in("target").expect("temp dir");
+    let prepared = (selected("fetch") || selected("scaling"))
+        .then(|| prepare_fetch_partition(fetch_dir.path(), fetch_bytes));
+    if let (true, Some(end)) = (selected("fetch"), prepared) {
+        rt.block_on(fetch_cases(fetch_dir.path(), end, fetch_bytes));
+    }
+    if selected("scaling") {
+        let fetch = prepared.map(|end| (fetch_dir.path(), end));
+        rt.block_on(scaling_cases(produce_bytes, fetch));
     }
 }
 
@@ -379,7 +388,8 @@ async fn produce_cases(produce_bytes: usize) {
         ("seed flush", broker.addr.port()),
         ("no fsync", no_fsync.addr.port()),
     ] {
-        if !selected(flush) {
+        // The quick run keeps the seed's flush policy only.
+        if !selected(flush) || (quick() && flush == "no fsync") {
             continue;
         }
         for payload in [100, 1024] {
@@ -491,4 +501,419 @@ async fn fetch_cases(dir: &std::path::Path, end: u64, fetch_bytes: usize) {
         &format!("copy + check {copying:.2} s"),
         zero_copy / copying,
     );
+}
+
+/// Partitions of the recovery case, and segments in each.
+const RECOVERY_PARTITIONS: usize = 1000;
+const RECOVERY_SEGMENTS: usize = 3;
+
+/// How cost grows with work: produce over more partitions and more connections (with the
+/// broker's CPU per GiB, which includes the flush scheduler's rounds), broker start (recovery)
+/// time with 1,000 partitions, and memory with many idle connections or a fetch backlog.
+async fn scaling_cases(produce_bytes: usize, fetch: Option<(&std::path::Path, u64)>) {
+    let dir = tempfile::tempdir_in("target").expect("temp dir");
+    let extra = "topic.partition.count.map=scale-1:1,scale-100:100,scale-1000:1000\n";
+    let broker = Broker::start(TokioEnv, config_with(dir.path(), true, extra))
+        .await
+        .expect("broker");
+    let port = broker.addr.port();
+    let ceiling = best_ceiling().await;
+    let cases = [(1, 4), (100, 4), (1000, 4), (100, 1), (100, 16), (100, 64)];
+    for (partitions, connections) in cases {
+        let topic: TopicName = format!("scale-{partitions}").parse().expect("topic");
+        let cpu_before = worker_cpu_ns();
+        let start = Instant::now();
+        let bytes = tokio::task::block_in_place(|| {
+            on_client_thread(move || {
+                spread_produce(port, topic, partitions, connections, produce_bytes)
+            })
+        });
+        let rate = bytes as f64 / start.elapsed().as_secs_f64();
+        let cpu = worker_cpu_ns().saturating_sub(cpu_before) as f64 / bytes as f64;
+        let name = format!("scaling: produce 1 KiB, {partitions} partitions, {connections} conn");
+        line(&name, rate, ceiling, 1.0 / 1034.0);
+        println!(
+            "{:<40} {:>15.2} s broker CPU per GiB",
+            "",
+            cpu * (1u64 << 30) as f64 / 1e9
+        );
+    }
+    idle_connections(port).await;
+    if let Some((dir, end)) = fetch {
+        fetch_backlog_memory(dir, end).await;
+    }
+    broker.shutdown().await.expect("shutdown");
+    tokio::task::block_in_place(recovery_case);
+}
+
+/// `connections` connections producing `total` bytes of 1 KiB sets to `partitions` partitions
+/// of `topic`, each connection cycling over its share of them.
+async fn spread_produce(
+    port: u16,
+    topic: TopicName,
+    partitions: usize,
+    connections: usize,
+    total: usize,
+) -> usize {
+    let sets: Vec<Bytes> = (0..4).map(|k| set(1024, k)).collect();
+    let tasks: Vec<_> = (0..connections)
+        .map(|c| {
+            let (topic, sets) = (topic.clone(), sets.clone());
+            tokio::spawn(async move {
+                let mut conn = tributary::client::connect(
+                    &TokioEnv,
+                    "127.0.0.1",
+                    port,
+                    Duration::from_secs(60),
+                )
+                .await
+                .expect("connect");
+                let mine: Vec<usize> = (c..partitions.max(connections))
+                    .step_by(connections)
+                    .map(|p| p % partitions)
+                    .collect();
+                let (mut sent, mut i) = (0, 0);
+                while sent < total / connections {
+                    let messages = sets[i % sets.len()].clone();
+                    sent += messages.len();
+                    let partition = mine[i % mine.len()] as i32;
+                    let request = Request::Produce(ProduceRequest {
+                        topic: topic.clone(),
+                        partition,
+                        messages,
+                    });
+                    conn.send(&request).await.expect("produce");
+                    i += 1;
+                }
+                // Answered only once every produce before it on this connection is appended.
+                let request = Request::Offsets(OffsetsRequest {
+                    topic,
+                    partition: mine[0] as i32,
+                    time: -1,
+                    max_offsets: 1,
+                });
+                conn.call(&request).await.expect("offsets");
+                sent
+            })
+        })
+        .collect();
+    let mut bytes = 0;
+    for t in tasks {
+        bytes += t.await.expect("producer");
+    }
+    bytes
+}
+
+/// This process's resident set and its peak so far, in bytes (`/proc/self/status`).
+fn rss() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Memory per idle connection: 1,000 connections opened and held (both ends are in this
+/// process, so the figure covers the client side too).
+async fn idle_connections(port: u16) {
+    const CONNECTIONS: usize = 1000;
+    /// The bound stated for one idle connection: its task, its 4 KiB read buffer, bookkeeping.
+    const BOUND_BYTES: f64 = 64.0 * 1024.0;
+    let (before, _) = rss();
+    let mut held = Vec::with_capacity(CONNECTIONS);
+    for _ in 0..CONNECTIONS {
+        held.push(
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect("connect"),
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (after, _) = rss();
+    let per = after.saturating_sub(before) as f64 / CONNECTIONS as f64;
+    println!(
+        "{:<40} {:>15.1} KiB RSS per idle connection (bound 64 KiB)",
+        "scaling: 1,000 idle connections",
+        per / 1024.0
+    );
+    row(
+        "scaling: RSS per idle connection, 1,000 held",
+        &format!("{:.1} KiB", per / 1024.0),
+        "stated bound 64 KiB",
+        per / BOUND_BYTES,
+    );
+    drop(held);
+}
+
+/// Peak memory while 16 consumers read the prepared partition at once, from a broker started
+/// fresh on it (zero copy: checked bytes are not held in memory).
+async fn fetch_backlog_memory(dir: &std::path::Path, end: u64) {
+    const READERS: usize = 16;
+    /// Stated bound on the peak growth: the readers' 1 MiB responses (each held while
+    /// decoded, twice over at most) plus 32 MiB for the broker.
+    const BOUND_BYTES: f64 = (READERS * 2 + 32) as f64 * 1048576.0;
+    let broker = Broker::start(TokioEnv, config(dir, true))
+        .await
+        .expect("broker");
+    let port = broker.addr.port();
+    // Writing 5 to clear_refs resets the peak (VmHWM) to the current resident set.
+    std::fs::write("/proc/self/clear_refs", "5").expect("reset the peak RSS");
+    let (before, _) = rss();
+    let (rate, _) = tokio::task::block_in_place(|| fetch_round(port, end, READERS));
+    let (_, peak) = rss();
+    let growth = peak.saturating_sub(before) as f64;
+    println!(
+        "{:<40} {:>15.0} MiB peak RSS growth, {:.0} MB/s (bound {:.0} MiB)",
+        format!("scaling: {READERS} readers of {} MiB", end >> 20),
+        growth / 1048576.0,
+        rate / 1e6,
+        BOUND_BYTES / 1048576.0
+    );
+    row(
+        &format!(
+            "scaling: peak RSS growth, {READERS} readers of the {} MiB partition",
+            end >> 20
+        ),
+        &format!("{:.0} MiB", growth / 1048576.0),
+        &format!("stated bound {:.0} MiB", BOUND_BYTES / 1048576.0),
+        growth / BOUND_BYTES,
+    );
+    broker.shutdown().await.expect("shutdown");
+}
+
+/// Broker start (recovery) with 1,000 partitions of 3 segments each: after a clean shutdown,
+/// after a crash with the recovery checkpoint, and after a crash without it; beside reading
+/// every segment byte once with plain 1 MiB preads in the same run.
+fn recovery_case() {
+    use tributary::broker::logs::Logs;
+    use tributary_core::log::{CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE};
+    let dir = tempfile::tempdir_in("target").expect("temp dir");
+    let segment_bytes = if quick() { 16 << 10 } else { 64 << 10 };
+    let extra = format!("log.file.size={segment_bytes}\n");
+    let config = config_with(dir.path(), true, &extra);
+    let sets: Vec<Bytes> = (0..4).map(small_set).collect();
+    for p in 0..RECOVERY_PARTITIONS {
+        let tp = TopicPartition::new("recovered".parse().expect("topic"), p as u32);
+        let policy = LogPolicy::for_topic(&config, &tp.topic);
+        let path = dir.path().join(format!("recovered-{p}"));
+        let mut log = Log::create(RealFs, &path, tp, policy, 0).expect("log");
+        let mut i = 0;
+        while log.written_end()
+            < (RECOVERY_SEGMENTS as u64 * segment_bytes as u64) - segment_bytes as u64 / 2
+        {
+            log.append(&sets[i % sets.len()], 0).expect("append");
+            i += 1;
+        }
+        log.close(0).expect("close");
+    }
+    // A clean close writes the checkpoint and the marker; keep both to put back per case.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let open = |config: BrokerConfig| {
+        let start = Instant::now();
+        let (logs, _) = Logs::open(RealFs, config, 0).expect("open");
+        (start.elapsed().as_secs_f64(), std::sync::Arc::new(logs))
+    };
+    let (_, logs) = open(config.clone());
+    rt.block_on(tributary::broker::logs::close(&TokioEnv, &logs, 0, true))
+        .expect("close");
+    drop(logs);
+    let marker = dir.path().join(CLEAN_SHUTDOWN_FILE);
+    let checkpoint = dir.path().join(CHECKPOINT_FILE);
+    let checkpoint_bytes = std::fs::read(&checkpoint).expect("checkpoint");
+    let plain = {
+        let start = Instant::now();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0usize;
+        for entry in std::fs::read_dir(dir.path()).expect("list").flatten() {
+            if !entry.path().is_dir() {
+                continue;
+            }
+            for file in std::fs::read_dir(entry.path()).expect("list").flatten() {
+                let f = std::fs::File::open(file.path()).expect("open");
+                let mut at = 0;
+                loop {
+                    let n = std::os::unix::fs::FileExt::read_at(&f, &mut buf, at).expect("read");
+                    if n == 0 {
+                        break;
+                    }
+                    total += n;
+                    at += n as u64;
+                }
+            }
+        }
+        std::hint::black_box(total);
+        start.elapsed().as_secs_f64()
+    };
+    for (name, keep_marker, keep_checkpoint) in [
+        ("clean shutdown", true, false),
+        ("crash, with checkpoint", false, true),
+        ("crash, no checkpoint", false, false),
+    ] {
+        std::fs::write(&checkpoint, &checkpoint_bytes).expect("checkpoint");
+        if keep_marker {
+            std::fs::write(&marker, b"").expect("marker");
+        } else {
+            let _ = std::fs::remove_file(&marker);
+        }
+        if !keep_checkpoint && !keep_marker {
+            std::fs::remove_file(&checkpoint).expect("remove checkpoint");
+        }
+        let (seconds, logs) = open(config.clone());
+        drop(logs);
+        let case = format!("scaling: broker start, {RECOVERY_PARTITIONS} partitions x {RECOVERY_SEGMENTS} segments, {name}");
+        println!(
+            "{case:<40} {:>10.3} s (plain read of every segment {plain:.3} s)",
+            seconds
+        );
+        row(
+            &case,
+            &format!("{seconds:.3} s"),
+            &format!("plain read of every segment {plain:.3} s"),
+            plain / seconds,
+        );
+    }
+}
+
+/// A set of 20 messages of 1 KiB, so that many fill a small segment.
+fn small_set(k: u8) -> Bytes {
+    let mut b = MessageSetBuilder::new();
+    for i in 0..20usize {
+        b.push((0..1024).map(|j| (i + j) as u8 ^ k).collect::<Vec<u8>>());
+    }
+    b.build(CompressionCodec::None)
+}
+
+/// Connections of the acknowledged-produce cases.
+const ACK_CONNECTIONS: usize = 16;
+
+/// Acknowledged produce (ACKED_PRODUCE: answered once the set is flushed, with group commit)
+/// of 1 KiB x200 sets from 16 connections to 4 partitions: flat out, beside unacknowledged
+/// produce flat out in the same run; then at a fixed offered load, with each acknowledgement's
+/// latency (p50, p99).
+async fn ack_cases(produce_bytes: usize) {
+    let dir = tempfile::tempdir_in("target").expect("temp dir");
+    let broker = Broker::start(TokioEnv, config(dir.path(), true))
+        .await
+        .expect("broker");
+    let port = broker.addr.port();
+    let start = Instant::now();
+    let sent = tokio::task::block_in_place(|| {
+        on_client_thread(move || spread_produce(port, topic(), 4, ACK_CONNECTIONS, produce_bytes))
+    });
+    let unacked = sent as f64 / start.elapsed().as_secs_f64();
+    let (acked, latencies) = tokio::task::block_in_place(|| {
+        on_client_thread(move || acked_load(port, produce_bytes, None))
+    });
+    let percentile = |l: &[Duration], p: f64| {
+        l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    };
+    println!(
+        "{:<40} {:>7.0} MB/s (unacknowledged {:.0} MB/s), ack p50 {:.1} ms, p99 {:.1} ms",
+        "acked produce 1 KiB x200, 16 conn, flat out",
+        acked / 1e6,
+        unacked / 1e6,
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99)
+    );
+    row(
+        "acked produce 1 KiB x200, 16 conn, flat out",
+        &format!(
+            "{:.0} MB/s, ack p50 {:.1} ms p99 {:.1} ms",
+            acked / 1e6,
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99)
+        ),
+        &format!("unacknowledged produce {:.0} MB/s", unacked / 1e6),
+        acked / unacked,
+    );
+    // A fixed offered load of half what acknowledged produce reached flat out.
+    let offered = acked / 2.0;
+    let (reached, latencies) = tokio::task::block_in_place(|| {
+        on_client_thread(move || acked_load(port, produce_bytes / 2, Some(offered)))
+    });
+    let case = format!("acked produce at {:.0} MB/s offered", offered / 1e6);
+    println!(
+        "{case:<40} {:>7.0} MB/s reached, ack p50 {:.1} ms, p99 {:.1} ms",
+        reached / 1e6,
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99)
+    );
+    row(
+        &case,
+        &format!(
+            "{:.0} MB/s, ack p50 {:.1} ms p99 {:.1} ms",
+            reached / 1e6,
+            percentile(&latencies, 0.5),
+            percentile(&latencies, 0.99)
+        ),
+        &format!("offered {:.0} MB/s", offered / 1e6),
+        reached / offered,
+    );
+    broker.shutdown().await.expect("shutdown");
+}
+
+/// 16 connections each sending acknowledged 1 KiB x200 sets, one at a time (the next after the
+/// previous one's acknowledgement), `total` bytes in all; paced to `offered` bytes per second
+/// when given. Returns (bytes per second reached, every acknowledgement's latency, sorted).
+async fn acked_load(port: u16, total: usize, offered: Option<f64>) -> (f64, Vec<Duration>) {
+    let sets: Vec<Bytes> = (0..4).map(|k| set(1024, k)).collect();
+    let per_connection = total / ACK_CONNECTIONS;
+    let interval = offered
+        .map(|rate| Duration::from_secs_f64(sets[0].len() as f64 * ACK_CONNECTIONS as f64 / rate));
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..ACK_CONNECTIONS)
+        .map(|c| {
+            let sets = sets.clone();
+            tokio::spawn(async move {
+                let mut conn = tributary::client::connect(
+                    &TokioEnv,
+                    "127.0.0.1",
+                    port,
+                    Duration::from_secs(60),
+                )
+                .await
+                .expect("connect");
+                let (mut sent, mut i, mut latencies) = (0, 0, Vec::new());
+                let mut next = tokio::time::Instant::now();
+                while sent < per_connection {
+                    if let Some(interval) = interval {
+                        tokio::time::sleep_until(next).await;
+                        next += interval;
+                    }
+                    let messages = sets[i % sets.len()].clone();
+                    sent += messages.len();
+                    let request = Request::AckedProduce(vec![ProduceRequest {
+                        topic: topic(),
+                        partition: (c % 4) as i32,
+                        messages,
+                    }]);
+                    let asked = Instant::now();
+                    let Response::AckedProduce(r) = conn.call(&request).await.expect("ack") else {
+                        panic!("not an acknowledgement")
+                    };
+                    assert!(r.acks.iter().all(|a| a.error.code() == 0), "refused: {r:?}");
+                    latencies.push(asked.elapsed());
+                    i += 1;
+                }
+                (sent, latencies)
+            })
+        })
+        .collect();
+    let (mut bytes, mut latencies) = (0, Vec::new());
+    for t in tasks {
+        let (sent, l) = t.await.expect("producer");
+        bytes += sent;
+        latencies.extend(l);
+    }
+    latencies.sort();
+    (bytes as f64 / start.elapsed().as_secs_f64(), latencies)
 }
