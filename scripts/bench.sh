@@ -3,7 +3,7 @@
 # with (measured in the same run, on this machine) and the ratio. Each bench's own output is
 # kept in target/bench/<bench>.log and the table in target/bench/table.md.
 #
-#   scripts/bench.sh           the full run (about 15 minutes on 2 cores), the figures to quote
+#   scripts/bench.sh           the full run (a few minutes on 2 cores), the figures to quote
 #   scripts/bench.sh --quick   small volumes, one round: a regression check in under 2 minutes
 #                              (once built); its ratios are noisier
 #

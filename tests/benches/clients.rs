@@ -20,13 +20,17 @@ use tributary_core::wire::{
 };
 use tributary_tests::zookeeper::ZooKeeper;
 
-/// Messages per case: 400,000, or 100,000 in the quick run.
+/// Messages per case: 400,000, or 100,000 in the quick run. Read once (the environment is not
+/// cheap to consult in a hot loop).
 fn messages() -> usize {
-    if tributary_tests::bench::quick() {
-        100_000
-    } else {
-        400_000
-    }
+    static MESSAGES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MESSAGES.get_or_init(|| {
+        if tributary_tests::bench::quick() {
+            100_000
+        } else {
+            400_000
+        }
+    })
 }
 const MESSAGE_BYTES: usize = 100;
 const BATCH: usize = 200;
@@ -47,9 +51,11 @@ async fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let text = format!(
         "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nnum.partitions=2\nlog.flush.interval=100000\nlog.default.flush.interval.ms=200\n\
-         log.default.flush.scheduler.interval.ms=50\nzk.connect={}\n",
+         log.default.flush.scheduler.interval.ms=50\nzk.connect={}\n{}",
         dir.path().display(),
-        zk.connect_string()
+        zk.connect_string(),
+        // Extra broker settings to compare, e.g. `fetch.zero.copy=false`.
+        std::env::var("TRIBUTARY_BENCH_BROKER_PROPS").unwrap_or_default()
     );
     // The broker runs on its own runtime (its own threads), as it would in its own process.
     let config = BrokerConfig::from_properties(&Properties::parse("bench", &text).expect("props"))
