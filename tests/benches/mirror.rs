@@ -76,21 +76,25 @@ fn start_broker(
     let config = properties(&text, BrokerConfig::from_properties);
     let (port_tx, port_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async move {
-            let broker = Broker::start(TokioEnv, config).await.expect("broker");
-            port_tx.send(broker.addr.port()).expect("port");
-            broker
-                .run_until(async { drop(stop_rx.await) })
-                .await
-                .expect("broker run");
-        });
-    });
+    let thread = std::thread::Builder::new()
+        .name(tributary_tests::bench::BROKER_THREAD_NAME.into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name(tributary_tests::bench::BROKER_THREAD_NAME)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let broker = Broker::start(TokioEnv, config).await.expect("broker");
+                port_tx.send(broker.addr.port()).expect("port");
+                broker
+                    .run_until(async { drop(stop_rx.await) })
+                    .await
+                    .expect("broker run");
+            });
+        })
+        .expect("broker thread");
     (port_rx.recv().expect("broker port"), stop_tx, thread)
 }
 
@@ -237,7 +241,15 @@ async fn mirror_produce_rate(zk: &ZooKeeper, name: &str, size: usize, count: usi
 
 /// The mirror copies `count` messages of `name`: msg/s from its first message sent to the
 /// durable acknowledgement of the last.
-async fn mirror_rate(source: &ZooKeeper, target: &ZooKeeper, name: &str, count: usize) -> f64 {
+/// The mirror's rate (messages per second, first send to last acknowledgement) and the CPU
+/// cores it used meanwhile: every thread of this process but the brokers'.
+async fn mirror_rate(
+    source: &ZooKeeper,
+    target: &ZooKeeper,
+    name: &str,
+    count: usize,
+) -> (f64, f64) {
+    let not_broker = |thread: &str| thread != tributary_tests::bench::BROKER_THREAD_NAME;
     let settings = MirrorSettings {
         sources: vec![consumer_config(source, &format!("mirror-{name}"))],
         producer: producer_config(target),
@@ -256,12 +268,17 @@ async fn mirror_rate(source: &ZooKeeper, target: &ZooKeeper, name: &str, count: 
     let deadline = Instant::now() + Duration::from_secs(600);
     while stats.acked.load(Ordering::Relaxed) < count as u64 {
         if first.is_none() && stats.sent.load(Ordering::Relaxed) > 0 {
-            first = Some(Instant::now());
+            first = Some((
+                Instant::now(),
+                tributary_tests::bench::thread_cpu_ns(not_broker),
+            ));
         }
         assert!(Instant::now() < deadline, "the mirror did not finish");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let elapsed = first.expect("no message sent").elapsed();
+    let (started, cpu_before) = first.expect("no message sent");
+    let elapsed = started.elapsed();
+    let cpu = tributary_tests::bench::thread_cpu_ns(not_broker).saturating_sub(cpu_before);
     drop(stop);
     running.await.expect("mirror task").expect("mirror run");
     assert_eq!(
@@ -269,7 +286,8 @@ async fn mirror_rate(source: &ZooKeeper, target: &ZooKeeper, name: &str, count: 
         count as u64,
         "the mirror copied more than the source held"
     );
-    count as f64 / elapsed.as_secs_f64()
+    let seconds = elapsed.as_secs_f64();
+    (count as f64 / seconds, cpu as f64 / 1e9 / seconds)
 }
 
 fn regex_escape(name: &str) -> String {
@@ -317,7 +335,7 @@ async fn main() {
         let fetch = source_fetch_rate(&source_zk, &name, count).await;
         let produce =
             mirror_produce_rate(&target_zk, &format!("produce-{size}"), size, count).await;
-        let mirror = mirror_rate(&source_zk, &target_zk, &name, count).await;
+        let (mirror, cores) = mirror_rate(&source_zk, &target_zk, &name, count).await;
         let mb = |rate: f64| rate * size as f64 / 1e6;
         println!("{count} messages of {size} B:");
         println!(
@@ -334,6 +352,19 @@ async fn main() {
             mirror / fetch,
             mirror / produce,
             mirror / fetch.min(produce)
+        );
+        println!(
+            "  mirror CPU:                     {cores:>10.2} cores = {:.0} MB/s per core",
+            mb(mirror) / cores.max(1e-9)
+        );
+        tributary_tests::bench::row(
+            &format!("mirror per CPU core, {size} B messages"),
+            &format!(
+                "{:.0} MB/s per core ({cores:.2} cores)",
+                mb(mirror) / cores.max(1e-9)
+            ),
+            "best published broker-embedded mirror 190 MB/s per core",
+            mb(mirror) / cores.max(1e-9) / 190.0,
         );
         tributary_tests::bench::row(
             &format!("mirror end to end, {size} B messages"),

@@ -12,3 +12,23 @@ pub fn quick() -> bool {
 pub fn row(case: &str, figure: &str, ceiling: &str, ratio: f64) {
     println!("@@\t{case}\t{figure}\t{ceiling}\t{ratio:.2}");
 }
+
+/// CPU time (ns) spent so far by this process's threads whose name `counts` accepts, from
+/// `/proc/self/task/*/schedstat` (a thread's name is its first 15 bytes).
+pub fn thread_cpu_ns(counts: impl Fn(&str) -> bool) -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|name| counts(name.trim_end()))
+        })
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The thread name the benches give brokers' runtimes, so that their CPU time can be told
+/// apart from the component measured.
+pub const BROKER_THREAD_NAME: &str = "bench-broker";
