@@ -297,3 +297,57 @@ fn a_second_process_cannot_open_the_same_log_dir() {
         "the lock goes with its holder"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn flushed_appended_bytes_go_out_as_a_file_range_unless_zero_copy_is_off() {
+    use tributary::broker::reply::Reply;
+    use tributary_core::log::Served;
+    let dir = tempfile::tempdir().unwrap();
+    let (handler, logs) = handler(dir.path());
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    handler
+        .handle(
+            produce("t", 0, set(1, 5)),
+            &mut rng,
+            &mut Effects::default(),
+        )
+        .await
+        .unwrap();
+    let log = logs.get(&tp("t", 0)).unwrap();
+    logs::flush(&TokioEnv, &log).await.unwrap();
+    let fetch = || {
+        Request::Fetch(FetchRequest {
+            topic: "t".parse().unwrap(),
+            partition: 0,
+            offset: 0,
+            max_bytes: 1 << 20,
+        })
+    };
+    let mut served = Vec::new();
+    for handler in [handler.clone(), handler.with_zero_copy(false)] {
+        match handler
+            .handle(fetch(), &mut rng, &mut Effects::default())
+            .await
+            .unwrap()
+        {
+            Some(Reply::Fetch(block)) => served.push(block),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(
+        matches!(served[0].data, Served::File(_)),
+        "appended bytes are checked: {:?}",
+        served[0]
+    );
+    assert!(
+        matches!(served[1].data, Served::Bytes(_)),
+        "fetch.zero.copy=false reads through memory: {:?}",
+        served[1]
+    );
+    let bytes: Vec<Bytes> = served
+        .into_iter()
+        .map(|b| tributary::broker::reply::served_bytes(b.data).unwrap())
+        .collect();
+    assert_eq!(bytes[0], bytes[1]);
+    assert_eq!(bytes[0], set(1, 5));
+}
