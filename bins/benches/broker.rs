@@ -426,8 +426,11 @@ async fn produce_cases(produce_bytes: usize) {
                 let ceiling = best_ceiling().await;
                 let fsync = flush == "seed flush";
                 let disk_dir = dir.path().to_path_buf();
+                // Best of as many rounds as the broker figure got.
                 let disk = tokio::task::spawn_blocking(move || {
-                    disk_ceiling(&disk_dir, payload, produce_bytes, fsync)
+                    (0..rounds())
+                        .map(|_| disk_ceiling(&disk_dir, payload, produce_bytes, fsync))
+                        .fold(0f64, f64::max)
                 })
                 .await
                 .expect("disk");
@@ -514,11 +517,12 @@ async fn fetch_cases(dir: &std::path::Path, end: u64, fetch_bytes: usize) {
         broker.shutdown().await.expect("shutdown");
     }
     let [copying, zero_copy] = cpu_per_gib;
+    // Higher is better here too: how many times less CPU zero copy needs per GiB.
     row(
-        "fetch: broker CPU per GiB served, zero copy",
-        &format!("{zero_copy:.2} s"),
+        "fetch: broker CPU per GiB, copy + check / zero copy",
+        &format!("zero copy {zero_copy:.2} s"),
         &format!("copy + check {copying:.2} s"),
-        zero_copy / copying,
+        copying / zero_copy,
     );
 }
 
@@ -670,7 +674,8 @@ async fn idle_connections(port: u16) {
 }
 
 /// Peak memory while 16 consumers read the prepared partition at once, from a broker started
-/// fresh on it (zero copy: checked bytes are not held in memory).
+/// fresh on it: nothing is checked yet, so most answers are read and checked through memory
+/// (the worst case; bytes already checked would go out as file ranges and hold nothing).
 async fn fetch_backlog_memory(dir: &std::path::Path, end: u64) {
     const READERS: usize = 16;
     /// Stated bound on the peak growth: the readers' 1 MiB responses (each held while

@@ -300,7 +300,11 @@ impl Env for TokioEnv {
             match sent {
                 Ok(0) => return Err(file_ended(position, len, (offset - position) as usize)),
                 Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
                 Err(e) => return Err(e),
             }
         }

@@ -456,11 +456,8 @@ fn check_whole_log(manager: &Manager, tp: &TopicPartition) -> Result<(), String>
             pos = *to;
             continue;
         }
-        let chunk = log
-            .read(pos as i64, 4096)
-            .map_err(|e| format!("{tp}: read at {pos}: {e}"))?;
-        // The zero-copy path (a file range once the read above checked the bytes) serves the
-        // very same bytes.
+        // The zero-copy path first (a file range where the bytes were checked before, else a
+        // checked read), then the copying read: the very same bytes.
         let served = log
             .serve(pos as i64, 4096)
             .map_err(|e| format!("{tp}: serve at {pos}: {e}"))
@@ -468,6 +465,9 @@ fn check_whole_log(manager: &Manager, tp: &TopicPartition) -> Result<(), String>
                 tributary::broker::reply::served_bytes(s)
                     .map_err(|e| format!("{tp}: reading a served range at {pos}: {e}"))
             })?;
+        let chunk = log
+            .read(pos as i64, 4096)
+            .map_err(|e| format!("{tp}: read at {pos}: {e}"))?;
         if served != chunk {
             return Err(format!(
                 "{tp}: served bytes differ from read bytes at {pos}"

@@ -363,7 +363,7 @@ async fn main() {
                 "{:.0} MB/s per core ({cores:.2} cores)",
                 mb(mirror) / cores.max(1e-9)
             ),
-            "best published broker-embedded mirror 190 MB/s per core",
+            "published reference (not this run): 190 MB/s per core",
             mb(mirror) / cores.max(1e-9) / 190.0,
         );
         tributary_tests::bench::row(

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use rand::Rng;
 use tributary_core::log::{LogError, LogFs, Served, TopicPartition, ValidatedSet};
 use tributary_core::wire::{
-    AckedProduceResponse, EncodeError, ErrorCode, FetchRequest, OffsetsRequest, OffsetsResponse,
-    ProduceAck, ProduceRequest, Request, Response, TopicName, PARTITION_BROKER_PICKS,
+    AckedProduceResponse, ErrorCode, FetchRequest, OffsetsRequest, OffsetsResponse, ProduceAck,
+    ProduceRequest, Request, Response, TopicName, PARTITION_BROKER_PICKS,
 };
 
 use super::acks::FlushRequests;
@@ -34,9 +34,6 @@ pub enum CloseReason {
     /// The broker does not serve this kind of request.
     #[error("unsupported request: {0}")]
     Unsupported(&'static str),
-    /// The answer does not fit 0.7's int32 sizes.
-    #[error("cannot encode the response: {0}")]
-    Encode(#[from] EncodeError),
     /// The topic is copied from a source cluster (replica mode): it takes no produces.
     #[error("{topic}: a replica of the source cluster, read-only (produce to the source, or promote it first)")]
     ReplicaTopic {

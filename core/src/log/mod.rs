@@ -5,6 +5,7 @@
 //! live here; file access goes through [`LogFs`], implemented on the real file system by `bins`
 //! and on turmoil's simulated one by `sim`. Time is always an argument (`now_ms`).
 
+mod checked;
 mod checkpoint;
 mod error;
 mod fs;

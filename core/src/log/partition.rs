@@ -451,8 +451,9 @@ impl<F: LogFs> Log<F> {
         }
         let written_at = active.size;
         active.size += set.len() as u64;
-        // Only validated sets reach the file (see `append_validated`).
-        active.mark_verified(written_at, active.size);
+        // Only validated sets reach the file (see `append_validated`), at the end of the
+        // previous one: a message starts at `written_at`.
+        active.checked.record(written_at, active.size);
         active.modified_ms = now_ms;
         active.first_append_ms.get_or_insert(now_ms);
         Ok(())
@@ -678,13 +679,17 @@ impl<F: LogFs> Log<F> {
                         "{}: {error}; serving only the {valid} valid bytes before it",
                         self.tp
                     );
-                    segment.mark_verified(pos - segment.start, pos - segment.start + valid as u64);
+                    segment
+                        .checked
+                        .extend(pos - segment.start, pos - segment.start + valid as u64);
                     return Some(buf.slice(..valid));
                 }
             }
         }
         // Every whole message returned was checked: later reads of them need no second pass.
-        segment.mark_verified(pos - segment.start, pos - segment.start + valid as u64);
+        segment
+            .checked
+            .extend(pos - segment.start, pos - segment.start + valid as u64);
         if valid == 0 && entries.end().trailing_bytes > 0 {
             // Fewer than 4 bytes were asked for: the length field itself must still make sense.
             return self

@@ -116,8 +116,9 @@ impl<F: LogFs> Log<F> {
                 segment.size,
             )
             .map_err(|e| self.io_error("read", &segment.path, e))?;
-            // The scan checked [scan_from, valid_len): what it covered needs no check when served.
-            segment.mark_verified(scan_from, result.valid_len);
+            // The scan checked [scan_from, valid_len) from a message start (the segment's, or
+            // the checkpointed flushed end): what it covered needs no check when served.
+            segment.checked.record(scan_from, result.valid_len);
             let Some(problem) = result.problem else {
                 continue;
             };
@@ -163,6 +164,7 @@ impl<F: LogFs> Log<F> {
             .set_len(valid_len)
             .and_then(|()| active.file.sync());
         active.size = valid_len;
+        active.checked.truncate(valid_len);
         result.map_err(|e| LogError::Io {
             partition: tp,
             op: "truncate",

@@ -1,9 +1,9 @@
 //! One segment file of a partition's log and the validating scan used by recovery.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::checked::CheckedRanges;
 use super::fs::LogFile;
 use crate::message::{MessageError, ShallowIter};
 
@@ -25,10 +25,9 @@ pub(crate) struct Segment<F> {
     pub modified_ms: i64,
     /// First append into this segment, for age-based rolling; `None` while empty.
     pub first_append_ms: Option<i64>,
-    /// Bytes from the file's start whose messages this process has checked (CRC, lengths):
-    /// validated when appended, scanned by recovery, or checked by an earlier read. Always a
-    /// message boundary and never above `size`; it only grows (see [`Segment::mark_verified`]).
-    pub verified: AtomicU64,
+    /// The file positions whose messages this process has checked (CRC, lengths): validated
+    /// when appended, scanned by recovery, or checked by an earlier read.
+    pub checked: CheckedRanges,
 }
 
 impl<F> Segment<F> {
@@ -41,25 +40,8 @@ impl<F> Segment<F> {
             size,
             modified_ms,
             first_append_ms: None,
-            verified: AtomicU64::new(0),
+            checked: CheckedRanges::default(),
         }
-    }
-
-    /// Bytes from the file's start whose messages are known to be valid.
-    pub fn verified_len(&self) -> u64 {
-        self.verified.load(Ordering::Acquire)
-    }
-
-    /// Records that the messages in file positions `[from, to)` were checked, `from` and `to`
-    /// being message boundaries. The watermark moves only when the range touches it (the
-    /// checked prefix stays contiguous), and never past `size`.
-    pub fn mark_verified(&self, from: u64, to: u64) {
-        let to = to.min(self.size);
-        let _unchanged_when_apart =
-            self.verified
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
-                    (from <= v && to > v).then_some(to)
-                });
     }
 
     /// The offset just past the segment's data.

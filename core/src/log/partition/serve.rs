@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::{read_exact_at, Log, LogError, LogFs};
-use crate::message::ShallowIter;
+use crate::message::{MessageError, ShallowIter};
 use crate::wire::MessageBody;
 
 /// Bytes read to confirm that a fetch offset is a message boundary: a message this size or
@@ -75,7 +75,7 @@ impl<F: LogFs> Log<F> {
             return self.read_located(&at).map(Served::Bytes);
         };
         let position = at.pos - segment.start;
-        let checked = position + at.want as u64 <= segment.verified_len();
+        let checked = segment.checked.covers(position, position + at.want as u64);
         if !checked || !self.starts_message(segment, at.pos, at.want) {
             return self.read_located(&at).map(Served::Bytes);
         }
@@ -87,15 +87,30 @@ impl<F: LogFs> Log<F> {
     }
 
     /// Whether a valid message starts at `pos` and ends within the `want` bytes served (inside
-    /// the checked range that means `pos` is a message boundary, so all the messages after it
-    /// are the checked ones). Anything else — an offset inside a message, a first message
-    /// bigger than the probe or than `want` — is left to the copying path, which decides it.
+    /// a checked range that means `pos` is where a client aligned with the log reads, so the
+    /// messages after it are the checked ones). Anything else — an offset inside a message, a
+    /// first message bigger than `want` — is left to the copying path, which decides it.
     fn starts_message(&self, segment: &super::Segment<F::File>, pos: u64, want: usize) -> bool {
+        let position = pos - segment.start;
         let probe = want.min(BOUNDARY_PROBE_BYTES);
-        let Ok(bytes) = read_exact_at(segment.file.as_ref(), pos - segment.start, probe) else {
+        let Ok(bytes) = read_exact_at(segment.file.as_ref(), position, probe) else {
             return false;
         };
-        matches!(ShallowIter::new(&bytes, pos as i64).next(), Some(Ok(_)))
+        match ShallowIter::new(&bytes, pos as i64).next() {
+            Some(Ok(_)) => true,
+            // Bigger than the probe but within what is served: read exactly that message.
+            Some(Err(MessageError::FirstMessageTooLarge { length, .. })) => {
+                let whole = usize::try_from(length).map_or(usize::MAX, |l| l.saturating_add(4));
+                if whole > want {
+                    return false;
+                }
+                let Ok(message) = read_exact_at(segment.file.as_ref(), position, whole) else {
+                    return false;
+                };
+                matches!(ShallowIter::new(&message, pos as i64).next(), Some(Ok(_)))
+            }
+            _ => false,
+        }
     }
 }
 
@@ -172,6 +187,49 @@ mod tests {
             assert!(matches!(served, Served::File(_)), "at {at}: {served:?}");
             assert_eq!(bytes_of(served), log.read(at as i64, max).expect("read"));
         }
+    }
+
+    #[test]
+    fn messages_bigger_than_the_probe_are_served_as_a_file_range_too() {
+        let fs = MemFs::new(0);
+        let mut log = Log::create(fs.clone(), Path::new(DIR), tp(), policy(), 0).expect("log");
+        let mut b = MessageSetBuilder::new();
+        b.push(vec![7u8; 3 * BOUNDARY_PROBE_BYTES]);
+        b.push(vec![8u8; 10]);
+        log.append(&b.build(CompressionCodec::None), 0)
+            .expect("append");
+        log.flush(0).expect("flush");
+        let served = log.serve(0, 1 << 20).expect("serve");
+        assert!(matches!(served, Served::File(_)), "{:?}", served.len());
+        assert_eq!(bytes_of(served), log.read(0, 1 << 20).expect("read"));
+        let partial = log.serve(0, BOUNDARY_PROBE_BYTES).expect("serve");
+        assert!(
+            matches!(partial, Served::Bytes(_)),
+            "a first message bigger than asked for"
+        );
+    }
+
+    #[test]
+    fn appends_after_a_restart_are_served_as_a_file_range_at_once() {
+        let fs = MemFs::new(0);
+        let (mut log, _) = written(&fs);
+        let end = log.close(0).expect("close");
+        let mut log = reopen(&fs);
+        let mut b = MessageSetBuilder::new();
+        b.push(vec![9u8; 100]);
+        log.append(&b.build(CompressionCodec::None), 0)
+            .expect("append");
+        log.flush(0).expect("flush");
+        let tail = log.serve(end as i64, 1 << 20).expect("serve");
+        assert!(
+            matches!(tail, Served::File(_)),
+            "the append was checked: {tail:?}"
+        );
+        let old = log.serve(0, 1 << 20).expect("serve");
+        assert!(
+            matches!(old, Served::Bytes(_)),
+            "nothing before it was: {old:?}"
+        );
     }
 
     #[test]
