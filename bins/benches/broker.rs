@@ -173,14 +173,7 @@ fn disk_ceiling(dir: &std::path::Path, payload: usize, total: usize, fsync: bool
 }
 
 async fn produce(port: u16, partition: i32, sets: Vec<Bytes>, total: usize) -> usize {
-    let mut conn = tributary::client::connect(
-        &tributary::env::TokioEnv,
-        "127.0.0.1",
-        port,
-        Duration::from_secs(60),
-    )
-    .await
-    .expect("connect");
+    let mut conn = bench_connect(port).await;
     let mut sent = 0;
     let mut i = 0;
     while sent < total {
@@ -223,14 +216,7 @@ async fn produce_case(port: u16, payload: usize, connections: usize, total: usiz
 /// the next offset comes from the response's whole messages (each CRC-checked here).
 /// Returns the bytes read.
 async fn fetch_all(port: u16, end: u64) -> usize {
-    let mut conn = tributary::client::connect(
-        &tributary::env::TokioEnv,
-        "127.0.0.1",
-        port,
-        Duration::from_secs(60),
-    )
-    .await
-    .expect("connect");
+    let mut conn = bench_connect(port).await;
     let (mut offset, mut read) = (0u64, 0usize);
     while offset < end {
         let request = Request::Fetch(FetchRequest {
@@ -339,6 +325,15 @@ fn line(name: &str, rate: f64, ceiling: f64, messages_per_byte: f64) {
         ceiling / 1e6,
         rate / ceiling
     );
+}
+
+/// A client connection to the broker under test (60 s deadlines).
+async fn bench_connect(
+    port: u16,
+) -> tributary::client::Connection<<TokioEnv as tributary::env::Env>::Stream> {
+    tributary::client::connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(60))
+        .await
+        .expect("connect")
 }
 
 /// Whether cases tagged `name` run. `TRIBUTARY_BENCH_ONLY` lists groups (`produce`, `acks`,
@@ -583,14 +578,7 @@ async fn spread_produce(
         .map(|c| {
             let (topic, sets) = (topic.clone(), sets.clone());
             tokio::spawn(async move {
-                let mut conn = tributary::client::connect(
-                    &TokioEnv,
-                    "127.0.0.1",
-                    port,
-                    Duration::from_secs(60),
-                )
-                .await
-                .expect("connect");
+                let mut conn = bench_connect(port).await;
                 let mine: Vec<usize> = (c..partitions.max(connections))
                     .step_by(connections)
                     .map(|p| p % partitions)
@@ -898,14 +886,7 @@ async fn acked_load(port: u16, total: usize, offered: Option<f64>) -> (f64, Vec<
         .map(|c| {
             let sets = sets.clone();
             tokio::spawn(async move {
-                let mut conn = tributary::client::connect(
-                    &TokioEnv,
-                    "127.0.0.1",
-                    port,
-                    Duration::from_secs(60),
-                )
-                .await
-                .expect("connect");
+                let mut conn = bench_connect(port).await;
                 let (mut sent, mut i, mut latencies) = (0, 0, Vec::new());
                 let mut next = tokio::time::Instant::now();
                 while sent < per_connection {
