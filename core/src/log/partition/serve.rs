@@ -7,6 +7,9 @@
 //! length checks in this process — when it was appended, scanned by recovery, or read. What a
 //! file range does not cover is the disk changing bytes after they were checked (a later read
 //! of the same bytes is not checked again); `fetch.zero.copy=false` re-checks on every fetch.
+//! A client reading inside a message, where a valid message happens to start (one carried in
+//! another's payload), can be sent the bytes after it as stored; its own CRC check refuses
+//! them (docs/compatibility.md).
 
 use std::sync::Arc;
 
@@ -16,8 +19,8 @@ use super::{read_exact_at, Log, LogError, LogFs};
 use crate::message::{MessageError, ShallowIter};
 use crate::wire::MessageBody;
 
-/// Bytes read to confirm that a fetch offset is a message boundary: a message this size or
-/// smaller is checked whole, a bigger one takes the copying path.
+/// Bytes read first to confirm that a valid message starts at a fetch offset; a bigger first
+/// message is then read whole (if it fits in what was asked for).
 const BOUNDARY_PROBE_BYTES: usize = 64 * 1024;
 
 /// What a fetch serves.
@@ -65,8 +68,8 @@ impl<F> MessageBody for Served<F> {
 
 impl<F: LogFs> Log<F> {
     /// Like [`Log::read`], but bytes already checked in this process come back as a file range
-    /// to send without copying (see the module's guarantee). The same offsets are refused, and
-    /// the same bytes are served, as by [`Log::read`].
+    /// to send without copying (see the module's guarantee). For a client reading at message
+    /// boundaries, the same offsets are refused and the same bytes served as by [`Log::read`].
     pub fn serve(&self, offset: i64, max_bytes: usize) -> Result<Served<F::File>, LogError> {
         let Some(at) = self.locate(offset, max_bytes)? else {
             return Ok(Served::Bytes(Bytes::new()));
