@@ -293,9 +293,17 @@ impl Env for TokioEnv {
             // Readiness first, then as much as the socket takes; a full socket buffer comes
             // back as WouldBlock and clears the readiness, so the next wait is a real one.
             stream.writable().await?;
+            // sendfile reads the file: bytes no longer in the page cache wait for the disk. As
+            // with `blocking`, the worker's other tasks move elsewhere meanwhile.
             let sent = stream.try_io(tokio::io::Interest::WRITABLE, || {
-                rustix::fs::sendfile(stream.as_fd(), file.as_fd(), Some(&mut offset), want)
-                    .map_err(io::Error::from)
+                let mut send = || {
+                    rustix::fs::sendfile(stream.as_fd(), file.as_fd(), Some(&mut offset), want)
+                        .map_err(io::Error::from)
+                };
+                match tokio::runtime::Handle::current().runtime_flavor() {
+                    tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(send),
+                    _ => send(),
+                }
             });
             match sent {
                 Ok(0) => return Err(file_ended(position, len, (offset - position) as usize)),
