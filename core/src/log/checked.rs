@@ -32,24 +32,17 @@ impl CheckedRanges {
 
     /// Records `[from, to)` as checked, `from` being known to start a message.
     pub fn record(&self, from: u64, to: u64) {
-        if to <= from {
-            return;
+        if to > from {
+            add(&mut self.ranges(), from, to);
         }
-        let mut ranges = self.ranges();
-        ranges.push((from, to));
-        normalize(&mut ranges);
     }
 
     /// Records `[from, to)` as checked by a read at `from`, which is trusted as a message start
     /// only at the file's first byte or inside a range already checked.
     pub fn extend(&self, from: u64, to: u64) {
-        if to <= from {
-            return;
-        }
         let mut ranges = self.ranges();
-        if from == 0 || ranges.iter().any(|(lo, hi)| *lo <= from && from <= *hi) {
-            ranges.push((from, to));
-            normalize(&mut ranges);
+        if to > from && (from == 0 || ranges.iter().any(|(lo, hi)| *lo <= from && from <= *hi)) {
+            add(&mut ranges, from, to);
         }
     }
 
@@ -70,27 +63,39 @@ impl CheckedRanges {
     }
 }
 
-/// Sorts, merges overlapping or touching ranges, and keeps at most [`RANGES_MAX`].
-fn normalize(ranges: &mut Vec<(u64, u64)>) {
-    ranges.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-    for &(lo, hi) in ranges.iter() {
-        match merged.last_mut() {
-            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
-            _ => merged.push((lo, hi)),
+/// Adds `[from, to)` to sorted, disjoint, non-touching `ranges`, in place: an append that
+/// continues the last range (every append does) only moves that range's end. Keeps at most
+/// [`RANGES_MAX`], forgetting the shortest.
+fn add(ranges: &mut Vec<(u64, u64)>, from: u64, to: u64) {
+    // The first range that ends at or after `from`: the one to grow, or where to insert.
+    let at = ranges.partition_point(|(_, hi)| *hi < from);
+    match ranges.get_mut(at) {
+        Some(range) if range.0 <= to => {
+            range.0 = range.0.min(from);
+            range.1 = range.1.max(to);
         }
+        _ => ranges.insert(at, (from, to)),
     }
-    while merged.len() > RANGES_MAX {
-        let shortest = merged
+    // The grown range may now reach the ranges after it.
+    while let (Some(&(_, hi)), Some(&(next_lo, next_hi))) = (ranges.get(at), ranges.get(at + 1)) {
+        if next_lo > hi {
+            break;
+        }
+        if let Some(range) = ranges.get_mut(at) {
+            range.1 = hi.max(next_hi);
+        }
+        ranges.remove(at + 1);
+    }
+    if ranges.len() > RANGES_MAX {
+        let shortest = ranges
             .iter()
             .enumerate()
             .min_by_key(|(_, (lo, hi))| hi - lo)
             .map(|(i, _)| i);
         if let Some(i) = shortest {
-            merged.remove(i);
+            ranges.remove(i);
         }
     }
-    *ranges = merged;
 }
 
 #[cfg(test)]
@@ -114,6 +119,19 @@ mod tests {
         assert!(checked.covers(0, 2600), "touching ranges merge");
         checked.truncate(2000);
         assert!(checked.covers(0, 2000) && !checked.covers(0, 2001));
+    }
+
+    #[test]
+    fn a_range_that_bridges_several_merges_them_all() {
+        let checked = CheckedRanges::default();
+        for lo in [100, 300, 500, 700] {
+            checked.record(lo, lo + 50);
+        }
+        checked.record(120, 720);
+        assert_eq!(*checked.ranges(), vec![(100, 750)]);
+        checked.record(10, 20);
+        checked.record(20, 30);
+        assert_eq!(*checked.ranges(), vec![(10, 30), (100, 750)]);
     }
 
     #[test]
