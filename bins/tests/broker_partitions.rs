@@ -346,7 +346,7 @@ async fn flushed_appended_bytes_go_out_as_a_file_range_unless_zero_copy_is_off()
     );
     let bytes: Vec<Bytes> = served
         .into_iter()
-        .map(|b| tributary::broker::reply::served_bytes(b.data).unwrap())
+        .map(|b| b.data.into_bytes().unwrap())
         .collect();
     assert_eq!(bytes[0], bytes[1]);
     assert_eq!(bytes[0], set(1, 5));

@@ -167,21 +167,12 @@ pub fn log_recovery(data: &[u8]) {
         while pos < log.flushed_end() {
             // The zero-copy path first: a file range only where this process checked the bytes
             // (recovery's scan, an earlier read), else a checked read.
-            let served = match log.serve(pos as i64, 4096) {
-                Ok(crate::log::Served::Bytes(b)) => Some(b.to_vec()),
-                Ok(crate::log::Served::File(range)) => {
-                    let mut buf = vec![0; range.len];
-                    let n =
-                        crate::log::LogFile::read_at(range.file.as_ref(), &mut buf, range.position);
-                    assert_eq!(
-                        n.ok(),
-                        Some(range.len),
-                        "{tp}: a served range is past the file's end"
-                    );
-                    Some(buf)
-                }
-                Err(_) => None,
-            };
+            let served = log.serve(pos as i64, 4096).ok().map(|served| {
+                served
+                    .into_bytes()
+                    .unwrap_or_else(|e| panic!("{tp}: a served range cannot be read: {e}"))
+                    .to_vec()
+            });
             // Bytes below the checkpoint are trusted at startup, not validated; a read of them
             // that fails validation is refused, which is the right answer for corrupt data.
             let Ok(chunk) = log.read(pos as i64, 4096) else {

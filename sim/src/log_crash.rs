@@ -462,7 +462,7 @@ fn check_whole_log(manager: &Manager, tp: &TopicPartition) -> Result<(), String>
             .serve(pos as i64, 4096)
             .map_err(|e| format!("{tp}: serve at {pos}: {e}"))
             .and_then(|s| {
-                tributary::broker::reply::served_bytes(s)
+                s.into_bytes()
                     .map_err(|e| format!("{tp}: reading a served range at {pos}: {e}"))
             })?;
         let chunk = log

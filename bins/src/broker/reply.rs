@@ -2,7 +2,7 @@
 //! FETCH and MULTIFETCH answers whose message sets may be ranges of segment files, which the
 //! connection sends without copying them through user space ([`crate::env::Env::send_file`]).
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tributary_core::log::{LogFile, Served};
 use tributary_core::wire::{
     encode_fetch, encode_multifetch, EncodeError, ErrorCode, FetchResponse, MultiFetchResponse,
@@ -64,7 +64,7 @@ impl<F: LogFile> Reply<F> {
         let block = |b: ServedBlock<F>| {
             Ok::<_, std::io::Error>(FetchResponse {
                 error: b.error,
-                messages: served_bytes(b.data)?,
+                messages: b.data.into_bytes()?,
             })
         };
         Ok(match self {
@@ -75,26 +75,5 @@ impl<F: LogFile> Reply<F> {
                 blocks: blocks.into_iter().map(block).collect::<Result<_, _>>()?,
             }),
         })
-    }
-}
-
-/// The bytes served, reading a file range through [`LogFile::read_at`].
-pub fn served_bytes<F: LogFile>(data: Served<F>) -> std::io::Result<Bytes> {
-    match data {
-        Served::Bytes(b) => Ok(b),
-        Served::File(range) => {
-            let mut buf = BytesMut::zeroed(range.len);
-            let mut done = 0;
-            while done < range.len {
-                let n = range
-                    .file
-                    .read_at(&mut buf[done..], range.position + done as u64)?;
-                if n == 0 {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-                done += n;
-            }
-            Ok(buf.freeze())
-        }
     }
 }

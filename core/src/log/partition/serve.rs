@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{read_exact_at, Log, LogError, LogFs};
+use super::{read_exact_at, Log, LogError, LogFile, LogFs};
 use crate::message::{MessageError, ShallowIter};
 use crate::wire::MessageBody;
 
@@ -44,6 +44,31 @@ impl<F> Served<F> {
     /// Whether nothing is served.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl<F: LogFile> Served<F> {
+    /// The bytes served, a file range read into memory (as a client would receive them); an
+    /// error if the file ends before the range does.
+    pub fn into_bytes(self) -> std::io::Result<Bytes> {
+        match self {
+            Served::Bytes(b) => Ok(b),
+            Served::File(range) => {
+                let bytes = read_exact_at(range.file.as_ref(), range.position, range.len)?;
+                if bytes.len() < range.len {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "the segment file ends {} bytes into a {}-byte range at {}",
+                            bytes.len(),
+                            range.len,
+                            range.position
+                        ),
+                    ));
+                }
+                Ok(Bytes::from(bytes))
+            }
+        }
     }
 }
 
@@ -124,7 +149,7 @@ mod tests {
 
     use super::*;
     use crate::config::{BrokerConfig, Properties};
-    use crate::log::{LogFile, LogPolicy, MemFs, RecoveryHints, TopicPartition};
+    use crate::log::{LogPolicy, MemFs, RecoveryHints, TopicPartition};
     use crate::message::{CompressionCodec, MessageSetBuilder};
 
     const DIR: &str = "/logs/t-0";
@@ -171,14 +196,7 @@ mod tests {
     }
 
     fn bytes_of(served: Served<crate::log::MemFile>) -> Bytes {
-        match served {
-            Served::Bytes(b) => b,
-            Served::File(r) => {
-                let mut buf = vec![0; r.len];
-                assert_eq!(r.file.read_at(&mut buf, r.position).expect("read"), r.len);
-                Bytes::from(buf)
-            }
-        }
+        served.into_bytes().expect("served bytes")
     }
 
     #[test]
@@ -190,6 +208,21 @@ mod tests {
             assert!(matches!(served, Served::File(_)), "at {at}: {served:?}");
             assert_eq!(bytes_of(served), log.read(at as i64, max).expect("read"));
         }
+    }
+
+    #[test]
+    fn a_served_range_past_the_end_of_its_file_is_an_error_not_short_bytes() {
+        let fs = MemFs::new(0);
+        let (log, _) = written(&fs);
+        let Served::File(range) = log.serve(0, 1 << 20).expect("serve") else {
+            panic!("appended bytes are served as a file range")
+        };
+        let past_end = FileRange {
+            len: range.len + 1,
+            ..range
+        };
+        let read = Served::File(past_end).into_bytes();
+        assert!(read.is_err(), "{read:?}");
     }
 
     #[test]
