@@ -23,6 +23,12 @@ use tributary_core::wire::{
     FetchRequest, OffsetsRequest, ProduceRequest, Request, Response, TopicName,
 };
 
+// The benches' shared helpers, this very file; each bench uses some of them.
+#[path = "../../tests/src/bench.rs"]
+#[allow(dead_code)]
+mod bench;
+use bench::{quick, row};
+
 const BATCH_MESSAGES: usize = 200;
 const FETCH_BYTES: i32 = 1 << 20;
 const COPY_CHUNK_BYTES: usize = 1 << 20;
@@ -33,16 +39,6 @@ fn rounds() -> usize {
     } else {
         3
     }
-}
-
-/// Whether `TRIBUTARY_BENCH_QUICK` asks for the quick run (see `scripts/bench.sh`).
-fn quick() -> bool {
-    std::env::var_os("TRIBUTARY_BENCH_QUICK").is_some()
-}
-
-/// A row of `scripts/bench.sh`'s table (the same format as `tributary_tests::bench::row`).
-fn row(case: &str, figure: &str, ceiling: &str, ratio: f64) {
-    println!("@@\t{case}\t{figure}\t{ceiling}\t{ratio:.2}");
 }
 
 async fn best_ceiling() -> f64 {
@@ -239,19 +235,9 @@ async fn fetch_all(port: u16, end: u64) -> usize {
 }
 
 /// CPU time (ns) spent so far by this process's tokio worker threads (the broker's; the bench
-/// clients run on their own thread), from `/proc/self/task/*/schedstat`.
+/// clients run on their own thread).
 fn worker_cpu_ns() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("tokio-r"))
-        })
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
+    bench::thread_cpu_ns(|name| name.starts_with("tokio-r"))
 }
 
 /// Runs a client workload on a thread and runtime of its own, as a client process would: it
@@ -615,27 +601,13 @@ async fn spread_produce(
     bytes
 }
 
-/// This process's resident set and its peak so far, in bytes (`/proc/self/status`).
-fn rss() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .unwrap_or(0)
-            * 1024
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
 /// Memory per idle connection: 1,000 connections opened and held (both ends are in this
 /// process, so the figure covers the client side too).
 async fn idle_connections(port: u16) {
     const CONNECTIONS: usize = 1000;
     /// The bound stated for one idle connection: its task, its 4 KiB read buffer, bookkeeping.
     const BOUND_BYTES: f64 = 64.0 * 1024.0;
-    let (before, _) = rss();
+    let (before, _) = bench::rss();
     let mut held = Vec::with_capacity(CONNECTIONS);
     for _ in 0..CONNECTIONS {
         held.push(
@@ -645,7 +617,7 @@ async fn idle_connections(port: u16) {
         );
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (after, _) = rss();
+    let (after, _) = bench::rss();
     let per = after.saturating_sub(before) as f64 / CONNECTIONS as f64;
     println!(
         "{:<40} {:>15.1} KiB RSS per idle connection (bound 64 KiB)",
@@ -675,9 +647,9 @@ async fn fetch_backlog_memory(dir: &std::path::Path, end: u64) {
     let port = broker.addr.port();
     // Writing 5 to clear_refs resets the peak (VmHWM) to the current resident set.
     std::fs::write("/proc/self/clear_refs", "5").expect("reset the peak RSS");
-    let (before, _) = rss();
+    let (before, _) = bench::rss();
     let (rate, _) = tokio::task::block_in_place(|| fetch_round(port, end, READERS));
-    let (_, peak) = rss();
+    let (_, peak) = bench::rss();
     let growth = peak.saturating_sub(before) as f64;
     println!(
         "{:<40} {:>15.0} MiB peak RSS growth, {:.0} MB/s (bound {:.0} MiB)",
@@ -740,42 +712,19 @@ fn recovery_case() {
     let marker = dir.path().join(CLEAN_SHUTDOWN_FILE);
     let checkpoint = dir.path().join(CHECKPOINT_FILE);
     let checkpoint_bytes = std::fs::read(&checkpoint).expect("checkpoint");
-    let plain = {
-        let start = Instant::now();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut total = 0usize;
-        for entry in std::fs::read_dir(dir.path()).expect("list").flatten() {
-            if !entry.path().is_dir() {
-                continue;
-            }
-            for file in std::fs::read_dir(entry.path()).expect("list").flatten() {
-                let f = std::fs::File::open(file.path()).expect("open");
-                let mut at = 0;
-                loop {
-                    let n = std::os::unix::fs::FileExt::read_at(&f, &mut buf, at).expect("read");
-                    if n == 0 {
-                        break;
-                    }
-                    total += n;
-                    at += n as u64;
-                }
-            }
-        }
-        std::hint::black_box(total);
-        start.elapsed().as_secs_f64()
-    };
+    let plain = read_every_segment(dir.path());
     for (name, keep_marker, keep_checkpoint) in [
-        ("clean shutdown", true, false),
+        ("clean shutdown", true, true),
         ("crash, with checkpoint", false, true),
         ("crash, no checkpoint", false, false),
     ] {
         std::fs::write(&checkpoint, &checkpoint_bytes).expect("checkpoint");
         if keep_marker {
             std::fs::write(&marker, b"").expect("marker");
-        } else {
-            let _ = std::fs::remove_file(&marker);
+        } else if marker.exists() {
+            std::fs::remove_file(&marker).expect("remove the clean-shutdown marker");
         }
-        if !keep_checkpoint && !keep_marker {
+        if !keep_checkpoint {
             std::fs::remove_file(&checkpoint).expect("remove checkpoint");
         }
         let (seconds, logs) = open(config.clone());
@@ -792,6 +741,25 @@ fn recovery_case() {
             plain / seconds,
         );
     }
+}
+
+/// Seconds to read every file of every partition directory under `dir` once, in 1 MiB preads.
+fn read_every_segment(dir: &std::path::Path) -> f64 {
+    let start = Instant::now();
+    let mut buf = vec![0u8; 1 << 20];
+    let partitions = std::fs::read_dir(dir).expect("list").flatten();
+    for partition in partitions.filter(|e| e.path().is_dir()) {
+        for segment in std::fs::read_dir(partition.path()).expect("list").flatten() {
+            let file = std::fs::File::open(segment.path()).expect("open");
+            let mut at = 0;
+            while let n @ 1.. =
+                std::os::unix::fs::FileExt::read_at(&file, &mut buf, at).expect("read")
+            {
+                at += n as u64;
+            }
+        }
+    }
+    start.elapsed().as_secs_f64()
 }
 
 /// A set of 20 messages of 1 KiB, so that many fill a small segment.
@@ -824,26 +792,10 @@ async fn ack_cases(produce_bytes: usize) {
     let (acked, latencies) = tokio::task::block_in_place(|| {
         on_client_thread(move || acked_load(port, produce_bytes, None))
     });
-    let percentile = |l: &[Duration], p: f64| {
-        l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1)))
-            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
-    };
-    println!(
-        "{:<40} {:>7.0} MB/s (unacknowledged {:.0} MB/s), ack p50 {:.1} ms, p99 {:.1} ms",
+    report_acks(
         "acked produce 1 KiB x200, 16 conn, flat out",
-        acked / 1e6,
-        unacked / 1e6,
-        percentile(&latencies, 0.5),
-        percentile(&latencies, 0.99)
-    );
-    row(
-        "acked produce 1 KiB x200, 16 conn, flat out",
-        &format!(
-            "{:.0} MB/s, ack p50 {:.1} ms p99 {:.1} ms",
-            acked / 1e6,
-            percentile(&latencies, 0.5),
-            percentile(&latencies, 0.99)
-        ),
+        acked,
+        &latencies,
         &format!("unacknowledged produce {:.0} MB/s", unacked / 1e6),
         acked / unacked,
     );
@@ -852,25 +804,31 @@ async fn ack_cases(produce_bytes: usize) {
     let (reached, latencies) = tokio::task::block_in_place(|| {
         on_client_thread(move || acked_load(port, produce_bytes / 2, Some(offered)))
     });
-    let case = format!("acked produce at {:.0} MB/s offered", offered / 1e6);
-    println!(
-        "{case:<40} {:>7.0} MB/s reached, ack p50 {:.1} ms, p99 {:.1} ms",
-        reached / 1e6,
-        percentile(&latencies, 0.5),
-        percentile(&latencies, 0.99)
-    );
-    row(
-        &case,
-        &format!(
-            "{:.0} MB/s, ack p50 {:.1} ms p99 {:.1} ms",
-            reached / 1e6,
-            percentile(&latencies, 0.5),
-            percentile(&latencies, 0.99)
-        ),
+    report_acks(
+        &format!("acked produce at {:.0} MB/s offered", offered / 1e6),
+        reached,
+        &latencies,
         &format!("offered {:.0} MB/s", offered / 1e6),
         reached / offered,
     );
     broker.shutdown().await.expect("shutdown");
+}
+
+/// Prints an acknowledged-produce case: its rate, the p50 and p99 of its sorted `latencies`,
+/// and its row beside `ceiling`.
+fn report_acks(case: &str, rate: f64, latencies: &[Duration], ceiling: &str, ratio: f64) {
+    let percentile = |p: f64| {
+        let at = ((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1));
+        latencies.get(at).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    };
+    let figure = format!(
+        "{:.0} MB/s, ack p50 {:.1} ms p99 {:.1} ms",
+        rate / 1e6,
+        percentile(0.5),
+        percentile(0.99)
+    );
+    println!("{case:<40} {figure} ({ceiling})");
+    row(case, &figure, ceiling, ratio);
 }
 
 /// 16 connections each sending acknowledged 1 KiB x200 sets, one at a time (the next after the

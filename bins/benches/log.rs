@@ -23,6 +23,12 @@ use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::log::{Log, LogPolicy, TopicPartition};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 
+// The benches' shared helpers, this very file; each bench uses some of them.
+#[path = "../../tests/src/bench.rs"]
+#[allow(dead_code)]
+mod bench;
+use bench::quick;
+
 const BATCH_MESSAGES: usize = 200;
 const FLUSH_MESSAGES: usize = 10_000;
 const FLUSH_MS: u128 = 1000;
@@ -36,18 +42,13 @@ fn rounds() -> usize {
     }
 }
 
-/// Whether `TRIBUTARY_BENCH_QUICK` asks for the quick run (see `scripts/bench.sh`).
-fn quick() -> bool {
-    std::env::var_os("TRIBUTARY_BENCH_QUICK").is_some()
-}
-
-/// A row of `scripts/bench.sh`'s table (the same format as `tributary_tests::bench::row`).
+/// A row of `scripts/bench.sh`'s table: `figure` beside `baseline`, both in bytes per second.
 fn row(case: &str, figure: f64, ceiling: &str, baseline: f64) {
-    println!(
-        "@@\t{case}\t{:.0} MB/s\t{ceiling} {:.0} MB/s\t{:.2}",
-        figure / 1e6,
-        baseline / 1e6,
-        figure / baseline
+    bench::row(
+        case,
+        &format!("{:.0} MB/s", figure / 1e6),
+        &format!("{ceiling} {:.0} MB/s", baseline / 1e6),
+        figure / baseline,
     );
 }
 

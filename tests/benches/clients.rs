@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tributary::broker::Broker;
 use tributary::client::connect;
 use tributary::consumer::{ConsumerConnector, Subscription};
 use tributary::env::TokioEnv;
@@ -19,6 +18,9 @@ use tributary_core::wire::{
     FetchRequest, OffsetsRequest, ProduceRequest, Request, Response, TopicName,
 };
 use tributary_tests::zookeeper::ZooKeeper;
+
+mod support;
+use support::BenchBroker;
 
 /// Messages per case: 400,000, or 100,000 in the quick run. Read once (the environment is not
 /// cheap to consult in a hot loop).
@@ -60,24 +62,8 @@ async fn main() {
     // The broker runs on its own runtime (its own threads), as it would in its own process.
     let config = BrokerConfig::from_properties(&Properties::parse("bench", &text).expect("props"))
         .expect("config");
-    let (port_tx, port_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let broker_thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async move {
-            let broker = Broker::start(TokioEnv, config).await.expect("broker");
-            port_tx.send(broker.addr.port()).expect("port");
-            broker
-                .run_until(async { drop(stop_rx.await) })
-                .await
-                .expect("broker run");
-        });
-    });
-    let port = port_rx.recv().expect("broker port");
+    let broker = BenchBroker::start(config);
+    let port = broker.port;
     println!(
         "{} messages of {MESSAGE_BYTES} B, batches of {BATCH}, one broker over loopback",
         messages()
@@ -273,6 +259,5 @@ async fn main() {
         rate / fetch_rate,
     );
     consumer.shutdown().await;
-    drop(stop_tx);
-    broker_thread.join().expect("broker thread");
+    broker.stop();
 }

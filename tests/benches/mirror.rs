@@ -22,7 +22,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tributary::broker::Broker;
 use tributary::client::{connect, Connection};
 use tributary::consumer::{ConsumerConnector, Subscription};
 use tributary::env::TokioEnv;
@@ -32,6 +31,9 @@ use tributary_core::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Prope
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, Response, TopicName};
 use tributary_tests::zookeeper::ZooKeeper;
+
+mod support;
+use support::BenchBroker;
 
 /// Bytes of payload copied per size (the message count follows).
 /// Bytes loaded per message size: 48 MiB, or 8 MiB in the quick run.
@@ -56,46 +58,15 @@ fn properties<T>(
     parse(&Properties::parse("bench", text).expect("properties")).expect("config")
 }
 
-/// A broker on its own runtime, with `extra` lines of configuration; dropping the returned
-/// sender stops it.
-fn start_broker(
-    zk: &ZooKeeper,
-    dir: &std::path::Path,
-    extra: &str,
-) -> (
-    u16,
-    tokio::sync::oneshot::Sender<()>,
-    std::thread::JoinHandle<()>,
-) {
+/// A broker of `zk`'s cluster on its own runtime, with `extra` lines of configuration.
+fn start_broker(zk: &ZooKeeper, dir: &std::path::Path, extra: &str) -> BenchBroker {
     let text = format!(
         "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nnum.partitions=2\nlog.flush.interval=100000\nlog.default.flush.interval.ms=200\n\
          log.default.flush.scheduler.interval.ms=50\nzk.connect={}\n{extra}",
         dir.display(),
         zk.connect_string()
     );
-    let config = properties(&text, BrokerConfig::from_properties);
-    let (port_tx, port_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::Builder::new()
-        .name(tributary_tests::bench::BROKER_THREAD_NAME.into())
-        .spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name(tributary_tests::bench::BROKER_THREAD_NAME)
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async move {
-                let broker = Broker::start(TokioEnv, config).await.expect("broker");
-                port_tx.send(broker.addr.port()).expect("port");
-                broker
-                    .run_until(async { drop(stop_rx.await) })
-                    .await
-                    .expect("broker run");
-            });
-        })
-        .expect("broker thread");
-    (port_rx.recv().expect("broker port"), stop_tx, thread)
+    BenchBroker::start(properties(&text, BrokerConfig::from_properties))
 }
 
 /// Writes `count` messages of `size` bytes to both partitions of `name` and waits until all
@@ -315,8 +286,9 @@ async fn main() {
         tempfile::tempdir().expect("dir"),
         tempfile::tempdir().expect("dir"),
     );
-    let (source_port, source_stop, source_thread) = start_broker(&source_zk, source_dir.path(), "");
-    let (_, target_stop, target_thread) = start_broker(&target_zk, target_dir.path(), "");
+    let source = start_broker(&source_zk, source_dir.path(), "");
+    let target = start_broker(&target_zk, target_dir.path(), "");
+    let source_port = source.port;
     let mut conn = connect(&TokioEnv, "127.0.0.1", source_port, Duration::from_secs(30))
         .await
         .expect("connect");
@@ -379,9 +351,8 @@ async fn main() {
     }
     replica(&source_zk, &mut conn).await;
     drop(conn);
-    drop((source_stop, target_stop));
-    source_thread.join().expect("source broker");
-    target_thread.join().expect("target broker");
+    source.stop();
+    target.stop();
 }
 
 /// The topics replica mode copies: the mirror's two, and a larger one so that the copy runs
@@ -464,7 +435,8 @@ async fn replica(
         source_zk.connect_string()
     );
     let start = Instant::now();
-    let (port, stop, thread) = start_broker(&replica_zk, dir.path(), &extra);
+    let replica_broker = start_broker(&replica_zk, dir.path(), &extra);
+    let port = replica_broker.port;
     let mut replica_conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(30))
         .await
         .expect("connect");
@@ -511,8 +483,7 @@ async fn replica(
         rate / fetch,
     );
     drop(replica_conn);
-    drop(stop);
-    thread.join().expect("replica broker");
+    replica_broker.stop();
 }
 
 /// Writes every dirty page of the machine out (`sync`).

@@ -1,4 +1,6 @@
-//! What every benchmark shares with `scripts/bench.sh`: the quick mode and the summary rows.
+//! What every benchmark shares with `scripts/bench.sh`: the quick mode, the summary rows, and
+//! CPU accounting by thread. Plain `std`, so that the `bins` benches include this very file
+//! (`#[path]`) instead of keeping copies.
 
 /// Whether `TRIBUTARY_BENCH_QUICK` asks for the quick run (smaller volumes, one round), for a
 /// regression check in about two minutes rather than a measurement to quote.
@@ -15,10 +17,10 @@ pub fn row(case: &str, figure: &str, ceiling: &str, ratio: f64) {
 
 /// CPU time (ns) spent so far by this process's threads whose name `counts` accepts, from
 /// `/proc/self/task/*/schedstat` (a thread's name is its first 15 bytes).
+/// Threads that exit meanwhile drop out (their time with them); a thread that exits between
+/// the listing and the read is skipped. Without `/proc` there is nothing to measure: it panics.
 pub fn thread_cpu_ns(counts: impl Fn(&str) -> bool) -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
+    let tasks = std::fs::read_dir("/proc/self/task").expect("/proc/self/task (CPU accounting)");
     tasks
         .flatten()
         .filter(|t| {
@@ -27,6 +29,21 @@ pub fn thread_cpu_ns(counts: impl Fn(&str) -> bool) -> u64 {
         .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
         .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
         .sum()
+}
+
+/// This process's resident set and its peak so far, in bytes (`/proc/self/status`).
+pub fn rss() -> (u64, u64) {
+    let status =
+        std::fs::read_to_string("/proc/self/status").expect("/proc/self/status (memory figures)");
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{name} is not in /proc/self/status"))
+            * 1024
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// The thread name the benches give brokers' runtimes, so that their CPU time can be told
