@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
+mod support;
+
 use bytes::Bytes;
-use tributary::broker::Broker;
 use tributary::client::connect;
 use tributary::env::TokioEnv;
 use tributary::tools::simple_perf::{simple_consumer_perf, SimplePerfOptions};
-use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, Response};
 
@@ -37,14 +37,7 @@ fn options(port: u16) -> SimplePerfOptions {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn it_reads_a_partition_to_its_end_and_prints_0_7s_columns() {
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nenable.zookeeper=false\nlog.flush.interval=1\n",
-        dir.path().display()
-    );
-    let config = BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
-    let broker = Broker::start(TokioEnv, config).await.unwrap();
-    let port = broker.addr.port();
-    let server = tokio::spawn(broker.run_until(std::future::pending()));
+    let (port, server) = support::standalone_broker(dir.path(), "log.flush.interval=1\n").await;
     // 30 plain messages of 100 B, then a gzip set of 50 messages of 10 B (one entry on disk,
     // 50 messages to 0.7's count), then 30 more plain: 110 messages, 6,500 payload bytes.
     let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(5))

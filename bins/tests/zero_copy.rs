@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
+mod support;
+
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tributary::broker::Broker;
 use tributary::client::connect;
 use tributary::env::TokioEnv;
-use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{
     FetchRequest, OffsetsRequest, ProduceRequest, Request, Response, ResponseKind,
@@ -27,15 +27,8 @@ fn set(k: u8) -> Bytes {
 async fn a_large_zero_copy_response_reaches_a_slow_reader_whole_and_in_order() {
     let dir = tempfile::tempdir().unwrap();
     // Small socket buffers, so the 8 MiB answer needs many sends and many waits.
-    let text = format!(
-        "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nenable.zookeeper=false\nlog.flush.interval=1\n\
-         socket.send.buffer=16384\n",
-        dir.path().display()
-    );
-    let config = BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
-    let broker = Broker::start(TokioEnv, config).await.unwrap();
-    let port = broker.addr.port();
-    let server = tokio::spawn(broker.run_until(std::future::pending()));
+    let extra = "log.flush.interval=1\nsocket.send.buffer=16384\n";
+    let (port, server) = support::standalone_broker(dir.path(), extra).await;
     let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(5))
         .await
         .unwrap();

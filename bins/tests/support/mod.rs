@@ -149,3 +149,25 @@ impl Env for GateEnv {
         TokioEnv.blocking(work).await
     }
 }
+
+/// A standalone broker (no ZooKeeper) in this process on a free port, with `extra` lines of
+/// configuration, serving until the returned task is aborted; its port.
+pub async fn standalone_broker(
+    dir: &Path,
+    extra: &str,
+) -> (
+    u16,
+    tokio::task::JoinHandle<Result<(), tributary::broker::BrokerError>>,
+) {
+    let text = format!(
+        "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nenable.zookeeper=false\n{extra}",
+        dir.display()
+    );
+    let properties = tributary_core::config::Properties::parse("test", &text).unwrap();
+    let config = tributary_core::config::BrokerConfig::from_properties(&properties).unwrap();
+    let broker = tributary::broker::Broker::start(TokioEnv, config)
+        .await
+        .unwrap();
+    let port = broker.addr.port();
+    (port, tokio::spawn(broker.run_until(std::future::pending())))
+}
