@@ -187,6 +187,17 @@ mod tests {
         (log, starts)
     }
 
+    /// Appends one uncompressed set of `payloads` and flushes it.
+    fn append_flushed(log: &mut Log<MemFs>, payloads: &[Vec<u8>]) {
+        let mut b = MessageSetBuilder::new();
+        payloads.iter().for_each(|p| {
+            b.push(p.clone());
+        });
+        log.append(&b.build(CompressionCodec::None), 0)
+            .expect("append");
+        log.flush(0).expect("flush");
+    }
+
     fn reopen(fs: &MemFs) -> Log<MemFs> {
         let hints = RecoveryHints {
             clean_shutdown: true,
@@ -229,12 +240,10 @@ mod tests {
     fn messages_bigger_than_the_probe_are_served_as_a_file_range_too() {
         let fs = MemFs::new(0);
         let mut log = Log::create(fs.clone(), Path::new(DIR), tp(), policy(), 0).expect("log");
-        let mut b = MessageSetBuilder::new();
-        b.push(vec![7u8; 3 * BOUNDARY_PROBE_BYTES]);
-        b.push(vec![8u8; 10]);
-        log.append(&b.build(CompressionCodec::None), 0)
-            .expect("append");
-        log.flush(0).expect("flush");
+        append_flushed(
+            &mut log,
+            &[vec![7u8; 3 * BOUNDARY_PROBE_BYTES], vec![8u8; 10]],
+        );
         let served = log.serve(0, 1 << 20).expect("serve");
         assert!(matches!(served, Served::File(_)), "{:?}", served.len());
         assert_eq!(bytes_of(served), log.read(0, 1 << 20).expect("read"));
@@ -251,11 +260,7 @@ mod tests {
         let (mut log, _) = written(&fs);
         let end = log.close(0).expect("close");
         let mut log = reopen(&fs);
-        let mut b = MessageSetBuilder::new();
-        b.push(vec![9u8; 100]);
-        log.append(&b.build(CompressionCodec::None), 0)
-            .expect("append");
-        log.flush(0).expect("flush");
+        append_flushed(&mut log, &[vec![9u8; 100]]);
         let tail = log.serve(end as i64, 1 << 20).expect("serve");
         assert!(
             matches!(tail, Served::File(_)),
