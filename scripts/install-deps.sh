@@ -11,6 +11,8 @@ command -v java >/dev/null || need+=(default-jre-headless)
 [ -f /usr/lib/x86_64-linux-gnu/jni/libsnappyjava.so ] || need+=(libsnappy-jni)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 command -v npm >/dev/null || need+=(npm)
+# A real Prometheus server scrapes a broker and a mirror in tests/tests/metrics_e2e.rs.
+command -v prometheus >/dev/null || need+=(prometheus)
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""

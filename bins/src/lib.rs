@@ -11,6 +11,7 @@ pub mod config_file;
 pub mod consumer;
 pub mod coordination;
 pub mod env;
+pub mod metrics;
 pub mod mirror;
 pub mod producer;
 pub mod real_fs;

@@ -10,9 +10,12 @@ use tributary::broker::Broker;
 use tributary::config_file::{load_file_with_properties, load_kind, ConfigKind};
 use tributary::consumer::Subscription;
 use tributary::env::TokioEnv;
+use tributary::metrics::server::MetricsServer;
+use tributary::metrics::Metrics;
 use tributary::mirror::{Mirror, MirrorSettings};
 use tributary::tools::console_consumer::{self, ConsoleConsumerOptions, Formatter};
 use tributary::tools::console_producer::{produce_stdin, ConsoleProducerOptions};
+use tributary::tools::mirror_status::{self, StatusOptions};
 use tributary::tools::offset_checker::{self, CheckOptions};
 use tributary::tools::perf;
 use tributary::tools::simple_consumer::{consume, ConsumeOptions};
@@ -28,8 +31,21 @@ use tributary_core::wire::TopicName;
     about = "A Kafka 0.7-compatible log broker and its tools"
 )]
 struct Cli {
+    /// How log lines are written to standard error: `text` for people, `json` (one object per
+    /// line) for log shippers. RUST_LOG sets the level either way.
+    #[arg(long = "log-format", global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The format of log lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (timestamp, level, target, message, fields).
+    Json,
 }
 
 /// Which broker and partition a tool talks to.
@@ -97,6 +113,36 @@ enum Command {
         /// Producers, shared round-robin by the streams.
         #[arg(long = "num.producers", default_value_t = 1)]
         num_producers: u32,
+        /// Serve Prometheus metrics at http://0.0.0.0:PORT/metrics (off when not given).
+        #[arg(long = "metrics.port")]
+        metrics_port: Option<u16>,
+    },
+    /// How far a mirror is behind its source: per topic (per partition with -v) the source's
+    /// end, the mirror's committed position, the lag, the rate and the time to catch up.
+    #[command(
+        name = "mirror-status",
+        after_help = "Examples:\n  tributary mirror-status --zkconnect source-zk:2181 --group KafkaMirror\n  \
+        tributary mirror-status --zkconnect source-zk:2181 --group KafkaMirror -v --watch   # redraw every second until ^C"
+    )]
+    MirrorStatus {
+        /// The SOURCE cluster's ZooKeeper: HOST:PORT[/CHROOT].
+        #[arg(long, default_value = "localhost:2181")]
+        zkconnect: String,
+        /// The mirror's consumer group (the embedded mirror's groupid; KafkaMirror in the seed).
+        #[arg(long)]
+        group: String,
+        /// One line per partition too.
+        #[arg(short, long)]
+        verbose: bool,
+        /// Redraw in place every interval until interrupted.
+        #[arg(long)]
+        watch: bool,
+        /// Seconds between the two samples (between redraws with --watch).
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// With --watch, stop after this many redraws.
+        #[arg(long)]
+        rounds: Option<u64>,
     },
     /// Send lines of standard input to a topic (Kafka's ConsoleProducer).
     #[command(
@@ -409,14 +455,17 @@ fn main() -> ExitCode {
         Command::CheckConfig { .. } => "error",
         _ => "warn",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| default_level.into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| default_level.into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => logs.json().with_ansi(false).init(),
+    }
     match run(cli.command) {
         Ok(code) => code,
         Err(message) => {
@@ -447,6 +496,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
             blacklist,
             num_streams,
             num_producers,
+            metrics_port,
         } => {
             let sources = consumer_config
                 .iter()
@@ -473,16 +523,29 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 commit_interval,
                 summary_interval: tributary::mirror::SUMMARY_EVERY,
                 observer: None,
+                metrics: metrics_port.map(|_| Metrics::new()),
             };
             runtime(None)?.block_on(async move {
+                let server = match (metrics_port, &settings.metrics) {
+                    (Some(port), Some(metrics)) => Some(
+                        MetricsServer::start(&TokioEnv, "0.0.0.0", port, metrics.clone())
+                            .await
+                            .map_err(|e| format!("cannot serve metrics on port {port} (--metrics.port): {e}"))?,
+                    ),
+                    _ => None,
+                };
                 let mirror = Mirror::start(TokioEnv, settings).await.map_err(|e| e.to_string())?;
-                mirror
+                let mirrored = mirror
                     .run_until(async {
                         wait_for_signal().await;
                         tracing::info!("signal received: stopping the mirror (in-flight messages are acknowledged, then committed)");
                     })
                     .await
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| e.to_string());
+                if let Some(server) = server {
+                    server.stop().await;
+                }
+                mirrored
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -598,6 +661,37 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 &mut std::io::stdout().lock(),
             ))?;
             eprintln!("Consumed {consumed} messages");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::MirrorStatus {
+            zkconnect,
+            group,
+            verbose,
+            watch,
+            interval,
+            rounds,
+        } => {
+            if !(interval.is_finite() && (0.1..=3600.0).contains(&interval)) {
+                return Err(format!(
+                    "--interval {interval}: give seconds between 0.1 and 3600"
+                ));
+            }
+            let options = StatusOptions {
+                group: group.parse().map_err(|e| format!("--group: {e}"))?,
+                zk_connect: ZkConnect::parse(&zkconnect)
+                    .map_err(|e| format!("--zkconnect: {e}"))?,
+                verbose,
+                watch,
+                interval: std::time::Duration::from_secs_f64(interval),
+                rounds,
+            };
+            let mut stdout = std::io::stdout().lock();
+            runtime(Some(1))?.block_on(async {
+                tokio::select! {
+                    shown = mirror_status::run(&TokioEnv, &options, &mut stdout) => shown,
+                    () = wait_for_signal() => Ok(()),
+                }
+            })?;
             Ok(ExitCode::SUCCESS)
         }
         Command::ConsumerOffsetChecker {
@@ -833,7 +927,7 @@ fn run_server(server: &std::path::Path, mirror: &[PathBuf]) -> Result<ExitCode, 
         if !broker.report.refused.is_empty() {
             tracing::error!("{} partitions refused at startup; see the errors above", broker.report.refused.len());
         }
-        let Some(settings) = embedded else {
+        let Some(mut settings) = embedded else {
             return broker
                 .run_until(async {
                     wait_for_signal().await;
@@ -843,7 +937,9 @@ fn run_server(server: &std::path::Path, mirror: &[PathBuf]) -> Result<ExitCode, 
                 .map_err(|e| e.to_string());
         };
         // A mirror broker: the broker first, then the mirror (0.7.0's order); on a signal the
-        // mirror stops first (its last commit needs the brokers), then the broker.
+        // mirror stops first (its last commit needs the brokers), then the broker. Its metrics
+        // are the broker's (one endpoint).
+        settings.metrics = broker.metrics();
         let mirror = match Mirror::start(TokioEnv, settings).await {
             Ok(mirror) => mirror,
             Err(e) => {

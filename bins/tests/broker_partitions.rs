@@ -69,7 +69,7 @@ async fn reads_of_flushed_data_do_not_wait_for_a_running_fsync() {
     })
     .await
     .unwrap();
-    logs::flush(&env, &log).await.unwrap();
+    logs::flush(&env, &log, &Default::default()).await.unwrap();
     with_log(&env, &log, |l| l.append(&set(2, 3), T0).map(drop))
         .await
         .unwrap();
@@ -79,7 +79,7 @@ async fn reads_of_flushed_data_do_not_wait_for_a_running_fsync() {
     let _reopen = ReopenOnDrop(env.fs.gate.clone());
     let flushing = tokio::spawn({
         let (env, log) = (env.clone(), log.clone());
-        async move { logs::flush(&env, &log).await }
+        async move { logs::flush(&env, &log, &Default::default()).await }
     });
     while !env.fs.gate.waiting.load(Ordering::SeqCst) {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -178,7 +178,9 @@ async fn refused_partition(dir: &Path) {
     with_log(&TokioEnv, &log, |l| l.append(&set(1, 3), T0).map(drop))
         .await
         .unwrap();
-    logs::flush(&TokioEnv, &log).await.unwrap();
+    logs::flush(&TokioEnv, &log, &Default::default())
+        .await
+        .unwrap();
     logs::checkpoint(&TokioEnv, &logs).await.unwrap();
     drop((log, logs));
     let segment = dir.join("t-0/00000000000000000000.kafka");
@@ -314,7 +316,9 @@ async fn flushed_appended_bytes_go_out_as_a_file_range_unless_zero_copy_is_off()
         .await
         .unwrap();
     let log = logs.get(&tp("t", 0)).unwrap();
-    logs::flush(&TokioEnv, &log).await.unwrap();
+    logs::flush(&TokioEnv, &log, &Default::default())
+        .await
+        .unwrap();
     let fetch = || {
         Request::Fetch(FetchRequest {
             topic: "t".parse().unwrap(),

@@ -343,7 +343,9 @@ fn lock(
 /// What the broker's flush timer does at `now`: flush every due partition, then checkpoint.
 async fn flush_due(m: &Arc<Logs<RealFs>>, now: i64) {
     for log in logs::due_for_flush(m, now) {
-        logs::flush(&TokioEnv, &log).await.unwrap();
+        logs::flush(&TokioEnv, &log, &Default::default())
+            .await
+            .unwrap();
     }
     logs::checkpoint(&TokioEnv, m).await.unwrap();
 }

@@ -230,6 +230,7 @@ async fn mirror_rate(
         commit_interval: Duration::from_secs(1),
         summary_interval: Duration::from_secs(3600),
         observer: None,
+        metrics: None,
     };
     let mirror = Mirror::start(TokioEnv, settings).await.expect("mirror");
     let stats = mirror.stats.clone();

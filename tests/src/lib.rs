@@ -4,4 +4,5 @@
 pub mod bench;
 pub mod broker;
 pub mod java;
+pub mod prometheus;
 pub mod zookeeper;

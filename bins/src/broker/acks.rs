@@ -14,6 +14,7 @@ use tributary_core::log::{LogFs, TopicPartition};
 
 use super::logs::{self, SharedLog};
 use crate::env::Env;
+use crate::metrics::broker::BrokerMeter;
 
 /// Asks the committer to flush a partition soon.
 #[derive(Debug, Clone)]
@@ -81,6 +82,7 @@ impl<F: LogFs + Send + Sync + 'static> FlushRequests<F> {
 pub fn start<E: Env>(
     env: E,
     delay: Duration,
+    meter: BrokerMeter,
     mut stop: watch::Receiver<bool>,
 ) -> (
     FlushRequests<E::Fs>,
@@ -107,8 +109,8 @@ pub fn start<E: Env>(
             }
             let mut flushes = JoinSet::new();
             for log in due.into_values() {
-                let env = env.clone();
-                flushes.spawn(async move { logs::flush(&env, &log).await });
+                let (env, meter) = (env.clone(), meter.clone());
+                flushes.spawn(async move { logs::flush(&env, &log, &meter).await });
             }
             while let Some(joined) = flushes.join_next().await {
                 match joined {

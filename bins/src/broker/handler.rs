@@ -14,6 +14,7 @@ use super::limits::{ACK_WAIT_TIMEOUT, RESPONSE_BYTES_MAX};
 use super::logs::{self, with_log, Logs, SharedLog};
 use super::reply::{Reply, ServedBlock};
 use crate::env::Env;
+use crate::metrics::broker::{code_label, request_kind, BrokerMeter};
 
 /// Why a connection must be closed instead of answered (0.7 closes on these).
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +51,20 @@ pub enum CloseReason {
     },
 }
 
+impl CloseReason {
+    /// The `code` label of the refusal in `tributary_request_errors_total`.
+    pub fn code_label(&self) -> &'static str {
+        match self {
+            CloseReason::InvalidPartition { .. } => "wrong_partition",
+            CloseReason::Log(LogError::InvalidMessageSet { .. }) => "invalid_message",
+            CloseReason::Log(_) => "unknown",
+            CloseReason::Unsupported(_) => "unsupported",
+            CloseReason::ReplicaTopic { .. } => "read_only_replica",
+            CloseReason::RefusedPartition { .. } => "refused",
+        }
+    }
+}
+
 /// The error code an acknowledged produce to a replica topic (replica mode) is answered with:
 /// the topic is read-only here (Tributary's; 0.7 has no such code).
 pub const READ_ONLY_REPLICA: ErrorCode = ErrorCode::Other(100);
@@ -71,6 +86,8 @@ pub struct Handler<E: Env> {
     /// `fetch.zero.copy`: serve bytes checked earlier in this process as file ranges (sent
     /// without copying); `false` reads and checks every served byte on every fetch.
     zero_copy: bool,
+    /// Counts requests, errors and bytes (nothing when metrics are off).
+    meter: BrokerMeter,
 }
 
 /// The file type of an environment's logs.
@@ -83,6 +100,7 @@ impl<E: Env> Clone for Handler<E> {
             logs: self.logs.clone(),
             acks: self.acks.clone(),
             zero_copy: self.zero_copy,
+            meter: self.meter.clone(),
         }
     }
 }
@@ -103,6 +121,7 @@ impl<E: Env> Handler<E> {
             logs,
             acks: None,
             zero_copy: true,
+            meter: BrokerMeter::default(),
         }
     }
 
@@ -113,6 +132,7 @@ impl<E: Env> Handler<E> {
             logs,
             acks: Some(acks),
             zero_copy: true,
+            meter: BrokerMeter::default(),
         }
     }
 
@@ -121,13 +141,39 @@ impl<E: Env> Handler<E> {
         Handler { zero_copy, ..self }
     }
 
+    /// Counts what it serves with `meter`.
+    pub fn with_meter(self, meter: BrokerMeter) -> Self {
+        Handler { meter, ..self }
+    }
+
+    /// What it counts with.
+    pub fn meter(&self) -> &BrokerMeter {
+        &self.meter
+    }
+
     /// The environment it serves in.
     pub fn env(&self) -> &E {
         &self.env
     }
 
-    /// Serves `request`: `Ok(None)` for the produce requests (no response in 0.7).
+    /// Serves `request`: `Ok(None)` for the produce requests (no response in 0.7). Counts the
+    /// request, and a refusal by closing as an error of its type.
     pub async fn handle(
+        &self,
+        request: Request,
+        rng: &mut impl Rng,
+        effects: &mut Effects,
+    ) -> Result<Option<Reply<FileOf<E>>>, CloseReason> {
+        let kind = request_kind(&request);
+        self.meter.request(kind);
+        let handled = self.serve(request, rng, effects).await;
+        if let Err(reason) = &handled {
+            self.meter.error(kind, reason.code_label());
+        }
+        handled
+    }
+
+    async fn serve(
         &self,
         request: Request,
         rng: &mut impl Rng,
@@ -150,12 +196,14 @@ impl<E: Env> Handler<E> {
                 }
                 Ok(None)
             }
-            Request::Fetch(f) => Ok(Some(Reply::Fetch(self.fetch(f, RESPONSE_BYTES_MAX).await))),
+            Request::Fetch(f) => Ok(Some(Reply::Fetch(
+                self.fetch(f, RESPONSE_BYTES_MAX, "fetch").await,
+            ))),
             Request::MultiFetch(fs) => {
                 let mut budget = RESPONSE_BYTES_MAX;
                 let mut blocks = Vec::with_capacity(fs.len());
                 for f in fs {
-                    let block = self.fetch(f, budget).await;
+                    let block = self.fetch(f, budget, "multifetch").await;
                     budget -= block.data.len().min(budget);
                     blocks.push(block);
                 }
@@ -168,10 +216,12 @@ impl<E: Env> Handler<E> {
             {
                 panic!("planted bug: the request handler panicked")
             }
-            Request::Offsets(o) => self
-                .offsets(o)
-                .await
-                .map(|r| Some(Reply::Response(Response::Offsets(r)))),
+            Request::Offsets(o) => self.offsets(o).await.map(|r| {
+                if r.error != ErrorCode::NoError {
+                    self.meter.error("offsets", &code_label(r.error));
+                }
+                Some(Reply::Response(Response::Offsets(r)))
+            }),
             Request::AckedProduce(ps) => self
                 .acked_produce(ps, rng, effects)
                 .await
@@ -222,6 +272,9 @@ impl<E: Env> Handler<E> {
                 },
                 Err(error) => ProduceAck { error, offset: -1 },
             };
+            if ack.error != ErrorCode::NoError {
+                self.meter.error("acked_produce", &code_label(ack.error));
+            }
             out.push(ack);
         }
         Ok(AckedProduceResponse {
@@ -260,6 +313,7 @@ impl<E: Env> Handler<E> {
         }
         let limits = self.logs.policy_for(&tp.topic).validation;
         let (messages, name) = (p.messages, tp.to_string());
+        let bytes = messages.len();
         let set = self
             .env
             .blocking(move || ValidatedSet::check(messages, limits))
@@ -286,6 +340,7 @@ impl<E: Env> Handler<E> {
                 tracing::error!("{e}");
                 ErrorCode::Unknown
             })?;
+        self.meter.bytes_in(tp.topic.as_str(), bytes);
         Ok(Appended {
             tp,
             log,
@@ -336,6 +391,7 @@ impl<E: Env> Handler<E> {
         }
         let limits = self.logs.policy_for(&tp.topic).validation;
         let (messages, name) = (p.messages, tp.to_string());
+        let (bytes, topic) = (messages.len(), tp.topic.clone());
         let set = self
             .env
             .blocking(move || ValidatedSet::check(messages, limits))
@@ -353,13 +409,30 @@ impl<E: Env> Handler<E> {
             effects.new_topics.push(p.topic);
         }
         let appended = with_log(&self.env, &log, move |l| l.append_validated(&set, now)).await?;
+        self.meter.bytes_in(topic.as_str(), bytes);
         if appended.flush_needed {
-            logs::flush(&self.env, &log).await?;
+            logs::flush(&self.env, &log, &self.meter).await?;
         }
         Ok(())
     }
 
-    async fn fetch(&self, f: FetchRequest, budget: usize) -> ServedBlock<FileOf<E>> {
+    /// One fetch (of a request of `kind`), counting its bytes or its error.
+    async fn fetch(
+        &self,
+        f: FetchRequest,
+        budget: usize,
+        kind: &'static str,
+    ) -> ServedBlock<FileOf<E>> {
+        let topic = f.topic.clone();
+        let block = self.fetch_block(f, budget).await;
+        match block.error {
+            ErrorCode::NoError => self.meter.bytes_out(topic.as_str(), block.data.len()),
+            error => self.meter.error(kind, &code_label(error)),
+        }
+        block
+    }
+
+    async fn fetch_block(&self, f: FetchRequest, budget: usize) -> ServedBlock<FileOf<E>> {
         let empty = ServedBlock::empty;
         let Some(tp) = self.partition(&f.topic, f.partition) else {
             return empty(ErrorCode::WrongPartition);

@@ -16,12 +16,14 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{watch, OwnedMutexGuard};
 use tributary_core::log::{Log, LogError, LogFs, LogManager, TopicPartition};
 
 use crate::env::Env;
+use crate::metrics::broker::BrokerMeter;
 
 /// What has been made durable in a partition, published after every operation on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,6 +41,8 @@ pub struct Durable {
 pub struct Partition<F: LogFs> {
     log: Arc<tokio::sync::Mutex<Log<F>>>,
     durable: watch::Sender<Durable>,
+    /// The written end, published after every operation (for metrics, read without the lock).
+    written_end: AtomicU64,
 }
 
 impl<F: LogFs> From<Log<F>> for Partition<F> {
@@ -48,6 +52,7 @@ impl<F: LogFs> From<Log<F>> for Partition<F> {
             stopped: log.is_poisoned() || log.is_failed(),
         };
         Partition {
+            written_end: AtomicU64::new(log.written_end()),
             log: Arc::new(tokio::sync::Mutex::new(log)),
             durable: watch::channel(durable).0,
         }
@@ -72,7 +77,16 @@ impl<F: LogFs> Partition<F> {
         self.durable.subscribe()
     }
 
+    /// The written end and the flushed end, as last published (no lock taken).
+    pub fn ends(&self) -> (u64, u64) {
+        (
+            self.written_end.load(Ordering::Relaxed),
+            self.durable.borrow().flushed_end,
+        )
+    }
+
     fn publish(&self, log: &Log<F>) {
+        self.written_end.store(log.written_end(), Ordering::Relaxed);
         let now = Durable {
             flushed_end: log.flushed_end(),
             stopped: log.is_poisoned() || log.is_failed(),
@@ -135,17 +149,24 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// Makes everything written to `log` so far durable and visible, in two steps: note what to
 /// sync (under the lock), sync (without it), publish the new flushed end (under it again).
-pub async fn flush<E: Env>(env: &E, log: &SharedLog<E::Fs>) -> Result<(), LogError> {
+/// The sync's duration goes to `meter` (the environment's clock: simulated in the simulator).
+pub async fn flush<E: Env>(
+    env: &E,
+    log: &SharedLog<E::Fs>,
+    meter: &BrokerMeter,
+) -> Result<(), LogError> {
     let now = env.now_ms();
     let Some(ticket) = with_log(env, log, move |l| l.begin_flush(now)).await? else {
         return Ok(());
     };
+    let started = tokio::time::Instant::now();
     let (ticket, synced) = env
         .blocking(move || {
             let synced = ticket.sync();
             (ticket, synced)
         })
         .await;
+    meter.flushed(started.elapsed());
     with_log(env, log, move |l| l.finish_flush(ticket, synced)).await
 }
 

@@ -37,6 +37,9 @@ use self::limits::{CONNECTIONS_MAX, IN_FLIGHT_BYTES_MAX, SHUTDOWN_GRACE};
 use self::logs::{panic_message, Logs};
 use self::registration::Registration;
 use crate::env::{Env, Listener};
+use crate::metrics::broker::BrokerMeter;
+use crate::metrics::server::MetricsServer;
+use crate::metrics::{LabelledGauges, MaybeMetrics, Metrics};
 
 /// Why the broker could not start.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +58,14 @@ pub enum StartError {
     /// ZooKeeper registration failed.
     #[error("cannot register in ZooKeeper: {0}")]
     Registration(String),
+    /// The metrics port could not be bound.
+    #[error("cannot serve metrics on {addr} (metrics.port): {source}")]
+    Metrics {
+        /// The address.
+        addr: String,
+        /// The error.
+        source: std::io::Error,
+    },
 }
 
 /// Why a running broker stopped other than by request, or why its shutdown was not clean.
@@ -96,6 +107,9 @@ pub struct Broker {
     pub addr: SocketAddr,
     /// What log recovery found at startup.
     pub report: OpenReport,
+    /// Where the metrics endpoint listens (`metrics.port`), if it does.
+    pub metrics_addr: Option<SocketAddr>,
+    metrics: MaybeMetrics,
     shutdown: watch::Sender<bool>,
     done: tokio::task::JoinHandle<Result<(), BrokerError>>,
 }
@@ -109,6 +123,22 @@ impl Broker {
             .await?;
         let logs = Arc::new(logs);
         let host = config.hostname.clone().unwrap_or_else(|| "0.0.0.0".into());
+        let metrics = config.metrics_port.map(|_| Metrics::new());
+        let meter = BrokerMeter::new(metrics.as_deref());
+        let metrics_server = match (config.metrics_port, &metrics) {
+            (Some(port), Some(metrics)) => {
+                watch_partitions(metrics, &logs, meter.clone());
+                let server = MetricsServer::start(&env, &host, port, metrics.clone())
+                    .await
+                    .map_err(|source| StartError::Metrics {
+                        addr: format!("{host}:{port}"),
+                        source,
+                    })?;
+                Some(server)
+            }
+            _ => None,
+        };
+        let metrics_addr = metrics_server.as_ref().map(|s| s.addr);
         let bind_addr = format!("{host}:{}", config.port);
         let listener = env
             .bind(
@@ -160,12 +190,14 @@ impl Broker {
         let (flush_requests, committer) = acks::start(
             env.clone(),
             std::time::Duration::from_millis(config.acks_flush_delay_ms.into()),
+            meter.clone(),
             committer_stop_rx,
         );
         let committer = tokio::spawn(committer);
         let shared = Arc::new(Shared {
             handler: Handler::with_acks(env.clone(), logs.clone(), flush_requests)
-                .with_zero_copy(config.fetch_zero_copy),
+                .with_zero_copy(config.fetch_zero_copy)
+                .with_meter(meter),
             request_bytes_max: request_bytes_max(&config),
             read_chunk_bytes: config.socket_receive_buffer_bytes as usize,
             budget: Budget::new(IN_FLIGHT_BYTES_MAX),
@@ -175,6 +207,8 @@ impl Broker {
             registration,
             committer,
             committer_stop,
+            metrics_server,
+            metrics: metrics.clone(),
         };
         let done = tokio::spawn(run(
             env,
@@ -189,9 +223,16 @@ impl Broker {
         Ok(Broker {
             addr,
             report,
+            metrics_addr,
+            metrics,
             shutdown,
             done,
         })
+    }
+
+    /// The broker's metrics (`metrics.port` set): an embedded mirror registers its own here.
+    pub fn metrics(&self) -> MaybeMetrics {
+        self.metrics.clone()
     }
 
     /// Serves until `stop` resolves (then shuts down gracefully) or until the broker fails on
@@ -232,6 +273,32 @@ struct Tasks {
     registration: Option<Registration>,
     committer: tokio::task::JoinHandle<()>,
     committer_stop: watch::Sender<bool>,
+    metrics_server: Option<MetricsServer>,
+    metrics: MaybeMetrics,
+}
+
+/// Sets each partition's end and flushed end before every scrape, while the logs live.
+fn watch_partitions<F: tributary_core::log::LogFs + Clone + Send + Sync + 'static>(
+    metrics: &Metrics,
+    logs: &Arc<Logs<F>>,
+    meter: BrokerMeter,
+) where
+    F::File: Send + Sync,
+    F::DirLock: Send + Sync,
+{
+    let logs = Arc::downgrade(logs);
+    let (mut ends, mut flushed) = (LabelledGauges::default(), LabelledGauges::default());
+    metrics.on_scrape(Box::new(move || {
+        let Some(logs) = logs.upgrade() else {
+            return false;
+        };
+        let partitions = logs.all().into_iter().map(|(tp, log)| {
+            let (end, flushed_end) = log.ends();
+            (tp.topic.to_string(), tp.partition, end, flushed_end)
+        });
+        meter.partitions(&mut ends, &mut flushed, partitions);
+        true
+    }));
 }
 
 async fn run<E: Env>(
@@ -247,17 +314,30 @@ async fn run<E: Env>(
         mut registration,
         mut committer,
         committer_stop,
+        mut metrics_server,
+        metrics,
     } = tasks;
+    let meter = shared.handler.meter().clone();
     // Connections and timers stop on this, whether the stop came from outside or a failure.
     let (stop, stop_rx) = watch::channel(false);
-    let mut timers = scheduler::start(env.clone(), logs.clone(), &config, stop_rx.clone());
+    let mut timers = scheduler::start(
+        env.clone(),
+        logs.clone(),
+        &config,
+        meter.clone(),
+        stop_rx.clone(),
+    );
     let mut replica = config.replica.clone().map(|replica_config| {
         tokio::spawn(replica::run(
             env.clone(),
-            config.clone(),
-            replica_config,
-            logs.clone(),
-            shared.new_topics.clone(),
+            replica::Copier {
+                broker: config.clone(),
+                replica: replica_config,
+                logs: logs.clone(),
+                new_topics: shared.new_topics.clone(),
+                meter: meter.clone(),
+                metrics: metrics.as_ref().map(|m| m.mirror()),
+            },
             stop_rx.clone(),
         ))
     });
@@ -268,6 +348,7 @@ async fn run<E: Env>(
             biased;
             _ = shutdown.changed() => break None,
             Some(joined) = connections.join_next(), if !connections.is_empty() => {
+                meter.connections(connections.len());
                 if let Err(e) = joined {
                     break Some(BrokerError::from_join("a connection task", e));
                 }
@@ -278,6 +359,7 @@ async fn run<E: Env>(
             }),
             ended = registration_ended(&mut registration) => break Some(ended),
             ended = replica_ended(&mut replica) => break Some(ended),
+            ended = metrics_ended(&mut metrics_server) => break Some(ended),
             ended = &mut committer => break Some(match ended {
                 Err(e) => BrokerError::from_join("the acknowledgement committer", e),
                 Ok(()) => BrokerError::TaskEnded("the acknowledgement committer"),
@@ -286,6 +368,7 @@ async fn run<E: Env>(
                 Ok((stream, peer)) if connections.len() < CONNECTIONS_MAX => {
                     seeds = seeds.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                     connections.spawn(connection::serve(stream, peer, shared.clone(), stop_rx.clone(), seeds));
+                    meter.connections(connections.len());
                 }
                 Ok((_, peer)) => tracing::warn!("{peer}: refused: {CONNECTIONS_MAX} connections already open"),
                 Err(e) => {
@@ -361,6 +444,9 @@ async fn run<E: Env>(
     if let Some(registration) = registration {
         registration.stop().await;
     }
+    if let Some(server) = metrics_server {
+        server.stop().await;
+    }
     tracing::info!("shut down");
     match failure {
         Some(failure) => Err(failure),
@@ -379,6 +465,22 @@ async fn replica_ended(replica: &mut Option<tokio::task::JoinHandle<()>>) -> Bro
             match joined {
                 Err(e) => BrokerError::from_join("the replica copier", e),
                 Ok(()) => BrokerError::TaskEnded("the replica copier"),
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves when the metrics endpoint's task ends on its own (a panic); pending without one.
+async fn metrics_ended(server: &mut Option<MetricsServer>) -> BrokerError {
+    match server {
+        Some(s) => {
+            let ended = s.ended().await;
+            // Finished: never awaited again at shutdown.
+            *server = None;
+            match ended {
+                Err(e) => BrokerError::from_join("the metrics endpoint", e),
+                Ok(()) => BrokerError::TaskEnded("the metrics endpoint"),
             }
         }
         None => std::future::pending().await,

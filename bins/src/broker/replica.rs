@@ -36,12 +36,17 @@ use super::logs::{self, with_log, Logs};
 use crate::client::{connect, Connection};
 use crate::coordination::{CoordError, Coordination, NodeKind};
 use crate::env::Env;
+use crate::metrics::broker::BrokerMeter;
+use crate::metrics::mirror::{LagGauges, MirrorMetrics};
 
 /// Where a replica broker keeps, per group and partition, the offset it last synced (in this
 /// cluster's ZooKeeper).
 const SYNCED_PATH: &str = "/tributary/synced";
 /// How often the source's ZooKeeper is read for new topics and partitions.
 const DISCOVERY_INTERVAL: Duration = Duration::from_secs(2);
+/// How often, with metrics on, the source's end of every copied partition is asked for (the
+/// lag gauges).
+const LAG_PROBE_INTERVAL: Duration = Duration::from_secs(5);
 /// Partitions in one MULTIFETCH at most.
 const FETCHES_PER_REQUEST_MAX: usize = 200;
 /// The most partitions a source topic may have on one broker; a larger count read from the
@@ -73,16 +78,36 @@ struct SourceView {
     counts: BTreeMap<TopicName, u32>,
 }
 
+/// What the copier works with.
+#[derive(Debug)]
+pub struct Copier<F: tributary_core::log::LogFs + Clone> {
+    /// This broker's configuration.
+    pub broker: BrokerConfig,
+    /// Its `replica.*` settings.
+    pub replica: ReplicaConfig,
+    /// Its logs.
+    pub logs: Arc<Logs<F>>,
+    /// Where new topics are announced for registration (`None` without ZooKeeper).
+    pub new_topics: Option<mpsc::UnboundedSender<TopicName>>,
+    /// Flush latency.
+    pub meter: BrokerMeter,
+    /// Lag, copied bytes and gaps (metrics on).
+    pub metrics: Option<Arc<MirrorMetrics>>,
+}
+
 /// Copies until `stop`; returns only then (every failure is retried, loudly, or stops one
 /// partition).
-pub async fn run<E: Env>(
-    env: E,
-    broker: BrokerConfig,
-    replica: ReplicaConfig,
-    logs: Arc<Logs<E::Fs>>,
-    new_topics: Option<mpsc::UnboundedSender<TopicName>>,
-    mut stop: watch::Receiver<bool>,
-) {
+pub async fn run<E: Env>(env: E, copier: Copier<E::Fs>, mut stop: watch::Receiver<bool>) {
+    let Copier {
+        broker,
+        replica,
+        logs,
+        new_topics,
+        meter,
+        metrics,
+    } = copier;
+    let mut lag = LagGauges::default();
+    let mut last_lag_probe: Option<i64> = None;
     let timeout = Duration::from_millis(replica.socket_timeout_ms.into());
     let backoff = Duration::from_millis(replica.fetch_backoff_ms.into());
     let size_limit = broker
@@ -114,7 +139,7 @@ pub async fn run<E: Env>(
         // a promoted topic is never copied into again, and nothing is copied before they are
         // known.
         if last_promotions.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
-            match promotions(&env, &broker, &logs, &mut own).await {
+            match promotions(&env, &broker, &logs, &mut own, &meter).await {
                 Ok(()) => last_promotions = Some(now),
                 Err(e) => {
                     tracing::warn!("replica: reading promotions from this cluster's ZooKeeper: {e}; not copying until it answers");
@@ -181,8 +206,31 @@ pub async fn run<E: Env>(
             }
         }
         let Some(open) = conn.as_mut() else { continue };
+        if let Some(m) = &metrics {
+            if last_lag_probe.is_none_or(|at| now - at >= LAG_PROBE_INTERVAL.as_millis() as i64) {
+                last_lag_probe = Some(now);
+                let source_id = replica.source_broker_id;
+                if let Err(e) = probe_lag(&env, open, &logs, &copied, source_id, m, &mut lag).await
+                {
+                    tracing::warn!("replica: source broker {host}:{port}: {e}; reconnecting");
+                    conn = None;
+                    continue;
+                }
+            }
+        }
         let sizes = (replica.fetch_bytes, size_limit);
-        let copied_any = match round(&env, open, &logs, &mut copied, &mut pending, sizes).await {
+        let copying_with = (&meter, metrics.as_deref());
+        let copied_any = match round(
+            &env,
+            open,
+            &logs,
+            &mut copied,
+            &mut pending,
+            sizes,
+            copying_with,
+        )
+        .await
+        {
             Ok(any) => any,
             Err(e) => {
                 tracing::warn!("replica: source broker {host}:{port}: {e}; reconnecting");
@@ -208,6 +256,40 @@ pub async fn run<E: Env>(
             return;
         }
     }
+}
+
+/// Asks the source for the end of every partition still copied and sets the lag gauges from
+/// it against each replica log's written end (the copy position). `Err` only for a failure of
+/// the connection to the source.
+async fn probe_lag<E: Env>(
+    env: &E,
+    conn: &mut Connection<E::Stream>,
+    logs: &Arc<Logs<E::Fs>>,
+    copied: &BTreeMap<TopicPartition, Copied>,
+    source_broker: i32,
+    metrics: &MirrorMetrics,
+    lag: &mut LagGauges,
+) -> Result<(), String> {
+    let mut samples = Vec::new();
+    // A stopped partition keeps its gauges: its lag grows, which is what to alert on.
+    for tp in copied.keys() {
+        if !copying(logs, &tp.topic) {
+            continue;
+        }
+        let (Some(log), Some(source_end)) = (logs.get(tp), source_offset(conn, tp, -1).await?)
+        else {
+            continue;
+        };
+        let position = i64::try_from(log.ends().0).unwrap_or(i64::MAX);
+        samples.push(tributary_core::mirror::lag::LagSample {
+            topic: tp.topic.to_string(),
+            partition: format!("{source_broker}-{}", tp.partition),
+            source_end,
+            position,
+        });
+    }
+    lag.update(metrics, env.now_ms(), &samples);
+    Ok(())
 }
 
 /// Waits `how_long` or until stopped; `true` when stopped.
@@ -302,6 +384,8 @@ struct Pending {
     tp: TopicPartition,
     offset: i64,
     bytes: bytes::Bytes,
+    /// Top-level messages in `bytes`.
+    messages: u64,
 }
 
 /// Whether the copier still copies `topic` (not promoted; `copied` holds only topics the filter
@@ -322,11 +406,12 @@ async fn round<E: Env>(
     copied: &mut BTreeMap<TopicPartition, Copied>,
     pending: &mut Vec<Pending>,
     sizes: (u32, u32),
+    (meter, metrics): (&BrokerMeter, Option<&MirrorMetrics>),
 ) -> Result<bool, String> {
     let wanted = wanted(env, conn, logs, copied).await?;
     let (fetched, appended) = tokio::join!(
         fetch_all(conn, &wanted),
-        append_all(env, logs, std::mem::take(pending))
+        append_all(env, logs, std::mem::take(pending), meter, metrics)
     );
     let appended_any = !appended.is_empty();
     for (tp, result) in appended {
@@ -336,7 +421,12 @@ async fn round<E: Env>(
         }
     }
     let fetched = fetched?;
-    decide_all(env, conn, logs, copied, pending, sizes, fetched).await?;
+    decide_all(env, conn, logs, copied, pending, sizes, fetched, metrics).await?;
+    if let Some(m) = metrics {
+        let waiting: usize = pending.iter().map(|p| p.bytes.len()).sum();
+        m.in_flight_bytes
+            .set(i64::try_from(waiting).unwrap_or(i64::MAX));
+    }
     Ok(appended_any || !pending.is_empty())
 }
 
@@ -431,13 +521,20 @@ async fn append_all<E: Env>(
     env: &E,
     logs: &Arc<Logs<E::Fs>>,
     pending: Vec<Pending>,
+    meter: &BrokerMeter,
+    metrics: Option<&MirrorMetrics>,
 ) -> Vec<(TopicPartition, Result<(), String>)> {
     let mut out: Vec<(TopicPartition, Result<(), String>)> = Vec::with_capacity(pending.len());
     for p in pending {
         if !copying(logs, &p.tp.topic) {
             continue;
         }
-        let result = append(env, logs, &p.tp, p.offset, p.bytes).await;
+        let (bytes, messages) = (p.bytes.len() as u64, p.messages);
+        let result = append(env, logs, &p.tp, p.offset, p.bytes, meter).await;
+        if let (Ok(()), Some(m)) = (&result, metrics) {
+            m.messages.inc_by(messages);
+            m.bytes.inc_by(bytes);
+        }
         out.push((p.tp, result));
     }
     out
@@ -446,6 +543,7 @@ async fn append_all<E: Env>(
 /// Decides what of each fetched block is appended (into `pending`, moving the partition's next
 /// offset past it), and handles what the source refused: a gap leaves a hole, corruption and
 /// oversized messages stop the partition.
+#[allow(clippy::too_many_arguments)]
 async fn decide_all<E: Env>(
     env: &E,
     conn: &mut Connection<E::Stream>,
@@ -458,6 +556,7 @@ async fn decide_all<E: Env>(
         FetchRequest,
         tributary_core::wire::FetchResponse,
     )>,
+    metrics: Option<&MirrorMetrics>,
 ) -> Result<(), String> {
     for (tp, request, block) in fetched {
         let Some(state) = copied.get_mut(&tp) else {
@@ -477,6 +576,10 @@ async fn decide_all<E: Env>(
                             Ok(()) => {
                                 state.gaps += 1;
                                 state.next = Some(to);
+                                if let Some(m) = metrics {
+                                    m.gaps.inc();
+                                    m.gap_bytes.inc_by(to.saturating_sub(from));
+                                }
                                 tracing::error!("replica: {tp}: GAP: the source deleted bytes {from}..{to} before they were copied; this replica's log holds a hole there (recorded as {}; nothing is filled in, reads inside it answer OffsetOutOfRange); copying goes on at {to} ({} gaps in this partition since start)", tributary_core::log::gap_file_name(from, to), state.gaps);
                             }
                             Err(reason) => {
@@ -527,12 +630,13 @@ async fn decide_all<E: Env>(
                 tracing::error!("replica: {tp}: {reason}; this partition stops copying (nothing at or after it was copied)");
                 state.stopped = Some(reason);
             }
-            Fetched::Append { bytes, .. } => {
+            Fetched::Append { bytes, messages } => {
                 state.next = u64::try_from(request.offset).ok().map(|o| o + bytes as u64);
                 pending.push(Pending {
                     tp: tp.clone(),
                     offset: request.offset,
                     bytes: block.messages.slice(..bytes),
+                    messages,
                 });
                 // A fetch size grown for one large message goes back once it is copied.
                 state.fetch_bytes = base_bytes;
@@ -686,6 +790,7 @@ async fn append<E: Env>(
     tp: &TopicPartition,
     offset: i64,
     bytes: bytes::Bytes,
+    meter: &BrokerMeter,
 ) -> Result<(), String> {
     let Some(log) = logs.get(tp) else {
         return Err(format!("{tp}: the replica's log is gone"));
@@ -714,7 +819,9 @@ async fn append<E: Env>(
         "a replica append landed elsewhere"
     );
     if appended.flush_needed {
-        logs::flush(env, &log).await.map_err(|e| e.to_string())?;
+        logs::flush(env, &log, meter)
+            .await
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -727,6 +834,7 @@ async fn promotions<E: Env>(
     broker: &BrokerConfig,
     logs: &Arc<Logs<E::Fs>>,
     own: &mut Option<E::Coord>,
+    meter: &BrokerMeter,
 ) -> Result<(), CoordError> {
     let Some(connect) = broker.zk_connect.as_ref() else {
         return Ok(());
@@ -761,7 +869,7 @@ async fn promotions<E: Env>(
         for tp in logs.partitions().into_iter().filter(|tp| tp.topic == topic) {
             if let Some(log) = logs.get(&tp) {
                 // Everything copied made visible first: the reported end is the real one.
-                if let Err(e) = logs::flush(env, &log).await {
+                if let Err(e) = logs::flush(env, &log, meter).await {
                     tracing::error!("replica: {tp}: flushing at promotion: {e}");
                 }
                 let end = log.lock().await.flushed_end();

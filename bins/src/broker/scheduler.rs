@@ -13,12 +13,14 @@ use tributary_core::config::BrokerConfig;
 use super::limits::CLEANUP_FIRST_DELAY;
 use super::logs::{self, Logs};
 use crate::env::Env;
+use crate::metrics::broker::BrokerMeter;
 
 /// Starts both timers. They stop at shutdown; dropping the set aborts them.
 pub fn start<E: Env>(
     env: E,
     logs: Arc<Logs<E::Fs>>,
     config: &BrokerConfig,
+    meter: BrokerMeter,
     shutdown: watch::Receiver<bool>,
 ) -> JoinSet<()> {
     let mut set = JoinSet::new();
@@ -28,6 +30,7 @@ pub fn start<E: Env>(
         env.clone(),
         logs.clone(),
         flush_every,
+        meter,
         shutdown.clone(),
     ));
     set.spawn(cleanup_loop(env, logs, cleanup_every, shutdown));
@@ -40,6 +43,7 @@ async fn flush_loop<E: Env>(
     env: E,
     logs: Arc<Logs<E::Fs>>,
     every: Duration,
+    meter: BrokerMeter,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -51,8 +55,8 @@ async fn flush_loop<E: Env>(
         let now = env.now_ms();
         let mut flushes = JoinSet::new();
         for log in logs::due_for_flush(&logs, now) {
-            let env = env.clone();
-            flushes.spawn(async move { logs::flush(&env, &log).await });
+            let (env, meter) = (env.clone(), meter.clone());
+            flushes.spawn(async move { logs::flush(&env, &log, &meter).await });
         }
         while let Some(joined) = flushes.join_next().await {
             match joined {

@@ -19,6 +19,7 @@ mod state;
 mod stream;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,6 +37,7 @@ pub use self::group::write_offset;
 pub use self::stream::{ConsumedMessage, MessageStream};
 use crate::coordination::CoordError;
 use crate::env::Env;
+use crate::metrics::clients::ConsumerSnapshot;
 
 /// Data deleted at the source before this member read it: bytes `from..to` of a partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,10 +169,27 @@ pub enum StartError {
     NoStreams,
 }
 
+/// One owned partition's position against its broker's latest offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionLag {
+    /// The topic.
+    pub topic: TopicName,
+    /// The partition.
+    pub partition: BrokerPartition,
+    /// What was handed out.
+    pub consumed: i64,
+    /// What was committed.
+    pub committed: i64,
+    /// The broker's latest offset.
+    pub latest: i64,
+}
+
 /// A group member; see the module docs. Dropping it without [`ConsumerConnector::shutdown`]
 /// stops it too (without the final commit being waited for).
 pub struct ConsumerConnector {
     consumer_id: String,
+    /// Messages its streams handed out.
+    handed_out: Arc<AtomicU64>,
     shared: Arc<state::Shared>,
     commits: mpsc::Sender<group::CommitRequest>,
     stop: watch::Sender<bool>,
@@ -220,10 +239,11 @@ impl ConsumerConnector {
         let timeout = config
             .consumer_timeout_ms
             .map(|ms| Duration::from_millis(ms.into()));
+        let handed_out = Arc::new(AtomicU64::new(0));
         let (senders, streams): (Vec<_>, Vec<_>) = (0..stream_count)
             .map(|_| {
                 let (tx, rx) = mpsc::channel(config.queued_chunks_max.max(1) as usize);
-                (tx, MessageStream::new(rx, timeout))
+                (tx, MessageStream::new(rx, timeout, handed_out.clone()))
             })
             .unzip();
         let session = Duration::from_millis(config.zk.session_timeout_ms.into());
@@ -251,6 +271,7 @@ impl ConsumerConnector {
         Ok((
             ConsumerConnector {
                 consumer_id: id,
+                handed_out,
                 shared,
                 commits,
                 stop,
@@ -274,6 +295,30 @@ impl ConsumerConnector {
             .collect()
     }
 
+    /// What this member's metrics show, read from its shared state while it lives (the reader
+    /// holds no strong reference: it returns `None` once the member is gone).
+    pub fn metrics_view(&self) -> impl Fn() -> Option<ConsumerSnapshot> + Send + 'static {
+        let shared = Arc::downgrade(&self.shared);
+        let handed_out = Arc::downgrade(&self.handed_out);
+        move || {
+            let (shared, handed_out) = (shared.upgrade()?, handed_out.upgrade()?);
+            Some(ConsumerSnapshot {
+                messages: handed_out.load(std::sync::atomic::Ordering::Relaxed),
+                rebalances: shared.generation(),
+                gaps: shared.gaps.load(std::sync::atomic::Ordering::Relaxed),
+                gap_bytes: shared.gap_bytes.load(std::sync::atomic::Ordering::Relaxed),
+                committed: shared
+                    .all()
+                    .iter()
+                    .map(|p| {
+                        let committed = p.offsets().committed();
+                        (p.topic.to_string(), p.partition.to_string(), committed)
+                    })
+                    .collect(),
+            })
+        }
+    }
+
     /// Gaps met so far (source data deleted before it was consumed) and their bytes.
     pub fn gaps(&self) -> (u64, u64) {
         (
@@ -284,27 +329,45 @@ impl ConsumerConnector {
         )
     }
 
-    /// For each owned partition: (topic, partition, what was handed out, its latest offset),
-    /// asking each partition's broker (partitions whose broker does not answer are left out).
-    pub async fn lag<E: Env>(&self, env: &E) -> Vec<(TopicName, BrokerPartition, i64, i64)> {
-        let mut out = Vec::new();
+    /// Every owned partition's position against its broker's latest offset, asking each broker
+    /// over one connection (partitions whose broker does not answer are left out; a connection
+    /// that failed is not used again).
+    pub async fn lag<E: Env>(&self, env: &E) -> Vec<PartitionLag> {
+        let mut by_broker: BTreeMap<(String, u16), Vec<Arc<state::PartitionState>>> =
+            BTreeMap::new();
         for p in self.shared.all() {
-            let request =
-                tributary_core::wire::Request::Offsets(tributary_core::wire::OffsetsRequest {
-                    topic: p.topic.clone(),
-                    partition: p.partition.partition as i32,
-                    time: -1,
-                    max_offsets: 1,
-                });
+            by_broker.entry(p.address.clone()).or_default().push(p);
+        }
+        let mut out = Vec::new();
+        for ((host, port), partitions) in by_broker {
             let Ok(mut conn) =
-                crate::client::connect(env, &p.address.0, p.address.1, Duration::from_secs(5))
-                    .await
+                crate::client::connect(env, &host, port, Duration::from_secs(5)).await
             else {
                 continue;
             };
-            if let Ok(tributary_core::wire::Response::Offsets(o)) = conn.call(&request).await {
-                if let (ErrorCode::NoError, Some(&latest)) = (o.error, o.offsets.first()) {
-                    out.push((p.topic.clone(), p.partition, p.offsets().consumed(), latest));
+            for p in partitions {
+                let request =
+                    tributary_core::wire::Request::Offsets(tributary_core::wire::OffsetsRequest {
+                        topic: p.topic.clone(),
+                        partition: p.partition.partition as i32,
+                        time: -1,
+                        max_offsets: 1,
+                    });
+                match conn.call(&request).await {
+                    Ok(tributary_core::wire::Response::Offsets(o)) => {
+                        if let (ErrorCode::NoError, Some(&latest)) = (o.error, o.offsets.first()) {
+                            let offsets = p.offsets();
+                            out.push(PartitionLag {
+                                topic: p.topic.clone(),
+                                partition: p.partition,
+                                consumed: offsets.consumed(),
+                                committed: offsets.committed(),
+                                latest,
+                            });
+                        }
+                    }
+                    // A late answer would be read as the next one: this connection is done.
+                    _ => break,
                 }
             }
         }

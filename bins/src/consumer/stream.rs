@@ -4,6 +4,7 @@
 //! (a rebalance happened) are dropped: their messages will be fetched again by the new owner
 //! from the committed offset.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,14 +43,21 @@ pub struct MessageStream {
     /// decompressed when reached).
     current: Option<(Arc<PartitionState>, DeepIter)>,
     timeout: Option<Duration>,
+    /// Messages handed out by every stream of the consumer (its metrics).
+    handed_out: Arc<AtomicU64>,
 }
 
 impl MessageStream {
-    pub(super) fn new(rx: mpsc::Receiver<Chunk>, timeout: Option<Duration>) -> Self {
+    pub(super) fn new(
+        rx: mpsc::Receiver<Chunk>,
+        timeout: Option<Duration>,
+        handed_out: Arc<AtomicU64>,
+    ) -> Self {
         MessageStream {
             rx,
             current: None,
             timeout,
+            handed_out,
         }
     }
 
@@ -68,6 +76,7 @@ impl MessageStream {
                 match entries.next() {
                     Some(Ok(entry)) => {
                         partition.offsets().handed_out(entry.next_offset);
+                        self.handed_out.fetch_add(1, Ordering::Relaxed);
                         return Ok(ConsumedMessage {
                             topic: partition.topic.clone(),
                             partition: partition.partition,

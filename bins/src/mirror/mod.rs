@@ -37,17 +37,21 @@ use tributary_core::config::{
     ConsumerConfig, Discovery, EnqueueTimeout, ProducerConfig, TopicFilter, ZkConnect,
 };
 use tributary_core::consumer::BrokerPartition;
+use tributary_core::mirror::lag::LagSample;
 use tributary_core::mirror::{MirrorWindow, SourcePartition};
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{broker_id_path, parse_broker_registration, BROKER_IDS_PATH};
 
 use crate::consumer::{
     CommitOutcome, ConsumedMessage, ConsumerConnector, ConsumerError, GapReport, MessageStream,
-    Subscription,
+    PartitionLag, Subscription,
 };
 use crate::coordination::Coordination;
 use crate::env::Env;
-use crate::producer::{Delivered, Producer, Record, SendError};
+use crate::metrics::clients::{watch_consumer, watch_producer, ProducerMetrics};
+use crate::metrics::mirror::{watch_mirror, LagGauges, MirrorMetrics};
+use crate::metrics::MaybeMetrics;
+use crate::producer::{Delivered, Producer, ProducerStats, Record, SendError};
 
 /// How long shutdown waits for what is in flight to be acknowledged before leaving without it
 /// (it is then sent again by whoever takes the partitions next).
@@ -80,6 +84,8 @@ pub struct MirrorSettings {
     pub summary_interval: Duration,
     /// Told of every forward, acknowledgement, commit and gap (the simulator's checkers).
     pub observer: Option<Arc<dyn MirrorObserver>>,
+    /// Where its metrics go (the broker's registry for an embedded mirror); `None`: none kept.
+    pub metrics: MaybeMetrics,
 }
 
 /// One source message as the mirror handled it.
@@ -157,6 +163,7 @@ impl MirrorSettings {
             commit_interval,
             summary_interval: SUMMARY_EVERY,
             observer: None,
+            metrics: None,
         }
     }
 }
@@ -179,6 +186,8 @@ pub struct MirrorStats {
     pub sent_bytes: AtomicU64,
     /// Messages durably acknowledged by the mirror cluster.
     pub acked: AtomicU64,
+    /// Their bytes.
+    pub acked_bytes: AtomicU64,
     /// Source offsets committed.
     pub commits: AtomicU64,
     /// Read errors (unreadable source data: each stops its partition until the next rebalance).
@@ -214,6 +223,7 @@ trait ProducerHandle: Send + Sync {
         Box<dyn Future<Output = Result<crate::producer::Delivery, SendError>> + Send + '_>,
     >;
     fn queued(&self) -> usize;
+    fn stats_weak(&self) -> std::sync::Weak<ProducerStats>;
     fn close(self: Arc<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 }
 
@@ -229,6 +239,10 @@ impl<E: Env> ProducerHandle for Producer<E> {
 
     fn queued(&self) -> usize {
         Producer::queued(self)
+    }
+
+    fn stats_weak(&self) -> std::sync::Weak<ProducerStats> {
+        Producer::stats_weak(self)
     }
 
     fn close(self: Arc<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
@@ -317,6 +331,21 @@ impl Mirror {
             );
             connectors.push(connector);
         }
+        let gauges = settings.metrics.as_ref().map(|metrics| {
+            let mirror = metrics.mirror();
+            for producer in &producers {
+                watch_producer(metrics, producer.stats_weak());
+            }
+            for connector in &connectors {
+                watch_consumer(metrics, connector.metrics_view(), Some(mirror.clone()));
+            }
+            watch_mirror(metrics, Arc::downgrade(&stats));
+            MirrorGauges {
+                mirror,
+                producer: metrics.producer(),
+                lag: LagGauges::default(),
+            }
+        });
         let summary = tokio::spawn(summarize(
             env,
             connectors.clone(),
@@ -324,6 +353,7 @@ impl Mirror {
             producer_config.queue_size,
             stats.clone(),
             settings.summary_interval,
+            gauges,
             stop_rx,
         ));
         Ok(Mirror {
@@ -612,8 +642,15 @@ impl SourceWindow {
 }
 
 /// An acknowledgement (or failure) of one mirrored message: the partition, the window's
-/// sequence number, the generation, the resume offset, the outcome.
-type Ack = (SourcePartition, u64, u64, i64, Result<Delivered, SendError>);
+/// sequence number, the generation, the resume offset, the payload's bytes, the outcome.
+type Ack = (
+    SourcePartition,
+    u64,
+    u64,
+    i64,
+    u64,
+    Result<Delivered, SendError>,
+);
 
 /// One stream: messages from the source to the producer, acknowledgements into the window,
 /// commits of the acknowledged prefix.
@@ -735,7 +772,7 @@ async fn forward(
     };
     context.stats.sent.fetch_add(1, Ordering::Relaxed);
     context.stats.sent_bytes.fetch_add(bytes, Ordering::Relaxed);
-    acks.spawn(async move { (key, seq, generation, offset, delivery.await) });
+    acks.spawn(async move { (key, seq, generation, offset, bytes, delivery.await) });
     Ok(())
 }
 
@@ -744,12 +781,16 @@ fn on_ack(
     context: &StreamContext,
     joined: Result<Ack, tokio::task::JoinError>,
 ) -> Result<(), MirrorError> {
-    let (key, seq, generation, offset, outcome) =
+    let (key, seq, generation, offset, bytes, outcome) =
         joined.map_err(|e| MirrorError::Send(format!("an acknowledgement task failed: {e}")))?;
     match outcome {
         // Durable: the mirror producer never sends unacknowledged (durable.acks.fallback=false).
         Ok(delivered) if delivered.offset.is_some() => {
             context.stats.acked.fetch_add(1, Ordering::Relaxed);
+            context
+                .stats
+                .acked_bytes
+                .fetch_add(bytes, Ordering::Relaxed);
             let current = {
                 let mut state = context.window.lock();
                 let current = state
@@ -866,7 +907,49 @@ async fn commit(context: &StreamContext, wait: Wait) {
     context.window.changed.notify_waiters();
 }
 
-/// Logs a one-line summary every `every`: partitions owned, rates, lag, what is in flight.
+/// How often, with metrics on, the source's latest offsets are asked for (the lag gauges).
+const LAG_EVERY: Duration = Duration::from_secs(5);
+
+/// The gauges the summary task keeps (metrics on).
+struct MirrorGauges {
+    mirror: Arc<MirrorMetrics>,
+    producer: Arc<ProducerMetrics>,
+    lag: LagGauges,
+}
+
+impl MirrorGauges {
+    /// Sets the lag gauges from one round of lags (position: what was committed, i.e. what the
+    /// mirror cluster durably has), and the producers' queue.
+    fn update(&mut self, now_ms: i64, lags: &[PartitionLag], queued: usize) {
+        // Two source clusters may both have a topic-partition: one series, the larger lag.
+        let mut samples: BTreeMap<(String, String), LagSample> = BTreeMap::new();
+        for l in lags {
+            let sample = LagSample {
+                topic: l.topic.to_string(),
+                partition: l.partition.to_string(),
+                source_end: l.latest,
+                position: l.committed,
+            };
+            let key = (sample.topic.clone(), sample.partition.clone());
+            let behind = |s: &LagSample| s.source_end.saturating_sub(s.position);
+            if samples
+                .get(&key)
+                .is_none_or(|had| behind(had) < behind(&sample))
+            {
+                samples.insert(key, sample);
+            }
+        }
+        let samples: Vec<LagSample> = samples.into_values().collect();
+        self.lag.update(&self.mirror, now_ms, &samples);
+        self.producer
+            .queued
+            .set(i64::try_from(queued).unwrap_or(i64::MAX));
+    }
+}
+
+/// Logs a one-line summary every `every` (partitions owned, rates, lag, what is in flight) and,
+/// with metrics on, refreshes the lag gauges every [`LAG_EVERY`].
+#[allow(clippy::too_many_arguments)]
 async fn summarize<E: Env>(
     env: E,
     connectors: Vec<Arc<ConsumerConnector>>,
@@ -874,40 +957,53 @@ async fn summarize<E: Env>(
     queue_size: u32,
     stats: Arc<MirrorStats>,
     every: Duration,
+    mut gauges: Option<MirrorGauges>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let tick = match gauges {
+        Some(_) => every.min(LAG_EVERY),
+        None => every,
+    };
     let mut last = (
         stats.sent.load(Ordering::Relaxed),
         stats.sent_bytes.load(Ordering::Relaxed),
     );
+    let mut since_log = Duration::ZERO;
     loop {
         tokio::select! {
             biased;
             _ = stop.changed() => return,
-            () = tokio::time::sleep(every) => {}
+            () = tokio::time::sleep(tick) => {}
         }
+        since_log += tick;
+        let mut lags = Vec::new();
+        for connector in &connectors {
+            lags.extend(connector.lag(&env).await);
+        }
+        let queued: usize = producers.iter().map(|p| p.queued()).sum();
+        if let Some(gauges) = &mut gauges {
+            gauges.update(env.now_ms(), &lags, queued);
+        }
+        if since_log < every {
+            continue;
+        }
+        let secs = since_log.as_secs_f64().max(1e-3);
+        since_log = Duration::ZERO;
         let (sent, bytes) = (
             stats.sent.load(Ordering::Relaxed),
             stats.sent_bytes.load(Ordering::Relaxed),
         );
-        let secs = every.as_secs_f64().max(1e-3);
-        let mut owned = 0;
-        let mut lag = 0i64;
+        let owned: usize = connectors.iter().map(|c| c.owned().len()).sum();
+        let lag = lags
+            .iter()
+            .map(|l| l.latest.saturating_sub(l.consumed).max(0))
+            .fold(0i64, i64::saturating_add);
         let (mut gaps, mut gap_bytes) = (0, 0);
         for connector in &connectors {
-            let partitions = connector.lag(&env).await;
-            owned += connector.owned().len();
-            lag = lag.saturating_add(
-                partitions
-                    .iter()
-                    .map(|(_, _, consumed, latest)| latest.saturating_sub(*consumed).max(0))
-                    .fold(0i64, i64::saturating_add),
-            );
             let (g, b) = connector.gaps();
             gaps += g;
             gap_bytes += b;
         }
-        let queued: usize = producers.iter().map(|p| p.queued()).sum();
         tracing::info!(
             "mirror: {owned} partitions, {:.0} msg/s, {:.2} MB/s, lag {lag} bytes, producer queue {queued}/{}, {} commits, {gaps} gaps ({gap_bytes} bytes lost at the source), {} read errors",
             (sent - last.0) as f64 / secs,

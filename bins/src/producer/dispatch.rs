@@ -62,7 +62,7 @@ pub(super) struct Dispatcher<E: Env> {
     rng: Mutex<ChaCha8Rng>,
     /// Brokers that refused ACKED_PRODUCE (said once in the log, remembered).
     without_acks: Mutex<BTreeSet<i32>>,
-    stats: ProducerStats,
+    stats: std::sync::Arc<ProducerStats>,
 }
 
 impl<E: Env> Dispatcher<E> {
@@ -75,12 +75,16 @@ impl<E: Env> Dispatcher<E> {
             connections: tokio::sync::Mutex::default(),
             rng,
             without_acks: Mutex::default(),
-            stats: ProducerStats::default(),
+            stats: std::sync::Arc::default(),
         }
     }
 
     pub(super) fn stats(&self) -> &ProducerStats {
         &self.stats
+    }
+
+    pub(super) fn stats_weak(&self) -> std::sync::Weak<ProducerStats> {
+        std::sync::Arc::downgrade(&self.stats)
     }
 
     /// Sends `batch`, resolving every message's delivery.

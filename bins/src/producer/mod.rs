@@ -142,6 +142,8 @@ impl Future for Delivery {
 /// Counters of a producer's life.
 #[derive(Debug, Default)]
 pub struct ProducerStats {
+    /// Messages accepted: queued (async mode) or handed to a send (sync mode).
+    pub accepted: AtomicU64,
     /// Messages delivered (written, or acknowledged with durable acks).
     pub delivered: AtomicU64,
     /// Messages whose delivery failed (reported to the caller).
@@ -233,6 +235,7 @@ impl<E: Env> Producer<E> {
     pub async fn send(&self, record: Record) -> Result<Delivery, SendError> {
         let Some(queue) = &self.queue else {
             let (delivery, done) = Delivery::pending();
+            self.count_accepted(1);
             self.dispatcher.dispatch(vec![(record, done)]).await;
             return Ok(delivery);
         };
@@ -266,7 +269,15 @@ impl<E: Env> Producer<E> {
                 }
             }
         }
+        self.count_accepted(1);
         Ok(delivery)
+    }
+
+    fn count_accepted(&self, messages: u64) {
+        self.dispatcher
+            .stats()
+            .accepted
+            .fetch_add(messages, Ordering::Relaxed);
     }
 
     /// Sends several messages in one request (sync mode) or queues them (async mode).
@@ -285,6 +296,7 @@ impl<E: Env> Producer<E> {
                 (delivery, (record, done))
             })
             .unzip();
+        self.count_accepted(batch.len() as u64);
         self.dispatcher.dispatch(batch).await;
         Ok(deliveries)
     }
@@ -299,6 +311,11 @@ impl<E: Env> Producer<E> {
     /// The producer's counters.
     pub fn stats(&self) -> &ProducerStats {
         self.dispatcher.stats()
+    }
+
+    /// The producer's counters, without keeping them alive (for metrics).
+    pub fn stats_weak(&self) -> std::sync::Weak<ProducerStats> {
+        self.dispatcher.stats_weak()
     }
 
     /// Sends what is queued, then stops. Every queued message's delivery resolves.

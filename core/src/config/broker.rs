@@ -75,6 +75,9 @@ pub struct BrokerConfig {
     /// `fetch.zero.copy` (true; Tributary): serve bytes already checked in this process with
     /// sendfile; false re-reads and re-checks every served byte on every fetch.
     pub fetch_zero_copy: bool,
+    /// `metrics.port` (unset; Tributary): serve Prometheus metrics over HTTP on this port
+    /// (`/metrics`); unset collects nothing. 0 picks a free port (tests).
+    pub metrics_port: Option<u16>,
     /// `enable.zookeeper` (true).
     pub enable_zookeeper: bool,
     /// `zk.connect`; required when `enable.zookeeper` is true.
@@ -133,6 +136,7 @@ impl BrokerConfig {
             )?,
             acks_flush_delay_ms: f.int("acks.flush.delay.ms", 5, 0..=60_000)?,
             fetch_zero_copy: f.bool("fetch.zero.copy", true)?,
+            metrics_port: f.optional_int("metrics.port", 0..=65535)?,
             enable_zookeeper: f.bool("enable.zookeeper", true)?,
             zk_connect: None,
             zk: ZkConfig::read(&mut f)?,

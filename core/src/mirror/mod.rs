@@ -20,6 +20,8 @@
 //! [`in_flight`]: MirrorWindow::in_flight
 //! [`uncommitted`]: MirrorWindow::uncommitted
 
+pub mod lag;
+
 use std::collections::{BTreeMap, VecDeque};
 
 /// A source partition: (consumer connector index, topic, `<broker>-<partition>`).

@@ -1,0 +1,228 @@
+//! `mirror-status`: how far a mirror (its consumer group on the source cluster) is behind the
+//! source, per topic or partition, with the rate it moves at and the time to catch up.
+//!
+//! Each sample reads the group's committed offsets from the source's ZooKeeper (what the mirror
+//! cluster durably has: a mirror commits only that) and asks each source broker, over one
+//! connection, for its partitions' latest offsets. Without `--watch` it takes two samples
+//! `--interval` apart and prints once; with it, it redraws in place after every interval until
+//! interrupted. Everything goes through [`Env`].
+
+pub mod render;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tributary_core::config::ZkConnect;
+use tributary_core::group_id::GroupId;
+use tributary_core::wire::{ErrorCode, OffsetsRequest, Request, Response};
+use tributary_core::zk_layout::{broker_id_path, consumer_offsets_path, parse_broker_registration};
+
+use self::render::{render, PartitionSample, Sample};
+use crate::client::connect;
+use crate::coordination::{CoordError, Coordination};
+use crate::env::Env;
+
+/// `(topic, <broker>-<partition>)`.
+type PartitionKey = (String, String);
+
+/// ZooKeeper session and connection timeout.
+const ZK_TIMEOUT: Duration = Duration::from_secs(30);
+/// Broker connection timeout.
+const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Partitions looked at per sample at most (a bad ZooKeeper must not exhaust memory).
+const PARTITIONS_MAX: usize = 100_000;
+
+/// What to show.
+#[derive(Debug, Clone)]
+pub struct StatusOptions {
+    /// The mirror's consumer group.
+    pub group: GroupId,
+    /// The source cluster's ZooKeeper.
+    pub zk_connect: ZkConnect,
+    /// One line per partition too.
+    pub verbose: bool,
+    /// Redraw every interval until interrupted.
+    pub watch: bool,
+    /// Between the two samples (and between redraws).
+    pub interval: Duration,
+    /// Redraws at most (`--watch`; `None`: until interrupted).
+    pub rounds: Option<u64>,
+}
+
+/// Prints the status as `options` asks, to `out`.
+pub async fn run<E: Env>(
+    env: &E,
+    options: &StatusOptions,
+    out: &mut impl std::io::Write,
+) -> Result<(), String> {
+    let coord = env
+        .coordinate(&options.zk_connect, ZK_TIMEOUT, ZK_TIMEOUT)
+        .await
+        .map_err(|e| format!("{}: {e}", options.zk_connect))?;
+    let result = run_with(env, &coord, options, out).await;
+    coord.close().await;
+    result
+}
+
+async fn run_with<E: Env>(
+    env: &E,
+    coord: &E::Coord,
+    options: &StatusOptions,
+    out: &mut impl std::io::Write,
+) -> Result<(), String> {
+    let group = options.group.as_str();
+    let header = |rounds: u64| {
+        format!(
+            "mirror group {group} on {} (every {}s, round {rounds}; ^C to stop)\n",
+            options.zk_connect,
+            options.interval.as_secs_f64()
+        )
+    };
+    let mut earlier = sample(env, coord, &options.group).await?;
+    let mut taken = tokio::time::Instant::now();
+    if options.watch {
+        write(out, &format!("{CLEAR}{}", header(0)))?;
+        write(out, &render(group, None, &earlier, None, options.verbose))?;
+    }
+    let mut round = 0;
+    loop {
+        tokio::time::sleep(options.interval).await;
+        let now = sample(env, coord, &options.group).await?;
+        let elapsed = taken.elapsed().as_secs_f64();
+        taken = tokio::time::Instant::now();
+        round += 1;
+        let table = render(group, Some(&earlier), &now, Some(elapsed), options.verbose);
+        if !options.watch {
+            return write(out, &table);
+        }
+        write(out, &format!("{CLEAR}{}{table}", header(round)))?;
+        if options.rounds.is_some_and(|max| round >= max) {
+            return Ok(());
+        }
+        earlier = now;
+    }
+}
+
+/// Moves the cursor home and clears the screen (the redraw of `--watch`).
+const CLEAR: &str = "\x1b[H\x1b[2J";
+
+fn write(out: &mut impl std::io::Write, text: &str) -> Result<(), String> {
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("writing the status: {e}"))
+}
+
+/// One sample of every partition the group has committed offsets for.
+async fn sample<E: Env>(env: &E, coord: &E::Coord, group: &GroupId) -> Result<Sample, String> {
+    let mut positions: BTreeMap<(String, String), i64> = BTreeMap::new();
+    let topics = children(coord, &format!("/consumers/{group}/offsets")).await?;
+    for topic in topics.iter().filter_map(|t| t.parse().ok()) {
+        let path = consumer_offsets_path(group, &topic);
+        for partition in children(coord, &path).await? {
+            if positions.len() >= PARTITIONS_MAX {
+                return Err(format!(
+                    "group {group} has more than {PARTITIONS_MAX} partitions; not shown"
+                ));
+            }
+            let node = format!("{path}/{partition}");
+            let (data, _) = match coord.get(&node).await {
+                Ok(found) => found,
+                // Removed between the listing and the read.
+                Err(CoordError::NoNode(_)) => continue,
+                Err(e) => return Err(format!("{node}: {e}")),
+            };
+            let offset: i64 = String::from_utf8_lossy(&data)
+                .trim()
+                .parse()
+                .map_err(|_| format!("{node}: not an offset"))?;
+            positions.insert((topic.to_string(), partition), offset);
+        }
+    }
+    let ends = source_ends(env, coord, positions.keys()).await;
+    Ok(positions
+        .into_iter()
+        .map(|(key, position)| {
+            let source_end = ends.get(&key).copied();
+            (
+                key,
+                PartitionSample {
+                    source_end,
+                    position,
+                },
+            )
+        })
+        .collect())
+}
+
+/// The latest offset of each `(topic, <broker>-<partition>)`, asking each broker over one
+/// connection; partitions whose broker cannot be found or asked are left out (and logged).
+async fn source_ends<'a, E: Env>(
+    env: &E,
+    coord: &E::Coord,
+    partitions: impl Iterator<Item = &'a PartitionKey>,
+) -> BTreeMap<PartitionKey, i64> {
+    let mut by_broker: BTreeMap<i32, Vec<(&'a PartitionKey, i32)>> = BTreeMap::new();
+    for key in partitions {
+        let parsed = key
+            .1
+            .split_once('-')
+            .and_then(|(b, p)| Some((b.parse::<i32>().ok()?, p.parse::<i32>().ok()?)));
+        match parsed {
+            Some((broker, partition)) => {
+                by_broker.entry(broker).or_default().push((key, partition))
+            }
+            None => tracing::warn!("{}/{}: not <broker>-<partition>", key.0, key.1),
+        }
+    }
+    let mut ends = BTreeMap::new();
+    for (broker, partitions) in by_broker {
+        let address = match coord.get(&broker_id_path(broker)).await {
+            Ok((data, _)) => parse_broker_registration(&String::from_utf8_lossy(&data)),
+            Err(_) => None,
+        };
+        let Some((host, port)) = address else {
+            tracing::warn!("source broker {broker} is not registered; its partitions are left out");
+            continue;
+        };
+        let mut conn = match connect(env, &host, port, BROKER_TIMEOUT).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::warn!("source broker {broker} at {host}:{port}: {e}");
+                continue;
+            }
+        };
+        for ((topic, name), partition) in partitions {
+            let Ok(topic_name) = topic.parse() else {
+                continue;
+            };
+            let request = Request::Offsets(OffsetsRequest {
+                topic: topic_name,
+                partition,
+                time: -1,
+                max_offsets: 1,
+            });
+            match conn.call(&request).await {
+                Ok(Response::Offsets(o)) if o.error == ErrorCode::NoError => {
+                    if let Some(&end) = o.offsets.first() {
+                        ends.insert((topic.clone(), name.clone()), end);
+                    }
+                }
+                Ok(_) => tracing::warn!("{topic}/{name}: broker {broker} did not say its end"),
+                Err(e) => {
+                    // A late answer would be read as the next one: this connection is done.
+                    tracing::warn!("source broker {broker} at {host}:{port}: {e}");
+                    break;
+                }
+            }
+        }
+    }
+    ends
+}
+
+async fn children(coord: &impl Coordination, path: &str) -> Result<Vec<String>, String> {
+    match coord.children(path).await {
+        Ok(children) => Ok(children),
+        Err(CoordError::NoNode(_)) => Ok(Vec::new()),
+        Err(e) => Err(format!("{path}: {e}")),
+    }
+}

@@ -1,0 +1,119 @@
+//! A real Prometheus server (Debian's `prometheus` package) on a free loopback port, scraping
+//! the targets it is given every second, and queries of its HTTP API.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::zookeeper::free_port;
+
+/// How long the server may take to become ready.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A Prometheus server; killed when dropped.
+#[derive(Debug)]
+pub struct Prometheus {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    /// Starts a server scraping `targets` (`host:port`, job `tributary`) every second, and waits
+    /// until it is ready.
+    pub fn start(targets: &[String]) -> Prometheus {
+        assert!(
+            Path::new("/usr/bin/prometheus").exists(),
+            "Prometheus is not installed: run scripts/install-deps.sh (apt-get install -y prometheus)"
+        );
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let quoted: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+             scrape_configs:\n  - job_name: tributary\n    static_configs:\n      - targets: [{}]\n",
+            quoted.join(", ")
+        );
+        let file = dir.path().join("prometheus.yml");
+        std::fs::write(&file, config).expect("write prometheus.yml");
+        let child = Command::new("/usr/bin/prometheus")
+            .arg(format!("--config.file={}", file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::File::create(dir.path().join("prometheus.log"))
+                    .map_or_else(|_| Stdio::null(), Stdio::from),
+            )
+            .spawn()
+            .expect("start prometheus");
+        let server = Prometheus {
+            child,
+            port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !server.ready() {
+            assert!(
+                Instant::now() < deadline,
+                "Prometheus did not become ready on port {port} within {START_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        server
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn ready(&self) -> bool {
+        ureq::get(&self.url("/-/ready")).call().is_ok()
+    }
+
+    /// The value of an instant query whose result is one sample (e.g. `sum(...)`); `None` when
+    /// it has no result yet. Panics on an error answer (a wrong query is the test's bug).
+    pub fn query(&self, expr: &str) -> Option<f64> {
+        let body = ureq::get(&self.url("/api/v1/query"))
+            .query("query", expr)
+            .call()
+            .unwrap_or_else(|e| panic!("query {expr}: {e}"))
+            .into_body()
+            .read_to_string()
+            .unwrap_or_else(|e| panic!("query {expr}: reading the answer: {e}"));
+        let answer: serde_json::Value =
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("query {expr}: {e}: {body}"));
+        assert_eq!(answer["status"], "success", "query {expr}: {body}");
+        let result = answer["data"]["result"].as_array()?;
+        let value = result.first()?["value"][1].as_str()?;
+        value.parse().ok()
+    }
+
+    /// Waits until `expr` has a value that `ok` accepts, up to `limit`; the last value seen
+    /// is in the panic message.
+    pub fn wait_for(&self, expr: &str, limit: Duration, ok: impl Fn(f64) -> bool) -> f64 {
+        let deadline = Instant::now() + limit;
+        let mut last = None;
+        loop {
+            last = self.query(expr).or(last);
+            if let Some(v) = last.filter(|v| ok(*v)) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{expr}: last value {last:?} after {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
