@@ -49,6 +49,9 @@ pub enum Bug {
     /// A replica whose source deleted bytes before they were copied leaves a hole up to the
     /// source's latest offset instead of its earliest (skipping bytes the source still has).
     ReplicaHoleToLatest = 65536,
+    /// The mirror's lag gauges keep their first values (what an operator's dashboard shows
+    /// stops following the mirror).
+    MirrorLagFrozen = 131072,
 }
 
 #[cfg(feature = "planted-bugs")]

@@ -37,6 +37,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary::client::connect;
 use tributary::consumer::{ConsumerConnector, ConsumerError, GapReport, Subscription};
+use tributary::metrics::server::MetricsServer;
+use tributary::metrics::Metrics;
 use tributary::mirror::{Mirror, MirrorEvent, MirrorObserver, MirrorSettings};
 use tributary::producer::{Producer, Record};
 use tributary_core::config::{ConsumerConfig, ProducerConfig};
@@ -45,6 +47,7 @@ use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Res
 
 use crate::cluster::Faults;
 use crate::env::SimEnv;
+use crate::metrics_check::{self, BROKER_METRICS_PORT, MIRROR_METRICS_PORT};
 use crate::sim_fs::{sim_builder, DiskFaults};
 use crate::world::{
     add_cluster, scenario_config, until_started, Cluster, ClusterSpec, Companion, Control,
@@ -181,6 +184,8 @@ struct State {
     mirror_failures: BTreeMap<String, u32>,
     /// What the checker host read at the end.
     final_read: Option<FinalRead>,
+    /// Where the metrics disagreed with the clusters at the end (empty: they agreed).
+    metrics_problems: Vec<String>,
     /// Source partitions' latest offsets, polled during the drain.
     source_latest: BTreeMap<Part, (Duration, i64)>,
     /// The phase the checker host acts on.
@@ -292,11 +297,16 @@ fn mirror_producer_config(shape: &Shape) -> ProducerConfig {
     scenario_config("producer", &text, ProducerConfig::from_properties)
 }
 
-fn settings(shape: &Shape, observer: Arc<dyn MirrorObserver>) -> MirrorSettings {
+fn settings(
+    shape: &Shape,
+    observer: Arc<dyn MirrorObserver>,
+    metrics: Arc<Metrics>,
+) -> MirrorSettings {
     let mut settings =
         MirrorSettings::embedded(consumer_config(shape), mirror_producer_config(shape));
     settings.summary_interval = Duration::from_secs(10);
     settings.observer = Some(observer);
+    settings.metrics = Some(metrics);
     settings
 }
 
@@ -401,13 +411,43 @@ impl MirrorObserver for Observer {
     }
 }
 
-/// Runs the production mirror on this host until `stop` (restarting it if it fails).
+/// Runs the production mirror on this host until `stop` (restarting it if it fails), with its
+/// metrics endpoint on [`MIRROR_METRICS_PORT`] for the host's life (counters add up across the
+/// mirror's restarts, as in one process).
 async fn run_mirror(
     host: String,
     shape: Shape,
     seed: u64,
     shared: Shared,
     control: Arc<Control>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let metrics = Metrics::new();
+    let env = SimEnv::new(seed);
+    let server =
+        match MetricsServer::start(&env, "0.0.0.0", MIRROR_METRICS_PORT, metrics.clone()).await {
+            Ok(server) => Some(server),
+            Err(e) => {
+                control
+                    .trace
+                    .push(&format!("{host}: the mirror's metrics cannot listen: {e}"));
+                None
+            }
+        };
+    mirror_incarnations(host, shape, seed, shared, control, metrics, stop).await;
+    if let Some(server) = server {
+        server.stop().await;
+    }
+}
+
+/// Starts the mirror again whenever it fails, until `stop`.
+async fn mirror_incarnations(
+    host: String,
+    shape: Shape,
+    seed: u64,
+    shared: Shared,
+    control: Arc<Control>,
+    metrics: Arc<Metrics>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -427,7 +467,7 @@ async fn run_mirror(
         let mirror = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s) => return,
-            started = Mirror::start(env, settings(&shape, observer.clone())) => started,
+            started = Mirror::start(env, settings(&shape, observer.clone(), metrics.clone())) => started,
         };
         match mirror {
             Ok(mirror) => {
@@ -490,8 +530,11 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
         source_spec.extra_config =
             "log.retention.size=1500\nlog.cleanup.interval.mins=1\nlog.file.size=600\n".into();
     }
+    let metrics_config = format!("metrics.port={BROKER_METRICS_PORT}\n");
+    source_spec.extra_config.push_str(&metrics_config);
     let source = add_cluster(&mut sim, &source_spec, &mut rng, &control);
     let mut mirror_spec = ClusterSpec::new("dst", 2, rng.random_range(1..=2));
+    mirror_spec.extra_config.push_str(&metrics_config);
     if options.faults != Faults::None && options.faults != Faults::Network && rng.random_bool(0.4) {
         mirror_spec.disk = DiskFaults {
             latency_max: Duration::from_millis(rng.random_range(1..15)),
@@ -533,8 +576,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
     add_reader(&mut sim, rng.random(), &shared, &control);
     add_checker(
         &mut sim,
-        &source,
-        &mirror,
+        (&source, &mirror, &mirror_hosts),
         &shared,
         &control,
         shape.tiny_retention,
@@ -742,16 +784,17 @@ fn add_reader(sim: &mut turmoil::Sim<'_>, seed: u64, shared: &Shared, control: &
 /// then both clusters end to end.
 fn add_checker(
     sim: &mut turmoil::Sim<'_>,
-    source: &Cluster,
-    mirror: &Cluster,
+    (source, mirror, mirror_hosts): (&Cluster, &Cluster, &[String]),
     shared: &Shared,
     control: &Arc<Control>,
     poll_earliest: bool,
 ) {
     let (shared, control) = (shared.clone(), control.clone());
     let (source_model, mirror_model) = (source.model.clone(), mirror.model.clone());
+    let mirror_hosts = mirror_hosts.to_vec();
     sim.host("checker", move || {
         let (shared, control, source_model, mirror_model) = (shared.clone(), control.clone(), source_model.clone(), mirror_model.clone());
+        let mirror_hosts = mirror_hosts.clone();
         async move {
             loop {
                 let phase = state(&shared).phase;
@@ -795,7 +838,19 @@ fn add_checker(
                             read = read_all().await;
                         }
                         control.trace.push(&format!("checker: read {} source partitions, {} distinct mirror messages, {} problems", read.source.len(), read.mirror.len(), read.problems.len()));
-                        state(&shared).final_read = Some(read);
+                        // The metrics against the clusters, before the read is handed over (the
+                        // driver ends the run then).
+                        let mut latest = BTreeMap::new();
+                        for part in partitions_of(&source_model) {
+                            if let Ok((_, end)) = range_of(&part, "src").await {
+                                latest.insert(part, end);
+                            }
+                        }
+                        let problems = metrics_check::check(&latest, "src", &mirror_hosts).await;
+                        control.trace.push(&format!("checker: metrics of {} source partitions read, {} disagreements", latest.len(), problems.len()));
+                        let mut s = state(&shared);
+                        s.metrics_problems = problems;
+                        s.final_read = Some(read);
                         return Ok(());
                     }
                 }
@@ -1223,7 +1278,8 @@ fn drive(
         }
     }
     state(shared).phase = Phase::Check;
-    let deadline = sim.elapsed() + Duration::from_secs(60);
+    // The end-to-end reads (up to 30 s of retries) and the metrics check (up to 20 s).
+    let deadline = sim.elapsed() + Duration::from_secs(90);
     while state(shared).final_read.is_none() {
         if sim.elapsed() > deadline {
             return Err("the checker did not finish reading the clusters".into());
@@ -1451,4 +1507,14 @@ fn judge(shared: &Shared, control: &Control, shape: &Shape, report: &mut MirrorR
         .sum();
     report.gaps = s.gaps.len();
     report.gap_messages = gap_messages;
+    // 8: the metrics agree with the clusters.
+    if let Some(problem) = s.metrics_problems.first() {
+        control.violate(
+            Invariant::MirrorMetrics,
+            format!(
+                "after the drain, the metrics disagree with the clusters ({} disagreements): {problem}",
+                s.metrics_problems.len()
+            ),
+        );
+    }
 }

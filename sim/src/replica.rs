@@ -212,9 +212,13 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ReplicaReport, (Violation
     let mut spec = ClusterSpec::new("dst", 2, 1);
     spec.extra_config = format!(
         "replica.source.zk.connect=src-zk:{ZK_PORT}\nreplica.offsets.sync.groups={GROUP}\nreplica.offsets.sync.interval.ms={}\n\
-         replica.fetch.size={}\nreplica.fetch.backoff.ms=50\nreplica.socket.timeout.ms=2000\n",
+         replica.fetch.size={}\nreplica.fetch.backoff.ms=50\nreplica.socket.timeout.ms=2000\n\
+         metrics.port={}\n",
         rng.random_range(100..1000),
         rng.random_range(1024..65_536),
+        // With metrics on, the copier also asks the source for its ends (the lag gauges): the
+        // replica invariants hold with that traffic too.
+        crate::metrics_check::BROKER_METRICS_PORT,
     );
     if options.faults != Faults::None && options.faults != Faults::Network && rng.random_bool(0.4) {
         spec.disk = DiskFaults {

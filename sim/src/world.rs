@@ -64,6 +64,10 @@ pub enum Invariant {
     MirrorGaps,
     /// Mirror 7: one ownership of a partition forwards its messages in source order.
     MirrorOrder,
+    /// Mirror 8: after the drain, the metrics agree with the clusters: each source broker's
+    /// flushed-offset gauge is the partition's latest offset, and the mirrors' lag gauges show
+    /// every source partition at 0.
+    MirrorMetrics,
     /// Replica: every offset a replica serves holds the source's bytes there.
     ReplicaIdentity,
     /// Replica: after healing, every replica partition reaches its source's end in time.

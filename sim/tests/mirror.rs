@@ -148,6 +148,9 @@ fn each_planted_mirror_bug_is_caught_by_its_invariant_and_the_clean_build_passes
             Faults::Mixed,
             Invariant::MirrorCommitSafety,
         ),
+        // Lag gauges that stop following the mirror: the dashboard shows a lag (or no
+        // partition at all) the clusters do not have.
+        (Bug::MirrorLagFrozen, Faults::None, Invariant::MirrorMetrics),
     ];
     assert_each_caught(&cases, PLANTED_SEEDS_MAX, |seed, faults| {
         run_seed(seed, options(faults)).err().map(|(v, _)| v)

@@ -283,3 +283,55 @@ fn prometheus_sees_bytes_in_grow_and_the_mirrors_lag_rise_and_fall_to_zero() {
     let _ = maker.kill();
     let _ = maker.wait();
 }
+
+#[test]
+fn log_format_json_writes_one_json_object_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = dir.path().join("server.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "brokerid=0\nhostname=127.0.0.1\nport={port}\nlog.dir={}\nenable.zookeeper=false\nno.such.key=1\n",
+            dir.path().join("logs").display()
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("broker.log");
+    let mut broker = Command::new(tributary_binary())
+        .args(["--log-format", "json", "server"])
+        .arg(&config)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start the broker");
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the broker did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &broker.id().to_string()])
+        .status();
+    assert!(broker.wait().unwrap().success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let said = |level: &str, words: &str| {
+        lines.iter().any(|l| {
+            l["level"] == level
+                && l["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(words))
+        })
+    };
+    assert!(said("WARN", "no.such.key"), "{text}");
+    assert!(said("INFO", "serving on"), "{text}");
+    assert!(said("INFO", "shut down"), "{text}");
+}

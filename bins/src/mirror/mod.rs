@@ -344,6 +344,7 @@ impl Mirror {
                 mirror,
                 producer: metrics.producer(),
                 lag: LagGauges::default(),
+                updated: false,
             }
         });
         let summary = tokio::spawn(summarize(
@@ -915,12 +916,20 @@ struct MirrorGauges {
     mirror: Arc<MirrorMetrics>,
     producer: Arc<ProducerMetrics>,
     lag: LagGauges,
+    /// The lag gauges were set at least once.
+    updated: bool,
 }
 
 impl MirrorGauges {
     /// Sets the lag gauges from one round of lags (position: what was committed, i.e. what the
     /// mirror cluster durably has), and the producers' queue.
     fn update(&mut self, now_ms: i64, lags: &[PartitionLag], queued: usize) {
+        if self.updated
+            && tributary_core::planted::active(tributary_core::planted::Bug::MirrorLagFrozen)
+        {
+            return;
+        }
+        self.updated = true;
         // Two source clusters may both have a topic-partition: one series, the larger lag.
         let mut samples: BTreeMap<(String, String), LagSample> = BTreeMap::new();
         for l in lags {

@@ -1,0 +1,148 @@
+//! The mirror scenario's metrics check (invariant `MirrorMetrics`): every broker and every
+//! mirror serves its Prometheus endpoint in the simulator (the production HTTP server, over
+//! turmoil), and once the mirror has drained, what they say agrees with the clusters:
+//!
+//! - each source broker's `tributary_log_flushed_offset` of a partition is the latest offset
+//!   the broker answers for it (a partition with no log there, latest 0, has no gauge);
+//! - for every source partition, some mirror reports `tributary_mirror_lag_bytes` of 0, and
+//!   none reports more (the lag gauges follow the commits).
+//!
+//! Gauges are refreshed on their own clocks (the mirror's every 5 s), so the check reads again
+//! for a bounded time before calling a disagreement.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tributary::metrics::server::scrape;
+
+use crate::env::SimEnv;
+
+/// Where brokers serve metrics in the scenario (`metrics.port`).
+pub const BROKER_METRICS_PORT: u16 = 9404;
+/// Where each mirror (embedded beside a broker, or the mirror maker) serves its own.
+pub const MIRROR_METRICS_PORT: u16 = 9405;
+/// How long the check reads again before calling a disagreement.
+const SETTLE: Duration = Duration::from_secs(20);
+
+/// A source partition: (topic, `<broker>-<partition>`).
+pub type Part = (String, String);
+
+/// The value of the sample `name{labels}` in a text-format scrape (labels in any order).
+pub fn sample_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut sorted: Vec<&(&str, &str)> = labels.iter().collect();
+    sorted.sort();
+    let rendered: Vec<String> = sorted.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    let prefix = match rendered.is_empty() {
+        true => format!("{name} "),
+        false => format!("{name}{{{}}} ", rendered.join(",")),
+    };
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// What disagrees now (empty: everything agrees). `latest` holds each source partition's
+/// latest offset as its broker answered.
+async fn disagreements(
+    latest: &BTreeMap<Part, i64>,
+    source_cluster: &str,
+    mirror_hosts: &[String],
+) -> Vec<String> {
+    let env = SimEnv::new(0);
+    let mut problems = Vec::new();
+    let mut broker_texts: BTreeMap<String, String> = BTreeMap::new();
+    for ((topic, name), end) in latest {
+        let Some((broker, partition)) = name.split_once('-') else {
+            problems.push(format!("{topic}/{name}: not <broker>-<partition>"));
+            continue;
+        };
+        let host = format!("{source_cluster}-broker{broker}");
+        if !broker_texts.contains_key(&host) {
+            match scrape(&env, &host, BROKER_METRICS_PORT).await {
+                Ok(text) => drop(broker_texts.insert(host.clone(), text)),
+                Err(e) => {
+                    problems.push(format!("{host}: {e}"));
+                    continue;
+                }
+            }
+        }
+        let text = broker_texts.get(&host).map_or("", String::as_str);
+        let flushed = sample_value(
+            text,
+            "tributary_log_flushed_offset",
+            &[("topic", topic), ("partition", partition)],
+        );
+        // A partition with no log on its broker (0.7.1+ answers OFFSETS with 0 for it) has no
+        // gauge.
+        let agrees = match flushed {
+            Some(v) => v == *end as f64,
+            None => *end == 0,
+        };
+        if !agrees {
+            problems.push(format!(
+                "{host}: tributary_log_flushed_offset of {topic}/{partition} is {flushed:?}, its latest offset {end}"
+            ));
+        }
+    }
+    let mut mirror_texts = Vec::new();
+    for host in mirror_hosts {
+        match scrape(&env, host, MIRROR_METRICS_PORT).await {
+            Ok(text) => mirror_texts.push((host, text)),
+            Err(e) => problems.push(format!("{host}: {e}")),
+        }
+    }
+    for (topic, name) in latest.keys() {
+        let labels = [("topic", topic.as_str()), ("partition", name.as_str())];
+        let lags: Vec<(&String, f64)> = mirror_texts
+            .iter()
+            .filter_map(|(host, text)| {
+                sample_value(text, "tributary_mirror_lag_bytes", &labels).map(|v| (*host, v))
+            })
+            .collect();
+        if lags.iter().all(|(_, lag)| *lag != 0.0) || lags.iter().any(|(_, lag)| *lag > 0.0) {
+            problems.push(format!(
+                "{topic}/{name}: mirror lag gauges {lags:?} after the drain (wanted one 0 and none above)"
+            ));
+        }
+    }
+    problems
+}
+
+/// Reads until the metrics agree with the clusters or [`SETTLE`] passes; the disagreements
+/// left (empty when they agree).
+pub async fn check(
+    latest: &BTreeMap<Part, i64>,
+    source_cluster: &str,
+    mirror_hosts: &[String],
+) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let problems = disagreements(latest, source_cluster, mirror_hosts).await;
+        if problems.is_empty() || tokio::time::Instant::now() >= deadline {
+            return problems;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_are_found_by_name_and_labels_in_any_order() {
+        let text = "# HELP x y\ntributary_mirror_lag_bytes{partition=\"0-1\",topic=\"orders\"} 0\n\
+                    tributary_mirror_lag_bytes{partition=\"0-0\",topic=\"orders\"} 12\ntributary_connections 3\n";
+        let lag = |p| {
+            sample_value(
+                text,
+                "tributary_mirror_lag_bytes",
+                &[("topic", "orders"), ("partition", p)],
+            )
+        };
+        assert_eq!(lag("0-0"), Some(12.0));
+        assert_eq!(lag("0-1"), Some(0.0));
+        assert_eq!(lag("1-0"), None);
+        assert_eq!(sample_value(text, "tributary_connections", &[]), Some(3.0));
+    }
+}
