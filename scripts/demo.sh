@@ -4,9 +4,11 @@
 #   source: ZooKeeper :2181 (zookeeper.properties) + broker 0 :9092 (server.properties)
 #   mirror: ZooKeeper :2171 (mirror-zookeeper.properties) + broker 0 :9095 started with three
 #           files (mirror-server.properties mirror-consumer.properties mirror-producer.properties)
-# Messages are produced to the source (with durable acknowledgements); the mirror catches up
-# while a progress line shows it; the mirror broker is killed with SIGKILL mid-way and restarted;
-# then consumer-offset-checker shows the mirror's lag, and a count proves nothing was lost.
+# Messages are produced to the source (with durable acknowledgements) while a progress line
+# shows the mirror following; the mirror broker is killed with SIGKILL mid-way and restarted
+# some batches later; `mirror-status --watch` shows it catching up (the live view); a scrape of
+# its Prometheus endpoint (--metrics.port; the seed's files stay unchanged) and
+# consumer-offset-checker show its lag, and a count proves nothing was lost.
 # Everything started here is stopped at the end, even on Ctrl-C.
 #
 # TRIBUTARY_BIN=<path> uses an already built binary instead of building the release one.
@@ -31,9 +33,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for port in 2181 2171 9092 9095; do
+for port in 2181 2171 9092 9095 9404 9405; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    echo "error: port $port is in use; stop whatever listens there (the sample configs use 2181, 2171, 9092, 9095)" >&2
+    echo "error: port $port is in use; stop whatever listens there (the sample configs use 2181, 2171, 9092, 9095; metrics 9404, 9405)" >&2
     exit 1
   fi
 done
@@ -53,7 +55,8 @@ zookeeper() {
   pids+=($!)
 }
 start_mirror() {
-  RUST_LOG=info "$bin" server config/mirror-server.properties config/mirror-consumer.properties config/mirror-producer.properties \
+  RUST_LOG=info "$bin" server --metrics.port 9405 \
+    config/mirror-server.properties config/mirror-consumer.properties config/mirror-producer.properties \
     >>"$work/mirror-broker.log" 2>&1 &
   mirror_pid=$!
   wait_port 9095
@@ -73,11 +76,11 @@ progress() {
 echo "== source cluster: ZooKeeper :2181, broker 0 :9092"
 zookeeper config/zookeeper.properties source-zookeeper
 wait_port 2181
-RUST_LOG=info "$bin" server config/server.properties 2>"$work/source-broker.log" &
+RUST_LOG=info "$bin" server --metrics.port 9404 config/server.properties 2>"$work/source-broker.log" &
 pids+=($!)
 wait_port 9092
 
-echo "== mirror cluster: ZooKeeper :2171, broker 0 :9095 with the embedded mirror (three files)"
+echo "== mirror cluster: ZooKeeper :2171, broker 0 :9095 with the embedded mirror (the seed's three files; metrics on :9405)"
 zookeeper config/mirror-zookeeper.properties mirror-zookeeper
 wait_port 2171
 start_mirror
@@ -94,24 +97,29 @@ for b in $(seq "$batches"); do
   progress
   if [ "$b" -eq 5 ]; then
     echo
-    echo "== SIGKILL of the mirror broker (mid-way); restarting it in 3 s"
+    echo "== SIGKILL of the mirror broker (mid-way); the source goes on, the mirror restarts after batch 9"
     kill -KILL "$mirror_pid"
     wait "$mirror_pid" 2>/dev/null || true
     mirror_pid=""
-    sleep 3
+  fi
+  if [ "$b" -eq 9 ]; then
+    echo
+    echo "== restarting the mirror broker: it resumes from its last commit"
     start_mirror
   fi
   sleep 0.5
 done
 echo
 
-echo "== waiting for the mirror to catch up"
-for _ in $(seq 120); do
-  progress
-  [ "$(lag)" = "0" ] && break
-  sleep 1
-done
+echo "== the live view: mirror-status --watch (redraws every second until the mirror has caught up)"
+timeout 180 "$bin" mirror-status --zkconnect localhost:2181 --group KafkaMirror -v --watch --until-caught-up ||
+  echo "(the mirror did not catch up within 180 s; see $work/mirror-broker.log)"
 echo
+
+echo "== the mirror's Prometheus endpoint (http://localhost:9405/metrics), its lag and counters"
+sleep 6   # the mirror measures its lag every 5 s
+curl -s http://localhost:9405/metrics | grep -E '^tributary_(mirror_lag_(bytes|seconds)|mirror_(messages|bytes|gaps)_total|producer_(acked|failed)_total)' ||
+  echo "(curl is not installed; the endpoint is http://localhost:9405/metrics)"
 
 echo "== consumer-offset-checker --group KafkaMirror --zkconnect localhost:2181 (the seed's way)"
 "$bin" consumer-offset-checker --group KafkaMirror --zkconnect localhost:2181

@@ -13,6 +13,8 @@ command -v java >/dev/null || need+=(default-jre-headless)
 command -v npm >/dev/null || need+=(npm)
 # A real Prometheus server scrapes a broker and a mirror in tests/tests/metrics_e2e.rs.
 command -v prometheus >/dev/null || need+=(prometheus)
+# The demo reads the mirror's metrics endpoint.
+command -v curl >/dev/null || need+=(curl)
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""

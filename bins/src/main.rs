@@ -67,12 +67,9 @@ enum Command {
     /// Start a broker (Kafka's kafka-server-start.sh).
     #[command(
         after_help = "Examples:\n  tributary server config/server.properties\n  \
-        RUST_LOG=debug tributary server config/server.properties"
-    )]
-    #[command(
-        after_help = "Examples:\n  tributary server config/server.properties\n  \
         tributary server config/mirror-server.properties config/mirror-consumer.properties config/mirror-producer.properties   # a mirror broker (Kafka 0.7.0's embedded mirror)\n  \
-        RUST_LOG=debug tributary server config/server.properties"
+        tributary server --metrics.port 9405 config/mirror-server.properties config/mirror-consumer.properties config/mirror-producer.properties   # with Prometheus metrics\n  \
+        RUST_LOG=debug tributary --log-format json server config/server.properties"
     )]
     Server {
         /// The broker's server.properties.
@@ -82,6 +79,10 @@ enum Command {
         /// mirror.consumer.numthreads), then the embedded producer's (the mirror cluster).
         #[arg(num_args = 0..=2)]
         mirror: Vec<PathBuf>,
+        /// Serve Prometheus metrics on this port (overrides metrics.port in the file, which
+        /// stays as it is: e.g. the seed's mirror files, unchanged).
+        #[arg(long = "metrics.port")]
+        metrics_port: Option<u16>,
     },
     /// Mirror one or more source clusters into a target cluster (Kafka 0.7.1's MirrorMaker),
     /// committing source offsets only for what the target has durably.
@@ -143,6 +144,10 @@ enum Command {
         /// With --watch, stop after this many redraws.
         #[arg(long)]
         rounds: Option<u64>,
+        /// With --watch, stop once every partition is caught up (for scripts: waits for a
+        /// mirror to drain).
+        #[arg(long = "until-caught-up", requires = "watch")]
+        until_caught_up: bool,
     },
     /// Send lines of standard input to a topic (Kafka's ConsoleProducer).
     #[command(
@@ -488,7 +493,11 @@ fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime, String> {
 
 fn run(command: Command) -> Result<ExitCode, String> {
     match command {
-        Command::Server { server, mirror } => run_server(&server, &mirror),
+        Command::Server {
+            server,
+            mirror,
+            metrics_port,
+        } => run_server(&server, &mirror, metrics_port),
         Command::MirrorMaker {
             consumer_config,
             producer_config,
@@ -670,6 +679,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
             watch,
             interval,
             rounds,
+            until_caught_up,
         } => {
             if !(interval.is_finite() && (0.1..=3600.0).contains(&interval)) {
                 return Err(format!(
@@ -684,6 +694,8 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 watch,
                 interval: std::time::Duration::from_secs_f64(interval),
                 rounds,
+                until_caught_up,
+                in_place: std::io::IsTerminal::is_terminal(&std::io::stdout()),
             };
             let mut stdout = std::io::stdout().lock();
             runtime(Some(1))?.block_on(async {
@@ -901,7 +913,11 @@ fn load_producer(path: &std::path::Path) -> Result<tributary_core::config::Produ
     .map_err(|e| e.to_string())
 }
 
-fn run_server(server: &std::path::Path, mirror: &[PathBuf]) -> Result<ExitCode, String> {
+fn run_server(
+    server: &std::path::Path,
+    mirror: &[PathBuf],
+    metrics_port: Option<u16>,
+) -> Result<ExitCode, String> {
     let embedded = match mirror {
         [] => None,
         [consumer, producer] => Some(MirrorSettings::embedded(load_consumer(consumer)?, load_producer(producer)?)),
@@ -914,8 +930,17 @@ fn run_server(server: &std::path::Path, mirror: &[PathBuf]) -> Result<ExitCode, 
         }
         _ => return Err("tributary server takes one file, or three for a mirror broker".into()),
     };
-    let (config, props) = load_file_with_properties(server, BrokerConfig::from_properties)
+    let (mut config, props) = load_file_with_properties(server, BrokerConfig::from_properties)
         .map_err(|e| e.to_string())?;
+    if let Some(port) = metrics_port {
+        if let Some(file) = config.metrics_port.filter(|p| *p != port) {
+            tracing::info!(
+                "--metrics.port {port} overrides metrics.port={file} of {}",
+                server.display()
+            );
+        }
+        config.metrics_port = Some(port);
+    }
     tracing::info!(
         "configuration from {} (every key; \"(changed)\" where the file differs from the default):\n{}",
         server.display(),

@@ -47,6 +47,10 @@ pub struct StatusOptions {
     pub interval: Duration,
     /// Redraws at most (`--watch`; `None`: until interrupted).
     pub rounds: Option<u64>,
+    /// With `watch`: stop once every partition is caught up (its source end known and reached).
+    pub until_caught_up: bool,
+    /// Redraw in place (a terminal); otherwise each table follows the last.
+    pub in_place: bool,
 }
 
 /// Prints the status as `options` asks, to `out`.
@@ -80,9 +84,13 @@ async fn run_with<E: Env>(
     };
     let mut earlier = sample(env, coord, &options.group).await?;
     let mut taken = tokio::time::Instant::now();
+    let clear = if options.in_place { CLEAR } else { "\n" };
     if options.watch {
-        write(out, &format!("{CLEAR}{}", header(0)))?;
+        write(out, &format!("{clear}{}", header(0)))?;
         write(out, &render(group, None, &earlier, None, options.verbose))?;
+        if options.until_caught_up && render::caught_up(&earlier) {
+            return Ok(());
+        }
     }
     let mut round = 0;
     loop {
@@ -95,8 +103,9 @@ async fn run_with<E: Env>(
         if !options.watch {
             return write(out, &table);
         }
-        write(out, &format!("{CLEAR}{}{table}", header(round)))?;
-        if options.rounds.is_some_and(|max| round >= max) {
+        write(out, &format!("{clear}{}{table}", header(round)))?;
+        let done = options.until_caught_up && render::caught_up(&now);
+        if done || options.rounds.is_some_and(|max| round >= max) {
             return Ok(());
         }
         earlier = now;

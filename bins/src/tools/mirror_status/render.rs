@@ -66,6 +66,15 @@ fn lag_of(source_end: i64, position: i64) -> i64 {
     source_end.saturating_sub(position).max(0)
 }
 
+/// Whether every partition of `sample` is caught up: its source end known and its position at or
+/// past it (an empty sample is not: nothing was committed yet).
+pub fn caught_up(sample: &Sample) -> bool {
+    !sample.is_empty()
+        && sample
+            .values()
+            .all(|p| p.source_end.is_some_and(|end| lag_of(end, p.position) == 0))
+}
+
 /// `1.5 MiB`, `312 B`.
 pub fn human_bytes(bytes: f64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -257,6 +266,17 @@ mod tests {
         let text = render("g", Some(&before), &now, Some(1.0), false);
         assert!(text.contains("not closing"), "{text}");
         assert!(text.contains("400 B/s"), "{text}");
+    }
+
+    #[test]
+    fn caught_up_means_every_end_known_and_reached() {
+        assert!(caught_up(&sample(&[
+            ("t", "0-0", Some(10), 10),
+            ("t", "0-1", Some(5), 6)
+        ])));
+        assert!(!caught_up(&sample(&[("t", "0-0", Some(10), 9)])));
+        assert!(!caught_up(&sample(&[("t", "0-0", None, 10)])));
+        assert!(!caught_up(&Sample::new()));
     }
 
     #[test]
