@@ -277,3 +277,31 @@ pub fn parse_server(server: &str) -> Result<(String, u16), String> {
         .map_err(|_| format!("\"{server}\": port must be 1 to 65535"))?;
     Ok((host.to_string(), port))
 }
+
+/// The latest offset (OFFSETS, time -1) of each of `partitions` on one broker, over one
+/// connection: `None` for a partition the broker answered with an error. A failure of the
+/// connection ends the round (the connection is not used again); its error is returned with
+/// what was learnt before it.
+pub async fn latest_offsets<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    partitions: &[(tributary_core::wire::TopicName, i32)],
+) -> (Vec<Option<i64>>, Option<ClientError>) {
+    use tributary_core::wire::{ErrorCode, OffsetsRequest};
+    let mut out = Vec::with_capacity(partitions.len());
+    for (topic, partition) in partitions {
+        let request = Request::Offsets(OffsetsRequest {
+            topic: topic.clone(),
+            partition: *partition,
+            time: -1,
+            max_offsets: 1,
+        });
+        match conn.call(&request).await {
+            Ok(Response::Offsets(o)) if o.error == ErrorCode::NoError => {
+                out.push(o.offsets.first().copied());
+            }
+            Ok(_) => out.push(None),
+            Err(e) => return (out, Some(e)),
+        }
+    }
+    (out, None)
+}

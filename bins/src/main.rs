@@ -469,12 +469,20 @@ fn main() -> ExitCode {
         LogFormat::Text => logs
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init(),
-        LogFormat::Json => logs.json().with_ansi(false).init(),
+        LogFormat::Json => {
+            logs.json().with_ansi(false).init();
+            // A panic's report goes to the log shipper as JSON too.
+            std::panic::set_hook(Box::new(|info| tracing::error!("panic: {info}")));
+        }
     }
+    let json = cli.log_format == LogFormat::Json;
     match run(cli.command) {
         Ok(code) => code,
         Err(message) => {
-            eprintln!("error: {message}");
+            match json {
+                true => tracing::error!("{message}"),
+                false => eprintln!("error: {message}"),
+            }
             ExitCode::from(2)
         }
     }
@@ -535,7 +543,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 metrics: metrics_port.map(|_| Metrics::new()),
             };
             runtime(None)?.block_on(async move {
-                let server = match (metrics_port, &settings.metrics) {
+                let mut server = match (metrics_port, &settings.metrics) {
                     (Some(port), Some(metrics)) => Some(
                         MetricsServer::start(&TokioEnv, "0.0.0.0", port, metrics.clone())
                             .await
@@ -544,17 +552,27 @@ fn run(command: Command) -> Result<ExitCode, String> {
                     _ => None,
                 };
                 let mirror = Mirror::start(TokioEnv, settings).await.map_err(|e| e.to_string())?;
+                let mut endpoint_failed = None;
                 let mirrored = mirror
                     .run_until(async {
-                        wait_for_signal().await;
-                        tracing::info!("signal received: stopping the mirror (in-flight messages are acknowledged, then committed)");
+                        tokio::select! {
+                            biased;
+                            () = wait_for_signal() => tracing::info!("signal received: stopping the mirror (in-flight messages are acknowledged, then committed)"),
+                            failed = metrics_failed(&mut server) => {
+                                tracing::error!("{failed}; stopping the mirror");
+                                endpoint_failed = Some(failed);
+                            }
+                        }
                     })
                     .await
                     .map_err(|e| e.to_string());
                 if let Some(server) = server {
                     server.stop().await;
                 }
-                mirrored
+                match endpoint_failed {
+                    Some(failed) => Err(failed),
+                    None => mirrored,
+                }
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -1000,6 +1018,23 @@ fn run_server(
         mirror_result.map_err(|e| e.to_string())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves when the metrics endpoint ends on its own (only a panic, a bug), saying so; pending
+/// without an endpoint. The endpoint is then forgotten (never awaited twice).
+async fn metrics_failed(server: &mut Option<MetricsServer>) -> String {
+    let Some(running) = server else {
+        return std::future::pending().await;
+    };
+    let ended = running.ended().await;
+    *server = None;
+    match ended {
+        Err(e) if e.is_panic() => {
+            let message = tributary::broker::logs::panic_message(e.into_panic().as_ref());
+            format!("internal error: the metrics endpoint panicked ({message})")
+        }
+        _ => "internal error: the metrics endpoint stopped".to_string(),
+    }
 }
 
 async fn wait_for_signal() {

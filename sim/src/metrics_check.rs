@@ -23,6 +23,8 @@ pub const BROKER_METRICS_PORT: u16 = 9404;
 pub const MIRROR_METRICS_PORT: u16 = 9405;
 /// How long the check reads again before calling a disagreement.
 const SETTLE: Duration = Duration::from_secs(20);
+/// How long one scrape may take.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A source partition: (topic, `<broker>-<partition>`).
 pub type Part = (String, String);
@@ -58,7 +60,7 @@ async fn disagreements(
         };
         let host = format!("{source_cluster}-broker{broker}");
         if !broker_texts.contains_key(&host) {
-            match scrape(&env, &host, BROKER_METRICS_PORT).await {
+            match scrape_within(&env, &host, BROKER_METRICS_PORT).await {
                 Ok(text) => drop(broker_texts.insert(host.clone(), text)),
                 Err(e) => {
                     problems.push(format!("{host}: {e}"));
@@ -86,7 +88,7 @@ async fn disagreements(
     }
     let mut mirror_texts = Vec::new();
     for host in mirror_hosts {
-        match scrape(&env, host, MIRROR_METRICS_PORT).await {
+        match scrape_within(&env, host, MIRROR_METRICS_PORT).await {
             Ok(text) => mirror_texts.push((host, text)),
             Err(e) => problems.push(format!("{host}: {e}")),
         }
@@ -106,6 +108,14 @@ async fn disagreements(
         }
     }
     problems
+}
+
+/// One scrape within [`SCRAPE_TIMEOUT`] (a hung endpoint is a disagreement, not a stuck check).
+async fn scrape_within(env: &SimEnv, host: &str, port: u16) -> Result<String, String> {
+    match tokio::time::timeout(SCRAPE_TIMEOUT, scrape(env, host, port)).await {
+        Ok(scraped) => scraped.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("no answer within {SCRAPE_TIMEOUT:?}")),
+    }
 }
 
 /// Reads until the metrics agree with the clusters or [`SETTLE`] passes; the disagreements

@@ -334,4 +334,26 @@ fn log_format_json_writes_one_json_object_per_line() {
     assert!(said("WARN", "no.such.key"), "{text}");
     assert!(said("INFO", "serving on"), "{text}");
     assert!(said("INFO", "shut down"), "{text}");
+
+    // A command that fails says why in JSON too.
+    let failed = Command::new(tributary_binary())
+        .args([
+            "--log-format",
+            "json",
+            "server",
+            "/nonexistent/server.properties",
+        ])
+        .output()
+        .expect("run the broker");
+    assert_eq!(failed.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    let line: serde_json::Value = serde_json::from_str(stderr.trim())
+        .unwrap_or_else(|e| panic!("not one JSON line ({e}): {stderr}"));
+    assert_eq!(line["level"], "ERROR", "{stderr}");
+    assert!(
+        line["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("/nonexistent/server.properties")),
+        "{stderr}"
+    );
 }

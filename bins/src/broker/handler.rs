@@ -426,7 +426,12 @@ impl<E: Env> Handler<E> {
         let topic = f.topic.clone();
         let block = self.fetch_block(f, budget).await;
         match block.error {
-            ErrorCode::NoError => self.meter.bytes_out(topic.as_str(), block.data.len()),
+            // Only bytes served make a series: a fetch of a topic that has no log here (answered
+            // empty) must not add one per name a client makes up.
+            ErrorCode::NoError if !block.data.is_empty() => {
+                self.meter.bytes_out(topic.as_str(), block.data.len());
+            }
+            ErrorCode::NoError => {}
             error => self.meter.error(kind, &code_label(error)),
         }
         block

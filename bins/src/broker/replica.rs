@@ -33,11 +33,12 @@ use tributary_core::zk_layout::{
 };
 
 use super::logs::{self, with_log, Logs};
-use crate::client::{connect, Connection};
+use crate::client::{connect, latest_offsets, Connection};
 use crate::coordination::{CoordError, Coordination, NodeKind};
 use crate::env::Env;
 use crate::metrics::broker::BrokerMeter;
 use crate::metrics::mirror::{LagGauges, MirrorMetrics};
+use tributary_core::mirror::lag::LagSample;
 
 /// Where a replica broker keeps, per group and partition, the offset it last synced (in this
 /// cluster's ZooKeeper).
@@ -96,8 +97,59 @@ pub struct Copier<F: tributary_core::log::LogFs + Clone> {
 }
 
 /// Copies until `stop`; returns only then (every failure is retried, loudly, or stops one
-/// partition).
-pub async fn run<E: Env>(env: E, copier: Copier<E::Fs>, mut stop: watch::Receiver<bool>) {
+/// partition). With metrics on, a lag probe runs beside the copier; a panic in it ends this
+/// task with that panic (the broker stops on it).
+pub async fn run<E: Env>(env: E, copier: Copier<E::Fs>, stop: watch::Receiver<bool>) {
+    let (targets, targets_rx) = watch::channel(ProbeTargets::default());
+    let Some(metrics) = copier.metrics.clone() else {
+        return copy(env, copier, targets, stop).await;
+    };
+    let probe_with = (
+        copier.replica.source_broker_id,
+        Duration::from_millis(copier.replica.socket_timeout_ms.into()),
+    );
+    let mut probe = tokio::spawn(probe_lag(
+        env.clone(),
+        copier.logs.clone(),
+        probe_with,
+        metrics,
+        targets_rx,
+        stop.clone(),
+    ));
+    let copying = copy(env, copier, targets, stop);
+    tokio::pin!(copying);
+    let mut probe_ended = false;
+    loop {
+        tokio::select! {
+            biased;
+            joined = &mut probe, if !probe_ended => {
+                probe_ended = true;
+                if let Err(e) = joined {
+                    if e.is_panic() {
+                        std::panic::resume_unwind(e.into_panic());
+                    }
+                }
+            }
+            // The copier finishes what it is doing when stopped, whatever the probe does.
+            () = &mut copying => break,
+        }
+    }
+    if !probe_ended {
+        if let Err(e) = probe.await {
+            if e.is_panic() {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+    }
+}
+
+/// The copier itself; tells the lag probe what to ask about through `targets`.
+async fn copy<E: Env>(
+    env: E,
+    copier: Copier<E::Fs>,
+    targets: watch::Sender<ProbeTargets>,
+    mut stop: watch::Receiver<bool>,
+) {
     let Copier {
         broker,
         replica,
@@ -106,8 +158,6 @@ pub async fn run<E: Env>(env: E, copier: Copier<E::Fs>, mut stop: watch::Receive
         meter,
         metrics,
     } = copier;
-    let mut lag = LagGauges::default();
-    let mut last_lag_probe: Option<i64> = None;
     let timeout = Duration::from_millis(replica.socket_timeout_ms.into());
     let backoff = Duration::from_millis(replica.fetch_backoff_ms.into());
     let size_limit = broker
@@ -173,6 +223,10 @@ pub async fn run<E: Env>(env: E, copier: Copier<E::Fs>, mut stop: watch::Receive
                         }
                     }
                     view = fresh;
+                    targets.send_replace(ProbeTargets {
+                        address: view.address.clone(),
+                        partitions: copied.keys().cloned().collect(),
+                    });
                 }
                 Err(e) => {
                     tracing::warn!(
@@ -206,18 +260,6 @@ pub async fn run<E: Env>(env: E, copier: Copier<E::Fs>, mut stop: watch::Receive
             }
         }
         let Some(open) = conn.as_mut() else { continue };
-        if let Some(m) = &metrics {
-            if last_lag_probe.is_none_or(|at| now - at >= LAG_PROBE_INTERVAL.as_millis() as i64) {
-                last_lag_probe = Some(now);
-                let source_id = replica.source_broker_id;
-                if let Err(e) = probe_lag(&env, open, &logs, &copied, source_id, m, &mut lag).await
-                {
-                    tracing::warn!("replica: source broker {host}:{port}: {e}; reconnecting");
-                    conn = None;
-                    continue;
-                }
-            }
-        }
         let sizes = (replica.fetch_bytes, size_limit);
         let copying_with = (&meter, metrics.as_deref());
         let copied_any = match round(
@@ -258,38 +300,87 @@ pub async fn run<E: Env>(env: E, copier: Copier<E::Fs>, mut stop: watch::Receive
     }
 }
 
-/// Asks the source for the end of every partition still copied and sets the lag gauges from
-/// it against each replica log's written end (the copy position). `Err` only for a failure of
-/// the connection to the source.
+/// A source broker's `(host, port)`.
+type SourceAddress = (String, u16);
+
+/// What the lag probe asks about: the source broker's address and the partitions copied.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct ProbeTargets {
+    address: Option<SourceAddress>,
+    partitions: Vec<TopicPartition>,
+}
+
+/// With metrics on, every [`LAG_PROBE_INTERVAL`]: asks the source broker (over a connection of
+/// its own, so copying never waits for it) for the end of every partition still copied, and
+/// sets the lag gauges against each replica log's flushed end (what the replica durably has). A
+/// round the source does not fully answer leaves the gauges as they were. Runs until `stop`.
 async fn probe_lag<E: Env>(
-    env: &E,
-    conn: &mut Connection<E::Stream>,
-    logs: &Arc<Logs<E::Fs>>,
-    copied: &BTreeMap<TopicPartition, Copied>,
-    source_broker: i32,
-    metrics: &MirrorMetrics,
-    lag: &mut LagGauges,
-) -> Result<(), String> {
-    let mut samples = Vec::new();
-    // A stopped partition keeps its gauges: its lag grows, which is what to alert on.
-    for tp in copied.keys() {
-        if !copying(logs, &tp.topic) {
-            continue;
+    env: E,
+    logs: Arc<Logs<E::Fs>>,
+    (source_broker, timeout): (i32, Duration),
+    metrics: Arc<MirrorMetrics>,
+    targets: watch::Receiver<ProbeTargets>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut lag = LagGauges::default();
+    // The connection, with the address it goes to.
+    let mut conn: Option<(SourceAddress, Connection<E::Stream>)> = None;
+    loop {
+        if pause(&mut stop, LAG_PROBE_INTERVAL).await {
+            return;
         }
-        let (Some(log), Some(source_end)) = (logs.get(tp), source_offset(conn, tp, -1).await?)
-        else {
+        let wanted = targets.borrow().clone();
+        let Some(address) = wanted.address else {
             continue;
         };
-        let position = i64::try_from(log.ends().0).unwrap_or(i64::MAX);
-        samples.push(tributary_core::mirror::lag::LagSample {
-            topic: tp.topic.to_string(),
-            partition: format!("{source_broker}-{}", tp.partition),
-            source_end,
-            position,
-        });
+        if conn.as_ref().is_none_or(|(at, _)| *at != address) {
+            match connect(&env, &address.0, address.1, timeout).await {
+                Ok(fresh) => conn = Some((address.clone(), fresh)),
+                Err(e) => {
+                    tracing::debug!(
+                        "replica: lag probe: source broker {}:{}: {e}",
+                        address.0,
+                        address.1
+                    );
+                    conn = None;
+                    continue;
+                }
+            }
+        }
+        let Some((_, open)) = conn.as_mut() else {
+            continue;
+        };
+        let partitions: Vec<&TopicPartition> = wanted
+            .partitions
+            .iter()
+            .filter(|tp| copying(&logs, &tp.topic))
+            .collect();
+        let asked: Vec<(TopicName, i32)> = partitions
+            .iter()
+            .map(|tp| (tp.topic.clone(), tp.partition as i32))
+            .collect();
+        let (ends, failed) = latest_offsets(open, &asked).await;
+        if let Some(e) = failed {
+            tracing::debug!("replica: lag probe: {e}; reconnecting at the next round");
+            conn = None;
+            continue;
+        }
+        // A stopped partition keeps its gauges: its lag grows, which is what to alert on.
+        let samples: Vec<LagSample> = partitions
+            .iter()
+            .zip(ends)
+            .filter_map(|(tp, end)| {
+                let log = logs.get(tp)?;
+                Some(LagSample {
+                    topic: tp.topic.to_string(),
+                    partition: format!("{source_broker}-{}", tp.partition),
+                    source_end: end?,
+                    position: i64::try_from(log.ends().1).unwrap_or(i64::MAX),
+                })
+            })
+            .collect();
+        lag.update(&metrics, env.now_ms(), &samples);
     }
-    lag.update(metrics, env.now_ms(), &samples);
-    Ok(())
 }
 
 /// Waits `how_long` or until stopped; `true` when stopped.

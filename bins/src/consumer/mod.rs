@@ -345,29 +345,21 @@ impl ConsumerConnector {
             else {
                 continue;
             };
-            for p in partitions {
-                let request =
-                    tributary_core::wire::Request::Offsets(tributary_core::wire::OffsetsRequest {
+            let asked: Vec<(TopicName, i32)> = partitions
+                .iter()
+                .map(|p| (p.topic.clone(), p.partition.partition as i32))
+                .collect();
+            let (latest, _failed) = crate::client::latest_offsets(&mut conn, &asked).await;
+            for (p, latest) in partitions.iter().zip(latest) {
+                if let Some(latest) = latest {
+                    let offsets = p.offsets();
+                    out.push(PartitionLag {
                         topic: p.topic.clone(),
-                        partition: p.partition.partition as i32,
-                        time: -1,
-                        max_offsets: 1,
+                        partition: p.partition,
+                        consumed: offsets.consumed(),
+                        committed: offsets.committed(),
+                        latest,
                     });
-                match conn.call(&request).await {
-                    Ok(tributary_core::wire::Response::Offsets(o)) => {
-                        if let (ErrorCode::NoError, Some(&latest)) = (o.error, o.offsets.first()) {
-                            let offsets = p.offsets();
-                            out.push(PartitionLag {
-                                topic: p.topic.clone(),
-                                partition: p.partition,
-                                consumed: offsets.consumed(),
-                                committed: offsets.committed(),
-                                latest,
-                            });
-                        }
-                    }
-                    // A late answer would be read as the next one: this connection is done.
-                    _ => break,
                 }
             }
         }

@@ -46,7 +46,7 @@ impl MirrorMetrics {
             lag_seconds: gauge_vec(
                 registry,
                 "tributary_mirror_lag_seconds",
-                "Seconds since the source partition was last seen caught up (0 while it is).",
+                "Age of the oldest source byte not yet mirrored, in seconds: how long ago the source's end passed the mirrored position (0 while caught up).",
                 &["topic", "partition"],
             ),
             messages: counter(
@@ -124,6 +124,8 @@ pub fn watch_mirror(metrics: &Metrics, stats: Weak<MirrorStats>) {
     let mut last = [0u64; 4];
     metrics.on_scrape(Box::new(move || {
         let Some(stats) = stats.upgrade() else {
+            // The mirror is gone: nothing of it is in flight any more.
+            m.in_flight_bytes.set(0);
             return false;
         };
         let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);

@@ -97,12 +97,16 @@ impl Metrics {
             .clone()
     }
 
-    /// Adds a refresher, run before every scrape until it returns `false`.
+    /// Adds a refresher, run before every scrape until it returns `false`. Past
+    /// [`REFRESHERS_MAX`] (after dropping those whose component is gone) the new one is refused,
+    /// with a warning: the metrics it would keep stay as they are.
     pub fn on_scrape(&self, refresher: Refresher) {
         let mut refreshers = self.lock_refreshers();
         if refreshers.len() >= REFRESHERS_MAX {
-            tracing::warn!("metrics: {REFRESHERS_MAX} refreshers already; the oldest is dropped");
-            drop(refreshers.remove(0));
+            refreshers.retain_mut(|refresh| refresh());
+        }
+        if refreshers.len() >= REFRESHERS_MAX {
+            return tracing::warn!("metrics: {REFRESHERS_MAX} components already report here; a new one's counters are not copied");
         }
         refreshers.push(refresher);
     }

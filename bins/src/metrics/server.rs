@@ -3,8 +3,10 @@
 //! the metrics are; anything else is 404 (405 for other methods than GET and HEAD).
 //!
 //! Limits: at most [`CONNECTIONS_MAX`] connections at once (more are closed at accept), request
-//! headers within [`HEADER_READ_TIMEOUT`], request bodies ignored. A panic while answering
-//! (a bug) ends the server's task with that panic, which stops its owner loudly.
+//! headers within [`HEADER_READ_TIMEOUT`], a connection closed after [`CONNECTION_LIFETIME`]
+//! (a scraper that stops reading holds a slot no longer), request bodies ignored. No `Date`
+//! header (the server reads no wall clock: it runs in the simulator too). A panic while
+//! answering (a bug) ends the server's task with that panic, which stops its owner loudly.
 
 use std::convert::Infallible;
 use std::io;
@@ -27,6 +29,8 @@ use crate::env::{Env, Listener};
 pub const CONNECTIONS_MAX: usize = 16;
 /// How long a client may take to send a request's headers.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one connection is served at most (Prometheus reconnects for the next scrape).
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 /// The most bytes [`scrape`] reads of an answer.
 pub const SCRAPE_BYTES_MAX: usize = 64 << 20;
 
@@ -120,13 +124,15 @@ where
         let metrics = metrics.clone();
         async move { Ok::<_, Infallible>(answer(&metrics, &request)) }
     });
-    let served = hyper::server::conn::http1::Builder::new()
+    let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
-        .serve_connection(TokioIo::new(stream), service)
-        .await;
-    if let Err(e) = served {
-        tracing::debug!("metrics: connection ended: {e}");
+        .auto_date_header(false)
+        .serve_connection(TokioIo::new(stream), service);
+    match tokio::time::timeout(CONNECTION_LIFETIME, connection).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!("metrics: connection ended: {e}"),
+        Err(_) => tracing::debug!("metrics: connection closed after {CONNECTION_LIFETIME:?}"),
     }
 }
 
@@ -202,6 +208,12 @@ pub enum ScrapeError {
         /// The status.
         status: StatusCode,
     },
+    /// The request could not be built (the address is not a valid `Host` header).
+    #[error("{addr}: not a valid address for an HTTP request")]
+    Request {
+        /// `host:port`.
+        addr: String,
+    },
     /// The answer was larger than [`SCRAPE_BYTES_MAX`] or not UTF-8.
     #[error("{addr}: the answer is not a metrics text of at most {SCRAPE_BYTES_MAX} bytes")]
     Body {
@@ -233,7 +245,7 @@ pub async fn scrape<E: Env>(env: &E, host: &str, port: u16) -> Result<String, Sc
         .body(http_body_util::Empty::<Bytes>::new());
     let request = match request {
         Ok(request) => request,
-        Err(_) => return Err(ScrapeError::Body { addr }),
+        Err(_) => return Err(ScrapeError::Request { addr }),
     };
     let response = sender.send_request(request).await.map_err(http)?;
     if response.status() != StatusCode::OK {

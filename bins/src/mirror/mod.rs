@@ -202,7 +202,8 @@ pub struct Mirror {
     stop: watch::Sender<bool>,
     /// Counters.
     pub stats: Arc<MirrorStats>,
-    summary: tokio::task::JoinHandle<()>,
+    /// The summary and lag task (`None` once it ended and was looked at).
+    summary: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Mirror {
@@ -345,6 +346,7 @@ impl Mirror {
                 producer: metrics.producer(),
                 lag: LagGauges::default(),
                 updated: false,
+                last: BTreeMap::new(),
             }
         });
         let summary = tokio::spawn(summarize(
@@ -363,7 +365,7 @@ impl Mirror {
             streams,
             stop,
             stats,
-            summary,
+            summary: Some(summary),
         })
     }
 
@@ -381,6 +383,14 @@ impl Mirror {
                     Some(Err(e)) => break Some(MirrorError::Send(format!("a mirror stream was cancelled: {e}"))),
                     None => break None,
                 },
+                // It runs until stopped: ending before is a panic (a bug), which stops the mirror.
+                ended = summary_ended(&mut self.summary) => {
+                    if let Err(e) = ended {
+                        if e.is_panic() {
+                            std::panic::resume_unwind(e.into_panic());
+                        }
+                    }
+                }
             }
         };
         if let Some(e) = &failure {
@@ -394,7 +404,15 @@ impl Mirror {
     /// groups, drains the producers.
     pub async fn shutdown(mut self) {
         let _stopped_already = self.stop.send(true).is_err();
-        self.summary.abort();
+        // The summary task holds the connectors: it must be gone before they are unwrapped.
+        if let Some(summary) = self.summary.take() {
+            summary.abort();
+            if let Err(e) = summary.await {
+                if e.is_panic() {
+                    std::panic::resume_unwind(e.into_panic());
+                }
+            }
+        }
         let joined = tokio::time::timeout(SHUTDOWN_DEADLINE, async {
             while let Some(ended) = self.streams.join_next().await {
                 match ended {
@@ -448,6 +466,21 @@ impl Mirror {
             self.stats.acked.load(Ordering::Relaxed),
             self.stats.commits.load(Ordering::Relaxed)
         );
+    }
+}
+
+/// Resolves when the summary task ends (then forgets it, so it is never awaited twice); pending
+/// once it has.
+async fn summary_ended(
+    summary: &mut Option<tokio::task::JoinHandle<()>>,
+) -> Result<(), tokio::task::JoinError> {
+    match summary {
+        Some(task) => {
+            let ended = task.await;
+            *summary = None;
+            ended
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -918,12 +951,21 @@ struct MirrorGauges {
     lag: LagGauges,
     /// The lag gauges were set at least once.
     updated: bool,
+    /// Each partition's last sample: kept for an owned partition whose broker did not answer
+    /// this round (an unreachable source must not make its lag disappear).
+    last: BTreeMap<(String, String), LagSample>,
 }
 
 impl MirrorGauges {
     /// Sets the lag gauges from one round of lags (position: what was committed, i.e. what the
-    /// mirror cluster durably has), and the producers' queue.
-    fn update(&mut self, now_ms: i64, lags: &[PartitionLag], queued: usize) {
+    /// mirror cluster durably has) for the partitions `owned` now, and the producers' queue.
+    fn update(
+        &mut self,
+        now_ms: i64,
+        lags: &[PartitionLag],
+        owned: &[(String, String)],
+        queued: usize,
+    ) {
         if self.updated
             && tributary_core::planted::active(tributary_core::planted::Bug::MirrorLagFrozen)
         {
@@ -948,11 +990,27 @@ impl MirrorGauges {
                 samples.insert(key, sample);
             }
         }
-        let samples: Vec<LagSample> = samples.into_values().collect();
-        self.lag.update(&self.mirror, now_ms, &samples);
+        for key in owned {
+            if let (false, Some(last)) = (samples.contains_key(key), self.last.get(key)) {
+                samples.insert(key.clone(), last.clone());
+            }
+        }
+        let round: Vec<LagSample> = samples.values().cloned().collect();
+        self.lag.update(&self.mirror, now_ms, &round);
+        self.last = samples;
         self.producer
             .queued
             .set(i64::try_from(queued).unwrap_or(i64::MAX));
+    }
+}
+
+impl Drop for MirrorGauges {
+    /// The mirror stopped: its partitions' lag series go (another mirror of the process, or of
+    /// the group, reports them now), and nothing is in flight.
+    fn drop(&mut self) {
+        self.lag.update(&self.mirror, 0, &[]);
+        self.mirror.in_flight_bytes.set(0);
+        self.producer.queued.set(0);
     }
 }
 
@@ -977,27 +1035,33 @@ async fn summarize<E: Env>(
         stats.sent.load(Ordering::Relaxed),
         stats.sent_bytes.load(Ordering::Relaxed),
     );
-    let mut since_log = Duration::ZERO;
+    // The time that really passed (asking for the lag takes time too): the runtime's clock,
+    // simulated in the simulator.
+    let mut logged_at = tokio::time::Instant::now();
     loop {
         tokio::select! {
             biased;
             _ = stop.changed() => return,
             () = tokio::time::sleep(tick) => {}
         }
-        since_log += tick;
         let mut lags = Vec::new();
         for connector in &connectors {
             lags.extend(connector.lag(&env).await);
         }
         let queued: usize = producers.iter().map(|p| p.queued()).sum();
         if let Some(gauges) = &mut gauges {
-            gauges.update(env.now_ms(), &lags, queued);
+            let owned: Vec<(String, String)> = connectors
+                .iter()
+                .flat_map(|c| c.owned())
+                .map(|(topic, partition, _)| (topic.to_string(), partition.to_string()))
+                .collect();
+            gauges.update(env.now_ms(), &lags, &owned, queued);
         }
-        if since_log < every {
+        if logged_at.elapsed() < every {
             continue;
         }
-        let secs = since_log.as_secs_f64().max(1e-3);
-        since_log = Duration::ZERO;
+        let secs = logged_at.elapsed().as_secs_f64().max(1e-3);
+        logged_at = tokio::time::Instant::now();
         let (sent, bytes) = (
             stats.sent.load(Ordering::Relaxed),
             stats.sent_bytes.load(Ordering::Relaxed),

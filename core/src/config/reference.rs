@@ -130,7 +130,7 @@ pub const KEYS: &[KeyDoc] = &[
     doc(B, "max.topic.name.length", V("255"), "The longest topic name accepted.", "0.7.2."),
     doc(B, "acks.flush.delay.ms", V("5"), "How long a flush for producers waiting on durable acknowledgements waits for more to join it (one fsync acknowledges them all).", "Tributary (ACKED_PRODUCE); 0.7 has no acknowledgements."),
     doc(B, "fetch.zero.copy", V("true"), "Serve fetched bytes whose messages this broker already checked (when appended, at recovery, or by an earlier fetch) straight from the page cache with sendfile; false reads every served byte into memory and checks its CRC again on every fetch.", "Tributary; 0.7 serves with sendfile and never checks what it serves."),
-    doc(B, "metrics.port", Unset, "Serve Prometheus metrics (text format) at http://<host>:<port>/metrics, on every interface; unset serves and collects none. The names are listed in docs/operations.md.", "Tributary; 0.7 reports through JMX."),
+    doc(B, "metrics.port", Unset, "Serve Prometheus metrics (text format) at http://<host>:<port>/metrics, on the broker's hostname (every interface when hostname is unset); unset serves and collects none. The names are listed in docs/operations.md.", "Tributary; 0.7 reports through JMX."),
     doc(B, "enable.zookeeper", V("true"), "Register in ZooKeeper; false runs a standalone broker.", ""),
     doc(B, "zk.connect", Unset, "ZooKeeper servers host:port[,host:port...][/chroot]; required when enable.zookeeper=true.", "The chroot node must exist."),
     doc(B, "zk.sessiontimeout.ms", V("6000"), "The ZooKeeper session timeout: the broker's registration goes this long after it dies.", ""),

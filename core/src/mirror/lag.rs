@@ -1,12 +1,20 @@
 //! How far behind its source a copied partition is, in bytes and in time, from samples of the
 //! source's end offset and the copy's position (sans I/O: the caller brings the clock).
 //!
-//! Lag in bytes is the source's end minus the position (never negative). Lag in time is how
-//! long ago the partition was last seen caught up (position at or past the source's end): 0
-//! while it is, growing while it is not. A partition first seen behind counts from that first
-//! sample (when it was caught up before is not known), so the time lag is never overstated.
+//! Lag in bytes is the source's end minus the position (never negative). Lag in time is the age
+//! of the oldest byte the copy does not have yet: how long ago the source's end first passed the
+//! copy's position, as the samples saw it (the first sample whose end was past the position).
+//! So a mirror that trails a steadily written partition by a moment shows a lag of about one
+//! sampling interval, not the time since it last happened to be exactly at the end; a mirror
+//! that stopped shows a lag growing with the clock. The time is never overstated: the byte was
+//! written at or before that sample, and a partition first seen behind counts from its first
+//! sample.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Samples kept per partition: past this, the second oldest is dropped (the oldest keeps the
+/// age right; what is lost is precision in between).
+const HISTORY_MAX: usize = 128;
 
 /// One sample of a partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,14 +34,15 @@ pub struct LagSample {
 pub struct Lag {
     /// Bytes the copy is behind.
     pub bytes: i64,
-    /// Milliseconds since it was last caught up.
+    /// Milliseconds since the source's end first passed the copy's position.
     pub ms: i64,
 }
 
-/// When each partition was last caught up.
+/// Per partition, the samples of the source's end the copy has not reached yet: `(time, end)`,
+/// ends increasing. The front is the first sample past the copy's position.
 #[derive(Debug, Default)]
 pub struct LagClock {
-    caught_up_at: BTreeMap<(String, String), i64>,
+    ahead: BTreeMap<(String, String), VecDeque<(i64, i64)>>,
 }
 
 impl LagClock {
@@ -44,26 +53,40 @@ impl LagClock {
 
     /// Takes one round of samples at `now_ms` and returns each partition's lag, in the order
     /// given. Partitions not in this round are forgotten (no longer copied here): the clock
-    /// holds at most one entry per partition of the last round.
+    /// holds at most [`HISTORY_MAX`] samples per partition of the last round.
     pub fn observe(&mut self, now_ms: i64, samples: &[LagSample]) -> Vec<Lag> {
         let mut kept = BTreeMap::new();
         let lags = samples
             .iter()
             .map(|s| {
                 let key = (s.topic.clone(), s.partition.clone());
-                let behind = s.source_end.saturating_sub(s.position).max(0);
-                let since = match self.caught_up_at.get(&key) {
-                    Some(&at) if behind > 0 => at.min(now_ms),
+                let mut ahead = self.ahead.remove(&key).unwrap_or_default();
+                if ahead.back().is_none_or(|&(_, end)| s.source_end > end) {
+                    ahead.push_back((now_ms, s.source_end));
+                }
+                // What the copy has reached no longer counts.
+                while ahead.front().is_some_and(|&(_, end)| end <= s.position) {
+                    ahead.pop_front();
+                }
+                if ahead.len() > HISTORY_MAX {
+                    ahead.remove(1);
+                }
+                let bytes = s.source_end.saturating_sub(s.position).max(0);
+                let since = match ahead.front() {
+                    Some(&(at, _)) if bytes > 0 => at.min(now_ms),
                     _ => now_ms,
                 };
-                kept.insert(key, since);
+                if bytes == 0 {
+                    ahead.clear();
+                }
+                kept.insert(key, ahead);
                 Lag {
-                    bytes: behind,
+                    bytes,
                     ms: now_ms.saturating_sub(since),
                 }
             })
             .collect();
-        self.caught_up_at = kept;
+        self.ahead = kept;
         lags
     }
 }
@@ -81,28 +104,48 @@ mod tests {
         }
     }
 
+    fn lag(clock: &mut LagClock, now: i64, end: i64, position: i64) -> Lag {
+        clock.observe(now, &[sample("0-0", end, position)])[0]
+    }
+
     #[test]
-    fn time_lag_grows_from_the_last_caught_up_sample_and_resets_when_caught_up() {
+    fn a_mirror_trailing_a_steady_stream_lags_by_about_one_interval() {
         let mut clock = LagClock::new();
-        let lag = |c: &mut LagClock, now, end, pos| c.observe(now, &[sample("0-0", end, pos)])[0];
+        // The source grows 1,000 bytes a second; the copy is always 100 bytes behind.
+        for second in 1..=600 {
+            let end = second * 1_000;
+            let got = lag(&mut clock, second * 1_000, end, end - 100);
+            assert_eq!(got.bytes, 100);
+            assert!(got.ms <= 1_000, "second {second}: {got:?}");
+        }
+        assert!(clock.ahead.values().all(|a| a.len() <= 2));
+    }
+
+    #[test]
+    fn a_stopped_mirror_lags_by_the_age_of_its_oldest_missing_byte() {
+        let mut clock = LagClock::new();
         assert_eq!(lag(&mut clock, 1_000, 100, 100), Lag { bytes: 0, ms: 0 });
+        // The source moves on at 2 s; the copy stays at 100.
+        assert_eq!(lag(&mut clock, 2_000, 300, 100), Lag { bytes: 200, ms: 0 });
         assert_eq!(
-            lag(&mut clock, 2_000, 300, 150),
+            lag(&mut clock, 5_000, 400, 100),
             Lag {
-                bytes: 150,
+                bytes: 300,
+                ms: 3_000
+            }
+        );
+        // It copies past what the 2-s sample saw, not yet what the 5-s one saw.
+        assert_eq!(
+            lag(&mut clock, 6_000, 400, 350),
+            Lag {
+                bytes: 50,
                 ms: 1_000
             }
         );
+        assert_eq!(lag(&mut clock, 7_000, 400, 400), Lag { bytes: 0, ms: 0 });
+        assert_eq!(lag(&mut clock, 7_500, 500, 400), Lag { bytes: 100, ms: 0 });
         assert_eq!(
-            lag(&mut clock, 5_000, 400, 390),
-            Lag {
-                bytes: 10,
-                ms: 4_000
-            }
-        );
-        assert_eq!(lag(&mut clock, 6_000, 400, 400), Lag { bytes: 0, ms: 0 });
-        assert_eq!(
-            lag(&mut clock, 7_500, 500, 400),
+            lag(&mut clock, 9_000, 500, 400),
             Lag {
                 bytes: 100,
                 ms: 1_500
@@ -127,7 +170,7 @@ mod tests {
     }
 
     #[test]
-    fn partitions_left_out_of_a_round_are_forgotten() {
+    fn partitions_left_out_of_a_round_are_forgotten_and_history_is_bounded() {
         let mut clock = LagClock::new();
         clock.observe(0, &[sample("0-0", 10, 0)]);
         clock.observe(1_000, &[sample("0-1", 10, 10)]);
@@ -136,6 +179,14 @@ mod tests {
             clock.observe(3_000, &[sample("0-0", 10, 0)]),
             [Lag { bytes: 10, ms: 0 }]
         );
-        assert_eq!(clock.caught_up_at.len(), 1);
+        assert_eq!(clock.ahead.len(), 1);
+        // A copy stuck at 0 while the source grows for a long time: bounded history, and the
+        // age still counts from the oldest sample.
+        let mut clock = LagClock::new();
+        for second in 0..1_000 {
+            lag(&mut clock, second * 1_000, 10 + second, 0);
+        }
+        assert!(clock.ahead.values().all(|a| a.len() <= HISTORY_MAX));
+        assert_eq!(lag(&mut clock, 1_000_000, 2_000, 0).ms, 1_000_000);
     }
 }

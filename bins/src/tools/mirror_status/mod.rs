@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use tributary_core::config::ZkConnect;
 use tributary_core::group_id::GroupId;
-use tributary_core::wire::{ErrorCode, OffsetsRequest, Request, Response};
+use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{broker_id_path, consumer_offsets_path, parse_broker_registration};
 
 use self::render::{render, PartitionSample, Sample};
-use crate::client::connect;
+use crate::client::{connect, latest_offsets};
 use crate::coordination::{CoordError, Coordination};
 use crate::env::Env;
 
@@ -200,28 +200,22 @@ async fn source_ends<'a, E: Env>(
                 continue;
             }
         };
-        for ((topic, name), partition) in partitions {
-            let Ok(topic_name) = topic.parse() else {
-                continue;
-            };
-            let request = Request::Offsets(OffsetsRequest {
-                topic: topic_name,
-                partition,
-                time: -1,
-                max_offsets: 1,
-            });
-            match conn.call(&request).await {
-                Ok(Response::Offsets(o)) if o.error == ErrorCode::NoError => {
-                    if let Some(&end) = o.offsets.first() {
-                        ends.insert((topic.clone(), name.clone()), end);
-                    }
-                }
-                Ok(_) => tracing::warn!("{topic}/{name}: broker {broker} did not say its end"),
-                Err(e) => {
-                    // A late answer would be read as the next one: this connection is done.
-                    tracing::warn!("source broker {broker} at {host}:{port}: {e}");
-                    break;
-                }
+        let partitions: Vec<(&PartitionKey, TopicName, i32)> = partitions
+            .into_iter()
+            .filter_map(|(key, partition)| Some((key, key.0.parse().ok()?, partition)))
+            .collect();
+        let asked: Vec<(TopicName, i32)> = partitions
+            .iter()
+            .map(|(_, topic, partition)| (topic.clone(), *partition))
+            .collect();
+        let (latest, failed) = latest_offsets(&mut conn, &asked).await;
+        if let Some(e) = failed {
+            tracing::warn!("source broker {broker} at {host}:{port}: {e}");
+        }
+        for ((key, _, _), end) in partitions.iter().zip(latest) {
+            match end {
+                Some(end) => drop(ends.insert((*key).clone(), end)),
+                None => tracing::warn!("{}/{}: broker {broker} did not say its end", key.0, key.1),
             }
         }
     }

@@ -108,8 +108,8 @@ fn rate_and_eta(t: &Totals, elapsed: Option<f64>) -> (String, String) {
         Some(secs) if t.has_earlier() => secs,
         _ => return ("-".into(), if caught_up { "caught up" } else { "-" }.into()),
     };
-    let rate = (t.position - t.earlier_position) as f64 / secs;
-    let closing = (t.earlier_lag - t.lag) as f64 / secs;
+    let rate = t.position.saturating_sub(t.earlier_position) as f64 / secs;
+    let closing = t.earlier_lag.saturating_sub(t.lag) as f64 / secs;
     let eta = if caught_up {
         "caught up".to_string()
     } else if closing > 0.0 {
