@@ -125,7 +125,11 @@ fn write(out: &mut impl std::io::Write, text: &str) -> Result<(), String> {
 async fn sample<E: Env>(env: &E, coord: &E::Coord, group: &GroupId) -> Result<Sample, String> {
     let mut positions: BTreeMap<(String, String), i64> = BTreeMap::new();
     let topics = children(coord, &format!("/consumers/{group}/offsets")).await?;
-    for topic in topics.iter().filter_map(|t| t.parse().ok()) {
+    for name in &topics {
+        let Ok(topic) = name.parse::<TopicName>() else {
+            tracing::warn!("/consumers/{group}/offsets/{name}: not a valid topic name; left out");
+            continue;
+        };
         let path = consumer_offsets_path(group, &topic);
         for partition in children(coord, &path).await? {
             if positions.len() >= PARTITIONS_MAX {
