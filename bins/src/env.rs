@@ -69,7 +69,8 @@ pub trait Env: Clone + Send + Sync + 'static {
         port: u16,
     ) -> impl Future<Output = io::Result<Self::Stream>> + Send;
     /// Connects to `host:port` asking for a `receive_buffer`-byte SO_RCVBUF (a hint; what the
-    /// system granted is logged at debug level). By default the same as [`Env::connect`].
+    /// system granted is logged at debug level; 0 asks for nothing, leaving the kernel's
+    /// autotuning on). By default the same as [`Env::connect`].
     fn connect_tuned(
         &self,
         host: &str,
@@ -259,8 +260,13 @@ impl Env for TokioEnv {
         } else {
             tokio::net::TcpSocket::new_v6()?
         };
-        if let Err(e) = socket.set_recv_buffer_size(receive_buffer) {
-            tracing::debug!("{host}:{port}: receive buffer of {receive_buffer} bytes refused: {e}");
+        // 0: leave the buffer to the kernel's autotuning (setting SO_RCVBUF turns it off).
+        if receive_buffer > 0 {
+            if let Err(e) = socket.set_recv_buffer_size(receive_buffer) {
+                tracing::debug!(
+                    "{host}:{port}: receive buffer of {receive_buffer} bytes refused: {e}"
+                );
+            }
         }
         let granted = socket.recv_buffer_size().unwrap_or(0);
         tracing::debug!("connection to {host}:{port}: receive buffer asked {receive_buffer} bytes, granted {granted}");

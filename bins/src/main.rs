@@ -420,6 +420,29 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         offsets: i32,
     },
+    /// Carry TCP connections to one server over a simulated long link: a round-trip delay and a
+    /// rate cap each way, for rehearsing a mirror's settings before deploying across a WAN.
+    #[command(
+        after_help = "Example (a source broker on 9092 made to look 100 ms and 1 Gb/s away):\n  \
+        tributary link-proxy --listen 19092 --upstream localhost:9092 --rtt-ms 100 --rate-mbit 1000\n\n\
+        Point the mirror at port 19092: set advertised.port=19092 on the source broker, or use a\n\
+        broker.list. Every 10 s the proxy logs what it carried."
+    )]
+    LinkProxy {
+        /// Where to listen: a port, or host:port.
+        #[arg(long)]
+        listen: String,
+        /// The server every connection is carried to: host:port.
+        #[arg(long)]
+        upstream: String,
+        /// The round trip the link adds, in ms (half each way).
+        #[arg(long = "rtt-ms", default_value_t = 100)]
+        rtt_ms: u32,
+        /// The most each direction carries, in megabits a second (shared by all connections);
+        /// 0 for no cap.
+        #[arg(long = "rate-mbit", default_value_t = 1000.0)]
+        rate_mbit: f64,
+    },
     /// Check configuration files and print the settings they produce.
     #[command(
         after_help = "Examples:\n  tributary check-config config/*.properties\n  \
@@ -456,7 +479,7 @@ fn main() -> ExitCode {
     // The broker logs what it does; the tools only what went wrong (RUST_LOG overrides both).
     // check-config prints its own warnings.
     let default_level = match cli.command {
-        Command::Server { .. } | Command::MirrorMaker { .. } => "info",
+        Command::Server { .. } | Command::MirrorMaker { .. } | Command::LinkProxy { .. } => "info",
         Command::CheckConfig { .. } => "error",
         _ => "warn",
     };
@@ -890,6 +913,12 @@ fn run(command: Command) -> Result<ExitCode, String> {
             ))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::LinkProxy {
+            listen,
+            upstream,
+            rtt_ms,
+            rate_mbit,
+        } => run_link_proxy(&listen, &upstream, rtt_ms, rate_mbit),
         Command::GetOffsets { at, time, offsets } => {
             let found = runtime(Some(1))?.block_on(get_offsets::get_offsets(
                 &at.server,
@@ -1035,6 +1064,71 @@ async fn metrics_failed(server: &mut Option<MetricsServer>) -> String {
         }
         _ => "internal error: the metrics endpoint stopped".to_string(),
     }
+}
+
+/// `link-proxy`: runs until SIGINT/SIGTERM, logging what it carried every 10 s.
+fn run_link_proxy(
+    listen: &str,
+    upstream: &str,
+    rtt_ms: u32,
+    rate_mbit: f64,
+) -> Result<ExitCode, String> {
+    use std::sync::atomic::Ordering;
+    use tributary::tools::link_proxy::{LinkProxy, LinkSpec};
+    let (host, port) = match listen.parse::<u16>() {
+        Ok(port) => ("0.0.0.0".to_string(), port),
+        Err(_) => tributary::client::parse_server(listen).map_err(|e| format!("--listen: {e}"))?,
+    };
+    let upstream =
+        tributary::client::parse_server(upstream).map_err(|e| format!("--upstream: {e}"))?;
+    if !(rate_mbit.is_finite() && (0.0..=1_000_000.0).contains(&rate_mbit)) {
+        return Err(format!(
+            "--rate-mbit {rate_mbit}: give megabits a second between 0 (no cap) and 1000000"
+        ));
+    }
+    let rate = (rate_mbit > 0.0).then(|| (rate_mbit * 1e6 / 8.0).max(1.0) as u64);
+    let spec = LinkSpec::new(std::time::Duration::from_millis(rtt_ms.into()), rate);
+    runtime(None)?.block_on(async {
+        let proxy = LinkProxy::start(TokioEnv, &host, port, upstream.clone(), spec)
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::info!(
+            "link proxy on {} to {}:{}: {rtt_ms} ms round trip, {}; up to {} KiB queued per direction of a connection",
+            proxy.local_addr(),
+            upstream.0,
+            upstream.1,
+            rate.map_or("no rate cap".to_string(), |_| format!("{rate_mbit} Mb/s each way")),
+            spec.queue_bytes / 1024
+        );
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(10));
+        every.tick().await;
+        let stats = &proxy.stats();
+        let mut last = (0, 0);
+        let progress = async {
+            loop {
+                every.tick().await;
+                let now = (
+                    stats.upstream_bytes.load(Ordering::Relaxed),
+                    stats.downstream_bytes.load(Ordering::Relaxed),
+                );
+                if now != last {
+                    tracing::info!(
+                        "carried {:.1} MB/s toward the server, {:.1} MB/s back ({} connections so far)",
+                        (now.0 - last.0) as f64 / 10e6,
+                        (now.1 - last.1) as f64 / 10e6,
+                        stats.connections.load(Ordering::Relaxed)
+                    );
+                }
+                last = now;
+            }
+        };
+        tokio::select! {
+            _ = progress => {}
+            () = wait_for_signal() => {}
+        }
+        proxy.stop().await.map_err(|e| e.to_string())
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn wait_for_signal() {

@@ -88,10 +88,11 @@ impl Registration {
             connect,
             broker_id: config.broker_id,
             host: config
-                .hostname
+                .advertised_host
                 .clone()
+                .or_else(|| config.hostname.clone())
                 .unwrap_or_else(|| env.host_address()),
-            port,
+            port: config.advertised_port.unwrap_or(port),
             partitions: topics
                 .into_iter()
                 .map(|t| {

@@ -1,6 +1,11 @@
-//! One fetcher per broker that hosts an owned partition: a MULTIFETCH per round over its
+//! `num.consumer.fetchers` fetchers per broker that hosts an owned partition, each on its own
+//! connection with its own share of that broker's partitions: a MULTIFETCH per round over its
 //! partitions (`fetch.size` each), whole messages queued to each partition's stream (blocking
 //! when the queue holds `queuedchunks.max` chunks), positions moved by the valid bytes.
+//!
+//! A partition's next offset is known only once its previous answer is in, so one partition has
+//! at most one fetch in flight; several fetchers per broker keep several fetches in flight to
+//! it (each connection with its own TCP window), which is what a long link needs.
 //!
 //! Never silent: a message larger than `fetch.size`, data that cannot be read, an error code,
 //! and an offset out of range under `autooffset.reset` other than smallest/largest each reach
@@ -35,8 +40,37 @@ pub struct FetchSettings {
     pub reset: AutoOffsetReset,
 }
 
-/// Fetches for this generation's partitions on `broker_id` until none are left to fetch (the
-/// rebalance that ends the generation aborts it).
+/// Which of a broker's fetchers this is: fetcher `index` of `of` fetches the broker's partitions
+/// at positions `index`, `index + of`, ... of this generation's partitions on that broker, in
+/// the (topic, partition) order of the generation, so the shares are disjoint and cover all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Share {
+    /// This fetcher's number, below `of`.
+    pub index: u32,
+    /// How many fetchers the broker has (at least 1).
+    pub of: u32,
+}
+
+impl Share {
+    /// The only fetcher of a broker.
+    pub const WHOLE: Share = Share { index: 0, of: 1 };
+
+    /// Every share of `of` fetchers (`of` at least 1).
+    pub fn all(of: u32) -> impl Iterator<Item = Share> {
+        let of = of.max(1);
+        (0..of).map(move |index| Share { index, of })
+    }
+
+    /// Whether the partition at `position` among the broker's partitions is this fetcher's.
+    fn holds(self, position: usize) -> bool {
+        debug_assert!(self.index < self.of, "share {self:?}");
+        position % self.of as usize == self.index as usize
+    }
+}
+
+/// Fetches this fetcher's share of this generation's partitions on `broker_id` until none are
+/// left to fetch (the rebalance that ends the generation aborts it).
+#[allow(clippy::too_many_arguments)]
 pub async fn run<E: Env>(
     env: E,
     broker_id: i32,
@@ -44,20 +78,26 @@ pub async fn run<E: Env>(
     shared: Arc<Shared>,
     streams: Streams,
     generation: u64,
+    share: Share,
     settings: FetchSettings,
 ) {
     let (host, port) = address;
+    // The share is fixed when the fetcher starts (the generation's partitions are installed
+    // before its fetchers are spawned), so no later change can make two shares overlap.
+    let mine: Vec<Arc<PartitionState>> = shared
+        .all()
+        .into_iter()
+        .filter(|p| p.partition.broker_id == broker_id && p.generation == generation)
+        .enumerate()
+        .filter(|(position, _)| share.holds(*position))
+        .map(|(_, p)| p)
+        .collect();
     let mut conn: Option<Connection<E::Stream>> = None;
     loop {
-        let partitions: Vec<Arc<PartitionState>> = shared
-            .all()
-            .into_iter()
-            .filter(|p| {
-                p.partition.broker_id == broker_id
-                    && p.generation == generation
-                    && p.is_owned()
-                    && !p.is_stalled()
-            })
+        let partitions: Vec<Arc<PartitionState>> = mine
+            .iter()
+            .filter(|p| p.is_owned() && !p.is_stalled())
+            .cloned()
             .collect();
         if partitions.is_empty() {
             return;

@@ -30,7 +30,7 @@ use tributary_core::zk_layout::{
     consumer_owners_path, parse_broker_registration, BROKER_TOPICS_PATH,
 };
 
-use super::fetcher::{self, FetchSettings};
+use super::fetcher::{self, FetchSettings, Share};
 use super::state::{PartitionState, Shared, Streams};
 use super::ConsumerError;
 use crate::client::connect;
@@ -429,15 +429,18 @@ impl<E: Env> Member<E> {
                     }
                     self.shared.install(claimed);
                     for (broker_id, address) in brokers {
-                        fetchers.spawn(fetcher::run(
-                            self.env.clone(),
-                            broker_id,
-                            address,
-                            self.shared.clone(),
-                            self.streams.clone(),
-                            generation,
-                            self.settings(),
-                        ));
+                        for share in Share::all(self.config.fetchers_per_broker) {
+                            fetchers.spawn(fetcher::run(
+                                self.env.clone(),
+                                broker_id,
+                                address.clone(),
+                                self.shared.clone(),
+                                self.streams.clone(),
+                                generation,
+                                share,
+                                self.settings(),
+                            ));
+                        }
                     }
                     return Some(watches);
                 }
@@ -496,6 +499,7 @@ impl<E: Env> Member<E> {
                 self.zombies.clone(),
                 self.streams.clone(),
                 generation,
+                Share::WHOLE,
                 self.settings(),
             )));
         }

@@ -5,6 +5,7 @@ pub mod console_consumer;
 pub mod console_producer;
 pub mod dump_log;
 pub mod get_offsets;
+pub mod link_proxy;
 pub mod mirror_status;
 pub mod offset_checker;
 pub mod perf;

@@ -23,6 +23,14 @@ pub struct BrokerConfig {
     pub hostname: Option<String>,
     /// `port` (6667).
     pub port: u16,
+    /// `advertised.host.name` (Tributary, named as in Kafka 0.8.1): the host registered in
+    /// ZooKeeper for clients when it differs from `hostname` (NAT, a proxy); unset registers
+    /// `hostname`'s value.
+    pub advertised_host: Option<String>,
+    /// `advertised.port` (Tributary, as in Kafka 0.8.1): the port registered for clients when
+    /// they reach the broker through another port (a proxy, port forwarding); unset registers
+    /// the port listened on.
+    pub advertised_port: Option<u16>,
     /// `num.threads`; `None` means one per CPU (decided by the runtime).
     pub num_threads: Option<u32>,
     /// `socket.send.buffer` (102400).
@@ -99,6 +107,8 @@ impl BrokerConfig {
             broker_id: f.required_int("brokerid", 0..=I32_MAX)?,
             hostname: f.string("hostname"),
             port: f.int("port", 6667, 0..=65535)?,
+            advertised_host: f.string("advertised.host.name"),
+            advertised_port: f.optional_int("advertised.port", 1..=65535)?,
             num_threads: f.optional_int("num.threads", 1..=I32_MAX)?,
             socket_send_buffer_bytes: f.int("socket.send.buffer", 102_400, 1..=I32_MAX)?,
             socket_receive_buffer_bytes: f.int("socket.receive.buffer", 102_400, 1..=I32_MAX)?,

@@ -63,6 +63,9 @@ pub struct MirrorOptions {
     pub stop_on_gap: bool,
 }
 
+/// The most fetch connections a consumer keeps to one broker (`num.consumer.fetchers`).
+pub const FETCHERS_PER_BROKER_MAX: u32 = 64;
+
 /// The consumer's configuration, with every 0.7 key and its 0.7.2 default.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerConfig {
@@ -76,10 +79,15 @@ pub struct ConsumerConfig {
     pub zk: ZkConfig,
     /// `socket.timeout.ms` (30000).
     pub socket_timeout_ms: u32,
-    /// `socket.buffersize` (65536).
+    /// `socket.buffersize` (65536); 0 (Tributary) leaves the receive buffer to the kernel's
+    /// autotuning.
     pub socket_buffer_bytes: u32,
     /// `fetch.size` per partition per fetch (1048576).
     pub fetch_bytes: u32,
+    /// `num.consumer.fetchers` (1; Tributary, named as in Kafka 0.8): fetch connections per
+    /// broker, each fetching its own share of the partitions, so that this many fetches are in
+    /// flight to one broker at once.
+    pub fetchers_per_broker: u32,
     /// `fetcher.backoff.ms`, or 0.7.0's `backoff.increment.ms` (1000).
     pub fetcher_backoff_ms: u32,
     /// `autocommit.enable` (true).
@@ -117,8 +125,13 @@ impl ConsumerConfig {
             consumer_id: f.string("consumerid"),
             zk_connect,
             socket_timeout_ms: f.int("socket.timeout.ms", 30_000, 0..=I32_MAX)?,
-            socket_buffer_bytes: f.int("socket.buffersize", 65_536, 1..=I32_MAX)?,
+            socket_buffer_bytes: f.int("socket.buffersize", 65_536, 0..=I32_MAX)?,
             fetch_bytes: f.int("fetch.size", 1_048_576, 1..=I32_MAX)?,
+            fetchers_per_broker: f.int(
+                "num.consumer.fetchers",
+                1,
+                1..=i64::from(FETCHERS_PER_BROKER_MAX),
+            )?,
             fetcher_backoff_ms: read_backoff(&mut f)?,
             autocommit_enable: f.bool("autocommit.enable", true)?,
             autocommit_interval_ms: f.int("autocommit.interval.ms", 10_000, 1..=I32_MAX)?,
