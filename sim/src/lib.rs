@@ -21,6 +21,7 @@ pub mod conformance;
 pub mod env;
 pub mod history;
 pub mod log_crash;
+pub mod long_link;
 pub mod metrics_check;
 pub mod mirror;
 pub mod replica;

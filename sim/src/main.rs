@@ -35,9 +35,10 @@ fn parse() -> Result<Args, String> {
                     "cluster" => Scenario::Cluster,
                     "mirror" => Scenario::Mirror,
                     "replica" => Scenario::Replica,
+                    "long-link" => Scenario::LongLink,
                     other => {
                         return Err(format!(
-                            "unknown scenario {other}: cluster, mirror or replica"
+                            "unknown scenario {other}: cluster, mirror, replica or long-link"
                         ))
                     }
                 }
@@ -54,7 +55,7 @@ fn parse() -> Result<Args, String> {
                 args.duration_secs = value()?.parse().map_err(|_| "--duration takes seconds")?
             }
             "--help" | "-h" => {
-                println!("usage: tributary-sim [--scenario cluster|mirror|replica] [--seeds N] [--first-seed S] [--seed S] [--faults none|network|crash|mixed] [--duration SECS]");
+                println!("usage: tributary-sim [--scenario cluster|mirror|replica|long-link] [--seeds N] [--first-seed S] [--seed S] [--faults none|network|crash|mixed] [--duration SECS]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}; see --help")),
@@ -69,6 +70,7 @@ enum Scenario {
     Cluster,
     Mirror,
     Replica,
+    LongLink,
 }
 
 /// Log lines carry simulated time, not wall time.
@@ -114,6 +116,9 @@ fn main() -> ExitCode {
     }
     if args.scenario == Scenario::Replica {
         return run_replica(&args);
+    }
+    if args.scenario == Scenario::LongLink {
+        return run_long_link(&args);
     }
     let options = Options {
         duration_secs: args.duration_secs,
@@ -177,6 +182,47 @@ fn main() -> ExitCode {
         args.seeds, args.faults, args.duration_secs, simulated / wall, args.seeds as f64 * 60.0 / wall
     );
     if failures > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The long-link scenario: 0.7's settings and tuned ones on the same link, for each seed.
+fn run_long_link(args: &Args) -> ExitCode {
+    use tributary_sim::long_link::{run, Options};
+    // 8 partitions of 32 MB: 256 MB across the link, about 2 s at its rate.
+    let (partitions, bytes) = (8, 32_000_000);
+    let seeds = args
+        .one
+        .map_or(args.first..args.first + args.seeds.min(3), |s| s..s + 1);
+    let mut failed = false;
+    for seed in seeds {
+        for (name, options) in [
+            (
+                "0.7 settings (fetch.size 1 MiB, 1 fetcher)",
+                Options::seven(partitions, bytes),
+            ),
+            (
+                "tuned (fetch.size 2 MiB, a fetcher per partition)",
+                Options::tuned(partitions, bytes),
+            ),
+        ] {
+            let wall = Instant::now();
+            match run(seed, &options) {
+                Ok(r) => println!(
+                    "seed {seed}, {name}: {:.1} MB/s steady = {:.2} of the {:.0} MB/s link ({} ms round trip); {} of {} bytes copied in {:.2} simulated s ({:.1} wall s)",
+                    r.steady_rate / 1e6, r.ratio, options.link_rate as f64 / 1e6, options.round_trip.as_millis(),
+                    r.copied_bytes, r.source_bytes, r.elapsed.as_secs_f64(), wall.elapsed().as_secs_f64()
+                ),
+                Err(e) => {
+                    failed = true;
+                    println!("seed {seed}, {name}: FAILED: {e}");
+                }
+            }
+        }
+    }
+    if failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
