@@ -15,8 +15,13 @@
 //! its rate from its start until caught up, beside the same run's raw FETCH rate over the same
 //! bytes.
 //!
+//! Then the long link: a second source broker, reached only through `tributary link-proxy`
+//! (1 Gb/s each way, 100 ms round trip; the broker advertises the proxy's port), mirrored with
+//! 0.7's settings (one fetch at a time per broker) and with settings sized for the link.
+//!
 //! `cargo bench -p tributary-tests --bench mirror` (needs ZooKeeper: scripts/install-deps.sh);
-//! `TRIBUTARY_BENCH_ONLY=replica` measures replica mode alone.
+//! `TRIBUTARY_BENCH_ONLY=replica` measures replica mode alone, `TRIBUTARY_BENCH_ONLY=long-link`
+//! the long link alone.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -215,14 +220,14 @@ async fn mirror_produce_rate(zk: &ZooKeeper, name: &str, size: usize, count: usi
 /// The mirror's rate (messages per second, first send to last acknowledgement) and the CPU
 /// cores it used meanwhile: every thread of this process but the brokers'.
 async fn mirror_rate(
-    source: &ZooKeeper,
+    consumer: ConsumerConfig,
     target: &ZooKeeper,
     name: &str,
     count: usize,
 ) -> (f64, f64) {
     let not_broker = |thread: &str| thread != tributary_tests::bench::BROKER_THREAD_NAME;
     let settings = MirrorSettings {
-        sources: vec![consumer_config(source, &format!("mirror-{name}"))],
+        sources: vec![consumer],
         producer: producer_config(target),
         filter: Subscription::Whitelist(regex_escape(name), 0),
         streams: 2,
@@ -293,8 +298,16 @@ async fn main() {
     let mut conn = connect(&TokioEnv, "127.0.0.1", source_port, Duration::from_secs(30))
         .await
         .expect("connect");
-    // TRIBUTARY_BENCH_ONLY=replica: load the source and measure replica mode only.
-    let only_replica = std::env::var("TRIBUTARY_BENCH_ONLY").is_ok_and(|v| v == "replica");
+    // TRIBUTARY_BENCH_ONLY=replica: load the source and measure replica mode only;
+    // TRIBUTARY_BENCH_ONLY=long-link: the mirror across the link proxy only.
+    let only = std::env::var("TRIBUTARY_BENCH_ONLY").unwrap_or_default();
+    if only == "long-link" {
+        long_link(&source_zk, &target_zk).await;
+        source.stop();
+        target.stop();
+        return;
+    }
+    let only_replica = only == "replica";
     if !only_replica {
         println!("mirror: one source broker -> the mirror (2 streams, async producer with durable acks) -> one mirror broker, over loopback");
     }
@@ -308,7 +321,8 @@ async fn main() {
         let fetch = source_fetch_rate(&source_zk, &name, count).await;
         let produce =
             mirror_produce_rate(&target_zk, &format!("produce-{size}"), size, count).await;
-        let (mirror, cores) = mirror_rate(&source_zk, &target_zk, &name, count).await;
+        let consumer = consumer_config(&source_zk, &format!("mirror-{name}"));
+        let (mirror, cores) = mirror_rate(consumer, &target_zk, &name, count).await;
         let mb = |rate: f64| rate * size as f64 / 1e6;
         println!("{count} messages of {size} B:");
         println!(
@@ -349,6 +363,9 @@ async fn main() {
             ),
             mirror / fetch.min(produce),
         );
+    }
+    if !only_replica {
+        long_link(&source_zk, &target_zk).await;
     }
     replica(&source_zk, &mut conn).await;
     drop(conn);
@@ -491,4 +508,137 @@ async fn replica(
 fn settle_disk() {
     let synced = std::process::Command::new("sync").status();
     assert!(synced.is_ok_and(|s| s.success()), "sync failed");
+}
+
+/// The long link's rate each way (1 Gb/s) and round trip.
+const LINK_RATE: u64 = 125_000_000;
+const LINK_ROUND_TRIP: Duration = Duration::from_millis(100);
+/// Partitions of the topic mirrored across the link.
+const LINK_PARTITIONS: i32 = 8;
+/// Bytes loaded for the long link: 384 MiB (about 3 s at the link's rate), 48 MiB when quick.
+fn link_bytes() -> usize {
+    if tributary_tests::bench::quick() {
+        48 << 20
+    } else {
+        384 << 20
+    }
+}
+
+/// A port no one listens on now (for a broker whose port must be known before it starts).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// The mirror across a long link: a second source broker (id 1, 8 partitions) that advertises
+/// a link proxy's port, loaded directly; then mirrored twice through the proxy — 0.7's settings
+/// (1 MiB fetches, one fetch at a time per broker) and tuned ones (2 MiB fetches, a fetcher per
+/// partition) — each rate as a ratio of the link.
+async fn long_link(source_zk: &ZooKeeper, target_zk: &ZooKeeper) {
+    use tributary::tools::link_proxy::{LinkProxy, LinkSpec};
+    let (broker_port, proxy_port) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let far = start_broker(
+        source_zk,
+        dir.path(),
+        &format!("brokerid=1\nport={broker_port}\nadvertised.port={proxy_port}\nnum.partitions={LINK_PARTITIONS}\nlog.file.size=1073741824\n"),
+    );
+    let spec = LinkSpec::new(LINK_ROUND_TRIP, Some(LINK_RATE));
+    let proxy = LinkProxy::start(
+        TokioEnv,
+        "127.0.0.1",
+        proxy_port,
+        ("127.0.0.1".to_string(), far.port),
+        spec,
+    )
+    .await
+    .expect("link proxy");
+    let mut conn = connect(&TokioEnv, "127.0.0.1", far.port, Duration::from_secs(30))
+        .await
+        .expect("connect");
+    let size = 1024;
+    let per_partition = link_bytes() / size / LINK_PARTITIONS as usize / LOAD_BATCH * LOAD_BATCH;
+    let count = per_partition * LINK_PARTITIONS as usize;
+    let name = "bench-wan";
+    let mut set = MessageSetBuilder::new();
+    (0..LOAD_BATCH).for_each(|_| {
+        set.push(vec![b'w'; size]);
+    });
+    let set = set.build(CompressionCodec::None);
+    let request = Request::MultiProduce(
+        (0..LINK_PARTITIONS)
+            .map(|partition| ProduceRequest {
+                topic: topic(name),
+                partition,
+                messages: set.clone(),
+            })
+            .collect(),
+    );
+    for _ in 0..per_partition / LOAD_BATCH {
+        conn.send(&request).await.expect("load");
+    }
+    let end = (per_partition / LOAD_BATCH * set.len()) as i64;
+    for partition in 0..LINK_PARTITIONS {
+        loop {
+            let offsets = Request::Offsets(OffsetsRequest {
+                topic: topic(name),
+                partition,
+                time: -1,
+                max_offsets: 1,
+            });
+            let Response::Offsets(o) = conn.call(&offsets).await.expect("offsets") else {
+                panic!("offsets")
+            };
+            if o.offsets.first().copied().unwrap_or(0) >= end {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    println!(
+        "long link: {count} messages of {size} B in {LINK_PARTITIONS} partitions, mirrored through a link proxy ({} ms round trip, {} MB/s each way)",
+        LINK_ROUND_TRIP.as_millis(),
+        LINK_RATE / 1_000_000
+    );
+    let mut carried = 0;
+    for (label, fetch_bytes, fetchers) in [
+        (
+            "0.7 settings: fetch.size 1 MiB, 1 fetcher per broker",
+            1 << 20,
+            1,
+        ),
+        (
+            "tuned: fetch.size 2 MiB, num.consumer.fetchers 8",
+            2 << 20,
+            LINK_PARTITIONS,
+        ),
+    ] {
+        let group = format!("mirror-wan-{fetchers}");
+        let text = format!(
+            "zk.connect={}\ngroupid={group}\nautooffset.reset=smallest\nfetch.size={fetch_bytes}\nnum.consumer.fetchers={fetchers}\nsocket.buffersize=0\nqueuedchunks.max=4\nfetcher.backoff.ms=10\nconsumer.timeout.ms=5000\n",
+            source_zk.connect_string()
+        );
+        let consumer = properties(&text, ConsumerConfig::from_properties);
+        let (rate, cores) = mirror_rate(consumer, target_zk, name, count).await;
+        let mb = rate * size as f64 / 1e6;
+        let link_mb = LINK_RATE as f64 / 1e6;
+        let through = proxy.stats().downstream_bytes.load(Ordering::Relaxed);
+        println!(
+            "  {label}: {mb:>7.1} MB/s = {:.2} of the link ({cores:.2} cores; {} MB crossed the link)",
+            mb / link_mb,
+            (through - carried) / 1_000_000
+        );
+        carried = through;
+        tributary_tests::bench::row(
+            &format!("mirror over a 1 Gb/s, 100 ms link, {label}"),
+            &format!("{mb:.0} MB/s"),
+            &format!("the link, {link_mb:.0} MB/s"),
+            mb / link_mb,
+        );
+    }
+    drop(conn);
+    proxy.stop().await.expect("link proxy");
+    far.stop();
 }
