@@ -666,3 +666,122 @@ async fn a_corrupt_source_partition_stops_only_itself_with_a_clear_error() {
         errors.join("\n")
     );
 }
+
+/// Waits until `port` accepts connections.
+fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn link_proxy(listen: u16, upstream: u16, log: &Path) -> Child {
+    let child = Command::new(tributary_binary())
+        .args(["link-proxy", "--listen"])
+        .arg(format!("127.0.0.1:{listen}"))
+        .arg("--upstream")
+        .arg(format!("127.0.0.1:{upstream}"))
+        .args(["--rtt-ms", "200", "--rate-mbit", "100"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for_port(listen);
+    child
+}
+
+/// The seed's mirror across a long link: the source broker advertises a link proxy's port
+/// (`advertised.port`), so the embedded mirror (two fetchers per broker, kernel-sized receive
+/// buffers) reaches the source only through `tributary link-proxy`. Everything is copied; with
+/// the proxy down nothing more is, and once it is back the rest follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mirror_reaches_its_source_through_the_advertised_link_proxy() {
+    let proxy_port = free_port();
+    let source = source_cluster(1, &format!("advertised.port={proxy_port}\n"));
+    let broker_port = source.brokers[0].port;
+    let registered = format!("registered broker 0 as 127.0.0.1:{proxy_port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !source.brokers[0].log_text().contains(&registered) {
+        assert!(
+            Instant::now() < deadline,
+            "the broker did not register the advertised port: {}",
+            source.brokers[0].log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let logs = tempfile::tempdir().unwrap();
+    let proxy_log = logs.path().join("proxy.log");
+    let mut proxy = link_proxy(proxy_port, broker_port, &proxy_log);
+    let mirror = mirror_cluster(
+        &source.zk,
+        1,
+        "num.consumer.fetchers=2\nsocket.buffersize=0\n",
+    );
+    // The producer writes to the source broker directly (it is in the source's datacenter).
+    let text = format!("broker.list=0:127.0.0.1:{broker_port}\nproducer.type=async\nqueue.enqueueTimeout.ms=-1\ndurable.acks=true\n");
+    let direct = Producer::start(
+        TokioEnv,
+        ProducerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap(),
+    )
+    .await
+    .unwrap();
+    let send = |prefix: &'static str| {
+        let direct = &direct;
+        async move {
+            let mut deliveries = Vec::new();
+            for i in 0..200 {
+                deliveries.push(
+                    direct
+                        .send(Record::new(
+                            topic("wan"),
+                            format!("{prefix}-{i}").into_bytes(),
+                        ))
+                        .await
+                        .unwrap(),
+                );
+            }
+            for d in deliveries {
+                d.await.unwrap();
+            }
+        }
+    };
+    send("before").await;
+    let copied = read_all(&mirror.zk, &["wan"], 200, Duration::from_secs(60)).await;
+    assert_eq!(
+        copied.len(),
+        200,
+        "copied across the link: {}",
+        copied.len()
+    );
+
+    // The link goes down: the mirror cannot reach the source any other way.
+    proxy.kill().unwrap();
+    proxy.wait().unwrap();
+    send("cut").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let held = copies(&mirror, &["wan"]).await;
+    assert!(
+        !held.keys().any(|m| m.starts_with("cut-")),
+        "messages reached the mirror without the link"
+    );
+
+    let mut proxy = link_proxy(proxy_port, broker_port, &proxy_log);
+    let copied = read_all(&mirror.zk, &["wan"], 400, Duration::from_secs(90)).await;
+    assert_eq!(
+        copied.len(),
+        400,
+        "after the link came back: {}",
+        copied.len()
+    );
+    direct.close().await;
+    proxy.kill().unwrap();
+    proxy.wait().unwrap();
+    let log = std::fs::read_to_string(&proxy_log).unwrap();
+    assert!(
+        log.contains(&format!(
+            "to 127.0.0.1:{broker_port}: 200 ms round trip, 100 Mb/s each way"
+        )),
+        "{log}"
+    );
+}
