@@ -364,3 +364,66 @@ fn validation_refuses_partial_tails_oversize_and_inner_corruption() {
         })
     );
 }
+
+#[test]
+fn prechecked_iteration_skips_only_the_top_level_crc() {
+    // A plain message and a gzip wrapper: the same entries either way.
+    let mut b = MessageSetBuilder::new();
+    b.push(&b"a"[..]).push(&b"b"[..]);
+    let wrapper = b.build(CompressionCodec::Gzip);
+    let mut set = BytesMut::from(&set_of(&["d"])[..]);
+    set.extend_from_slice(&wrapper);
+    let set = set.freeze();
+    let prechecked: Vec<_> = DeepIter::prechecked(set.clone(), 7, 1 << 20)
+        .map(Result::unwrap)
+        .collect();
+    let checked: Vec<_> = DeepIter::new(set.clone(), 7, 1 << 20)
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(prechecked, checked);
+    let shallow_offsets =
+        |iter: ShallowIter<'_>| -> Vec<i64> { iter.map(|e| e.unwrap().next_offset).collect() };
+    assert_eq!(
+        shallow_offsets(ShallowIter::prechecked(&set, 7)),
+        shallow_offsets(ShallowIter::new(&set, 7))
+    );
+
+    // A flipped payload byte at the top level: only the checking iterator sees it (the caller
+    // of `prechecked` promises it checked these bytes already).
+    let mut damaged = BytesMut::from(&set_of(&["hello"])[..]);
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0xff;
+    let damaged = damaged.freeze();
+    assert!(matches!(
+        DeepIter::new(damaged.clone(), 0, 1 << 20).next(),
+        Some(Err(MessageError::CrcMismatch { .. }))
+    ));
+    assert!(matches!(
+        DeepIter::prechecked(damaged, 0, 1 << 20).next(),
+        Some(Ok(_))
+    ));
+
+    // Inside a wrapper nothing was checked before: a bad inner CRC is still found.
+    let mut inner = BytesMut::from(&set_of(&["x", "y"])[..]);
+    let last = inner.len() - 1;
+    inner[last] ^= 0xff;
+    let outer = Message::with_codec(
+        Magic::V1,
+        CompressionCodec::Gzip,
+        compress(CompressionCodec::Gzip, &inner),
+    );
+    let mut wrapped = BytesMut::new();
+    outer.encode(&mut wrapped);
+    let err = DeepIter::prechecked(wrapped.freeze(), 0, 1 << 20)
+        .find_map(Result::err)
+        .unwrap();
+    assert!(matches!(err, MessageError::CrcMismatch { .. }), "{err}");
+
+    // Lengths are still bounded: a first entry longer than the buffer is an error.
+    let mut short = BytesMut::from(&set_of(&["z"])[..]);
+    short[3] = 200;
+    assert!(matches!(
+        ShallowIter::prechecked(&short, 0).next(),
+        Some(Err(MessageError::FirstMessageTooLarge { .. }))
+    ));
+}

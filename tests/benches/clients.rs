@@ -1,11 +1,12 @@
 //! Client throughput over loopback, each beside a baseline measured in the same run:
 //! - the async producer (100 B messages, batches of 200), without and with durable acks, beside
 //!   the same messages sent as prebuilt MULTIPRODUCE requests on one connection;
-//! - the consumer group (two streams) beside a plain FETCH loop over the same partitions.
+//! - the consumer group (two streams) beside a plain FETCH loop over the same partitions (a
+//!   topic of their own: 4,000,000 messages, 400,000 when quick).
 //!
-//! `cargo bench -p tributary-tests --bench clients` (needs ZooKeeper: scripts/install-deps.sh).
+//! `cargo bench -p tributary-tests --bench clients` (needs ZooKeeper: scripts/install-deps.sh);
+//! `TRIBUTARY_BENCH_ONLY=consumer` runs the consumer cases alone.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tributary::client::connect;
@@ -36,6 +37,24 @@ fn messages() -> usize {
 }
 const MESSAGE_BYTES: usize = 100;
 const BATCH: usize = 200;
+
+/// Messages the consumers read: 4,000,000 (440 MB), or 400,000 in the quick run.
+fn consumer_messages() -> usize {
+    if tributary_tests::bench::quick() {
+        400_000
+    } else {
+        4_000_000
+    }
+}
+
+/// A prebuilt set of [`BATCH`] messages of [`MESSAGE_BYTES`] bytes `fill`.
+fn set_of(fill: u8) -> bytes::Bytes {
+    let mut set = MessageSetBuilder::new();
+    (0..BATCH).for_each(|_| {
+        set.push(vec![fill; MESSAGE_BYTES]);
+    });
+    set.build(CompressionCodec::None)
+}
 
 fn topic(name: &str) -> TopicName {
     name.parse().expect("topic")
@@ -70,11 +89,7 @@ async fn main() {
     );
 
     // Baseline: prebuilt MULTIPRODUCE requests on one connection.
-    let mut set = MessageSetBuilder::new();
-    (0..BATCH).for_each(|_| {
-        set.push(vec![b'x'; MESSAGE_BYTES]);
-    });
-    let set = set.build(CompressionCodec::None);
+    let set = set_of(b'x');
     let request = Request::MultiProduce(vec![
         ProduceRequest {
             topic: topic("raw"),
@@ -97,7 +112,14 @@ async fn main() {
     let raw_rate = messages() as f64 / start.elapsed().as_secs_f64();
     println!("raw MULTIPRODUCE loop:        {raw_rate:>12.0} msg/s");
 
-    for acks in [false, true] {
+    // TRIBUTARY_BENCH_ONLY=consumer: the consumer cases alone.
+    let producers: &[bool] = if std::env::var("TRIBUTARY_BENCH_ONLY").is_ok_and(|v| v == "consumer")
+    {
+        &[]
+    } else {
+        &[false, true]
+    };
+    for &acks in producers {
         let config = format!("broker.list=0:127.0.0.1:{port}\nproducer.type=async\nbatch.size={BATCH}\nqueue.size=20000\nqueue.time=50\nqueue.enqueueTimeout.ms=-1\ndurable.acks={acks}\n");
         let producer = Producer::start(
             TokioEnv,
@@ -152,12 +174,26 @@ async fn main() {
         producer.close().await;
     }
 
-    // Consumers over the raw topic (wait until everything is flushed and visible).
+    // Consumers over a topic of their own, larger than the producer cases' (a read of 44 MB
+    // takes a few tens of ms: too short to measure), flushed and visible before they start.
+    let consumed_messages = consumer_messages();
+    let request = Request::MultiProduce(
+        (0..2)
+            .map(|partition| ProduceRequest {
+                topic: topic("consume"),
+                partition,
+                messages: set_of(b'c'),
+            })
+            .collect(),
+    );
+    for _ in 0..consumed_messages / (2 * BATCH) {
+        conn.send(&request).await.expect("send");
+    }
     let mut ends = Vec::new();
     for partition in 0..2 {
         loop {
             let offsets = Request::Offsets(OffsetsRequest {
-                topic: topic("raw"),
+                topic: topic("consume"),
                 partition,
                 time: -1,
                 max_offsets: 1,
@@ -166,7 +202,7 @@ async fn main() {
                 panic!("offsets")
             };
             let end = o.offsets.first().copied().unwrap_or(0);
-            if end >= (messages() / 2 * (MESSAGE_BYTES + 10)) as i64 {
+            if end >= (consumed_messages / 2 * (MESSAGE_BYTES + 10)) as i64 {
                 ends.push(end);
                 break;
             }
@@ -179,7 +215,7 @@ async fn main() {
         let mut offset = 0i64;
         while offset < *end {
             let fetch = Request::Fetch(FetchRequest {
-                topic: topic("raw"),
+                topic: topic("consume"),
                 partition: partition as i32,
                 offset,
                 max_bytes: 1 << 20,
@@ -194,59 +230,58 @@ async fn main() {
         }
     }
     let fetch_rate = total_bytes as f64 / start.elapsed().as_secs_f64() / 1e6;
+    println!("{consumed_messages} messages of {MESSAGE_BYTES} B for the consumers:");
     println!("plain FETCH loop:             {fetch_rate:>12.1} MB/s");
 
-    let config = format!("zk.connect={}\ngroupid=bench\nautooffset.reset=smallest\nfetch.size=1048576\nqueuedchunks.max=10\nfetcher.backoff.ms=10\nconsumer.timeout.ms=5000\n", zk.connect_string());
+    let config = format!("zk.connect={}\ngroupid=bench\nautooffset.reset=smallest\nfetch.size=1048576\nqueuedchunks.max=10\nfetcher.backoff.ms=10\nconsumer.timeout.ms=500\n", zk.connect_string());
     let config =
         ConsumerConfig::from_properties(&Properties::parse("bench", &config).expect("props"))
             .expect("config");
     let (consumer, streams) = ConsumerConnector::start(
         TokioEnv,
         config,
-        Subscription::Topics([(topic("raw"), 2)].into_iter().collect()),
+        Subscription::Topics([(topic("consume"), 2)].into_iter().collect()),
     )
     .await
     .expect("consumer");
-    let consumed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let start = Instant::now();
-    let first_message = Arc::new(std::sync::Mutex::new(None::<Duration>));
-    let last_message = Arc::new(std::sync::Mutex::new(Duration::ZERO));
     let mut tasks = Vec::new();
     for mut stream in streams {
-        let (consumed, first_message, last_message) = (
-            consumed.clone(),
-            first_message.clone(),
-            last_message.clone(),
-        );
+        // Each stream counts on its own (a counter shared per message would cost the streams
+        // more than the consumer's own work) and reads the clock every 256 messages; it stops
+        // at its first timeout, once everything is read.
         tasks.push(tokio::spawn(async move {
-            while consumed.load(std::sync::atomic::Ordering::Relaxed) < messages() {
-                match stream.next().await {
-                    Ok(_) => {
-                        let n = consumed.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                        if n == 1 {
-                            first_message
-                                .lock()
-                                .expect("lock")
-                                .get_or_insert(start.elapsed());
-                        }
-                        if n == messages() {
-                            *last_message.lock().expect("lock") = start.elapsed();
-                        }
-                    }
-                    Err(_) => return,
+            let (mut count, mut first, mut last) = (0usize, None, None);
+            while let Ok(_message) = stream.next().await {
+                count += 1;
+                if count == 1 {
+                    first = Some(Instant::now());
+                }
+                if count % 256 == 0 {
+                    last = Some(Instant::now());
                 }
             }
+            (count, first, last.or(first))
         }));
     }
+    let (mut got, mut first, mut last) = (0, None::<Instant>, None::<Instant>);
     for task in tasks {
-        task.await.expect("stream");
+        let (count, f, l) = task.await.expect("stream");
+        got += count;
+        first = match (first, f) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        last = last.max(l);
     }
-    let first = first_message.lock().expect("lock").unwrap_or_default();
+    let (first, last) = (
+        first.expect("no message consumed"),
+        last.expect("no message consumed"),
+    );
     // Joining the group (registration, the first rebalance) is not consumption.
-    let elapsed = (*last_message.lock().expect("lock") - first).as_secs_f64();
-    println!("  (joining the group took {first:?})");
-    let got = consumed.load(std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(got, messages(), "the consumer missed messages");
+    let elapsed = (last - first).as_secs_f64();
+    println!("  (joining the group took {:?})", first - start);
+    assert_eq!(got, consumed_messages, "the consumer missed messages");
     let rate = total_bytes as f64 / elapsed / 1e6;
     println!(
         "consumer group (2 streams):   {rate:>12.1} MB/s  = {:.2} of the FETCH loop",

@@ -147,6 +147,14 @@ pub async fn run<E: Env>(
             }
         };
         let mut got_data = false;
+        // The blocks of one answer share one buffer, and with it one reference count, which
+        // every message handed out touches twice; partitions of different streams (threads)
+        // would contend for it message by message. Each gets a buffer of its own then.
+        let shared_buffer = blocks
+            .iter()
+            .filter(|b| b.error == ErrorCode::NoError && !b.messages.is_empty())
+            .count()
+            > 1;
         for ((partition, request), block) in partitions.iter().zip(&fetches).zip(blocks) {
             if !partition.is_owned() {
                 continue;
@@ -158,6 +166,7 @@ pub async fn run<E: Env>(
                         partition,
                         request.offset,
                         block.messages,
+                        shared_buffer,
                         &settings,
                     )
                     .await
@@ -209,12 +218,14 @@ async fn queue(streams: &Streams, partition: &PartitionState, chunk: Chunk) -> R
     }
 }
 
-/// Queues the whole messages of a fetched block; `Ok(true)` when there were some.
+/// Queues the whole messages of a fetched block (copied into a buffer of their own when
+/// `shared_buffer`); `Ok(true)` when there were some.
 async fn deliver(
     streams: &Streams,
     partition: &Arc<PartitionState>,
     offset: i64,
     bytes: bytes::Bytes,
+    shared_buffer: bool,
     settings: &FetchSettings,
 ) -> Result<bool, ()> {
     let mut entries = ShallowIter::new(&bytes, offset);
@@ -268,7 +279,11 @@ async fn deliver(
         Chunk::Messages {
             partition: partition.clone(),
             start: offset,
-            bytes: bytes.slice(..valid),
+            bytes: if shared_buffer {
+                bytes::Bytes::copy_from_slice(&bytes[..valid])
+            } else {
+                bytes.slice(..valid)
+            },
         },
     )
     .await

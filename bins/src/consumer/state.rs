@@ -122,7 +122,8 @@ pub enum Chunk {
         partition: Arc<PartitionState>,
         /// The offset of the first byte.
         start: i64,
-        /// The messages (whole top-level entries only).
+        /// The messages: whole top-level entries only, every one CRC-checked by the fetcher
+        /// that made the chunk (streams do not check them again).
         bytes: Bytes,
     },
     /// Fetching a partition failed in a way the application must hear about.

@@ -43,8 +43,17 @@ pub struct MessageStream {
     /// decompressed when reached).
     current: Option<(Arc<PartitionState>, DeepIter)>,
     timeout: Option<Duration>,
-    /// Messages handed out by every stream of the consumer (its metrics).
+    /// Messages handed out by every stream of the consumer (its metrics), added to once per
+    /// chunk: streams on different threads would contend for it message by message.
     handed_out: Arc<AtomicU64>,
+    /// Messages handed out from the current chunk, not yet added to `handed_out`.
+    uncounted: u64,
+}
+
+impl Drop for MessageStream {
+    fn drop(&mut self) {
+        self.count_handed_out();
+    }
 }
 
 impl MessageStream {
@@ -58,6 +67,15 @@ impl MessageStream {
             current: None,
             timeout,
             handed_out,
+            uncounted: 0,
+        }
+    }
+
+    /// Adds what this stream handed out since the last call to the consumer's count.
+    fn count_handed_out(&mut self) {
+        if self.uncounted > 0 {
+            self.handed_out.fetch_add(self.uncounted, Ordering::Relaxed);
+            self.uncounted = 0;
         }
     }
 
@@ -76,7 +94,7 @@ impl MessageStream {
                 match entries.next() {
                     Some(Ok(entry)) => {
                         partition.offsets().handed_out(entry.next_offset);
-                        self.handed_out.fetch_add(1, Ordering::Relaxed);
+                        self.uncounted += 1;
                         return Ok(ConsumedMessage {
                             topic: partition.topic.clone(),
                             partition: partition.partition,
@@ -102,6 +120,8 @@ impl MessageStream {
                 }
                 continue;
             }
+            // The chunk is done (or there was none): count it before waiting for the next.
+            self.count_handed_out();
             let chunk = match self.timeout {
                 Some(limit) => match tokio::time::timeout(limit, self.rx.recv()).await {
                     Ok(chunk) => chunk,
@@ -118,9 +138,11 @@ impl MessageStream {
                     start,
                     bytes,
                 }) => {
+                    // The fetcher checked every top-level CRC of these very bytes (a chunk
+                    // holds only what it validated); inner messages are checked here.
                     self.current = Some((
                         partition,
-                        DeepIter::new(bytes, start, DECOMPRESSED_BYTES_MAX_DEFAULT),
+                        DeepIter::prechecked(bytes, start, DECOMPRESSED_BYTES_MAX_DEFAULT),
                     ));
                 }
             }

@@ -48,6 +48,8 @@ pub struct ShallowIter<'a> {
     base_offset: i64,
     pos: usize,
     failed: bool,
+    /// Whether CRCs are compared (not for bytes already checked: see [`ShallowIter::prechecked`]).
+    check_crc: bool,
 }
 
 impl<'a> ShallowIter<'a> {
@@ -58,6 +60,17 @@ impl<'a> ShallowIter<'a> {
             base_offset,
             pos: 0,
             failed: false,
+            check_crc: true,
+        }
+    }
+
+    /// Iterates `buf` without comparing CRCs again: for bytes this process has already iterated
+    /// with CRCs checked (the same immutable buffer, e.g. a consumer's chunk its fetcher
+    /// validated). Lengths, magic and codec are still checked and every read is still bounded.
+    pub fn prechecked(buf: &'a [u8], base_offset: i64) -> Self {
+        ShallowIter {
+            check_crc: false,
+            ..ShallowIter::new(buf, base_offset)
         }
     }
 
@@ -102,7 +115,7 @@ impl<'a> ShallowIter<'a> {
             }
             return Ok(None);
         };
-        let message = MessageRef::parse(body, offset)?;
+        let message = MessageRef::parse_with(body, offset, self.check_crc)?;
         self.pos += LENGTH_BYTES + body_len;
         Ok(Some(ShallowEntry {
             offset,
@@ -157,6 +170,8 @@ pub struct DeepIter {
     stack: Vec<InnerSet>,
     failed: bool,
     done: Option<SetEnd>,
+    /// Whether top-level CRCs are compared (inner messages' always are).
+    check_top_crc: bool,
 }
 
 impl DeepIter {
@@ -172,6 +187,18 @@ impl DeepIter {
             stack: Vec::new(),
             failed: false,
             done: None,
+            check_top_crc: true,
+        }
+    }
+
+    /// As [`DeepIter::new`], without comparing the top-level messages' CRCs again: for a buffer
+    /// whose top-level messages this process has already checked (see
+    /// [`ShallowIter::prechecked`]). The messages inside compressed wrappers are checked as
+    /// always: nothing checked them before.
+    pub fn prechecked(buf: Bytes, base_offset: i64, decompressed_bytes_max: usize) -> Self {
+        DeepIter {
+            check_top_crc: false,
+            ..DeepIter::new(buf, base_offset, decompressed_bytes_max)
         }
     }
 
@@ -186,6 +213,7 @@ impl DeepIter {
                 return Ok(Some(entry));
             }
             let mut shallow = ShallowIter::new(&self.buf, self.base_offset);
+            shallow.check_crc = self.check_top_crc;
             shallow.pos = self.shallow_pos;
             let Some(top) = shallow.next().transpose()? else {
                 self.done = Some(shallow.end());

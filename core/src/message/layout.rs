@@ -65,6 +65,13 @@ impl<'a> MessageRef<'a> {
     /// Parses and validates the bytes after an entry's length field. `offset` names the entry in
     /// errors. Checks: length covers the header, magic is 0 or 1, codec is known, CRC matches.
     pub fn parse(body: &'a [u8], offset: i64) -> Result<Self, MessageError> {
+        Self::parse_with(body, offset, true)
+    }
+
+    /// As [`MessageRef::parse`], with the CRC compared only when `check_crc` (`false` is for
+    /// bytes whose CRC this process has already checked: the same immutable buffer, validated
+    /// earlier). Every other check, and every bound, applies either way.
+    pub fn parse_with(body: &'a [u8], offset: i64, check_crc: bool) -> Result<Self, MessageError> {
         let (magic, header) = match body.first() {
             Some(0) => (Magic::V0, HEADER_BYTES_MAGIC0),
             Some(1) => (Magic::V1, HEADER_BYTES_MAGIC1),
@@ -83,7 +90,11 @@ impl<'a> MessageRef<'a> {
         let mut crc_bytes = [0u8; 4];
         crc_bytes.copy_from_slice(head.get(header - 4..).unwrap_or(&[0; 4]));
         let stored = u32::from_be_bytes(crc_bytes);
-        let computed = crc32fast::hash(payload);
+        let computed = if check_crc {
+            crc32fast::hash(payload)
+        } else {
+            stored
+        };
         if stored != computed {
             return Err(MessageError::CrcMismatch {
                 offset,
