@@ -502,6 +502,48 @@ async fn replica(
     );
     drop(replica_conn);
     replica_broker.stop();
+    // The other ceiling: the same bytes written to plain files as the replica writes them.
+    settle_disk();
+    let disk = plain_write_rate(dir.path(), usize::try_from(total).unwrap_or(0)) / 1e6;
+    println!(
+        "  same bytes to 6 plain files (1 MiB writes, fsync each every 200 ms): {disk:>7.1} MB/s; the replica {:.2} of it",
+        rate / disk
+    );
+    tributary_tests::bench::row(
+        &format!("{case}, against the disk"),
+        &format!("{rate:.0} MB/s"),
+        &format!("same bytes to plain files {disk:.0} MB/s"),
+        rate / disk,
+    );
+}
+
+/// Bytes per second of writing `total` bytes to six plain files (the replica's partitions) in
+/// 1 MiB writes, round robin, each file synced every 200 ms (the bench brokers' flush
+/// interval): what the replica's disk allows, without fetching or checking anything.
+fn plain_write_rate(dir: &std::path::Path, total: usize) -> f64 {
+    use std::io::Write;
+    let chunk = vec![b'r'; 1 << 20];
+    let mut files: Vec<std::fs::File> = (0..6)
+        .map(|i| std::fs::File::create(dir.join(format!("plain-{i}.bin"))).expect("create"))
+        .collect();
+    let (start, mut last_sync) = (Instant::now(), Instant::now());
+    let mut written = 0;
+    let mut i = 0;
+    while written < total {
+        let n = files.len();
+        files[i % n].write_all(&chunk).expect("write");
+        written += chunk.len();
+        i += 1;
+        if last_sync.elapsed() >= Duration::from_millis(200) {
+            files.iter().for_each(|f| f.sync_all().expect("fsync"));
+            last_sync = Instant::now();
+        }
+    }
+    files.iter().for_each(|f| f.sync_all().expect("fsync"));
+    let rate = written as f64 / start.elapsed().as_secs_f64();
+    drop(files);
+    (0..6).for_each(|i| drop(std::fs::remove_file(dir.join(format!("plain-{i}.bin")))));
+    rate
 }
 
 /// Writes every dirty page of the machine out (`sync`).
