@@ -183,7 +183,12 @@ fn the_mirror_commits_only_the_acknowledged_prefix_whatever_the_ack_order() {
         let mut acked = std::collections::BTreeSet::new();
         for seq in order {
             acked.insert(seq);
-            w.acked(&p, seq);
+            // Half the seeds acknowledge by sequence number alone, half with the offset.
+            if seed % 2 == 0 {
+                w.acked(&p, seq);
+            } else {
+                w.acked_at(&p, seq, offsets[seq as usize]);
+            }
             // The commit point is the offset of the last message of the acknowledged prefix.
             let prefix = (0..30).take_while(|s| acked.contains(s)).count();
             let expected = prefix.checked_sub(1).map(|i| offsets[i]);
@@ -259,6 +264,40 @@ fn uncommitted_counts_what_a_crash_would_resend() {
     );
     assert_eq!(w.lost(&a), 2);
     assert_eq!((w.in_flight(), w.uncommitted()), (0, 0));
+    assert!(w.invariants_hold());
+}
+
+#[test]
+fn acknowledgements_by_offset_find_their_message_among_equal_offsets() {
+    use tributary_core::mirror::MirrorWindow;
+    // A wrapper's inner messages share its start offset; the last resumes past it.
+    let p = (0, "t".to_string(), "0-0".to_string());
+    let mut w = MirrorWindow::new();
+    for seq in 1..=4 {
+        w.sent(&p, seq, 100);
+    }
+    w.sent(&p, 5, 400);
+    w.sent(&p, 6, 500);
+    assert_eq!(w.acked_at(&p, 3, 100), None, "a hole before it");
+    assert_eq!(w.acked_at(&p, 6, 500), None);
+    assert_eq!(
+        w.acked_at(&p, 7, 100),
+        None,
+        "an unknown message marks nothing"
+    );
+    assert_eq!(w.acked_at(&p, 1, 100), Some(100));
+    assert_eq!(
+        w.acked_at(&p, 2, 100),
+        Some(100),
+        "through 3, acknowledged earlier"
+    );
+    assert_eq!(w.acked_at(&p, 4, 100), Some(100));
+    assert_eq!(
+        w.acked_at(&p, 5, 400),
+        Some(500),
+        "and 6, acknowledged earlier"
+    );
+    assert_eq!(w.in_flight(), 0);
     assert!(w.invariants_hold());
 }
 

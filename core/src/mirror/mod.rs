@@ -92,6 +92,30 @@ impl MirrorWindow {
         if let Some(entry) = window.pending.iter_mut().find(|(s, _, _)| *s == seq) {
             entry.2 = true;
         }
+        self.advance(partition)
+    }
+
+    /// As [`MirrorWindow::acked`], for message `seq` sent with resume offset `offset`: found by
+    /// binary search (the window is in offset order), so an acknowledgement costs O(log n)
+    /// whatever order acknowledgements come in, where `acked` scans.
+    pub fn acked_at(&mut self, partition: &SourcePartition, seq: u64, offset: i64) -> Option<i64> {
+        let window = self.windows.get_mut(partition)?;
+        let first = window.pending.partition_point(|(_, o, _)| *o < offset);
+        if let Some(entry) = window
+            .pending
+            .range_mut(first..)
+            .take_while(|(_, o, _)| *o == offset)
+            .find(|(s, _, _)| *s == seq)
+        {
+            entry.2 = true;
+        }
+        self.advance(partition)
+    }
+
+    /// Moves `partition`'s acknowledged prefix into the committable part; the new commit point
+    /// when it moved.
+    fn advance(&mut self, partition: &SourcePartition) -> Option<i64> {
+        let window = self.windows.get_mut(partition)?;
         let mut moved = None;
         let planted = crate::planted::active(crate::planted::Bug::MirrorCommitQueued);
         while let Some(&(_, offset, acked)) = window.pending.front() {
