@@ -55,7 +55,8 @@ impl PartitionState {
         offsets: PartitionOffsets,
     ) -> Self {
         PartitionState {
-            topic,
+            // Cloned into every message its stream hands out: a count of its own.
+            topic: topic.unshared(),
             partition,
             generation,
             epoch,

@@ -2,14 +2,17 @@
 //! `log.dir`.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// The longest topic name accepted, in bytes (0.7.2's `max.topic.name.length`).
 pub const TOPIC_NAME_BYTES_MAX: usize = 255;
 
 /// A topic name that is non-empty, at most [`TOPIC_NAME_BYTES_MAX`] bytes, made only of
 /// `[A-Za-z0-9._-]`, and neither `.` nor `..`. Such a name is safe as a directory name.
+///
+/// Cloning is cheap (a shared, immutable string): a consumer hands one out with every message.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TopicName(String);
+pub struct TopicName(Arc<str>);
 
 /// Why a topic name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,9 +56,15 @@ impl TopicName {
             return Err(TopicError::BadByte { byte, position });
         }
         // Every byte is ASCII, so this cannot fail; map rather than unwrap all the same.
-        String::from_utf8(raw.to_vec())
-            .map(TopicName)
+        std::str::from_utf8(raw)
+            .map(|name| TopicName(Arc::from(name)))
             .map_err(|_| TopicError::Empty)
+    }
+
+    /// The same name in an allocation of its own, not shared with other clones: for a name that
+    /// one thread clones message by message, so that threads do not contend for one count.
+    pub fn unshared(&self) -> TopicName {
+        TopicName(Arc::from(&*self.0))
     }
 
     /// The name as text.
