@@ -3,21 +3,19 @@
 //! acknowledged prefix committed.
 //!
 //! The hot path does per message one lock of the window shared by the source's streams (when
-//! forwarding), and one more per batch of acknowledgements; a delivery is awaited in the
-//! stream's `FuturesUnordered`, not in a task of its own; a partition's key is built once per
-//! chunk. (A task and a lock per acknowledgement, and a linear search of the window, had the
+//! forwarding), and one more per batch of acknowledgements; deliveries wait in a queue of which
+//! only the oldest is awaited, not each in a task of its own; a partition's key is built once
+//! per chunk. (A task and a lock per acknowledgement, and a linear search of the window, had the
 //! mirror spend most of its time on bookkeeping for 100-byte messages.)
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::Duration;
 
-use futures_util::stream::FuturesUnordered;
-use futures_util::{FutureExt, StreamExt};
 use tokio::sync::watch;
 use tributary_core::consumer::BrokerPartition;
 use tributary_core::mirror::{MirrorWindow, SourcePartition};
@@ -144,20 +142,60 @@ struct AckMeta {
     bytes: u64,
 }
 
-/// One message's delivery, awaited in the stream's `FuturesUnordered` (no task per message).
+/// One message's delivery, waiting in the stream's queue of deliveries.
 struct PendingAck {
     meta: AckMeta,
     delivery: Delivery,
 }
 
-impl Future for PendingAck {
-    type Output = (AckMeta, Result<Delivered, SendError>);
+/// The stream's deliveries in the order it sent them. Only the oldest is awaited (one waker
+/// registered, however many are in flight); once it resolves, every delivery after it that has
+/// resolved too is taken without waiting. The producer resolves a batch's deliveries together
+/// and in order, so a ready batch is handled at once. A delivery resolved behind an older one
+/// still on its way waits for it: its partition's commit could not pass the older message of
+/// the same partition anyway, and the window bounds what waits.
+#[derive(Default)]
+struct Deliveries {
+    queue: VecDeque<PendingAck>,
+}
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        Pin::new(&mut this.delivery)
-            .poll(cx)
-            .map(|outcome| (this.meta.clone(), outcome))
+impl Deliveries {
+    fn push(&mut self, ack: PendingAck) {
+        self.queue.push_back(ack);
+    }
+
+    fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Waits for the oldest delivery, then takes it and every resolved one after it (at most
+    /// `ACK_BATCH_MAX`). Pending forever while empty.
+    async fn ready(&mut self) -> Vec<(AckMeta, Result<Delivered, SendError>)> {
+        let first = std::future::poll_fn(|cx| match self.queue.front_mut() {
+            Some(front) => Pin::new(&mut front.delivery).poll(cx),
+            None => Poll::Pending,
+        })
+        .await;
+        let mut ready = Vec::new();
+        if let Some(front) = self.queue.pop_front() {
+            ready.push((front.meta, first));
+        }
+        while ready.len() < ACK_BATCH_MAX {
+            let Some(front) = self.queue.front_mut() else {
+                break;
+            };
+            let Some(outcome) = front.delivery.try_take() else {
+                break;
+            };
+            if let Some(front) = self.queue.pop_front() {
+                ready.push((front.meta, outcome));
+            }
+        }
+        ready
     }
 }
 
@@ -193,7 +231,7 @@ pub(super) async fn run_stream(
     mut stream: MessageStream,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), MirrorError> {
-    let mut acks: FuturesUnordered<PendingAck> = FuturesUnordered::new();
+    let mut acks = Deliveries::default();
     let mut keys = Keys::default();
     let mut commit_timer = tokio::time::interval(context.commit_interval);
     commit_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -204,15 +242,8 @@ pub(super) async fn run_stream(
         tokio::select! {
             biased;
             _ = stop.changed() => break,
-            Some(first) = acks.next(), if !acks.is_empty() => {
+            ready = acks.ready(), if !acks.is_empty() => {
                 // Every acknowledgement ready now (a batch's come together), under one lock.
-                let mut ready = vec![first];
-                while ready.len() < ACK_BATCH_MAX {
-                    match acks.next().now_or_never() {
-                        Some(Some(more)) => ready.push(more),
-                        _ => break,
-                    }
-                }
                 let (commit_due, has_room) = on_acks(&context, ready)?;
                 room = has_room;
                 if commit_due {
@@ -248,8 +279,8 @@ pub(super) async fn run_stream(
     }
     // Shutdown: what is in flight gets a bounded time to be acknowledged, then the last commit.
     let drained = tokio::time::timeout(SHUTDOWN_ACK_WAIT, async {
-        while let Some(ack) = acks.next().await {
-            on_acks(&context, vec![ack])?;
+        while !acks.is_empty() {
+            on_acks(&context, acks.ready().await)?;
         }
         Ok::<_, MirrorError>(())
     })
@@ -266,7 +297,7 @@ pub(super) async fn run_stream(
 /// the window has room for another.
 async fn forward(
     context: &StreamContext,
-    acks: &mut FuturesUnordered<PendingAck>,
+    acks: &mut Deliveries,
     keys: &mut Keys,
     message: ConsumedMessage,
 ) -> Result<bool, MirrorError> {

@@ -126,6 +126,18 @@ impl Delivery {
         let (tx, rx) = oneshot::channel();
         (Delivery(rx), tx)
     }
+
+    /// The outcome if it is known already, without waiting (and without registering a waker):
+    /// `None` while the message is still on its way. Once it returned the outcome, the
+    /// delivery is spent (a later call or poll reports `SendError::Closed`).
+    pub fn try_take(&mut self) -> Option<Result<Delivered, SendError>> {
+        match self.0.try_recv() {
+            Ok(outcome) => Some(outcome),
+            Err(oneshot::error::TryRecvError::Empty) => None,
+            // A dropped sender means the producer went away before deciding: not delivered.
+            Err(oneshot::error::TryRecvError::Closed) => Some(Err(SendError::Closed)),
+        }
+    }
 }
 
 impl Future for Delivery {
