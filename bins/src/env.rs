@@ -121,12 +121,32 @@ where
     S: AsyncWrite + Unpin + Send,
     F: LogFile + Sync,
 {
+    send_file_copying_paced(stream, file, position, len, || Duration::ZERO).await
+}
+
+/// [`send_file_copying`], waiting after each chunk read for as long as `read_took` says that
+/// read took (a simulated disk's latency, charged where the read happens).
+pub async fn send_file_copying_paced<S, F>(
+    stream: &mut S,
+    file: &F,
+    position: u64,
+    len: usize,
+    mut read_took: impl FnMut() -> Duration + Send,
+) -> io::Result<()>
+where
+    S: AsyncWrite + Unpin + Send,
+    F: LogFile + Sync,
+{
     let mut buf = vec![0u8; len.min(SEND_COPY_CHUNK_BYTES)];
     let mut done = 0;
     while done < len {
         let want = (len - done).min(buf.len());
         let chunk = buf.get_mut(..want).unwrap_or_default();
         let n = file.read_at(chunk, position + done as u64)?;
+        let took = read_took();
+        if !took.is_zero() {
+            tokio::time::sleep(took).await;
+        }
         if n == 0 {
             return Err(file_ended(position, len, done));
         }

@@ -123,6 +123,21 @@ impl Env for SimEnv {
         .await
     }
 
+    async fn send_file(
+        &self,
+        stream: &mut turmoil::net::TcpStream,
+        file: &<SimFs as tributary_core::log::LogFs>::File,
+        position: u64,
+        len: usize,
+    ) -> io::Result<()> {
+        // Read and written through memory, each chunk's disk latency waited out right after its
+        // read (as `blocking` does for the broker's other disk work), not left to whatever disk
+        // operation comes next.
+        let disk = self.fs.disk();
+        tributary::env::send_file_copying_paced(stream, file, position, len, || disk.take_debt())
+            .await
+    }
+
     async fn blocking<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> R {
         // One thread, deterministic. The work runs at once; then the calling task waits out the
         // latency its disk operations took, still holding whatever the work's result holds (a
