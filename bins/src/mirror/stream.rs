@@ -152,8 +152,10 @@ struct PendingAck {
 /// registered, however many are in flight); once it resolves, every delivery after it that has
 /// resolved too is taken without waiting. The producer resolves a batch's deliveries together
 /// and in order, so a ready batch is handled at once. A delivery resolved behind an older one
-/// still on its way waits for it: its partition's commit could not pass the older message of
-/// the same partition anyway, and the window bounds what waits.
+/// still on its way waits for it, even of another source partition (whose commit then waits
+/// too, and whose messages count as in flight meanwhile): the cost of one waker instead of one
+/// per message; the window bounds what waits. At shutdown, [`Deliveries::take_resolved`]
+/// takes every resolved one wherever it is, so the last commit covers it.
 #[derive(Default)]
 struct Deliveries {
     queue: VecDeque<PendingAck>,
@@ -170,6 +172,20 @@ impl Deliveries {
 
     fn is_empty(&self) -> bool {
         self.queue.is_empty()
+    }
+
+    /// Every delivery that has resolved, wherever it is in the queue (the unresolved stay).
+    fn take_resolved(&mut self) -> Vec<(AckMeta, Result<Delivered, SendError>)> {
+        let mut resolved = Vec::new();
+        self.queue
+            .retain_mut(|pending| match pending.delivery.try_take() {
+                Some(outcome) => {
+                    resolved.push((pending.meta.clone(), outcome));
+                    false
+                }
+                None => true,
+            });
+        resolved
     }
 
     /// Waits for the oldest delivery, then takes it and every resolved one after it (at most
@@ -287,7 +303,12 @@ pub(super) async fn run_stream(
     .await;
     match drained {
         Ok(result) => result?,
-        Err(_) => tracing::warn!("mirror: {} messages still unacknowledged after {SHUTDOWN_ACK_WAIT:?}; they are sent again on restart", acks.len()),
+        Err(_) => {
+            // What resolved behind a delivery still on its way is recorded, so that the last
+            // commit covers it.
+            on_acks(&context, acks.take_resolved())?;
+            tracing::warn!("mirror: {} messages still unacknowledged after {SHUTDOWN_ACK_WAIT:?}; they are sent again on restart", acks.len());
+        }
     }
     commit(&context, Wait::Yes).await;
     Ok(())

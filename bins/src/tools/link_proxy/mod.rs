@@ -87,9 +87,6 @@ pub enum LinkProxyError {
         /// Why.
         source: io::Error,
     },
-    /// Accepting failed.
-    #[error("link proxy: accepting a connection failed: {0}")]
-    Accept(io::Error),
 }
 
 /// A running proxy.
@@ -193,7 +190,13 @@ async fn serve<E: Env>(
             accepted = listener.accept(), if connections.len() < CONNECTIONS_MAX => {
                 let (client, peer) = match accepted {
                     Ok(accepted) => accepted,
-                    Err(e) => break Err(LinkProxyError::Accept(e)),
+                    // One failed accept (a peer gone before it completed, descriptors run out
+                    // for a moment) must not take every carried connection down.
+                    Err(e) => {
+                        tracing::warn!("link proxy: accepting a connection failed: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        continue;
+                    }
                 };
                 stats.connections.fetch_add(1, Ordering::Relaxed);
                 let way = Way { start, spec, stats: stats.clone() };
@@ -310,7 +313,7 @@ where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let room = Arc::new(Semaphore::new(way.spec.queue_bytes as usize));
+    let room = Arc::new(Semaphore::new(way.spec.queue_bytes.max(1) as usize));
     // Unbounded in pieces, bounded in bytes by `room`.
     let (pieces, mut arriving) = mpsc::unbounded_channel::<InFlight>();
     let stats = way.stats.clone();
@@ -326,10 +329,16 @@ where
         Ok(())
     };
     let reader = async move {
+        // One buffer, split after each read: a piece holds only the bytes read (many small
+        // reads share one allocation) so the queue's bound in bytes is a bound in memory.
+        let mut buf = bytes::BytesMut::new();
         loop {
-            let mut buf = bytes::BytesMut::with_capacity(READ_BYTES);
+            buf.reserve(READ_BYTES);
             let n = from.read_buf(&mut buf).await?;
-            let permits = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+            let bytes = buf.split().freeze();
+            // Never more than the queue holds, or the wait could not end.
+            let permits = n.clamp(1, way.spec.queue_bytes.max(1) as usize);
+            let permits = u32::try_from(permits).unwrap_or(u32::MAX);
             let Ok(room) = room.clone().acquire_many_owned(permits).await else {
                 return Ok(());
             };
@@ -341,7 +350,7 @@ where
                 way.start + link.send(now - way.start, n)
             };
             let piece = InFlight {
-                bytes: buf.freeze(),
+                bytes,
                 arrives,
                 _room: room,
             };
