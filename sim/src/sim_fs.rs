@@ -153,6 +153,12 @@ impl Disk {
     pub fn stop_failing(&self) {
         self.failing.store(false, Ordering::SeqCst);
     }
+
+    /// Injects sync failures (again) at the disk's rate.
+    pub fn start_failing(&self) {
+        self.failing
+            .store(self.faults.sync_failures_per_million > 0, Ordering::SeqCst);
+    }
 }
 
 /// turmoil's file system, for the host it is called from.

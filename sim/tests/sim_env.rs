@@ -57,3 +57,48 @@ fn send_file_waits_out_the_disk_latency_of_its_reads() {
     );
     assert!(took > Duration::ZERO, "the reads took no simulated time");
 }
+
+/// A disk whose syncs all fail at shutdown: the broker still stops cleanly (the failure logged),
+/// writes no clean-shutdown marker, and starts again from what it had (found by cluster seed
+/// 153, where a graceful stop failed on the recovery checkpoint's fsync).
+#[test]
+fn a_broker_stops_when_its_checkpoint_cannot_be_synced_and_recovers_next_start() {
+    use tributary::broker::Broker;
+    use tributary_core::config::{BrokerConfig, Properties};
+    use tributary_core::log::CLEAN_SHUTDOWN_FILE;
+    let mut sim = sim_builder(4).build();
+    let outcome = Arc::new(Mutex::new(None));
+    let out = outcome.clone();
+    sim.client("broker", async move {
+        let text = "brokerid=0\nport=9092\nlog.dir=/data/logs\nenable.zookeeper=false\n";
+        let config = BrokerConfig::from_properties(&Properties::parse("test", text)?)?;
+        let disk = Disk::new(
+            DiskFaults {
+                sync_failures_per_million: 1_000_000,
+                ..DiskFaults::default()
+            },
+            4,
+        );
+        disk.stop_failing();
+        let env = SimEnv::on_disk(4, disk.clone());
+        let broker = Broker::start(env.clone(), config.clone()).await?;
+        disk.start_failing();
+        let stopped = broker.run_until(async {}).await;
+        let marker = env
+            .fs()
+            .exists(&Path::new("/data/logs").join(CLEAN_SHUTDOWN_FILE));
+        disk.stop_failing();
+        let restarted = Broker::start(env, config).await.map(drop);
+        *out.lock().unwrap() = Some((
+            stopped.map_err(|e| e.to_string()),
+            marker,
+            restarted.map_err(|e| e.to_string()),
+        ));
+        Ok(())
+    });
+    sim.run().unwrap();
+    let (stopped, marker, restarted) = outcome.lock().unwrap().take().unwrap();
+    assert_eq!(stopped, Ok(()), "the stop failed on the failing disk");
+    assert!(!marker, "a clean-shutdown marker after a failed checkpoint");
+    assert_eq!(restarted, Ok(()));
+}

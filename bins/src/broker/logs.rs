@@ -210,8 +210,8 @@ pub async fn cleanup<E: Env>(env: &E, logs: &Logs<E::Fs>, now_ms: i64) -> usize 
 }
 
 /// Shutdown: flushes every partition, writes the checkpoint, and writes the clean-shutdown
-/// marker only if every partition closed without error and `vouch` (the broker did not stop on
-/// a failure); otherwise the next start recovers.
+/// marker only if every partition closed without error, the checkpoint was written, and `vouch`
+/// (the broker did not stop on a failure); otherwise the next start recovers.
 pub async fn close<E: Env>(
     env: &E,
     logs: &Arc<Logs<E::Fs>>,
@@ -234,7 +234,13 @@ pub async fn close<E: Env>(
         }
         clean &= closed.is_ok() && !poisoned;
     }
-    checkpoint(env, logs).await?;
+    // As in the flush scheduler, a checkpoint that cannot be written (a failing disk) is an
+    // error for the log, not a failed stop: the next start recovers from the last checkpoint
+    // that was written (whose ends the partitions still hold), scanning what lies past it.
+    if let Err(e) = checkpoint(env, logs).await {
+        tracing::error!("{e}; the next start recovers from the last checkpoint written");
+        clean = false;
+    }
     if !clean {
         tracing::warn!("not every partition closed cleanly: the next start will recover");
         return Ok(());
