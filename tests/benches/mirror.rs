@@ -102,7 +102,18 @@ async fn load_source(
     for _ in 0..count / (2 * LOAD_BATCH) {
         conn.send(&request).await.expect("load");
     }
-    for partition in 0..2 {
+    wait_for_end(conn, name, 2, (count / 2 * (size + 10)) as i64).await;
+}
+
+/// Waits until each of `partitions` partitions of `name` ends at `end` or later (flushed and
+/// visible).
+async fn wait_for_end(
+    conn: &mut Connection<<TokioEnv as tributary::env::Env>::Stream>,
+    name: &str,
+    partitions: i32,
+    end: i64,
+) {
+    for partition in 0..partitions {
         loop {
             let offsets = Request::Offsets(OffsetsRequest {
                 topic: topic(name),
@@ -113,7 +124,7 @@ async fn load_source(
             let Response::Offsets(o) = conn.call(&offsets).await.expect("offsets") else {
                 panic!("offsets")
             };
-            if o.offsets.first().copied().unwrap_or(0) >= (count / 2 * (size + 10)) as i64 {
+            if o.offsets.first().copied().unwrap_or(0) >= end {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -622,23 +633,7 @@ async fn long_link(source_zk: &ZooKeeper, target_zk: &ZooKeeper) {
         conn.send(&request).await.expect("load");
     }
     let end = (per_partition / LOAD_BATCH * set.len()) as i64;
-    for partition in 0..LINK_PARTITIONS {
-        loop {
-            let offsets = Request::Offsets(OffsetsRequest {
-                topic: topic(name),
-                partition,
-                time: -1,
-                max_offsets: 1,
-            });
-            let Response::Offsets(o) = conn.call(&offsets).await.expect("offsets") else {
-                panic!("offsets")
-            };
-            if o.offsets.first().copied().unwrap_or(0) >= end {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    wait_for_end(&mut conn, name, LINK_PARTITIONS, end).await;
     println!(
         "long link: {count} messages of {size} B in {LINK_PARTITIONS} partitions, mirrored through a link proxy ({} ms round trip, {} MB/s each way)",
         LINK_ROUND_TRIP.as_millis(),
