@@ -549,3 +549,70 @@ pub(super) async fn commit(context: &StreamContext, wait: Wait) {
     context.window.lock().commits_ok = all_ok;
     context.window.changed.notify_waiters();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(
+        queue: &mut Deliveries,
+        seq: u64,
+    ) -> tokio::sync::oneshot::Sender<Result<Delivered, SendError>> {
+        let (delivery, resolve) = Delivery::pending();
+        queue.push(PendingAck {
+            meta: AckMeta {
+                key: Arc::new((0, "t".to_string(), format!("0-{seq}"))),
+                seq,
+                generation: 1,
+                offset: seq as i64 * 10,
+                bytes: 1,
+            },
+            delivery,
+        });
+        resolve
+    }
+
+    fn delivered() -> Result<Delivered, SendError> {
+        Ok(Delivered {
+            broker_id: 0,
+            partition: 0,
+            offset: Some(0),
+        })
+    }
+
+    fn seqs(ready: &[(AckMeta, Result<Delivered, SendError>)]) -> Vec<u64> {
+        ready.iter().map(|(meta, _)| meta.seq).collect()
+    }
+
+    #[tokio::test]
+    async fn the_oldest_delivery_is_awaited_and_the_resolved_ones_after_it_come_with_it() {
+        let mut queue = Deliveries::default();
+        let resolvers: Vec<_> = (1..=4).map(|seq| pending(&mut queue, seq)).collect();
+        let mut resolvers = resolvers.into_iter();
+        let (first, second, third, fourth) = (
+            resolvers.next().unwrap(),
+            resolvers.next().unwrap(),
+            resolvers.next().unwrap(),
+            resolvers.next().unwrap(),
+        );
+        // 2 and 4 resolve first: nothing is ready while 1 is on its way.
+        second.send(delivered()).unwrap();
+        fourth.send(delivered()).unwrap();
+        let waited = tokio::time::timeout(Duration::from_millis(20), queue.ready()).await;
+        assert!(waited.is_err(), "ready before the oldest delivery resolved");
+        assert_eq!(queue.len(), 4, "a cancelled wait took something");
+        // 1 resolves: 1 and 2 come together; 3 (on its way) holds 4 back.
+        first.send(delivered()).unwrap();
+        assert_eq!(seqs(&queue.ready().await), vec![1, 2]);
+        assert_eq!(queue.len(), 2);
+        // At shutdown every resolved one is taken, wherever it is: 4, not 3.
+        assert_eq!(seqs(&queue.take_resolved()), vec![4]);
+        assert_eq!(queue.len(), 1);
+        // A producer gone without deciding is a failed delivery, not a hang.
+        drop(third);
+        let last = queue.ready().await;
+        assert_eq!(seqs(&last), vec![3]);
+        assert!(matches!(last[0].1, Err(SendError::Closed)));
+        assert!(queue.is_empty());
+    }
+}

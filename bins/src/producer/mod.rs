@@ -122,7 +122,7 @@ pub enum SendError {
 pub struct Delivery(oneshot::Receiver<Result<Delivered, SendError>>);
 
 impl Delivery {
-    fn pending() -> (Self, oneshot::Sender<Result<Delivered, SendError>>) {
+    pub(crate) fn pending() -> (Self, oneshot::Sender<Result<Delivered, SendError>>) {
         let (tx, rx) = oneshot::channel();
         (Delivery(rx), tx)
     }
