@@ -35,7 +35,7 @@ use tributary::producer::{Producer, Record};
 use tributary_core::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, Response, TopicName};
-use tributary_tests::zookeeper::ZooKeeper;
+use tributary_tests::zookeeper::{free_port, ZooKeeper};
 
 mod support;
 use support::BenchBroker;
@@ -575,14 +575,6 @@ fn link_bytes() -> usize {
     } else {
         384 << 20
     }
-}
-
-/// A port no one listens on now (for a broker whose port must be known before it starts).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// The mirror across a long link: a second source broker (id 1, 8 partitions) that advertises

@@ -105,23 +105,8 @@ impl BrokerProcess {
     }
 
     fn wait_until_serving(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!("broker exited with {status}:\n{}", self.log_text());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "broker not serving on {addr}:\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let child = self.child.as_mut().expect("the broker was just spawned");
+        wait_until_listening(child, self.port, &self.log, "broker");
     }
 
     /// The broker's log so far.
@@ -187,5 +172,24 @@ impl Drop for BrokerProcess {
                 .status();
         }
         self.kill();
+    }
+}
+
+/// Waits (up to 30 s) until `child`, a `what` process writing its log to `log`, accepts
+/// connections on 127.0.0.1:`port`; panics with its log if it exits first or never listens.
+pub fn wait_until_listening(child: &mut Child, port: u16, log: &Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let log_text = || std::fs::read_to_string(log).unwrap_or_default();
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+        if let Some(status) = child.try_wait().ok().flatten() {
+            panic!("{what} exited with {status}:\n{}", log_text());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} not listening on {addr}:\n{}",
+            log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

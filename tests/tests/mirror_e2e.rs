@@ -16,7 +16,7 @@ use tributary::env::TokioEnv;
 use tributary::producer::{Producer, Record};
 use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
 use tributary_core::wire::TopicName;
-use tributary_tests::broker::{tributary_binary, BrokerProcess};
+use tributary_tests::broker::{tributary_binary, wait_until_listening, BrokerProcess};
 use tributary_tests::zookeeper::{free_port, ZooKeeper};
 
 const SESSION_MS: u64 = 2000;
@@ -667,15 +667,6 @@ async fn a_corrupt_source_partition_stops_only_itself_with_a_clear_error() {
     );
 }
 
-/// Waits until `port` accepts connections.
-fn wait_for_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn link_proxy(listen: u16, upstream: u16, log: &Path) -> Child {
     let child = Command::new(tributary_binary())
         .args(["link-proxy", "--listen"])
@@ -687,7 +678,8 @@ fn link_proxy(listen: u16, upstream: u16, log: &Path) -> Child {
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .unwrap();
-    wait_for_port(listen);
+    let mut child = child;
+    wait_until_listening(&mut child, listen, log, "link proxy");
     child
 }
 

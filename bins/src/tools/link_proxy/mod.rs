@@ -22,6 +22,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
+// tokio's clock, as for every timer and deadline (bins/src/env.rs): turmoil drives it, so the
+// link's delays are simulated time in the simulator, and the same seed gives the same arrivals.
 use tokio::time::Instant;
 
 use crate::env::{Env, Listener};
