@@ -52,6 +52,12 @@ pub enum Bug {
     /// The mirror's lag gauges keep their first values (what an operator's dashboard shows
     /// stops following the mirror).
     MirrorLagFrozen = 131072,
+    /// An ephemeral node that exists with this component's data is taken as this session's,
+    /// whoever owns it (the registration behaviour before owners were checked: after a
+    /// ZooKeeper restart the old session's node goes when that session expires, and the
+    /// member, broker or mirror is silently unregistered). Also skips re-registering a member
+    /// that finds itself missing from its group.
+    TrustStaleEphemerals = 262144,
 }
 
 #[cfg(feature = "planted-bugs")]

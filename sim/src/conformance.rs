@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tributary::coordination::{CoordError, Coordination, NodeKind};
+use tributary::coordination::{CoordError, Coordination, NodeKind, SessionEvent};
 
 /// How long a watch or an ephemeral node's removal may take to be seen.
 const SETTLE: Duration = Duration::from_secs(10);
@@ -29,7 +29,117 @@ where
     nodes_and_versions(&a, base).await?;
     sequential_nodes(&a, base).await?;
     watches_fire_once_on_change(&a, &b, base).await?;
+    ephemeral_owner_is_the_creating_session(&a, &b, base).await?;
     ephemeral_nodes_go_with_their_session(a, &b, base).await?;
+    Ok(())
+}
+
+/// The server's restarts, with `session` the timeout `open` asks for and `restart(down)`
+/// killing the server, keeping it down for `down` and starting it again on the same data
+/// (returning once it serves): a short outage keeps sessions and their ephemeral nodes; after
+/// a long one the client gives its session up, while the restarted server still holds it, and
+/// its ephemeral node, until the session times out there.
+pub async fn run_restarts<C, F, Fut, R, RFut>(
+    base: &str,
+    session: Duration,
+    open: F,
+    restart: R,
+) -> Result<(), String>
+where
+    C: Coordination,
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<C, CoordError>>,
+    R: Fn(Duration) -> RFut,
+    RFut: Future<Output = ()>,
+{
+    let e = |e: CoordError| e.to_string();
+    let a = open().await.map_err(|e| format!("open: {e}"))?;
+    a.create(base, b"", NodeKind::Persistent).await.map_err(e)?;
+    let node = format!("{base}/short");
+    a.create(&node, b"a", NodeKind::Ephemeral).await.map_err(e)?;
+    let before = a.session_id();
+
+    // A short outage: the session and its node survive, and the session works again.
+    restart(Duration::ZERO).await;
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    let owner = loop {
+        match a.get_with_owner(&node).await {
+            Ok(found) => break found.owner,
+            Err(CoordError::ConnectionLoss(_)) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(other) => return Err(format!("conformance: after a short restart: {other}")),
+        }
+    };
+    check(
+        owner == Some(before) && a.session_id() == before,
+        "a short restart keeps the session and its ephemeral node",
+    )?;
+
+    // A long outage: the client gives the session up...
+    let long = format!("{base}/long");
+    a.create(&long, b"a", NodeKind::Ephemeral).await.map_err(e)?;
+    restart(session * 2).await;
+    let expired = tokio::time::timeout(SETTLE, async {
+        loop {
+            if a.next_event().await == SessionEvent::Expired {
+                return;
+            }
+        }
+    })
+    .await;
+    check(
+        expired.is_ok(),
+        "a client gives its session up after a long outage",
+    )?;
+    // ...but the restarted server restored it: its node is there, owned by the old session,
+    // and a new session sees that it is not its own...
+    let c = open().await.map_err(|e| format!("open: {e}"))?;
+    let found = c.get_with_owner(&long).await.map_err(e)?;
+    check(
+        found.owner == Some(before) && c.session_id() != before,
+        "a restarted server restores sessions with their ephemeral nodes",
+    )?;
+    // ...until the restored session times out.
+    let (_, gone) = c
+        .get_and_watch(&long)
+        .await
+        .map(|(d, _, w)| (d, w))
+        .map_err(e)?;
+    check(
+        tokio::time::timeout(session + SETTLE, gone).await.is_ok(),
+        "a restored session's ephemeral node goes when it times out",
+    )?;
+    check(
+        matches!(c.get(&long).await, Err(CoordError::NoNode(_)))
+            && matches!(c.get(&node).await, Err(CoordError::NoNode(_))),
+        "every ephemeral node of a restored session that no client resumed goes",
+    )?;
+    Ok(())
+}
+
+async fn ephemeral_owner_is_the_creating_session(
+    a: &impl Coordination,
+    b: &impl Coordination,
+    base: &str,
+) -> Result<(), String> {
+    let e = |e: CoordError| e.to_string();
+    let node = format!("{base}/owned");
+    a.create(&node, b"mine", NodeKind::Ephemeral)
+        .await
+        .map_err(e)?;
+    let seen_by_b = b.get_with_owner(&node).await.map_err(e)?;
+    check(
+        a.session_id() != b.session_id()
+            && seen_by_b.owner == Some(a.session_id())
+            && seen_by_b.data == b"mine",
+        "an ephemeral node's owner is the session that created it",
+    )?;
+    check(
+        a.get_with_owner(base).await.map_err(e)?.owner.is_none(),
+        "a persistent node has no owner",
+    )?;
+    a.delete(&node, None).await.map_err(e)?;
     Ok(())
 }
 

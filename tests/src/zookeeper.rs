@@ -17,7 +17,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct ZooKeeper {
     child: Child,
     port: u16,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 /// A free TCP port on 127.0.0.1 (bound then released).
@@ -42,27 +42,32 @@ impl ZooKeeper {
             dir.path().join("data").display()
         );
         std::fs::write(&cfg, config).expect("write zoo.cfg");
-        let child = Command::new("java")
-            .args(["-Xmx256m", "-cp", CLASSPATH, MAIN_CLASS])
-            .arg(&cfg)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start java (apt-get install -y default-jre-headless)");
-        let zk = ZooKeeper {
-            child,
-            port,
-            _dir: dir,
-        };
+        let child = spawn(&cfg);
+        let zk = ZooKeeper { child, port, dir };
+        zk.wait_until_serving();
+        zk
+    }
+
+    /// Kills the server (SIGKILL, as a crash), keeps it down for `down`, and starts it again
+    /// on the same data directory and port; returns once it answers.
+    pub fn restart(&mut self, down: Duration) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::thread::sleep(down);
+        self.child = spawn(&self.dir.path().join("zoo.cfg"));
+        self.wait_until_serving();
+    }
+
+    fn wait_until_serving(&self) {
         let deadline = Instant::now() + START_TIMEOUT;
-        while !zk.answers() {
+        while !self.answers() {
             assert!(
                 Instant::now() < deadline,
-                "ZooKeeper did not answer on port {port} within {START_TIMEOUT:?}"
+                "ZooKeeper did not answer on port {} within {START_TIMEOUT:?}",
+                self.port
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        zk
     }
 
     /// The client port.
@@ -86,6 +91,16 @@ impl ZooKeeper {
             && stream.read_to_string(&mut reply).is_ok()
             && reply.contains("Mode:")
     }
+}
+
+fn spawn(cfg: &Path) -> Child {
+    Command::new("java")
+        .args(["-Xmx256m", "-cp", CLASSPATH, MAIN_CLASS])
+        .arg(cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start java (apt-get install -y default-jre-headless)")
 }
 
 impl Drop for ZooKeeper {

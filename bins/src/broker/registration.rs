@@ -1,6 +1,9 @@
 //! The broker's ZooKeeper registration (0.7 layout): `/brokers/ids/<id>` and one
 //! `/brokers/topics/<topic>/<id>` per topic, all ephemeral. Re-registers everything on a new
-//! session after expiry; refuses to start while another live broker holds the same id.
+//! session after expiry; refuses to start while another live broker holds the same id. Every
+//! node is held by the current session (`coordination::ephemeral`): one left by an earlier
+//! session is never taken for ours, and a watch on `/brokers/ids/<id>` re-registers the broker
+//! when its node goes or is found held by another session.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -13,7 +16,8 @@ use tributary_core::zk_layout::{
     broker_id_path, broker_registration, broker_topic_partitions_path,
 };
 
-use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent};
+use crate::coordination::ephemeral::{self, HoldError, RetiredSessions};
+use crate::coordination::{CoordError, Coordination, SessionEvent, Watch};
 use crate::env::Env;
 
 /// Pause between attempts to get a new session after expiry.
@@ -33,6 +37,8 @@ struct Registrar {
     partitions: BTreeMap<TopicName, u32>,
     session_timeout: Duration,
     connection_timeout: Duration,
+    /// Sessions this broker gave up (their nodes are its own to take back).
+    retired: RetiredSessions,
 }
 
 /// Why a registration attempt failed.
@@ -46,6 +52,12 @@ enum RegisterError {
 
 impl From<CoordError> for RegisterError {
     fn from(e: CoordError) -> Self {
+        RegisterError::Transient(e.to_string())
+    }
+}
+
+impl From<HoldError> for RegisterError {
+    fn from(e: HoldError) -> Self {
         RegisterError::Transient(e.to_string())
     }
 }
@@ -102,6 +114,7 @@ impl Registration {
                 .collect(),
             session_timeout: Duration::from_millis(config.zk.session_timeout_ms.into()),
             connection_timeout: Duration::from_millis(config.zk.connection_timeout_ms.into()),
+            retired: RetiredSessions::default(),
         };
         let coord = registrar.connect_and_register(&env).await?;
         tracing::info!(
@@ -187,9 +200,10 @@ impl Registrar {
         }
     }
 
-    /// Registers the broker and every topic. A registration of this id with other data is
-    /// waited out for up to two session timeouts (it may be this broker's previous, killed run
-    /// whose session has not expired yet); after that, another broker holds the id.
+    /// Registers the broker and every topic, each node held by this session. A registration of
+    /// this id held by another session is waited out for up to two session timeouts (it may be
+    /// this broker's previous, killed run whose session has not expired yet); after that,
+    /// another broker holds the id. One held by a session this broker gave up is taken back.
     async fn register_all(
         &self,
         coord: &impl Coordination,
@@ -203,49 +217,42 @@ impl Registrar {
             .await
             .map_err(RegisterError::from)?;
         loop {
-            match coord.create(&path, data.as_bytes(), NodeKind::Ephemeral).await {
+            match ephemeral::hold(coord, &path, data.as_bytes(), &self.retired).await {
                 Ok(_) => break,
-                Err(CoordError::NodeExists(_)) => match coord.get(&path).await {
-                    Ok((existing, _)) if existing == data.as_bytes() => break,
-                    Ok((existing, _)) if tokio::time::Instant::now() >= deadline => {
-                        return Err(RegisterError::Conflict(format!(
-                            "broker id {} is already registered by a live broker ({}); give this broker another brokerid",
-                            self.broker_id,
-                            String::from_utf8_lossy(&existing)
-                        )))
-                    }
-                    Ok(_) | Err(CoordError::NoNode(_)) => tokio::time::sleep(STALE_RETRY).await,
-                    Err(e) => return Err(e.into()),
-                },
-                Err(e) => return Err(e.into()),
+                Err(HoldError::HeldElsewhere { data: existing, .. })
+                    if tokio::time::Instant::now() >= deadline =>
+                {
+                    return Err(RegisterError::Conflict(format!(
+                        "broker id {} is already registered by a live broker ({}); give this broker another brokerid",
+                        self.broker_id,
+                        String::from_utf8_lossy(&existing)
+                    )))
+                }
+                Err(HoldError::HeldElsewhere { .. }) => tokio::time::sleep(STALE_RETRY).await,
+                Err(HoldError::Coord(e)) => return Err(e.into()),
             }
         }
         for (topic, count) in &self.partitions {
-            register_topic(coord, topic, self.broker_id, *count).await?;
+            register_topic(coord, topic, self.broker_id, *count, &self.retired).await?;
         }
         Ok(())
     }
 }
 
+/// Registers `topic` under this broker, the node held by this session (one held by another
+/// session is an error to retry: it goes when that session expires).
 async fn register_topic(
     coord: &impl Coordination,
     topic: &TopicName,
     broker_id: i32,
     count: u32,
-) -> Result<(), CoordError> {
+    retired: &RetiredSessions,
+) -> Result<(), HoldError> {
     let path = broker_topic_partitions_path(topic, broker_id);
     coord.ensure_parents(&path).await?;
-    match coord
-        .create(&path, count.to_string().as_bytes(), NodeKind::Ephemeral)
+    ephemeral::hold(coord, &path, count.to_string().as_bytes(), retired)
         .await
-    {
-        Ok(_) => Ok(()),
-        Err(CoordError::NodeExists(_)) => coord
-            .set(&path, count.to_string().as_bytes(), None)
-            .await
-            .map(drop),
-        Err(e) => Err(e),
-    }
+        .map(drop)
 }
 
 /// Registers the topics in `pending`, keeping those that still fail; one log line per round.
@@ -253,11 +260,12 @@ async fn register_pending(
     coord: &impl Coordination,
     broker_id: i32,
     pending: &mut BTreeSet<(TopicName, u32)>,
+    retired: &RetiredSessions,
 ) {
     let mut still = BTreeSet::new();
     let mut first_error = None;
     for (topic, count) in std::mem::take(pending) {
-        if let Err(e) = register_topic(coord, &topic, broker_id, count).await {
+        if let Err(e) = register_topic(coord, &topic, broker_id, count, retired).await {
             first_error.get_or_insert(format!("{topic}: {e}"));
             still.insert((topic, count));
         }
@@ -295,6 +303,63 @@ async fn close_bounded(coord: impl Coordination) {
     }
 }
 
+/// Resolves when `watch` fires (never without one).
+async fn fired(watch: &mut Option<Watch>) {
+    match watch {
+        Some(watch) => {
+            (&mut *watch).await;
+            *watch = Box::pin(std::future::pending());
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Checks that `/brokers/ids/<id>` is this session's and watches it; registers everything again
+/// on this session when it is not (a restarted ZooKeeper expiring a session it restored deletes
+/// that session's nodes). `None` when ZooKeeper could not be asked: the caller tries again on
+/// its retry tick.
+async fn watch_registration<E: Env>(
+    coord: &impl Coordination,
+    registrar: &Registrar,
+    unregistered: &mut BTreeSet<(TopicName, u32)>,
+    env: &E,
+) -> Option<Watch> {
+    let path = broker_id_path(registrar.broker_id);
+    if tributary_core::planted::active(tributary_core::planted::Bug::NoReregistration) {
+        return Some(Box::pin(std::future::pending()));
+    }
+    match ephemeral::is_held(coord, &path).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(
+                "{path} is gone or held by another session: registering broker {} again",
+                registrar.broker_id
+            );
+            match registrar.register_all(coord, env.now_ms()).await {
+                Ok(()) => {
+                    unregistered.clear();
+                    tracing::info!("re-registered broker {} in ZooKeeper", registrar.broker_id);
+                }
+                Err(e) => {
+                    tracing::warn!("re-registering broker {}: {e}; retrying", registrar.broker_id);
+                    return None;
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!("checking {path}: {e}; retrying");
+            return None;
+        }
+    }
+    match coord.get_and_watch(&path).await {
+        Ok((_, _, watch)) => Some(watch),
+        Err(e) => {
+            tracing::warn!("watching {path}: {e}; retrying");
+            None
+        }
+    }
+}
+
 async fn keep_alive<E: Env>(
     env: E,
     mut registrar: Registrar,
@@ -306,6 +371,7 @@ async fn keep_alive<E: Env>(
     // Topics whose registration failed (ZooKeeper unreachable): retried until they succeed.
     let mut unregistered: BTreeSet<(TopicName, u32)> = BTreeSet::new();
     let mut retry = tokio::time::interval(registrar.session_timeout / 2);
+    let mut id_watch = watch_registration(&coord, &registrar, &mut unregistered, &env).await;
     loop {
         tokio::select! {
             biased;
@@ -314,16 +380,25 @@ async fn keep_alive<E: Env>(
                 let count = counts(&topic);
                 if registrar.partitions.insert(topic.clone(), count) != Some(count) {
                     unregistered.insert((topic, count));
-                    register_pending(&coord, registrar.broker_id, &mut unregistered).await;
+                    register_pending(&coord, registrar.broker_id, &mut unregistered, &registrar.retired).await;
                 }
             }
-            _ = retry.tick(), if !unregistered.is_empty() => register_pending(&coord, registrar.broker_id, &mut unregistered).await,
+            _ = retry.tick(), if !unregistered.is_empty() || id_watch.is_none() => {
+                register_pending(&coord, registrar.broker_id, &mut unregistered, &registrar.retired).await;
+                if id_watch.is_none() {
+                    id_watch = watch_registration(&coord, &registrar, &mut unregistered, &env).await;
+                }
+            }
+            () = fired(&mut id_watch) => {
+                id_watch = watch_registration(&coord, &registrar, &mut unregistered, &env).await;
+            }
             event = coord.next_event() => match event {
                 SessionEvent::Expired if tributary_core::planted::active(tributary_core::planted::Bug::NoReregistration) => {
                     tracing::warn!("ZooKeeper session expired (planted bug: not re-registering)");
                 }
                 SessionEvent::Expired => {
                     tracing::warn!("ZooKeeper session expired: re-registering broker {}", registrar.broker_id);
+                    registrar.retired.retire(coord.session_id());
                     let renewed = tokio::select! {
                         biased;
                         _ = &mut stop => None,
@@ -334,6 +409,7 @@ async fn keep_alive<E: Env>(
                     coord = fresh;
                     // register_all covered every topic, pending ones included.
                     unregistered.clear();
+                    id_watch = watch_registration(&coord, &registrar, &mut unregistered, &env).await;
                     tracing::info!("re-registered broker {} in ZooKeeper", registrar.broker_id);
                 }
                 SessionEvent::Disconnected => tracing::warn!("disconnected from ZooKeeper; the session lives until it times out"),

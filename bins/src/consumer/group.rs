@@ -34,6 +34,7 @@ use super::fetcher::{self, FetchSettings, Share};
 use super::state::{PartitionState, Shared, Streams};
 use super::ConsumerError;
 use crate::client::connect;
+use crate::coordination::ephemeral::{self, HoldError, RetiredSessions};
 use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
 use crate::env::Env;
 
@@ -41,6 +42,9 @@ use crate::env::Env;
 const COALESCE: Duration = Duration::from_millis(100);
 /// Pause before retrying ZooKeeper after a failure.
 const RETRY_BACKOFF: Duration = Duration::from_millis(500);
+/// The least time a registration held by another session is waited out (it may be this
+/// member's own from before a restart of the process, going when that session expires).
+const STALE_WAIT_MIN: Duration = Duration::from_secs(10);
 /// The most partitions one broker may register for a topic, and the most streams one member may
 /// register for it: a corrupt or hostile number in ZooKeeper fails the rebalance with an error
 /// instead of exhausting memory.
@@ -84,6 +88,9 @@ pub(super) struct Member<E: Env> {
     /// fetching and committing (empty otherwise).
     pub zombies: Arc<Shared>,
     pub streams: Streams,
+    /// Sessions this member gave up: their nodes, if a restarted ZooKeeper still holds them,
+    /// are this member's to take back.
+    pub retired: RetiredSessions,
 }
 
 impl<E: Env> Member<E> {
@@ -105,27 +112,50 @@ impl<E: Env> Member<E> {
         format!("{}/{}", consumer_ids_path(self.group()), self.consumer_id)
     }
 
-    /// Registers this member (ephemeral), retrying while a stale node of ours (a previous
-    /// session) is still there.
+    /// Registers this member: its ids node, ephemeral and owned by this session. A node of the
+    /// same name held by another session is waited out for up to two session timeouts (a
+    /// session of this member's that a restarted ZooKeeper restored is taken back at once: see
+    /// [`ephemeral::hold`]).
     pub async fn register(&self, coord: &impl Coordination) -> Result<(), CoordError> {
         let path = self.ids_path();
         coord.ensure_parents(&path).await?;
         let data = self.registration.encode();
-        for _ in 0..20 {
-            match coord
-                .create(&path, data.as_bytes(), NodeKind::Ephemeral)
-                .await
-            {
+        let session = Duration::from_millis(self.config.zk.session_timeout_ms.into());
+        let deadline = tokio::time::Instant::now() + (session * 2).max(STALE_WAIT_MIN);
+        loop {
+            match ephemeral::hold(coord, &path, data.as_bytes(), &self.retired).await {
                 Ok(_) => return Ok(()),
-                Err(CoordError::NodeExists(_)) => match coord.get(&path).await {
-                    Ok((existing, _)) if existing == data.as_bytes() => return Ok(()),
-                    Ok(_) | Err(CoordError::NoNode(_)) => tokio::time::sleep(RETRY_BACKOFF).await,
-                    Err(e) => return Err(e),
-                },
-                Err(e) => return Err(e),
+                Err(HoldError::Coord(e)) => return Err(e),
+                Err(held) if tokio::time::Instant::now() >= deadline => {
+                    return Err(CoordError::Other(format!(
+                        "registering consumer {}: {held}",
+                        self.consumer_id
+                    )))
+                }
+                Err(_) => tokio::time::sleep(RETRY_BACKOFF).await,
             }
         }
-        Err(CoordError::NodeExists(path))
+    }
+
+    /// Registers this member again if its ids node is missing or not this session's (a
+    /// restarted ZooKeeper expiring a session it restored deletes that session's nodes; the
+    /// member notices through its watch on the group's ids).
+    async fn ensure_registered(&self, coord: &impl Coordination) -> Result<(), String> {
+        if tributary_core::planted::active(tributary_core::planted::Bug::TrustStaleEphemerals) {
+            return Ok(());
+        }
+        let path = self.ids_path();
+        if ephemeral::is_held(coord, &path)
+            .await
+            .map_err(|e| format!("{path}: {e}"))?
+        {
+            return Ok(());
+        }
+        tracing::warn!(
+            "consumer {}: its registration {path} is gone or held by another session; registering again",
+            self.consumer_id
+        );
+        self.register(coord).await.map_err(|e| e.to_string())
     }
 
     /// Runs the member until `stop`; then commits (autocommit), releases and closes.
@@ -164,6 +194,7 @@ impl<E: Env> Member<E> {
                         // The session's owner nodes are gone, and others may own those partitions
                         // already: stop fetching them, and commit or release nothing for them.
                         tracing::warn!("consumer {}: ZooKeeper session ended; dropping its partitions and registering again", self.consumer_id);
+                        self.retired.retire(coord.session_id());
                         fetchers.abort_all();
                         while fetchers.join_next().await.is_some() {}
                         self.shared.release_all();
@@ -390,7 +421,11 @@ impl<E: Env> Member<E> {
                         .map(|p| ((p.topic.clone(), p.partition), p.clone())),
                 );
             }
-            match self.attempt(coord, &kept).await {
+            let attempted = match self.ensure_registered(coord).await {
+                Ok(()) => self.attempt(coord, &kept).await,
+                Err(e) => Err(e),
+            };
+            match attempted {
                 Ok((claimed, watches, brokers)) => {
                     let generation = self.shared.generation();
                     let owned: Vec<String> = claimed
@@ -834,7 +869,9 @@ impl<E: Env> Member<E> {
         }
     }
 
-    /// Creates the owner node (ephemeral, our thread id); ours already counts as success.
+    /// Creates the owner node (ephemeral, our thread id); one this session holds already counts
+    /// as success, one another session holds (even with our thread id: a session of ours that a
+    /// restarted ZooKeeper restored, which will expire) fails the attempt.
     async fn claim(
         &self,
         coord: &E::Coord,
@@ -851,20 +888,13 @@ impl<E: Env> Member<E> {
             .ensure_parents(&path)
             .await
             .map_err(|e| format!("{path}: {e}"))?;
-        match coord
-            .create(&path, thread.as_bytes(), NodeKind::Ephemeral)
-            .await
-        {
+        match ephemeral::hold(coord, &path, thread.as_bytes(), &self.retired).await {
             Ok(_) => Ok(()),
-            Err(CoordError::NodeExists(_)) => match coord.get(&path).await {
-                Ok((owner, _)) if owner == thread.as_bytes() => Ok(()),
-                Ok((owner, _)) => Err(format!(
-                    "{topic}/{partition} is still owned by {}",
-                    String::from_utf8_lossy(&owner)
-                )),
-                Err(e) => Err(format!("{path}: {e}")),
-            },
-            Err(e) => Err(format!("{path}: {e}")),
+            Err(HoldError::HeldElsewhere { data, .. }) => Err(format!(
+                "{topic}/{partition} is still owned by {}",
+                String::from_utf8_lossy(&data)
+            )),
+            Err(HoldError::Coord(e)) => Err(format!("{path}: {e}")),
         }
     }
 }

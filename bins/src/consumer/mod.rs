@@ -262,6 +262,7 @@ impl ConsumerConnector {
             shared: shared.clone(),
             zombies,
             streams: Arc::new(senders),
+            retired: Default::default(),
         };
         member.register(&coord).await?;
         tracing::info!("consumer {id} joined group {}", member.config.group_id);

@@ -2,6 +2,7 @@
 //! reads and versioned writes, children, one-shot watches, and session events. Production uses
 //! [`zk::ZkCoordination`] (the `zookeeper-client` crate); the simulator plugs in its model.
 
+pub mod ephemeral;
 pub mod zk;
 
 use std::future::Future;
@@ -62,6 +63,18 @@ pub enum SessionEvent {
     Closed,
 }
 
+/// A node as read with its owner: what [`Coordination::get_with_owner`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedNode {
+    /// The node's data.
+    pub data: Vec<u8>,
+    /// The node's data version.
+    pub version: i32,
+    /// The session that owns it when it is ephemeral (ZooKeeper's `ephemeralOwner`); `None` for
+    /// a persistent node.
+    pub owner: Option<u64>,
+}
+
 /// A one-shot watch: resolves once when the watched node or its children change.
 pub type Watch = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -76,6 +89,10 @@ pub trait Coordination: Send + Sync + 'static {
     ) -> impl Future<Output = Result<String, CoordError>> + Send;
     /// A node's data and version.
     fn get(&self, path: &str) -> impl Future<Output = Result<(Vec<u8>, i32), CoordError>> + Send;
+    /// A node's data, version and owning session (ephemeral nodes), so that a node left by an
+    /// earlier session is never taken for this one's.
+    fn get_with_owner(&self, path: &str)
+        -> impl Future<Output = Result<OwnedNode, CoordError>> + Send;
     /// A node's data and version, and a watch that fires when it changes or goes.
     fn get_and_watch(
         &self,
@@ -101,6 +118,8 @@ pub trait Coordination: Send + Sync + 'static {
         &self,
         path: &str,
     ) -> impl Future<Output = Result<(Vec<String>, Watch), CoordError>> + Send;
+    /// This session's id, as ZooKeeper names it in an ephemeral node's owner.
+    fn session_id(&self) -> u64;
     /// The next session event.
     fn next_event(&self) -> impl Future<Output = SessionEvent> + Send;
     /// Closes the session (its ephemeral nodes go at once).

@@ -6,7 +6,7 @@ use tokio::sync::Mutex;
 use tributary_core::config::ZkConnect;
 use zookeeper_client as zk;
 
-use super::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
+use super::{CoordError, Coordination, NodeKind, OwnedNode, SessionEvent, Watch};
 
 /// One ZooKeeper session.
 pub struct ZkCoordination {
@@ -152,6 +152,15 @@ impl Coordination for ZkCoordination {
         Ok((data, stat.version))
     }
 
+    async fn get_with_owner(&self, path: &str) -> Result<OwnedNode, CoordError> {
+        let (data, stat) = self.bounded(path, self.client.get_data(path)).await?;
+        Ok(OwnedNode {
+            data,
+            version: stat.version,
+            owner: (stat.ephemeral_owner != 0).then_some(stat.ephemeral_owner as u64),
+        })
+    }
+
     async fn get_and_watch(&self, path: &str) -> Result<(Vec<u8>, i32, Watch), CoordError> {
         let (data, stat, watcher) = self
             .bounded(path, self.client.get_and_watch_data(path))
@@ -182,6 +191,10 @@ impl Coordination for ZkCoordination {
             .await?;
         children.sort();
         Ok((children, watch(watcher)))
+    }
+
+    fn session_id(&self) -> u64 {
+        self.client.session_id().0 as u64
     }
 
     async fn next_event(&self) -> SessionEvent {

@@ -3,6 +3,10 @@
 //! lost connection, in-flight calls fail with `ConnectionLoss`, a `Disconnected` event is
 //! given, and the client keeps reconnecting with the same session; if the server has expired
 //! it, `Expired` is given and the session is dead (every call fails, every watch fires).
+//! Like the `zookeeper-client` crate, it also gives a session up on its own once it has heard
+//! nothing from any server for 7/5 of the session timeout (a server down that long): `Expired`,
+//! although a restarted server may still hold the session, and its ephemeral nodes, until the
+//! session times out there.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -10,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
-use tributary::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
+use tributary::coordination::{
+    CoordError, Coordination, NodeKind, OwnedNode, SessionEvent, Watch,
+};
 
 use super::proto::{recv_server, send_client, ClientMsg, ErrCode, Op, Reply, ServerMsg};
 
@@ -53,6 +59,7 @@ pub struct ModelCoordination {
     shared: Arc<Shared>,
     events: tokio::sync::Mutex<mpsc::UnboundedReceiver<SessionEvent>>,
     timeout: Duration,
+    session: u64,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -97,6 +104,7 @@ impl ModelCoordination {
             shared,
             events: tokio::sync::Mutex::new(events),
             timeout: session_timeout,
+            session,
             task,
         })
     }
@@ -198,12 +206,22 @@ async fn run_session(
     shared: Arc<Shared>,
     events: mpsc::UnboundedSender<SessionEvent>,
 ) {
+    // The zookeeper-client crate's limit on a session without contact (its
+    // `session_expired_timeout`): past it the client expires the session itself.
+    let give_up_after = timeout * 7 / 5;
     loop {
-        serve_connection(stream, rx, timeout, &shared).await;
+        let last_heard = serve_connection(stream, rx, timeout, &shared).await;
         shared.fail_pending(&CoordError::ConnectionLoss("connection lost".into()));
         let _ = events.send(SessionEvent::Disconnected);
         stream = loop {
             tokio::time::sleep(timeout / 10).await;
+            if tokio::time::Instant::now() >= last_heard + give_up_after {
+                shared.dead.store(true, Ordering::SeqCst);
+                shared.fail_pending(&CoordError::SessionExpired);
+                shared.fire_all_watches();
+                let _ = events.send(SessionEvent::Expired);
+                return;
+            }
             match tokio::time::timeout(timeout / 3, handshake(&addr, session, timeout)).await {
                 Ok(Ok((s, _))) => {
                     rx = outbox(&shared);
@@ -226,16 +244,18 @@ async fn run_session(
     }
 }
 
-/// Runs one connection until it breaks or stays silent past two thirds of the timeout.
+/// Runs one connection until it breaks or stays silent past two thirds of the timeout; returns
+/// when the server was last heard from.
 async fn serve_connection(
     stream: turmoil::net::TcpStream,
     mut rx: mpsc::UnboundedReceiver<ClientMsg>,
     timeout: Duration,
     shared: &Arc<Shared>,
-) {
+) -> tokio::time::Instant {
+    let mut last_heard = tokio::time::Instant::now();
     let (mut reader, mut writer) = tokio::io::split(stream);
     let Some(tx) = guard(&shared.out).clone() else {
-        return;
+        return last_heard;
     };
     let writer_task = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
@@ -258,6 +278,7 @@ async fn serve_connection(
             Ok(Ok(msg)) => msg,
             _ => break,
         };
+        last_heard = tokio::time::Instant::now();
         match msg {
             ServerMsg::Reply { xid, result } => {
                 if let Some((path, reply)) = guard(&shared.pending).remove(&xid) {
@@ -279,6 +300,7 @@ async fn serve_connection(
     *guard(&shared.out) = None;
     pinger.abort();
     writer_task.abort();
+    last_heard
 }
 
 impl Drop for ModelCoordination {
@@ -322,7 +344,27 @@ impl Coordination for ModelCoordination {
             )
             .await?
         {
-            Reply::Data(data, version) => Ok((data, version)),
+            Reply::Data(data, version, _) => Ok((data, version)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn get_with_owner(&self, path: &str) -> Result<OwnedNode, CoordError> {
+        match self
+            .call(
+                Op::Get {
+                    path: path.into(),
+                    watch: false,
+                },
+                path,
+            )
+            .await?
+        {
+            Reply::Data(data, version, owner) => Ok(OwnedNode {
+                data,
+                version,
+                owner: (owner != 0).then_some(owner),
+            }),
             other => Err(unexpected(other)),
         }
     }
@@ -339,7 +381,7 @@ impl Coordination for ModelCoordination {
             )
             .await?
         {
-            Reply::Data(data, version) => Ok((data, version, watch)),
+            Reply::Data(data, version, _) => Ok((data, version, watch)),
             other => Err(unexpected(other)),
         }
     }
@@ -408,6 +450,10 @@ impl Coordination for ModelCoordination {
             Reply::Children(c) => Ok((c, watch)),
             other => Err(unexpected(other)),
         }
+    }
+
+    fn session_id(&self) -> u64 {
+        self.session
     }
 
     async fn next_event(&self) -> SessionEvent {

@@ -50,8 +50,8 @@ pub enum Op {
 pub enum Reply {
     /// The created path.
     Created(String),
-    /// Data and version.
-    Data(Vec<u8>, i32),
+    /// Data, version and owning session (0: persistent).
+    Data(Vec<u8>, i32, u64),
     /// The new version.
     Version(i32),
     /// Done.
@@ -242,10 +242,11 @@ impl ServerMsg {
                         out.put_u8(1);
                         put_bytes(out, path.as_bytes());
                     }
-                    Ok(Reply::Data(data, version)) => {
+                    Ok(Reply::Data(data, version, owner)) => {
                         out.put_u8(2);
                         put_bytes(out, data);
                         out.put_i32(*version);
+                        out.put_u64(*owner);
                     }
                     Ok(Reply::Version(version)) => {
                         out.put_u8(3);
@@ -286,7 +287,7 @@ impl ServerMsg {
                         _ => ErrCode::Invalid,
                     }),
                     1 => Ok(Reply::Created(get_string(b)?)),
-                    2 => Ok(Reply::Data(get_bytes(b)?, get_i32(b)?)),
+                    2 => Ok(Reply::Data(get_bytes(b)?, get_i32(b)?, get_u64(b)?)),
                     3 => Ok(Reply::Version(get_i32(b)?)),
                     4 => Ok(Reply::Done),
                     5 => {

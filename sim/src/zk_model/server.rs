@@ -2,12 +2,21 @@
 //! sequential nodes; one-shot data and child watches; sessions that expire when the server has
 //! heard nothing from the client for the session timeout (deleting their ephemeral nodes and
 //! firing watches); replies and events delivered in order per session.
+//!
+//! The server can crash and restart ([`crash_and_restart`]), as a standalone ZooKeeper killed
+//! and started again on the same data directory: every connection closes at once, nothing is
+//! served while it is down, and it comes back with every node and every session it had (a
+//! real server syncs each transaction before answering it), each session's timeout counted
+//! afresh from the restart: a client that comes back within its timeout keeps its session and
+//! its ephemeral nodes; one that does not (or that gave its session up meanwhile) has them
+//! deleted when the restored session expires.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::proto::{recv_client, send_server, ClientMsg, ErrCode, Op, Reply, ServerMsg};
@@ -42,6 +51,12 @@ pub struct ModelState {
     next_session: u64,
     /// Sessions expired so far (for traces and checks).
     pub expired: u64,
+    /// Restarts so far.
+    pub restarts: u64,
+    /// A crash asked for, with how long the server stays down.
+    outage: Option<Duration>,
+    /// Wakes the server to crash.
+    crash: Arc<Notify>,
 }
 
 impl Default for ModelState {
@@ -63,6 +78,9 @@ impl Default for ModelState {
             child_watches: BTreeMap::new(),
             next_session: 1,
             expired: 0,
+            restarts: 0,
+            outage: None,
+            crash: Arc::new(Notify::new()),
         }
     }
 }
@@ -128,7 +146,7 @@ impl ModelState {
             Op::Create { path, data, kind } => self.create(session, path, data, kind),
             Op::Get { path, watch } => {
                 let node = self.nodes.get(&path).ok_or(ErrCode::NoNode)?;
-                let reply = Reply::Data(node.data.clone(), node.version);
+                let reply = Reply::Data(node.data.clone(), node.version, node.owner.unwrap_or(0));
                 if watch {
                     self.data_watches.entry(path).or_default().insert(session);
                 }
@@ -249,6 +267,21 @@ impl ModelState {
         }
     }
 
+    /// The server went down: every connection is gone (their sessions live on, in its data).
+    fn crashed(&mut self) {
+        for session in self.sessions.values_mut() {
+            session.conn = None;
+        }
+    }
+
+    /// The server is back: every session it had is restored, its timeout counted from `now`.
+    fn restored(&mut self, now: Instant) {
+        for session in self.sessions.values_mut() {
+            session.last_heard = now;
+        }
+        self.restarts += 1;
+    }
+
     /// Expires every session not heard from within its timeout.
     fn expire(&mut self, now: Instant) -> usize {
         let stale: Vec<u64> = self
@@ -272,22 +305,67 @@ fn lock(model: &SharedModel) -> std::sync::MutexGuard<'_, ModelState> {
     model.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Serves the model on `port` until the host stops.
-pub async fn serve(port: u16, model: SharedModel) -> std::io::Result<()> {
-    let listener = turmoil::net::TcpListener::bind(("0.0.0.0", port)).await?;
-    let expiry_model = model.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(EXPIRY_CHECK).await;
-            let expired = lock(&expiry_model).expire(Instant::now());
-            if expired > 0 {
-                tracing::info!("zk model: expired {expired} sessions");
-            }
+/// Crashes the server serving `model` and restarts it from its state after `down` (see the
+/// module's documentation). Asking again while it is down has no effect.
+pub fn crash_and_restart(model: &SharedModel, down: Duration) {
+    let crash = {
+        let mut state = lock(model);
+        if state.outage.is_some() {
+            return;
         }
-    });
+        state.outage = Some(down);
+        state.crash.clone()
+    };
+    crash.notify_one();
+}
+
+/// Serves the model on `port` until the host stops, crashing and restarting when asked
+/// ([`crash_and_restart`]).
+pub async fn serve(port: u16, model: SharedModel) -> std::io::Result<()> {
+    let crash = lock(&model).crash.clone();
     loop {
-        let (stream, _) = listener.accept().await?;
-        tokio::spawn(connection(stream, model.clone()));
+        let listener = turmoil::net::TcpListener::bind(("0.0.0.0", port)).await?;
+        let mut tasks = JoinSet::new();
+        let expiry_model = model.clone();
+        tasks.spawn(async move {
+            loop {
+                tokio::time::sleep(EXPIRY_CHECK).await;
+                let expired = lock(&expiry_model).expire(Instant::now());
+                if expired > 0 {
+                    tracing::info!("zk model: expired {expired} sessions");
+                }
+            }
+        });
+        let down = loop {
+            tokio::select! {
+                biased;
+                () = crash.notified() => break lock(&model).outage.unwrap_or_default(),
+                accepted = listener.accept() => {
+                    let (stream, _) = accepted?;
+                    tasks.spawn(connection(stream, model.clone()));
+                }
+                Some(done) = tasks.join_next() => {
+                    if let Err(e) = done {
+                        if e.is_panic() {
+                            std::panic::resume_unwind(e.into_panic());
+                        }
+                    }
+                }
+            }
+        };
+        // Down: no listener, every connection closed, no session expires.
+        drop(listener);
+        tasks.shutdown().await;
+        lock(&model).crashed();
+        tracing::info!("zk model: crashed; back in {down:?}");
+        tokio::time::sleep(down).await;
+        let mut state = lock(&model);
+        state.restored(Instant::now());
+        state.outage = None;
+        tracing::info!(
+            "zk model: restarted with {} sessions restored",
+            state.sessions.len()
+        );
     }
 }
 
@@ -334,16 +412,27 @@ async fn connection(stream: turmoil::net::TcpStream, model: SharedModel) {
         }
         id
     };
-    let writer_task = tokio::spawn(async move {
+    // Writer and reader in this one task, so a crash (which aborts it) closes both halves.
+    let writer_side = async move {
         while let Some(msg) = rx.recv().await {
             let expired = msg == ServerMsg::Expired;
             if send_server(&mut writer, &msg).await.is_err() || expired {
                 return;
             }
         }
-    });
-    while let Ok(msg) = recv_client(&mut reader).await {
-        let mut state = lock(&model);
+    };
+    let reader_side = reader_side(&mut reader, id, tx, &model);
+    tokio::join!(reader_side, writer_side);
+}
+
+async fn reader_side(
+    reader: &mut tokio::io::ReadHalf<turmoil::net::TcpStream>,
+    id: u64,
+    tx: mpsc::UnboundedSender<ServerMsg>,
+    model: &SharedModel,
+) {
+    while let Ok(msg) = recv_client(reader).await {
+        let mut state = lock(model);
         let Some(session) = state.sessions.get_mut(&id) else {
             break;
         };
@@ -364,11 +453,9 @@ async fn connection(stream: turmoil::net::TcpStream, model: SharedModel) {
         }
     }
     // The connection is gone; the session lives on until it times out.
-    if let Some(session) = lock(&model).sessions.get_mut(&id) {
+    if let Some(session) = lock(model).sessions.get_mut(&id) {
         if session.conn.as_ref().is_some_and(|c| c.same_channel(&tx)) {
             session.conn = None;
         }
     }
-    drop(tx);
-    let _ = writer_task.await;
 }
