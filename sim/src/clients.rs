@@ -323,6 +323,7 @@ fn drive(
             match &fault {
                 Heal::Link(a, b) => links.partition(sim, a, b),
                 Heal::Host(h) => links.crash(sim, h),
+                Heal::ZooKeeper => crate::zk_model::crash_and_restart(&cluster.model, length),
             }
             heal_at.push((sim.elapsed() + length, fault));
             next_fault =
@@ -393,6 +394,9 @@ fn drive(
 enum Heal {
     Link(String, String),
     Host(String),
+    /// The ZooKeeper server killed and restarted on its data (back on its own after the
+    /// fault's length).
+    ZooKeeper,
 }
 
 impl Heal {
@@ -401,6 +405,7 @@ impl Heal {
             Heal::Link(..) => "partition",
             Heal::Host(h) if h.starts_with("broker") => "broker crash",
             Heal::Host(_) => "consumer crash",
+            Heal::ZooKeeper => "zookeeper restart",
         }
     }
 }
@@ -410,7 +415,8 @@ fn pick_fault(rng: &mut ChaCha8Rng, cluster: &crate::world::Cluster, consumers: 
         |rng: &mut ChaCha8Rng, from: &[String]| from[rng.random_range(0..from.len())].clone();
     let mut clients: Vec<String> = consumers.to_vec();
     clients.push("producer".into());
-    match rng.random_range(0..10) {
+    match rng.random_range(0..12) {
+        10.. => Heal::ZooKeeper,
         0..4 => {
             let client = pick(rng, &clients);
             let other = if rng.random_bool(0.5) {
@@ -440,6 +446,7 @@ fn heal_due(
         match fault {
             Heal::Link(a, b) => links.repair(sim, &a, &b),
             Heal::Host(h) => links.bounce(sim, &h),
+            Heal::ZooKeeper => {}
         }
     }
 }

@@ -94,6 +94,9 @@ pub enum Fault {
     Stop(String),
     /// Restart a crashed host.
     Bounce(String),
+    /// Kill the ZooKeeper server and start it again on its data after this long (sessions
+    /// restored; a client away longer than 7/5 of its timeout gave its session up).
+    ZkRestart(Duration),
 }
 
 /// What a run did.
@@ -171,7 +174,9 @@ pub fn schedule(seed: u64, mode: Faults, duration: Duration) -> Vec<(Duration, F
             Faults::Network => false,
             _ => rng.random_bool(0.4),
         };
-        if crash {
+        if crash && rng.random_bool(0.15) {
+            out.push((t, Fault::ZkRestart(length)));
+        } else if crash {
             let down = if rng.random_bool(0.3) {
                 Fault::Stop(broker.clone())
             } else {
@@ -284,7 +289,7 @@ fn drive(
     let mut links = Links::new(hosts);
     while sim.elapsed() < duration {
         while let Some((_, fault)) = pending.next_if(|(t, _)| *t <= sim.elapsed()) {
-            apply(sim, &mut links, control, &fault, &mut down, report);
+            apply(sim, &mut links, control, cluster, &fault, &mut down, report);
             control
                 .trace
                 .push_at(sim.elapsed(), &format!("fault {fault:?}"));
@@ -338,6 +343,7 @@ fn apply(
     sim: &mut turmoil::Sim<'_>,
     links: &mut Links,
     control: &Control,
+    cluster: &Cluster,
     fault: &Fault,
     down: &mut BTreeSet<String>,
     report: &mut ClusterReport,
@@ -372,6 +378,10 @@ fn apply(
             control.forget_stop(h);
             links.bounce(sim, h);
             "bounce"
+        }
+        Fault::ZkRestart(down) => {
+            crate::zk_model::crash_and_restart(&cluster.model, *down);
+            "zookeeper restart"
         }
     };
     *report.faults.entry(kind).or_default() += 1;

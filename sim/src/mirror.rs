@@ -618,7 +618,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
     report.commits_checked = state(&shared).commits_checked;
     report.mirror_failures = state(&shared).mirror_failures.clone();
     report.trace_hash = control.trace.hash();
-    report.trace_tail = control.trace.tail(40);
+    report.trace_tail = if std::env::var_os("TRIBUTARY_FULL_TRACE").is_some() { control.trace.tail(usize::MAX) } else { control.trace.tail(40) };
     report.schedule = [
         "seed ",
         "fault ",
@@ -1040,6 +1040,9 @@ enum Fault {
     Crash(String),
     /// Stop a host gracefully and start it again (at heal).
     Restart(String),
+    /// Kill a cluster's ZooKeeper server (`true`: the source's) and start it again on its data
+    /// when the fault ends.
+    ZooKeeper(bool),
 }
 
 impl Fault {
@@ -1053,6 +1056,8 @@ impl Fault {
             Fault::Crash(_) => "mirror broker crash",
             Fault::Restart(h) if h == MAKER => "mirror maker graceful restart",
             Fault::Restart(_) => "mirror broker graceful restart",
+            Fault::ZooKeeper(true) => "source zookeeper restart",
+            Fault::ZooKeeper(false) => "mirror zookeeper restart",
         }
     }
 }
@@ -1063,7 +1068,8 @@ fn pick_fault(rng: &mut ChaCha8Rng, world: &World<'_>) -> Option<Fault> {
     let network = matches!(world.options.faults, Faults::Network | Faults::Mixed);
     let crash = matches!(world.options.faults, Faults::Crash | Faults::Mixed);
     for _ in 0..10 {
-        let fault = match rng.random_range(0..10) {
+        let fault = match rng.random_range(0..12) {
+            10.. if crash => Fault::ZooKeeper(rng.random_bool(0.5)),
             0..3 if network => Fault::Between,
             3..5 if network => {
                 // A mirror host from either ZooKeeper, or a source broker from its own (a
@@ -1111,8 +1117,13 @@ fn begin(
     control: &Control,
     world: &World<'_>,
     fault: &Fault,
+    length: Duration,
 ) {
     match fault {
+        Fault::ZooKeeper(source) => {
+            let cluster = if *source { world.source } else { world.mirror };
+            crate::zk_model::crash_and_restart(&cluster.model, length);
+        }
         Fault::Between => cut_between(sim, links, world, true),
         Fault::Link(a, b) => links.partition(sim, a, b),
         Fault::Crash(h) => links.crash(sim, h),
@@ -1131,6 +1142,8 @@ fn end(
         Fault::Between => cut_between(sim, links, world, false),
         Fault::Link(a, b) => links.repair(sim, a, b),
         Fault::Crash(h) => links.bounce(sim, h),
+        // Back on its own when its outage ends.
+        Fault::ZooKeeper(_) => {}
         Fault::Restart(h) => {
             control.forget_stop(h);
             // A graceful stop ended the host's work: start it again (isolated first, as every
@@ -1180,7 +1193,7 @@ fn drive(
                 .faults
                 .entry("link between the clusters cut")
                 .or_default() += 1;
-            begin(sim, links, control, world, &Fault::Between);
+            begin(sim, links, control, world, &Fault::Between, until - now);
             active.push((until, Fault::Between));
             gap_cut = None;
             next_fault = next_fault.max(until + Duration::from_secs(1));
@@ -1192,7 +1205,7 @@ fn drive(
                     .trace
                     .push_at(now, &format!("fault {fault:?} for {length:?}"));
                 *report.faults.entry(fault.kind()).or_default() += 1;
-                begin(sim, links, control, world, &fault);
+                begin(sim, links, control, world, &fault, length);
                 active.push((now + length, fault));
                 next_fault = now + length + Duration::from_millis(rng.random_range(1000..5000));
             }

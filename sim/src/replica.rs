@@ -588,6 +588,9 @@ enum Fault {
     Crash(String),
     /// A replica broker stopped gracefully (started again at the end).
     Restart(String),
+    /// A cluster's ZooKeeper server killed (`true`: the source's) and started again on its
+    /// data when the fault ends.
+    ZooKeeper(bool),
 }
 
 impl Fault {
@@ -598,6 +601,8 @@ impl Fault {
             Fault::Crash(h) if h.starts_with("src") => "source broker crash",
             Fault::Crash(_) => "replica broker crash",
             Fault::Restart(_) => "replica broker graceful restart",
+            Fault::ZooKeeper(true) => "source zookeeper restart",
+            Fault::ZooKeeper(false) => "replica zookeeper restart",
         }
     }
 }
@@ -632,6 +637,8 @@ fn end_fault(
         Fault::Between => cut_between(sim, links, clusters, false),
         Fault::Link(a, b) => links.repair(sim, a, b),
         Fault::Crash(h) => links.bounce(sim, h),
+        // Back on its own when its outage ends.
+        Fault::ZooKeeper(_) => {}
         Fault::Restart(h) => {
             control.forget_stop(h);
             links.crash(sim, h);
@@ -690,7 +697,8 @@ fn drive(
             let pick = |rng: &mut ChaCha8Rng, from: &[String]| {
                 from[rng.random_range(0..from.len())].clone()
             };
-            let fault = match rng.random_range(0..10) {
+            let fault = match rng.random_range(0..12) {
+                10.. if crash => Some(Fault::ZooKeeper(rng.random_bool(0.5))),
                 0..3 if network => Some(Fault::Between),
                 3..5 if network => {
                     let mut brokers = source.brokers.clone();
@@ -721,6 +729,12 @@ fn drive(
                     Fault::Link(a, b) => links.partition(sim, a, b),
                     Fault::Crash(h) => links.crash(sim, h),
                     Fault::Restart(h) => control.request_stop(h),
+                    Fault::ZooKeeper(true) => {
+                        crate::zk_model::crash_and_restart(&source.model, length)
+                    }
+                    Fault::ZooKeeper(false) => {
+                        crate::zk_model::crash_and_restart(&replica.model, length)
+                    }
                 }
                 active.push((now + length, fault));
             }

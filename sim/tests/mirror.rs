@@ -151,6 +151,14 @@ fn each_planted_mirror_bug_is_caught_by_its_invariant_and_the_clean_build_passes
         // Lag gauges that stop following the mirror: the dashboard shows a lag (or no
         // partition at all) the clusters do not have.
         (Bug::MirrorLagFrozen, Faults::None, Invariant::MirrorMetrics),
+        // A member that takes its restored old session's registration for its own after a
+        // ZooKeeper restart is unregistered when that session expires, and owns nothing: the
+        // mirror stops copying.
+        (
+            Bug::TrustStaleEphemerals,
+            Faults::Crash,
+            Invariant::MirrorProgress,
+        ),
     ];
     assert_each_caught(&cases, PLANTED_SEEDS_MAX, |seed, faults| {
         run_seed(seed, options(faults)).err().map(|(v, _)| v)

@@ -420,3 +420,39 @@ async fn a_committing_group_records_where_it_starts_a_partition_it_never_committ
         consumer.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_topic_registered_with_an_absurd_partition_count_does_not_stop_a_wildcard_group() {
+    use tributary::coordination::zk::ZkCoordination;
+    use tributary::coordination::{Coordination, NodeKind};
+    let c = cluster();
+    // A broker (or a hand) that registered 100,000,000 partitions for one topic.
+    let connect = tributary_core::config::ZkConnect::parse(&c.zk.connect_string()).unwrap();
+    let coord = ZkCoordination::connect(&connect, Duration::from_secs(4), Duration::from_secs(4))
+        .await
+        .unwrap();
+    let bad = "/brokers/topics/wild-huge/0";
+    coord.ensure_parents(bad).await.unwrap();
+    coord
+        .create(bad, b"100000000", NodeKind::Persistent)
+        .await
+        .unwrap();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n"))
+        .await
+        .unwrap();
+    produce(&producer, "wild-ok", vec!["kept".to_string()]).await;
+    let (consumer, mut streams) = ConsumerConnector::start(
+        TokioEnv,
+        consumer_config(&c.zk, "absurd", ""),
+        Subscription::Whitelist("wild-.*".into(), 1),
+    )
+    .await
+    .unwrap();
+    let read = tokio::time::timeout(Duration::from_secs(10), streams[0].next()).await;
+    assert!(
+        matches!(&read, Ok(Ok(m)) if m.payload.as_ref() == b"kept"),
+        "a wildcard group owned nothing because one topic's registration was absurd: {read:?}"
+    );
+    consumer.shutdown().await;
+    coord.close().await;
+}

@@ -45,10 +45,10 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(500);
 /// The least time a registration held by another session is waited out (it may be this
 /// member's own from before a restart of the process, going when that session expires).
 const STALE_WAIT_MIN: Duration = Duration::from_secs(10);
-/// The most partitions one broker may register for a topic, and the most streams one member may
-/// register for it: a corrupt or hostile number in ZooKeeper fails the rebalance with an error
-/// instead of exhausting memory.
-const COUNT_MAX: u32 = 65_536;
+/// The most partitions one broker may register for a topic (a larger count is skipped with an
+/// error naming the node), and the most streams one member may register for it (a larger
+/// number fails the rebalance): a corrupt or hostile number in ZooKeeper never exhausts memory.
+const COUNT_MAX: u32 = tributary_core::config::PARTITIONS_PER_TOPIC_MAX as u32;
 
 /// What a partition kept through a rebalance carries over: its offsets and its epoch (also when
 /// it moves to another stream of this member: whoever reads the streams must track what it
@@ -656,7 +656,7 @@ impl<E: Env> Member<E> {
                     }
                     if let Some(start) = unrecorded.filter(|_| self.records_starts()) {
                         match self.record_start(coord, &topic, partition, start).await {
-                            Ok(None) => {}
+                            Ok(None) => self.report_deleted_prefix(&topic, partition, start),
                             // Another member committed since the start was read: resume there.
                             Ok(Some(committed)) => {
                                 offsets = PartitionOffsets::starting_at(committed);
@@ -733,13 +733,13 @@ impl<E: Env> Member<E> {
                             partition,
                         }))
                     }
-                    Ok(count) => {
-                        return Err(format!(
-                            "{topic_path}/{broker}: {count} partitions (at most {COUNT_MAX})"
-                        ))
-                    }
+                    // Every member reads the same node and skips it alike, so assignments agree;
+                    // every other topic (and this topic on other brokers) is still owned.
+                    Ok(count) => tracing::error!(
+                        "{topic_path}/{broker}: registers {count} partitions (at most {COUNT_MAX}); skipped: fix that broker's num.partitions"
+                    ),
                     Err(_) => {
-                        tracing::warn!("{topic_path}/{broker}: unreadable partition count; skipped")
+                        tracing::error!("{topic_path}/{broker}: unreadable partition count; skipped")
                     }
                 },
                 Err(CoordError::NoNode(_)) => {}
@@ -826,6 +826,32 @@ impl<E: Env> Member<E> {
             }
             Err(e) => Err(format!("{path}: {e}")),
         }
+    }
+
+    /// A mirror (told of gaps) starting from the beginning (`autooffset.reset=smallest`) a
+    /// partition its group has no record of, whose source already deleted its first `start`
+    /// bytes, reports them as a gap: they were gone before the group first read the partition
+    /// (a topic created while the mirror could not see the source, then cut back by retention;
+    /// or a new mirror against a source with history deleted). Reported once: only the member
+    /// whose record of the start was created.
+    fn report_deleted_prefix(&self, topic: &TopicName, partition: BrokerPartition, start: i64) {
+        if start <= 0
+            || self.shared.gap_sink.is_none()
+            || !matches!(self.config.auto_offset_reset, AutoOffsetReset::Smallest)
+            || tributary_core::planted::active(tributary_core::planted::Bug::SkipGapSilently)
+        {
+            return;
+        }
+        tracing::error!(
+            "{topic}/{partition}: first claimed by group {} when it starts at {start}: bytes 0..{start} were deleted at the source before the group ever read them",
+            self.group()
+        );
+        self.shared.report_gap(&super::GapReport {
+            topic: topic.clone(),
+            partition,
+            from: 0,
+            to: start,
+        });
     }
 
     /// Whether this member records where it starts partitions its group never committed: when

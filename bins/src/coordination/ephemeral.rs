@@ -110,6 +110,12 @@ pub async fn hold(
             Err(CoordError::NoNode(_)) => continue,
             Err(e) => return Err(e.into()),
         };
+        if tributary_core::planted::active(tributary_core::planted::Bug::TrustStaleEphemerals)
+            && node.data == data
+        {
+            // The planted bug: a node with our data is taken as ours, whoever owns it.
+            return Ok(Held::Already);
+        }
         match node.owner {
             Some(owner) if owner == mine => {
                 if node.data != data {
@@ -128,13 +134,6 @@ pub async fn hold(
                 }
             }
             owner => {
-                if tributary_core::planted::active(
-                    tributary_core::planted::Bug::TrustStaleEphemerals,
-                ) && node.data == data
-                {
-                    // The planted bug: a node with our data is taken as ours, whoever owns it.
-                    return Ok(Held::Already);
-                }
                 return Err(HoldError::HeldElsewhere {
                     path: path.to_string(),
                     owner,

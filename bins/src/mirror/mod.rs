@@ -706,9 +706,11 @@ async fn summarize<E: Env>(
             stats.sent_bytes.load(Ordering::Relaxed),
         );
         let owned: usize = connectors.iter().map(|c| c.owned().len()).sum();
+        // Against what the mirror cluster durably has (the committed offsets), not what was
+        // read: messages read but failing to reach the mirror cluster are lag.
         let lag = lags
             .iter()
-            .map(|l| l.latest.saturating_sub(l.consumed).max(0))
+            .map(|l| l.latest.saturating_sub(l.committed).max(0))
             .fold(0i64, i64::saturating_add);
         let (mut gaps, mut gap_bytes) = (0, 0);
         for connector in &connectors {

@@ -13,6 +13,10 @@ use crate::wire::{TopicName, TOPIC_NAME_BYTES_MAX};
 const I32_MAX: i64 = i32::MAX as i64;
 /// The smallest `log.file.size`: one magic-0 message header.
 const LOG_FILE_BYTES_MIN: i64 = 5;
+/// The most partitions a topic may have on one broker (`num.partitions`,
+/// `topic.partition.count.map`; 0.7 took any int). A consumer skips a registration claiming
+/// more, so one absurd count cannot starve every other topic of a wildcard subscription.
+pub const PARTITIONS_PER_TOPIC_MAX: i64 = 65_536;
 
 /// The broker's configuration. Every key of 0.7's `KafkaConfig` is here with its 0.7 default.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,8 +123,11 @@ impl BrokerConfig {
             )?,
             monitoring_period_secs: f.int("monitoring.period.secs", 600, 1..=I32_MAX)?,
             log_dir: f.required_string("log.dir")?,
-            num_partitions: f.int("num.partitions", 1, 1..=I32_MAX)?,
-            topic_partition_count: f.topic_map("topic.partition.count.map", 1..=I32_MAX),
+            num_partitions: f.int("num.partitions", 1, 1..=PARTITIONS_PER_TOPIC_MAX)?,
+            topic_partition_count: f.topic_map(
+                "topic.partition.count.map",
+                1..=PARTITIONS_PER_TOPIC_MAX,
+            ),
             log_file_bytes: f.int("log.file.size", 1_073_741_824, LOG_FILE_BYTES_MIN..=I32_MAX)?,
             topic_log_file_bytes: f.topic_map("topic.log.file.size", LOG_FILE_BYTES_MIN..=I32_MAX),
             log_roll_hours: f.int("log.roll.hours", 168, 1..=I32_MAX)?,

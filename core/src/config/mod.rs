@@ -15,7 +15,7 @@ mod replica;
 mod zk;
 mod zookeeper_server;
 
-pub use broker::BrokerConfig;
+pub use broker::{BrokerConfig, PARTITIONS_PER_TOPIC_MAX};
 pub use consumer::{AutoOffsetReset, ConsumerConfig, MirrorOptions, TopicFilter};
 pub use error::ConfigError;
 pub use fields::unknown_key_message;

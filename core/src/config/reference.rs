@@ -113,7 +113,7 @@ pub const KEYS: &[KeyDoc] = &[
     doc(B, "max.socket.request.bytes", V("104857600"), "The largest request accepted; a larger size prefix closes the connection before anything is buffered.", ""),
     doc(B, "monitoring.period.secs", V("600"), "The window of the broker's request statistics.", ""),
     doc(B, "log.dir", Required, "The directory holding every partition's log; locked by one broker at a time.", "Tributary refuses a second process on the same log.dir (0.7 let both run and corrupt each other)."),
-    doc(B, "num.partitions", V("1"), "Partitions of a topic on this broker, unless topic.partition.count.map says otherwise.", ""),
+    doc(B, "num.partitions", V("1"), "Partitions of a topic on this broker, unless topic.partition.count.map says otherwise (at most 65536, as every count in the map).", "0.7 took any int; Tributary refuses more than 65536 (a consumer skips a registration with more)."),
     doc(B, "topic.partition.count.map", Unset, "Per-topic partition counts: topic:count,topic:count.", "Malformed entries are skipped with a warning, as in 0.7."),
     doc(B, "log.file.size", V("1073741824"), "A segment rolls before it would pass this many bytes.", "0.7.0/0.7.1 rolled after the append; 0.7.2 and Tributary before."),
     doc(B, "topic.log.file.size", Unset, "Per-topic segment sizes: topic:bytes,...", "0.7.2."),
