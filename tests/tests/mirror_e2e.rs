@@ -778,6 +778,16 @@ async fn a_mirror_reaches_its_source_through_the_advertised_link_proxy() {
     );
 }
 
+/// A child process killed when dropped (a failed assertion must not leave it running).
+struct KilledOnDrop(Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Sends `count` acknowledged messages `<prefix>-<i>` to `zz`; every one must be acknowledged.
 async fn send_acked(producer: &Producer<TokioEnv>, prefix: &str, count: usize) -> Vec<String> {
     let mut sent = Vec::with_capacity(count);
@@ -833,7 +843,7 @@ async fn a_zookeeper_restart_does_not_stop_the_mirror(source_side: bool, embedde
         std::fs::write(&consumer, mirror_consumer(&source.zk, "")).unwrap();
         std::fs::write(&producer, mirror_producer(&target.zk)).unwrap();
         let maker = mirror_maker(&consumer, &producer, &["--whitelist", "zz"], &dir.path().join("maker.log"));
-        (target, Some(maker))
+        (target, Some(KilledOnDrop(maker)))
     };
     // Asynchronous with durable acknowledgements: thousands of messages in a second or two.
     let text = format!("zk.connect={}\nzk.sessiontimeout.ms={SESSION_MS}\ndurable.acks=true\nnum.retries=50\nproducer.type=async\nqueue.enqueueTimeout.ms=-1\n", source.zk.connect_string());
@@ -870,9 +880,8 @@ async fn a_zookeeper_restart_does_not_stop_the_mirror(source_side: bool, embedde
     let lost: Vec<&String> = before.iter().chain(&after).filter(|m| !seen.contains_key(*m)).collect();
     let duplicates: usize = seen.values().map(|n| n - 1).sum();
     let mut logs: String = mirror.brokers.iter().map(|b| b.log_text()).collect::<Vec<_>>().join("\n");
-    if let Some(mut maker) = maker.take() {
-        let _ = maker.kill();
-        let _ = maker.wait();
+    if let Some(maker) = maker.take() {
+        drop(maker);
         logs.push_str(&std::fs::read_to_string(dir.path().join("maker.log")).unwrap_or_default());
     }
     eprintln!(
