@@ -22,6 +22,12 @@ impl Prometheus {
     /// Starts a server scraping `targets` (`host:port`, job `tributary`) every second, and waits
     /// until it is ready.
     pub fn start(targets: &[String]) -> Prometheus {
+        Self::start_with_rules(targets, None)
+    }
+
+    /// [`Prometheus::start`], evaluating the alerting rules `rules` (a rule file's text) every
+    /// second; their state is in the `ALERTS` series.
+    pub fn start_with_rules(targets: &[String], rules: Option<&str>) -> Prometheus {
         assert!(
             Path::new("/usr/bin/prometheus").exists(),
             "Prometheus is not installed: run scripts/install-deps.sh (apt-get install -y prometheus)"
@@ -29,9 +35,17 @@ impl Prometheus {
         let dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
         let quoted: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        let rule_files = match rules {
+            Some(rules) => {
+                let path = dir.path().join("rules.yml");
+                std::fs::write(&path, rules).expect("write rules.yml");
+                format!("rule_files: ['{}']\n", path.display())
+            }
+            None => String::new(),
+        };
         let config = format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-             scrape_configs:\n  - job_name: tributary\n    static_configs:\n      - targets: [{}]\n",
+             {rule_files}scrape_configs:\n  - job_name: tributary\n    static_configs:\n      - targets: [{}]\n",
             quoted.join(", ")
         );
         let file = dir.path().join("prometheus.yml");

@@ -55,13 +55,19 @@ async fn produce(zk: &ZooKeeper, batch: usize) {
     producer.close().await;
 }
 
-fn mirror_maker(dir: &Path, source: &ZooKeeper, target: &ZooKeeper, metrics: u16) -> Child {
+fn mirror_maker(
+    dir: &Path,
+    source: &ZooKeeper,
+    target: &ZooKeeper,
+    metrics: u16,
+    consumer_extra: &str,
+) -> Child {
     let consumer = dir.join("consumer.properties");
     let producer = dir.join("producer.properties");
     std::fs::write(
         &consumer,
         format!(
-            "zk.connect={}\ngroupid=KafkaMirror\nfetcher.backoff.ms=50\nmirror.commit.interval.ms=200\nautooffset.reset=smallest\n",
+            "zk.connect={}\ngroupid=KafkaMirror\nfetcher.backoff.ms=50\nmirror.commit.interval.ms=200\nautooffset.reset=smallest\n{consumer_extra}",
             source.connect_string()
         ),
     )
@@ -197,7 +203,13 @@ fn prometheus_sees_bytes_in_grow_and_the_mirrors_lag_rise_and_fall_to_zero() {
     prometheus.wait_for(&bytes_in, WAIT, |v| v == one);
 
     // The mirror catches up with it: every target is scraped, lag is there and 0.
-    let mut maker = mirror_maker(mirror_dir.path(), &source_zk, &target_zk, mirror_metrics);
+    let mut maker = mirror_maker(
+        mirror_dir.path(),
+        &source_zk,
+        &target_zk,
+        mirror_metrics,
+        "",
+    );
     prometheus.wait_for("sum(up)", WAIT, |v| v == 3.0);
     prometheus.wait_for(&lag, WAIT, |v| v == 0.0);
     prometheus.wait_for(
@@ -356,4 +368,95 @@ fn log_format_json_writes_one_json_object_per_line() {
             .is_some_and(|m| m.contains("/nonexistent/server.properties")),
         "{stderr}"
     );
+}
+
+/// The shipped alert rules (`config/prometheus-alerts.yml`), with every `for:` shortened so a
+/// test sees them fire within seconds.
+fn shipped_alert_rules() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/prometheus-alerts.yml");
+    let rules = std::fs::read_to_string(&path).expect("config/prometheus-alerts.yml");
+    rules
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("for:") {
+                l.split("for:").next().unwrap_or_default().to_string() + "for: 2s"
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn partitions_nobody_copies_fire_the_unowned_alert_and_show_their_lag_until_a_member_owns_them() {
+    use tributary::coordination::zk::ZkCoordination;
+    use tributary::coordination::{Coordination, NodeKind};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (source_zk, target_zk) = (ZooKeeper::start(), ZooKeeper::start());
+    let (source_dir, target_dir, mirror_dir) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let (source_port, target_port, mirror_metrics) = (free_port(), free_port(), free_port());
+    let _source = BrokerProcess::start(
+        source_dir.path(),
+        source_port,
+        &server_properties(0, source_port, free_port(), source_dir.path(), &source_zk),
+    );
+    let _target = BrokerProcess::start(
+        target_dir.path(),
+        target_port,
+        &server_properties(1, target_port, free_port(), target_dir.path(), &target_zk),
+    );
+    rt.block_on(produce(&source_zk, 1));
+    // A session that is no member of the group holds the partition's owner node, as a member's
+    // session restored by a restarted ZooKeeper held it before issue 22's fix: the mirror cannot
+    // claim it, and nothing copies it.
+    let connect = tributary_core::config::ZkConnect::parse(&source_zk.connect_string()).unwrap();
+    let squatter = rt.block_on(async {
+        let coord = ZkCoordination::connect(&connect, Duration::from_secs(20), Duration::from_secs(20))
+            .await
+            .unwrap();
+        let owner = format!("/consumers/KafkaMirror/owners/{TOPIC}/0-0");
+        coord.ensure_parents(&owner).await.unwrap();
+        coord
+            .create(&owner, b"KafkaMirror_gone-0", NodeKind::Ephemeral)
+            .await
+            .unwrap();
+        coord
+    });
+    let prometheus = Prometheus::start_with_rules(
+        &[format!("127.0.0.1:{mirror_metrics}")],
+        Some(&shipped_alert_rules()),
+    );
+    let mut maker = mirror_maker(
+        mirror_dir.path(),
+        &source_zk,
+        &target_zk,
+        mirror_metrics,
+        "mirror.unowned.alarm.ms=2000\nrebalance.retries.max=2\nrebalance.backoff.ms=200\n",
+    );
+    let firing = r#"max(ALERTS{alertname="MirrorPartitionsUnowned",alertstate="firing"})"#;
+    prometheus.wait_for(firing, WAIT, |v| v == 1.0);
+    // The lag of the partition nobody owns is there, measured against the group's commits.
+    let lag = format!(r#"max(tributary_mirror_lag_bytes{{topic="{TOPIC}",partition="0-0"}})"#);
+    prometheus.wait_for(&lag, WAIT, |v| v == (BATCH * ENTRY_BYTES) as f64);
+    let log = std::fs::read_to_string(mirror_dir.path().join("mirror.log")).unwrap_or_default();
+    assert!(
+        log.contains("have had no live owner") && log.contains(&format!("{TOPIC}/0-0")),
+        "the mirror did not say which partition nobody copies:\n{log}"
+    );
+    // The squatter goes: the member rejoins, owns it, copies it; the alert ends, the lag is 0.
+    rt.block_on(squatter.close());
+    let unowned = "max(tributary_mirror_unowned_partitions)";
+    prometheus.wait_for(unowned, WAIT, |v| v == 0.0);
+    prometheus.wait_for(&lag, WAIT, |v| v == 0.0);
+    let _ = maker.kill();
+    let _ = maker.wait();
 }

@@ -210,6 +210,10 @@ impl<E: Env> Member<E> {
                     tokio::time::sleep(COALESCE).await;
                     pending_rebalance = true;
                 }
+                () = self.shared.rejoin.notified() => {
+                    tracing::warn!("consumer {}: partitions of group {} have no live owner; rebalancing", self.consumer_id, self.group());
+                    pending_rebalance = true;
+                }
                 Some(request) = commits.recv() => {
                     let result = if request.everything {
                         self.commit_partitions(&coord, &self.shared.all(), &BTreeMap::new()).await.map(|written| CommitTally { written, ..CommitTally::default() })

@@ -17,6 +17,7 @@ mod fetcher;
 mod group;
 mod state;
 mod stream;
+pub mod view;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -188,6 +189,8 @@ pub struct PartitionLag {
 /// stops it too (without the final commit being waited for).
 pub struct ConsumerConnector {
     consumer_id: String,
+    /// What it subscribed to, as registered.
+    registration: Registration,
     /// Messages its streams handed out.
     handed_out: Arc<AtomicU64>,
     shared: Arc<state::Shared>,
@@ -265,6 +268,7 @@ impl ConsumerConnector {
             retired: Default::default(),
         };
         member.register(&coord).await?;
+        let member_registration = member.registration.clone();
         tracing::info!("consumer {id} joined group {}", member.config.group_id);
         let (commits, commits_rx) = mpsc::channel(64);
         let (stop, stop_rx) = watch::channel(false);
@@ -272,6 +276,7 @@ impl ConsumerConnector {
         Ok((
             ConsumerConnector {
                 consumer_id: id,
+                registration: member_registration,
                 handed_out,
                 shared,
                 commits,
@@ -285,6 +290,18 @@ impl ConsumerConnector {
     /// This member's id in the group.
     pub fn consumer_id(&self) -> &str {
         &self.consumer_id
+    }
+
+    /// What this member subscribed to, as registered in its group.
+    pub fn registration(&self) -> &Registration {
+        &self.registration
+    }
+
+    /// Asks the member to rebalance now: an observer saw partitions of its group that no live
+    /// member owns (see `consumer::view`). The member also registers again if its registration
+    /// is gone.
+    pub fn rejoin(&self) {
+        self.shared.rejoin.notify_one();
     }
 
     /// The partitions this member owns right now, with their ownership epochs.

@@ -145,6 +145,8 @@ pub struct Shared {
     pub gap_bytes: AtomicU64,
     /// Told of each gap as it is met.
     pub gap_sink: Option<super::GapSink>,
+    /// Asks the member to rebalance now (an observer saw partitions nobody owns).
+    pub rejoin: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Shared {
@@ -166,6 +168,7 @@ impl Shared {
             gaps: AtomicU64::new(0),
             gap_bytes: AtomicU64::new(0),
             gap_sink,
+            rejoin: tokio::sync::Notify::new(),
         }
     }
 

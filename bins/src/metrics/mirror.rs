@@ -31,6 +31,9 @@ pub struct MirrorMetrics {
     pub read_errors: IntCounter,
     /// Source offsets committed.
     pub commits: IntCounter,
+    /// Source partitions the filter covers that have had no live owner in the mirror's group
+    /// for longer than `mirror.unowned.alarm.ms`.
+    pub unowned: IntGauge,
 }
 
 impl MirrorMetrics {
@@ -88,6 +91,11 @@ impl MirrorMetrics {
                 registry,
                 "tributary_mirror_commits_total",
                 "Source offsets committed.",
+            ),
+            unowned: gauge(
+                registry,
+                "tributary_mirror_unowned_partitions",
+                "Source partitions the mirror's filter covers with no live owner in its group for longer than mirror.unowned.alarm.ms (nothing copies them).",
             ),
         }
     }

@@ -41,7 +41,7 @@ use tributary_core::mirror::lag::LagSample;
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{broker_id_path, parse_broker_registration, BROKER_IDS_PATH};
 
-use crate::consumer::{ConsumerConnector, GapReport, PartitionLag, Subscription};
+use crate::consumer::{ConsumerConnector, GapReport, Subscription};
 use crate::coordination::Coordination;
 use crate::env::Env;
 use crate::metrics::clients::{watch_consumer, watch_producer, ProducerMetrics};
@@ -50,7 +50,9 @@ use crate::metrics::MaybeMetrics;
 use crate::producer::{Producer, ProducerStats, Record, SendError};
 
 mod stream;
+mod watchdog;
 use stream::{run_stream, SourceWindow, StreamContext};
+use watchdog::SourceWatch;
 
 /// How long shutdown waits for what is in flight to be acknowledged before leaving without it
 /// (it is then sent again by whoever takes the partitions next).
@@ -273,6 +275,7 @@ impl Mirror {
         let stats = Arc::new(MirrorStats::default());
         let (stop, stop_rx) = watch::channel(false);
         let mut connectors = Vec::new();
+        let mut watches = Vec::new();
         let mut streams = JoinSet::new();
         let queue_size = producer_config.queue_size.max(1) as usize;
         let mut stream_index = 0;
@@ -329,6 +332,7 @@ impl Mirror {
                 config.group_id,
                 settings.streams.max(1)
             );
+            watches.push(SourceWatch::new(config.clone(), connector.clone()));
             connectors.push(connector);
         }
         let gauges = settings.metrics.as_ref().map(|metrics| {
@@ -351,6 +355,7 @@ impl Mirror {
         let summary = tokio::spawn(summarize(
             env,
             connectors.clone(),
+            watches,
             producers.clone(),
             producer_config.queue_size,
             stats.clone(),
@@ -596,14 +601,16 @@ struct MirrorGauges {
 }
 
 impl MirrorGauges {
-    /// Sets the lag gauges from one round of lags (position: what was committed, i.e. what the
-    /// mirror cluster durably has) for the partitions `owned` now, and the producers' queue.
+    /// Sets the lag gauges from one round of samples (position: what the group committed, i.e.
+    /// what the mirror cluster durably has) — every covered partition, owned here or not — and
+    /// the partitions `owned` now, the producers' queue and the unowned count.
     fn update(
         &mut self,
         now_ms: i64,
-        lags: &[PartitionLag],
+        round: &[LagSample],
         owned: &[(String, String)],
         queued: usize,
+        unowned: usize,
     ) {
         if self.updated
             && tributary_core::planted::active(tributary_core::planted::Bug::MirrorLagFrozen)
@@ -613,20 +620,14 @@ impl MirrorGauges {
         self.updated = true;
         // Two source clusters may both have a topic-partition: one series, the larger lag.
         let mut samples: BTreeMap<(String, String), LagSample> = BTreeMap::new();
-        for l in lags {
-            let sample = LagSample {
-                topic: l.topic.to_string(),
-                partition: l.partition.to_string(),
-                source_end: l.latest,
-                position: l.committed,
-            };
+        for sample in round {
             let key = (sample.topic.clone(), sample.partition.clone());
             let behind = |s: &LagSample| s.source_end.saturating_sub(s.position);
             if samples
                 .get(&key)
-                .is_none_or(|had| behind(had) < behind(&sample))
+                .is_none_or(|had| behind(had) < behind(sample))
             {
-                samples.insert(key, sample);
+                samples.insert(key, sample.clone());
             }
         }
         for key in owned {
@@ -640,6 +641,9 @@ impl MirrorGauges {
         self.producer
             .queued
             .set(i64::try_from(queued).unwrap_or(i64::MAX));
+        self.mirror
+            .unowned
+            .set(i64::try_from(unowned).unwrap_or(i64::MAX));
     }
 }
 
@@ -649,16 +653,21 @@ impl Drop for MirrorGauges {
     fn drop(&mut self) {
         self.lag.update(&self.mirror, 0, &[]);
         self.mirror.in_flight_bytes.set(0);
+        self.mirror.unowned.set(0);
         self.producer.queued.set(0);
     }
 }
 
 /// Logs a one-line summary every `every` (partitions owned, rates, lag, what is in flight) and,
-/// with metrics on, refreshes the lag gauges every [`LAG_EVERY`].
+/// with metrics on, refreshes the lag gauges every [`LAG_EVERY`]. Each round reads the whole
+/// source group ([`SourceWatch`]): the lag of every covered partition against the group's
+/// committed offsets, and the ownership watchdog; when a source's group cannot be read, the
+/// lag of the partitions this member owns (against its own commits) stands in.
 #[allow(clippy::too_many_arguments)]
 async fn summarize<E: Env>(
     env: E,
     connectors: Vec<Arc<ConsumerConnector>>,
+    mut watches: Vec<SourceWatch<E>>,
     producers: Vec<Arc<dyn ProducerHandle>>,
     queue_size: u32,
     stats: Arc<MirrorStats>,
@@ -677,15 +686,36 @@ async fn summarize<E: Env>(
     // The time that really passed (asking for the lag takes time too): the runtime's clock,
     // simulated in the simulator.
     let mut logged_at = tokio::time::Instant::now();
+    // When each source's group was last found unreadable (its warnings once a minute).
+    let mut warned_at: Vec<Option<tokio::time::Instant>> = vec![None; watches.len()];
     loop {
         tokio::select! {
             biased;
             _ = stop.changed() => return,
             () = tokio::time::sleep(tick) => {}
         }
-        let mut lags = Vec::new();
-        for connector in &connectors {
-            lags.extend(connector.lag(&env).await);
+        let mut samples = Vec::new();
+        let mut unowned = 0;
+        for (index, (watch, connector)) in watches.iter_mut().zip(&connectors).enumerate() {
+            match watch.round(&env, env.now_ms()).await {
+                Ok(round) => {
+                    samples.extend(round.samples);
+                    unowned += round.unowned;
+                    warned_at[index] = None;
+                }
+                Err(e) => {
+                    if warned_at[index].is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+                        tracing::warn!("mirror: {e}; the lag shown is this member's own partitions' until it can be read");
+                        warned_at[index] = Some(tokio::time::Instant::now());
+                    }
+                    samples.extend(connector.lag(&env).await.into_iter().map(|l| LagSample {
+                        topic: l.topic.to_string(),
+                        partition: l.partition.to_string(),
+                        source_end: l.latest,
+                        position: l.committed,
+                    }));
+                }
+            }
         }
         let queued: usize = producers.iter().map(|p| p.queued()).sum();
         if let Some(gauges) = &mut gauges {
@@ -694,7 +724,7 @@ async fn summarize<E: Env>(
                 .flat_map(|c| c.owned())
                 .map(|(topic, partition, _)| (topic.to_string(), partition.to_string()))
                 .collect();
-            gauges.update(env.now_ms(), &lags, &owned, queued);
+            gauges.update(env.now_ms(), &samples, &owned, queued, unowned);
         }
         if logged_at.elapsed() < every {
             continue;
@@ -706,11 +736,12 @@ async fn summarize<E: Env>(
             stats.sent_bytes.load(Ordering::Relaxed),
         );
         let owned: usize = connectors.iter().map(|c| c.owned().len()).sum();
-        // Against what the mirror cluster durably has (the committed offsets), not what was
-        // read: messages read but failing to reach the mirror cluster are lag.
-        let lag = lags
+        // Against what the mirror cluster durably has (the group's committed offsets), not what
+        // was read: messages read but failing to reach the mirror cluster are lag, and so is
+        // every covered partition nobody owns.
+        let lag = samples
             .iter()
-            .map(|l| l.latest.saturating_sub(l.committed).max(0))
+            .map(|l| l.source_end.saturating_sub(l.position).max(0))
             .fold(0i64, i64::saturating_add);
         let (mut gaps, mut gap_bytes) = (0, 0);
         for connector in &connectors {
@@ -719,7 +750,7 @@ async fn summarize<E: Env>(
             gap_bytes += b;
         }
         tracing::info!(
-            "mirror: {owned} partitions, {:.0} msg/s, {:.2} MB/s, lag {lag} bytes, producer queue {queued}/{}, {} commits, {gaps} gaps ({gap_bytes} bytes lost at the source), {} read errors",
+            "mirror: {owned} partitions, {:.0} msg/s, {:.2} MB/s, lag {lag} bytes, {unowned} partitions without an owner, producer queue {queued}/{}, {} commits, {gaps} gaps ({gap_bytes} bytes lost at the source), {} read errors",
             (sent - last.0) as f64 / secs,
             (bytes - last.1) as f64 / secs / 1e6,
             queue_size as usize * producers.len(),

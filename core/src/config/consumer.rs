@@ -61,6 +61,10 @@ pub struct MirrorOptions {
     /// copied it, `skip` reports the range and goes on from the earliest offset; `stop` stops
     /// that partition.
     pub stop_on_gap: bool,
+    /// `mirror.unowned.alarm.ms` (30000; Tributary): how long a source partition the filter
+    /// covers may have no live owner in the mirror's group before the mirror logs an error (once
+    /// a minute), counts it in `tributary_mirror_unowned_partitions` and rejoins the group.
+    pub unowned_alarm_ms: u32,
 }
 
 /// The most fetch connections a consumer keeps to one broker (`num.consumer.fetchers`).
@@ -199,5 +203,6 @@ fn read_mirror(f: &mut Fields<'_>) -> Result<MirrorOptions, ConfigError> {
         consumer_threads: f.int("mirror.consumer.numthreads", 1, 1..=I32_MAX)?,
         commit_interval_ms: f.int("mirror.commit.interval.ms", 1000, 1..=I32_MAX)?,
         stop_on_gap,
+        unowned_alarm_ms: f.int("mirror.unowned.alarm.ms", 30_000, 1000..=I32_MAX)?,
     })
 }

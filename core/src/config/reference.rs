@@ -198,6 +198,7 @@ pub const KEYS: &[KeyDoc] = &[
     doc(C, "mirror.topics.whitelist", Unset, "Embedded mirror: mirror only these topics (comma list of exact names).", "0.7.0; setting both lists is an error."),
     doc(C, "mirror.topics.blacklist", Unset, "Embedded mirror: mirror every topic but these.", "0.7.0."),
     doc(C, "mirror.consumer.numthreads", V("1"), "Embedded mirror: streams per mirrored topic.", "0.7.0."),
+    doc(C, "mirror.unowned.alarm.ms", V("30000"), "Mirror: how long a source partition the filter covers may have no live owner in the mirror's group before the mirror logs an error (once a minute), counts it in tributary_mirror_unowned_partitions and rejoins the group.", "Tributary; 0.7 said nothing when a partition had no owner."),
     doc(C, "mirror.commit.interval.ms", V("1000"), "Mirror: how often source offsets are committed, each up to what the mirror cluster has durably acknowledged.", "Tributary; 0.7 committed what was queued, acknowledged or not."),
     doc(C, "mirror.gap.policy", V("skip"), "Mirror: when the source deleted data before it was copied, skip (log an error with the byte range lost, count it, go on from the earliest offset) or stop (that partition stops, with the error).", "Tributary; 0.7 reset silently."),
     doc(Z, "dataDir", Required, "Where ZooKeeper keeps its snapshots.", "Read by ZooKeeper; Tributary's scripts read it too."),

@@ -21,6 +21,7 @@
 //! [`uncommitted`]: MirrorWindow::uncommitted
 
 pub mod lag;
+pub mod watchdog;
 
 use std::collections::{BTreeMap, VecDeque};
 

@@ -13,12 +13,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tributary_core::config::ZkConnect;
+use tributary_core::consumer::BrokerPartition;
 use tributary_core::group_id::GroupId;
 use tributary_core::wire::TopicName;
-use tributary_core::zk_layout::{broker_id_path, consumer_offsets_path, parse_broker_registration};
+use tributary_core::zk_layout::consumer_offsets_path;
 
 use self::render::{render, PartitionSample, Sample};
-use crate::client::{connect, latest_offsets};
+use crate::consumer::view::latest_ends;
 use crate::coordination::{CoordError, Coordination};
 use crate::env::Env;
 
@@ -167,63 +168,26 @@ async fn sample<E: Env>(env: &E, coord: &E::Coord, group: &GroupId) -> Result<Sa
         .collect())
 }
 
-/// The latest offset of each `(topic, <broker>-<partition>)`, asking each broker over one
-/// connection; partitions whose broker cannot be found or asked are left out (and logged).
+/// The latest offset of each `(topic, <broker>-<partition>)`, asking every broker at once
+/// (`consumer::view::latest_ends`); partitions whose broker cannot be found or asked are left
+/// out (and logged).
 async fn source_ends<'a, E: Env>(
     env: &E,
     coord: &E::Coord,
     partitions: impl Iterator<Item = &'a PartitionKey>,
 ) -> BTreeMap<PartitionKey, i64> {
-    let mut by_broker: BTreeMap<i32, Vec<(&'a PartitionKey, i32)>> = BTreeMap::new();
+    let mut typed = Vec::new();
     for key in partitions {
-        let parsed = key
-            .1
-            .split_once('-')
-            .and_then(|(b, p)| Some((b.parse::<i32>().ok()?, p.parse::<i32>().ok()?)));
-        match parsed {
-            Some((broker, partition)) => {
-                by_broker.entry(broker).or_default().push((key, partition))
-            }
-            None => tracing::warn!("{}/{}: not <broker>-<partition>", key.0, key.1),
+        match (key.0.parse::<TopicName>(), BrokerPartition::parse(&key.1)) {
+            (Ok(topic), Some(partition)) => typed.push((topic, partition)),
+            _ => tracing::warn!("{}/{}: not <topic>/<broker>-<partition>", key.0, key.1),
         }
     }
-    let mut ends = BTreeMap::new();
-    for (broker, partitions) in by_broker {
-        let address = match coord.get(&broker_id_path(broker)).await {
-            Ok((data, _)) => parse_broker_registration(&String::from_utf8_lossy(&data)),
-            Err(_) => None,
-        };
-        let Some((host, port)) = address else {
-            tracing::warn!("source broker {broker} is not registered; its partitions are left out");
-            continue;
-        };
-        let mut conn = match connect(env, &host, port, BROKER_TIMEOUT).await {
-            Ok(conn) => conn,
-            Err(e) => {
-                tracing::warn!("source broker {broker} at {host}:{port}: {e}");
-                continue;
-            }
-        };
-        let partitions: Vec<(&PartitionKey, TopicName, i32)> = partitions
-            .into_iter()
-            .filter_map(|(key, partition)| Some((key, key.0.parse().ok()?, partition)))
-            .collect();
-        let asked: Vec<(TopicName, i32)> = partitions
-            .iter()
-            .map(|(_, topic, partition)| (topic.clone(), *partition))
-            .collect();
-        let (latest, failed) = latest_offsets(&mut conn, &asked).await;
-        if let Some(e) = failed {
-            tracing::warn!("source broker {broker} at {host}:{port}: {e}");
-        }
-        for ((key, _, _), end) in partitions.iter().zip(latest) {
-            match end {
-                Some(end) => drop(ends.insert((*key).clone(), end)),
-                None => tracing::warn!("{}/{}: broker {broker} did not say its end", key.0, key.1),
-            }
-        }
-    }
-    ends
+    latest_ends(env, coord, typed, BROKER_TIMEOUT)
+        .await
+        .into_iter()
+        .map(|((topic, partition), end)| ((topic.to_string(), partition.to_string()), end))
+        .collect()
 }
 
 async fn children(coord: &impl Coordination, path: &str) -> Result<Vec<String>, String> {
