@@ -456,3 +456,72 @@ async fn a_topic_registered_with_an_absurd_partition_count_does_not_stop_a_wildc
     consumer.shutdown().await;
     coord.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_registered_broker_that_never_answers_holds_up_only_its_own_partitions() {
+    use tributary::coordination::zk::ZkCoordination;
+    use tributary::coordination::{Coordination, NodeKind};
+    let c = cluster();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n"))
+        .await
+        .unwrap();
+    let sent: Vec<String> = (0..40).map(|i| format!("healthy-{i}")).collect();
+    produce(&producer, "silent-t", sent.clone()).await;
+    // A "broker" that accepts connections and never answers, registered with two partitions
+    // of the topic, as a hung broker process would be.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in silent.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    let connect = tributary_core::config::ZkConnect::parse(&c.zk.connect_string()).unwrap();
+    let coord = ZkCoordination::connect(&connect, Duration::from_secs(4), Duration::from_secs(4))
+        .await
+        .unwrap();
+    coord
+        .create(
+            "/brokers/ids/9",
+            format!("hung-1:127.0.0.1:{silent_port}").as_bytes(),
+            NodeKind::Ephemeral,
+        )
+        .await
+        .unwrap();
+    coord
+        .create("/brokers/topics/silent-t/9", b"2", NodeKind::Ephemeral)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let (consumer, mut streams) = ConsumerConnector::start(
+        TokioEnv,
+        consumer_config(&c.zk, "hung", ""),
+        Subscription::Topics([(topic("silent-t"), 1)].into_iter().collect()),
+    )
+    .await
+    .unwrap();
+    let mut stream = streams.remove(0);
+    let (mut seen, mut errors) = (BTreeSet::new(), Vec::new());
+    while seen.len() < sent.len() && started.elapsed() < Duration::from_secs(60) {
+        match tokio::time::timeout(Duration::from_secs(1), stream.next()).await {
+            Ok(Ok(m)) => drop(seen.insert(String::from_utf8_lossy(&m.payload).into_owned())),
+            Ok(Err(e)) => errors.push(e.to_string()),
+            Err(_) => {}
+        }
+    }
+    let took = started.elapsed();
+    eprintln!("with a broker that never answers: {} of {} messages of the healthy brokers consumed in {took:?}; errors {errors:?}", seen.len(), sent.len());
+    assert_eq!(seen.len(), sent.len(), "the healthy brokers' partitions were not consumed");
+    // 0.7's serial probes waited socket.timeout.ms (30 s) per silent partition.
+    assert!(
+        took < Duration::from_secs(15),
+        "the healthy partitions waited {took:?} for the silent broker"
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("9-0") || e.contains("9-1")),
+        "the silent broker's partitions were not reported: {errors:?}"
+    );
+    consumer.shutdown().await;
+    coord.close().await;
+}

@@ -24,16 +24,16 @@ use tributary_core::consumer::{
     assign, thread_id, BrokerPartition, PartitionOffsets, Registration,
 };
 use tributary_core::group_id::GroupId;
-use tributary_core::wire::{ErrorCode, OffsetsRequest, Request, Response, TopicName};
+use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{
     broker_id_path, broker_topic_path, consumer_ids_path, consumer_offsets_path,
     consumer_owners_path, parse_broker_registration, BROKER_TOPICS_PATH,
 };
 
 use super::fetcher::{self, FetchSettings, Share};
+use super::starts::read_starts;
 use super::state::{PartitionState, Shared, Streams};
 use super::ConsumerError;
-use crate::client::connect;
 use crate::coordination::ephemeral::{self, HoldError, RetiredSessions};
 use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
 use crate::env::Env;
@@ -45,6 +45,8 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(500);
 /// The least time a registration held by another session is waited out (it may be this
 /// member's own from before a restart of the process, going when that session expires).
 const STALE_WAIT_MIN: Duration = Duration::from_secs(10);
+/// How soon a member whose partitions' starts could not be read rebalances to read them again.
+const START_RETRY: Duration = Duration::from_secs(10);
 /// The most partitions one broker may register for a topic (a larger count is skipped with an
 /// error naming the node), and the most streams one member may register for it (a larger
 /// number fails the rebalance): a corrupt or hostile number in ZooKeeper never exhausts memory.
@@ -54,6 +56,19 @@ const COUNT_MAX: u32 = tributary_core::config::PARTITIONS_PER_TOPIC_MAX as u32;
 /// it moves to another stream of this member: whoever reads the streams must track what it
 /// handed on per partition across streams, as the mirror does with one window per source).
 type Kept = BTreeMap<(TopicName, BrokerPartition), (PartitionOffsets, u64)>;
+
+/// A partition a rebalance assigns to this member, before it is claimed.
+struct Planned {
+    topic: TopicName,
+    partition: BrokerPartition,
+    thread: String,
+    stream: usize,
+    address: (String, u16),
+}
+
+fn guard<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// What one commit request did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -91,6 +106,9 @@ pub(super) struct Member<E: Env> {
     /// Sessions this member gave up: their nodes, if a restarted ZooKeeper still holds them,
     /// are this member's to take back.
     pub retired: RetiredSessions,
+    /// Partitions claimed in the last rebalance whose start could not be read: their offsets
+    /// mean nothing, so the next rebalance reads their start again instead of keeping them.
+    pub unstarted: std::sync::Mutex<std::collections::BTreeSet<(TopicName, BrokerPartition)>>,
 }
 
 impl<E: Env> Member<E> {
@@ -413,9 +431,11 @@ impl<E: Env> Member<E> {
                 }
             }
             self.release_owners(coord, &released).await;
+            let unstarted = std::mem::take(&mut *guard(&self.unstarted));
             kept.extend(
                 released
                     .iter()
+                    .filter(|p| !unstarted.contains(&(p.topic.clone(), p.partition)))
                     .map(|p| ((p.topic.clone(), p.partition), (*p.offsets(), p.epoch))),
             );
             if tributary_core::planted::active(tributary_core::planted::Bug::KeepLostPartitions) {
@@ -592,6 +612,8 @@ impl<E: Env> Member<E> {
         let mut unreadable_errors = Vec::new();
         let mut brokers = BTreeMap::new();
         let generation = self.shared.generation();
+        // What this member is assigned (ZooKeeper only).
+        let mut plan: Vec<Planned> = Vec::new();
         for (topic_name, streams) in mine {
             let Ok(topic) = topic_name.parse::<TopicName>() else {
                 continue;
@@ -618,95 +640,122 @@ impl<E: Env> Member<E> {
             for i in 0..streams {
                 let thread = thread_id(&self.consumer_id, i);
                 for partition in assignment.get(&thread).cloned().unwrap_or_default() {
-                    let address = self.broker_address(coord, partition.broker_id).await?;
-                    // A partition whose start cannot be read (its broker refused it, say) is still
-                    // claimed, so the assignment stays whole, but it is stalled with an error for
-                    // its stream: the other partitions go on.
-                    let mut unreadable = None;
-                    let mut unrecorded = None;
-                    let stream = (self.stream_of)(&topic_name, i);
-                    let (mut offsets, epoch) = match kept.get(&(topic.clone(), partition)) {
-                        Some((o, epoch)) => (
-                            PartitionOffsets::resume(o.committed(), o.consumed()),
-                            *epoch,
-                        ),
-                        None => match self.start_offset(coord, &topic, partition, &address).await {
-                            Ok((start, recorded)) => {
-                                tracing::debug!(
-                                    "consumer {}: {topic}/{partition} starts at {start}",
-                                    self.consumer_id
-                                );
-                                if !recorded {
-                                    unrecorded = Some(start);
-                                }
-                                (PartitionOffsets::starting_at(start), generation)
-                            }
-                            Err(e) => {
-                                unreadable = Some(e);
-                                (PartitionOffsets::starting_at(0), generation)
-                            }
-                        },
-                    };
-                    if let Err(e) = self.claim(coord, &topic, partition, &thread).await {
-                        for state in &claimed {
-                            let path = format!(
-                                "{}/{}",
-                                consumer_owners_path(self.group(), &state.topic),
-                                state.partition
-                            );
-                            let _ = coord.delete(&path, None).await;
-                        }
-                        return Err(e);
-                    }
-                    if let Some(start) = unrecorded.filter(|_| self.records_starts()) {
-                        match self.record_start(coord, &topic, partition, start).await {
-                            Ok(None) => self.report_deleted_prefix(&topic, partition, start),
-                            // Another member committed since the start was read: resume there.
-                            Ok(Some(committed)) => {
-                                offsets = PartitionOffsets::starting_at(committed);
-                            }
-                            Err(e) => {
-                                let mut owned: Vec<(TopicName, BrokerPartition)> = claimed
-                                    .iter()
-                                    .map(|s| (s.topic.clone(), s.partition))
-                                    .collect();
-                                owned.push((topic.clone(), partition));
-                                for (t, p) in owned {
-                                    let path =
-                                        format!("{}/{}", consumer_owners_path(self.group(), &t), p);
-                                    let _ = coord.delete(&path, None).await;
-                                }
-                                return Err(format!(
-                                    "recording where {topic}/{partition} starts: {e}"
-                                ));
-                            }
-                        }
-                    }
-                    brokers.insert(partition.broker_id, address.clone());
-                    let state = Arc::new(PartitionState::new(
-                        topic.clone(),
+                    plan.push(Planned {
+                        topic: topic.clone(),
                         partition,
-                        generation,
-                        epoch,
-                        thread.clone(),
-                        stream,
-                        address,
-                        offsets,
-                    ));
-                    if let Some(detail) = unreadable {
-                        state.stall();
-                        let error = ConsumerError::Unreadable {
-                            topic: topic.clone(),
-                            partition,
-                            offset: -1,
-                            detail: format!("its start offset cannot be read: {detail}"),
-                        };
-                        tracing::error!("{error}");
-                        unreadable_errors.push((state.stream, error));
-                    }
-                    claimed.push(state);
+                        thread: thread.clone(),
+                        stream: (self.stream_of)(&topic_name, i),
+                        address: self.broker_address(coord, partition.broker_id).await?,
+                    });
                 }
             }
+        }
+        // Where each new partition starts: every broker asked at once, each within a deadline.
+        let socket_timeout = Duration::from_millis(self.config.socket_timeout_ms.max(1000).into());
+        let new_partitions: Vec<((TopicName, BrokerPartition), (String, u16))> = plan
+            .iter()
+            .filter(|p| !kept.contains_key(&(p.topic.clone(), p.partition)))
+            .map(|p| ((p.topic.clone(), p.partition), p.address.clone()))
+            .collect();
+        let mut starts = read_starts(
+            &self.env,
+            coord,
+            self.group(),
+            &self.config.auto_offset_reset,
+            socket_timeout,
+            new_partitions,
+        )
+        .await;
+        for Planned {
+            topic,
+            partition,
+            thread,
+            stream,
+            address,
+        } in plan
+        {
+            // A partition whose start cannot be read (its broker refused it, or never answered)
+            // is still claimed, so the assignment stays whole, but it is stalled with an error
+            // for its stream, and the member rebalances again soon to read it: the other
+            // partitions go on.
+            let mut unreadable = None;
+            let mut unrecorded = None;
+            let (mut offsets, epoch) = match kept.get(&(topic.clone(), partition)) {
+                Some((o, epoch)) => (
+                    PartitionOffsets::resume(o.committed(), o.consumed()),
+                    *epoch,
+                ),
+                None => match starts.remove(&(topic.clone(), partition)) {
+                    Some(Ok((start, recorded))) => {
+                        tracing::debug!(
+                            "consumer {}: {topic}/{partition} starts at {start}",
+                            self.consumer_id
+                        );
+                        if !recorded {
+                            unrecorded = Some(start);
+                        }
+                        (PartitionOffsets::starting_at(start), generation)
+                    }
+                    Some(Err(e)) => {
+                        unreadable = Some(e);
+                        (PartitionOffsets::starting_at(0), generation)
+                    }
+                    None => {
+                        unreadable = Some("its start was not asked for".to_string());
+                        (PartitionOffsets::starting_at(0), generation)
+                    }
+                },
+            };
+            if let Err(e) = self.claim(coord, &topic, partition, &thread).await {
+                let owned = claimed.iter().map(|s| (s.topic.clone(), s.partition));
+                self.release_claimed(coord, owned.collect()).await;
+                return Err(e);
+            }
+            if let Some(start) = unrecorded.filter(|_| self.records_starts()) {
+                match self.record_start(coord, &topic, partition, start).await {
+                    Ok(None) => self.report_deleted_prefix(&topic, partition, start),
+                    // Another member committed since the start was read: resume there.
+                    Ok(Some(committed)) => {
+                        offsets = PartitionOffsets::starting_at(committed);
+                    }
+                    Err(e) => {
+                        let owned = claimed
+                            .iter()
+                            .map(|s| (s.topic.clone(), s.partition))
+                            .chain([(topic.clone(), partition)]);
+                        self.release_claimed(coord, owned.collect()).await;
+                        return Err(format!("recording where {topic}/{partition} starts: {e}"));
+                    }
+                }
+            }
+            brokers.insert(partition.broker_id, address.clone());
+            let state = Arc::new(PartitionState::new(
+                topic.clone(),
+                partition,
+                generation,
+                epoch,
+                thread.clone(),
+                stream,
+                address,
+                offsets,
+            ));
+            if let Some(detail) = unreadable {
+                state.stall();
+                guard(&self.unstarted).insert((topic.clone(), partition));
+                let error = ConsumerError::Unreadable {
+                    topic: topic.clone(),
+                    partition,
+                    offset: -1,
+                    detail: format!("its start offset cannot be read: {detail}"),
+                };
+                tracing::error!("{error}");
+                unreadable_errors.push((state.stream, error));
+            }
+            claimed.push(state);
+        }
+        if !guard(&self.unstarted).is_empty() {
+            // Read their starts again soon.
+            watches.spawn(tokio::time::sleep(START_RETRY));
         }
         for (stream, error) in unreadable_errors {
             if let Some(queue) = self.streams.get(stream) {
@@ -762,35 +811,6 @@ impl<E: Env> Member<E> {
         let (data, _) = coord.get(&path).await.map_err(|e| format!("{path}: {e}"))?;
         parse_broker_registration(&String::from_utf8_lossy(&data))
             .ok_or_else(|| format!("{path}: unreadable broker registration"))
-    }
-
-    /// Where a claimed partition starts: its committed offset (`true`), or — for a group that
-    /// never committed it — where `autooffset.reset` says (`false`: to be recorded once claimed,
-    /// see [`Member::record_start`]).
-    async fn start_offset(
-        &self,
-        coord: &E::Coord,
-        topic: &TopicName,
-        partition: BrokerPartition,
-        address: &(String, u16),
-    ) -> Result<(i64, bool), String> {
-        let path = format!(
-            "{}/{}",
-            consumer_offsets_path(self.group(), topic),
-            partition
-        );
-        match coord.get(&path).await {
-            Ok((data, _)) => {
-                return String::from_utf8_lossy(&data)
-                    .trim()
-                    .parse()
-                    .map(|o| (o, true))
-                    .map_err(|_| format!("{path}: not an offset"))
-            }
-            Err(CoordError::NoNode(_)) => {}
-            Err(e) => return Err(format!("{path}: {e}")),
-        }
-        Ok((self.reset_offset(topic, partition, address).await?, false))
     }
 
     /// Records where the group starts a partition it never committed (only if still nothing is
@@ -865,37 +885,15 @@ impl<E: Env> Member<E> {
         self.config.autocommit_enable || self.shared.gap_sink.is_some()
     }
 
-    /// `autooffset.reset`'s offset for a partition the group has no committed offset for.
-    async fn reset_offset(
-        &self,
-        topic: &TopicName,
-        partition: BrokerPartition,
-        address: &(String, u16),
-    ) -> Result<i64, String> {
-        let time = match &self.config.auto_offset_reset {
-            AutoOffsetReset::Smallest => -2,
-            AutoOffsetReset::Largest => -1,
-            // No committed offset and no reset allowed: start at the beginning, as 0.7 does for
-            // a group's first run; out-of-range errors are raised by the fetcher.
-            AutoOffsetReset::Raise(_) => -2,
-        };
-        let timeout = Duration::from_millis(self.config.socket_timeout_ms.max(1000).into());
-        let mut conn = connect(&self.env, &address.0, address.1, timeout)
-            .await
-            .map_err(|e| e.to_string())?;
-        let request = Request::Offsets(OffsetsRequest {
-            topic: topic.clone(),
-            partition: partition.partition as i32,
-            time,
-            max_offsets: 1,
-        });
-        match conn.call(&request).await.map_err(|e| e.to_string())? {
-            Response::Offsets(o) if o.error == ErrorCode::NoError => o
-                .offsets
-                .first()
-                .copied()
-                .ok_or_else(|| format!("{topic}/{partition}: no offsets")),
-            other => Err(format!("{topic}/{partition}: OFFSETS answered {other:?}")),
+    /// Deletes the owner nodes of partitions this attempt claimed (it failed), saying which
+    /// could not be deleted (they go with this session, or at the next release).
+    async fn release_claimed(&self, coord: &E::Coord, claimed: Vec<(TopicName, BrokerPartition)>) {
+        for (topic, partition) in claimed {
+            let path = format!("{}/{partition}", consumer_owners_path(self.group(), &topic));
+            match coord.delete(&path, None).await {
+                Ok(()) | Err(CoordError::NoNode(_)) => {}
+                Err(e) => tracing::warn!("releasing {path} after a failed attempt: {e}"),
+            }
         }
     }
 

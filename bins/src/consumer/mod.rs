@@ -16,6 +16,7 @@
 mod fetcher;
 mod group;
 mod state;
+mod starts;
 mod stream;
 pub mod view;
 
@@ -266,6 +267,7 @@ impl ConsumerConnector {
             zombies,
             streams: Arc::new(senders),
             retired: Default::default(),
+            unstarted: Default::default(),
         };
         member.register(&coord).await?;
         let member_registration = member.registration.clone();

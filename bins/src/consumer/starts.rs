@@ -1,0 +1,136 @@
+//! Where the partitions a rebalance assigns start: the group's committed offset (from
+//! ZooKeeper), else `autooffset.reset`'s offset asked of the partition's broker — every broker
+//! at once, each on one connection within [`START_PROBE_MAX`] (or the socket timeout, if
+//! shorter), so a broker that accepts connections but never answers holds up only its own
+//! partitions, and only that long.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tributary_core::config::AutoOffsetReset;
+use tributary_core::consumer::BrokerPartition;
+use tributary_core::group_id::GroupId;
+use tributary_core::wire::{ErrorCode, OffsetsRequest, Request, Response, TopicName};
+use tributary_core::zk_layout::consumer_offsets_path;
+
+use crate::client::connect;
+use crate::coordination::{CoordError, Coordination};
+use crate::env::Env;
+
+/// The longest a rebalance waits for one broker's start offsets.
+pub const START_PROBE_MAX: Duration = Duration::from_secs(5);
+
+/// A partition of a topic.
+pub type Key = (TopicName, BrokerPartition);
+
+/// Where a partition starts: `(offset, committed)` — `committed` when the group has it on
+/// record, `false` for `autooffset.reset`'s offset (to be recorded once claimed) — or why it
+/// could not be read.
+pub type Start = Result<(i64, bool), String>;
+
+/// The starts of `partitions` (each with its broker's address) for `group`.
+pub async fn read_starts<E: Env>(
+    env: &E,
+    coord: &impl Coordination,
+    group: &GroupId,
+    reset: &AutoOffsetReset,
+    socket_timeout: Duration,
+    partitions: impl IntoIterator<Item = (Key, (String, u16))>,
+) -> BTreeMap<Key, Start> {
+    let mut starts = BTreeMap::new();
+    let mut ask: BTreeMap<(String, u16), Vec<Key>> = BTreeMap::new();
+    for (key, address) in partitions {
+        match committed_offset(coord, group, &key).await {
+            Ok(Some(offset)) => drop(starts.insert(key, Ok((offset, true)))),
+            Ok(None) => ask.entry(address).or_default().push(key),
+            Err(e) => drop(starts.insert(key, Err(e))),
+        }
+    }
+    let time = match reset {
+        AutoOffsetReset::Smallest => -2,
+        AutoOffsetReset::Largest => -1,
+        // No committed offset and no reset allowed: start at the beginning, as 0.7 does for a
+        // group's first run; out-of-range errors are raised by the fetcher.
+        AutoOffsetReset::Raise(_) => -2,
+    };
+    let timeout = socket_timeout.min(START_PROBE_MAX);
+    let mut asks = JoinSet::new();
+    for (address, keys) in ask {
+        asks.spawn(ask_broker(env.clone(), address, keys, time, timeout));
+    }
+    while let Some(done) = asks.join_next().await {
+        match done {
+            Ok(found) => starts.extend(found.into_iter().map(|(k, r)| (k, r.map(|o| (o, false))))),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => {}
+        }
+    }
+    starts
+}
+
+/// The group's committed offset of a partition (`None`: nothing on record).
+async fn committed_offset(
+    coord: &impl Coordination,
+    group: &GroupId,
+    (topic, partition): &Key,
+) -> Result<Option<i64>, String> {
+    let path = format!("{}/{partition}", consumer_offsets_path(group, topic));
+    match coord.get(&path).await {
+        Ok((data, _)) => String::from_utf8_lossy(&data)
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{path}: not an offset")),
+        Err(CoordError::NoNode(_)) => Ok(None),
+        Err(e) => Err(format!("{path}: {e}")),
+    }
+}
+
+/// Asks one broker, on one connection, for each partition's offset at `time` (OFFSETS), all
+/// within `timeout`. A failed call poisons the connection: the partitions after it fail with it.
+async fn ask_broker<E: Env>(
+    env: E,
+    (host, port): (String, u16),
+    keys: Vec<Key>,
+    time: i64,
+    timeout: Duration,
+) -> Vec<(Key, Result<i64, String>)> {
+    let mut out: Vec<(Key, Result<i64, String>)> = Vec::with_capacity(keys.len());
+    let asking = async {
+        let mut conn = connect(&env, &host, port, timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        for key in &keys {
+            let (topic, partition) = key;
+            let request = Request::Offsets(OffsetsRequest {
+                topic: topic.clone(),
+                partition: partition.partition as i32,
+                time,
+                max_offsets: 1,
+            });
+            let answer = match conn.call(&request).await.map_err(|e| e.to_string())? {
+                Response::Offsets(o) if o.error == ErrorCode::NoError => o
+                    .offsets
+                    .first()
+                    .copied()
+                    .ok_or_else(|| format!("{topic}/{partition}: no offsets")),
+                other => Err(format!("{topic}/{partition}: OFFSETS answered {other:?}")),
+            };
+            out.push((key.clone(), answer));
+        }
+        Ok::<(), String>(())
+    };
+    let failure = match tokio::time::timeout(timeout, asking).await {
+        Ok(Ok(())) => return out,
+        Ok(Err(e)) => format!("broker {host}:{port}: {e}"),
+        Err(_) => format!("broker {host}:{port} did not answer within {timeout:?}"),
+    };
+    let answered = out.len();
+    out.extend(
+        keys.into_iter()
+            .skip(answered)
+            .map(|key| (key, Err(failure.clone()))),
+    );
+    out
+}
