@@ -12,6 +12,7 @@ use tributary::consumer::Subscription;
 use tributary::env::TokioEnv;
 use tributary::metrics::server::MetricsServer;
 use tributary::metrics::Metrics;
+use tributary::mirror::supervise::supervise;
 use tributary::mirror::{Mirror, MirrorSettings};
 use tributary::tools::console_consumer::{self, ConsoleConsumerOptions, Formatter};
 use tributary::tools::console_producer::{produce_stdin, ConsoleProducerOptions};
@@ -1008,29 +1009,24 @@ fn run_server(
                 .await
                 .map_err(|e| e.to_string());
         };
-        // A mirror broker: the broker first, then the mirror (0.7.0's order); on a signal the
-        // mirror stops first (its last commit needs the brokers), then the broker. Its metrics
-        // are the broker's (one endpoint).
+        // A mirror broker: the broker first, then the mirror (0.7.0's order), supervised: a
+        // mirror that fails is started again with backoff while the broker goes on serving
+        // (mirror::supervise). On a signal the mirror stops first (its last commit needs the
+        // brokers), then the broker. Its metrics are the broker's (one endpoint).
         settings.metrics = broker.metrics();
-        let mirror = match Mirror::start(TokioEnv, settings).await {
-            Ok(mirror) => mirror,
-            Err(e) => {
-                broker.shutdown().await.map_err(|e| e.to_string())?;
-                return Err(e.to_string());
-            }
-        };
-        let (mirror_stop, mirror_stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let mut mirror_task = tokio::spawn(mirror.run_until(async { drop(mirror_stop_rx.await) }));
+        let (mirror_stop, mirror_stop_rx) = tokio::sync::watch::channel(false);
+        let mut mirror_task = tokio::spawn(supervise(TokioEnv, settings, mirror_stop_rx));
         let mut mirror_result = None;
         let broker_result = broker
             .run_until(async {
                 tokio::select! {
                     () = wait_for_signal() => {
                         tracing::info!("signal received: stopping the mirror (last acknowledgements and commit), then the broker");
-                        drop(mirror_stop);
+                        let _supervisor_gone = mirror_stop.send(true).is_err();
                         mirror_result = Some((&mut mirror_task).await);
                     }
-                    // The mirror stopped on its own (a failure): the broker stops too, loudly.
+                    // The supervisor ends on its own only for settings that cannot work (or a
+                    // panic): the broker stops too, loudly.
                     ended = &mut mirror_task => mirror_result = Some(ended),
                 }
             })

@@ -920,3 +920,69 @@ async fn a_source_zookeeper_restart_does_not_stop_the_embedded_mirror() {
 async fn a_mirror_side_zookeeper_restart_does_not_stop_the_mirror_maker() {
     a_zookeeper_restart_does_not_stop_the_mirror(false, false).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_message_too_large_for_the_mirror_cluster_is_named_and_the_mirror_broker_keeps_serving() {
+    let source = source_cluster(1, "num.partitions=1\n");
+    let target_zk = ZooKeeper::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // The mirror cluster takes messages of at most 1,000 bytes; the source took one of 5,000.
+    let producer_file = format!(
+        "{}max.message.size=1000\n",
+        mirror_producer(&target_zk)
+    );
+    let mut broker = BrokerProcess::start_mirror(
+        dir.path(),
+        port,
+        &server_properties(0, port, dir.path(), &target_zk, ""),
+        &mirror_consumer(&source.zk, "mirror.topics.whitelist=big\n"),
+        &producer_file,
+    );
+    let producer = producer(&source.zk).await;
+    producer
+        .send(Record::new(topic("big"), vec![b'x'; 5000]))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    // The supervisor restarts the mirror (1 s, then 2 s); the broker serves all along.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let log = loop {
+        let log = broker.log_text();
+        if log.matches("starting it again in").count() >= 2 || Instant::now() >= deadline {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(
+        broker.is_running(),
+        "the mirror broker exited because of its mirror:\n{log}"
+    );
+    assert!(
+        log.matches("starting it again in").count() >= 2,
+        "the failed mirror was not started again:\n{log}"
+    );
+    let named = log.lines().find(|l| l.contains("was not stored by the mirror cluster"));
+    assert!(
+        named.is_some_and(|l| l.contains("source big/0-0")
+            && l.contains("offset 5010")
+            && l.contains("(5000 bytes)")
+            && l.contains("max.message.size (1000)")),
+        "the error does not name the source partition, offset, size and limit: {named:?}\n{log}"
+    );
+    // Its own cluster is served: a produce and a fetch on the mirror broker work.
+    let text = format!("zk.connect={}\ndurable.acks=true\nproducer.type=sync\n", target_zk.connect_string());
+    let local = Producer::start(
+        TokioEnv,
+        ProducerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap(),
+    )
+    .await
+    .unwrap();
+    local
+        .send(Record::new(topic("local"), b"served".to_vec()))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+}

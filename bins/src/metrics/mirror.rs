@@ -34,6 +34,8 @@ pub struct MirrorMetrics {
     /// Source partitions the filter covers that have had no live owner in the mirror's group
     /// for longer than `mirror.unowned.alarm.ms`.
     pub unowned: IntGauge,
+    /// Times a supervised (embedded) mirror was started again after a failure.
+    pub restarts: IntCounter,
 }
 
 impl MirrorMetrics {
@@ -96,6 +98,11 @@ impl MirrorMetrics {
                 registry,
                 "tributary_mirror_unowned_partitions",
                 "Source partitions the mirror's filter covers with no live owner in its group for longer than mirror.unowned.alarm.ms (nothing copies them).",
+            ),
+            restarts: counter(
+                registry,
+                "tributary_mirror_restarts_total",
+                "Times the embedded mirror was started again after a failure (each logged as an error with its cause).",
             ),
         }
     }

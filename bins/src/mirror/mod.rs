@@ -50,6 +50,7 @@ use crate::metrics::MaybeMetrics;
 use crate::producer::{Producer, ProducerStats, Record, SendError};
 
 mod stream;
+pub mod supervise;
 mod watchdog;
 use stream::{run_stream, SourceWindow, StreamContext};
 use watchdog::SourceWatch;

@@ -142,6 +142,18 @@ struct AckMeta {
     bytes: u64,
 }
 
+impl AckMeta {
+    /// Which source message a failure is about, and the failure: the source topic, partition
+    /// and offset, the message's size, and the producer's reason (for a message too large, the
+    /// limit that refused it).
+    fn describe(&self, error: &SendError) -> String {
+        format!(
+            "source {}/{}, the message ending at offset {} ({} bytes), was not stored by the mirror cluster: {error}",
+            self.key.1, self.key.2, self.offset, self.bytes
+        )
+    }
+}
+
 /// One message's delivery, waiting in the stream's queue of deliveries.
 struct PendingAck {
     meta: AckMeta,
@@ -382,7 +394,7 @@ async fn forward(
             state.window.acked_at(&meta.key, seq, meta.offset);
             return Ok(context.window.room_in(&state));
         }
-        Err(e) => return Err(MirrorError::Send(format!("{}: {e}", meta.key.1))),
+        Err(e) => return Err(MirrorError::Send(meta.describe(&e))),
     };
     context.stats.sent.fetch_add(1, Ordering::Relaxed);
     context
@@ -430,10 +442,7 @@ fn on_acks(
                     break;
                 }
                 Err(e) => {
-                    failure = Some(MirrorError::Send(format!(
-                        "{}/{}: {e}",
-                        meta.key.1, meta.key.2
-                    )));
+                    failure = Some(MirrorError::Send(meta.describe(&e)));
                     break;
                 }
             }
