@@ -17,6 +17,7 @@ pub struct ProducerMetrics {
     acked: IntCounter,
     failed: IntCounter,
     dropped: IntCounter,
+    target_failures: IntCounter,
     /// Messages waiting in the producers' queues (set by their owner).
     pub queued: IntGauge,
 }
@@ -25,6 +26,11 @@ impl ProducerMetrics {
     /// Registers every producer metric in `registry`.
     pub fn register(registry: &Registry) -> Self {
         ProducerMetrics {
+            target_failures: counter(
+                registry,
+                "tributary_producer_target_failures_total",
+                "Failed attempts to send to a broker (refused, closed, no answer, an answer that is not Kafka's); each failing broker is named in the log every 30 s.",
+            ),
             sent: counter(
                 registry,
                 "tributary_producer_sent_total",
@@ -57,7 +63,7 @@ impl ProducerMetrics {
 /// Copies `stats` into the producer metrics before each scrape, while the producer lives.
 pub fn watch_producer(metrics: &Metrics, stats: Weak<ProducerStats>) {
     let m = metrics.producer();
-    let mut last = [0u64; 4];
+    let mut last = [0u64; 5];
     metrics.on_scrape(Box::new(move || {
         let Some(stats) = stats.upgrade() else {
             return false;
@@ -67,12 +73,14 @@ pub fn watch_producer(metrics: &Metrics, stats: Weak<ProducerStats>) {
             stats.delivered.load(Ordering::Relaxed),
             stats.failed.load(Ordering::Relaxed),
             stats.queue_full.load(Ordering::Relaxed),
+            stats.target_failures.load(Ordering::Relaxed),
         ];
-        let [sent, acked, failed, dropped] = &mut last;
+        let [sent, acked, failed, dropped, target_failures] = &mut last;
         copy_count(&m.sent, sent, now[0]);
         copy_count(&m.acked, acked, now[1]);
         copy_count(&m.failed, failed, now[2]);
         copy_count(&m.dropped, dropped, now[3]);
+        copy_count(&m.target_failures, target_failures, now[4]);
         true
     }));
 }

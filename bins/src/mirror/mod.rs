@@ -61,9 +61,16 @@ const SHUTDOWN_ACK_WAIT: Duration = Duration::from_secs(30);
 /// How long one commit may take before it counts as failed (the consumer's coordinator may be
 /// busy re-establishing a ZooKeeper session).
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long shutdown waits for the streams (their acknowledgements and last commits) and then
-/// for the connectors and producers, each.
+/// How long shutdown waits for the streams (their acknowledgements, [`SHUTDOWN_ACK_WAIT`], and
+/// last commits, [`COMMIT_TIMEOUT`]).
 const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(45);
+/// How long shutdown then waits for each source connector to leave its group, and for the
+/// producers to hand over what is still queued (it was not acknowledged within
+/// [`SHUTDOWN_ACK_WAIT`], so it is not committed either way: sent again on restart). With the
+/// streams' deadline, a stop takes at most 45 s + 10 s per source + 10 s, whatever is
+/// unreachable; when the streams finish (their acknowledgements arrived, or their wait ran
+/// out) it is 30 s + 10 s at most for an unreachable mirror cluster.
+const LEAVE_DEADLINE: Duration = Duration::from_secs(10);
 /// How often the mirror logs its one-line summary.
 pub const SUMMARY_EVERY: Duration = Duration::from_secs(10);
 
@@ -436,11 +443,11 @@ impl Mirror {
         for connector in self.connectors.drain(..) {
             match Arc::try_unwrap(connector) {
                 Ok(connector) => {
-                    if tokio::time::timeout(SHUTDOWN_DEADLINE, connector.shutdown())
+                    if tokio::time::timeout(LEAVE_DEADLINE, connector.shutdown())
                         .await
                         .is_err()
                     {
-                        tracing::warn!("mirror: a source connector did not leave its group within {SHUTDOWN_DEADLINE:?}");
+                        tracing::warn!("mirror: a source connector did not leave its group within {LEAVE_DEADLINE:?}");
                     }
                 }
                 Err(_) => tracing::warn!("a source connector is still in use at shutdown"),
@@ -452,7 +459,7 @@ impl Mirror {
         for producer in self.producers.drain(..) {
             closing.spawn(producer.close());
         }
-        let drained = tokio::time::timeout(SHUTDOWN_DEADLINE, async {
+        let drained = tokio::time::timeout(LEAVE_DEADLINE, async {
             while let Some(closed) = closing.join_next().await {
                 if let Err(e) = closed {
                     if e.is_panic() {
@@ -463,7 +470,7 @@ impl Mirror {
         })
         .await;
         if drained.is_err() {
-            tracing::warn!("mirror: the mirror cluster did not take the last of {queued} queued messages within {SHUTDOWN_DEADLINE:?}; they were not committed at the source and are sent again on restart");
+            tracing::warn!("mirror: the mirror cluster did not take the last of {queued} queued messages within {LEAVE_DEADLINE:?}; they were not committed at the source and are sent again on restart");
         }
         tracing::info!(
             "mirror stopped: {} messages sent, {} acknowledged, {} commits",

@@ -61,7 +61,8 @@ pub async fn supervise<E: Env>(
                         if began.elapsed() >= STEADY {
                             backoff = BACKOFF_MIN;
                         }
-                        format!("the mirror stopped: {e}")
+                        // Says itself that mirroring stopped, and why.
+                        e.to_string()
                     }
                 }
             }

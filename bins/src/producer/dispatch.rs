@@ -19,6 +19,7 @@ use tributary_core::wire::{
 };
 
 use super::directory::Directory;
+use super::targets::{how, Targets};
 use super::{Delivered, ProducerStats, Record, SendError};
 use crate::client::{connect, ClientError, Connection};
 use crate::env::Env;
@@ -63,6 +64,8 @@ pub(super) struct Dispatcher<E: Env> {
     /// Brokers that refused ACKED_PRODUCE (said once in the log, remembered).
     without_acks: Mutex<BTreeSet<i32>>,
     stats: std::sync::Arc<ProducerStats>,
+    /// Brokers failing now, said plainly every 30 s.
+    targets: Targets,
 }
 
 impl<E: Env> Dispatcher<E> {
@@ -76,6 +79,7 @@ impl<E: Env> Dispatcher<E> {
             rng,
             without_acks: Mutex::default(),
             stats: std::sync::Arc::default(),
+            targets: Targets::default(),
         }
     }
 
@@ -103,11 +107,21 @@ impl<E: Env> Dispatcher<E> {
             }
             pending = retry;
             if attempt < attempts {
-                tracing::warn!(
-                    "{} messages not sent ({last}); retrying ({attempt} of {} retries)",
-                    pending.len(),
-                    attempts - 1
-                );
+                // The failing broker itself is said every 30 s (`Targets`); a batch's own
+                // retries after its first are for the debug log.
+                if attempt == 1 {
+                    tracing::warn!(
+                        "{} messages not sent ({last}); retrying (up to {} retries)",
+                        pending.len(),
+                        attempts - 1
+                    );
+                } else {
+                    tracing::debug!(
+                        "{} messages not sent ({last}); retrying ({attempt} of {} retries)",
+                        pending.len(),
+                        attempts - 1
+                    );
+                }
                 self.directory.reload();
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
@@ -333,10 +347,12 @@ impl<E: Env> Dispatcher<E> {
         {
             Ok(conn) => conn,
             Err(e) => {
+                self.targets
+                    .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
                 return retry_all(
                     sets.len(),
-                    format!("broker {broker_id} at {host}:{port}: {e}"),
-                )
+                    format!("broker {broker_id} at {host}:{port}: {}", how(&e)),
+                );
             }
         };
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
@@ -346,19 +362,26 @@ impl<E: Env> Dispatcher<E> {
                 Err(parts) => Request::MultiProduce(parts),
             };
             return match conn.send(&request).await {
-                Ok(()) => sets.iter().map(|_| SetOutcome::Delivered(None)).collect(),
+                Ok(()) => {
+                    self.targets.answered(broker_id, &format!("{host}:{port}"));
+                    sets.iter().map(|_| SetOutcome::Delivered(None)).collect()
+                }
                 Err(e) => {
                     connections.remove(&broker_id);
-                    retry_all(sets.len(), format!("broker {broker_id}: {e}"))
+                    self.targets
+                        .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
+                    retry_all(sets.len(), format!("broker {broker_id}: {}", how(&e)))
                 }
             };
         }
         match conn.call(&Request::AckedProduce(parts.clone())).await {
-            Ok(Response::AckedProduce(r)) if r.acks.len() == sets.len() => r
-                .acks
-                .iter()
-                .map(|ack| ack_outcome(broker_id, ack.error, ack.offset))
-                .collect(),
+            Ok(Response::AckedProduce(r)) if r.acks.len() == sets.len() => {
+                self.targets.answered(broker_id, &format!("{host}:{port}"));
+                r.acks
+                    .iter()
+                    .map(|ack| ack_outcome(broker_id, ack.error, ack.offset))
+                    .collect()
+            }
             Ok(other) => {
                 connections.remove(&broker_id);
                 retry_all(
@@ -375,7 +398,9 @@ impl<E: Env> Dispatcher<E> {
             }
             Err(e) => {
                 connections.remove(&broker_id);
-                retry_all(sets.len(), format!("broker {broker_id}: {e}"))
+                self.targets
+                    .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
+                retry_all(sets.len(), format!("broker {broker_id}: {}", how(&e)))
             }
         }
     }
@@ -407,12 +432,14 @@ impl<E: Env> Dispatcher<E> {
             time: -1,
             max_offsets: 1,
         });
-        let alive = match connect(&self.env, host, port, timeout).await {
-            Ok(mut conn) => conn.call(&probe).await.is_ok(),
-            Err(_) => false,
+        let probed = match connect(&self.env, host, port, timeout).await {
+            Ok(mut conn) => conn.call(&probe).await.map(drop),
+            Err(e) => Err(e),
         };
-        if !alive {
-            return retry_all(count, format!("broker {broker_id} closed the connection"));
+        if let Err(e) = probed {
+            self.targets
+                .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
+            return retry_all(count, format!("broker {broker_id}: {}", how(&e)));
         }
         if self.lock_without_acks().insert(broker_id) {
             tracing::warn!(

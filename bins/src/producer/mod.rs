@@ -20,6 +20,7 @@
 
 pub mod directory;
 mod dispatch;
+mod targets;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -164,6 +165,8 @@ pub struct ProducerStats {
     pub queue_full: AtomicU64,
     /// Requests sent.
     pub requests: AtomicU64,
+    /// Failed attempts to send to a broker (refused, closed, no answer, not a Kafka answer).
+    pub target_failures: AtomicU64,
 }
 
 /// Why a producer could not start.
