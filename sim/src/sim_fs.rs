@@ -94,6 +94,9 @@ pub struct Disk {
     sync_failures: AtomicU64,
     /// Whether sync failures are being injected (turned off when the scenario heals).
     failing: AtomicBool,
+    /// Syncs that still succeed before every later one fails (`-1`: no such limit); see
+    /// [`Disk::fail_syncs_after`].
+    syncs_left: std::sync::atomic::AtomicI64,
 }
 
 impl Disk {
@@ -105,6 +108,7 @@ impl Disk {
             debt_us: AtomicU64::new(0),
             sync_failures: AtomicU64::new(0),
             failing: AtomicBool::new(faults.sync_failures_per_million > 0),
+            syncs_left: std::sync::atomic::AtomicI64::new(-1),
         })
     }
 
@@ -131,6 +135,14 @@ impl Disk {
 
     /// Whether this sync fails.
     fn sync_fails(&self) -> bool {
+        let left = self.syncs_left.load(Ordering::SeqCst);
+        if left == 0 {
+            self.sync_failures.fetch_add(1, Ordering::SeqCst);
+            return true;
+        }
+        if left > 0 {
+            self.syncs_left.fetch_sub(1, Ordering::SeqCst);
+        }
         let rate = u64::from(self.faults.sync_failures_per_million);
         if rate == 0 || !self.failing.load(Ordering::SeqCst) || self.draw(1_000_000) >= rate {
             return false;
@@ -152,6 +164,13 @@ impl Disk {
     /// Stops injecting sync failures (the scenario heals).
     pub fn stop_failing(&self) {
         self.failing.store(false, Ordering::SeqCst);
+    }
+
+    /// Lets the next `syncs` file syncs succeed and fails every one after them (a disk dying at
+    /// a chosen point: tests sweep it over every sync of a shutdown).
+    pub fn fail_syncs_after(&self, syncs: u64) {
+        self.syncs_left
+            .store(i64::try_from(syncs).unwrap_or(i64::MAX), Ordering::SeqCst);
     }
 
     /// Injects sync failures (again) at the disk's rate.
