@@ -427,3 +427,29 @@ fn prechecked_iteration_skips_only_the_top_level_crc() {
         Some(Err(MessageError::FirstMessageTooLarge { .. }))
     ));
 }
+
+/// A wrapper with a corrupt message inside yields none of its messages, the valid ones before
+/// the corrupt one included: a wrapper is one unit, as a replica (which copies wrappers whole)
+/// copies none of it. What comes before the wrapper is still yielded.
+#[test]
+fn a_wrapper_with_a_corrupt_message_inside_yields_none_of_its_messages() {
+    let mut inner = BytesMut::from(&set_of(&["good", "also good", "bad"])[..]);
+    let last = inner.len() - 1;
+    inner[last] ^= 0xff;
+    let wrapper = Message::with_codec(
+        Magic::V1,
+        CompressionCodec::Gzip,
+        compress(CompressionCodec::Gzip, &inner),
+    );
+    let mut set = BytesMut::from(&set_of(&["before"])[..]);
+    let wrapper_offset = set.len() as i64;
+    wrapper.encode(&mut set);
+    let items: Vec<_> = DeepIter::new(set.freeze(), 0, 1 << 20).collect();
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert_eq!(items[0].as_ref().unwrap().message.payload.as_ref(), b"before");
+    assert!(
+        matches!(&items[1], Err(MessageError::CrcMismatch { offset, .. }) if *offset == wrapper_offset),
+        "{:?}",
+        items[1]
+    );
+}

@@ -172,6 +172,10 @@ pub struct DeepIter {
     done: Option<SetEnd>,
     /// Whether top-level CRCs are compared (inner messages' always are).
     check_top_crc: bool,
+    /// The messages of the open top-level wrapper, every one already checked: a wrapper is
+    /// read whole before any of its messages is yielded, so one with a corrupt message inside
+    /// yields none (as a replica, which copies wrappers whole, copies none of it).
+    opened: std::collections::VecDeque<DeepEntry>,
 }
 
 impl DeepIter {
@@ -188,6 +192,7 @@ impl DeepIter {
             failed: false,
             done: None,
             check_top_crc: true,
+            opened: std::collections::VecDeque::new(),
         }
     }
 
@@ -209,7 +214,7 @@ impl DeepIter {
 
     fn next_entry(&mut self) -> Result<Option<DeepEntry>, MessageError> {
         loop {
-            if let Some(entry) = self.next_inner()? {
+            if let Some(entry) = self.opened.pop_front() {
                 return Ok(Some(entry));
             }
             let mut shallow = ShallowIter::new(&self.buf, self.base_offset);
@@ -232,6 +237,10 @@ impl DeepIter {
             let data = self.open(codec, top.message.payload, top.offset)?;
             self.wrapper = Some((top.offset, top.next_offset));
             self.stack.push(InnerSet { data, pos: 0 });
+            // The whole wrapper is read and checked before any of it is yielded.
+            while let Some(entry) = self.next_inner()? {
+                self.opened.push_back(entry);
+            }
         }
     }
 
