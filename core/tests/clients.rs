@@ -324,3 +324,23 @@ fn messages_of_a_committed_wrapper_start_do_not_count_as_uncommitted() {
     assert_eq!((w.uncommitted(), w.commit_point(&p)), (1, Some(400)));
     assert!(w.invariants_hold());
 }
+
+#[test]
+fn a_withdrawn_message_holds_no_room_and_the_commit_stays_before_it() {
+    use tributary_core::mirror::MirrorWindow;
+    let p = (0, "t".to_string(), "0-0".to_string());
+    let mut w = MirrorWindow::new();
+    w.sent(&p, 1, 100);
+    w.sent(&p, 2, 200);
+    assert!(!w.withdraw(&p, 1), "only the last message recorded can be withdrawn");
+    w.acked(&p, 1);
+    assert!(w.withdraw(&p, 2));
+    assert!(!w.withdraw(&p, 2), "withdrawn once");
+    assert_eq!(w.in_flight(), 0);
+    assert!(w.invariants_hold());
+    assert_eq!(w.commit_point(&p), Some(100), "the commit stays before it");
+    // An acknowledged message cannot be withdrawn.
+    w.sent(&p, 3, 300);
+    w.acked(&p, 3);
+    assert!(!w.withdraw(&p, 3));
+}

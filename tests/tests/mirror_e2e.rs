@@ -921,24 +921,49 @@ async fn a_mirror_side_zookeeper_restart_does_not_stop_the_mirror_maker() {
     a_zookeeper_restart_does_not_stop_the_mirror(false, false).await;
 }
 
+/// A mirror broker whose mirror cluster takes messages of at most `limit` bytes: by its
+/// producer's `max.message.size` (`producer_side`) or by its brokers'.
+fn limited_mirror_broker(
+    source: &Cluster,
+    target_zk: &ZooKeeper,
+    dir: &Path,
+    topics: &str,
+    limit: usize,
+    producer_side: bool,
+) -> BrokerProcess {
+    let port = free_port();
+    let (producer_extra, broker_extra) = if producer_side {
+        (format!("max.message.size={limit}\n"), String::new())
+    } else {
+        (String::new(), format!("max.message.size={limit}\n"))
+    };
+    BrokerProcess::start_mirror(
+        dir,
+        port,
+        &server_properties(0, port, dir, target_zk, &broker_extra),
+        &mirror_consumer(&source.zk, &format!("mirror.topics.whitelist={topics}\n")),
+        &format!("{}{producer_extra}", mirror_producer(target_zk)),
+    )
+}
+
+/// Waits until `log` of `broker` satisfies `done`, at most 60 s; returns the log.
+async fn until_logged(broker: &BrokerProcess, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = broker.log_text();
+        if done(&log) || Instant::now() >= deadline {
+            return log;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_message_too_large_for_the_mirror_cluster_is_named_and_the_mirror_broker_keeps_serving() {
+async fn a_message_too_large_for_the_mirror_cluster_stops_only_its_partition_and_is_named() {
     let source = source_cluster(1, "num.partitions=1\n");
     let target_zk = ZooKeeper::start();
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    // The mirror cluster takes messages of at most 1,000 bytes; the source took one of 5,000.
-    let producer_file = format!(
-        "{}max.message.size=1000\n",
-        mirror_producer(&target_zk)
-    );
-    let mut broker = BrokerProcess::start_mirror(
-        dir.path(),
-        port,
-        &server_properties(0, port, dir.path(), &target_zk, ""),
-        &mirror_consumer(&source.zk, "mirror.topics.whitelist=big\n"),
-        &producer_file,
-    );
+    let mut broker = limited_mirror_broker(&source, &target_zk, dir.path(), "big,small", 1000, true);
     let producer = producer(&source.zk).await;
     producer
         .send(Record::new(topic("big"), vec![b'x'; 5000]))
@@ -946,24 +971,19 @@ async fn a_message_too_large_for_the_mirror_cluster_is_named_and_the_mirror_brok
         .unwrap()
         .await
         .unwrap();
-    // The supervisor restarts the mirror (1 s, then 2 s); the broker serves all along.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let log = loop {
-        let log = broker.log_text();
-        if log.matches("starting it again in").count() >= 2 || Instant::now() >= deadline {
-            break log;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
-    assert!(
-        broker.is_running(),
-        "the mirror broker exited because of its mirror:\n{log}"
-    );
-    assert!(
-        log.matches("starting it again in").count() >= 2,
-        "the failed mirror was not started again:\n{log}"
-    );
-    let named = log.lines().find(|l| l.contains("was not stored by the mirror cluster"));
+    let mut small = Vec::new();
+    for i in 0..50 {
+        let m = format!("small-{i}");
+        producer
+            .send(Record::new(topic("small"), m.clone().into_bytes()))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        small.push(m);
+    }
+    let log = until_logged(&broker, |l| l.contains("that source partition stops there")).await;
+    let named = log.lines().find(|l| l.contains("that source partition stops there"));
     assert!(
         named.is_some_and(|l| l.contains("source big/0-0")
             && l.contains("offset 5010")
@@ -971,7 +991,47 @@ async fn a_message_too_large_for_the_mirror_cluster_is_named_and_the_mirror_brok
             && l.contains("max.message.size (1000)")),
         "the error does not name the source partition, offset, size and limit: {named:?}\n{log}"
     );
-    // Its own cluster is served: a produce and a fetch on the mirror broker work.
+    // The other partition goes on; the mirror was not restarted for it.
+    let target = Cluster {
+        zk: target_zk,
+        brokers: vec![],
+        dirs: vec![],
+    };
+    let seen = read_all(&target.zk, &["small"], small.len(), Duration::from_secs(60)).await;
+    assert!(small.iter().all(|m| seen.contains_key(m)), "the other partitions stopped too");
+    assert!(broker.is_running(), "the mirror broker exited:\n{log}");
+    assert!(
+        !broker.log_text().contains("starting it again"),
+        "the whole mirror was restarted for one partition's message"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mirror_refused_by_its_cluster_is_restarted_while_its_broker_keeps_serving() {
+    let source = source_cluster(1, "num.partitions=1\n");
+    let target_zk = ZooKeeper::start();
+    let dir = tempfile::tempdir().unwrap();
+    // The mirror cluster's brokers refuse what its producer lets through: the send fails for
+    // good, and the mirror stops, to be started again by its supervisor.
+    let mut broker = limited_mirror_broker(&source, &target_zk, dir.path(), "big", 1000, false);
+    let producer = producer(&source.zk).await;
+    producer
+        .send(Record::new(topic("big"), vec![b'x'; 5000]))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let log = until_logged(&broker, |l| l.matches("starting it again in").count() >= 2).await;
+    assert!(
+        log.matches("starting it again in").count() >= 2,
+        "the failed mirror was not started again:\n{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("source big/0-0") && l.contains("(5000 bytes)")),
+        "the failure does not name the source message:\n{log}"
+    );
+    assert!(broker.is_running(), "the mirror broker exited because of its mirror:\n{log}");
+    // Its own cluster is served: a produce to the mirror broker is acknowledged.
     let text = format!("zk.connect={}\ndurable.acks=true\nproducer.type=sync\n", target_zk.connect_string());
     let local = Producer::start(
         TokioEnv,

@@ -106,9 +106,6 @@ pub(super) struct Member<E: Env> {
     /// Sessions this member gave up: their nodes, if a restarted ZooKeeper still holds them,
     /// are this member's to take back.
     pub retired: RetiredSessions,
-    /// Partitions claimed in the last rebalance whose start could not be read: their offsets
-    /// mean nothing, so the next rebalance reads their start again instead of keeping them.
-    pub unstarted: std::sync::Mutex<std::collections::BTreeSet<(TopicName, BrokerPartition)>>,
 }
 
 impl<E: Env> Member<E> {
@@ -431,7 +428,7 @@ impl<E: Env> Member<E> {
                 }
             }
             self.release_owners(coord, &released).await;
-            let unstarted = std::mem::take(&mut *guard(&self.unstarted));
+            let unstarted = std::mem::take(&mut *guard(&self.shared.restart_from_commit));
             kept.extend(
                 released
                     .iter()
@@ -650,6 +647,7 @@ impl<E: Env> Member<E> {
                 }
             }
         }
+        let mut unstarted_now = false;
         // Where each new partition starts: every broker asked at once, each within a deadline.
         let socket_timeout = Duration::from_millis(self.config.socket_timeout_ms.max(1000).into());
         let new_partitions: Vec<((TopicName, BrokerPartition), (String, u16))> = plan
@@ -741,7 +739,8 @@ impl<E: Env> Member<E> {
             ));
             if let Some(detail) = unreadable {
                 state.stall();
-                guard(&self.unstarted).insert((topic.clone(), partition));
+                guard(&self.shared.restart_from_commit).insert((topic.clone(), partition));
+                unstarted_now = true;
                 let error = ConsumerError::Unreadable {
                     topic: topic.clone(),
                     partition,
@@ -753,7 +752,7 @@ impl<E: Env> Member<E> {
             }
             claimed.push(state);
         }
-        if !guard(&self.unstarted).is_empty() {
+        if unstarted_now {
             // Read their starts again soon.
             watches.spawn(tokio::time::sleep(START_RETRY));
         }

@@ -147,6 +147,10 @@ pub struct Shared {
     pub gap_sink: Option<super::GapSink>,
     /// Asks the member to rebalance now (an observer saw partitions nobody owns).
     pub rejoin: tokio::sync::Notify,
+    /// Partitions whose offsets here mean nothing (their start could not be read) or must not
+    /// be resumed past (the mirror stopped them at a message it could not store): the next
+    /// rebalance starts them from the group's committed offset instead of keeping them.
+    pub restart_from_commit: Mutex<std::collections::BTreeSet<(TopicName, BrokerPartition)>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -169,6 +173,7 @@ impl Shared {
             gap_bytes: AtomicU64::new(0),
             gap_sink,
             rejoin: tokio::sync::Notify::new(),
+            restart_from_commit: Mutex::new(std::collections::BTreeSet::new()),
         }
     }
 

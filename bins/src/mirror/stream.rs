@@ -232,6 +232,11 @@ impl Deliveries {
 #[derive(Debug, Default)]
 struct Keys {
     last: Option<(TopicName, BrokerPartition, Arc<SourcePartition>)>,
+    /// Partitions this stream stopped at a message the mirror cluster cannot take, with the
+    /// epoch they were stopped in: their messages still in the stream are skipped (the consumer
+    /// fetches no more of them, and starts them again from the committed offset at the next
+    /// rebalance, a new epoch).
+    stopped: std::collections::BTreeSet<(Arc<SourcePartition>, u64)>,
 }
 
 impl Keys {
@@ -272,7 +277,7 @@ pub(super) async fn run_stream(
             _ = stop.changed() => break,
             ready = acks.ready(), if !acks.is_empty() => {
                 // Every acknowledgement ready now (a batch's come together), under one lock.
-                let (commit_due, has_room) = on_acks(&context, ready)?;
+                let (commit_due, has_room) = on_acks(&context, &mut keys, ready)?;
                 room = has_room;
                 if commit_due {
                     commit(&context, Wait::No).await;
@@ -308,7 +313,7 @@ pub(super) async fn run_stream(
     // Shutdown: what is in flight gets a bounded time to be acknowledged, then the last commit.
     let drained = tokio::time::timeout(SHUTDOWN_ACK_WAIT, async {
         while !acks.is_empty() {
-            on_acks(&context, acks.ready().await)?;
+            on_acks(&context, &mut keys, acks.ready().await)?;
         }
         Ok::<_, MirrorError>(())
     })
@@ -318,7 +323,7 @@ pub(super) async fn run_stream(
         Err(_) => {
             // What resolved behind a delivery still on its way is recorded, so that the last
             // commit covers it.
-            on_acks(&context, acks.take_resolved())?;
+            on_acks(&context, &mut keys, acks.take_resolved())?;
             tracing::warn!("mirror: {} messages still unacknowledged after {SHUTDOWN_ACK_WAIT:?}; they are sent again on restart", acks.len());
         }
     }
@@ -335,6 +340,9 @@ async fn forward(
     message: ConsumedMessage,
 ) -> Result<bool, MirrorError> {
     let key = keys.key(context.source, &message.topic, message.partition);
+    if !keys.stopped.is_empty() && keys.stopped.contains(&(key.clone(), message.generation)) {
+        return Ok(context.window.has_room());
+    }
     let (seq, room) = {
         let mut state = context.window.lock();
         let WindowState {
@@ -394,6 +402,14 @@ async fn forward(
             state.window.acked_at(&meta.key, seq, meta.offset);
             return Ok(context.window.room_in(&state));
         }
+        // Too large for the mirror cluster: this partition's failure alone. It stops here (the
+        // message is withdrawn from the window, so nothing past it is committed) and the
+        // others go on; a restart or the next rebalance tries it again from the commit.
+        Err(e @ SendError::TooLarge { .. }) => {
+            context.window.lock().window.withdraw(&meta.key, seq);
+            stop_partition(context, keys, &meta, &e)?;
+            return Ok(context.window.has_room());
+        }
         Err(e) => return Err(MirrorError::Send(meta.describe(&e))),
     };
     context.stats.sent.fetch_add(1, Ordering::Relaxed);
@@ -405,14 +421,44 @@ async fn forward(
     Ok(room)
 }
 
+/// Stops the source partition of `meta` at that message (too large for the mirror cluster): the
+/// consumer fetches no more of it and starts it again from its committed offset at the next
+/// rebalance; this stream skips what it still holds of it in this epoch. Said as an error
+/// naming the message, and counted.
+fn stop_partition(
+    context: &StreamContext,
+    keys: &mut Keys,
+    meta: &AckMeta,
+    error: &SendError,
+) -> Result<(), MirrorError> {
+    context.stats.errors.fetch_add(1, Ordering::Relaxed);
+    tracing::error!(
+        "mirror: {}; that source partition stops there (nothing past it is committed; the others go on): raise max.message.size of the mirror's producer and of the mirror cluster's brokers, then restart the mirror",
+        meta.describe(error)
+    );
+    let (Ok(topic), Some(partition)) = (
+        meta.key.1.parse::<TopicName>(),
+        BrokerPartition::parse(&meta.key.2),
+    ) else {
+        return Err(MirrorError::Send(meta.describe(error)));
+    };
+    context.connector.stop_partition(&topic, partition);
+    // One entry per partition: an older epoch's is replaced.
+    keys.stopped.retain(|(stopped, _)| *stopped != meta.key);
+    keys.stopped.insert((meta.key.clone(), meta.generation));
+    Ok(())
+}
+
 /// Records acknowledgements (all under one lock of the window); a send that failed for good
 /// stops the stream. Returns whether an early commit is due and whether there is room.
 fn on_acks(
     context: &StreamContext,
+    keys: &mut Keys,
     ready: Vec<(AckMeta, Result<Delivered, SendError>)>,
 ) -> Result<(bool, bool), MirrorError> {
     let (mut acked, mut acked_bytes) = (0u64, 0u64);
     let mut failure = None;
+    let mut too_large = Vec::new();
     let mut events: Vec<(Owned, i64)> = Vec::new();
     let (commit_due, room) = {
         let mut state = context.window.lock();
@@ -441,6 +487,15 @@ fn on_acks(
                     )));
                     break;
                 }
+                // Too large for the mirror cluster: that partition's failure alone. Its window
+                // is dropped (nothing of it is committed past its last commit; what was sent
+                // after is sent again when it restarts from there) and it stops.
+                Err(e @ SendError::TooLarge { .. }) => {
+                    if !keys.stopped.contains(&(meta.key.clone(), meta.generation)) {
+                        state.window.lost(&meta.key);
+                        too_large.push((meta, e));
+                    }
+                }
                 Err(e) => {
                     failure = Some(MirrorError::Send(meta.describe(&e)));
                     break;
@@ -452,6 +507,9 @@ fn on_acks(
             context.window.room_in(&state),
         )
     };
+    for (meta, e) in too_large {
+        stop_partition(context, keys, &meta, &e)?;
+    }
     context.stats.acked.fetch_add(acked, Ordering::Relaxed);
     context
         .stats

@@ -168,6 +168,24 @@ impl MirrorWindow {
         }
     }
 
+    /// Message `seq` of `partition`, the last one recorded for it and not acknowledged, was
+    /// never sent after all (the producer refused it before sending: too large for the mirror
+    /// cluster): it is forgotten, so it holds no room; nothing past it may be sent for the
+    /// partition (the caller stops it there), and the commit point stays before it. Returns
+    /// whether it was forgotten (`false`: not the last, or unknown: nothing changed).
+    pub fn withdraw(&mut self, partition: &SourcePartition, seq: u64) -> bool {
+        let Some(window) = self.windows.get_mut(partition) else {
+            return false;
+        };
+        if !window.pending.back().is_some_and(|(s, _, acked)| *s == seq && !acked) {
+            return false;
+        }
+        window.pending.pop_back();
+        self.in_flight -= 1;
+        debug_assert!(self.invariants_hold());
+        true
+    }
+
     /// `partition` was lost in a rebalance: its window is dropped; nothing more is committed
     /// for it. Returns how many messages were in flight (the new owner sends them again).
     pub fn lost(&mut self, partition: &SourcePartition) -> usize {
