@@ -525,3 +525,53 @@ async fn a_registered_broker_that_never_answers_holds_up_only_its_own_partitions
     consumer.shutdown().await;
     coord.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_console_consumer_that_cannot_join_its_groups_partitions_exits_non_zero() {
+    use tributary::coordination::zk::ZkCoordination;
+    use tributary::coordination::{Coordination, NodeKind};
+    let c = cluster();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n"))
+        .await
+        .unwrap();
+    produce(&producer, "unjoinable", vec!["x".to_string()]).await;
+    // A member registration nobody can read: every rebalance attempt of the group fails.
+    let connect = tributary_core::config::ZkConnect::parse(&c.zk.connect_string()).unwrap();
+    let coord = ZkCoordination::connect(&connect, Duration::from_secs(4), Duration::from_secs(4))
+        .await
+        .unwrap();
+    let bad = "/consumers/stuck/ids/garbage";
+    coord.ensure_parents(bad).await.unwrap();
+    coord.create(bad, b"not json", NodeKind::Persistent).await.unwrap();
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("console.log");
+    let mut child = Command::new(tributary_binary())
+        .args(["console-consumer", "--zookeeper", &c.zk.connect_string(), "--topic", "unjoinable", "--group", "stuck"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+    eprintln!("console-consumer exited with {status:?} after {:?}", started.elapsed());
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "it did not exit non-zero within 60 s without ever joining ({status:?}):\n{stderr}"
+    );
+    assert!(
+        stderr.contains("rebalance attempts") && stderr.contains("garbage"),
+        "the error does not say why:\n{stderr}"
+    );
+    coord.close().await;
+}

@@ -515,6 +515,15 @@ impl<E: Env> Member<E> {
             }
         }
         tracing::error!("consumer {}: rebalance failed {attempts} times ({last}); owning nothing until the next change", self.consumer_id);
+        // Every stream is told (a console consumer exits non-zero on it); a full queue or a
+        // gone stream has the error in the log anyway.
+        for queue in self.streams.iter() {
+            let error = ConsumerError::Rebalance {
+                attempts,
+                last: last.clone(),
+            };
+            let _reported_in_the_log = queue.try_send(super::state::Chunk::Error(error)).is_err();
+        }
         let mut retry = JoinSet::new();
         retry.spawn(tokio::time::sleep(backoff.max(RETRY_BACKOFF)));
         Some(retry)

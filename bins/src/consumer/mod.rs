@@ -143,6 +143,15 @@ pub enum ConsumerError {
         /// Why.
         detail: String,
     },
+    /// The member's rebalance failed `rebalance.retries.max` times: it owns nothing until the
+    /// group or the topics change (it tries again then, and after a pause).
+    #[error("could not join the group's partitions after {attempts} rebalance attempts: {last}")]
+    Rebalance {
+        /// Attempts made.
+        attempts: u32,
+        /// The last attempt's failure.
+        last: String,
+    },
     /// The broker answered a fetch with an error code.
     #[error("{topic}/{partition}: the broker answered a fetch at {offset} with {} ({})", code.code(), code.name())]
     Broker {

@@ -301,6 +301,8 @@ pub(super) async fn run_stream(
                 }
                 Err(ConsumerError::Timeout(_)) => {}
                 Err(ConsumerError::Closed) => break,
+                // Said by the consumer already; the watchdog alarms if it lasts.
+                Err(e @ ConsumerError::Rebalance { .. }) => tracing::error!("mirror: {e}"),
                 Err(e) => {
                     // The consumer stopped that partition (until the next rebalance, which
                     // reads it again from its committed offset); the others go on.
