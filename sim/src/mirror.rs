@@ -39,7 +39,7 @@ use tributary::client::connect;
 use tributary::consumer::{ConsumerConnector, ConsumerError, GapReport, Subscription};
 use tributary::metrics::server::MetricsServer;
 use tributary::metrics::Metrics;
-use tributary::mirror::{Mirror, MirrorEvent, MirrorObserver, MirrorSettings};
+use tributary::mirror::{MirrorEvent, MirrorObserver, MirrorSettings};
 use tributary::producer::{Producer, Record};
 use tributary_core::config::{ConsumerConfig, ProducerConfig};
 use tributary_core::message::{DeepIter, ShallowIter};
@@ -440,7 +440,10 @@ async fn run_mirror(
     }
 }
 
-/// Starts the mirror again whenever it fails, until `stop`.
+/// Runs the mirror under production's supervisor (`mirror::supervise`, as a mirror broker runs
+/// its embedded mirror; for the mirror maker it stands for the operator's supervisor) until
+/// `stop`: each start is a new incarnation with its own observer, and each failure is counted
+/// in the report with its reason.
 async fn mirror_incarnations(
     host: String,
     shape: Shape,
@@ -448,9 +451,9 @@ async fn mirror_incarnations(
     shared: Shared,
     control: Arc<Control>,
     metrics: Arc<Metrics>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    loop {
+    let start = || {
         // Each start is a new incarnation: its consumer's epochs count from 0 again.
         let incarnation = {
             let mut s = state(&shared);
@@ -463,46 +466,27 @@ async fn mirror_incarnations(
             shared: shared.clone(),
             control: control.clone(),
         });
+        control
+            .trace
+            .push(&format!("{host}: mirror starting (incarnation {incarnation})"));
         let env = SimEnv::new(seed ^ turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64);
-        let mirror = tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => return,
-            started = Mirror::start(env, settings(&shape, observer.clone(), metrics.clone())) => started,
-        };
-        match mirror {
-            Ok(mirror) => {
-                control.trace.push(&format!("{host}: mirror started"));
-                let mut stopping = stop.clone();
-                match mirror
-                    .run_until(async move { drop(stopping.wait_for(|s| *s).await) })
-                    .await
-                {
-                    Ok(()) => {
-                        control.trace.push(&format!("{host}: mirror stopped"));
-                        return;
-                    }
-                    Err(e) => {
-                        // A supervisor (systemd, an operator) starts a failed mirror again; the
-                        // report counts the failures and their reasons.
-                        control
-                            .trace
-                            .push(&format!("{host}: mirror failed: {e}; starting it again"));
-                        *state(&shared)
-                            .mirror_failures
-                            .entry(e.to_string().chars().take(120).collect())
-                            .or_insert(0) += 1;
-                    }
-                }
-            }
-            Err(e) => control
-                .trace
-                .push(&format!("{host}: mirror cannot start: {e}; retrying")),
-        }
-        tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => return,
-            () = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
+        (env, settings(&shape, observer, metrics.clone()))
+    };
+    let failed = |e: &tributary::mirror::MirrorError| {
+        control
+            .trace
+            .push(&format!("{host}: mirror failed: {e}; the supervisor starts it again"));
+        *state(&shared)
+            .mirror_failures
+            .entry(e.to_string().chars().take(120).collect())
+            .or_insert(0) += 1;
+    };
+    match tributary::mirror::supervise::supervise_each(start, failed, stop).await {
+        Ok(()) => control.trace.push(&format!("{host}: mirror stopped")),
+        Err(e) => control.violate(
+            Invariant::BrokerHealth,
+            format!("{host}: the mirror's settings cannot work: {e}"),
+        ),
     }
 }
 

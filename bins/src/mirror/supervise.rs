@@ -41,17 +41,31 @@ pub async fn supervise<E: Env>(
     settings: MirrorSettings,
     stop: watch::Receiver<bool>,
 ) -> Result<(), MirrorError> {
-    let restarts = settings.metrics.as_ref().map(|m| m.mirror().restarts.clone());
+    supervise_each(|| (env.clone(), settings.clone()), |_| {}, stop).await
+}
+
+/// [`supervise`], with each start's environment and settings from `start` (the simulator gives
+/// each start its own observer), and each failure told to `failed` before the pause.
+pub async fn supervise_each<E: Env>(
+    mut start: impl FnMut() -> (E, MirrorSettings),
+    mut failed: impl FnMut(&MirrorError),
+    stop: watch::Receiver<bool>,
+) -> Result<(), MirrorError> {
     let mut backoff = BACKOFF_MIN;
     loop {
+        let (env, settings) = start();
+        let restarts = settings.metrics.as_ref().map(|m| m.mirror().restarts.clone());
         let started = tokio::select! {
             biased;
             () = stopped(stop.clone()) => return Ok(()),
-            started = Mirror::start(env.clone(), settings.clone()) => started,
+            started = Mirror::start(env, settings) => started,
         };
         let failure = match started {
             Err(MirrorError::Config(e)) => return Err(MirrorError::Config(e)),
-            Err(e) => format!("the mirror could not start: {e}"),
+            Err(e) => {
+                failed(&e);
+                format!("the mirror could not start: {e}")
+            }
             Ok(mirror) => {
                 let began = tokio::time::Instant::now();
                 match mirror.run_until(stopped(stop.clone())).await {
@@ -61,6 +75,7 @@ pub async fn supervise<E: Env>(
                         if began.elapsed() >= STEADY {
                             backoff = BACKOFF_MIN;
                         }
+                        failed(&e);
                         // Says itself that mirroring stopped, and why.
                         e.to_string()
                     }
