@@ -697,6 +697,8 @@ async fn the_manager_flushes_what_is_due_and_applies_retention() {
 struct FlakyFs {
     fail_sync: Arc<AtomicBool>,
     fail_segment_removal: Arc<AtomicBool>,
+    /// Files created from now on never sync.
+    fail_new_files_sync: Arc<AtomicBool>,
 }
 
 #[derive(Debug)]
@@ -737,10 +739,12 @@ impl LogFs for FlakyFs {
         RealFs.list_dir(path)
     }
     fn open(&self, path: &Path, create: bool) -> std::io::Result<FlakyFile> {
-        Ok(FlakyFile(
-            RealFs.open(path, create)?,
-            self.fail_sync.clone(),
-        ))
+        let fails = if create && !RealFs.exists(path) && self.fail_new_files_sync.load(Ordering::SeqCst) {
+            Arc::new(AtomicBool::new(true))
+        } else {
+            self.fail_sync.clone()
+        };
+        Ok(FlakyFile(RealFs.open(path, create)?, fails))
     }
     fn exists(&self, path: &Path) -> bool {
         RealFs.exists(path)
@@ -790,6 +794,35 @@ fn a_failed_sync_poisons_the_log() {
         !log.flush_due(T0 + 3_600_000),
         "a poisoned log is never due for a flush (the scheduler would log its error every round)"
     );
+}
+
+/// A roll whose new segment cannot be synced leaves that empty file where the log ends: the log
+/// is poisoned, so nothing more goes into the old segment past it, and the log reopens (a
+/// segment reaching into the next one would be refused as corrupt). Found by cluster seed 328.
+#[test]
+fn a_roll_that_fails_poisons_the_log_and_the_log_still_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FlakyFs::default();
+    let path: PathBuf = dir.path().join("t-0");
+    let small = LogPolicy {
+        segment_bytes_max: 100,
+        ..policy()
+    };
+    let mut log = Log::create(fs.clone(), &path, tp("t", 0), small.clone(), T0).unwrap();
+    log.append(&set(1, 3, 10), T0).unwrap(); // 60 bytes
+    log.flush(T0).unwrap();
+    fs.fail_new_files_sync.store(true, Ordering::SeqCst);
+    assert!(log.append(&set(2, 2, 15), T0).is_err(), "50 bytes do not fit: a roll, which fails");
+    fs.fail_new_files_sync.store(false, Ordering::SeqCst);
+    let err = log.append(&set(3, 1, 10), T0).unwrap_err();
+    assert!(matches!(err, LogError::Poisoned { .. }), "20 more bytes went into the old segment: {err}");
+    drop(log);
+    let hints = RecoveryHints {
+        clean_shutdown: false,
+        checkpoint: None,
+    };
+    let reopened = Log::open(RealFs, &path, tp("t", 0), small, hints, T0);
+    assert!(reopened.is_ok(), "{:?}", reopened.err());
 }
 
 #[test]
