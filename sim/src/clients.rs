@@ -146,7 +146,7 @@ pub fn run_seed(
     report.duplicates = s.consumed.values().filter(|n| **n > 1).count();
     report.commits_checked = s.commits_checked;
     report.trace_hash = control.trace.hash();
-    report.trace_tail = control.trace.tail(40);
+    report.trace_tail = control.trace.report_tail(40);
     report.simulated = sim.elapsed();
     drop(s);
     crate::world::outcome(result, &control, report)
@@ -356,7 +356,7 @@ fn drive(
                 .filter(|seq| !s.consumed.contains_key(seq))
                 .copied()
                 .collect();
-            (missing, ownership_problem(&s))
+            (missing, ownership_problem(&s, &registered_partitions(cluster)))
         };
         if missing.is_empty()
             && owned_problem.is_none()
@@ -481,7 +481,24 @@ fn check_commits(cluster: &crate::world::Cluster, shared: &Shared, control: &Con
 }
 
 /// `OwnershipDisjoint`: every partition of the topic owned by exactly one member.
-fn ownership_problem(s: &State) -> Option<String> {
+/// The topic's partitions as its brokers registered them (`<broker>-<partition>`): a broker
+/// the producer never wrote the topic to has none (the topic is created where it is first
+/// written, as in 0.7).
+fn registered_partitions(cluster: &crate::world::Cluster) -> Vec<String> {
+    let m = cluster.model.lock().unwrap_or_else(|p| p.into_inner());
+    let path = format!("/brokers/topics/{TOPIC}");
+    let mut out = Vec::new();
+    for broker in m.children(&path) {
+        let count: u32 = m
+            .data(&format!("{path}/{broker}"))
+            .and_then(|d| String::from_utf8_lossy(&d).trim().parse().ok())
+            .unwrap_or(0);
+        out.extend((0..count).map(|p| format!("{broker}-{p}")));
+    }
+    out
+}
+
+fn ownership_problem(s: &State, expected: &[String]) -> Option<String> {
     let mut owners: BTreeMap<&String, Vec<usize>> = BTreeMap::new();
     for (member, owned) in &s.owned {
         for p in owned {
@@ -493,11 +510,14 @@ fn ownership_problem(s: &State) -> Option<String> {
             "{TOPIC}/{p} is owned by members {members:?} at once"
         ));
     }
-    let expected = ["0-0", "0-1", "1-0", "1-1"];
     let missing: Vec<&str> = expected
         .iter()
-        .filter(|p| !owners.keys().any(|o| o.as_str() == **p))
-        .copied()
+        .filter(|p| !owners.keys().any(|o| o == p))
+        .map(String::as_str)
         .collect();
+    // Every partition owned must exist, and the topic exists on at least one broker.
+    if expected.is_empty() {
+        return Some(format!("{TOPIC} is registered on no broker"));
+    }
     (!missing.is_empty()).then(|| format!("{TOPIC}: partitions {missing:?} owned by no member"))
 }

@@ -268,7 +268,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (Violation
     report.trace_lines = control.trace.len();
     report.broker_events = control.trace.grep("tributary::broker").len();
     report.trace_hash = control.trace.hash();
-    report.trace_tail = control.trace.tail(40);
+    report.trace_tail = control.trace.report_tail(40);
     report.simulated = sim.elapsed();
     crate::world::outcome(result, &control, report)
 }

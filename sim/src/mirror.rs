@@ -602,7 +602,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
     report.commits_checked = state(&shared).commits_checked;
     report.mirror_failures = state(&shared).mirror_failures.clone();
     report.trace_hash = control.trace.hash();
-    report.trace_tail = if std::env::var_os("TRIBUTARY_FULL_TRACE").is_some() { control.trace.tail(usize::MAX) } else { control.trace.tail(40) };
+    report.trace_tail = control.trace.report_tail(40);
     report.schedule = [
         "seed ",
         "fault ",

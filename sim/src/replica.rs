@@ -278,7 +278,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ReplicaReport, (Violation
         report.failover_acked = s.failover_acked.len();
     }
     report.trace_hash = control.trace.hash();
-    report.trace_tail = control.trace.tail(40);
+    report.trace_tail = control.trace.report_tail(40);
     report.simulated = sim.elapsed();
     crate::world::outcome(result, &control, report)
 }

@@ -75,6 +75,16 @@ impl Trace {
         self.len() == 0
     }
 
+    /// The last lines kept for a report: `n`, or every line kept when `TRIBUTARY_FULL_TRACE` is
+    /// set (to read a failing seed whole).
+    pub fn report_tail(&self, n: usize) -> Vec<String> {
+        if std::env::var_os("TRIBUTARY_FULL_TRACE").is_some() {
+            self.tail(usize::MAX)
+        } else {
+            self.tail(n)
+        }
+    }
+
     /// The last `n` lines kept.
     pub fn tail(&self, n: usize) -> Vec<String> {
         self.0

@@ -419,6 +419,9 @@ impl<E: Env> Member<E> {
             fetchers.abort_all();
             while fetchers.join_next().await.is_some() {}
             let released = self.shared.release_all();
+            // Partitions stopped since the last rebalance: their owner nodes go too, and they
+            // are not kept (below), so they start again from the group's commit.
+            let stopped = self.shared.take_stopped();
             if self.config.autocommit_enable {
                 if let Err(e) = self
                     .commit_partitions(coord, &released, &BTreeMap::new())
@@ -428,6 +431,7 @@ impl<E: Env> Member<E> {
                 }
             }
             self.release_owners(coord, &released).await;
+            self.release_owners(coord, &stopped).await;
             let unstarted = std::mem::take(&mut *guard(&self.shared.restart_from_commit));
             kept.extend(
                 released

@@ -314,22 +314,13 @@ impl ConsumerConnector {
         self.shared.rejoin.notify_one();
     }
 
-    /// Stops fetching `partition` of `topic` (its stream may still hold messages of it, which
-    /// the caller skips) until the next rebalance, which starts it again from the group's
-    /// committed offset — never past what was committed. For a partition whose next message
-    /// the caller cannot handle (the mirror: too large for the mirror cluster). Whether this
-    /// member owned it.
+    /// Gives up `partition` of `topic` until the next rebalance, which starts it again from the
+    /// group's committed offset — never past what was committed (see `state::Shared::stop`):
+    /// nothing more of it is fetched or committed here. For a partition whose next message the
+    /// caller cannot handle (the mirror: too large for the mirror cluster); its streams may
+    /// still hold messages of it, which the caller skips. Whether this member owned it.
     pub fn stop_partition(&self, topic: &TopicName, partition: BrokerPartition) -> bool {
-        let Some(state) = self.shared.get(topic, partition) else {
-            return false;
-        };
-        state.stall();
-        self.shared
-            .restart_from_commit
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((topic.clone(), partition));
-        true
+        self.shared.stop(topic, partition)
     }
 
     /// The partitions this member owns right now, with their ownership epochs.

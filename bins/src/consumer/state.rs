@@ -151,6 +151,9 @@ pub struct Shared {
     /// be resumed past (the mirror stopped them at a message it could not store): the next
     /// rebalance starts them from the group's committed offset instead of keeping them.
     pub restart_from_commit: Mutex<std::collections::BTreeSet<(TopicName, BrokerPartition)>>,
+    /// Partitions given up by [`Shared::stop`]: their owner nodes are released at the next
+    /// rebalance.
+    stopped: Mutex<Vec<Arc<PartitionState>>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -174,6 +177,7 @@ impl Shared {
             gap_sink,
             rejoin: tokio::sync::Notify::new(),
             restart_from_commit: Mutex::new(std::collections::BTreeSet::new()),
+            stopped: Mutex::new(Vec::new()),
         }
     }
 
@@ -209,6 +213,35 @@ impl Shared {
             std::mem::take(&mut *self.owned()).into_values().collect();
         released.iter().for_each(|p| p.release());
         released
+    }
+
+    /// Gives up a partition until the next rebalance, which starts it from the group's
+    /// committed offset (never keeping what was handed out here): it is no longer owned, so
+    /// nothing is fetched or committed for it, and its owner node is released then. When this
+    /// member does not own it right now (a rebalance is under way), the next rebalance still
+    /// excludes it, and one is asked for. Whether it was owned.
+    pub fn stop(&self, topic: &TopicName, partition: BrokerPartition) -> bool {
+        let key = (topic.clone(), partition);
+        self.restart_from_commit
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone());
+        let Some(state) = self.owned().remove(&key) else {
+            self.rejoin.notify_one();
+            return false;
+        };
+        state.stall();
+        state.release();
+        self.stopped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(state);
+        true
+    }
+
+    /// The partitions given up by [`Shared::stop`] since the last call.
+    pub fn take_stopped(&self) -> Vec<Arc<PartitionState>> {
+        std::mem::take(&mut *self.stopped.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Installs what a successful rebalance claimed.

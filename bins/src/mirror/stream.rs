@@ -87,6 +87,12 @@ struct WindowState {
     /// Whether the last commit round succeeded: only then do acknowledgements trigger early
     /// commits (a failing ZooKeeper is retried at the interval, not at every acknowledgement).
     commits_ok: bool,
+    /// Partitions stopped at a message the mirror cluster cannot take, with the epoch they were
+    /// stopped in (one entry per partition). Shared by the source's streams, since a partition
+    /// may move between them keeping its epoch: in that epoch nothing more of it is forwarded,
+    /// acknowledged into the window or committed; the consumer starts it again from its
+    /// committed offset in a new epoch.
+    stopped: BTreeMap<SourcePartition, u64>,
 }
 
 impl SourceWindow {
@@ -232,11 +238,6 @@ impl Deliveries {
 #[derive(Debug, Default)]
 struct Keys {
     last: Option<(TopicName, BrokerPartition, Arc<SourcePartition>)>,
-    /// Partitions this stream stopped at a message the mirror cluster cannot take, with the
-    /// epoch they were stopped in: their messages still in the stream are skipped (the consumer
-    /// fetches no more of them, and starts them again from the committed offset at the next
-    /// rebalance, a new epoch).
-    stopped: std::collections::BTreeSet<(Arc<SourcePartition>, u64)>,
 }
 
 impl Keys {
@@ -277,7 +278,7 @@ pub(super) async fn run_stream(
             _ = stop.changed() => break,
             ready = acks.ready(), if !acks.is_empty() => {
                 // Every acknowledgement ready now (a batch's come together), under one lock.
-                let (commit_due, has_room) = on_acks(&context, &mut keys, ready)?;
+                let (commit_due, has_room) = on_acks(&context, ready)?;
                 room = has_room;
                 if commit_due {
                     commit(&context, Wait::No).await;
@@ -315,7 +316,7 @@ pub(super) async fn run_stream(
     // Shutdown: what is in flight gets a bounded time to be acknowledged, then the last commit.
     let drained = tokio::time::timeout(SHUTDOWN_ACK_WAIT, async {
         while !acks.is_empty() {
-            on_acks(&context, &mut keys, acks.ready().await)?;
+            on_acks(&context, acks.ready().await)?;
         }
         Ok::<_, MirrorError>(())
     })
@@ -325,7 +326,7 @@ pub(super) async fn run_stream(
         Err(_) => {
             // What resolved behind a delivery still on its way is recorded, so that the last
             // commit covers it.
-            on_acks(&context, &mut keys, acks.take_resolved())?;
+            on_acks(&context, acks.take_resolved())?;
             tracing::warn!("mirror: {} messages still unacknowledged after {SHUTDOWN_ACK_WAIT:?}; they are sent again on restart", acks.len());
         }
     }
@@ -342,11 +343,12 @@ async fn forward(
     message: ConsumedMessage,
 ) -> Result<bool, MirrorError> {
     let key = keys.key(context.source, &message.topic, message.partition);
-    if !keys.stopped.is_empty() && keys.stopped.contains(&(key.clone(), message.generation)) {
-        return Ok(context.window.has_room());
-    }
     let (seq, room) = {
         let mut state = context.window.lock();
+        if state.stopped.get(&*key) == Some(&message.generation) {
+            // Stopped in this epoch: what the stream still holds of it is not forwarded.
+            return Ok(context.window.room_in(&state));
+        }
         let WindowState {
             window, owned, seq, ..
         } = &mut *state;
@@ -408,8 +410,12 @@ async fn forward(
         // message is withdrawn from the window, so nothing past it is committed) and the
         // others go on; a restart or the next rebalance tries it again from the commit.
         Err(e @ SendError::TooLarge { .. }) => {
-            context.window.lock().window.withdraw(&meta.key, seq);
-            stop_partition(context, keys, &meta, &e)?;
+            {
+                let mut state = context.window.lock();
+                state.window.withdraw(&meta.key, seq);
+                stop_in(&mut state, &meta);
+            }
+            stop_partition(context, &meta, &e)?;
             return Ok(context.window.has_room());
         }
         Err(e) => return Err(MirrorError::Send(meta.describe(&e))),
@@ -423,13 +429,17 @@ async fn forward(
     Ok(room)
 }
 
+/// Records under the window's lock that the partition of `meta` is stopped in its epoch.
+fn stop_in(state: &mut WindowState, meta: &AckMeta) {
+    state.stopped.insert((*meta.key).clone(), meta.generation);
+}
+
 /// Stops the source partition of `meta` at that message (too large for the mirror cluster): the
-/// consumer fetches no more of it and starts it again from its committed offset at the next
-/// rebalance; this stream skips what it still holds of it in this epoch. Said as an error
+/// consumer gives it up until the next rebalance, which starts it again from its committed
+/// offset; the source's streams skip what they still hold of it in this epoch. Said as an error
 /// naming the message, and counted.
 fn stop_partition(
     context: &StreamContext,
-    keys: &mut Keys,
     meta: &AckMeta,
     error: &SendError,
 ) -> Result<(), MirrorError> {
@@ -445,9 +455,6 @@ fn stop_partition(
         return Err(MirrorError::Send(meta.describe(error)));
     };
     context.connector.stop_partition(&topic, partition);
-    // One entry per partition: an older epoch's is replaced.
-    keys.stopped.retain(|(stopped, _)| *stopped != meta.key);
-    keys.stopped.insert((meta.key.clone(), meta.generation));
     Ok(())
 }
 
@@ -455,7 +462,6 @@ fn stop_partition(
 /// stops the stream. Returns whether an early commit is due and whether there is room.
 fn on_acks(
     context: &StreamContext,
-    keys: &mut Keys,
     ready: Vec<(AckMeta, Result<Delivered, SendError>)>,
 ) -> Result<(bool, bool), MirrorError> {
     let (mut acked, mut acked_bytes) = (0u64, 0u64);
@@ -471,10 +477,11 @@ fn on_acks(
                 Ok(delivered) if delivered.offset.is_some() => {
                     acked += 1;
                     acked_bytes += meta.bytes;
+                    let stopped = state.stopped.get(&*meta.key) == Some(&meta.generation);
                     let current = state
                         .owned
                         .get(&*meta.key)
-                        .filter(|o| o.generation == meta.generation);
+                        .filter(|o| o.generation == meta.generation && !stopped);
                     if let Some(o) = current {
                         if context.observer.is_some() {
                             events.push((o.clone(), meta.offset));
@@ -493,8 +500,9 @@ fn on_acks(
                 // is dropped (nothing of it is committed past its last commit; what was sent
                 // after is sent again when it restarts from there) and it stops.
                 Err(e @ SendError::TooLarge { .. }) => {
-                    if !keys.stopped.contains(&(meta.key.clone(), meta.generation)) {
+                    if state.stopped.get(&*meta.key) != Some(&meta.generation) {
                         state.window.lost(&meta.key);
+                        stop_in(&mut state, &meta);
                         too_large.push((meta, e));
                     }
                 }
@@ -510,7 +518,7 @@ fn on_acks(
         )
     };
     for (meta, e) in too_large {
-        stop_partition(context, keys, &meta, &e)?;
+        stop_partition(context, &meta, &e)?;
     }
     context.stats.acked.fetch_add(acked, Ordering::Relaxed);
     context

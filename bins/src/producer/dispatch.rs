@@ -228,8 +228,33 @@ impl<E: Env> Dispatcher<E> {
         }
         let mut sets: Vec<(ProduceRequest, Vec<usize>)> = Vec::new();
         for ((topic, partition), payloads) in group_by_partition(placed) {
-            let (indexes, values): (Vec<usize>, Vec<Bytes>) = payloads.into_iter().unzip();
-            match self.build_set(&topic, &values) {
+            let (mut indexes, mut values): (Vec<usize>, Vec<Bytes>) = payloads.into_iter().unzip();
+            let mut built = self.build_set(&topic, &values);
+            if built.is_err() {
+                // Some message is too large on its own (batching never makes one too large):
+                // it alone fails; its batch-mates (a mirror's, from other source partitions)
+                // go on.
+                let mut fits = (Vec::new(), Vec::new());
+                for (i, value) in indexes.into_iter().zip(values) {
+                    match self.build_set(&topic, std::slice::from_ref(&value)) {
+                        Ok(_) => {
+                            fits.0.push(i);
+                            fits.1.push(value);
+                        }
+                        Err(e) => {
+                            if let Some(p) = slots.get_mut(i).and_then(Option::take) {
+                                self.finish(p.done, Err(e));
+                            }
+                        }
+                    }
+                }
+                (indexes, values) = fits;
+                if indexes.is_empty() {
+                    continue;
+                }
+                built = self.build_set(&topic, &values);
+            }
+            match built {
                 Ok(set) => sets.push((
                     ProduceRequest {
                         topic,
