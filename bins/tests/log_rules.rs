@@ -808,7 +808,7 @@ fn a_roll_that_fails_poisons_the_log_and_the_log_still_reopens() {
         segment_bytes_max: 100,
         ..policy()
     };
-    let mut log = Log::create(fs.clone(), &path, tp("t", 0), small.clone(), T0).unwrap();
+    let mut log = Log::create(fs.clone(), &path, tp("t", 0), small, T0).unwrap();
     log.append(&set(1, 3, 10), T0).unwrap(); // 60 bytes
     log.flush(T0).unwrap();
     fs.fail_new_files_sync.store(true, Ordering::SeqCst);
