@@ -2,7 +2,10 @@
 //! proof that each invariant's checker catches the bug planted for it. A failure prints the
 //! seed and how to replay it.
 
-use tributary_core::planted::{plant, Bug};
+mod support;
+
+use support::assert_each_caught;
+use tributary_core::planted::Bug;
 use tributary_sim::cluster::{run_seed, stop_while_zookeeper_is_unreachable, Faults, Options};
 use tributary_sim::world::Invariant;
 
@@ -73,18 +76,6 @@ fn the_same_seed_gives_the_same_trace_broker_events_included() {
     }
 }
 
-/// Runs seeds with `bug` planted until one fails; returns that seed and what it broke.
-fn first_failing_seed(bug: Bug, faults: Faults) -> Option<(u64, Invariant, String)> {
-    plant(&[bug]);
-    let found = (0..PLANTED_SEEDS_MAX).find_map(|seed| {
-        run_seed(seed, options(faults))
-            .err()
-            .map(|(v, _)| (seed, v.invariant, v.detail))
-    });
-    plant(&[]);
-    found
-}
-
 #[test]
 fn each_planted_bug_is_caught_by_its_invariant_and_the_clean_build_passes_the_same_seed() {
     let cases = [
@@ -106,18 +97,12 @@ fn each_planted_bug_is_caught_by_its_invariant_and_the_clean_build_passes_the_sa
         (Bug::ProduceWrongPartition, Faults::None, Invariant::History),
         (Bug::DropSomeProduces, Faults::None, Invariant::History),
     ];
-    for (bug, faults, expected) in cases {
-        let (seed, caught_by, detail) = first_failing_seed(bug, faults)
-            .unwrap_or_else(|| panic!("{bug:?} was not caught within {PLANTED_SEEDS_MAX} seeds"));
-        eprintln!("{bug:?} caught by seed {seed}: {caught_by:?}: {detail}");
-        assert_eq!(
-            caught_by, expected,
-            "{bug:?} was caught, but by the wrong invariant: {detail}"
-        );
-        if let Err((violation, _)) = run_seed(seed, options(faults)) {
-            panic!("clean build fails seed {seed} too: {violation}");
-        }
-    }
+    // A bug can do more than one kind of damage (serving unflushed data also makes a latest
+    // offset go back after a crash): the search goes on to the seed its own invariant catches,
+    // other invariants first at most 3 times.
+    assert_each_caught(&cases, PLANTED_SEEDS_MAX, |seed, faults| {
+        run_seed(seed, options(faults)).err().map(|(v, _)| v)
+    });
 }
 
 #[test]

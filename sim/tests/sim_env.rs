@@ -110,6 +110,7 @@ fn a_broker_stops_when_its_checkpoint_cannot_be_synced_and_recovers_next_start()
 fn a_broker_stops_cleanly_whichever_sync_of_its_shutdown_fails() {
     use tributary::broker::Broker;
     use tributary_core::config::{BrokerConfig, Properties};
+    let mut stops_with_failed_syncs = 0;
     for good_syncs in 0..40u64 {
         let mut sim = sim_builder(5).build();
         let outcome = Arc::new(Mutex::new(None));
@@ -155,5 +156,10 @@ fn a_broker_stops_cleanly_whichever_sync_of_its_shutdown_fails() {
             "the stop failed when syncs failed after the first {good_syncs} ({failed} failed)"
         );
         assert_eq!(restarted, Ok(()), "after {good_syncs} good syncs");
+        stops_with_failed_syncs += usize::from(failed > 0);
     }
+    assert!(
+        stops_with_failed_syncs >= 10,
+        "only {stops_with_failed_syncs} of the stops met a failing sync: the sweep tests nothing"
+    );
 }
