@@ -21,6 +21,9 @@ fn acknowledged_messages_are_all_consumed_and_commits_never_run_ahead() {
     let (mut acked, mut duplicates, mut commits) = (0, 0, 0);
     let mut faults = std::collections::BTreeMap::new();
     for seed in first..first + seeds {
+        if (seed - first) % 50 == 0 && seed > first {
+            eprintln!("  {} of {seeds} seeds passed", seed - first);
+        }
         match run_seed(seed, Duration::from_secs(FAULT_SECONDS)) {
             Ok(r) => {
                 acked += r.acked;
