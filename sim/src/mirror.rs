@@ -476,6 +476,11 @@ async fn mirror_incarnations(
         control
             .trace
             .push(&format!("{host}: mirror failed: {e}; the supervisor starts it again"));
+        // A start that cannot reach a cluster (a ZooKeeper restarting, a link cut) is waited
+        // out; only a running mirror's failure is one it must not have.
+        if !matches!(e, tributary::mirror::MirrorError::Send(_)) {
+            return;
+        }
         *state(&shared)
             .mirror_failures
             .entry(e.to_string().chars().take(120).collect())

@@ -412,6 +412,13 @@ impl<E: Env> Member<E> {
         let mut kept: Kept = BTreeMap::new();
         // Only for the planted bug `KeepLostPartitions`: what was held before, to go on fetching.
         let mut held: BTreeMap<(TopicName, BrokerPartition), Arc<PartitionState>> = BTreeMap::new();
+        // Every partition this member owned before the rebalance (or stopped): its owner node
+        // is released before every attempt, not only the first — a release that failed (a
+        // ZooKeeper outage mid-rebalance) is tried again, so a node of ours never outlives the
+        // rebalance that gave its partition away (clients seed 601: it blocked the partition's
+        // new owner for good).
+        let mut owned_before: BTreeMap<(TopicName, BrokerPartition), Arc<PartitionState>> =
+            BTreeMap::new();
         for attempt in 1..=attempts {
             if *stop.borrow() {
                 return None;
@@ -430,8 +437,14 @@ impl<E: Env> Member<E> {
                     tracing::warn!("commit before rebalance: {e}");
                 }
             }
-            self.release_owners(coord, &released).await;
-            self.release_owners(coord, &stopped).await;
+            owned_before.extend(
+                released
+                    .iter()
+                    .chain(&stopped)
+                    .map(|p| ((p.topic.clone(), p.partition), p.clone())),
+            );
+            let to_release: Vec<Arc<PartitionState>> = owned_before.values().cloned().collect();
+            self.release_owners(coord, &to_release).await;
             let unstarted = std::mem::take(&mut *guard(&self.shared.restart_from_commit));
             kept.extend(
                 released
@@ -452,6 +465,16 @@ impl<E: Env> Member<E> {
             };
             match attempted {
                 Ok((claimed, watches, brokers)) => {
+                    // What was owned before and is not claimed now: its node must be gone (a
+                    // release that failed before this attempt is tried once more).
+                    let given_away: Vec<Arc<PartitionState>> = owned_before
+                        .iter()
+                        .filter(|(key, _)| {
+                            !claimed.iter().any(|c| c.topic == key.0 && c.partition == key.1)
+                        })
+                        .map(|(_, p)| p.clone())
+                        .collect();
+                    self.release_owners(coord, &given_away).await;
                     let generation = self.shared.generation();
                     let owned: Vec<String> = claimed
                         .iter()
