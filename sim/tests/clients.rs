@@ -21,7 +21,7 @@ fn acknowledged_messages_are_all_consumed_and_commits_never_run_ahead() {
     let (mut acked, mut duplicates, mut commits) = (0, 0, 0);
     let mut faults = std::collections::BTreeMap::new();
     for seed in first..first + seeds {
-        if (seed - first) % 50 == 0 && seed > first {
+        if (seed - first).is_multiple_of(50) && seed > first {
             eprintln!("  {} of {seeds} seeds passed", seed - first);
         }
         match run_seed(seed, Duration::from_secs(FAULT_SECONDS)) {
