@@ -159,7 +159,7 @@ fn a_broker_stops_cleanly_whichever_sync_of_its_shutdown_fails() {
         stops_with_failed_syncs += usize::from(failed > 0);
     }
     assert!(
-        stops_with_failed_syncs >= 10,
+        stops_with_failed_syncs >= 3,
         "only {stops_with_failed_syncs} of the stops met a failing sync: the sweep tests nothing"
     );
 }
