@@ -309,7 +309,7 @@ impl<F: LogFs> Log<F> {
         self.poisoned.is_some()
     }
 
-    fn io(&self, op: &'static str, path: &Path, source: std::io::Error) -> LogError {
+    pub(crate) fn io(&self, op: &'static str, path: &Path, source: std::io::Error) -> LogError {
         LogError::Io {
             partition: self.tp.to_string(),
             op,
