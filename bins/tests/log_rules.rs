@@ -739,11 +739,12 @@ impl LogFs for FlakyFs {
         RealFs.list_dir(path)
     }
     fn open(&self, path: &Path, create: bool) -> std::io::Result<FlakyFile> {
-        let fails = if create && !RealFs.exists(path) && self.fail_new_files_sync.load(Ordering::SeqCst) {
-            Arc::new(AtomicBool::new(true))
-        } else {
-            self.fail_sync.clone()
-        };
+        let fails =
+            if create && !RealFs.exists(path) && self.fail_new_files_sync.load(Ordering::SeqCst) {
+                Arc::new(AtomicBool::new(true))
+            } else {
+                self.fail_sync.clone()
+            };
         Ok(FlakyFile(RealFs.open(path, create)?, fails))
     }
     fn exists(&self, path: &Path) -> bool {
@@ -812,10 +813,16 @@ fn a_roll_that_fails_poisons_the_log_and_the_log_still_reopens() {
     log.append(&set(1, 3, 10), T0).unwrap(); // 60 bytes
     log.flush(T0).unwrap();
     fs.fail_new_files_sync.store(true, Ordering::SeqCst);
-    assert!(log.append(&set(2, 2, 15), T0).is_err(), "50 bytes do not fit: a roll, which fails");
+    assert!(
+        log.append(&set(2, 2, 15), T0).is_err(),
+        "50 bytes do not fit: a roll, which fails"
+    );
     fs.fail_new_files_sync.store(false, Ordering::SeqCst);
     let err = log.append(&set(3, 1, 10), T0).unwrap_err();
-    assert!(matches!(err, LogError::Poisoned { .. }), "20 more bytes went into the old segment: {err}");
+    assert!(
+        matches!(err, LogError::Poisoned { .. }),
+        "20 more bytes went into the old segment: {err}"
+    );
     drop(log);
     let hints = RecoveryHints {
         clean_shutdown: false,

@@ -332,7 +332,10 @@ fn a_withdrawn_message_holds_no_room_and_the_commit_stays_before_it() {
     let mut w = MirrorWindow::new();
     w.sent(&p, 1, 100);
     w.sent(&p, 2, 200);
-    assert!(!w.withdraw(&p, 1), "only the last message recorded can be withdrawn");
+    assert!(
+        !w.withdraw(&p, 1),
+        "only the last message recorded can be withdrawn"
+    );
     w.acked(&p, 1);
     assert!(w.withdraw(&p, 2));
     assert!(!w.withdraw(&p, 2), "withdrawn once");

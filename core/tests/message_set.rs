@@ -446,7 +446,10 @@ fn a_wrapper_with_a_corrupt_message_inside_yields_none_of_its_messages() {
     wrapper.encode(&mut set);
     let items: Vec<_> = DeepIter::new(set.freeze(), 0, 1 << 20).collect();
     assert_eq!(items.len(), 2, "{items:?}");
-    assert_eq!(items[0].as_ref().unwrap().message.payload.as_ref(), b"before");
+    assert_eq!(
+        items[0].as_ref().unwrap().message.payload.as_ref(),
+        b"before"
+    );
     assert!(
         matches!(&items[1], Err(MessageError::CrcMismatch { offset, .. }) if *offset == wrapper_offset),
         "{:?}",

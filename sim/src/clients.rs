@@ -356,7 +356,10 @@ fn drive(
                 .filter(|seq| !s.consumed.contains_key(seq))
                 .copied()
                 .collect();
-            (missing, ownership_problem(&s, &registered_partitions(cluster)))
+            (
+                missing,
+                ownership_problem(&s, &registered_partitions(cluster)),
+            )
         };
         if missing.is_empty()
             && owned_problem.is_none()

@@ -56,7 +56,9 @@ where
     let a = open().await.map_err(|e| format!("open: {e}"))?;
     a.create(base, b"", NodeKind::Persistent).await.map_err(e)?;
     let node = format!("{base}/short");
-    a.create(&node, b"a", NodeKind::Ephemeral).await.map_err(e)?;
+    a.create(&node, b"a", NodeKind::Ephemeral)
+        .await
+        .map_err(e)?;
     let before = a.session_id();
 
     // A short outage: the session and its node survive, and the session works again.
@@ -78,7 +80,9 @@ where
 
     // A long outage: the client gives the session up...
     let long = format!("{base}/long");
-    a.create(&long, b"a", NodeKind::Ephemeral).await.map_err(e)?;
+    a.create(&long, b"a", NodeKind::Ephemeral)
+        .await
+        .map_err(e)?;
     restart(session * 2).await;
     let expired = tokio::time::timeout(SETTLE, async {
         loop {

@@ -466,16 +466,16 @@ async fn mirror_incarnations(
             shared: shared.clone(),
             control: control.clone(),
         });
-        control
-            .trace
-            .push(&format!("{host}: mirror starting (incarnation {incarnation})"));
+        control.trace.push(&format!(
+            "{host}: mirror starting (incarnation {incarnation})"
+        ));
         let env = SimEnv::new(seed ^ turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64);
         (env, settings(&shape, observer, metrics.clone()))
     };
     let failed = |e: &tributary::mirror::MirrorError| {
-        control
-            .trace
-            .push(&format!("{host}: mirror failed: {e}; the supervisor starts it again"));
+        control.trace.push(&format!(
+            "{host}: mirror failed: {e}; the supervisor starts it again"
+        ));
         // A start that cannot reach a cluster (a ZooKeeper restarting, a link cut) is waited
         // out; only a running mirror's failure is one it must not have.
         if !matches!(e, tributary::mirror::MirrorError::Send(_)) {

@@ -109,17 +109,28 @@ impl Prometheus {
     /// Waits until `expr` has a value that `ok` accepts, up to `limit`; the last value seen
     /// is in the panic message.
     pub fn wait_for(&self, expr: &str, limit: Duration, ok: impl Fn(f64) -> bool) -> f64 {
+        self.try_wait_for(expr, limit, ok)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Prometheus::wait_for`], with the failure returned (for a test to add what it knows,
+    /// such as the log of the process scraped).
+    pub fn try_wait_for(
+        &self,
+        expr: &str,
+        limit: Duration,
+        ok: impl Fn(f64) -> bool,
+    ) -> Result<f64, String> {
         let deadline = Instant::now() + limit;
         let mut last = None;
         loop {
             last = self.query(expr).or(last);
             if let Some(v) = last.filter(|v| ok(*v)) {
-                return v;
+                return Ok(v);
             }
-            assert!(
-                Instant::now() < deadline,
-                "{expr}: last value {last:?} after {limit:?}"
-            );
+            if Instant::now() >= deadline {
+                return Err(format!("{expr}: last value {last:?} after {limit:?}"));
+            }
             std::thread::sleep(Duration::from_millis(300));
         }
     }

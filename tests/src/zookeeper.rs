@@ -20,10 +20,34 @@ pub struct ZooKeeper {
     dir: tempfile::TempDir,
 }
 
-/// A free TCP port on 127.0.0.1 (bound then released).
+/// The ports [`free_port`] hands out: below Linux's ephemeral range (32768 and up by default),
+/// so the kernel never gives one to an outgoing connection between the moment it is chosen and
+/// the moment its server binds it. (A port asked of the kernel with `bind(:0)` comes from that
+/// range, and any client connecting meanwhile could take it: a broker of a test then failed to
+/// listen, or a Prometheus scraped a port that had become someone else's.)
+const PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A free TCP port on 127.0.0.1 that no other call in this process has returned (until the
+/// range wraps), and that nothing listened on when it was chosen.
 pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local addr").port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let span = u32::from(PORTS.end - PORTS.start);
+    // Test binaries of one run start where the last left off, roughly: spread by process id.
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(97) % span,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..span {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        let port = PORTS.start + u16::try_from(offset).expect("offset < span");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1 in {PORTS:?}");
 }
 
 impl ZooKeeper {

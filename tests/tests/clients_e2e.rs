@@ -512,14 +512,20 @@ async fn a_registered_broker_that_never_answers_holds_up_only_its_own_partitions
     }
     let took = started.elapsed();
     eprintln!("with a broker that never answers: {} of {} messages of the healthy brokers consumed in {took:?}; errors {errors:?}", seen.len(), sent.len());
-    assert_eq!(seen.len(), sent.len(), "the healthy brokers' partitions were not consumed");
+    assert_eq!(
+        seen.len(),
+        sent.len(),
+        "the healthy brokers' partitions were not consumed"
+    );
     // 0.7's serial probes waited socket.timeout.ms (30 s) per silent partition.
     assert!(
         took < Duration::from_secs(15),
         "the healthy partitions waited {took:?} for the silent broker"
     );
     assert!(
-        errors.iter().any(|e| e.contains("9-0") || e.contains("9-1")),
+        errors
+            .iter()
+            .any(|e| e.contains("9-0") || e.contains("9-1")),
         "the silent broker's partitions were not reported: {errors:?}"
     );
     consumer.shutdown().await;
@@ -542,12 +548,23 @@ async fn a_console_consumer_that_cannot_join_its_groups_partitions_exits_non_zer
         .unwrap();
     let bad = "/consumers/stuck/ids/garbage";
     coord.ensure_parents(bad).await.unwrap();
-    coord.create(bad, b"not json", NodeKind::Persistent).await.unwrap();
+    coord
+        .create(bad, b"not json", NodeKind::Persistent)
+        .await
+        .unwrap();
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("console.log");
     let mut child = Command::new(tributary_binary())
-        .args(["console-consumer", "--zookeeper", &c.zk.connect_string(), "--topic", "unjoinable", "--group", "stuck"])
+        .args([
+            "console-consumer",
+            "--zookeeper",
+            &c.zk.connect_string(),
+            "--topic",
+            "unjoinable",
+            "--group",
+            "stuck",
+        ])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -564,7 +581,10 @@ async fn a_console_consumer_that_cannot_join_its_groups_partitions_exits_non_zer
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let stderr = std::fs::read_to_string(&log).unwrap_or_default();
-    eprintln!("console-consumer exited with {status:?} after {:?}", started.elapsed());
+    eprintln!(
+        "console-consumer exited with {status:?} after {:?}",
+        started.elapsed()
+    );
     assert!(
         status.is_some_and(|s| !s.success()),
         "it did not exit non-zero within 60 s without ever joining ({status:?}):\n{stderr}"

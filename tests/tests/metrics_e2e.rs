@@ -382,7 +382,10 @@ fn shipped_alert_rules() -> String {
             if l.trim_start().starts_with("for:") {
                 l.split("for:").next().unwrap_or_default().to_string() + "for: 2s"
             } else {
-                l.replace("(tributary_mirror_lag_seconds) > 300", "(tributary_mirror_lag_seconds) > 3")
+                l.replace(
+                    "(tributary_mirror_lag_seconds) > 300",
+                    "(tributary_mirror_lag_seconds) > 3",
+                )
             }
         })
         .collect::<Vec<_>>()
@@ -421,9 +424,10 @@ fn partitions_nobody_copies_fire_the_unowned_alert_and_show_their_lag_until_a_me
     // claim it, and nothing copies it.
     let connect = tributary_core::config::ZkConnect::parse(&source_zk.connect_string()).unwrap();
     let squatter = rt.block_on(async {
-        let coord = ZkCoordination::connect(&connect, Duration::from_secs(20), Duration::from_secs(20))
-            .await
-            .unwrap();
+        let coord =
+            ZkCoordination::connect(&connect, Duration::from_secs(20), Duration::from_secs(20))
+                .await
+                .unwrap();
         let owner = format!("/consumers/KafkaMirror/owners/{TOPIC}/0-0");
         coord.ensure_parents(&owner).await.unwrap();
         coord
@@ -443,14 +447,22 @@ fn partitions_nobody_copies_fire_the_unowned_alert_and_show_their_lag_until_a_me
         mirror_metrics,
         "mirror.unowned.alarm.ms=2000\nrebalance.retries.max=2\nrebalance.backoff.ms=200\n",
     );
+    // A failure shows the mirror's log: what it saw of the group is there.
+    let wait = |expr: &str, ok: &dyn Fn(f64) -> bool| {
+        if let Err(e) = prometheus.try_wait_for(expr, WAIT, ok) {
+            let log =
+                std::fs::read_to_string(mirror_dir.path().join("mirror.log")).unwrap_or_default();
+            panic!("{e}\nthe mirror maker's log:\n{log}");
+        }
+    };
     let firing = r#"max(ALERTS{alertname="MirrorPartitionsUnowned",alertstate="firing"})"#;
-    prometheus.wait_for(firing, WAIT, |v| v == 1.0);
+    wait(firing, &|v| v == 1.0);
     // The partition nobody copies falls behind: the lag alert fires too.
     let lagging = r#"max(ALERTS{alertname="MirrorLagHigh",alertstate="firing",topic="metered",partition="0-0"})"#;
-    prometheus.wait_for(lagging, WAIT, |v| v == 1.0);
+    wait(lagging, &|v| v == 1.0);
     // The lag of the partition nobody owns is there, measured against the group's commits.
     let lag = format!(r#"max(tributary_mirror_lag_bytes{{topic="{TOPIC}",partition="0-0"}})"#);
-    prometheus.wait_for(&lag, WAIT, |v| v == (BATCH * ENTRY_BYTES) as f64);
+    wait(&lag, &|v| v == (BATCH * ENTRY_BYTES) as f64);
     let log = std::fs::read_to_string(mirror_dir.path().join("mirror.log")).unwrap_or_default();
     assert!(
         log.contains("have had no live owner") && log.contains(&format!("{TOPIC}/0-0")),
@@ -459,8 +471,8 @@ fn partitions_nobody_copies_fire_the_unowned_alert_and_show_their_lag_until_a_me
     // The squatter goes: the member rejoins, owns it, copies it; the alert ends, the lag is 0.
     rt.block_on(squatter.close());
     let unowned = "max(tributary_mirror_unowned_partitions)";
-    prometheus.wait_for(unowned, WAIT, |v| v == 0.0);
-    prometheus.wait_for(&lag, WAIT, |v| v == 0.0);
+    wait(unowned, &|v| v == 0.0);
+    wait(&lag, &|v| v == 0.0);
     let _ = maker.kill();
     let _ = maker.wait();
 }

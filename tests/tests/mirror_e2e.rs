@@ -839,10 +839,18 @@ async fn a_zookeeper_restart_does_not_stop_the_mirror(source_side: bool, embedde
         (mirror_cluster(&source.zk, 2, ""), None)
     } else {
         let target = source_cluster(1, "");
-        let (consumer, producer) = (dir.path().join("c.properties"), dir.path().join("p.properties"));
+        let (consumer, producer) = (
+            dir.path().join("c.properties"),
+            dir.path().join("p.properties"),
+        );
         std::fs::write(&consumer, mirror_consumer(&source.zk, "")).unwrap();
         std::fs::write(&producer, mirror_producer(&target.zk)).unwrap();
-        let maker = mirror_maker(&consumer, &producer, &["--whitelist", "zz"], &dir.path().join("maker.log"));
+        let maker = mirror_maker(
+            &consumer,
+            &producer,
+            &["--whitelist", "zz"],
+            &dir.path().join("maker.log"),
+        );
         (target, Some(KilledOnDrop(maker)))
     };
     // Asynchronous with durable acknowledgements: thousands of messages in a second or two.
@@ -855,12 +863,19 @@ async fn a_zookeeper_restart_does_not_stop_the_mirror(source_side: bool, embedde
     .unwrap();
     let before = send_acked(&producer, "before", 2000).await;
     let seen = until_copied(&mirror, &before, RESUME_LIMIT).await;
-    assert!(before.iter().all(|m| seen.contains_key(m)), "the mirror did not copy the first 2,000 messages");
+    assert!(
+        before.iter().all(|m| seen.contains_key(m)),
+        "the mirror did not copy the first 2,000 messages"
+    );
 
     // Down for longer than 7/5 of the session timeout: every client gives its session up.
     let down = Duration::from_millis(SESSION_MS * 5 / 2);
     let restarted = Instant::now();
-    let zk = if source_side { &mut source.zk } else { &mut mirror.zk };
+    let zk = if source_side {
+        &mut source.zk
+    } else {
+        &mut mirror.zk
+    };
     tokio::task::block_in_place(|| zk.restart(down));
     // Past the point where the restored sessions expire and delete what they held.
     tokio::time::sleep(Duration::from_millis(SESSION_MS * 2)).await;
@@ -877,9 +892,18 @@ async fn a_zookeeper_restart_does_not_stop_the_mirror(source_side: bool, embedde
     let mut after = send_acked(&producer, "after", 5000).await;
     after.extend(probe);
     let seen = until_copied(&mirror, &after, RESUME_LIMIT).await;
-    let lost: Vec<&String> = before.iter().chain(&after).filter(|m| !seen.contains_key(*m)).collect();
+    let lost: Vec<&String> = before
+        .iter()
+        .chain(&after)
+        .filter(|m| !seen.contains_key(*m))
+        .collect();
     let duplicates: usize = seen.values().map(|n| n - 1).sum();
-    let mut logs: String = mirror.brokers.iter().map(|b| b.log_text()).collect::<Vec<_>>().join("\n");
+    let mut logs: String = mirror
+        .brokers
+        .iter()
+        .map(|b| b.log_text())
+        .collect::<Vec<_>>()
+        .join("\n");
     if let Some(maker) = maker.take() {
         drop(maker);
         logs.push_str(&std::fs::read_to_string(dir.path().join("maker.log")).unwrap_or_default());
@@ -903,7 +927,10 @@ async fn a_zookeeper_restart_does_not_stop_the_mirror(source_side: bool, embedde
     // The stated bound (docs/mirroring.md): one fault; each stream resends at most what it had
     // uncommitted, 2 × queue.size (2000), and there is one stream per mirror process.
     let bound = 2 * 2000 * mirror.brokers.len().max(1);
-    assert!(duplicates <= bound, "{duplicates} duplicates after one ZooKeeper restart (bound {bound})");
+    assert!(
+        duplicates <= bound,
+        "{duplicates} duplicates after one ZooKeeper restart (bound {bound})"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -963,7 +990,8 @@ async fn a_message_too_large_for_the_mirror_cluster_stops_only_its_partition_and
     let source = source_cluster(1, "num.partitions=1\n");
     let target_zk = ZooKeeper::start();
     let dir = tempfile::tempdir().unwrap();
-    let mut broker = limited_mirror_broker(&source, &target_zk, dir.path(), "big,small", 1000, true);
+    let mut broker =
+        limited_mirror_broker(&source, &target_zk, dir.path(), "big,small", 1000, true);
     let producer = producer(&source.zk).await;
     producer
         .send(Record::new(topic("big"), vec![b'x'; 5000]))
@@ -983,7 +1011,9 @@ async fn a_message_too_large_for_the_mirror_cluster_stops_only_its_partition_and
         small.push(m);
     }
     let log = until_logged(&broker, |l| l.contains("that source partition stops there")).await;
-    let named = log.lines().find(|l| l.contains("that source partition stops there"));
+    let named = log
+        .lines()
+        .find(|l| l.contains("that source partition stops there"));
     assert!(
         named.is_some_and(|l| l.contains("source big/0-0")
             && l.contains("offset 5010")
@@ -998,7 +1028,10 @@ async fn a_message_too_large_for_the_mirror_cluster_stops_only_its_partition_and
         dirs: vec![],
     };
     let seen = read_all(&target.zk, &["small"], small.len(), Duration::from_secs(60)).await;
-    assert!(small.iter().all(|m| seen.contains_key(m)), "the other partitions stopped too");
+    assert!(
+        small.iter().all(|m| seen.contains_key(m)),
+        "the other partitions stopped too"
+    );
     assert!(broker.is_running(), "the mirror broker exited:\n{log}");
     assert!(
         !broker.log_text().contains("starting it again"),
@@ -1027,12 +1060,19 @@ async fn a_mirror_refused_by_its_cluster_is_restarted_while_its_broker_keeps_ser
         "the failed mirror was not started again:\n{log}"
     );
     assert!(
-        log.lines().any(|l| l.contains("source big/0-0") && l.contains("(5000 bytes)")),
+        log.lines()
+            .any(|l| l.contains("source big/0-0") && l.contains("(5000 bytes)")),
         "the failure does not name the source message:\n{log}"
     );
-    assert!(broker.is_running(), "the mirror broker exited because of its mirror:\n{log}");
+    assert!(
+        broker.is_running(),
+        "the mirror broker exited because of its mirror:\n{log}"
+    );
     // Its own cluster is served: a produce to the mirror broker is acknowledged.
-    let text = format!("zk.connect={}\ndurable.acks=true\nproducer.type=sync\n", target_zk.connect_string());
+    let text = format!(
+        "zk.connect={}\ndurable.acks=true\nproducer.type=sync\n",
+        target_zk.connect_string()
+    );
     let local = Producer::start(
         TokioEnv,
         ProducerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap(),
@@ -1052,7 +1092,10 @@ async fn a_mirror_whose_target_never_answers_says_which_and_how_and_stops_within
     let source = source_cluster(1, "num.partitions=1\n");
     let dir = tempfile::tempdir().unwrap();
     let dead = free_port();
-    let (consumer, producer_file) = (dir.path().join("c.properties"), dir.path().join("p.properties"));
+    let (consumer, producer_file) = (
+        dir.path().join("c.properties"),
+        dir.path().join("p.properties"),
+    );
     std::fs::write(&consumer, mirror_consumer(&source.zk, "")).unwrap();
     std::fs::write(
         &producer_file,
@@ -1060,24 +1103,37 @@ async fn a_mirror_whose_target_never_answers_says_which_and_how_and_stops_within
     )
     .unwrap();
     let log = dir.path().join("maker.log");
-    let mut maker = KilledOnDrop(mirror_maker(&consumer, &producer_file, &["--whitelist", "zz"], &log));
+    let mut maker = KilledOnDrop(mirror_maker(
+        &consumer,
+        &producer_file,
+        &["--whitelist", "zz"],
+        &log,
+    ));
     let producer = producer(&source.zk).await;
     send_acked(&producer, "unsent", 10).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     let said = loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.contains("connection refused: nothing listens on that port") || Instant::now() >= deadline {
+        if text.contains("connection refused: nothing listens on that port")
+            || Instant::now() >= deadline
+        {
             break text;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert!(
-        said.contains(&format!("broker 0 at 127.0.0.1:{dead}: connection refused: nothing listens on that port")),
+        said.contains(&format!(
+            "broker 0 at 127.0.0.1:{dead}: connection refused: nothing listens on that port"
+        )),
         "the mirror did not say which target fails and how:\n{said}"
     );
     let pid = maker.0.id().to_string();
     let stopping = Instant::now();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
     let status = loop {
         if let Some(status) = maker.0.try_wait().unwrap() {
             break Some(status);
@@ -1088,7 +1144,9 @@ async fn a_mirror_whose_target_never_answers_says_which_and_how_and_stops_within
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let took = stopping.elapsed();
-    eprintln!("a mirror maker whose target never answers stopped {took:?} after SIGTERM ({status:?})");
+    eprintln!(
+        "a mirror maker whose target never answers stopped {took:?} after SIGTERM ({status:?})"
+    );
     // docs/operations.md: a mirror stops within 45 s of SIGTERM whatever is unreachable.
     assert!(
         took < Duration::from_secs(45),

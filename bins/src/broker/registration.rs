@@ -341,7 +341,10 @@ async fn watch_registration<E: Env>(
                     tracing::info!("re-registered broker {} in ZooKeeper", registrar.broker_id);
                 }
                 Err(e) => {
-                    tracing::warn!("re-registering broker {}: {e}; retrying", registrar.broker_id);
+                    tracing::warn!(
+                        "re-registering broker {}: {e}; retrying",
+                        registrar.broker_id
+                    );
                     return None;
                 }
             }

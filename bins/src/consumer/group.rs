@@ -470,7 +470,9 @@ impl<E: Env> Member<E> {
                     let given_away: Vec<Arc<PartitionState>> = owned_before
                         .iter()
                         .filter(|(key, _)| {
-                            !claimed.iter().any(|c| c.topic == key.0 && c.partition == key.1)
+                            !claimed
+                                .iter()
+                                .any(|c| c.topic == key.0 && c.partition == key.1)
                         })
                         .map(|(_, p)| p.clone())
                         .collect();

@@ -15,8 +15,8 @@
 
 mod fetcher;
 mod group;
-mod state;
 mod starts;
+mod state;
 mod stream;
 pub mod view;
 

@@ -171,7 +171,9 @@ pub async fn latest_ends<E: Env>(
             Err(_) => None,
         };
         let Some((host, port)) = address else {
-            tracing::warn!("source broker {broker} is not registered; its partitions' ends are unknown");
+            tracing::warn!(
+                "source broker {broker} is not registered; its partitions' ends are unknown"
+            );
             continue;
         };
         let env = env.clone();

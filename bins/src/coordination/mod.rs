@@ -91,8 +91,10 @@ pub trait Coordination: Send + Sync + 'static {
     fn get(&self, path: &str) -> impl Future<Output = Result<(Vec<u8>, i32), CoordError>> + Send;
     /// A node's data, version and owning session (ephemeral nodes), so that a node left by an
     /// earlier session is never taken for this one's.
-    fn get_with_owner(&self, path: &str)
-        -> impl Future<Output = Result<OwnedNode, CoordError>> + Send;
+    fn get_with_owner(
+        &self,
+        path: &str,
+    ) -> impl Future<Output = Result<OwnedNode, CoordError>> + Send;
     /// A node's data and version, and a watch that fires when it changes or goes.
     fn get_and_watch(
         &self,

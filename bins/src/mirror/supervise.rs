@@ -54,7 +54,10 @@ pub async fn supervise_each<E: Env>(
     let mut backoff = BACKOFF_MIN;
     loop {
         let (env, settings) = start();
-        let restarts = settings.metrics.as_ref().map(|m| m.mirror().restarts.clone());
+        let restarts = settings
+            .metrics
+            .as_ref()
+            .map(|m| m.mirror().restarts.clone());
         let started = tokio::select! {
             biased;
             () = stopped(stop.clone()) => return Ok(()),

@@ -124,10 +124,8 @@ impl BrokerConfig {
             monitoring_period_secs: f.int("monitoring.period.secs", 600, 1..=I32_MAX)?,
             log_dir: f.required_string("log.dir")?,
             num_partitions: f.int("num.partitions", 1, 1..=PARTITIONS_PER_TOPIC_MAX)?,
-            topic_partition_count: f.topic_map(
-                "topic.partition.count.map",
-                1..=PARTITIONS_PER_TOPIC_MAX,
-            ),
+            topic_partition_count: f
+                .topic_map("topic.partition.count.map", 1..=PARTITIONS_PER_TOPIC_MAX),
             log_file_bytes: f.int("log.file.size", 1_073_741_824, LOG_FILE_BYTES_MIN..=I32_MAX)?,
             topic_log_file_bytes: f.topic_map("topic.log.file.size", LOG_FILE_BYTES_MIN..=I32_MAX),
             log_roll_hours: f.int("log.roll.hours", 168, 1..=I32_MAX)?,

@@ -554,9 +554,8 @@ impl<F: LogFs> Log<F> {
         self.flush(now_ms)?;
         let start = self.written_end();
         if let Err(e) = self.new_segment(start, now_ms) {
-            self.poisoned.get_or_insert_with(|| {
-                format!("starting the segment at {start} failed: {e}")
-            });
+            self.poisoned
+                .get_or_insert_with(|| format!("starting the segment at {start} failed: {e}"));
             return Err(e);
         }
         Ok(())

@@ -177,7 +177,11 @@ impl MirrorWindow {
         let Some(window) = self.windows.get_mut(partition) else {
             return false;
         };
-        if !window.pending.back().is_some_and(|(s, _, acked)| *s == seq && !acked) {
+        if !window
+            .pending
+            .back()
+            .is_some_and(|(s, _, acked)| *s == seq && !acked)
+        {
             return false;
         }
         window.pending.pop_back();

@@ -14,9 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
-use tributary::coordination::{
-    CoordError, Coordination, NodeKind, OwnedNode, SessionEvent, Watch,
-};
+use tributary::coordination::{CoordError, Coordination, NodeKind, OwnedNode, SessionEvent, Watch};
 
 use super::proto::{recv_server, send_client, ClientMsg, ErrCode, Op, Reply, ServerMsg};
 
