@@ -33,10 +33,14 @@ pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
     let span = u32::from(PORTS.end - PORTS.start);
-    // Test binaries of one run start where the last left off, roughly: spread by process id.
+    // Processes start at scattered places (they check only that a port is not bound yet, so
+    // two of them walking the same ports could both pick one).
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
     let _ = NEXT.compare_exchange(
         u32::MAX,
-        std::process::id().wrapping_mul(97) % span,
+        (std::process::id().wrapping_mul(2_654_435_761) ^ nanos) % span,
         Ordering::Relaxed,
         Ordering::Relaxed,
     );

@@ -248,9 +248,14 @@ async fn registration_survives_kill_restart_and_session_expiry() {
     let port = free_port();
     let mut broker = BrokerProcess::start(dir.path(), port, &properties(dir.path(), port, &zk, ""));
     let client = zk_client(&zk).await;
+    // The broker listens, then registers (0.7's start order): listening is not yet registered.
+    wait_for("the broker's registration", async || {
+        zk_data(&client, "/brokers/ids/0").await.is_some()
+    })
+    .await;
     let registration = zk_data(&client, "/brokers/ids/0")
         .await
-        .expect("registered");
+        .unwrap_or_else(|| panic!("registered: {}", broker.log_text()));
     let parts: Vec<&str> = registration.split(':').collect();
     assert_eq!(parts.len(), 3, "{registration}");
     assert!(
