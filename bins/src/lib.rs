@@ -15,4 +15,5 @@ pub mod metrics;
 pub mod mirror;
 pub mod producer;
 pub mod real_fs;
+pub mod server;
 pub mod tools;

@@ -6,14 +6,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tributary::broker::Broker;
 use tributary::config_file::{load_file_with_properties, load_kind, ConfigKind};
 use tributary::consumer::Subscription;
 use tributary::env::TokioEnv;
-use tributary::metrics::server::MetricsServer;
-use tributary::metrics::Metrics;
-use tributary::mirror::supervise::supervise;
-use tributary::mirror::{Mirror, MirrorSettings};
+use tributary::mirror::MirrorSettings;
+use tributary::server::{self, EmbeddedMirror};
 use tributary::tools::console_consumer::{self, ConsoleConsumerOptions, Formatter};
 use tributary::tools::console_producer::{produce_stdin, ConsoleProducerOptions};
 use tributary::tools::mirror_status::{self, StatusOptions};
@@ -564,40 +561,20 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 commit_interval,
                 summary_interval: tributary::mirror::SUMMARY_EVERY,
                 observer: None,
-                metrics: metrics_port.map(|_| Metrics::new()),
+                metrics: None,
             };
-            runtime(None)?.block_on(async move {
-                let mut server = match (metrics_port, &settings.metrics) {
-                    (Some(port), Some(metrics)) => Some(
-                        MetricsServer::start(&TokioEnv, "0.0.0.0", port, metrics.clone())
-                            .await
-                            .map_err(|e| format!("cannot serve metrics on port {port} (--metrics.port): {e}"))?,
-                    ),
-                    _ => None,
-                };
-                let mirror = Mirror::start(TokioEnv, settings).await.map_err(|e| e.to_string())?;
-                let mut endpoint_failed = None;
-                let mirrored = mirror
-                    .run_until(async {
-                        tokio::select! {
-                            biased;
-                            () = wait_for_signal() => tracing::info!("signal received: stopping the mirror (in-flight messages are acknowledged, then committed)"),
-                            failed = metrics_failed(&mut server) => {
-                                tracing::error!("{failed}; stopping the mirror");
-                                endpoint_failed = Some(failed);
-                            }
-                        }
-                    })
-                    .await
-                    .map_err(|e| e.to_string());
-                if let Some(server) = server {
-                    server.stop().await;
-                }
-                match endpoint_failed {
-                    Some(failed) => Err(failed),
-                    None => mirrored,
-                }
-            })?;
+            let stop = async {
+                wait_for_signal().await;
+                tracing::info!("signal received: shutting down");
+            };
+            runtime(None)?
+                .block_on(tributary::mirror::maker::run(
+                    TokioEnv,
+                    settings,
+                    metrics_port,
+                    stop,
+                ))
+                .map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::ConsoleProducer {
@@ -994,72 +971,15 @@ fn run_server(
         server.display(),
         reference::render_settings(tributary_core::config::ConfigKind::Broker, &props, "  ").trim_end()
     );
-    let rt = runtime(config.num_threads)?;
-    rt.block_on(async move {
-        let broker = Broker::start(TokioEnv, config).await.map_err(|e| e.to_string())?;
-        if !broker.report.refused.is_empty() {
-            tracing::error!("{} partitions refused at startup; see the errors above", broker.report.refused.len());
-        }
-        let Some(mut settings) = embedded else {
-            return broker
-                .run_until(async {
-                    wait_for_signal().await;
-                    tracing::info!("signal received: shutting down");
-                })
-                .await
-                .map_err(|e| e.to_string());
-        };
-        // A mirror broker: the broker first, then the mirror (0.7.0's order), supervised: a
-        // mirror that fails is started again with backoff while the broker goes on serving
-        // (mirror::supervise). On a signal the mirror stops first (its last commit needs the
-        // brokers), then the broker. Its metrics are the broker's (one endpoint).
-        settings.metrics = broker.metrics();
-        let (mirror_stop, mirror_stop_rx) = tokio::sync::watch::channel(false);
-        let mut mirror_task = tokio::spawn(supervise(TokioEnv, settings, mirror_stop_rx));
-        let mut mirror_result = None;
-        let broker_result = broker
-            .run_until(async {
-                tokio::select! {
-                    () = wait_for_signal() => {
-                        tracing::info!("signal received: stopping the mirror (last acknowledgements and commit), then the broker");
-                        let _supervisor_gone = mirror_stop.send(true).is_err();
-                        mirror_result = Some((&mut mirror_task).await);
-                    }
-                    // The supervisor ends on its own only for settings that cannot work (or a
-                    // panic): the broker stops too, loudly.
-                    ended = &mut mirror_task => mirror_result = Some(ended),
-                }
-            })
-            .await;
-        let mirror_result = match mirror_result {
-            Some(ended) => ended.map_err(|e| e.to_string())?,
-            // The broker stopped first (a failure): stop the mirror too.
-            None => {
-                mirror_task.abort();
-                Ok(())
-            }
-        };
-        broker_result.map_err(|e| e.to_string())?;
-        mirror_result.map_err(|e| e.to_string())
-    })?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Resolves when the metrics endpoint ends on its own (only a panic, a bug), saying so; pending
-/// without an endpoint. The endpoint is then forgotten (never awaited twice).
-async fn metrics_failed(server: &mut Option<MetricsServer>) -> String {
-    let Some(running) = server else {
-        return std::future::pending().await;
+    let mirror = embedded.map(|settings| EmbeddedMirror::new(TokioEnv, settings));
+    let stop = async {
+        wait_for_signal().await;
+        tracing::info!("signal received: shutting down");
     };
-    let ended = running.ended().await;
-    *server = None;
-    match ended {
-        Err(e) if e.is_panic() => {
-            let message = tributary::broker::logs::panic_message(e.into_panic().as_ref());
-            format!("internal error: the metrics endpoint panicked ({message})")
-        }
-        _ => "internal error: the metrics endpoint stopped".to_string(),
-    }
+    runtime(config.num_threads)?
+        .block_on(server::run(TokioEnv, config, mirror, stop))
+        .map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `link-proxy`: runs until SIGINT/SIGTERM, logging what it carried every 10 s.

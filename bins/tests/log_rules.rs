@@ -692,37 +692,58 @@ async fn the_manager_flushes_what_is_due_and_applies_retention() {
     assert_eq!(lock(&m.get(&tp("fast", 0)).unwrap()).start_offset(), 20);
 }
 
-/// A file system whose syncs, and removals of segment files, can be made to fail.
+/// A file system whose syncs, writes, truncations and removals of segment files can be made
+/// to fail.
 #[derive(Debug, Clone, Default)]
 struct FlakyFs {
     fail_sync: Arc<AtomicBool>,
     fail_segment_removal: Arc<AtomicBool>,
     /// Files created from now on never sync.
     fail_new_files_sync: Arc<AtomicBool>,
+    /// Writes put the first half of their bytes in the file, then fail (a disk filling up).
+    fail_writes: Arc<AtomicBool>,
+    /// Truncations fail.
+    fail_truncates: Arc<AtomicBool>,
 }
 
 #[derive(Debug)]
-struct FlakyFile(RealFile, Arc<AtomicBool>);
+struct FlakyFile {
+    file: RealFile,
+    fail_sync: Arc<AtomicBool>,
+    fail_writes: Arc<AtomicBool>,
+    fail_truncates: Arc<AtomicBool>,
+}
+
+fn injected() -> std::io::Error {
+    std::io::Error::other("injected EIO")
+}
 
 impl LogFile for FlakyFile {
     fn size_bytes(&self) -> std::io::Result<u64> {
-        self.0.size_bytes()
+        self.file.size_bytes()
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-        self.0.read_at(buf, offset)
+        self.file.read_at(buf, offset)
     }
     fn write_all_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
-        self.0.write_all_at(data, offset)
+        if self.fail_writes.load(Ordering::SeqCst) {
+            self.file.write_all_at(&data[..data.len() / 2], offset)?;
+            return Err(injected());
+        }
+        self.file.write_all_at(data, offset)
     }
     fn sync(&self) -> std::io::Result<()> {
-        if self.1.load(Ordering::SeqCst) {
-            Err(std::io::Error::other("injected EIO"))
+        if self.fail_sync.load(Ordering::SeqCst) {
+            Err(injected())
         } else {
-            self.0.sync()
+            self.file.sync()
         }
     }
     fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.0.set_len(len)
+        if self.fail_truncates.load(Ordering::SeqCst) {
+            return Err(injected());
+        }
+        self.file.set_len(len)
     }
 }
 
@@ -745,7 +766,12 @@ impl LogFs for FlakyFs {
             } else {
                 self.fail_sync.clone()
             };
-        Ok(FlakyFile(RealFs.open(path, create)?, fails))
+        Ok(FlakyFile {
+            file: RealFs.open(path, create)?,
+            fail_sync: fails,
+            fail_writes: self.fail_writes.clone(),
+            fail_truncates: self.fail_truncates.clone(),
+        })
     }
     fn exists(&self, path: &Path) -> bool {
         RealFs.exists(path)
@@ -795,6 +821,64 @@ fn a_failed_sync_poisons_the_log() {
         !log.flush_due(T0 + 3_600_000),
         "a poisoned log is never due for a flush (the scheduler would log its error every round)"
     );
+}
+
+/// A write that fails half-way is cut back off the segment, and the log goes on where it was.
+#[test]
+fn a_failed_write_is_cut_off_and_the_log_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FlakyFs::default();
+    let mut log = Log::create(
+        fs.clone(),
+        &dir.path().join("t-0"),
+        tp("t", 0),
+        policy(),
+        T0,
+    )
+    .unwrap();
+    let first = set(1, 2, 10);
+    log.append(&first, T0).unwrap();
+    fs.fail_writes.store(true, Ordering::SeqCst);
+    assert!(log.append(&set(2, 2, 10), T0).is_err());
+    fs.fail_writes.store(false, Ordering::SeqCst);
+    assert!(!log.is_poisoned());
+    let second = set(3, 1, 10);
+    let info = log.append(&second, T0).unwrap();
+    assert_eq!(
+        info.offset,
+        first.len() as u64,
+        "the torn bytes were cut off"
+    );
+    log.flush(T0).unwrap();
+    let read = log.read(0, first.len() + second.len()).unwrap();
+    assert_eq!(read, [first, second].concat());
+}
+
+/// A write that fails half-way and whose bytes cannot be cut off either poisons the log: the
+/// next append would otherwise sit behind garbage (issue 23).
+#[test]
+fn a_failed_write_that_cannot_be_cut_off_poisons_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FlakyFs::default();
+    let mut log = Log::create(
+        fs.clone(),
+        &dir.path().join("t-0"),
+        tp("t", 0),
+        policy(),
+        T0,
+    )
+    .unwrap();
+    let first = set(1, 2, 10);
+    log.append(&first, T0).unwrap();
+    fs.fail_writes.store(true, Ordering::SeqCst);
+    fs.fail_truncates.store(true, Ordering::SeqCst);
+    assert!(log.append(&set(2, 2, 10), T0).is_err());
+    fs.fail_writes.store(false, Ordering::SeqCst);
+    fs.fail_truncates.store(false, Ordering::SeqCst);
+    assert!(log.is_poisoned());
+    let err = log.append(&set(3, 1, 10), T0).unwrap_err();
+    assert!(matches!(err, LogError::Poisoned { .. }), "{err}");
+    assert!(err.to_string().contains("could not be cut"), "{err}");
 }
 
 /// A roll whose new segment cannot be synced leaves that empty file where the log ends: the log

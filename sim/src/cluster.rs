@@ -955,11 +955,8 @@ pub fn stop_while_zookeeper_is_unreachable(seed: u64) -> Result<Duration, String
         }
         Ok(())
     };
-    until(
-        &mut sim,
-        &format!("{broker} started"),
-        Duration::from_secs(10),
-    )?;
+    // The broker's own log line once it serves (the cluster has one broker).
+    until(&mut sim, "serving on", Duration::from_secs(10))?;
     // Long enough apart for the session to expire; then a moment of contact, in which the
     // broker learns of the expiry, and ZooKeeper is gone again for its re-registration.
     sim.partition(broker.as_str(), zk.as_str());

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tributary::client::{connect, latest_offsets};
-use tributary::mirror::{Mirror, MirrorSettings};
+use tributary::mirror::maker::{self, MakerError};
+use tributary::mirror::{MirrorError, MirrorSettings};
 use tributary::tools::link_proxy::{LinkProxy, LinkSpec};
 use tributary_core::config::{ConsumerConfig, ProducerConfig};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
@@ -195,14 +196,24 @@ pub fn run(seed: u64, options: &Options) -> Result<LinkReport, String> {
                 }
                 state(&shared).mirror_started = turmoil::sim_elapsed();
                 let settings = MirrorSettings::embedded(consumer(&options), producer());
-                let mirror = until_started("mirror", &control, || {
-                    Mirror::start(SimEnv::new(seed ^ 1), settings.clone())
-                })
-                .await;
-                if let Err(e) = mirror.run_until(std::future::pending::<()>()).await {
-                    state(&shared).failure = Some(format!("mirror: {e}"));
+                // The production mirror maker; a start that cannot reach a cluster yet is
+                // tried again, any other failure ends the run.
+                loop {
+                    let env = SimEnv::new(seed ^ 1);
+                    match maker::run(env, settings.clone(), None, std::future::pending()).await {
+                        Err(MakerError::Mirror(
+                            e @ (MirrorError::Source(_) | MirrorError::Target(_)),
+                        )) => {
+                            control.trace.push(&format!("mirror: {e}; retrying"));
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                        Err(e) => {
+                            state(&shared).failure = Some(format!("mirror: {e}"));
+                            return Ok(());
+                        }
+                        Ok(()) => return Ok(()),
+                    }
                 }
-                Ok(())
             }
         });
     }

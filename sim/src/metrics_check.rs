@@ -19,7 +19,8 @@ use crate::env::SimEnv;
 
 /// Where brokers serve metrics in the scenario (`metrics.port`).
 pub const BROKER_METRICS_PORT: u16 = 9404;
-/// Where each mirror (embedded beside a broker, or the mirror maker) serves its own.
+/// Where the mirror maker serves its metrics (`--metrics.port`); an embedded mirror's are its
+/// broker's, on [`BROKER_METRICS_PORT`].
 pub const MIRROR_METRICS_PORT: u16 = 9405;
 /// How long the check reads again before calling a disagreement.
 const SETTLE: Duration = Duration::from_secs(20);
@@ -48,7 +49,7 @@ pub fn sample_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f
 async fn disagreements(
     latest: &BTreeMap<Part, i64>,
     source_cluster: &str,
-    mirror_hosts: &[String],
+    mirror_endpoints: &[(String, u16)],
 ) -> Vec<String> {
     let env = SimEnv::new(0);
     let mut problems = Vec::new();
@@ -87,8 +88,8 @@ async fn disagreements(
         }
     }
     let mut mirror_texts = Vec::new();
-    for host in mirror_hosts {
-        match scrape_within(&env, host, MIRROR_METRICS_PORT).await {
+    for (host, port) in mirror_endpoints {
+        match scrape_within(&env, host, *port).await {
             Ok(text) => mirror_texts.push((host, text)),
             Err(e) => problems.push(format!("{host}: {e}")),
         }
@@ -123,11 +124,11 @@ async fn scrape_within(env: &SimEnv, host: &str, port: u16) -> Result<String, St
 pub async fn check(
     latest: &BTreeMap<Part, i64>,
     source_cluster: &str,
-    mirror_hosts: &[String],
+    mirror_endpoints: &[(String, u16)],
 ) -> Vec<String> {
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
-        let problems = disagreements(latest, source_cluster, mirror_hosts).await;
+        let problems = disagreements(latest, source_cluster, mirror_endpoints).await;
         if problems.is_empty() || tokio::time::Instant::now() >= deadline {
             return problems;
         }

@@ -37,10 +37,11 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary::client::connect;
 use tributary::consumer::{ConsumerConnector, ConsumerError, GapReport, Subscription};
-use tributary::metrics::server::MetricsServer;
-use tributary::metrics::Metrics;
-use tributary::mirror::{MirrorEvent, MirrorObserver, MirrorSettings};
+use tributary::mirror::maker::{self, MakerError};
+use tributary::mirror::supervise;
+use tributary::mirror::{MirrorError, MirrorEvent, MirrorObserver, MirrorSettings};
 use tributary::producer::{Producer, Record};
+use tributary::server::EmbeddedMirror;
 use tributary_core::config::{ConsumerConfig, ProducerConfig};
 use tributary_core::message::{DeepIter, ShallowIter};
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
@@ -50,8 +51,8 @@ use crate::env::SimEnv;
 use crate::metrics_check::{self, BROKER_METRICS_PORT, MIRROR_METRICS_PORT};
 use crate::sim_fs::{sim_builder, DiskFaults};
 use crate::world::{
-    add_cluster, scenario_config, until_started, Cluster, ClusterSpec, Companion, Control,
-    Invariant, Links, Violation, BROKER_PORT, ZK_PORT,
+    add_cluster, scenario_config, until_started, Cluster, ClusterSpec, Control, Invariant, Links,
+    MirrorPlan, Violation, BROKER_PORT, ZK_PORT,
 };
 
 /// The mirror's consumer group on the source.
@@ -297,16 +298,13 @@ fn mirror_producer_config(shape: &Shape) -> ProducerConfig {
     scenario_config("producer", &text, ProducerConfig::from_properties)
 }
 
-fn settings(
-    shape: &Shape,
-    observer: Arc<dyn MirrorObserver>,
-    metrics: Arc<Metrics>,
-) -> MirrorSettings {
+/// One start's settings. Their metrics are left to what runs them: a mirror broker's server
+/// gives the broker's, the mirror maker makes its own for `--metrics.port`.
+fn settings(shape: &Shape, observer: Arc<dyn MirrorObserver>) -> MirrorSettings {
     let mut settings =
         MirrorSettings::embedded(consumer_config(shape), mirror_producer_config(shape));
     settings.summary_interval = Duration::from_secs(10);
     settings.observer = Some(observer);
-    settings.metrics = Some(metrics);
     settings
 }
 
@@ -411,87 +409,109 @@ impl MirrorObserver for Observer {
     }
 }
 
-/// Runs the production mirror on this host until `stop` (restarting it if it fails), with its
-/// metrics endpoint on [`MIRROR_METRICS_PORT`] for the host's life (counters add up across the
-/// mirror's restarts, as in one process).
-async fn run_mirror(
-    host: String,
-    shape: Shape,
+/// One start of the mirror on `host`: a new incarnation (its consumer's epochs count from 0
+/// again) with its own observer, and an environment seeded from `seed` and the time.
+fn incarnation(
+    host: &str,
+    shape: &Shape,
     seed: u64,
-    shared: Shared,
-    control: Arc<Control>,
-    stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let metrics = Metrics::new();
-    let env = SimEnv::new(seed);
-    let server =
-        match MetricsServer::start(&env, "0.0.0.0", MIRROR_METRICS_PORT, metrics.clone()).await {
-            Ok(server) => Some(server),
-            Err(e) => {
-                control
-                    .trace
-                    .push(&format!("{host}: the mirror's metrics cannot listen: {e}"));
-                None
-            }
-        };
-    mirror_incarnations(host, shape, seed, shared, control, metrics, stop).await;
-    if let Some(server) = server {
-        server.stop().await;
-    }
+    shared: &Shared,
+    control: &Arc<Control>,
+) -> (SimEnv, MirrorSettings) {
+    let incarnation = {
+        let mut s = state(shared);
+        let n = s.starts.entry(host.to_string()).or_insert(0);
+        *n += 1;
+        *n
+    };
+    let observer: Arc<dyn MirrorObserver> = Arc::new(Observer {
+        owner: format!("{host}#{incarnation}"),
+        shared: shared.clone(),
+        control: control.clone(),
+    });
+    control.trace.push(&format!(
+        "{host}: mirror starting (incarnation {incarnation})"
+    ));
+    let env = SimEnv::new(seed ^ turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64);
+    (env, settings(shape, observer))
 }
 
-/// Runs the mirror under production's supervisor (`mirror::supervise`, as a mirror broker runs
-/// its embedded mirror; for the mirror maker it stands for the operator's supervisor) until
-/// `stop`: each start is a new incarnation with its own observer, and each failure is counted
-/// in the report with its reason.
-async fn mirror_incarnations(
-    host: String,
-    shape: Shape,
-    seed: u64,
-    shared: Shared,
-    control: Arc<Control>,
-    metrics: Arc<Metrics>,
-    stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let start = || {
-        // Each start is a new incarnation: its consumer's epochs count from 0 again.
-        let incarnation = {
-            let mut s = state(&shared);
-            let n = s.starts.entry(host.clone()).or_insert(0);
-            *n += 1;
-            *n
-        };
-        let observer: Arc<dyn MirrorObserver> = Arc::new(Observer {
-            owner: format!("{host}#{incarnation}"),
-            shared: shared.clone(),
-            control: control.clone(),
-        });
-        control.trace.push(&format!(
-            "{host}: mirror starting (incarnation {incarnation})"
-        ));
-        let env = SimEnv::new(seed ^ turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64);
-        (env, settings(&shape, observer, metrics.clone()))
-    };
-    let failed = |e: &tributary::mirror::MirrorError| {
-        control.trace.push(&format!(
-            "{host}: mirror failed: {e}; the supervisor starts it again"
-        ));
-        // A start that cannot reach a cluster (a ZooKeeper restarting, a link cut) is waited
-        // out; only a running mirror's failure is one it must not have.
-        if !matches!(e, tributary::mirror::MirrorError::Send(_)) {
-            return;
-        }
-        *state(&shared)
+/// A failed run of the mirror on `host`: traced, and counted in the report when it is one a
+/// running mirror must not have (a start that cannot reach a cluster, a ZooKeeper restarting or
+/// a link cut, is waited out).
+fn mirror_failed(host: &str, shared: &Shared, control: &Control, e: &MirrorError) {
+    control
+        .trace
+        .push(&format!("{host}: mirror failed: {e}; it is started again"));
+    if matches!(e, MirrorError::Send(_)) {
+        *state(shared)
             .mirror_failures
             .entry(e.to_string().chars().take(120).collect())
             .or_insert(0) += 1;
-    };
-    match tributary::mirror::supervise::supervise_each(start, failed, stop).await {
-        Ok(()) => control.trace.push(&format!("{host}: mirror stopped")),
-        Err(e) => control.violate(
-            Invariant::BrokerHealth,
-            format!("{host}: the mirror's settings cannot work: {e}"),
-        ),
+    }
+}
+
+/// The embedded mirror of every mirror broker, as the production server
+/// (`tributary::server::run`) supervises it: each start an incarnation, each failure counted.
+fn embedded_mirror(shape: Shape, seed: u64, shared: &Shared, control: &Arc<Control>) -> MirrorPlan {
+    let (shared, control) = (shared.clone(), control.clone());
+    MirrorPlan(Arc::new(move |host: &str| {
+        let start = {
+            let (host, shared, control) = (host.to_string(), shared.clone(), control.clone());
+            move || incarnation(&host, &shape, seed, &shared, &control)
+        };
+        let failed = {
+            let (host, shared, control) = (host.to_string(), shared.clone(), control.clone());
+            move |e: &MirrorError| mirror_failed(&host, &shared, &control, e)
+        };
+        EmbeddedMirror::each(start, failed)
+    }))
+}
+
+/// The mirror-maker host: the production mirror maker (`tributary::mirror::maker::run`, with
+/// its metrics on [`MIRROR_METRICS_PORT`]) under an operator's supervisor, which starts it again
+/// after it fails (pausing as the embedded mirror's supervisor does), until `stop`.
+async fn run_maker(
+    shape: Shape,
+    seed: u64,
+    shared: Shared,
+    control: Arc<Control>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut backoff = supervise::BACKOFF_MIN;
+    loop {
+        let (env, settings) = incarnation(MAKER, &shape, seed, &shared, &control);
+        let stopped = {
+            let mut stop = stop.clone();
+            async move {
+                while !*stop.borrow_and_update() {
+                    if stop.changed().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        };
+        match maker::run(env, settings, Some(MIRROR_METRICS_PORT), stopped).await {
+            Ok(()) => {
+                control.trace.push(&format!("{MAKER}: mirror stopped"));
+                return;
+            }
+            Err(MakerError::Mirror(MirrorError::Config(e))) => {
+                return control.violate(
+                    Invariant::BrokerHealth,
+                    format!("{MAKER}: the mirror's settings cannot work: {e}"),
+                );
+            }
+            Err(MakerError::Mirror(e)) => mirror_failed(MAKER, &shared, &control, &e),
+            Err(e) => control
+                .trace
+                .push(&format!("{MAKER}: {e}; it is started again")),
+        }
+        if *stop.borrow() {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(supervise::BACKOFF_MAX);
     }
 }
 
@@ -531,18 +551,8 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
         };
     }
     if shape.mode == Mode::Embedded {
-        let (shared, control) = (shared.clone(), control.clone());
         let mirror_seed: u64 = rng.random();
-        mirror_spec.companion = Some(Companion(Arc::new(move |host, stop| {
-            Box::pin(run_mirror(
-                host,
-                shape,
-                mirror_seed,
-                shared.clone(),
-                control.clone(),
-                stop,
-            ))
-        })));
+        mirror_spec.mirror = Some(embedded_mirror(shape, mirror_seed, &shared, &control));
     }
     let mirror = add_cluster(&mut sim, &mirror_spec, &mut rng, &control);
     let mut mirror_hosts: Vec<String> = Vec::new();
@@ -667,7 +677,8 @@ fn add_maker(
                 }
             };
             tokio::select! {
-                () = run_mirror(MAKER.to_string(), shape, seed, shared, control.clone(), stopped) => {}
+                biased;
+                () = run_maker(shape, seed, shared, control.clone(), stopped) => {}
                 () = watcher => {}
             }
             control.trace.push("mirrormaker: stopped gracefully");
@@ -835,7 +846,16 @@ fn add_checker(
                                 latest.insert(part, end);
                             }
                         }
-                        let problems = metrics_check::check(&latest, "src", &mirror_hosts).await;
+                        // The mirror maker serves its own endpoint; an embedded mirror's
+                        // metrics are its broker's.
+                        let endpoints: Vec<(String, u16)> = mirror_hosts
+                            .iter()
+                            .map(|h| {
+                                let port = if h == MAKER { MIRROR_METRICS_PORT } else { BROKER_METRICS_PORT };
+                                (h.clone(), port)
+                            })
+                            .collect();
+                        let problems = metrics_check::check(&latest, "src", &endpoints).await;
                         control.trace.push(&format!("checker: metrics of {} source partitions read, {} disagreements", latest.len(), problems.len()));
                         let mut s = state(&shared);
                         s.metrics_problems = problems;

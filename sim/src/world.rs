@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tributary::broker::Broker;
+use tributary::server::{EmbeddedMirror, ServerError};
 use tributary_core::config::{BrokerConfig, Properties};
 
 use crate::env::SimEnv;
@@ -160,27 +160,21 @@ pub struct ClusterSpec {
     pub extra_config: String,
     /// The brokers' disks.
     pub disk: DiskFaults,
-    /// Runs beside each broker (the embedded mirror); see [`Companion`].
-    pub companion: Option<Companion>,
+    /// The embedded mirror each broker runs beside it (a mirror broker); see [`MirrorPlan`].
+    pub mirror: Option<MirrorPlan>,
 }
 
-/// Something that runs beside a broker on its host (the embedded mirror of a mirror broker):
-/// called with the host name and a stop signal once the broker serves. On a graceful stop the
-/// companion is stopped first and awaited, then the broker (a mirror broker's order).
+/// The embedded mirror of a mirror broker: called with the host's name at each start of the
+/// host, it says how the server's supervisor starts the mirror (`tributary::server::run`).
 #[derive(Clone)]
-pub struct Companion(pub Arc<CompanionFn>);
+pub struct MirrorPlan(pub Arc<MirrorPlanFn>);
 
-/// What a [`Companion`] runs.
-pub type CompanionFn = dyn Fn(
-        String,
-        tokio::sync::watch::Receiver<bool>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
-    + Send
-    + Sync;
+/// What a [`MirrorPlan`] calls.
+pub type MirrorPlanFn = dyn Fn(&str) -> EmbeddedMirror<SimEnv> + Send + Sync;
 
-impl std::fmt::Debug for Companion {
+impl std::fmt::Debug for MirrorPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Companion")
+        f.write_str("MirrorPlan")
     }
 }
 
@@ -195,7 +189,7 @@ impl ClusterSpec {
             session_timeout_ms: 3000,
             extra_config: String::new(),
             disk: DiskFaults::default(),
-            companion: None,
+            mirror: None,
         }
     }
 
@@ -259,7 +253,7 @@ pub fn add_cluster(
             env_seed,
             disk,
             control.clone(),
-            spec.companion.clone(),
+            spec.mirror.clone(),
         );
         cluster.brokers.push(host);
     }
@@ -289,8 +283,9 @@ fn broker_config(
     }
 }
 
-/// A broker host: starts the production broker and serves until the scenario asks for a
-/// graceful stop (then checks that the stop was clean) or the host is crashed.
+/// A broker host: runs the production server (`tributary::server::run`, the broker and its
+/// embedded mirror if it has one) until the scenario asks for a graceful stop (then checks
+/// that the stop was clean) or the host is crashed.
 fn add_broker(
     sim: &mut turmoil::Sim<'_>,
     host: String,
@@ -298,48 +293,34 @@ fn add_broker(
     env_seed: u64,
     disk: Arc<Disk>,
     control: Arc<Control>,
-    companion: Option<Companion>,
+    mirror: Option<MirrorPlan>,
 ) {
     let name = host.clone();
     sim.host(name.as_str(), move || {
-        let (config, control, disk, host, companion) = (
+        let (config, control, disk, host, mirror) = (
             config.clone(),
             control.clone(),
             disk.clone(),
             host.clone(),
-            companion.clone(),
+            mirror.clone(),
         );
         async move {
-            let broker = match Broker::start(SimEnv::on_disk(env_seed, disk), config).await {
-                Ok(broker) => broker,
-                Err(e) => {
-                    control.trace.push(&format!("{host} failed to start: {e}"));
-                    return Ok(());
-                }
-            };
-            control.trace.push(&format!("{host} started"));
-            let (companion_stop, companion_stopped) = tokio::sync::watch::channel(false);
-            let companion =
-                companion.map(|run| tokio::spawn((run.0)(host.clone(), companion_stopped)));
+            let mirror = mirror.map(|plan| (plan.0)(&host));
             let stop = {
                 let (control, host) = (control.clone(), host.clone());
                 async move {
                     while !control.take_stop(&host) {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
-                    let _ = companion_stop.send(true);
-                    if let Some(task) = companion {
-                        if let Err(e) = task.await {
-                            control.violate(
-                                Invariant::BrokerHealth,
-                                format!("{host}: its companion failed: {e}"),
-                            );
-                        }
-                    }
                 }
             };
-            match broker.run_until(stop).await {
+            control.trace.push(&format!("{host} starting"));
+            let env = SimEnv::on_disk(env_seed, disk);
+            match tributary::server::run(env, config, mirror, stop).await {
                 Ok(()) => control.trace.push(&format!("{host} stopped gracefully")),
+                Err(ServerError::Start(e)) => {
+                    control.trace.push(&format!("{host} failed to start: {e}"));
+                }
                 Err(e) => control.violate(Invariant::BrokerHealth, format!("{host}: {e}")),
             }
             Ok(())

@@ -122,16 +122,17 @@ fn a_machine_crash_after_a_failed_fsync_and_a_restart_takes_back_nothing_the_res
             let (seen, phase, disk) = (seen.clone(), phase.clone(), disk.clone());
             async move {
                 let tp = TopicPartition::new("t".parse().expect("topic"), 0);
-                let mut seen = seen.lock().expect("seen");
-                let result = if phase.load(Ordering::SeqCst) == 0 {
-                    before_the_crash(&disk, &tp).map(|end| seen.served_end = Some(end))
-                } else {
-                    after_the_crash(&tp).map(|after| seen.after_crash = Some(after))
-                };
-                if let Err(e) = result {
-                    seen.failure.get_or_insert(e);
+                {
+                    let mut seen = seen.lock().expect("seen");
+                    let result = if phase.load(Ordering::SeqCst) == 0 {
+                        before_the_crash(&disk, &tp).map(|end| seen.served_end = Some(end))
+                    } else {
+                        after_the_crash(&tp).map(|after| seen.after_crash = Some(after))
+                    };
+                    if let Err(e) = result {
+                        seen.failure.get_or_insert(e);
+                    }
                 }
-                drop(seen);
                 std::future::pending::<()>().await;
                 Ok(())
             }

@@ -444,9 +444,19 @@ impl<F: LogFs> Log<F> {
             ));
         };
         if let Err(e) = active.file.write_all_at(set, active.size) {
-            // Drop whatever part of the set reached the file: it is not part of the log.
-            let _ = active.file.set_len(active.size);
+            // Drop whatever part of the set reached the file: it is not part of the log. If
+            // that fails too, the file holds bytes past the log's end that the next append would
+            // sit behind: nothing more is appended (recovery drops the torn tail at restart).
             let path = active.path.clone();
+            if let Err(truncate) = active.file.set_len(active.size) {
+                let at = active.size;
+                self.poisoned.get_or_insert_with(|| {
+                    format!(
+                        "a failed write left bytes past offset {at} of {} that could not be cut ({truncate})",
+                        path.display()
+                    )
+                });
+            }
             return Err(self.io("write", &path, e));
         }
         let written_at = active.size;

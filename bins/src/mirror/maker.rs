@@ -1,0 +1,101 @@
+//! `tributary mirror-maker` (Kafka 0.7.1/0.7.2's standalone mirror): the mirror, with its own
+//! metrics endpoint when asked for one. `main.rs` runs this, and the simulator runs it on its
+//! mirror-maker host, so the process simulated is the process shipped.
+//!
+//! It is not restarted from inside: a mirror maker that fails exits non-zero and its
+//! supervisor (systemd, Kubernetes; in the simulator, the scenario) starts it again. What it
+//! did not commit is sent again by the next run; nothing is skipped.
+
+use std::future::Future;
+
+use super::{Mirror, MirrorError, MirrorSettings};
+use crate::env::Env;
+use crate::metrics::server::MetricsServer;
+use crate::metrics::Metrics;
+
+/// Why a mirror maker stopped other than by request, or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum MakerError {
+    /// The metrics endpoint could not listen.
+    #[error("cannot serve metrics on port {port} (--metrics.port): {source}")]
+    Metrics {
+        /// The port asked for.
+        port: u16,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The metrics endpoint ended on its own: a bug. The mirror was stopped.
+    #[error("internal error: the metrics endpoint {0}; the mirror was stopped")]
+    MetricsEnded(String),
+    /// The mirror could not start, or failed.
+    #[error(transparent)]
+    Mirror(#[from] MirrorError),
+}
+
+/// Runs the mirror of `settings` until `stop` resolves, serving its metrics on
+/// `0.0.0.0:metrics_port` when given (`settings.metrics` is then made if it is `None`); then
+/// stops it gracefully (in-flight messages acknowledged, then committed).
+pub async fn run<E: Env>(
+    env: E,
+    mut settings: MirrorSettings,
+    metrics_port: Option<u16>,
+    stop: impl Future<Output = ()>,
+) -> Result<(), MakerError> {
+    let mut server = match metrics_port {
+        Some(port) => {
+            let metrics = settings.metrics.get_or_insert_with(Metrics::new).clone();
+            Some(
+                MetricsServer::start(&env, "0.0.0.0", port, metrics)
+                    .await
+                    .map_err(|source| MakerError::Metrics { port, source })?,
+            )
+        }
+        None => None,
+    };
+    let mirror = match Mirror::start(env, settings).await {
+        Ok(mirror) => mirror,
+        Err(e) => {
+            if let Some(server) = server {
+                server.stop().await;
+            }
+            return Err(e.into());
+        }
+    };
+    let mut endpoint_failed = None;
+    let mirrored = mirror
+        .run_until(async {
+            tokio::select! {
+                biased;
+                () = stop => tracing::info!("stopping the mirror (in-flight messages are acknowledged, then committed)"),
+                failed = endpoint_ended(&mut server) => {
+                    tracing::error!("internal error: the metrics endpoint {failed}; stopping the mirror");
+                    endpoint_failed = Some(failed);
+                }
+            }
+        })
+        .await;
+    if let Some(server) = server {
+        server.stop().await;
+    }
+    match endpoint_failed {
+        Some(failed) => Err(MakerError::MetricsEnded(failed)),
+        None => Ok(mirrored?),
+    }
+}
+
+/// Resolves when the metrics endpoint ends on its own (only a panic, a bug), saying how;
+/// pending without an endpoint. The endpoint is then forgotten (never awaited twice).
+pub async fn endpoint_ended(server: &mut Option<MetricsServer>) -> String {
+    let Some(running) = server else {
+        return std::future::pending().await;
+    };
+    let ended = running.ended().await;
+    *server = None;
+    match ended {
+        Err(e) if e.is_panic() => {
+            let message = crate::broker::logs::panic_message(e.into_panic().as_ref());
+            format!("panicked ({message})")
+        }
+        _ => "stopped".to_string(),
+    }
+}
