@@ -1,6 +1,7 @@
-//! The environment the runtime code runs in: network, file system, clock, randomness and
-//! blocking work. The broker (and later producer, consumer and mirror) is written once against
-//! [`Env`]; [`TokioEnv`] runs it in production, the simulator plugs in turmoil.
+//! The environment the runtime code runs in: network, file system, clock, randomness, blocking
+//! work and ZooKeeper sessions. The broker, producer, consumer, mirror, replica copier and tools
+//! are written once against [`Env`]; [`TokioEnv`] runs them in production, the simulator plugs
+//! in turmoil and its ZooKeeper model.
 //!
 //! Timers and deadlines use `tokio::time` directly: turmoil drives tokio's clock, so they are
 //! simulated there. Wall-clock time (for mtimes and registration stamps) and randomness always

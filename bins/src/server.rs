@@ -1,6 +1,6 @@
 //! `tributary server`: a broker, and for a mirror broker (Kafka 0.7.0's embedded mirror) the
-//! mirror beside it. `main.rs` runs this, and the simulator runs it on every broker host, so
-//! the composition simulated is the composition shipped.
+//! mirror beside it. The command runs this ([`crate::cli::server`]), and the simulator runs it
+//! on every broker host, so the composition simulated is the composition shipped.
 //!
 //! Order (0.7.0's): the broker starts first, then the mirror, under its supervisor
 //! ([`crate::mirror::supervise`]): a mirror that fails is started again with backoff while the

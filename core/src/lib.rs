@@ -11,6 +11,15 @@
 //!   over a small file-system trait.
 //! - [`config`]: the Java `.properties` reader and the typed broker, producer, consumer and mirror
 //!   configurations with their 0.7 defaults.
+//! - [`consumer`]: the consumer group's decisions: range assignment, topic filters, offsets to
+//!   commit, registration data.
+//! - [`producer`]: partition choice and the async producer's queue and batching policy.
+//! - [`mirror`]: the mirror's in-flight window and commit point, lag arithmetic and the
+//!   ownership watchdog.
+//! - [`replica`]: replica mode's decisions (what of a fetched block is appended, how the fetch
+//!   size grows for a large message).
+//! - [`zk_layout`] and [`group_id`]: 0.7's ZooKeeper paths and node data, and group names.
+//! - `planted` (hidden): the test-only bug switches that prove the checkers can fail.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![warn(missing_docs)]
 

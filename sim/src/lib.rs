@@ -1,14 +1,26 @@
 //! Tributary's deterministic simulation suite.
 //!
 //! Runs Tributary's real code on turmoil: its simulated file system (unsynced writes lost on a
-//! crash, never-synced files deleted, writes torn at block boundaries) and, as the broker lands,
-//! its simulated network. One `u64` seed drives turmoil's RNG and every workload and fault
+//! crash, never-synced files deleted, writes torn at block boundaries), its simulated network,
+//! and a ZooKeeper model. One `u64` seed drives turmoil's RNG and every workload and fault
 //! choice, so a failure replays exactly from its seed.
 //!
+//! The world:
+//! - [`env`]: `SimEnv`, the production `Env` on turmoil (sockets, disk, clock, ZooKeeper model
+//!   sessions).
 //! - [`sim_fs`]: the log's [`LogFs`](tributary_core::log::LogFs) on turmoil's file system, with
-//!   a crash point that can be set at any file-system operation.
-//! - [`log_crash`]: the log crash scenario: random appends, flushes, rolls, reads and retention,
-//!   a crash at a random file-system operation, then recovery checked against what was visible.
+//!   a crash point that can be set at any file-system operation and disks that fail syncs.
+//! - [`zk_model`]: the ZooKeeper model (server, client, crash and restart with sessions
+//!   restored); [`conformance`] is the suite it shares with a real ZooKeeper.
+//! - [`world`]: clusters of production servers (`tributary::server::run`) with their ZooKeeper,
+//!   the run's control (faults, stops, links) and the invariants' names.
+//! - [`trace`]: the run's trace (scenario lines and the code's own `tracing` events).
+//!
+//! The scenarios, each with its checkers: [`cluster`] (brokers, producers, the produce
+//! [`history`] checker), [`clients`] (consumer groups), [`mirror`] (two clusters and the mirror,
+//! with [`metrics_check`]), [`replica`] (replica mode and failover), [`long_link`] (the mirror
+//! over the link proxy), [`log_crash`] (a crash at any file-system operation, then recovery) and
+//! [`retention_restart`].
 
 // turmoil forwards task panics as failures, and seeds tokio's RNG, only with this cfg (set in
 // .cargo/config.toml; a RUSTFLAGS environment variable replaces it, which must not pass silently).

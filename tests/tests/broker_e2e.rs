@@ -94,9 +94,14 @@ async fn fetch_until(
     loop {
         let (error, bytes) = fetch(conn, t, partition, 0).await;
         assert_eq!(error, ErrorCode::NoError);
-        if bytes.len() >= len || Instant::now() > deadline {
+        if bytes.len() >= len {
             return bytes;
         }
+        assert!(
+            Instant::now() < deadline,
+            "{t}-{partition}: {} bytes readable after 10 s, waiting for {len}",
+            bytes.len()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

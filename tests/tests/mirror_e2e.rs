@@ -67,12 +67,25 @@ fn mirror_consumer(source: &ZooKeeper, extra: &str) -> String {
 }
 
 /// The mirror's producer file, pointing at `target`'s ZooKeeper (asynchronous, as the seed).
-fn mirror_producer(target: &ZooKeeper) -> String {
-    format!("zk.connect={}\nzk.sessiontimeout.ms={SESSION_MS}\nproducer.type=async\nqueue.enqueueTimeout.ms=-1\nqueue.size=2000\nbatch.size=200\nqueue.time=20\n", target.connect_string())
+/// The mirror producer's `queue.size` in most tests: each stream's in-flight window.
+const QUEUE_SIZE: usize = 2000;
+
+fn mirror_producer(target: &ZooKeeper, queue_size: usize) -> String {
+    format!("zk.connect={}\nzk.sessiontimeout.ms={SESSION_MS}\nproducer.type=async\nqueue.enqueueTimeout.ms=-1\nqueue.size={queue_size}\nbatch.size=200\nqueue.time=20\n", target.connect_string())
 }
 
 /// A mirror cluster whose brokers each run the embedded mirror of `source`.
 fn mirror_cluster(source: &ZooKeeper, brokers: usize, consumer_extra: &str) -> Cluster {
+    mirror_cluster_with(source, brokers, consumer_extra, QUEUE_SIZE)
+}
+
+/// [`mirror_cluster`] with the mirror producer's `queue.size`.
+fn mirror_cluster_with(
+    source: &ZooKeeper,
+    brokers: usize,
+    consumer_extra: &str,
+    queue_size: usize,
+) -> Cluster {
     let zk = ZooKeeper::start();
     let mut c = Cluster {
         zk,
@@ -87,7 +100,7 @@ fn mirror_cluster(source: &ZooKeeper, brokers: usize, consumer_extra: &str) -> C
             port,
             &server_properties(id, port, dir.path(), &c.zk, ""),
             &mirror_consumer(source, consumer_extra),
-            &mirror_producer(&c.zk),
+            &mirror_producer(&c.zk, queue_size),
         );
         c.brokers.push(broker);
         c.dirs.push(dir);
@@ -264,7 +277,7 @@ async fn the_mirror_maker_merges_two_sources_into_two_brokers_and_a_sigterm_dupl
         mirror_consumer(&west.zk, "").replace("KafkaMirror", "mm"),
     )
     .unwrap();
-    std::fs::write(&p, mirror_producer(&target.zk)).unwrap();
+    std::fs::write(&p, mirror_producer(&target.zk, QUEUE_SIZE)).unwrap();
     let args = [
         "--consumer.config",
         c2.to_str().unwrap(),
@@ -392,7 +405,10 @@ async fn the_mirror_maker_merges_two_sources_into_two_brokers_and_a_sigterm_dupl
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn chaos_loses_nothing_and_duplicates_stay_within_the_in_flight_window() {
     let mut source = source_cluster(2, "");
-    let mut mirror = mirror_cluster(&source.zk, 2, "");
+    // A window small enough that the duplicate bound below is well under what is sent: a
+    // regression that resends more than the window breaks it.
+    let queue_size = 50;
+    let mut mirror = mirror_cluster_with(&source.zk, 2, "", queue_size);
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let producing = {
         let connect = source.zk.connect_string();
@@ -505,8 +521,13 @@ async fn chaos_loses_nothing_and_duplicates_stay_within_the_in_flight_window() {
         "the topic that appeared mid-run was not mirrored"
     );
     // The stated bound (docs/mirroring.md): per fault, each of the two streams (one per mirror
-    // broker) resends at most what it had uncommitted, 2 × queue.size (2000).
-    let bound = faults.values().sum::<usize>() * 2 * (2 * 2000);
+    // broker) resends at most what it had uncommitted, 2 × queue.size.
+    let bound = faults.values().sum::<usize>() * 2 * (2 * queue_size);
+    assert!(
+        bound < acked.len() / 2,
+        "the bound ({bound}) must be well under what was sent ({}) to mean anything",
+        acked.len()
+    );
     assert!(
         duplicates <= bound,
         "{duplicates} duplicates for {} faults (bound {bound})",
@@ -844,7 +865,7 @@ async fn a_zookeeper_restart_does_not_stop_the_mirror(source_side: bool, embedde
             dir.path().join("p.properties"),
         );
         std::fs::write(&consumer, mirror_consumer(&source.zk, "")).unwrap();
-        std::fs::write(&producer, mirror_producer(&target.zk)).unwrap();
+        std::fs::write(&producer, mirror_producer(&target.zk, QUEUE_SIZE)).unwrap();
         let maker = mirror_maker(
             &consumer,
             &producer,
@@ -926,7 +947,7 @@ async fn a_zookeeper_restart_does_not_stop_the_mirror(source_side: bool, embedde
     );
     // The stated bound (docs/mirroring.md): one fault; each stream resends at most what it had
     // uncommitted, 2 × queue.size (2000), and there is one stream per mirror process.
-    let bound = 2 * 2000 * mirror.brokers.len().max(1);
+    let bound = 2 * QUEUE_SIZE * mirror.brokers.len().max(1);
     assert!(
         duplicates <= bound,
         "{duplicates} duplicates after one ZooKeeper restart (bound {bound})"
@@ -969,7 +990,7 @@ fn limited_mirror_broker(
         port,
         &server_properties(0, port, dir, target_zk, &broker_extra),
         &mirror_consumer(&source.zk, &format!("mirror.topics.whitelist={topics}\n")),
-        &format!("{}{producer_extra}", mirror_producer(target_zk)),
+        &format!("{}{producer_extra}", mirror_producer(target_zk, QUEUE_SIZE)),
     )
 }
 

@@ -5,21 +5,22 @@
 //! waits `acks.flush.delay.ms` for more to arrive, then flushes each queued partition once: every
 //! producer that appended to it before the flush is acknowledged by that one fsync.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tributary_core::log::{LogFs, TopicPartition};
 
 use super::logs::{self, SharedLog};
+use super::pending::{pending, PendingSender};
 use crate::env::Env;
 use crate::metrics::broker::BrokerMeter;
 
-/// Asks the committer to flush a partition soon.
+/// Asks the committer to flush a partition soon. A partition asked for again before its flush
+/// is pending once: what waits is bounded by the number of partitions, not of requests.
 #[derive(Debug, Clone)]
 pub struct FlushRequests<F: LogFs> {
-    tx: mpsc::UnboundedSender<(TopicPartition, SharedLog<F>)>,
+    tx: PendingSender<TopicPartition, SharedLog<F>>,
 }
 
 /// Why an acknowledgement cannot be given.
@@ -46,7 +47,7 @@ impl<F: LogFs + Send + Sync + 'static> FlushRequests<F> {
             return Ok(());
         }
         self.tx
-            .send((tp.clone(), log.clone()))
+            .add(tp.clone(), log.clone())
             .map_err(|_| AckFailure::ShuttingDown)
     }
 
@@ -88,25 +89,18 @@ pub fn start<E: Env>(
     FlushRequests<E::Fs>,
     impl std::future::Future<Output = ()> + Send,
 ) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<(TopicPartition, SharedLog<E::Fs>)>();
+    let (tx, mut rx) = pending::<TopicPartition, SharedLog<E::Fs>>();
     let task = async move {
         loop {
-            let first = tokio::select! {
+            let mut due = tokio::select! {
                 biased;
                 _ = stop.changed() => return,
-                first = rx.recv() => match first {
-                    Some(first) => first,
-                    None => return,
-                },
+                due = rx.next() => due,
             };
             // Let other producers' appends join this flush.
             tokio::time::sleep(delay).await;
             // One flush per partition, in partition order (deterministic).
-            let mut due: BTreeMap<TopicPartition, SharedLog<E::Fs>> = BTreeMap::new();
-            due.insert(first.0, first.1);
-            while let Ok((tp, log)) = rx.try_recv() {
-                due.insert(tp, log);
-            }
+            due.extend(rx.take_now());
             let mut flushes = JoinSet::new();
             for log in due.into_values() {
                 let (env, meter) = (env.clone(), meter.clone());

@@ -11,7 +11,7 @@ use bytes::BytesMut;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tributary_core::log::Served;
 use tributary_core::wire::{
     split_frame, FrameStatus, Request, ResponseChunk, TopicName, MULTIFETCH_BLOCK_HEADER_BYTES,
@@ -22,6 +22,7 @@ use super::handler::{Effects, FileOf, Handler};
 use super::limits::{
     IDLE_TIMEOUT, REQUEST_READ_TIMEOUT, RESPONSE_BYTES_MAX, RESPONSE_WRITE_TIMEOUT,
 };
+use super::pending::PendingSender;
 use super::reply::Reply;
 use crate::env::Env;
 
@@ -37,7 +38,7 @@ pub struct Shared<E: Env> {
     /// Budget of in-flight bytes.
     pub budget: Budget,
     /// Topics created here, for registration in ZooKeeper (`None` without ZooKeeper).
-    pub new_topics: Option<mpsc::UnboundedSender<TopicName>>,
+    pub new_topics: Option<PendingSender<TopicName, ()>>,
 }
 
 /// The most bytes a response to `request` can hold.
@@ -95,7 +96,7 @@ pub async fn serve<E: Env>(
         // Partitions created before a later part of the request failed exist: register them.
         if let Some(registration) = &shared.new_topics {
             for topic in effects.new_topics {
-                if registration.send(topic).is_err() {
+                if registration.add(topic, ()).is_err() {
                     // The registration task is gone; the broker is stopping because of it.
                     return tracing::warn!("{peer}: closing: ZooKeeper registration has stopped");
                 }

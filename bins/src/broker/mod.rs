@@ -16,6 +16,7 @@ pub mod connection;
 pub mod handler;
 pub mod limits;
 pub mod logs;
+pub mod pending;
 pub mod registration;
 pub mod replica;
 pub mod reply;
@@ -25,7 +26,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
 use tributary_core::config::BrokerConfig;
 use tributary_core::log::{LogError, OpenReport};
@@ -167,7 +168,7 @@ impl Broker {
             }
         }
         let (registration, new_topics) = if config.enable_zookeeper {
-            let (topics_tx, topics_rx) = mpsc::unbounded_channel();
+            let (topics_tx, topics_rx) = pending::pending();
             let counted = logs.clone();
             let counts: registration::Counts = Arc::new(move |t| counted.partition_count(t));
             let registration = Registration::start(

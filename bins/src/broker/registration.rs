@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tributary_core::config::{BrokerConfig, ZkConnect};
 use tributary_core::wire::TopicName;
@@ -16,6 +16,7 @@ use tributary_core::zk_layout::{
     broker_id_path, broker_registration, broker_topic_partitions_path,
 };
 
+use super::pending::PendingReceiver;
 use crate::coordination::ephemeral::{self, HoldError, RetiredSessions};
 use crate::coordination::{CoordError, Coordination, SessionEvent, Watch};
 use crate::env::Env;
@@ -90,7 +91,7 @@ impl Registration {
         config: &BrokerConfig,
         port: u16,
         topics: Vec<TopicName>,
-        new_topics: mpsc::UnboundedReceiver<TopicName>,
+        new_topics: PendingReceiver<TopicName, ()>,
         counts: Counts,
     ) -> Result<Self, String> {
         let Some(connect) = config.zk_connect.clone() else {
@@ -367,7 +368,7 @@ async fn keep_alive<E: Env>(
     env: E,
     mut registrar: Registrar,
     mut coord: E::Coord,
-    mut new_topics: mpsc::UnboundedReceiver<TopicName>,
+    mut new_topics: PendingReceiver<TopicName, ()>,
     mut stop: oneshot::Receiver<()>,
     counts: Counts,
 ) {
@@ -379,10 +380,16 @@ async fn keep_alive<E: Env>(
         tokio::select! {
             biased;
             _ = &mut stop => return close_bounded(coord).await,
-            Some(topic) = new_topics.recv() => {
-                let count = counts(&topic);
-                if registrar.partitions.insert(topic.clone(), count) != Some(count) {
-                    unregistered.insert((topic, count));
+            topics = new_topics.next() => {
+                let mut fresh = false;
+                for topic in topics.into_keys() {
+                    let count = counts(&topic);
+                    if registrar.partitions.insert(topic.clone(), count) != Some(count) {
+                        unregistered.insert((topic, count));
+                        fresh = true;
+                    }
+                }
+                if fresh {
                     register_pending(&coord, registrar.broker_id, &mut unregistered, &registrar.retired).await;
                 }
             }

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tributary_core::config::{BrokerConfig, ReplicaConfig};
 use tributary_core::group_id::GroupId;
 use tributary_core::log::{TopicPartition, ValidatedSet};
@@ -33,6 +33,7 @@ use tributary_core::zk_layout::{
 };
 
 use super::logs::{self, with_log, Logs};
+use super::pending::PendingSender;
 use crate::client::{connect, latest_offsets, Connection};
 use crate::coordination::{CoordError, Coordination, NodeKind};
 use crate::env::Env;
@@ -89,7 +90,7 @@ pub struct Copier<F: tributary_core::log::LogFs + Clone> {
     /// Its logs.
     pub logs: Arc<Logs<F>>,
     /// Where new topics are announced for registration (`None` without ZooKeeper).
-    pub new_topics: Option<mpsc::UnboundedSender<TopicName>>,
+    pub new_topics: Option<PendingSender<TopicName, ()>>,
     /// Flush latency.
     pub meter: BrokerMeter,
     /// Lag, copied bytes and gaps (metrics on).
@@ -451,7 +452,7 @@ fn announce<F: tributary_core::log::LogFs + Clone>(
     logs: &Logs<F>,
     old: &SourceView,
     fresh: &SourceView,
-    new_topics: Option<&mpsc::UnboundedSender<TopicName>>,
+    new_topics: Option<&PendingSender<TopicName, ()>>,
 ) {
     for (topic, count) in &fresh.counts {
         if old.counts.get(topic) == Some(count) {
@@ -463,7 +464,7 @@ fn announce<F: tributary_core::log::LogFs + Clone>(
         );
         if let Some(sender) = new_topics {
             // The registration task is gone only while the broker stops.
-            let _stopping = sender.send(topic.clone()).is_err();
+            let _stopping = sender.add(topic.clone(), ()).is_err();
         }
     }
 }

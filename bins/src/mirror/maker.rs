@@ -1,6 +1,7 @@
 //! `tributary mirror-maker` (Kafka 0.7.1/0.7.2's standalone mirror): the mirror, with its own
-//! metrics endpoint when asked for one. `main.rs` runs this, and the simulator runs it on its
-//! mirror-maker host, so the process simulated is the process shipped.
+//! metrics endpoint when asked for one. The command runs this ([`crate::cli::mirror_maker`]),
+//! and the simulator runs it on its mirror-maker host, so the process simulated is the process
+//! shipped.
 //!
 //! It is not restarted from inside: a mirror maker that fails exits non-zero and its
 //! supervisor (systemd, Kubernetes; in the simulator, the scenario) starts it again. What it

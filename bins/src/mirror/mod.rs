@@ -11,7 +11,8 @@
 //!
 //! Guarantees beyond 0.7 (see docs/compatibility.md):
 //! - the producer always asks for durable acknowledgements, and a source offset is committed
-//!   (every `mirror.commit.interval.ms`, or as soon as `queue.size` acknowledged messages wait)
+//!   (every `mirror.commit.interval.ms`, or as soon as `queue.size` × streams acknowledged
+//!   messages of a source wait)
 //!   only up to the end of the acknowledged prefix of each partition ([`MirrorWindow`]);
 //! - a full producer queue makes the mirror wait (backpressure on the source fetch), whatever
 //!   `queue.enqueueTimeout.ms` says; the streams of one source share one window (a partition

@@ -4,10 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::process::ExitCode;
 
 use tributary_core::config::{ConsumerConfig, Properties, ZkConnect};
 use tributary_core::message::Message;
+use tributary_core::wire::TopicName;
 
+use crate::cli::runtime;
 use crate::consumer::{ConsumerConnector, ConsumerError, Subscription};
 use crate::coordination::{CoordError, Coordination};
 use crate::env::{Env, TokioEnv};
@@ -173,4 +176,117 @@ async fn delete_tree(coord: &impl Coordination, path: &str) -> Result<(), CoordE
         }
     }
     Ok(())
+}
+
+/// `tributary console-consumer`'s arguments (0.7.2's ConsoleConsumer flags).
+#[derive(Debug, clap::Args)]
+pub struct ConsoleConsumerArgs {
+    /// ZooKeeper of the cluster: HOST:PORT[/CHROOT].
+    #[arg(long)]
+    pub zookeeper: String,
+    /// The topic.
+    #[arg(long, conflicts_with_all = ["whitelist", "blacklist"], required_unless_present_any = ["whitelist", "blacklist"])]
+    pub topic: Option<TopicName>,
+    /// Consume every topic this regex matches (commas mean "or"; quotes are stripped).
+    #[arg(long, conflicts_with = "blacklist")]
+    pub whitelist: Option<String>,
+    /// Consume every topic this regex does not match.
+    #[arg(long)]
+    pub blacklist: Option<String>,
+    /// The consumer group (default: a new console-consumer-<n>).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Start from the earliest message (the group's saved state is removed first).
+    #[arg(long = "from-beginning")]
+    pub from_beginning: bool,
+    /// Stop after this many messages.
+    #[arg(long = "max-messages")]
+    pub max_messages: Option<u64>,
+    /// Bytes per partition per fetch.
+    #[arg(long = "fetch-size", default_value_t = 1024 * 1024)]
+    pub fetch_size: u32,
+    /// Socket receive buffer of fetch connections.
+    #[arg(long = "socket-buffer-size", default_value_t = 2 * 1024 * 1024)]
+    pub socket_buffer_size: u32,
+    /// How often offsets are committed, in ms.
+    #[arg(long = "autocommit.interval.ms", default_value_t = 10_000)]
+    pub autocommit_interval_ms: u32,
+    /// Exit (cleanly) after this long without a message, in ms.
+    #[arg(long = "consumer-timeout-ms", allow_hyphen_values = true)]
+    pub consumer_timeout_ms: Option<i64>,
+    /// Print an error and go on when a message cannot be read (default: stop).
+    #[arg(long = "skip-message-on-error")]
+    pub skip_message_on_error: bool,
+    /// kafka.consumer.DefaultMessageFormatter (the payload per line) or
+    /// kafka.consumer.ChecksumMessageFormatter (checksum:<crc> per line).
+    #[arg(long, default_value = "kafka.consumer.DefaultMessageFormatter")]
+    pub formatter: String,
+    /// A formatter property, key=value (repeatable), e.g. topic=<name> for the checksum one.
+    #[arg(long = "property")]
+    pub properties: Vec<String>,
+}
+
+/// Consumes as `args` asks, printing each message to standard output, then says on standard
+/// error how many were consumed. `Err` for a wrong flag or a consumer that could not run.
+pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
+    let ConsoleConsumerArgs {
+        zookeeper,
+        topic,
+        whitelist,
+        blacklist,
+        group,
+        from_beginning,
+        max_messages,
+        fetch_size,
+        socket_buffer_size,
+        autocommit_interval_ms,
+        consumer_timeout_ms,
+        skip_message_on_error,
+        formatter,
+        properties,
+    } = args;
+    let zookeeper = ZkConnect::parse(&zookeeper).map_err(|e| format!("--zookeeper: {e}"))?;
+    let subscription = match (topic, whitelist, blacklist) {
+        (Some(t), _, _) => Subscription::Topics([(t, 1)].into_iter().collect()),
+        (None, Some(w), _) => Subscription::Whitelist(w, 1),
+        (None, None, Some(b)) => Subscription::Blacklist(b, 1),
+        (None, None, None) => return Err("give --topic, --whitelist or --blacklist".into()),
+    };
+    let properties: BTreeMap<String, String> = properties
+        .iter()
+        .map(|p| {
+            p.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .ok_or_else(|| format!("--property {p}: expected key=value"))
+        })
+        .collect::<Result<_, _>>()?;
+    let group =
+        group.unwrap_or_else(|| format!("console-consumer-{}", rand::random::<u32>() % 100_000));
+    let mut settings = vec![
+        ("fetch.size".to_string(), fetch_size.to_string()),
+        (
+            "socket.buffersize".to_string(),
+            socket_buffer_size.to_string(),
+        ),
+        (
+            "autocommit.interval.ms".to_string(),
+            autocommit_interval_ms.to_string(),
+        ),
+    ];
+    if let Some(ms) = consumer_timeout_ms {
+        settings.push(("consumer.timeout.ms".to_string(), ms.to_string()));
+    }
+    let options = ConsoleConsumerOptions {
+        zookeeper,
+        subscription,
+        group,
+        from_beginning,
+        max_messages,
+        settings,
+        skip_message_on_error,
+        formatter: Formatter::named(&formatter, &properties)?,
+    };
+    let consumed = runtime(Some(2))?.block_on(consume(&options, &mut std::io::stdout().lock()))?;
+    eprintln!("Consumed {consumed} messages");
+    Ok(ExitCode::SUCCESS)
 }

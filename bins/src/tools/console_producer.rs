@@ -3,12 +3,15 @@
 //! and durable acknowledgements. Every line's fate is known at the end: the tool says how many
 //! were delivered and fails if any was not.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tributary_core::config::{ProducerConfig, Properties};
+use tributary_core::config::{BrokerEndpoint, ProducerConfig, Properties, ZkConnect};
+use tributary_core::message::CompressionCodec;
 use tributary_core::wire::TopicName;
 
+use crate::cli::runtime;
 use crate::env::TokioEnv;
 use crate::producer::{Producer, Record};
 
@@ -121,4 +124,94 @@ async fn settle(deliveries: Vec<crate::producer::Delivery>, sent: &mut Sent) {
             }
         }
     }
+}
+
+/// `tributary console-producer`'s arguments (0.7.2's ConsoleProducer flags, and `--acks`).
+#[derive(Debug, clap::Args)]
+pub struct ConsoleProducerArgs {
+    /// The topic.
+    #[arg(long)]
+    pub topic: TopicName,
+    /// ZooKeeper of the cluster: HOST:PORT[/CHROOT].
+    #[arg(
+        long,
+        conflicts_with = "broker_list",
+        required_unless_present = "broker_list"
+    )]
+    pub zookeeper: Option<String>,
+    /// Brokers: id:host:port[,id:host:port...]; the broker picks the partition.
+    #[arg(long = "broker-list")]
+    pub broker_list: Option<String>,
+    /// Send each line in its own request, waiting for it (default: async batches).
+    #[arg(long)]
+    pub sync: bool,
+    /// Compression codec: 0 none, 1 gzip, 2 snappy.
+    #[arg(long, default_value_t = 0)]
+    pub compress: u8,
+    /// Messages per request (async).
+    #[arg(long = "batch-size", default_value_t = 200)]
+    pub batch_size: usize,
+    /// How long a line may wait for its batch to fill, in ms (async; 0.7's --timeout).
+    #[arg(long, default_value_t = 1000)]
+    pub timeout: u64,
+    /// Wait until the brokers have the lines durably (Tributary's acknowledged produce).
+    #[arg(long)]
+    pub acks: bool,
+    /// Another producer setting, key=value (repeatable), e.g. num.retries=5.
+    #[arg(long = "property")]
+    pub properties: Vec<String>,
+}
+
+/// Sends standard input's lines as `args` asks and says on standard error how many were
+/// delivered. Exit code 1 when any line was not delivered; `Err` for a wrong flag or a producer
+/// that could not start.
+pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
+    let ConsoleProducerArgs {
+        topic,
+        zookeeper,
+        broker_list,
+        sync,
+        compress,
+        batch_size,
+        timeout,
+        acks,
+        properties,
+    } = args;
+    CompressionCodec::from_id(compress)
+        .ok_or_else(|| format!("--compress {compress}: expected 0, 1 or 2"))?;
+    let discovery = match (zookeeper, broker_list) {
+        (Some(zk), _) => format!(
+            "zk.connect={}",
+            ZkConnect::parse(&zk).map_err(|e| format!("--zookeeper: {e}"))?
+        ),
+        (None, Some(list)) => {
+            list.split(',')
+                .map(BrokerEndpoint::parse)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("--broker-list: {e}"))?;
+            format!("broker.list={list}")
+        }
+        (None, None) => return Err("give --zookeeper or --broker-list".into()),
+    };
+    let options = ConsoleProducerOptions {
+        discovery,
+        topic: topic.clone(),
+        sync,
+        codec: compress,
+        batch_size,
+        queue_time_ms: timeout,
+        acks,
+        properties,
+    };
+    let sent = runtime(Some(2))?.block_on(produce_stdin(&options))?;
+    let durably = if acks { " (durable)" } else { "" };
+    eprintln!(
+        "delivered {} messages to {topic}{durably}; {} not delivered",
+        sent.delivered, sent.failed
+    );
+    Ok(if sent.failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -2,7 +2,8 @@
 //! offset, validity, size, magic and codec, then where the valid log ends.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use tributary_core::log::parse_segment_file_name;
 use tributary_core::message::{CompressionCodec, MessageError, ShallowIter};
@@ -68,4 +69,50 @@ pub fn dump_segment(
         start_offset.saturating_add(valid)
     )?;
     Ok(corruption)
+}
+
+/// `tributary dump-log`'s arguments: the segment files, and whether to print payloads.
+#[derive(Debug, clap::Args)]
+pub struct DumpLogArgs {
+    /// Do not print message payloads.
+    #[arg(long = "noprint", alias = "no-print")]
+    pub no_print: bool,
+    /// Segment files (named <20-digit start offset>.kafka).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+/// Dumps every file to standard output, in order. Exit code 1 when a file holds a corrupt
+/// entry (everything valid before it is printed); `Err` when a file's name is not a segment's,
+/// it cannot be read, or output fails.
+pub fn run_cli(args: DumpLogArgs) -> Result<ExitCode, String> {
+    let DumpLogArgs { no_print, files } = args;
+    let print_payloads = !no_print;
+    let mut corrupt = false;
+    let mut out = std::io::stdout().lock();
+    for path in &files {
+        let start = start_offset_from_name(path).ok_or_else(|| {
+            format!(
+                "{}: not a segment file name (expected <20-digit offset>.kafka)",
+                path.display()
+            )
+        })?;
+        let bytes =
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let found = dump_segment(
+            &mut out,
+            &path.display().to_string(),
+            start,
+            &bytes,
+            print_payloads,
+        )
+        .map_err(|e| e.to_string())?;
+        corrupt |= found.is_some();
+        out.flush().map_err(|e| e.to_string())?;
+    }
+    Ok(if corrupt {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -1,9 +1,11 @@
 //! `get-offsets`: 0.7's GetOffsetShell.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use tributary_core::wire::{OffsetsRequest, Request, Response, TopicName};
 
+use crate::cli::{runtime, PartitionArgs};
 use crate::client::{connect, parse_server};
 use crate::env::TokioEnv;
 
@@ -29,4 +31,34 @@ pub async fn get_offsets(
         Response::Offsets(r) => Ok(r.offsets),
         other => Err(format!("unexpected response {other:?}")),
     }
+}
+
+/// `tributary get-offsets`'s arguments (0.7's GetOffsetShell flags).
+#[derive(Debug, clap::Args)]
+pub struct GetOffsetsArgs {
+    /// The broker and partition asked.
+    #[command(flatten)]
+    pub at: PartitionArgs,
+    /// -1 latest, -2 earliest, or ms since the epoch.
+    #[arg(long, allow_hyphen_values = true)]
+    pub time: i64,
+    /// How many offsets.
+    #[arg(long, default_value_t = 1)]
+    pub offsets: i32,
+}
+
+/// Asks the broker and prints `get <n> results`, then one offset per line, to standard output.
+/// `Err` when the broker cannot be asked or answers otherwise.
+pub fn run_cli(args: GetOffsetsArgs) -> Result<ExitCode, String> {
+    let GetOffsetsArgs { at, time, offsets } = args;
+    let found = runtime(Some(1))?.block_on(get_offsets(
+        &at.server,
+        &at.topic,
+        at.partition,
+        time,
+        offsets,
+    ))?;
+    println!("get {} results", found.len());
+    found.iter().for_each(|o| println!("{o}"));
+    Ok(ExitCode::SUCCESS)
 }

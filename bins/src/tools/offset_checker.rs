@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use tributary_core::config::ZkConnect;
@@ -18,6 +19,7 @@ use tributary_core::zk_layout::{
     broker_id_path, consumer_offsets_path, consumer_owners_path, parse_broker_registration,
 };
 
+use crate::cli::runtime;
 use crate::client::connect;
 use crate::coordination::{CoordError, Coordination};
 use crate::env::{Env, TokioEnv};
@@ -209,6 +211,44 @@ async fn log_size(
         );
     }
     size
+}
+
+/// `tributary consumer-offset-checker`'s arguments (0.7's ConsumerOffsetChecker flags).
+#[derive(Debug, clap::Args)]
+pub struct ConsumerOffsetCheckerArgs {
+    /// The consumer group.
+    #[arg(long)]
+    pub group: String,
+    /// ZooKeeper: HOST:PORT[/CHROOT].
+    #[arg(long, default_value = "localhost:2181")]
+    pub zkconnect: String,
+    /// Topics, comma-separated (default: every topic of the group).
+    #[arg(long)]
+    pub topic: Option<String>,
+}
+
+/// Writes the group's report to standard output. `Err` for a wrong flag, or when ZooKeeper
+/// cannot be read.
+pub fn run_cli(args: ConsumerOffsetCheckerArgs) -> Result<ExitCode, String> {
+    let ConsumerOffsetCheckerArgs {
+        group,
+        zkconnect,
+        topic,
+    } = args;
+    let options = CheckOptions {
+        group: group.parse().map_err(|e| format!("--group: {e}"))?,
+        zk_connect: ZkConnect::parse(&zkconnect).map_err(|e| format!("--zkconnect: {e}"))?,
+        topics: topic
+            .map(|t| {
+                t.split(',')
+                    .map(|t| t.trim().parse().map_err(|e| format!("--topic {t}: {e}")))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?
+            .unwrap_or_default(),
+    };
+    runtime(Some(1))?.block_on(check(&options, &mut std::io::stdout().lock()))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! with their options and output columns; the load generators of the benchmarks.
 
 use std::io::Write;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -9,6 +10,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
 use tributary_core::wire::TopicName;
 
+use crate::cli::runtime;
 use crate::consumer::{ConsumerConnector, ConsumerError, Subscription};
 use crate::env::TokioEnv;
 use crate::producer::{Producer, Record};
@@ -314,6 +316,159 @@ pub async fn consumer_perf(
     )
     .map_err(|e| e.to_string())?;
     Ok((n, b))
+}
+
+/// `tributary producer-perf`'s arguments (0.7.1's ProducerPerformance flags, and `--acks`).
+#[derive(Debug, clap::Args)]
+pub struct ProducerPerfArgs {
+    /// zk.connect=HOST:PORT[/CHROOT] or broker.list=id:host:port,...
+    #[arg(long)]
+    pub brokerinfo: String,
+    /// The topic.
+    #[arg(long)]
+    pub topic: TopicName,
+    /// Messages to send in all.
+    #[arg(long)]
+    pub messages: u64,
+    /// Bytes per message.
+    #[arg(long = "message-size", default_value_t = 100)]
+    pub message_size: usize,
+    /// Vary message sizes between 1 and --message-size.
+    #[arg(long = "vary-message-size")]
+    pub vary_message_size: bool,
+    /// Use the async producer.
+    #[arg(long = "async")]
+    pub async_mode: bool,
+    /// Messages per request.
+    #[arg(long = "batch-size", default_value_t = 200)]
+    pub batch_size: u32,
+    /// Sending tasks, each with its own producer.
+    #[arg(long, default_value_t = 10)]
+    pub threads: u32,
+    /// 0 none, 1 gzip, 2 snappy.
+    #[arg(long = "compression-codec", default_value_t = 0)]
+    pub compression_codec: u8,
+    /// Wait for durable acknowledgements (Tributary).
+    #[arg(long)]
+    pub acks: bool,
+    /// Messages between detailed lines.
+    #[arg(long = "reporting-interval", default_value_t = 5000)]
+    pub reporting_interval: u64,
+    /// A line per reporting interval and thread.
+    #[arg(long = "show-detailed-stats")]
+    pub show_detailed_stats: bool,
+    /// Do not print the header line.
+    #[arg(long = "hide-header")]
+    pub hide_header: bool,
+}
+
+/// Runs `producer-perf` as `args` asks, printing 0.7.1's columns to standard output. Exit code
+/// 1 (after saying how many on standard error) when any message was not delivered; `Err` for a
+/// wrong `--brokerinfo` or a run that could not start.
+pub fn run_producer_perf_cli(args: ProducerPerfArgs) -> Result<ExitCode, String> {
+    let ProducerPerfArgs {
+        brokerinfo,
+        topic,
+        messages,
+        message_size,
+        vary_message_size,
+        async_mode,
+        batch_size,
+        threads,
+        compression_codec,
+        acks,
+        reporting_interval,
+        show_detailed_stats,
+        hide_header,
+    } = args;
+    if !(brokerinfo.starts_with("zk.connect=") || brokerinfo.starts_with("broker.list=")) {
+        return Err(format!("--brokerinfo {brokerinfo}: expected zk.connect=HOST:PORT or broker.list=id:host:port,..."));
+    }
+    let options = ProducerPerfOptions {
+        brokerinfo,
+        topic,
+        messages,
+        message_size,
+        vary_message_size,
+        async_mode,
+        batch_size,
+        threads,
+        compression_codec,
+        acks,
+        show_detailed_stats,
+        reporting_interval,
+        hide_header,
+    };
+    let (_, failed) =
+        runtime(None)?.block_on(producer_perf(&options, &mut std::io::stdout().lock()))?;
+    if failed > 0 {
+        eprintln!("{failed} messages not delivered");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tributary consumer-perf`'s arguments (0.7.1's ConsumerPerformance flags).
+#[derive(Debug, clap::Args)]
+pub struct ConsumerPerfArgs {
+    /// ZooKeeper: HOST:PORT[/CHROOT].
+    #[arg(long)]
+    pub zookeeper: String,
+    /// The topic.
+    #[arg(long)]
+    pub topic: TopicName,
+    /// The group (default: a new perf-consumer-<n>).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Bytes per partition per fetch.
+    #[arg(long = "fetch-size", default_value_t = 1024 * 1024)]
+    pub fetch_size: u32,
+    /// Start at the latest offset instead of the earliest.
+    #[arg(long = "from-latest")]
+    pub from_latest: bool,
+    /// Socket receive buffer of fetch connections.
+    #[arg(long = "socket-buffer-size", default_value_t = 2 * 1024 * 1024)]
+    pub socket_buffer_size: u32,
+    /// Streams.
+    #[arg(long, default_value_t = 10)]
+    pub threads: u32,
+    /// Stop after this many messages (default: after 5 s without one).
+    #[arg(long)]
+    pub messages: Option<u64>,
+    /// Do not print the header line.
+    #[arg(long = "hide-header")]
+    pub hide_header: bool,
+}
+
+/// Runs `consumer-perf` as `args` asks, printing 0.7.1's columns to standard output. `Err` when
+/// the consumer could not run.
+pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String> {
+    let ConsumerPerfArgs {
+        zookeeper,
+        topic,
+        group,
+        fetch_size,
+        from_latest,
+        socket_buffer_size,
+        threads,
+        messages,
+        hide_header,
+    } = args;
+    let group =
+        group.unwrap_or_else(|| format!("perf-consumer-{}", rand::random::<u32>() % 100_000));
+    let options = ConsumerPerfOptions {
+        zookeeper,
+        topic,
+        group,
+        fetch_size,
+        from_latest,
+        socket_buffer_size,
+        threads,
+        messages,
+        hide_header,
+    };
+    runtime(None)?.block_on(consumer_perf(&options, &mut std::io::stdout().lock()))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

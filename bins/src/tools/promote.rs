@@ -5,6 +5,7 @@
 //! Idempotent: promoting a promoted topic changes nothing and prints the same offsets.
 
 use std::io::Write;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use tributary_core::config::ZkConnect;
@@ -13,8 +14,9 @@ use tributary_core::zk_layout::{
     broker_topic_path, promoted_ack_path, promoted_topic_path, BROKER_TOPICS_PATH,
 };
 
+use crate::cli::runtime;
 use crate::coordination::{CoordError, Coordination, NodeKind};
-use crate::env::Env;
+use crate::env::{Env, TokioEnv};
 
 /// ZooKeeper session and connection timeout of the tool.
 const ZK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -111,4 +113,38 @@ pub async fn promote<E: Env>(
             missing.join("; ")
         ))
     }
+}
+
+/// `tributary promote`'s arguments: the mirror cluster, the topics, and how long to wait.
+#[derive(Debug, clap::Args)]
+pub struct PromoteArgs {
+    /// The mirror cluster's ZooKeeper: HOST:PORT[/CHROOT].
+    #[arg(long)]
+    pub zookeeper: String,
+    /// A topic to promote (repeatable; default: every topic the cluster has now).
+    #[arg(long)]
+    pub topic: Vec<String>,
+    /// Seconds to wait for every broker's confirmation.
+    #[arg(long, default_value_t = 30)]
+    pub wait: u64,
+}
+
+/// Promotes as `args` asks and prints every broker's confirmation to standard output. `Err` for
+/// a wrong flag, or when a broker did not confirm in time (naming it).
+pub fn run_cli(args: PromoteArgs) -> Result<ExitCode, String> {
+    let PromoteArgs {
+        zookeeper,
+        topic,
+        wait,
+    } = args;
+    let options = PromoteOptions {
+        zk_connect: ZkConnect::parse(&zookeeper).map_err(|e| format!("--zookeeper: {e}"))?,
+        topics: topic
+            .iter()
+            .map(|t| t.trim().parse().map_err(|e| format!("--topic {t}: {e}")))
+            .collect::<Result<Vec<_>, String>>()?,
+        wait: Duration::from_secs(wait),
+    };
+    runtime(Some(1))?.block_on(promote(&TokioEnv, &options, &mut std::io::stdout().lock()))?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -2,11 +2,13 @@
 //! every message (compressed sets opened), advancing by the valid bytes of each fetch.
 
 use std::io::Write;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use tributary_core::message::{DeepIter, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT};
 use tributary_core::wire::{ErrorCode, FetchRequest, Request, Response, TopicName};
 
+use crate::cli::{runtime, PartitionArgs};
 use crate::client::{connect, parse_server};
 use crate::env::TokioEnv;
 
@@ -104,4 +106,57 @@ fn describe_error(error: ErrorCode, options: &ConsumeOptions, offset: i64) -> St
         _ => format!("the broker answered a fetch of {topic}-{partition} at offset {offset} with an error"),
     };
     format!("{what} (error {}, {})", error.code(), error.name())
+}
+
+/// `tributary simple-consumer`'s arguments (0.7's SimpleConsumerShell flags).
+#[derive(Debug, clap::Args)]
+pub struct SimpleConsumerArgs {
+    /// The broker and partition read.
+    #[command(flatten)]
+    pub at: PartitionArgs,
+    /// The offset to start from.
+    #[arg(long, default_value_t = 0)]
+    pub offset: i64,
+    /// Bytes per fetch.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub fetchsize: i32,
+    /// Print each message's next offset before it.
+    #[arg(long = "print-offsets")]
+    pub print_offsets: bool,
+    /// Stop after this many messages.
+    #[arg(long = "max-messages")]
+    pub max_messages: Option<u64>,
+    /// Stop at the end of the log instead of waiting for more.
+    #[arg(long = "stop-at-end")]
+    pub stop_at_end: bool,
+}
+
+/// Prints the partition's messages to standard output as `args` asks. `Err` when the broker
+/// cannot be reached or answers a fetch with an error (saying which).
+pub fn run_cli(args: SimpleConsumerArgs) -> Result<ExitCode, String> {
+    let SimpleConsumerArgs {
+        at,
+        offset,
+        fetchsize,
+        print_offsets,
+        max_messages,
+        stop_at_end,
+    } = args;
+    let PartitionArgs {
+        server,
+        topic,
+        partition,
+    } = at;
+    let options = ConsumeOptions {
+        server,
+        topic,
+        partition,
+        offset,
+        fetch_bytes: fetchsize,
+        print_offsets,
+        max_messages,
+        stop_at_end,
+    };
+    runtime(Some(1))?.block_on(consume(&options, &mut std::io::stdout().lock()))?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -6,14 +6,16 @@
 //! payload bytes.
 
 use std::io::Write;
+use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tributary_core::message::{DeepIter, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT};
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
 
 use super::perf::{format_time, mb};
+use crate::cli::{runtime, PartitionArgs};
 use crate::client::{connect, parse_server, Connection};
-use crate::env::Env;
+use crate::env::{Env, TokioEnv};
 
 /// The socket timeout of the tool's one connection (0.7's: 30 s).
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
@@ -213,4 +215,60 @@ async fn fetch_once<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
         bytes += entry.message.payload.len() as u64;
     }
     Ok((messages, bytes, valid_bytes))
+}
+
+/// `tributary simple-consumer-perf`'s arguments (0.7.1's SimpleConsumerPerformance flags).
+#[derive(Debug, clap::Args)]
+pub struct SimpleConsumerPerfArgs {
+    /// The broker and partition read.
+    #[command(flatten)]
+    pub at: PartitionArgs,
+    /// Bytes per fetch.
+    #[arg(long = "fetch-size", default_value_t = 1024 * 1024)]
+    pub fetch_size: i32,
+    /// Start at the latest offset instead of the earliest.
+    #[arg(long = "from-latest")]
+    pub from_latest: bool,
+    /// Stop once more than this many messages were read (default: at the end).
+    #[arg(long)]
+    pub messages: Option<u64>,
+    /// Print a line every --reporting-interval messages instead of one summary.
+    #[arg(long = "show-detailed-stats")]
+    pub show_detailed_stats: bool,
+    /// Messages between progress lines.
+    #[arg(long = "reporting-interval", default_value_t = 5000)]
+    pub reporting_interval: u64,
+    /// Do not print the header line.
+    #[arg(long = "hide-header")]
+    pub hide_header: bool,
+}
+
+/// Reads the partition as `args` asks, printing 0.7.1's columns to standard output. `Err` for
+/// a wrong flag, or when the broker cannot be reached or answers with an error.
+pub fn run_cli(args: SimpleConsumerPerfArgs) -> Result<ExitCode, String> {
+    let SimpleConsumerPerfArgs {
+        at,
+        fetch_size,
+        from_latest,
+        messages,
+        show_detailed_stats,
+        reporting_interval,
+        hide_header,
+    } = args;
+    let options = SimplePerfOptions {
+        server: at.server,
+        topic: at.topic,
+        partition: at.partition,
+        fetch_size,
+        from_latest,
+        messages,
+        report_every: show_detailed_stats.then_some(reporting_interval.max(1)),
+        hide_header,
+    };
+    runtime(Some(1))?.block_on(simple_consumer_perf(
+        &TokioEnv,
+        &options,
+        &mut std::io::stdout().lock(),
+    ))?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -135,7 +135,9 @@ pub(crate) fn read_exact_at<F: LogFile>(
     let mut buf = vec![0u8; len];
     let mut done = 0;
     while done < len {
-        let n = file.read_at(buf.get_mut(done..).unwrap_or_default(), pos + done as u64)?;
+        // In range: `done < len == buf.len()` here (a default would read nothing and end the
+        // read short without a word).
+        let n = file.read_at(&mut buf[done..], pos + done as u64)?;
         if n == 0 {
             break;
         }

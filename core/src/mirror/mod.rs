@@ -63,7 +63,9 @@ impl MirrorWindow {
     /// never go back (a reset starts a new window: [`MirrorWindow::lost`] first).
     pub fn sent(&mut self, partition: &SourcePartition, seq: u64, offset: i64) {
         let window = self.windows.entry(partition.clone()).or_default();
-        debug_assert!(
+        // On in release: a message recorded behind the committable prefix would let a commit
+        // cover it before it is acknowledged.
+        assert!(
             window.commit_point.is_none_or(|c| offset >= c),
             "a message behind the acknowledged prefix of its window"
         );
@@ -74,6 +76,7 @@ impl MirrorWindow {
             .map_or(0, |i| i + 1);
         window.pending.insert(at, (seq, offset, false));
         self.in_flight += 1;
+        debug_assert!(self.invariants_hold());
     }
 
     /// The highest resume offset recorded for `partition` and not yet dropped.
@@ -124,7 +127,7 @@ impl MirrorWindow {
                 break;
             }
             window.pending.pop_front();
-            self.in_flight -= 1;
+            self.in_flight = take(self.in_flight, 1, "in flight");
             // A message inside a compressed wrapper resumes at the wrapper's start, which may be
             // committed already: nothing is left to commit for it.
             if window.committed.is_none_or(|c| offset > c) {
@@ -134,6 +137,7 @@ impl MirrorWindow {
             window.commit_point = Some(offset);
             moved = Some(offset);
         }
+        debug_assert!(self.invariants_hold());
         moved
     }
 
@@ -163,9 +167,10 @@ impl MirrorWindow {
                 .is_some_and(|o| *o <= offset)
             {
                 window.acked_uncommitted.pop_front();
-                self.acked_uncommitted -= 1;
+                self.acked_uncommitted = take(self.acked_uncommitted, 1, "acknowledged");
             }
         }
+        debug_assert!(self.invariants_hold());
     }
 
     /// Message `seq` of `partition`, the last one recorded for it and not acknowledged, was
@@ -185,7 +190,7 @@ impl MirrorWindow {
             return false;
         }
         window.pending.pop_back();
-        self.in_flight -= 1;
+        self.in_flight = take(self.in_flight, 1, "in flight");
         debug_assert!(self.invariants_hold());
         true
     }
@@ -196,8 +201,13 @@ impl MirrorWindow {
         let Some(window) = self.windows.remove(partition) else {
             return 0;
         };
-        self.in_flight -= window.pending.len();
-        self.acked_uncommitted -= window.acked_uncommitted.len();
+        self.in_flight = take(self.in_flight, window.pending.len(), "in flight");
+        self.acked_uncommitted = take(
+            self.acked_uncommitted,
+            window.acked_uncommitted.len(),
+            "acknowledged",
+        );
+        debug_assert!(self.invariants_hold());
         window.pending.len()
     }
 
@@ -222,7 +232,10 @@ impl MirrorWindow {
         self.windows.keys().cloned().collect()
     }
 
-    /// In flight equals the sum of the windows' pending messages.
+    /// In flight equals the sum of the windows' pending messages, and acknowledged-uncommitted
+    /// the sum of theirs. O(partitions): checked after every change in debug and simulator
+    /// builds; release builds keep the O(1) checks (a counter never goes below zero, a message
+    /// is never recorded behind the committable prefix).
     pub fn invariants_hold(&self) -> bool {
         self.in_flight
             == self
@@ -237,4 +250,15 @@ impl MirrorWindow {
                     .map(|w| w.acked_uncommitted.len())
                     .sum::<usize>()
     }
+}
+
+/// `count - n` for one of the window's counters. On in release: a counter going below zero
+/// means the bookkeeping lost track, and wrapping around would leave the mirror with "no
+/// room" forever, stalled without a word.
+fn take(count: usize, n: usize, what: &str) -> usize {
+    assert!(
+        count >= n,
+        "mirror window: {what} count {count} less than {n} taken"
+    );
+    count - n
 }

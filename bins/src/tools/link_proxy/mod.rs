@@ -11,7 +11,10 @@
 //! Ordered: bytes leave in the order they came, and a closed side is passed on after the bytes
 //! before it. An error on either side closes both sides of that connection.
 
+mod cli;
 pub mod link;
+
+pub use self::cli::{run_cli, LinkProxyArgs};
 
 use std::io;
 use std::net::SocketAddr;
@@ -144,6 +147,7 @@ impl LinkProxy {
         until: impl std::future::Future<Output = ()>,
     ) -> Result<(), LinkProxyError> {
         tokio::select! {
+            biased;
             () = until => self.stop().await,
             ended = &mut self.task => flatten(ended),
         }
@@ -181,6 +185,7 @@ async fn serve<E: Env>(
     let mut connections = JoinSet::new();
     let outcome = loop {
         tokio::select! {
+            biased;
             _ = stop.changed() => break Ok(()),
             Some(ended) = connections.join_next(), if !connections.is_empty() => {
                 if let Err(e) = ended {
@@ -367,6 +372,7 @@ where
     let mut reading = true;
     loop {
         tokio::select! {
+            biased;
             read = &mut reader, if reading => {
                 read?;
                 reading = false;

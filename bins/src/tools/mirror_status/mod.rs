@@ -7,7 +7,10 @@
 //! `--interval` apart and prints once; with it, it redraws in place after every interval until
 //! interrupted. Everything goes through [`Env`].
 
+mod cli;
 pub mod render;
+
+pub use self::cli::{run_cli, MirrorStatusArgs};
 
 use std::collections::BTreeMap;
 use std::time::Duration;

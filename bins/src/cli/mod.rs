@@ -1,0 +1,232 @@
+//! The `tributary` command line: what every subcommand shares. The global options ([`Cli`]),
+//! the subcommands ([`Command`], each wrapping the arguments of one tool), the arguments that
+//! name a partition ([`PartitionArgs`]), and the helpers every entry point uses: a runtime, the
+//! stop signal, and loading client configuration files.
+//!
+//! Each subcommand's arguments and its entry point (`run_cli`) live beside what it runs: the
+//! tools in [`crate::tools`], the broker in [`server`], the mirror maker in [`mirror_maker`].
+//! `main.rs` parses, sets up logging and calls the entry point.
+
+pub mod mirror_maker;
+pub mod server;
+
+use std::path::Path;
+
+use clap::{Parser, Subcommand};
+use tributary_core::config::{ConsumerConfig, ProducerConfig};
+use tributary_core::wire::TopicName;
+
+use self::mirror_maker::MirrorMakerArgs;
+use self::server::ServerArgs;
+use crate::config_file::load_file_with_properties;
+use crate::tools::check_config::CheckConfigArgs;
+use crate::tools::console_consumer::ConsoleConsumerArgs;
+use crate::tools::console_producer::ConsoleProducerArgs;
+use crate::tools::dump_log::DumpLogArgs;
+use crate::tools::get_offsets::GetOffsetsArgs;
+use crate::tools::link_proxy::LinkProxyArgs;
+use crate::tools::mirror_status::MirrorStatusArgs;
+use crate::tools::offset_checker::ConsumerOffsetCheckerArgs;
+use crate::tools::perf::{ConsumerPerfArgs, ProducerPerfArgs};
+use crate::tools::promote::PromoteArgs;
+use crate::tools::simple_consumer::SimpleConsumerArgs;
+use crate::tools::simple_perf::SimpleConsumerPerfArgs;
+
+/// The whole command line: the global `--log-format` and one subcommand.
+#[derive(Debug, Parser)]
+#[command(
+    name = "tributary",
+    version,
+    about = "A Kafka 0.7-compatible log broker and its tools"
+)]
+pub struct Cli {
+    /// How log lines are written to standard error: `text` for people, `json` (one object per
+    /// line) for log shippers. RUST_LOG sets the level either way.
+    #[arg(long = "log-format", global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// The subcommand and its arguments.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The format of log lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (timestamp, level, target, message, fields).
+    Json,
+}
+
+/// Which broker and partition a tool talks to.
+#[derive(Debug, clap::Args)]
+pub struct PartitionArgs {
+    /// The broker: kafka://host:port or host:port.
+    #[arg(long)]
+    pub server: String,
+    /// The topic.
+    #[arg(long)]
+    pub topic: TopicName,
+    /// The partition.
+    #[arg(long, default_value_t = 0)]
+    pub partition: i32,
+}
+
+/// The subcommands, each with the arguments of its tool.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start a broker (Kafka's kafka-server-start.sh).
+    #[command(
+        after_help = "Examples:\n  tributary server config/server.properties\n  \
+        tributary server config/mirror-server.properties config/mirror-consumer.properties config/mirror-producer.properties   # a mirror broker (Kafka 0.7.0's embedded mirror)\n  \
+        tributary server --metrics.port 9405 config/mirror-server.properties config/mirror-consumer.properties config/mirror-producer.properties   # with Prometheus metrics\n  \
+        RUST_LOG=debug tributary --log-format json server config/server.properties"
+    )]
+    Server(ServerArgs),
+    /// Mirror one or more source clusters into a target cluster (Kafka 0.7.1's MirrorMaker),
+    /// committing source offsets only for what the target has durably.
+    #[command(
+        name = "mirror-maker",
+        after_help = "Examples:\n  tributary mirror-maker --consumer.config source.properties --producer.config target.properties --whitelist '.*'\n  \
+        tributary mirror-maker --consumer.config dc1.properties --consumer.config dc2.properties --producer.config aggregate.properties --blacklist 'tmp.*' --num.streams 4"
+    )]
+    MirrorMaker(MirrorMakerArgs),
+    /// How far a mirror is behind its source: per topic (per partition with -v) the source's
+    /// end, the mirror's committed position, the lag, the rate and the time to catch up.
+    #[command(
+        name = "mirror-status",
+        after_help = "Examples:\n  tributary mirror-status --zkconnect source-zk:2181 --group KafkaMirror\n  \
+        tributary mirror-status --zkconnect source-zk:2181 --group KafkaMirror -v --watch   # redraw every second until ^C"
+    )]
+    MirrorStatus(MirrorStatusArgs),
+    /// Send lines of standard input to a topic (Kafka's ConsoleProducer).
+    #[command(
+        after_help = "Examples:\n  echo hello | tributary console-producer --zookeeper localhost:2181 --topic test\n  \
+        tributary console-producer --broker-list 0:localhost:9092 --topic test --compress 1 < lines.txt\n  \
+        seq 1000 | tributary console-producer --zookeeper localhost:2181 --topic test --acks   # wait until durable"
+    )]
+    ConsoleProducer(ConsoleProducerArgs),
+    /// Consume a topic (or a whitelist/blacklist) as a member of a consumer group and print it
+    /// (Kafka's ConsoleConsumer).
+    #[command(
+        after_help = "Examples:\n  tributary console-consumer --zookeeper localhost:2181 --topic test --from-beginning\n  \
+        tributary console-consumer --zookeeper localhost:2181 --whitelist 'orders.*,clicks' --consumer-timeout-ms 5000\n  \
+        tributary console-consumer --zookeeper localhost:2181 --topic test --formatter kafka.consumer.ChecksumMessageFormatter --property topic=test"
+    )]
+    ConsoleConsumer(ConsoleConsumerArgs),
+    /// Show a consumer group's committed offsets, owners and lag per partition (Kafka's
+    /// ConsumerOffsetChecker; for a mirror, point it at the source cluster's ZooKeeper).
+    #[command(
+        after_help = "Examples:\n  tributary consumer-offset-checker --group KafkaMirror --zkconnect localhost:2181\n  \
+        tributary consumer-offset-checker --group g --zkconnect localhost:2181 --topic t1,t2"
+    )]
+    ConsumerOffsetChecker(ConsumerOffsetCheckerArgs),
+    /// Replica mode's failover step: stop copying topics on every replica broker of a mirror
+    /// cluster and make them writable; prints where each broker stopped.
+    #[command(
+        after_help = "Examples:\n  tributary promote --zookeeper mirror-zk:2181 --topic orders\n  \
+        tributary promote --zookeeper mirror-zk:2181            (every topic of the cluster)"
+    )]
+    Promote(PromoteArgs),
+    /// Send generated messages and report throughput (Kafka 0.7.1's ProducerPerformance).
+    #[command(
+        after_help = "Examples:\n  tributary producer-perf --brokerinfo zk.connect=localhost:2181 --topic perf --messages 100000 --async\n  \
+        tributary producer-perf --brokerinfo broker.list=0:localhost:9092 --topic perf --messages 100000 --message-size 1024 --threads 4 --acks"
+    )]
+    ProducerPerf(ProducerPerfArgs),
+    /// Consume a topic as fast as possible and report throughput (Kafka 0.7.1's
+    /// ConsumerPerformance).
+    #[command(
+        after_help = "Example:\n  tributary consumer-perf --zookeeper localhost:2181 --topic perf --messages 100000"
+    )]
+    ConsumerPerf(ConsumerPerfArgs),
+    /// Read one partition as fast as one connection allows and print the rate (Kafka's
+    /// SimpleConsumerPerformance).
+    #[command(
+        after_help = "Examples:\n  tributary simple-consumer-perf --server kafka://localhost:9092 --topic perf\n  \
+        tributary simple-consumer-perf --server localhost:9092 --topic perf --partition 1 --fetch-size 1048576 --show-detailed-stats"
+    )]
+    SimpleConsumerPerf(SimpleConsumerPerfArgs),
+    /// Print messages of a partition from an offset (Kafka's SimpleConsumerShell).
+    #[command(
+        after_help = "Example:\n  tributary simple-consumer --server kafka://localhost:9092 --topic test --offset 0 --stop-at-end"
+    )]
+    SimpleConsumer(SimpleConsumerArgs),
+    /// Print offsets of a partition before a time (Kafka's GetOffsetShell).
+    #[command(
+        after_help = "Examples:\n  tributary get-offsets --server kafka://localhost:9092 --topic test --time -1\n  \
+        tributary get-offsets --server localhost:9092 --topic test --time -2 --offsets 1"
+    )]
+    GetOffsets(GetOffsetsArgs),
+    /// Carry TCP connections to one server over a simulated long link: a round-trip delay and a
+    /// rate cap each way, for rehearsing a mirror's settings before deploying across a WAN.
+    #[command(
+        after_help = "Example (a source broker on 9092 made to look 100 ms and 1 Gb/s away):\n  \
+        tributary link-proxy --listen 19092 --upstream localhost:9092 --rtt-ms 100 --rate-mbit 1000\n\n\
+        Point the mirror at port 19092: set advertised.port=19092 on the source broker, or use a\n\
+        broker.list. Every 10 s the proxy logs what it carried."
+    )]
+    LinkProxy(LinkProxyArgs),
+    /// Check configuration files and print the settings they produce.
+    #[command(
+        after_help = "Examples:\n  tributary check-config config/*.properties\n  \
+        tributary check-config --kind server my-broker.conf"
+    )]
+    CheckConfig(CheckConfigArgs),
+    /// Print the entries of log segment files (Kafka's DumpLogSegments).
+    #[command(
+        after_help = "Example:\n  tributary dump-log /tmp/tributary-logs/test-0/00000000000000000000.kafka"
+    )]
+    DumpLog(DumpLogArgs),
+}
+
+/// The target of the log lines the entry points write themselves: the binary's, as when they
+/// were written in `main.rs`, so log lines, filters and shippers see what they saw before.
+pub const LOG_TARGET: &str = "tributary";
+
+/// A multi-threaded tokio runtime with timers and I/O, with `threads` workers (tokio's default,
+/// one per core, when `None`). The error says the runtime could not start, and why.
+pub fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime, String> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = threads {
+        builder.worker_threads(n as usize);
+    }
+    builder
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+/// Resolves at the first SIGTERM or SIGINT (at ctrl-c when those handlers cannot be installed).
+/// Must be awaited inside a runtime.
+pub async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// A consumer configuration file (its errors name the file).
+pub fn load_consumer(path: &Path) -> Result<ConsumerConfig, String> {
+    load_file_with_properties(path, ConsumerConfig::from_properties)
+        .map(|(c, _)| c)
+        .map_err(|e| e.to_string())
+}
+
+/// A producer configuration file (its errors name the file).
+pub fn load_producer(path: &Path) -> Result<ProducerConfig, String> {
+    load_file_with_properties(path, ProducerConfig::from_properties)
+        .map(|(c, _)| c)
+        .map_err(|e| e.to_string())
+}
