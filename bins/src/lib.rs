@@ -20,5 +20,6 @@ pub mod metrics;
 pub mod mirror;
 pub mod producer;
 pub mod real_fs;
+pub mod replica;
 pub mod server;
 pub mod tools;

@@ -37,6 +37,47 @@ fn range_assignment_sorts_as_strings_and_splits_as_0_7() {
 }
 
 #[test]
+fn partitions_order_exactly_as_their_string_forms_do() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
+    let edges = [
+        0,
+        1,
+        2,
+        9,
+        10,
+        11,
+        99,
+        100,
+        1_000_000_000,
+        i32::MAX as i64,
+        u32::MAX as i64,
+    ];
+    let pick = |rng: &mut rand_chacha::ChaCha8Rng, max: i64| -> i64 {
+        if rng.random_bool(0.3) {
+            edges[rng.random_range(0..edges.len())].min(max)
+        } else {
+            rng.random_range(0..=max.min(200))
+        }
+    };
+    for _ in 0..20_000 {
+        let a = BrokerPartition {
+            broker_id: pick(&mut rng, i32::MAX as i64) as i32,
+            partition: pick(&mut rng, u32::MAX as i64) as u32,
+        };
+        let b = BrokerPartition {
+            broker_id: pick(&mut rng, i32::MAX as i64) as i32,
+            partition: pick(&mut rng, u32::MAX as i64) as u32,
+        };
+        assert_eq!(
+            a.cmp(&b),
+            a.to_string().cmp(&b.to_string()),
+            "{a} against {b}"
+        );
+    }
+}
+
+#[test]
 fn registration_data_reads_both_json_forms_and_wildcards_and_writes_scala_form() {
     let r = Registration::parse("{ \"t1\": 2,\"t2\": 1 }").unwrap();
     assert_eq!(r.encode(), "{ \"t1\": 2,\"t2\": 1 }");
@@ -172,7 +213,7 @@ fn the_mirror_commits_only_the_acknowledged_prefix_whatever_the_ack_order() {
     use tributary_core::mirror::MirrorWindow;
     for seed in 0..200 {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let p = (0, "t".to_string(), "0-0".to_string());
+        let p = tributary_core::mirror::SourcePartition::new(0, "t".parse().unwrap(), bp("0-0"));
         let mut w = MirrorWindow::new();
         let offsets: Vec<i64> = (1..=30).map(|i| i * 100).collect();
         for (seq, offset) in offsets.iter().enumerate() {
@@ -208,7 +249,7 @@ fn the_mirror_commits_only_the_acknowledged_prefix_whatever_the_ack_order() {
 #[test]
 fn a_lost_partition_is_forgotten_and_never_committed() {
     use tributary_core::mirror::MirrorWindow;
-    let p = (0, "t".to_string(), "1-0".to_string());
+    let p = tributary_core::mirror::SourcePartition::new(0, "t".parse().unwrap(), bp("1-0"));
     let mut w = MirrorWindow::new();
     w.sent(&p, 1, 10);
     w.sent(&p, 2, 20);
@@ -227,8 +268,8 @@ fn a_lost_partition_is_forgotten_and_never_committed() {
 fn uncommitted_counts_what_a_crash_would_resend() {
     use tributary_core::mirror::MirrorWindow;
     let (a, b) = (
-        (0, "t".to_string(), "0-0".to_string()),
-        (0, "t".to_string(), "0-1".to_string()),
+        tributary_core::mirror::SourcePartition::new(0, "t".parse().unwrap(), bp("0-0")),
+        tributary_core::mirror::SourcePartition::new(0, "t".parse().unwrap(), bp("0-1")),
     );
     let mut w = MirrorWindow::new();
     for seq in 0..4 {
@@ -271,7 +312,7 @@ fn uncommitted_counts_what_a_crash_would_resend() {
 fn acknowledgements_by_offset_find_their_message_among_equal_offsets() {
     use tributary_core::mirror::MirrorWindow;
     // A wrapper's inner messages share its start offset; the last resumes past it.
-    let p = (0, "t".to_string(), "0-0".to_string());
+    let p = tributary_core::mirror::SourcePartition::new(0, "t".parse().unwrap(), bp("0-0"));
     let mut w = MirrorWindow::new();
     for seq in 1..=4 {
         w.sent(&p, seq, 100);
@@ -305,7 +346,7 @@ fn acknowledgements_by_offset_find_their_message_among_equal_offsets() {
 fn messages_of_a_committed_wrapper_start_do_not_count_as_uncommitted() {
     use tributary_core::mirror::MirrorWindow;
     // A compressed wrapper [100, 400): its inner messages resume at 100, the last at 400.
-    let p = (0, "t".to_string(), "0-0".to_string());
+    let p = tributary_core::mirror::SourcePartition::new(0, "t".parse().unwrap(), bp("0-0"));
     let mut w = MirrorWindow::new();
     w.sent(&p, 1, 100);
     w.acked(&p, 1);
@@ -328,7 +369,7 @@ fn messages_of_a_committed_wrapper_start_do_not_count_as_uncommitted() {
 #[test]
 fn a_withdrawn_message_holds_no_room_and_the_commit_stays_before_it() {
     use tributary_core::mirror::MirrorWindow;
-    let p = (0, "t".to_string(), "0-0".to_string());
+    let p = tributary_core::mirror::SourcePartition::new(0, "t".parse().unwrap(), bp("0-0"));
     let mut w = MirrorWindow::new();
     w.sent(&p, 1, 100);
     w.sent(&p, 2, 200);

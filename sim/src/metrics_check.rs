@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tributary::metrics::server::scrape;
+use tributary_core::consumer::BrokerPartition;
 
 use crate::env::SimEnv;
 
@@ -55,10 +56,15 @@ async fn disagreements(
     let mut problems = Vec::new();
     let mut broker_texts: BTreeMap<String, String> = BTreeMap::new();
     for ((topic, name), end) in latest {
-        let Some((broker, partition)) = name.split_once('-') else {
+        let Some(BrokerPartition {
+            broker_id: broker,
+            partition,
+        }) = BrokerPartition::parse(name)
+        else {
             problems.push(format!("{topic}/{name}: not <broker>-<partition>"));
             continue;
         };
+        let partition = partition.to_string();
         let host = format!("{source_cluster}-broker{broker}");
         if !broker_texts.contains_key(&host) {
             match scrape_within(&env, &host, BROKER_METRICS_PORT).await {
@@ -73,7 +79,7 @@ async fn disagreements(
         let flushed = sample_value(
             text,
             "tributary_log_flushed_offset",
-            &[("topic", topic), ("partition", partition)],
+            &[("topic", topic), ("partition", partition.as_str())],
         );
         // A partition with no log on its broker (0.7.1+ answers OFFSETS with 0 for it) has no
         // gauge.

@@ -43,6 +43,7 @@ use tributary::mirror::{MirrorError, MirrorEvent, MirrorObserver, MirrorSettings
 use tributary::producer::{Producer, Record};
 use tributary::server::EmbeddedMirror;
 use tributary_core::config::{ConsumerConfig, ProducerConfig};
+use tributary_core::consumer::BrokerPartition;
 use tributary_core::message::{DeepIter, ShallowIter};
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
 
@@ -886,8 +887,11 @@ pub(crate) fn partitions_of(model: &crate::zk_model::SharedModel) -> Vec<Part> {
 }
 
 fn broker_and_partition(part: &Part) -> Option<(String, i32)> {
-    let (broker, partition) = part.1.split_once('-')?;
-    Some((broker.to_string(), partition.parse().ok()?))
+    let parsed = BrokerPartition::parse(&part.1)?;
+    Some((
+        parsed.broker_id.to_string(),
+        i32::try_from(parsed.partition).ok()?,
+    ))
 }
 
 /// A partition's (earliest, latest) offsets, asked of its broker in cluster `cluster`.

@@ -407,7 +407,7 @@ async fn chaos_loses_nothing_and_duplicates_stay_within_the_in_flight_window() {
     let mut source = source_cluster(2, "");
     // A window small enough that the duplicate bound below is well under what is sent: a
     // regression that resends more than the window breaks it.
-    let queue_size = 50;
+    let queue_size = 10;
     let mut mirror = mirror_cluster_with(&source.zk, 2, "", queue_size);
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let producing = {

@@ -18,7 +18,6 @@ pub mod limits;
 pub mod logs;
 pub mod pending;
 pub mod registration;
-pub mod replica;
 pub mod reply;
 mod scheduler;
 
@@ -329,9 +328,9 @@ async fn run<E: Env>(
         stop_rx.clone(),
     );
     let mut replica = config.replica.clone().map(|replica_config| {
-        tokio::spawn(replica::run(
+        tokio::spawn(crate::replica::run(
             env.clone(),
-            replica::Copier {
+            crate::replica::Copier {
                 broker: config.clone(),
                 replica: replica_config,
                 logs: logs.clone(),

@@ -22,8 +22,25 @@ use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Res
 
 use super::state::{Chunk, PartitionState, Shared, Streams};
 use super::ConsumerError;
-use crate::client::{connect, connect_tuned, Connection};
+use crate::client::{connect, connect_tuned, ClientError, Connection};
 use crate::env::Env;
+
+/// Why a partition's range (its first and latest offsets, asked with OFFSETS) could not be read.
+#[derive(Debug, thiserror::Error)]
+enum RangeError {
+    /// The broker could not be reached, or the call failed.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The broker answered with no offset.
+    #[error("no offsets")]
+    NoOffsets,
+    /// The broker answered with an error code.
+    #[error("OFFSETS answered {}", .0.name())]
+    Refused(ErrorCode),
+    /// The broker answered with another response (debug-printed).
+    #[error("unexpected answer {0}")]
+    Unexpected(String),
+}
 
 /// How a fetcher fetches.
 #[derive(Debug, Clone)]
@@ -304,12 +321,10 @@ async fn out_of_range<E: Env>(
     settings: &FetchSettings,
 ) {
     let range = async {
-        let mut conn = connect(env, host, port, settings.socket_timeout)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut conn = connect(env, host, port, settings.socket_timeout).await?;
         let earliest = first_offset(&mut conn, partition, -2).await?;
         let latest = first_offset(&mut conn, partition, -1).await?;
-        Ok::<_, String>((earliest, latest))
+        Ok::<_, RangeError>((earliest, latest))
     };
     let error = match range.await {
         Ok((earliest, latest)) if offset >= earliest && offset < latest => ConsumerError::Unreadable {
@@ -353,20 +368,18 @@ async fn first_offset<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     conn: &mut Connection<S>,
     partition: &PartitionState,
     time: i64,
-) -> Result<i64, String> {
+) -> Result<i64, RangeError> {
     let request = Request::Offsets(OffsetsRequest {
         topic: partition.topic.clone(),
         partition: partition.partition.partition as i32,
         time,
         max_offsets: 1,
     });
-    match conn.call(&request).await.map_err(|e| e.to_string())? {
-        Response::Offsets(o) if o.error == ErrorCode::NoError => o
-            .offsets
-            .first()
-            .copied()
-            .ok_or_else(|| "no offsets".to_string()),
-        Response::Offsets(o) => Err(format!("OFFSETS answered {}", o.error.name())),
-        other => Err(format!("unexpected answer {other:?}")),
+    match conn.call(&request).await? {
+        Response::Offsets(o) if o.error == ErrorCode::NoError => {
+            o.offsets.first().copied().ok_or(RangeError::NoOffsets)
+        }
+        Response::Offsets(o) => Err(RangeError::Refused(o.error)),
+        other => Err(RangeError::Unexpected(format!("{other:?}"))),
     }
 }

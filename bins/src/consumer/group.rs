@@ -33,7 +33,7 @@ use tributary_core::zk_layout::{
 use super::fetcher::{self, FetchSettings, Share};
 use super::starts::read_starts;
 use super::state::{PartitionState, Shared, Streams};
-use super::ConsumerError;
+use super::{CommitError, ConsumerError, OffsetNodeError, RebalanceError, StartOffsetError};
 use crate::coordination::ephemeral::{self, HoldError, RetiredSessions};
 use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
 use crate::env::Env;
@@ -85,7 +85,7 @@ pub(super) struct CommitTally {
 pub(super) struct CommitRequest {
     /// (topic, partition, offset or everything handed out, generation it was handed out in).
     pub items: Vec<(TopicName, BrokerPartition, Option<i64>, Option<u64>)>,
-    pub done: oneshot::Sender<Result<CommitTally, String>>,
+    pub done: oneshot::Sender<Result<CommitTally, CommitError>>,
     /// Commit every owned partition up to what was handed out (`items` is then empty).
     pub everything: bool,
 }
@@ -155,22 +155,23 @@ impl<E: Env> Member<E> {
     /// Registers this member again if its ids node is missing or not this session's (a
     /// restarted ZooKeeper expiring a session it restored deletes that session's nodes; the
     /// member notices through its watch on the group's ids).
-    async fn ensure_registered(&self, coord: &impl Coordination) -> Result<(), String> {
+    async fn ensure_registered(&self, coord: &impl Coordination) -> Result<(), RebalanceError> {
         if tributary_core::planted::active(tributary_core::planted::Bug::TrustStaleEphemerals) {
             return Ok(());
         }
         let path = self.ids_path();
-        if ephemeral::is_held(coord, &path)
-            .await
-            .map_err(|e| format!("{path}: {e}"))?
-        {
+        let held = match ephemeral::is_held(coord, &path).await {
+            Ok(held) => held,
+            Err(source) => return Err(RebalanceError::ZooKeeper { path, source }),
+        };
+        if held {
             return Ok(());
         }
         tracing::warn!(
             "consumer {}: its registration {path} is gone or held by another session; registering again",
             self.consumer_id
         );
-        self.register(coord).await.map_err(|e| e.to_string())
+        self.register(coord).await.map_err(RebalanceError::Register)
     }
 
     /// Runs the member until `stop`; then commits (autocommit), releases and closes.
@@ -314,7 +315,7 @@ impl<E: Env> Member<E> {
         &self,
         coord: &E::Coord,
         items: &[(TopicName, BrokerPartition, Option<i64>, Option<u64>)],
-    ) -> Result<CommitTally, String> {
+    ) -> Result<CommitTally, CommitError> {
         let mut tally = CommitTally::default();
         let mut states = Vec::new();
         let mut wanted = BTreeMap::new();
@@ -351,7 +352,7 @@ impl<E: Env> Member<E> {
         coord: &E::Coord,
         states: &[Arc<PartitionState>],
         wanted: &BTreeMap<(TopicName, BrokerPartition), i64>,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, CommitError> {
         let mut written = 0;
         for state in states {
             let Some(offset) = state
@@ -365,9 +366,9 @@ impl<E: Env> Member<E> {
                 consumer_offsets_path(self.group(), &state.topic),
                 state.partition
             );
-            write_offset(coord, &path, offset)
-                .await
-                .map_err(|e| format!("{path}: {e}"))?;
+            if let Err(source) = write_offset(coord, &path, offset).await {
+                return Err(CommitError::ZooKeeper { path, source });
+            }
             state.offsets().committed_at(offset);
             written += 1;
         }
@@ -407,7 +408,6 @@ impl<E: Env> Member<E> {
     ) -> Option<JoinSet<()>> {
         let attempts = self.config.rebalance_retries_max.max(1);
         let backoff = Duration::from_millis(self.config.rebalance_backoff_ms.into());
-        let mut last = String::new();
         // What this member held before the rebalance, kept across failed attempts.
         let mut kept: Kept = BTreeMap::new();
         // Only for the planted bug `KeepLostPartitions`: what was held before, to go on fetching.
@@ -419,7 +419,9 @@ impl<E: Env> Member<E> {
         // new owner for good).
         let mut owned_before: BTreeMap<(TopicName, BrokerPartition), Arc<PartitionState>> =
             BTreeMap::new();
-        for attempt in 1..=attempts {
+        let mut attempt = 0;
+        let last = loop {
+            attempt += 1;
             if *stop.borrow() {
                 return None;
             }
@@ -530,9 +532,8 @@ impl<E: Env> Member<E> {
                     return Some(watches);
                 }
                 Err(e) => {
-                    last = e;
                     tracing::warn!(
-                        "consumer {}: rebalance attempt {attempt} of {attempts} failed: {last}",
+                        "consumer {}: rebalance attempt {attempt} of {attempts} failed: {e}",
                         self.consumer_id
                     );
                     tokio::select! {
@@ -540,9 +541,12 @@ impl<E: Env> Member<E> {
                         _ = stop.changed() => return None,
                         () = tokio::time::sleep(backoff) => {}
                     }
+                    if attempt >= attempts {
+                        break e;
+                    }
                 }
             }
-        }
+        };
         tracing::error!("consumer {}: rebalance failed {attempts} times ({last}); owning nothing until the next change", self.consumer_id);
         // Every stream is told (a console consumer exits non-zero on it); a full queue or a
         // gone stream has the error in the log anyway.
@@ -612,14 +616,19 @@ impl<E: Env> Member<E> {
             JoinSet<()>,
             BTreeMap<i32, (String, u16)>,
         ),
-        String,
+        RebalanceError,
     > {
         let mut watches = JoinSet::new();
         let ids_path = consumer_ids_path(self.group());
-        let (members, watch) = coord
-            .children_and_watch(&ids_path)
-            .await
-            .map_err(|e| format!("{ids_path}: {e}"))?;
+        let (members, watch) = match coord.children_and_watch(&ids_path).await {
+            Ok(found) => found,
+            Err(source) => {
+                return Err(RebalanceError::ZooKeeper {
+                    path: ids_path,
+                    source,
+                })
+            }
+        };
         watches.spawn(watch);
         let (topics, watch) = children_or_none(coord, BROKER_TOPICS_PATH).await?;
         if matches!(self.registration, Registration::Wildcard { .. }) {
@@ -634,10 +643,20 @@ impl<E: Env> Member<E> {
                     Ok(r) => {
                         registrations.insert(member, r);
                     }
-                    Err(e) => return Err(format!("{ids_path}/{member}: {e}")),
+                    Err(source) => {
+                        return Err(RebalanceError::UnreadableRegistration {
+                            path: format!("{ids_path}/{member}"),
+                            source,
+                        })
+                    }
                 },
                 Err(CoordError::NoNode(_)) => {}
-                Err(e) => return Err(format!("{ids_path}/{member}: {e}")),
+                Err(source) => {
+                    return Err(RebalanceError::ZooKeeper {
+                        path: format!("{ids_path}/{member}"),
+                        source,
+                    })
+                }
             }
         }
         let mine = self
@@ -665,9 +684,12 @@ impl<E: Env> Member<E> {
                     .copied()
                     .unwrap_or(0);
                 if n > COUNT_MAX {
-                    return Err(format!(
-                        "{ids_path}/{member}: {n} streams for {topic_name} (at most {COUNT_MAX})"
-                    ));
+                    return Err(RebalanceError::TooManyStreams {
+                        path: format!("{ids_path}/{member}"),
+                        topic: topic_name.clone(),
+                        streams: n,
+                        max: COUNT_MAX,
+                    });
                 }
                 threads.extend((0..n).map(|i| thread_id(member, i)));
             }
@@ -737,7 +759,7 @@ impl<E: Env> Member<E> {
                         (PartitionOffsets::starting_at(0), generation)
                     }
                     None => {
-                        unreadable = Some("its start was not asked for".to_string());
+                        unreadable = Some(StartOffsetError::NotAsked);
                         (PartitionOffsets::starting_at(0), generation)
                     }
                 },
@@ -760,7 +782,11 @@ impl<E: Env> Member<E> {
                             .map(|s| (s.topic.clone(), s.partition))
                             .chain([(topic.clone(), partition)]);
                         self.release_claimed(coord, owned.collect()).await;
-                        return Err(format!("recording where {topic}/{partition} starts: {e}"));
+                        return Err(RebalanceError::RecordStart {
+                            topic: topic.clone(),
+                            partition,
+                            source: e,
+                        });
                     }
                 }
             }
@@ -809,7 +835,7 @@ impl<E: Env> Member<E> {
         coord: &E::Coord,
         topic_path: &str,
         registered: Vec<String>,
-    ) -> Result<Vec<BrokerPartition>, String> {
+    ) -> Result<Vec<BrokerPartition>, RebalanceError> {
         let mut partitions = Vec::new();
         for broker in registered {
             let Ok(broker_id) = broker.parse::<i32>() else {
@@ -833,7 +859,12 @@ impl<E: Env> Member<E> {
                     }
                 },
                 Err(CoordError::NoNode(_)) => {}
-                Err(e) => return Err(format!("{topic_path}/{broker}: {e}")),
+                Err(source) => {
+                    return Err(RebalanceError::ZooKeeper {
+                        path: format!("{topic_path}/{broker}"),
+                        source,
+                    })
+                }
             }
         }
         Ok(partitions)
@@ -843,11 +874,14 @@ impl<E: Env> Member<E> {
         &self,
         coord: &E::Coord,
         broker_id: i32,
-    ) -> Result<(String, u16), String> {
+    ) -> Result<(String, u16), RebalanceError> {
         let path = broker_id_path(broker_id);
-        let (data, _) = coord.get(&path).await.map_err(|e| format!("{path}: {e}"))?;
+        let data = match coord.get(&path).await {
+            Ok((data, _)) => data,
+            Err(source) => return Err(RebalanceError::ZooKeeper { path, source }),
+        };
         parse_broker_registration(&String::from_utf8_lossy(&data))
-            .ok_or_else(|| format!("{path}: unreadable broker registration"))
+            .ok_or(RebalanceError::BrokerRegistration { path })
     }
 
     /// Records where the group starts a partition it never committed (only if still nothing is
@@ -862,30 +896,31 @@ impl<E: Env> Member<E> {
         topic: &TopicName,
         partition: BrokerPartition,
         start: i64,
-    ) -> Result<Option<i64>, String> {
+    ) -> Result<Option<i64>, OffsetNodeError> {
         let path = format!(
             "{}/{}",
             consumer_offsets_path(self.group(), topic),
             partition
         );
-        coord
-            .ensure_parents(&path)
-            .await
-            .map_err(|e| format!("{path}: {e}"))?;
+        if let Err(source) = coord.ensure_parents(&path).await {
+            return Err(OffsetNodeError::ZooKeeper { path, source });
+        }
         match coord
             .create(&path, start.to_string().as_bytes(), NodeKind::Persistent)
             .await
         {
             Ok(_) => Ok(None),
             Err(CoordError::NodeExists(_)) => {
-                let (data, _) = coord.get(&path).await.map_err(|e| format!("{path}: {e}"))?;
-                String::from_utf8_lossy(&data)
-                    .trim()
-                    .parse()
-                    .map(Some)
-                    .map_err(|_| format!("{path}: not an offset"))
+                let data = match coord.get(&path).await {
+                    Ok((data, _)) => data,
+                    Err(source) => return Err(OffsetNodeError::ZooKeeper { path, source }),
+                };
+                match String::from_utf8_lossy(&data).trim().parse::<i64>() {
+                    Ok(offset) => Ok(Some(offset)),
+                    Err(_) => Err(OffsetNodeError::NotAnOffset { path }),
+                }
             }
-            Err(e) => Err(format!("{path}: {e}")),
+            Err(source) => Err(OffsetNodeError::ZooKeeper { path, source }),
         }
     }
 
@@ -943,23 +978,23 @@ impl<E: Env> Member<E> {
         topic: &TopicName,
         partition: BrokerPartition,
         thread: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), RebalanceError> {
         let path = format!(
             "{}/{}",
             consumer_owners_path(self.group(), topic),
             partition
         );
-        coord
-            .ensure_parents(&path)
-            .await
-            .map_err(|e| format!("{path}: {e}"))?;
+        if let Err(source) = coord.ensure_parents(&path).await {
+            return Err(RebalanceError::ZooKeeper { path, source });
+        }
         match ephemeral::hold(coord, &path, thread.as_bytes(), &self.retired).await {
             Ok(_) => Ok(()),
-            Err(HoldError::HeldElsewhere { data, .. }) => Err(format!(
-                "{topic}/{partition} is still owned by {}",
-                String::from_utf8_lossy(&data)
-            )),
-            Err(HoldError::Coord(e)) => Err(format!("{path}: {e}")),
+            Err(HoldError::HeldElsewhere { data, .. }) => Err(RebalanceError::OwnedElsewhere {
+                topic: topic.clone(),
+                partition,
+                owner: String::from_utf8_lossy(&data).into_owned(),
+            }),
+            Err(HoldError::Coord(source)) => Err(RebalanceError::ZooKeeper { path, source }),
         }
     }
 }
@@ -969,14 +1004,17 @@ impl<E: Env> Member<E> {
 async fn children_or_none(
     coord: &impl Coordination,
     path: &str,
-) -> Result<(Vec<String>, Watch), String> {
+) -> Result<(Vec<String>, Watch), RebalanceError> {
     match coord.children_and_watch(path).await {
         Ok(found) => Ok(found),
         Err(CoordError::NoNode(_)) => Ok((
             Vec::new(),
             Box::pin(tokio::time::sleep(Duration::from_secs(1))),
         )),
-        Err(e) => Err(format!("{path}: {e}")),
+        Err(source) => Err(RebalanceError::ZooKeeper {
+            path: path.to_string(),
+            source,
+        }),
     }
 }
 

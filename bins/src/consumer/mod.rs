@@ -13,6 +13,7 @@
 //! The decisions are `tributary_core::consumer`'s; this module runs them against ZooKeeper and
 //! the brokers through [`Env`], so the simulator drives the same consumer.
 
+mod error;
 mod fetcher;
 mod group;
 mod starts;
@@ -31,13 +32,16 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tributary_core::config::ConsumerConfig;
 use tributary_core::consumer::{
-    consumer_id, BrokerPartition, FilterKind, Registration, TopicPattern, TopicPatternError,
+    consumer_id, BrokerPartition, FilterKind, Registration, TopicPattern,
 };
-use tributary_core::wire::{ErrorCode, TopicName};
+use tributary_core::wire::TopicName;
 
+pub use self::error::{
+    CommitError, ConsumerError, OffsetNodeError, RebalanceError, StartError, StartOffsetError,
+    ViewError,
+};
 pub use self::group::write_offset;
 pub use self::stream::{ConsumedMessage, MessageStream};
-use crate::coordination::CoordError;
 use crate::env::Env;
 use crate::metrics::clients::ConsumerSnapshot;
 
@@ -81,103 +85,6 @@ pub enum Subscription {
     Whitelist(String, u32),
     /// Every topic a blacklist does not exclude, with this many streams shared by all.
     Blacklist(String, u32),
-}
-
-/// What went wrong for the application.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConsumerError {
-    /// No message within `consumer.timeout.ms`; the stream stays usable.
-    #[error("no message within {0:?}")]
-    Timeout(Duration),
-    /// The consumer was shut down.
-    #[error("the consumer is shut down")]
-    Closed,
-    /// A message failed its checks (CRC, size, compression); nothing after it in its chunk is
-    /// handed out.
-    #[error("{topic}/{partition}: corrupt message: {detail}")]
-    Corrupt {
-        /// The topic.
-        topic: TopicName,
-        /// The partition.
-        partition: BrokerPartition,
-        /// What failed, with its offset.
-        detail: String,
-    },
-    /// A message is larger than `fetch.size`: the partition cannot move on until it is raised.
-    #[error("{topic}/{partition}: the message at offset {offset} is larger than fetch.size ({fetch_bytes} bytes); raise fetch.size")]
-    MessageTooLarge {
-        /// The topic.
-        topic: TopicName,
-        /// The partition.
-        partition: BrokerPartition,
-        /// Where it is.
-        offset: i64,
-        /// `fetch.size`.
-        fetch_bytes: i32,
-    },
-    /// The offset is outside the partition and `autooffset.reset` does not say where to go.
-    #[error("{topic}/{partition}: offset {offset} is out of range (the partition holds {earliest}..{latest}) and autooffset.reset={policy} says not to move")]
-    OffsetOutOfRange {
-        /// The topic.
-        topic: TopicName,
-        /// The partition.
-        partition: BrokerPartition,
-        /// The offset.
-        offset: i64,
-        /// The partition's first offset.
-        earliest: i64,
-        /// The partition's end.
-        latest: i64,
-        /// The configured policy.
-        policy: String,
-    },
-    /// The data at an offset inside the partition cannot be read.
-    #[error("{topic}/{partition}: cannot read at offset {offset}: {detail}")]
-    Unreadable {
-        /// The topic.
-        topic: TopicName,
-        /// The partition.
-        partition: BrokerPartition,
-        /// The offset.
-        offset: i64,
-        /// Why.
-        detail: String,
-    },
-    /// The member's rebalance failed `rebalance.retries.max` times: it owns nothing until the
-    /// group or the topics change (it tries again then, and after a pause).
-    #[error("could not join the group's partitions after {attempts} rebalance attempts: {last}")]
-    Rebalance {
-        /// Attempts made.
-        attempts: u32,
-        /// The last attempt's failure.
-        last: String,
-    },
-    /// The broker answered a fetch with an error code.
-    #[error("{topic}/{partition}: the broker answered a fetch at {offset} with {} ({})", code.code(), code.name())]
-    Broker {
-        /// The topic.
-        topic: TopicName,
-        /// The partition.
-        partition: BrokerPartition,
-        /// The offset.
-        offset: i64,
-        /// The error code.
-        code: ErrorCode,
-    },
-}
-
-/// Why a consumer could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// ZooKeeper could not be reached or written.
-    #[error(transparent)]
-    ZooKeeper(#[from] CoordError),
-    /// The whitelist or blacklist is not a valid regex.
-    #[error(transparent)]
-    Filter(#[from] TopicPatternError),
-    /// A subscription with no stream at all.
-    #[error("a consumer needs at least one stream")]
-    NoStreams,
 }
 
 /// One owned partition's position against its broker's latest offset.
@@ -405,7 +312,7 @@ impl ConsumerConnector {
 
     /// Commits everything handed out so far, for every partition this member owns; returns how
     /// many offsets were written.
-    pub async fn commit_offsets(&self) -> Result<usize, String> {
+    pub async fn commit_offsets(&self) -> Result<usize, CommitError> {
         self.request_commit(Vec::new(), true)
             .await
             .map(|tally| tally.written)
@@ -413,7 +320,7 @@ impl ConsumerConnector {
 
     /// Commits up to `message` (its resume offset) for its partition, if this member has owned
     /// it without interruption since the message was handed out; returns whether it was written.
-    pub async fn commit(&self, message: &ConsumedMessage) -> Result<bool, String> {
+    pub async fn commit(&self, message: &ConsumedMessage) -> Result<bool, CommitError> {
         self.commit_at(
             &message.topic,
             message.partition,
@@ -433,7 +340,7 @@ impl ConsumerConnector {
         partition: BrokerPartition,
         offset: i64,
         generation: u64,
-    ) -> Result<CommitOutcome, String> {
+    ) -> Result<CommitOutcome, CommitError> {
         let tally = self
             .request_commit(
                 vec![(topic.clone(), partition, Some(offset), Some(generation))],
@@ -455,7 +362,7 @@ impl ConsumerConnector {
         &self,
         items: Vec<(TopicName, BrokerPartition, Option<i64>, Option<u64>)>,
         everything: bool,
-    ) -> Result<group::CommitTally, String> {
+    ) -> Result<group::CommitTally, CommitError> {
         let (done, answer) = oneshot::channel();
         let items = if everything { vec![] } else { items };
         let request = group::CommitRequest {
@@ -466,10 +373,8 @@ impl ConsumerConnector {
         self.commits
             .send(request)
             .await
-            .map_err(|_| "the consumer is shut down".to_string())?;
-        answer
-            .await
-            .map_err(|_| "the consumer is shut down".to_string())?
+            .map_err(|_| CommitError::Closed)?;
+        answer.await.map_err(|_| CommitError::Closed)?
     }
 
     /// Leaves the group: stops fetching, commits (autocommit), releases its partitions, closes

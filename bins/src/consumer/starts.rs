@@ -5,6 +5,7 @@
 //! partitions, and only that long.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -14,7 +15,8 @@ use tributary_core::group_id::GroupId;
 use tributary_core::wire::{ErrorCode, OffsetsRequest, Request, Response, TopicName};
 use tributary_core::zk_layout::consumer_offsets_path;
 
-use crate::client::connect;
+use super::{OffsetNodeError, StartOffsetError};
+use crate::client::{connect, ClientError};
 use crate::coordination::{CoordError, Coordination};
 use crate::env::Env;
 
@@ -27,7 +29,7 @@ pub type Key = (TopicName, BrokerPartition);
 /// Where a partition starts: `(offset, committed)` — `committed` when the group has it on
 /// record, `false` for `autooffset.reset`'s offset (to be recorded once claimed) — or why it
 /// could not be read.
-pub type Start = Result<(i64, bool), String>;
+pub type Start = Result<(i64, bool), StartOffsetError>;
 
 /// The starts of `partitions` (each with its broker's address) for `group`.
 pub async fn read_starts<E: Env>(
@@ -44,7 +46,7 @@ pub async fn read_starts<E: Env>(
         match committed_offset(coord, group, &key).await {
             Ok(Some(offset)) => drop(starts.insert(key, Ok((offset, true)))),
             Ok(None) => ask.entry(address).or_default().push(key),
-            Err(e) => drop(starts.insert(key, Err(e))),
+            Err(e) => drop(starts.insert(key, Err(StartOffsetError::Committed(e)))),
         }
     }
     let time = match reset {
@@ -74,16 +76,15 @@ async fn committed_offset(
     coord: &impl Coordination,
     group: &GroupId,
     (topic, partition): &Key,
-) -> Result<Option<i64>, String> {
+) -> Result<Option<i64>, OffsetNodeError> {
     let path = format!("{}/{partition}", consumer_offsets_path(group, topic));
     match coord.get(&path).await {
-        Ok((data, _)) => String::from_utf8_lossy(&data)
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| format!("{path}: not an offset")),
+        Ok((data, _)) => match String::from_utf8_lossy(&data).trim().parse::<i64>() {
+            Ok(offset) => Ok(Some(offset)),
+            Err(_) => Err(OffsetNodeError::NotAnOffset { path }),
+        },
         Err(CoordError::NoNode(_)) => Ok(None),
-        Err(e) => Err(format!("{path}: {e}")),
+        Err(source) => Err(OffsetNodeError::ZooKeeper { path, source }),
     }
 }
 
@@ -95,12 +96,10 @@ async fn ask_broker<E: Env>(
     keys: Vec<Key>,
     time: i64,
     timeout: Duration,
-) -> Vec<(Key, Result<i64, String>)> {
-    let mut out: Vec<(Key, Result<i64, String>)> = Vec::with_capacity(keys.len());
+) -> Vec<(Key, Result<i64, StartOffsetError>)> {
+    let mut out: Vec<(Key, Result<i64, StartOffsetError>)> = Vec::with_capacity(keys.len());
     let asking = async {
-        let mut conn = connect(&env, &host, port, timeout)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut conn = connect(&env, &host, port, timeout).await?;
         for key in &keys {
             let (topic, partition) = key;
             let request = Request::Offsets(OffsetsRequest {
@@ -109,22 +108,37 @@ async fn ask_broker<E: Env>(
                 time,
                 max_offsets: 1,
             });
-            let answer = match conn.call(&request).await.map_err(|e| e.to_string())? {
+            let answer = match conn.call(&request).await? {
                 Response::Offsets(o) if o.error == ErrorCode::NoError => o
                     .offsets
                     .first()
                     .copied()
-                    .ok_or_else(|| format!("{topic}/{partition}: no offsets")),
-                other => Err(format!("{topic}/{partition}: OFFSETS answered {other:?}")),
+                    .ok_or_else(|| StartOffsetError::NoOffsets {
+                        topic: topic.clone(),
+                        partition: *partition,
+                    }),
+                other => Err(StartOffsetError::Refused {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    answer: format!("{other:?}"),
+                }),
             };
             out.push((key.clone(), answer));
         }
-        Ok::<(), String>(())
+        Ok::<(), ClientError>(())
     };
     let failure = match tokio::time::timeout(timeout, asking).await {
         Ok(Ok(())) => return out,
-        Ok(Err(e)) => format!("broker {host}:{port}: {e}"),
-        Err(_) => format!("broker {host}:{port} did not answer within {timeout:?}"),
+        Ok(Err(e)) => StartOffsetError::Broker {
+            host: host.clone(),
+            port,
+            source: Arc::new(e),
+        },
+        Err(_) => StartOffsetError::Timeout {
+            host: host.clone(),
+            port,
+            timeout,
+        },
     };
     let answered = out.len();
     out.extend(

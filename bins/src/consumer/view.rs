@@ -16,7 +16,8 @@ use tributary_core::zk_layout::{
     consumer_owners_path, parse_broker_registration, BROKER_TOPICS_PATH,
 };
 
-use crate::client::{connect, latest_offsets};
+pub use super::ViewError;
+use crate::client::{connect, latest_offsets, ClientError};
 use crate::coordination::{CoordError, Coordination};
 use crate::env::Env;
 
@@ -57,7 +58,7 @@ pub async fn read_group(
     coord: &impl Coordination,
     group: &GroupId,
     registration: &Registration,
-) -> Result<Vec<GroupPartition>, String> {
+) -> Result<Vec<GroupPartition>, ViewError> {
     let members: BTreeSet<String> = children(coord, &consumer_ids_path(group))
         .await?
         .into_iter()
@@ -80,7 +81,12 @@ pub async fn read_group(
             let count = match coord.get(&format!("{topic_path}/{broker}")).await {
                 Ok((data, _)) => String::from_utf8_lossy(&data).trim().parse::<u32>().ok(),
                 Err(CoordError::NoNode(_)) => None,
-                Err(e) => return Err(format!("{topic_path}/{broker}: {e}")),
+                Err(source) => {
+                    return Err(ViewError::ZooKeeper {
+                        path: format!("{topic_path}/{broker}"),
+                        source,
+                    })
+                }
             };
             // An unreadable or absurd count is skipped, as the rebalance skips it.
             let Some(count) = count.filter(|c| *c <= COUNT_MAX) else {
@@ -88,9 +94,10 @@ pub async fn read_group(
             };
             for partition in 0..count {
                 if out.len() >= VIEW_PARTITIONS_MAX {
-                    return Err(format!(
-                        "group {group} covers more than {VIEW_PARTITIONS_MAX} partitions; not read"
-                    ));
+                    return Err(ViewError::TooManyPartitions {
+                        group: group.clone(),
+                        max: VIEW_PARTITIONS_MAX,
+                    });
                 }
                 let partition = BrokerPartition {
                     broker_id,
@@ -105,7 +112,12 @@ pub async fn read_group(
                 let committed = match coord.get(&format!("{offsets_path}/{name}")).await {
                     Ok((data, _)) => String::from_utf8_lossy(&data).trim().parse().ok(),
                     Err(CoordError::NoNode(_)) => None,
-                    Err(e) => return Err(format!("{offsets_path}/{name}: {e}")),
+                    Err(source) => {
+                        return Err(ViewError::ZooKeeper {
+                            path: format!("{offsets_path}/{name}"),
+                            source,
+                        })
+                    }
                 };
                 out.push(GroupPartition {
                     topic: topic.clone(),
@@ -125,11 +137,16 @@ async fn read_owner(
     coord: &impl Coordination,
     path: &str,
     members: &BTreeSet<String>,
-) -> Result<Owner, String> {
+) -> Result<Owner, ViewError> {
     let thread = match coord.get(path).await {
         Ok((data, _)) => String::from_utf8_lossy(&data).into_owned(),
         Err(CoordError::NoNode(_)) => return Ok(Owner::Nobody),
-        Err(e) => return Err(format!("{path}: {e}")),
+        Err(source) => {
+            return Err(ViewError::ZooKeeper {
+                path: path.to_string(),
+                source,
+            })
+        }
     };
     let member = thread.rsplit_once('-').map_or(thread.as_str(), |(m, _)| m);
     Ok(if members.contains(member) {
@@ -139,11 +156,15 @@ async fn read_owner(
     })
 }
 
-async fn children(coord: &impl Coordination, path: &str) -> Result<Vec<String>, String> {
+/// Children of `path` (none when it does not exist).
+async fn children(coord: &impl Coordination, path: &str) -> Result<Vec<String>, ViewError> {
     match coord.children(path).await {
         Ok(children) => Ok(children),
         Err(CoordError::NoNode(_)) => Ok(Vec::new()),
-        Err(e) => Err(format!("{path}: {e}")),
+        Err(source) => Err(ViewError::ZooKeeper {
+            path: path.to_string(),
+            source,
+        }),
     }
 }
 
@@ -179,9 +200,7 @@ pub async fn latest_ends<E: Env>(
         let env = env.clone();
         asks.spawn(async move {
             let ask = async {
-                let mut conn = connect(&env, &host, port, timeout)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let mut conn = connect(&env, &host, port, timeout).await?;
                 let asked: Vec<(TopicName, i32)> = partitions
                     .iter()
                     .map(|(t, p)| (t.clone(), p.partition as i32))
@@ -190,7 +209,7 @@ pub async fn latest_ends<E: Env>(
                 if let Some(e) = failed {
                     tracing::warn!("source broker {broker} at {host}:{port}: {e}");
                 }
-                Ok::<_, String>(latest)
+                Ok::<_, ClientError>(latest)
             };
             match tokio::time::timeout(timeout, ask).await {
                 Ok(Ok(latest)) => partitions

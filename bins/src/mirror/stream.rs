@@ -154,8 +154,8 @@ impl AckMeta {
     /// limit that refused it).
     fn describe(&self, error: &SendError) -> String {
         format!(
-            "source {}/{}, the message ending at offset {} ({} bytes), was not stored by the mirror cluster: {error}",
-            self.key.1, self.key.2, self.offset, self.bytes
+            "source {}, the message ending at offset {} ({} bytes), was not stored by the mirror cluster: {error}",
+            self.key, self.offset, self.bytes
         )
     }
 }
@@ -234,10 +234,10 @@ impl Deliveries {
 }
 
 /// The key of the partition a stream handled last: messages come a chunk of one partition at a
-/// time, so one entry spares building the key (two strings) for nearly every message.
+/// time, so one entry spares allocating the key for nearly every message.
 #[derive(Debug, Default)]
 struct Keys {
-    last: Option<(TopicName, BrokerPartition, Arc<SourcePartition>)>,
+    last: Option<Arc<SourcePartition>>,
 }
 
 impl Keys {
@@ -248,10 +248,10 @@ impl Keys {
         partition: BrokerPartition,
     ) -> Arc<SourcePartition> {
         match &self.last {
-            Some((t, p, key)) if t == topic && *p == partition => key.clone(),
+            Some(key) if key.topic == *topic && key.partition == partition => key.clone(),
             _ => {
-                let key = Arc::new((source, topic.to_string(), partition.to_string()));
-                self.last = Some((topic.clone(), partition, key.clone()));
+                let key = Arc::new(SourcePartition::new(source, topic.clone(), partition));
+                self.last = Some(key.clone());
                 key
             }
         }
@@ -415,7 +415,7 @@ async fn forward(
                 state.window.withdraw(&meta.key, seq);
                 stop_in(&mut state, &meta);
             }
-            stop_partition(context, &meta, &e)?;
+            stop_partition(context, &meta, &e);
             return Ok(context.window.has_room());
         }
         Err(e) => return Err(MirrorError::Send(meta.describe(&e))),
@@ -438,24 +438,15 @@ fn stop_in(state: &mut WindowState, meta: &AckMeta) {
 /// consumer gives it up until the next rebalance, which starts it again from its committed
 /// offset; the source's streams skip what they still hold of it in this epoch. Said as an error
 /// naming the message, and counted.
-fn stop_partition(
-    context: &StreamContext,
-    meta: &AckMeta,
-    error: &SendError,
-) -> Result<(), MirrorError> {
+fn stop_partition(context: &StreamContext, meta: &AckMeta, error: &SendError) {
     context.stats.errors.fetch_add(1, Ordering::Relaxed);
     tracing::error!(
         "mirror: {}; that source partition stops there (nothing past it is committed; the others go on): raise max.message.size of the mirror's producer and of the mirror cluster's brokers, then restart the mirror",
         meta.describe(error)
     );
-    let (Ok(topic), Some(partition)) = (
-        meta.key.1.parse::<TopicName>(),
-        BrokerPartition::parse(&meta.key.2),
-    ) else {
-        return Err(MirrorError::Send(meta.describe(error)));
-    };
-    context.connector.stop_partition(&topic, partition);
-    Ok(())
+    context
+        .connector
+        .stop_partition(&meta.key.topic, meta.key.partition);
 }
 
 /// Records acknowledgements (all under one lock of the window); a send that failed for good
@@ -491,8 +482,8 @@ fn on_acks(
                 }
                 Ok(_) => {
                     failure = Some(MirrorError::Send(format!(
-                        "{}/{}: delivered without a durable acknowledgement",
-                        meta.key.1, meta.key.2
+                        "{}: delivered without a durable acknowledgement",
+                        meta.key
                     )));
                     break;
                 }
@@ -518,7 +509,7 @@ fn on_acks(
         )
     };
     for (meta, e) in too_large {
-        stop_partition(context, &meta, &e)?;
+        stop_partition(context, &meta, &e);
     }
     context.stats.acked.fetch_add(acked, Ordering::Relaxed);
     context
@@ -638,7 +629,14 @@ mod tests {
         let (delivery, resolve) = Delivery::pending();
         queue.push(PendingAck {
             meta: AckMeta {
-                key: Arc::new((0, "t".to_string(), format!("0-{seq}"))),
+                key: Arc::new(SourcePartition::new(
+                    0,
+                    "t".parse().expect("topic"),
+                    BrokerPartition {
+                        broker_id: 0,
+                        partition: seq as u32,
+                    },
+                )),
                 seq,
                 generation: 1,
                 offset: seq as i64 * 10,

@@ -11,12 +11,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tributary_core::config::ConsumerConfig;
+use tributary_core::config::{ConsumerConfig, ZkConnect};
+use tributary_core::group_id::GroupId;
 use tributary_core::mirror::lag::LagSample;
 use tributary_core::mirror::watchdog::OwnershipWatch;
 
-use crate::consumer::view::{latest_ends, read_group, Owner};
+use crate::consumer::view::{latest_ends, read_group, Owner, ViewError};
 use crate::consumer::ConsumerConnector;
+use crate::coordination::CoordError;
 use crate::env::Env;
 
 /// How long one round of reading the group may take before it is given up.
@@ -33,6 +35,36 @@ pub(super) struct Round {
     pub samples: Vec<LagSample>,
     /// Partitions without a live owner past the alarm time.
     pub unowned: usize,
+}
+
+/// Why one round could not read a source's group.
+#[derive(Debug, thiserror::Error)]
+#[error("reading group {group} at {zk_connect}: {cause}")]
+pub(super) struct RoundError {
+    /// The source group.
+    group: GroupId,
+    /// The source's ZooKeeper.
+    zk_connect: ZkConnect,
+    /// What failed.
+    #[source]
+    cause: ReadError,
+}
+
+/// What failed in reading a source's group.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    /// No session with the source's ZooKeeper could be opened.
+    #[error(transparent)]
+    Session(CoordError),
+    /// No session is open (it was not kept after being opened).
+    #[error("no ZooKeeper session")]
+    NoSession,
+    /// The group could not be read.
+    #[error(transparent)]
+    View(#[from] ViewError),
+    /// The round took too long.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
 }
 
 /// One source's watch: its session and the watchdog's memory.
@@ -57,32 +89,33 @@ impl<E: Env> SourceWatch<E> {
 
     /// Reads the group and the source's ends; `Err` (logged by the caller) when ZooKeeper
     /// could not be read: the session is dropped and opened again next round.
-    pub async fn round(&mut self, env: &E, now_ms: i64) -> Result<Round, String> {
+    pub async fn round(&mut self, env: &E, now_ms: i64) -> Result<Round, RoundError> {
         let result = tokio::time::timeout(ROUND_TIMEOUT, self.read(env, now_ms)).await;
-        let failure = match result {
+        let cause = match result {
             Ok(Ok(round)) => return Ok(round),
             Ok(Err(e)) => e,
-            Err(_) => format!("no answer within {ROUND_TIMEOUT:?}"),
+            Err(_) => ReadError::Timeout(ROUND_TIMEOUT),
         };
         self.coord = None;
-        Err(format!(
-            "reading group {} at {}: {failure}",
-            self.config.group_id, self.config.zk_connect
-        ))
+        Err(RoundError {
+            group: self.config.group_id.clone(),
+            zk_connect: self.config.zk_connect.clone(),
+            cause,
+        })
     }
 
-    async fn read(&mut self, env: &E, now_ms: i64) -> Result<Round, String> {
+    async fn read(&mut self, env: &E, now_ms: i64) -> Result<Round, ReadError> {
         if self.coord.is_none() {
             let session = Duration::from_millis(self.config.zk.session_timeout_ms.into());
             let connection = Duration::from_millis(self.config.zk.connection_timeout_ms.into());
             let coord = env
                 .coordinate(&self.config.zk_connect, session, connection)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(ReadError::Session)?;
             self.coord = Some(coord);
         }
         let Some(coord) = self.coord.as_ref() else {
-            return Err("no ZooKeeper session".into());
+            return Err(ReadError::NoSession);
         };
         let group = &self.config.group_id;
         let view = read_group(coord, group, self.connector.registration()).await?;

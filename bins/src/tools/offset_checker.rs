@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use tributary_core::config::ZkConnect;
+use tributary_core::consumer::BrokerPartition;
 use tributary_core::group_id::GroupId;
 use tributary_core::wire::{ErrorCode, OffsetsRequest, Request, Response, TopicName};
 use tributary_core::zk_layout::{
@@ -173,9 +174,8 @@ async fn log_size(
     topic: &TopicName,
     name: &str,
 ) -> Option<i64> {
-    let parsed = name
-        .split_once('-')
-        .and_then(|(b, p)| Some((b.parse::<i32>().ok()?, p.parse::<i32>().ok()?)));
+    let parsed = BrokerPartition::parse(name)
+        .and_then(|p| Some((p.broker_id, i32::try_from(p.partition).ok()?)));
     let Some((broker, partition)) = parsed else {
         tracing::error!("{topic}/{name}: not <broker>-<partition>");
         return None;

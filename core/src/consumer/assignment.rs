@@ -37,10 +37,46 @@ impl fmt::Display for BrokerPartition {
     }
 }
 
-/// Sorted as 0.7 sorts them: by their string form.
+/// Sorted as 0.7 sorts them: by their string form (`"10-0"` before `"2-0"`), compared without
+/// allocating (the form is written into a buffer on the stack).
 impl Ord for BrokerPartition {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.to_string().cmp(&other.to_string())
+        self.name().as_bytes().cmp(other.name().as_bytes())
+    }
+}
+
+impl BrokerPartition {
+    /// The string form on the stack.
+    fn name(&self) -> NameBuf {
+        let mut name = NameBuf::default();
+        // Always fits: at most 11 + 1 + 10 bytes ("-2147483648-4294967295").
+        let written = fmt::write(&mut name, format_args!("{self}"));
+        debug_assert!(written.is_ok(), "a partition name longer than its buffer");
+        name
+    }
+}
+
+/// A partition's string form, written without allocating.
+#[derive(Default)]
+struct NameBuf {
+    bytes: [u8; 24],
+    len: usize,
+}
+
+impl NameBuf {
+    fn as_bytes(&self) -> &[u8] {
+        // In range: `write_str` never moves `len` past the buffer.
+        &self.bytes[..self.len]
+    }
+}
+
+impl fmt::Write for NameBuf {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        let slot = self.bytes.get_mut(self.len..end).ok_or(fmt::Error)?;
+        slot.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
     }
 }
 

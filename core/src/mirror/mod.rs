@@ -24,9 +24,41 @@ pub mod lag;
 pub mod watchdog;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
 
-/// A source partition: (consumer connector index, topic, `<broker>-<partition>`).
-pub type SourcePartition = (usize, String, String);
+use crate::consumer::BrokerPartition;
+use crate::wire::TopicName;
+
+/// A partition of one of the mirror's source clusters: which source (its index among the
+/// mirror's consumer configurations), the topic, and the partition as the source's consumer
+/// group names it. Ordered by source, then topic, then partition (0.7's string order).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SourcePartition {
+    /// The source cluster's index.
+    pub source: usize,
+    /// The topic.
+    pub topic: TopicName,
+    /// `<broker>-<partition>` in the source cluster.
+    pub partition: BrokerPartition,
+}
+
+impl SourcePartition {
+    /// Partition `partition` of `topic` in source `source`.
+    pub fn new(source: usize, topic: TopicName, partition: BrokerPartition) -> Self {
+        SourcePartition {
+            source,
+            topic,
+            partition,
+        }
+    }
+}
+
+impl fmt::Display for SourcePartition {
+    /// `<topic>/<broker>-<partition>`, as the mirror's log lines name a source partition.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.topic, self.partition)
+    }
+}
 
 /// One partition's window.
 #[derive(Debug, Default)]

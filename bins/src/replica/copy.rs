@@ -1,0 +1,623 @@
+//! The copier: rounds of MULTIFETCH at each replica partition's end, each answer decided
+//! (`core::replica`) and appended at the same offsets, holes left where the source deleted
+//! data first, corrupt source data stopping only its partition.
+
+use super::error::{AppendError, SourceError, StopReason};
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+/// The copier itself; tells the lag probe what to ask about through `targets`.
+pub(super) async fn copy<E: Env>(
+    env: E,
+    copier: Copier<E::Fs>,
+    targets: watch::Sender<ProbeTargets>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let Copier {
+        broker,
+        replica,
+        logs,
+        new_topics,
+        meter,
+        metrics,
+    } = copier;
+    let timeout = Duration::from_millis(replica.socket_timeout_ms.into());
+    let backoff = Duration::from_millis(replica.fetch_backoff_ms.into());
+    let size_limit = broker
+        .max_message_bytes
+        .saturating_add(ENTRY_OVERHEAD_BYTES)
+        .max(replica.fetch_bytes);
+    let mut coord: Option<E::Coord> = None;
+    // This cluster's ZooKeeper: promotions are read there, synced offsets written there.
+    let mut own: Option<E::Coord> = None;
+    let mut synced: BTreeMap<(String, TopicPartition), i64> = BTreeMap::new();
+    let mut last_sync: Option<i64> = None;
+    let sync_every = i64::from(replica.offsets_sync_interval_ms);
+    let mut conn: Option<Connection<E::Stream>> = None;
+    let mut view = SourceView::default();
+    let mut copied: BTreeMap<TopicPartition, Copied> = BTreeMap::new();
+    // Fetched and decided, appended during the next round's fetch.
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut last_discovery: Option<i64> = None;
+    tracing::info!(
+        "replica: copying source broker {} of {} (topics {})",
+        replica.source_broker_id,
+        replica.source,
+        replica.topics.pattern()
+    );
+    let mut last_promotions: Option<i64> = None;
+    while !*stop.borrow() {
+        let now = env.now_ms();
+        // Promotions first, from this cluster's ZooKeeper, whether or not the source answers:
+        // a promoted topic is never copied into again, and nothing is copied before they are
+        // known.
+        if last_promotions.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
+            match promotions(&env, &broker, &logs, &mut own, &meter).await {
+                Ok(()) => last_promotions = Some(now),
+                Err(e) => {
+                    tracing::warn!("replica: reading promotions from this cluster's ZooKeeper: {e}; not copying until it answers");
+                    own = None;
+                    if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
+                        return;
+                    }
+                    continue;
+                }
+            }
+        }
+        if last_discovery.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
+            match discover(&env, &broker, &replica, &mut coord).await {
+                Ok(fresh) => {
+                    last_discovery = Some(now);
+                    if fresh.address != view.address {
+                        conn = None;
+                    }
+                    announce(&logs, &view, &fresh, new_topics.as_ref());
+                    for (topic, count) in &fresh.counts {
+                        for p in 0..*count {
+                            copied
+                                .entry(TopicPartition::new(topic.clone(), p))
+                                .or_insert(Copied {
+                                    fetch_bytes: replica.fetch_bytes,
+                                    stopped: None,
+                                    fresh: true,
+                                    gaps: 0,
+                                    next: None,
+                                });
+                        }
+                    }
+                    view = fresh;
+                    targets.send_replace(ProbeTargets {
+                        address: view.address.clone(),
+                        partitions: copied.keys().cloned().collect(),
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "replica: reading the source's ZooKeeper at {}: {e}; retrying",
+                        replica.source
+                    );
+                    coord = None;
+                    if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
+                        return;
+                    }
+                    continue;
+                }
+            }
+        }
+        let Some((host, port)) = view.address.clone() else {
+            if pause(&mut stop, DISCOVERY_INTERVAL).await {
+                return;
+            }
+            continue;
+        };
+        if conn.is_none() {
+            match connect(&env, &host, port, timeout).await {
+                Ok(fresh) => conn = Some(fresh),
+                Err(e) => {
+                    tracing::warn!("replica: source broker {host}:{port}: {e}; retrying");
+                    if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
+                        return;
+                    }
+                    continue;
+                }
+            }
+        }
+        let Some(open) = conn.as_mut() else { continue };
+        let sizes = (replica.fetch_bytes, size_limit);
+        let copying_with = (&meter, metrics.as_deref());
+        let copied_any = match round(
+            &env,
+            open,
+            &logs,
+            &mut copied,
+            &mut pending,
+            sizes,
+            copying_with,
+        )
+        .await
+        {
+            Ok(any) => any,
+            Err(e) => {
+                tracing::warn!("replica: source broker {host}:{port}: {e}; reconnecting");
+                conn = None;
+                false
+            }
+        };
+        if let Some(groups) = &replica.offsets_sync_groups {
+            let now = env.now_ms();
+            if last_sync.is_none_or(|at| now - at >= sync_every) {
+                last_sync = Some(now);
+                if let (Some(source), Some(here)) = (coord.as_ref(), own.as_ref()) {
+                    let ids = (replica.source_broker_id, broker.broker_id);
+                    if let Err(e) =
+                        sync_offsets(source, here, &logs, groups, ids, &mut synced).await
+                    {
+                        tracing::warn!("replica: syncing consumer offsets: {e}; trying again");
+                    }
+                }
+            }
+        }
+        if !copied_any && pause(&mut stop, backoff).await {
+            return;
+        }
+    }
+}
+
+/// Bytes fetched and decided, waiting to be appended at `offset` (the log's end once the
+/// appends before it are done).
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub(super) tp: TopicPartition,
+    pub(super) offset: i64,
+    pub(super) bytes: bytes::Bytes,
+    /// Top-level messages in `bytes`.
+    pub(super) messages: u64,
+}
+
+/// Whether the copier still copies `topic` (not promoted; `copied` holds only topics the filter
+/// passes).
+pub(super) fn copying<F: tributary_core::log::LogFs + Clone>(
+    logs: &Logs<F>,
+    topic: &TopicName,
+) -> bool {
+    logs.is_replica(topic) || planted::active(Bug::ReplicaCopyAfterPromote)
+}
+
+/// One round, pipelined: the MULTIFETCH of every partition still copied (each at its end once
+/// `pending` is appended) runs while `pending` — what the previous round fetched — is
+/// appended; then what came back is decided into the next `pending`. `true` when anything was
+/// appended or is pending. An append that fails stops its partition (what was fetched for it
+/// meanwhile is dropped); a connection failure is returned after `pending` was appended.
+pub(super) async fn round<E: Env>(
+    env: &E,
+    conn: &mut Connection<E::Stream>,
+    logs: &Arc<Logs<E::Fs>>,
+    copied: &mut BTreeMap<TopicPartition, Copied>,
+    pending: &mut Vec<Pending>,
+    sizes: (u32, u32),
+    (meter, metrics): (&BrokerMeter, Option<&MirrorMetrics>),
+) -> Result<bool, SourceError> {
+    let wanted = wanted(env, conn, logs, copied).await?;
+    let (fetched, appended) = tokio::join!(
+        fetch_all(conn, &wanted),
+        append_all(env, logs, std::mem::take(pending), meter, metrics)
+    );
+    let appended_any = !appended.is_empty();
+    for (tp, result) in appended {
+        if let (Err(error), Some(state)) = (result, copied.get_mut(&tp)) {
+            stop(&tp, state, StopReason::Append(error));
+        }
+    }
+    let fetched = fetched?;
+    decide_all(env, conn, logs, copied, pending, sizes, fetched, metrics).await?;
+    if let Some(m) = metrics {
+        let waiting: usize = pending.iter().map(|p| p.bytes.len()).sum();
+        m.in_flight_bytes
+            .set(i64::try_from(waiting).unwrap_or(i64::MAX));
+    }
+    Ok(appended_any || !pending.is_empty())
+}
+
+/// The fetch of every partition still copied, at its end once what is pending is appended
+/// (read from its log the first time, or created at the source's earliest offset).
+pub(super) async fn wanted<E: Env>(
+    env: &E,
+    conn: &mut Connection<E::Stream>,
+    logs: &Arc<Logs<E::Fs>>,
+    copied: &mut BTreeMap<TopicPartition, Copied>,
+) -> Result<Vec<(TopicPartition, FetchRequest)>, SourceError> {
+    let mut wanted = Vec::new();
+    let keys: Vec<TopicPartition> = copied.keys().cloned().collect();
+    for tp in keys {
+        let Some(state) = copied.get_mut(&tp) else {
+            continue;
+        };
+        if !copying(logs, &tp.topic) || state.stopped.is_some() {
+            continue;
+        }
+        let end = match (state.next, logs.get(&tp)) {
+            (Some(next), _) => next,
+            (None, Some(log)) => log.lock().await.written_end(),
+            (None, None) => match create(env, conn, logs, &tp).await? {
+                Created::At(start) => start,
+                Created::NotYet => continue,
+                Created::Refused(reason) => {
+                    stop(&tp, state, reason);
+                    continue;
+                }
+            },
+        };
+        let end = if state.fresh && planted::active(Bug::ReplicaWrongResumeOffset) {
+            match source_offset(conn, &tp, -1).await? {
+                Some(latest) => u64::try_from(latest).unwrap_or(end),
+                None => end,
+            }
+        } else {
+            end
+        };
+        state.next = Some(end);
+        let Ok(offset) = i64::try_from(end) else {
+            stop(&tp, state, StopReason::EndPastMax(end));
+            continue;
+        };
+        let request = FetchRequest {
+            topic: tp.topic.clone(),
+            partition: tp.partition as i32,
+            offset,
+            max_bytes: state.fetch_bytes as i32,
+        };
+        wanted.push((tp, request));
+    }
+    Ok(wanted)
+}
+
+/// MULTIFETCHes `wanted`, FETCHES_PER_REQUEST_MAX at a time: each fetch with its answer.
+pub(super) async fn fetch_all<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    wanted: &[(TopicPartition, FetchRequest)],
+) -> Result<
+    Vec<(
+        TopicPartition,
+        FetchRequest,
+        tributary_core::wire::FetchResponse,
+    )>,
+    SourceError,
+> {
+    let mut out = Vec::with_capacity(wanted.len());
+    for batch in wanted.chunks(FETCHES_PER_REQUEST_MAX) {
+        let fetches: Vec<FetchRequest> = batch.iter().map(|(_, f)| f.clone()).collect();
+        let blocks = match conn.call(&Request::MultiFetch(fetches)).await {
+            Ok(Response::MultiFetch(m)) if m.blocks.len() == batch.len() => m.blocks,
+            Ok(other) => {
+                return Err(SourceError::UnexpectedAnswer {
+                    request: "MULTIFETCH",
+                    answer: format!("{other:?}"),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for ((tp, request), block) in batch.iter().zip(blocks) {
+            out.push((tp.clone(), request.clone(), block));
+        }
+    }
+    Ok(out)
+}
+
+/// Appends everything pending (at most one set per partition: one round's), partition by
+/// partition, skipping topics promoted meanwhile (nothing is copied into a topic after its
+/// promote point); each partition with its outcome. (One partition at a time: appends spawned
+/// side by side made the simulation's traces differ between runs of one seed.)
+pub(super) async fn append_all<E: Env>(
+    env: &E,
+    logs: &Arc<Logs<E::Fs>>,
+    pending: Vec<Pending>,
+    meter: &BrokerMeter,
+    metrics: Option<&MirrorMetrics>,
+) -> Vec<(TopicPartition, Result<(), AppendError>)> {
+    let mut out: Vec<(TopicPartition, Result<(), AppendError>)> = Vec::with_capacity(pending.len());
+    for p in pending {
+        if !copying(logs, &p.tp.topic) {
+            continue;
+        }
+        let (bytes, messages) = (p.bytes.len() as u64, p.messages);
+        let result = append(env, logs, &p.tp, p.offset, p.bytes, meter).await;
+        if let (Ok(()), Some(m)) = (&result, metrics) {
+            m.messages.inc_by(messages);
+            m.bytes.inc_by(bytes);
+        }
+        out.push((p.tp, result));
+    }
+    out
+}
+
+/// Decides what of each fetched block is appended (into `pending`, moving the partition's next
+/// offset past it), and handles what the source refused: a gap leaves a hole, corruption and
+/// oversized messages stop the partition.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn decide_all<E: Env>(
+    env: &E,
+    conn: &mut Connection<E::Stream>,
+    logs: &Arc<Logs<E::Fs>>,
+    copied: &mut BTreeMap<TopicPartition, Copied>,
+    pending: &mut Vec<Pending>,
+    (base_bytes, limit_bytes): (u32, u32),
+    fetched: Vec<(
+        TopicPartition,
+        FetchRequest,
+        tributary_core::wire::FetchResponse,
+    )>,
+    metrics: Option<&MirrorMetrics>,
+) -> Result<(), SourceError> {
+    for (tp, request, block) in fetched {
+        let Some(state) = copied.get_mut(&tp) else {
+            continue;
+        };
+        // Stopped by a failed append while this was fetched: dropped.
+        if state.stopped.is_some() {
+            continue;
+        }
+        state.fresh = false;
+        match block.error {
+            ErrorCode::NoError => {}
+            ErrorCode::OffsetOutOfRange => {
+                match out_of_range(conn, &tp, request.offset).await? {
+                    OutOfRange::Gap { from, to } => {
+                        match leave_hole(env, logs, &tp, from, to).await {
+                            Ok(()) => {
+                                state.gaps += 1;
+                                state.next = Some(to);
+                                if let Some(m) = metrics {
+                                    m.gaps.inc();
+                                    m.gap_bytes.inc_by(to.saturating_sub(from));
+                                }
+                                tracing::error!("replica: {tp}: GAP: the source deleted bytes {from}..{to} before they were copied; this replica's log holds a hole there (recorded as {}; nothing is filled in, reads inside it answer OffsetOutOfRange); copying goes on at {to} ({} gaps in this partition since start)", tributary_core::log::gap_file_name(from, to), state.gaps);
+                            }
+                            Err(error) => {
+                                stop(&tp, state, StopReason::HoleNotRecorded { from, to, error });
+                            }
+                        }
+                    }
+                    OutOfRange::Stop(reason) => stop(&tp, state, reason),
+                    OutOfRange::Unknown => tracing::warn!(
+                        "replica: {tp}: the source refused offset {} and did not say its range; trying again",
+                        request.offset
+                    ),
+                }
+                continue;
+            }
+            other => {
+                tracing::warn!(
+                    "replica: {tp}: the source answered {other:?} at offset {}; trying again",
+                    request.offset
+                );
+                continue;
+            }
+        }
+        match decide(request.offset, &block.messages) {
+            Fetched::Nothing => {}
+            // The whole first message fits what was asked: the source cut the answer short
+            // (its response budget); ask again.
+            Fetched::TooSmall { needed } if needed <= state.fetch_bytes as usize => {}
+            Fetched::TooSmall { needed } => {
+                match fetch_size(state.fetch_bytes, Some(needed), limit_bytes) {
+                    Some(bigger) if bigger > state.fetch_bytes => {
+                        tracing::info!("replica: {tp}: a message of {needed} bytes at offset {}; fetching it whole", request.offset);
+                        state.fetch_bytes = bigger;
+                    }
+                    _ => {
+                        let reason = StopReason::TooLarge {
+                            offset: request.offset,
+                            needed,
+                            limit: limit_bytes,
+                        };
+                        stop(&tp, state, reason);
+                    }
+                }
+            }
+            Fetched::Corrupt { offset, error } => {
+                stop(&tp, state, StopReason::Corrupt { offset, error });
+            }
+            Fetched::Append { bytes, messages } => {
+                state.next = u64::try_from(request.offset).ok().map(|o| o + bytes as u64);
+                pending.push(Pending {
+                    tp: tp.clone(),
+                    offset: request.offset,
+                    bytes: block.messages.slice(..bytes),
+                    messages,
+                });
+                // A fetch size grown for one large message goes back once it is copied.
+                state.fetch_bytes = base_bytes;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What creating a replica partition came to.
+pub(super) enum Created {
+    /// The log exists; copying goes on from this offset.
+    At(u64),
+    /// The source does not answer for the partition yet.
+    NotYet,
+    /// The partition cannot be created here (refused at startup, disk error): it stops.
+    Refused(StopReason),
+}
+
+/// Creates a replica partition at the source's earliest offset. `Err` only for a failure of the
+/// connection to the source.
+pub(super) async fn create<E: Env>(
+    env: &E,
+    conn: &mut Connection<E::Stream>,
+    logs: &Arc<Logs<E::Fs>>,
+    tp: &TopicPartition,
+) -> Result<Created, SourceError> {
+    let Some(earliest) = source_offset(conn, tp, -2).await? else {
+        return Ok(Created::NotYet);
+    };
+    let Ok(start) = u64::try_from(earliest) else {
+        return Ok(Created::Refused(StopReason::NegativeEarliest(earliest)));
+    };
+    let (logs, key, now) = (logs.clone(), tp.clone(), env.now_ms());
+    let log = match env
+        .blocking(move || logs.get_or_create_at(&key, start, now))
+        .await
+    {
+        Ok((log, _created)) => log,
+        Err(e) => return Ok(Created::Refused(StopReason::CannotCreate(e))),
+    };
+    let end = log.lock().await.written_end();
+    tracing::info!("replica: {tp}: copying from offset {end}");
+    Ok(Created::At(end))
+}
+
+/// One offset of the source for `tp` (`time` -1 latest, -2 earliest), `None` on an error code.
+pub(super) async fn source_offset<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    tp: &TopicPartition,
+    time: i64,
+) -> Result<Option<i64>, SourceError> {
+    let request = Request::Offsets(OffsetsRequest {
+        topic: tp.topic.clone(),
+        partition: tp.partition as i32,
+        time,
+        max_offsets: 1,
+    });
+    match conn.call(&request).await? {
+        Response::Offsets(o) if o.error == ErrorCode::NoError => Ok(o.offsets.first().copied()),
+        Response::Offsets(o) => {
+            tracing::warn!(
+                "replica: {tp}: the source answered OFFSETS with {:?}",
+                o.error
+            );
+            Ok(None)
+        }
+        other => Err(SourceError::UnexpectedAnswer {
+            request: "OFFSETS",
+            answer: format!("{other:?}"),
+        }),
+    }
+}
+
+/// Why the source refused a fetch at an offset.
+pub(super) enum OutOfRange {
+    /// Its data from `from` (the replica's end) to `to` (its earliest offset now) was deleted
+    /// before it was copied.
+    Gap { from: u64, to: u64 },
+    /// The replica is ahead of the source (the source lost data it holds), or the source's
+    /// range makes no sense: the partition stops.
+    Stop(StopReason),
+    /// The source's range could not be read: try again.
+    Unknown,
+}
+
+/// Why the source answered OffsetOutOfRange at `offset`: its data from `offset` was deleted
+/// before it was copied (a gap), or the replica is ahead of the source.
+pub(super) async fn out_of_range<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    tp: &TopicPartition,
+    offset: i64,
+) -> Result<OutOfRange, SourceError> {
+    let earliest = source_offset(conn, tp, -2).await?;
+    let latest = source_offset(conn, tp, -1).await?;
+    Ok(match (earliest, latest) {
+        (Some(earliest), latest) if earliest > offset => {
+            let earliest = match latest {
+                Some(latest) if planted::active(Bug::ReplicaHoleToLatest) => latest,
+                _ => earliest,
+            };
+            match (u64::try_from(offset), u64::try_from(earliest)) {
+                (Ok(from), Ok(to)) => OutOfRange::Gap { from, to },
+                _ => OutOfRange::Stop(StopReason::NegativeRange {
+                    earliest,
+                    end: offset,
+                }),
+            }
+        }
+        (_, Some(latest)) if latest < offset => OutOfRange::Stop(StopReason::AheadOfSource {
+            end: offset,
+            source_end: latest,
+        }),
+        (None, _) | (_, None) => OutOfRange::Unknown,
+        (earliest, latest) => OutOfRange::Stop(StopReason::Refused {
+            offset,
+            earliest,
+            latest,
+        }),
+    })
+}
+
+/// Leaves a hole `from..to` in the replica's log (see [`Log::skip_to`]): nothing is written
+/// into it, and copying goes on at `to`. The log must still end at `from`.
+///
+/// [`Log::skip_to`]: tributary_core::log::Log::skip_to
+pub(super) async fn leave_hole<E: Env>(
+    env: &E,
+    logs: &Arc<Logs<E::Fs>>,
+    tp: &TopicPartition,
+    from: u64,
+    to: u64,
+) -> Result<(), AppendError> {
+    let Some(log) = logs.get(tp) else {
+        return Err(AppendError::LogGone);
+    };
+    let now = env.now_ms();
+    with_log(env, &log, move |l| {
+        let end = l.written_end();
+        if end != from {
+            return Err(AppendError::EndMoved {
+                end,
+                expected: i64::try_from(from).unwrap_or(i64::MAX),
+            });
+        }
+        Ok(l.skip_to(to, now)?)
+    })
+    .await
+}
+
+/// Appends `bytes`, fetched at `offset`, at the log's end, which must be `offset`; an error
+/// (a refused set, a poisoned log, an end that moved) stops the partition.
+pub(super) async fn append<E: Env>(
+    env: &E,
+    logs: &Arc<Logs<E::Fs>>,
+    tp: &TopicPartition,
+    offset: i64,
+    bytes: bytes::Bytes,
+    meter: &BrokerMeter,
+) -> Result<(), AppendError> {
+    let Some(log) = logs.get(tp) else {
+        return Err(AppendError::LogGone);
+    };
+    let limits = logs.policy_for(&tp.topic).validation;
+    let set = env
+        .blocking(move || ValidatedSet::check(bytes, limits))
+        .await
+        .map_err(AppendError::Refused)?;
+    let now = env.now_ms();
+    // (Planted bugs are per thread: read here, not on the blocking thread.)
+    let planted_skip = planted::active(Bug::ReplicaWrongResumeOffset);
+    let appended = with_log(env, &log, move |l| {
+        let end = l.written_end();
+        if i64::try_from(end).ok() != Some(offset) && !planted_skip {
+            return Err(AppendError::EndMoved {
+                end,
+                expected: offset,
+            });
+        }
+        Ok(l.append_validated(&set, now)?)
+    })
+    .await?;
+    debug_assert!(
+        appended.offset as i64 == offset || planted::active(Bug::ReplicaWrongResumeOffset),
+        "a replica append landed elsewhere"
+    );
+    if appended.flush_needed {
+        logs::flush(env, &log, meter).await?;
+    }
+    Ok(())
+}
+
+/// Stops copying `tp` for `reason`: said once as an error naming the partition, then skipped.
+fn stop(tp: &TopicPartition, state: &mut Copied, reason: StopReason) {
+    tracing::error!("replica: {tp}: {reason}; this partition stops copying");
+    state.stopped = Some(reason);
+}

@@ -1,0 +1,120 @@
+//! Consumer offsets synced from the source cluster, clamped to what the replica holds
+//! durably, so a consumer that fails over never skips anything.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+use tributary_core::consumer::BrokerPartition;
+
+/// Copies the committed source offsets of the groups `groups` allows, for the topics still
+/// copied, to this cluster's ZooKeeper — each clamped to what the replica holds durably (its
+/// flushed end), so a consumer that fails over never skips anything — unless the group has
+/// live members here (then it commits for itself). `ids` is (source broker, this broker).
+pub(super) async fn sync_offsets<F, C: Coordination>(
+    source: &C,
+    here: &C,
+    logs: &Logs<F>,
+    groups: &tributary_core::consumer::TopicPattern,
+    (source_id, own_id): (i32, i32),
+    synced: &mut BTreeMap<(String, TopicPartition), i64>,
+) -> Result<(), CoordError>
+where
+    F: tributary_core::log::LogFs + Clone + Send + Sync + 'static,
+    F::File: Send + Sync,
+{
+    let names = match source.children("/consumers").await {
+        Ok(names) => names,
+        Err(CoordError::NoNode(_)) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for name in names {
+        if !groups.allows(&name) {
+            continue;
+        }
+        let Ok(group) = name.parse::<GroupId>() else {
+            continue;
+        };
+        match here.children(&consumer_ids_path(&group)).await {
+            Ok(members) if !members.is_empty() => continue,
+            Ok(_) | Err(CoordError::NoNode(_)) => {}
+            Err(e) => return Err(e),
+        }
+        for topic in logs.topics().into_iter().filter(|t| logs.is_replica(t)) {
+            let from = consumer_offsets_path(&group, &topic);
+            let partitions = match source.children(&from).await {
+                Ok(p) => p,
+                Err(CoordError::NoNode(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            for partition_name in partitions {
+                let Some(BrokerPartition {
+                    broker_id: broker,
+                    partition,
+                }) = BrokerPartition::parse(&partition_name)
+                else {
+                    continue;
+                };
+                if broker != source_id {
+                    continue;
+                }
+                let committed = match source.get(&format!("{from}/{partition_name}")).await {
+                    Ok((data, _)) => String::from_utf8_lossy(&data).trim().parse::<i64>().ok(),
+                    Err(CoordError::NoNode(_)) => None,
+                    Err(e) => return Err(e),
+                };
+                let Some(committed) = committed else { continue };
+                let tp = TopicPartition::new(topic.clone(), partition);
+                let Some(log) = logs.get(&tp) else { continue };
+                let held = i64::try_from(log.lock().await.flushed_end()).unwrap_or(i64::MAX);
+                let offset = if planted::active(Bug::ReplicaSyncUnclamped) {
+                    committed
+                } else {
+                    committed.min(held)
+                };
+                let key = (name.clone(), tp);
+                if synced.get(&key) == Some(&offset) {
+                    continue;
+                }
+                let to = format!("{from}/{own_id}-{partition}");
+                // What this syncer last wrote there, kept beside it: a different value now means
+                // the group committed here itself (it failed over) — never overwrite that.
+                let marker = format!("{SYNCED_PATH}/{name}/{topic}/{own_id}-{partition}");
+                let current = data_of(here, &to).await?;
+                let last = data_of(here, &marker).await?;
+                if current.is_some() && current != last {
+                    continue;
+                }
+                let value = offset.to_string();
+                put(here, &to, value.as_bytes()).await?;
+                put(here, &marker, value.as_bytes()).await?;
+                synced.insert(key, offset);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates `path` with `data`, or sets it.
+pub(super) async fn put<C: Coordination>(
+    coord: &C,
+    path: &str,
+    data: &[u8],
+) -> Result<(), CoordError> {
+    coord.ensure_parents(path).await?;
+    match coord.create(path, data, NodeKind::Persistent).await {
+        Ok(_) => Ok(()),
+        Err(CoordError::NodeExists(_)) => coord.set(path, data, None).await.map(drop),
+        Err(e) => Err(e),
+    }
+}
+
+/// The data of `path`, `None` when it does not exist.
+pub(super) async fn data_of<C: Coordination>(
+    coord: &C,
+    path: &str,
+) -> Result<Option<Vec<u8>>, CoordError> {
+    match coord.get(path).await {
+        Ok((data, _)) => Ok(Some(data)),
+        Err(CoordError::NoNode(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}

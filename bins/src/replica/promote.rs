@@ -1,0 +1,67 @@
+//! Promotion: topics named in this cluster's ZooKeeper stop being copied and take produces.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+/// Reads the promoted topics from this cluster's ZooKeeper; promotes each replica topic named
+/// there (it stops being copied and takes produces), logs where each partition stopped and
+/// confirms with `promoted_ack_path` (what `tributary promote` waits for). Idempotent.
+pub(super) async fn promotions<E: Env>(
+    env: &E,
+    broker: &BrokerConfig,
+    logs: &Arc<Logs<E::Fs>>,
+    own: &mut Option<E::Coord>,
+    meter: &BrokerMeter,
+) -> Result<(), CoordError> {
+    let Some(connect) = broker.zk_connect.as_ref() else {
+        return Ok(());
+    };
+    if own.is_none() {
+        let session = Duration::from_millis(broker.zk.session_timeout_ms.into());
+        let connection = Duration::from_millis(broker.zk.connection_timeout_ms.into());
+        *own = Some(env.coordinate(connect, session, connection).await?);
+    }
+    let Some(c) = own.as_ref() else { return Ok(()) };
+    let promoted = match c.children(PROMOTED_PATH).await {
+        Ok(names) => names,
+        Err(CoordError::NoNode(_)) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for name in promoted {
+        let Ok(topic) = name.parse::<TopicName>() else {
+            continue;
+        };
+        let path = promoted_ack_path(&topic, broker.broker_id);
+        let copied_now = logs.is_replica(&topic);
+        let acknowledged = c.get(&path).await.is_ok();
+        if !copied_now && acknowledged {
+            continue;
+        }
+        // The ends first, then the promotion: until `promote` below, clients' produces are
+        // refused and this task (the copier) is the only writer, so every byte below a reported
+        // end is the source's and every byte after it a client's.
+        let mut stopped_at = Vec::new();
+        // Every partition of the topic held here (not only those this run of the copier has
+        // seen: after a restart, promotions are read before the source is).
+        for tp in logs.partitions().into_iter().filter(|tp| tp.topic == topic) {
+            if let Some(log) = logs.get(&tp) {
+                // Everything copied made visible first: the reported end is the real one.
+                if let Err(e) = logs::flush(env, &log, meter).await {
+                    tracing::error!("replica: {tp}: flushing at promotion: {e}");
+                }
+                let end = log.lock().await.flushed_end();
+                stopped_at.push(format!("{}:{end}", tp.partition));
+            }
+        }
+        let at = stopped_at.join(",");
+        let newly = logs.promote(&topic);
+        if newly {
+            tracing::info!("replica: {topic} promoted: no longer copied, takes produces; copying stopped at (partition:offset) {at}");
+        }
+        match c.create(&path, at.as_bytes(), NodeKind::Persistent).await {
+            Ok(_) | Err(CoordError::NodeExists(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
