@@ -1,0 +1,203 @@
+//! The clusters read from outside, as a checker reads them: the partitions a cluster's ZooKeeper
+//! model registers, a partition's offset range (OFFSETS), its raw bytes and its messages (FETCH),
+//! and both clusters end to end ([`FinalRead`]). The replica scenario reads with the first three.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tributary::client::connect;
+use tributary_core::consumer::BrokerPartition;
+use tributary_core::message::{DeepIter, ShallowIter};
+use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
+
+use super::Part;
+use crate::env::SimEnv;
+use crate::world::BROKER_PORT;
+
+/// Both clusters read end to end.
+#[derive(Debug, Default)]
+pub(super) struct FinalRead {
+    /// Per source partition: its earliest offset and its messages as (start, end, payload).
+    pub(super) source: BTreeMap<Part, SourceRead>,
+    /// Every payload in the mirror cluster, with its copies.
+    pub(super) mirror: BTreeMap<Vec<u8>, usize>,
+    /// Problems met while reading.
+    pub(super) problems: Vec<String>,
+}
+
+/// One source partition read end to end: its earliest offset and its messages as
+/// (start, end, payload).
+pub(super) type SourceRead = (i64, Vec<(i64, i64, Vec<u8>)>);
+
+/// Every (topic, broker-partition) registered in a cluster's ZooKeeper model.
+pub(crate) fn partitions_of(model: &crate::zk_model::SharedModel) -> Vec<Part> {
+    let m = model.lock().unwrap_or_else(|p| p.into_inner());
+    let mut parts = Vec::new();
+    for topic in m.children("/brokers/topics") {
+        for broker in m.children(&format!("/brokers/topics/{topic}")) {
+            let count: u32 = m
+                .data(&format!("/brokers/topics/{topic}/{broker}"))
+                .and_then(|d| String::from_utf8_lossy(&d).trim().parse().ok())
+                .unwrap_or(0);
+            parts.extend((0..count.min(64)).map(|p| (topic.clone(), format!("{broker}-{p}"))));
+        }
+    }
+    parts
+}
+
+fn broker_and_partition(part: &Part) -> Option<(String, i32)> {
+    let parsed = BrokerPartition::parse(&part.1)?;
+    Some((
+        parsed.broker_id.to_string(),
+        i32::try_from(parsed.partition).ok()?,
+    ))
+}
+
+/// A partition's (earliest, latest) offsets, asked of its broker in cluster `cluster`.
+pub(crate) async fn range_of(part: &Part, cluster: &str) -> Result<(i64, i64), String> {
+    let (broker, partition) = broker_and_partition(part).ok_or("bad partition name")?;
+    let topic: TopicName = part.0.parse().map_err(|_| "bad topic")?;
+    let mut conn = connect(
+        &SimEnv::new(0),
+        &format!("{cluster}-broker{broker}"),
+        BROKER_PORT,
+        Duration::from_secs(2),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let mut ends = [0i64; 2];
+    for (i, time) in [-2i64, -1].into_iter().enumerate() {
+        match conn
+            .call(&Request::Offsets(OffsetsRequest {
+                topic: topic.clone(),
+                partition,
+                time,
+                max_offsets: 1,
+            }))
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            Response::Offsets(o) if o.error == ErrorCode::NoError => {
+                ends[i] = o.offsets.first().copied().unwrap_or(0)
+            }
+            other => return Err(format!("{other:?}")),
+        }
+    }
+    Ok((ends[0], ends[1]))
+}
+
+/// A partition's raw bytes from `from` up to its end (or up to the first offset its broker
+/// refuses: then with that answer), read with FETCH from its broker in cluster `cluster`.
+pub(crate) async fn fetch_bytes(
+    part: &Part,
+    cluster: &str,
+    from: i64,
+) -> Result<(Vec<u8>, Option<ErrorCode>), String> {
+    let (broker, partition) = broker_and_partition(part).ok_or("bad partition name")?;
+    let topic: TopicName = part.0.parse().map_err(|_| "bad topic")?;
+    let mut conn = connect(
+        &SimEnv::new(0),
+        &format!("{cluster}-broker{broker}"),
+        BROKER_PORT,
+        Duration::from_secs(2),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    loop {
+        let offset = from + out.len() as i64;
+        let fetch = Request::Fetch(FetchRequest {
+            topic: topic.clone(),
+            partition,
+            offset,
+            max_bytes: 1 << 16,
+        });
+        let Response::Fetch(f) = conn.call(&fetch).await.map_err(|e| e.to_string())? else {
+            return Err("not a fetch answer".into());
+        };
+        if f.error != ErrorCode::NoError {
+            return Ok((out, Some(f.error)));
+        }
+        if f.messages.is_empty() {
+            return Ok((out, None));
+        }
+        let mut entries = ShallowIter::new(&f.messages, offset);
+        entries.by_ref().for_each(drop);
+        let valid = entries.end().valid_bytes;
+        if valid == 0 {
+            return Err(format!(
+                "{cluster} {}/{}: no whole message at {offset}",
+                part.0, part.1
+            ));
+        }
+        out.extend_from_slice(f.messages.get(..valid).unwrap_or_default());
+    }
+}
+
+/// A partition's messages from `from` to its end: (start, end, payload), every inner message
+/// of a wrapper with the wrapper's offsets.
+async fn read_partition(
+    part: &Part,
+    cluster: &str,
+    from: i64,
+) -> Result<Vec<(i64, i64, Vec<u8>)>, String> {
+    let (raw, refused) = fetch_bytes(part, cluster, from).await?;
+    if let Some(error) = refused {
+        let at = from + raw.len() as i64;
+        return Err(format!("{}/{} at {at}: {error:?}", part.0, part.1));
+    }
+    let raw = Bytes::from(raw);
+    let mut out = Vec::new();
+    let mut entries = ShallowIter::new(&raw, from);
+    for entry in entries.by_ref() {
+        let entry = entry.map_err(|e| format!("{}/{}: corrupt: {e}", part.0, part.1))?;
+        let whole = raw.slice((entry.offset - from) as usize..(entry.next_offset - from) as usize);
+        for inner in DeepIter::new(whole, entry.offset, 1 << 24) {
+            let inner =
+                inner.map_err(|e| format!("{}/{}: corrupt inner message: {e}", part.0, part.1))?;
+            out.push((
+                entry.offset,
+                entry.next_offset,
+                inner.message.payload.to_vec(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+pub(super) async fn read_everything(
+    source_model: &crate::zk_model::SharedModel,
+    mirror_model: &crate::zk_model::SharedModel,
+) -> FinalRead {
+    let mut read = FinalRead::default();
+    for part in partitions_of(source_model) {
+        match range_of(&part, "src").await {
+            Ok((earliest, _)) => match read_partition(&part, "src", earliest).await {
+                Ok(messages) => {
+                    read.source.insert(part, (earliest, messages));
+                }
+                Err(e) => read.problems.push(format!("source {e}")),
+            },
+            Err(e) => read
+                .problems
+                .push(format!("source {}/{}: {e}", part.0, part.1)),
+        }
+    }
+    for part in partitions_of(mirror_model) {
+        match range_of(&part, "dst").await {
+            Ok((earliest, _)) => match read_partition(&part, "dst", earliest).await {
+                Ok(messages) => {
+                    for (_, _, payload) in messages {
+                        *read.mirror.entry(payload).or_insert(0) += 1;
+                    }
+                }
+                Err(e) => read.problems.push(format!("mirror {e}")),
+            },
+            Err(e) => read
+                .problems
+                .push(format!("mirror {}/{}: {e}", part.0, part.1)),
+        }
+    }
+    read
+}
