@@ -266,15 +266,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 }
 
+/// Why a broker address given as `kafka://host:port` or `host:port` is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServerAddressError {
+    /// There is no `:` separating a host from a port.
+    #[error("\"{0}\" is not host:port")]
+    NotHostPort(String),
+    /// What follows the last `:` is not a port number.
+    #[error("\"{0}\": port must be 1 to 65535")]
+    BadPort(String),
+}
+
 /// Parses `kafka://host:port` or `host:port`.
-pub fn parse_server(server: &str) -> Result<(String, u16), String> {
+pub fn parse_server(server: &str) -> Result<(String, u16), ServerAddressError> {
     let rest = server.strip_prefix("kafka://").unwrap_or(server);
     let (host, port) = rest
         .rsplit_once(':')
-        .ok_or_else(|| format!("\"{server}\" is not host:port"))?;
+        .ok_or_else(|| ServerAddressError::NotHostPort(server.to_string()))?;
     let port = port
         .parse()
-        .map_err(|_| format!("\"{server}\": port must be 1 to 65535"))?;
+        .map_err(|_| ServerAddressError::BadPort(server.to_string()))?;
     Ok((host.to_string(), port))
 }
 

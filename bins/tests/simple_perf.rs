@@ -141,7 +141,8 @@ async fn it_reads_a_partition_to_its_end_and_prints_0_7s_columns() {
     };
     let err = simple_consumer_perf(&TokioEnv, &missing, &mut Vec::new())
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("perf/7"), "{err}");
     let small = SimplePerfOptions {
         fetch_size: 50,
@@ -149,7 +150,8 @@ async fn it_reads_a_partition_to_its_end_and_prints_0_7s_columns() {
     };
     let err = simple_consumer_perf(&TokioEnv, &small, &mut Vec::new())
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("raise --fetch-size"), "{err}");
     server.abort();
 }

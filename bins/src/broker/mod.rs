@@ -57,7 +57,7 @@ pub enum StartError {
     },
     /// ZooKeeper registration failed.
     #[error("cannot register in ZooKeeper: {0}")]
-    Registration(String),
+    Registration(#[from] registration::RegistrationError),
     /// The metrics port could not be bound.
     #[error("cannot serve metrics on {addr} (metrics.port): {source}")]
     Metrics {

@@ -42,32 +42,63 @@ struct Registrar {
     retired: RetiredSessions,
 }
 
-/// Why a registration attempt failed.
-#[derive(Debug)]
+/// Why the broker could not register in ZooKeeper at startup.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistrationError {
+    /// The configuration names no ZooKeeper (`zk.connect`).
+    #[error("zk.connect is not set")]
+    NoZkConnect,
+    /// Another live broker holds this broker's id: final, not retried.
+    #[error(transparent)]
+    IdTaken(IdTaken),
+    /// Every attempt failed until `zk.connectiontimeout.ms` had passed.
+    #[error("{last} (gave up after zk.connectiontimeout.ms = {timeout:?})")]
+    GaveUp {
+        /// Why the last attempt failed.
+        #[source]
+        last: AttemptError,
+        /// `zk.connectiontimeout.ms`.
+        timeout: Duration,
+    },
+}
+
+/// Another live broker is registered with this broker's id (after waiting out a registration
+/// an earlier run of this broker may have left).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("broker id {broker_id} is already registered by a live broker ({registration}); give this broker another brokerid")]
+pub struct IdTaken {
+    /// The id.
+    pub broker_id: i32,
+    /// What the other broker registered, as text.
+    pub registration: String,
+}
+
+/// Why one attempt to connect and register failed; it is worth retrying.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttemptError {
+    /// No ZooKeeper session could be had.
+    #[error(transparent)]
+    Connect(CoordError),
+    /// A node could not be registered: ZooKeeper failed or the session ended, or a topic's
+    /// node is still held by another session.
+    #[error(transparent)]
+    Register(HoldError),
+}
+
+/// Why a registration on a session failed.
+#[derive(Debug, thiserror::Error)]
 enum RegisterError {
     /// Another live broker holds this id: final.
-    Conflict(String),
+    #[error(transparent)]
+    Conflict(IdTaken),
     /// ZooKeeper was unreachable or the session ended: worth retrying.
-    Transient(String),
+    #[error(transparent)]
+    Transient(#[from] HoldError),
 }
 
 impl From<CoordError> for RegisterError {
     fn from(e: CoordError) -> Self {
-        RegisterError::Transient(e.to_string())
-    }
-}
-
-impl From<HoldError> for RegisterError {
-    fn from(e: HoldError) -> Self {
-        RegisterError::Transient(e.to_string())
-    }
-}
-
-impl std::fmt::Display for RegisterError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RegisterError::Conflict(e) | RegisterError::Transient(e) => f.write_str(e),
-        }
+        RegisterError::Transient(HoldError::Coord(e))
     }
 }
 
@@ -93,9 +124,9 @@ impl Registration {
         topics: Vec<TopicName>,
         new_topics: PendingReceiver<TopicName, ()>,
         counts: Counts,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, RegistrationError> {
         let Some(connect) = config.zk_connect.clone() else {
-            return Err("zk.connect is not set".into());
+            return Err(RegistrationError::NoZkConnect);
         };
         let registrar = Registrar {
             connect,
@@ -179,22 +210,22 @@ impl Registrar {
     /// Connects and registers, retrying lost connections and expired sessions (as 0.7's
     /// ZooKeeper client retries until connected) until `zk.connectiontimeout.ms` has passed.
     /// A live broker holding this id is final.
-    async fn connect_and_register<E: Env>(&self, env: &E) -> Result<E::Coord, String> {
+    async fn connect_and_register<E: Env>(&self, env: &E) -> Result<E::Coord, RegistrationError> {
         let deadline = tokio::time::Instant::now() + self.connection_timeout;
         loop {
             let attempt = match self.connect(env).await {
                 Ok(coord) => match self.register_all(&coord, env.now_ms()).await {
                     Ok(()) => return Ok(coord),
-                    Err(RegisterError::Conflict(e)) => return Err(e),
-                    Err(RegisterError::Transient(e)) => e,
+                    Err(RegisterError::Conflict(e)) => return Err(RegistrationError::IdTaken(e)),
+                    Err(RegisterError::Transient(e)) => AttemptError::Register(e),
                 },
-                Err(e) => e.to_string(),
+                Err(e) => AttemptError::Connect(e),
             };
             if tokio::time::Instant::now() >= deadline {
-                return Err(format!(
-                    "{attempt} (gave up after zk.connectiontimeout.ms = {:?})",
-                    self.connection_timeout
-                ));
+                return Err(RegistrationError::GaveUp {
+                    last: attempt,
+                    timeout: self.connection_timeout,
+                });
             }
             tracing::warn!("{attempt}; retrying");
             tokio::time::sleep(RECONNECT_BACKOFF).await;
@@ -223,11 +254,10 @@ impl Registrar {
                 Err(HoldError::HeldElsewhere { data: existing, .. })
                     if tokio::time::Instant::now() >= deadline =>
                 {
-                    return Err(RegisterError::Conflict(format!(
-                        "broker id {} is already registered by a live broker ({}); give this broker another brokerid",
-                        self.broker_id,
-                        String::from_utf8_lossy(&existing)
-                    )))
+                    return Err(RegisterError::Conflict(IdTaken {
+                        broker_id: self.broker_id,
+                        registration: String::from_utf8_lossy(&existing).into_owned(),
+                    }))
                 }
                 Err(HoldError::HeldElsewhere { .. }) => tokio::time::sleep(STALE_RETRY).await,
                 Err(HoldError::Coord(e)) => return Err(e.into()),

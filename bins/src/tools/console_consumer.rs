@@ -6,14 +6,53 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 
-use tributary_core::config::{ConsumerConfig, Properties, ZkConnect};
+use tributary_core::config::{ConsumerConfig, LoadError, Properties, ZkConnect};
 use tributary_core::message::Message;
 use tributary_core::wire::TopicName;
 
 use crate::cli::runtime;
-use crate::consumer::{ConsumerConnector, ConsumerError, Subscription};
+use crate::consumer::{ConsumerConnector, ConsumerError, StartError, Subscription};
 use crate::coordination::{CoordError, Coordination};
 use crate::env::{Env, TokioEnv};
+
+/// A `--formatter` that is neither of 0.7's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown formatter {0}: use kafka.consumer.DefaultMessageFormatter or kafka.consumer.ChecksumMessageFormatter")]
+pub struct UnknownFormatter(
+    /// The name given.
+    pub String,
+);
+
+/// Why consuming stopped before its end.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsumeError {
+    /// The options do not make a valid consumer configuration.
+    #[error(transparent)]
+    Config(#[from] LoadError),
+    /// ZooKeeper could not be reached to remove the group's state (`--from-beginning`).
+    #[error(transparent)]
+    ForgetConnect(CoordError),
+    /// Removing the group's state (`--from-beginning`) failed.
+    #[error("{root}: {source}")]
+    ForgetGroup {
+        /// The group's node.
+        root: String,
+        /// What ZooKeeper said.
+        source: CoordError,
+    },
+    /// The consumer could not join its group.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The consumer started with no stream.
+    #[error("no stream")]
+    NoStream,
+    /// A message could not be written out.
+    #[error("writing output: {0}")]
+    Output(#[source] std::io::Error),
+    /// A message could not be read (without `--skip-message-on-error`).
+    #[error(transparent)]
+    Consume(#[from] ConsumerError),
+}
 
 /// How each message is printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,13 +70,19 @@ pub enum Formatter {
 impl Formatter {
     /// The formatter named `name` (0.7's class names or `default` / `checksum`), configured
     /// from `properties`.
-    pub fn named(name: &str, properties: &BTreeMap<String, String>) -> Result<Self, String> {
+    pub fn named(
+        name: &str,
+        properties: &BTreeMap<String, String>,
+    ) -> Result<Self, UnknownFormatter> {
         match name {
             "kafka.consumer.DefaultMessageFormatter" | "default" => Ok(Formatter::Default),
-            "kafka.consumer.ChecksumMessageFormatter" | "checksum" => {
-                Ok(Formatter::Checksum { prefix: properties.get("topic").map(|t| format!("{t}-")).unwrap_or_default() })
-            }
-            other => Err(format!("unknown formatter {other}: use kafka.consumer.DefaultMessageFormatter or kafka.consumer.ChecksumMessageFormatter")),
+            "kafka.consumer.ChecksumMessageFormatter" | "checksum" => Ok(Formatter::Checksum {
+                prefix: properties
+                    .get("topic")
+                    .map(|t| format!("{t}-"))
+                    .unwrap_or_default(),
+            }),
+            other => Err(UnknownFormatter(other.to_string())),
         }
     }
 
@@ -81,7 +126,7 @@ pub struct ConsoleConsumerOptions {
 }
 
 impl ConsoleConsumerOptions {
-    fn config(&self) -> Result<ConsumerConfig, String> {
+    fn config(&self) -> Result<ConsumerConfig, LoadError> {
         let mut text = format!(
             "zk.connect={}\ngroupid={}\nautooffset.reset={}\n",
             self.zookeeper,
@@ -95,9 +140,8 @@ impl ConsoleConsumerOptions {
         for (key, value) in &self.settings {
             text.push_str(&format!("{key}={value}\n"));
         }
-        let props =
-            Properties::parse("console-consumer options", &text).map_err(|e| e.to_string())?;
-        ConsumerConfig::from_properties(&props).map_err(|e| e.to_string())
+        let props = Properties::parse("console-consumer options", &text)?;
+        Ok(ConsumerConfig::from_properties(&props)?)
     }
 }
 
@@ -105,17 +149,15 @@ impl ConsoleConsumerOptions {
 pub async fn consume(
     options: &ConsoleConsumerOptions,
     out: &mut impl Write,
-) -> Result<u64, String> {
+) -> Result<u64, ConsumeError> {
     let config = options.config()?;
     if options.from_beginning {
         forget_group(&config).await?;
     }
     let (connector, mut streams) =
-        ConsumerConnector::start(TokioEnv, config, options.subscription.clone())
-            .await
-            .map_err(|e| e.to_string())?;
+        ConsumerConnector::start(TokioEnv, config, options.subscription.clone()).await?;
     let Some(stream) = streams.first_mut() else {
-        return Err("no stream".into());
+        return Err(ConsumeError::NoStream);
     };
     let mut printed = 0u64;
     let result = loop {
@@ -125,14 +167,14 @@ pub async fn consume(
         match stream.next().await {
             Ok(message) => {
                 if let Err(e) = options.formatter.write(&message.payload, out) {
-                    break Err(format!("writing output: {e}"));
+                    break Err(ConsumeError::Output(e));
                 }
                 printed += 1;
             }
             Err(ConsumerError::Timeout(_)) => break Ok(()),
             Err(ConsumerError::Closed) => break Ok(()),
             Err(e) if options.skip_message_on_error => eprintln!("skipping: {e}"),
-            Err(e) => break Err(e.to_string()),
+            Err(e) => break Err(ConsumeError::Consume(e)),
         }
     };
     let _ = out.flush();
@@ -141,16 +183,17 @@ pub async fn consume(
 }
 
 /// Removes the group's state (offsets, owners) so it starts over, as 0.7's `--from-beginning`.
-async fn forget_group(config: &ConsumerConfig) -> Result<(), String> {
+async fn forget_group(config: &ConsumerConfig) -> Result<(), ConsumeError> {
     let timeout = std::time::Duration::from_millis(config.zk.session_timeout_ms.into());
     let coord = TokioEnv
         .coordinate(&config.zk_connect, timeout, timeout)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(ConsumeError::ForgetConnect)?;
     let root = format!("/consumers/{}", config.group_id);
-    delete_tree(&coord, &root)
-        .await
-        .map_err(|e| format!("{root}: {e}"))?;
+    let deleted = delete_tree(&coord, &root).await;
+    if let Err(source) = deleted {
+        return Err(ConsumeError::ForgetGroup { root, source });
+    }
     coord.close().await;
     Ok(())
 }
@@ -284,9 +327,11 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
         max_messages,
         settings,
         skip_message_on_error,
-        formatter: Formatter::named(&formatter, &properties)?,
+        formatter: Formatter::named(&formatter, &properties).map_err(|e| e.to_string())?,
     };
-    let consumed = runtime(Some(2))?.block_on(consume(&options, &mut std::io::stdout().lock()))?;
+    let consumed = runtime(Some(2))?
+        .block_on(consume(&options, &mut std::io::stdout().lock()))
+        .map_err(|e| e.to_string())?;
     eprintln!("Consumed {consumed} messages");
     Ok(ExitCode::SUCCESS)
 }

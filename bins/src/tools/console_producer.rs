@@ -7,13 +7,27 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tributary_core::config::{BrokerEndpoint, ProducerConfig, Properties, ZkConnect};
+use tributary_core::config::{BrokerEndpoint, LoadError, ProducerConfig, Properties, ZkConnect};
 use tributary_core::message::CompressionCodec;
 use tributary_core::wire::TopicName;
 
 use crate::cli::runtime;
 use crate::env::TokioEnv;
-use crate::producer::{Producer, Record};
+use crate::producer::{Producer, Record, StartError};
+
+/// Why standard input could not be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum ProduceError {
+    /// The options do not make a valid producer configuration.
+    #[error(transparent)]
+    Config(#[from] LoadError),
+    /// The producer could not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// Standard input could not be read.
+    #[error("reading standard input: {0}")]
+    Input(#[source] std::io::Error),
+}
 
 /// How to send.
 #[derive(Debug, Clone)]
@@ -47,7 +61,7 @@ pub struct Sent {
 
 impl ConsoleProducerOptions {
     /// The producer configuration these options mean.
-    pub fn config(&self) -> Result<ProducerConfig, String> {
+    pub fn config(&self) -> Result<ProducerConfig, LoadError> {
         let mut text = format!(
             "{}\nproducer.type={}\ncompression.codec={}\nbatch.size={}\nqueue.time={}\ndurable.acks={}\n\
              queue.enqueueTimeout.ms=-1\nnum.retries=3\n",
@@ -62,28 +76,21 @@ impl ConsoleProducerOptions {
             text.push_str(property);
             text.push('\n');
         }
-        let props =
-            Properties::parse("console-producer options", &text).map_err(|e| e.to_string())?;
-        ProducerConfig::from_properties(&props).map_err(|e| e.to_string())
+        let props = Properties::parse("console-producer options", &text)?;
+        Ok(ProducerConfig::from_properties(&props)?)
     }
 }
 
 /// Sends standard input's lines per `options`.
-pub async fn produce_stdin(options: &ConsoleProducerOptions) -> Result<Sent, String> {
-    let producer = Producer::start(TokioEnv, options.config()?)
-        .await
-        .map_err(|e| e.to_string())?;
+pub async fn produce_stdin(options: &ConsoleProducerOptions) -> Result<Sent, ProduceError> {
+    let producer = Producer::start(TokioEnv, options.config()?).await?;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut deliveries = Vec::new();
     let mut sent = Sent {
         delivered: 0,
         failed: 0,
     };
-    while let Some(line) = lines
-        .next_line()
-        .await
-        .map_err(|e| format!("reading standard input: {e}"))?
-    {
+    while let Some(line) = lines.next_line().await.map_err(ProduceError::Input)? {
         match producer
             .send(Record::new(options.topic.clone(), line.into_bytes()))
             .await
@@ -203,7 +210,9 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
         acks,
         properties,
     };
-    let sent = runtime(Some(2))?.block_on(produce_stdin(&options))?;
+    let sent = runtime(Some(2))?
+        .block_on(produce_stdin(&options))
+        .map_err(|e| e.to_string())?;
     let durably = if acks { " (durable)" } else { "" };
     eprintln!(
         "delivered {} messages to {topic}{durably}; {} not delivered",

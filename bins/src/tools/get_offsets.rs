@@ -6,8 +6,22 @@ use std::time::Duration;
 use tributary_core::wire::{OffsetsRequest, Request, Response, TopicName};
 
 use crate::cli::{runtime, PartitionArgs};
-use crate::client::{connect, parse_server};
+use crate::client::{connect, parse_server, ClientError, ServerAddressError};
 use crate::env::TokioEnv;
+
+/// Why the offsets could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum GetOffsetsError {
+    /// `--server` is not a broker address.
+    #[error(transparent)]
+    Server(#[from] ServerAddressError),
+    /// The broker could not be reached, or the call on its connection failed.
+    #[error(transparent)]
+    Broker(#[from] ClientError),
+    /// The broker answered OFFSETS with another kind of response.
+    #[error("unexpected response {0:?}")]
+    UnexpectedResponse(Box<Response>),
+}
 
 /// Asks `server` for up to `count` offsets of `topic`/`partition` before `time`.
 pub async fn get_offsets(
@@ -16,20 +30,18 @@ pub async fn get_offsets(
     partition: i32,
     time: i64,
     count: i32,
-) -> Result<Vec<i64>, String> {
+) -> Result<Vec<i64>, GetOffsetsError> {
     let (host, port) = parse_server(server)?;
-    let mut conn = connect(&TokioEnv, &host, port, Duration::from_secs(10))
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut conn = connect(&TokioEnv, &host, port, Duration::from_secs(10)).await?;
     let request = Request::Offsets(OffsetsRequest {
         topic: topic.clone(),
         partition,
         time,
         max_offsets: count,
     });
-    match conn.call(&request).await.map_err(|e| e.to_string())? {
+    match conn.call(&request).await? {
         Response::Offsets(r) => Ok(r.offsets),
-        other => Err(format!("unexpected response {other:?}")),
+        other => Err(GetOffsetsError::UnexpectedResponse(Box::new(other))),
     }
 }
 
@@ -51,13 +63,15 @@ pub struct GetOffsetsArgs {
 /// `Err` when the broker cannot be asked or answers otherwise.
 pub fn run_cli(args: GetOffsetsArgs) -> Result<ExitCode, String> {
     let GetOffsetsArgs { at, time, offsets } = args;
-    let found = runtime(Some(1))?.block_on(get_offsets(
-        &at.server,
-        &at.topic,
-        at.partition,
-        time,
-        offsets,
-    ))?;
+    let found = runtime(Some(1))?
+        .block_on(get_offsets(
+            &at.server,
+            &at.topic,
+            at.partition,
+            time,
+            offsets,
+        ))
+        .map_err(|e| e.to_string())?;
     println!("get {} results", found.len());
     found.iter().for_each(|o| println!("{o}"));
     Ok(ExitCode::SUCCESS)

@@ -87,6 +87,34 @@ pub fn format_partition(
     out
 }
 
+/// Why the report could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum OffsetCheckError {
+    /// ZooKeeper could not be reached.
+    #[error(transparent)]
+    Connect(CoordError),
+    /// Listing or reading a node of the group failed.
+    #[error("{path}: {source}")]
+    ZooKeeper {
+        /// The node.
+        path: String,
+        /// What ZooKeeper said.
+        source: CoordError,
+    },
+    /// A committed offset node holds something that is not a decimal offset.
+    #[error("{path}: not an offset")]
+    NotAnOffset {
+        /// The offset node.
+        path: String,
+    },
+    /// A partition's owner node could not be read.
+    #[error(transparent)]
+    Owner(CoordError),
+    /// The report could not be written.
+    #[error(transparent)]
+    Output(#[from] std::io::Error),
+}
+
 /// What to check.
 #[derive(Debug, Clone)]
 pub struct CheckOptions {
@@ -99,12 +127,15 @@ pub struct CheckOptions {
 }
 
 /// Writes the report for `options`.
-pub async fn check(options: &CheckOptions, out: &mut impl std::io::Write) -> Result<(), String> {
+pub async fn check(
+    options: &CheckOptions,
+    out: &mut impl std::io::Write,
+) -> Result<(), OffsetCheckError> {
     let env = TokioEnv;
     let coord = env
         .coordinate(&options.zk_connect, ZK_TIMEOUT, ZK_TIMEOUT)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(OffsetCheckError::Connect)?;
     let group = &options.group;
     let topics = if options.topics.is_empty() {
         let path = format!("/consumers/{group}/offsets");
@@ -117,14 +148,15 @@ pub async fn check(options: &CheckOptions, out: &mut impl std::io::Write) -> Res
     for topic in topics {
         let offsets_path = consumer_offsets_path(group, &topic);
         for partition in children(&coord, &offsets_path).await? {
-            let (data, _) = coord
-                .get(&format!("{offsets_path}/{partition}"))
-                .await
-                .map_err(|e| format!("{offsets_path}/{partition}: {e}"))?;
-            let offset: i64 = String::from_utf8_lossy(&data)
-                .trim()
-                .parse()
-                .map_err(|_| format!("{offsets_path}/{partition}: not an offset"))?;
+            let node = format!("{offsets_path}/{partition}");
+            let read = coord.get(&node).await;
+            let (data, _) = match read {
+                Ok(found) => found,
+                Err(source) => return Err(OffsetCheckError::ZooKeeper { path: node, source }),
+            };
+            let Ok(offset) = String::from_utf8_lossy(&data).trim().parse::<i64>() else {
+                return Err(OffsetCheckError::NotAnOffset { path: node });
+            };
             let owner = match coord
                 .get(&format!(
                     "{}/{partition}",
@@ -134,7 +166,7 @@ pub async fn check(options: &CheckOptions, out: &mut impl std::io::Write) -> Res
             {
                 Ok((owner, _)) => Some(String::from_utf8_lossy(&owner).into_owned()),
                 Err(CoordError::NoNode(_)) => None,
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(OffsetCheckError::Owner(e)),
             };
             let log_size = log_size(&coord, &mut brokers, &topic, &partition).await;
             let block = format_partition(
@@ -145,7 +177,7 @@ pub async fn check(options: &CheckOptions, out: &mut impl std::io::Write) -> Res
                 offset,
                 log_size,
             );
-            out.write_all(block.as_bytes()).map_err(|e| e.to_string())?;
+            out.write_all(block.as_bytes())?;
         }
     }
     let mut info = String::from("BROKER INFO\n");
@@ -154,16 +186,20 @@ pub async fn check(options: &CheckOptions, out: &mut impl std::io::Write) -> Res
             let _ = writeln!(info, "{id} -> {host}:{port}");
         }
     }
-    out.write_all(info.as_bytes()).map_err(|e| e.to_string())?;
+    out.write_all(info.as_bytes())?;
     coord.close().await;
     Ok(())
 }
 
-async fn children(coord: &impl Coordination, path: &str) -> Result<Vec<String>, String> {
+/// A node's children; none when it does not exist.
+async fn children(coord: &impl Coordination, path: &str) -> Result<Vec<String>, OffsetCheckError> {
     match coord.children(path).await {
         Ok(children) => Ok(children),
         Err(CoordError::NoNode(_)) => Ok(Vec::new()),
-        Err(e) => Err(format!("{path}: {e}")),
+        Err(source) => Err(OffsetCheckError::ZooKeeper {
+            path: path.to_string(),
+            source,
+        }),
     }
 }
 
@@ -247,7 +283,9 @@ pub fn run_cli(args: ConsumerOffsetCheckerArgs) -> Result<ExitCode, String> {
             .transpose()?
             .unwrap_or_default(),
     };
-    runtime(Some(1))?.block_on(check(&options, &mut std::io::stdout().lock()))?;
+    runtime(Some(1))?
+        .block_on(check(&options, &mut std::io::stdout().lock()))
+        .map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -7,13 +7,36 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
+use tributary_core::config::{ConsumerConfig, LoadError, ProducerConfig, Properties};
 use tributary_core::wire::TopicName;
 
 use crate::cli::runtime;
-use crate::consumer::{ConsumerConnector, ConsumerError, Subscription};
+use crate::consumer::{self, ConsumerConnector, ConsumerError, Subscription};
 use crate::env::TokioEnv;
-use crate::producer::{Producer, Record};
+use crate::producer::{self, Producer, Record, SendError};
+
+/// Why `producer-perf` or `consumer-perf` could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum PerfError {
+    /// The options do not make a valid client configuration.
+    #[error(transparent)]
+    Config(#[from] LoadError),
+    /// A producer could not start.
+    #[error(transparent)]
+    ProducerStart(#[from] producer::StartError),
+    /// A message could not be handed to its producer.
+    #[error(transparent)]
+    NotSent(#[from] SendError),
+    /// The consumer could not join its group.
+    #[error(transparent)]
+    ConsumerStart(#[from] consumer::StartError),
+    /// A sending or consuming task panicked or was cancelled.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+    /// The output could not be written.
+    #[error(transparent)]
+    Output(#[from] std::io::Error),
+}
 
 /// 0.7's default date format, `yyyy-MM-dd HH:mm:ss:SSS`, in UTC.
 pub fn format_time(at: SystemTime) -> String {
@@ -81,7 +104,7 @@ pub struct ProducerPerfOptions {
 pub async fn producer_perf(
     options: &ProducerPerfOptions,
     out: &mut impl Write,
-) -> Result<(u64, u64), String> {
+) -> Result<(u64, u64), PerfError> {
     let text = format!(
         "{}\nproducer.type={}\nbatch.size={}\ncompression.codec={}\ndurable.acks={}\nqueue.enqueueTimeout.ms=-1\nqueue.time=100\nnum.retries=3\n",
         options.brokerinfo,
@@ -90,17 +113,15 @@ pub async fn producer_perf(
         options.compression_codec,
         options.acks
     );
-    let config = ProducerConfig::from_properties(
-        &Properties::parse("producer-perf options", &text).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
+    let props = Properties::parse("producer-perf options", &text).map_err(LoadError::from)?;
+    let config = ProducerConfig::from_properties(&props).map_err(LoadError::from)?;
     if !options.hide_header {
         let header = if options.show_detailed_stats {
             "time, compression, thread.id, message.size, batch.size, total.data.sent.in.MB, MB.sec, total.data.sent.in.nMsg, nMsg.sec"
         } else {
             "start.time, end.time, compression, message.size, batch.size, total.data.sent.in.MB, MB.sec, total.data.sent.in.nMsg, nMsg.sec"
         };
-        writeln!(out, "{header}").map_err(|e| e.to_string())?;
+        writeln!(out, "{header}")?;
     }
     let (started, start) = (SystemTime::now(), Instant::now());
     let (bytes, delivered, failed) = (
@@ -120,9 +141,7 @@ pub async fn producer_perf(
             failed.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            let producer = Producer::start(TokioEnv, config)
-                .await
-                .map_err(|e| e.to_string())?;
+            let producer = Producer::start(TokioEnv, config).await?;
             let mut pending = std::collections::VecDeque::new();
             let mut lines = Vec::new();
             let thread_start = Instant::now();
@@ -134,8 +153,7 @@ pub async fn producer_perf(
                 };
                 let delivery = producer
                     .send(Record::new(options.topic.clone(), vec![b'x'; size]))
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    .await?;
                 pending.push_back((delivery, size as u64));
                 // Bounded in-flight: settle the oldest when many are waiting.
                 while pending.len() > 10_000 || (!options.async_mode && !pending.is_empty()) {
@@ -161,13 +179,13 @@ pub async fn producer_perf(
                 settle(Some(next), &bytes, &delivered, &failed).await;
             }
             producer.close().await;
-            Ok::<_, String>(lines)
+            Ok::<_, PerfError>(lines)
         }));
     }
     for task in tasks {
-        let lines = task.await.map_err(|e| e.to_string())??;
+        let lines = task.await??;
         for line in lines {
-            writeln!(out, "{line}").map_err(|e| e.to_string())?;
+            writeln!(out, "{line}")?;
         }
     }
     let secs = start.elapsed().as_secs_f64().max(1e-9);
@@ -187,8 +205,7 @@ pub async fn producer_perf(
             mb(sent_bytes),
             mb(sent_bytes) / secs,
             sent as f64 / secs
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
     }
     Ok((sent, failed.load(Ordering::Relaxed)))
 }
@@ -240,7 +257,7 @@ pub struct ConsumerPerfOptions {
 pub async fn consumer_perf(
     options: &ConsumerPerfOptions,
     out: &mut impl Write,
-) -> Result<(u64, u64), String> {
+) -> Result<(u64, u64), PerfError> {
     let text = format!(
         "zk.connect={}\ngroupid={}\nfetch.size={}\nsocket.buffersize={}\nautooffset.reset={}\nconsumer.timeout.ms=5000\n",
         options.zookeeper,
@@ -249,18 +266,14 @@ pub async fn consumer_perf(
         options.socket_buffer_size,
         if options.from_latest { "largest" } else { "smallest" }
     );
-    let config = ConsumerConfig::from_properties(
-        &Properties::parse("consumer-perf options", &text).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
+    let props = Properties::parse("consumer-perf options", &text).map_err(LoadError::from)?;
+    let config = ConsumerConfig::from_properties(&props).map_err(LoadError::from)?;
     let subscription = Subscription::Topics(
         [(options.topic.clone(), options.threads.max(1))]
             .into_iter()
             .collect(),
     );
-    let (connector, streams) = ConsumerConnector::start(TokioEnv, config, subscription)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (connector, streams) = ConsumerConnector::start(TokioEnv, config, subscription).await?;
     let (messages, bytes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let (started, start) = (SystemTime::now(), Instant::now());
     let last = Arc::new(std::sync::Mutex::new(start));
@@ -290,7 +303,7 @@ pub async fn consumer_perf(
         }));
     }
     for task in tasks {
-        task.await.map_err(|e| e.to_string())?;
+        task.await?;
     }
     connector.shutdown().await;
     // Like 0.7, the time counts until the last message (not the final timeout).
@@ -302,7 +315,7 @@ pub async fn consumer_perf(
         bytes.load(Ordering::Relaxed),
     );
     if !options.hide_header {
-        writeln!(out, "start.time, end.time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec").map_err(|e| e.to_string())?;
+        writeln!(out, "start.time, end.time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec")?;
     }
     writeln!(
         out,
@@ -313,8 +326,7 @@ pub async fn consumer_perf(
         mb(b),
         mb(b) / secs,
         n as f64 / secs
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     Ok((n, b))
 }
 
@@ -399,8 +411,9 @@ pub fn run_producer_perf_cli(args: ProducerPerfArgs) -> Result<ExitCode, String>
         reporting_interval,
         hide_header,
     };
-    let (_, failed) =
-        runtime(None)?.block_on(producer_perf(&options, &mut std::io::stdout().lock()))?;
+    let (_, failed) = runtime(None)?
+        .block_on(producer_perf(&options, &mut std::io::stdout().lock()))
+        .map_err(|e| e.to_string())?;
     if failed > 0 {
         eprintln!("{failed} messages not delivered");
         return Ok(ExitCode::from(1));
@@ -467,7 +480,9 @@ pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String>
         messages,
         hide_header,
     };
-    runtime(None)?.block_on(consumer_perf(&options, &mut std::io::stdout().lock()))?;
+    runtime(None)?
+        .block_on(consumer_perf(&options, &mut std::io::stdout().lock()))
+        .map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
 }
 

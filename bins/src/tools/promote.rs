@@ -21,6 +21,59 @@ use crate::env::{Env, TokioEnv};
 /// ZooKeeper session and connection timeout of the tool.
 const ZK_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Why a promotion failed, or was not confirmed.
+#[derive(Debug, thiserror::Error)]
+pub enum PromoteError {
+    /// The mirror cluster's ZooKeeper could not be reached, read or written.
+    #[error("ZooKeeper at {connect}: {source}")]
+    ZooKeeper {
+        /// The mirror cluster's ZooKeeper.
+        connect: ZkConnect,
+        /// What ZooKeeper said.
+        source: CoordError,
+    },
+    /// No topic was named and the cluster has none registered.
+    #[error("no topics registered in {0}: nothing to promote")]
+    NoTopics(ZkConnect),
+    /// A confirmation could not be written out.
+    #[error(transparent)]
+    Output(#[from] std::io::Error),
+    /// The promotion is requested (the nodes are written) but some brokers did not confirm in
+    /// time.
+    #[error("promotion requested, but not confirmed within {wait:?} ({}); a broker that is down promotes the topic when it starts", joined(.missing))]
+    NotConfirmed {
+        /// How long the tool waited.
+        wait: Duration,
+        /// What was not confirmed.
+        missing: Vec<Unconfirmed>,
+    },
+}
+
+/// A topic whose promotion a broker did not confirm.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unconfirmed {
+    /// No broker of the cluster holds the topic.
+    #[error("{0}: no broker of this cluster holds it")]
+    NoBroker(TopicName),
+    /// A broker holding the topic did not confirm within the wait.
+    #[error("{topic}: broker {broker} did not confirm")]
+    Broker {
+        /// The topic.
+        topic: TopicName,
+        /// The broker's id.
+        broker: i32,
+    },
+}
+
+/// `missing`, separated by `; `.
+fn joined(missing: &[Unconfirmed]) -> String {
+    missing
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// What to promote.
 #[derive(Debug, Clone)]
 pub struct PromoteOptions {
@@ -39,12 +92,15 @@ pub async fn promote<E: Env>(
     env: &E,
     options: &PromoteOptions,
     out: &mut impl Write,
-) -> Result<(), String> {
+) -> Result<(), PromoteError> {
+    let zk = |source: CoordError| PromoteError::ZooKeeper {
+        connect: options.zk_connect.clone(),
+        source,
+    };
     let coord = env
         .coordinate(&options.zk_connect, ZK_TIMEOUT, ZK_TIMEOUT)
         .await
-        .map_err(|e| format!("ZooKeeper at {}: {e}", options.zk_connect))?;
-    let zk = |e: CoordError| format!("ZooKeeper at {}: {e}", options.zk_connect);
+        .map_err(zk)?;
     let topics = if options.topics.is_empty() {
         match coord.children(BROKER_TOPICS_PATH).await {
             Ok(names) => names.iter().filter_map(|n| n.parse().ok()).collect(),
@@ -55,10 +111,7 @@ pub async fn promote<E: Env>(
         options.topics.clone()
     };
     if topics.is_empty() {
-        return Err(format!(
-            "no topics registered in {}: nothing to promote",
-            options.zk_connect
-        ));
+        return Err(PromoteError::NoTopics(options.zk_connect.clone()));
     }
     for topic in &topics {
         let path = promoted_topic_path(topic);
@@ -79,7 +132,7 @@ pub async fn promote<E: Env>(
             Err(e) => return Err(zk(e)),
         };
         if brokers.is_empty() {
-            missing.push(format!("{topic}: no broker of this cluster holds it"));
+            missing.push(Unconfirmed::NoBroker(topic.clone()));
         }
         for broker in brokers {
             let ack = promoted_ack_path(topic, broker);
@@ -87,15 +140,17 @@ pub async fn promote<E: Env>(
                 match coord.get(&ack).await {
                     Ok((data, _)) => {
                         let at = String::from_utf8_lossy(&data).into_owned();
-                        writeln!(out, "{topic} broker {broker}: copying stopped at (partition:offset) {at}; the topic takes produces")
-                            .map_err(|e| e.to_string())?;
+                        writeln!(out, "{topic} broker {broker}: copying stopped at (partition:offset) {at}; the topic takes produces")?;
                         break;
                     }
                     Err(CoordError::NoNode(_)) if env.now_ms() < deadline => {
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
                     Err(CoordError::NoNode(_)) => {
-                        missing.push(format!("{topic}: broker {broker} did not confirm"));
+                        missing.push(Unconfirmed::Broker {
+                            topic: topic.clone(),
+                            broker,
+                        });
                         break;
                     }
                     Err(e) => return Err(zk(e)),
@@ -107,11 +162,10 @@ pub async fn promote<E: Env>(
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "promotion requested, but not confirmed within {:?} ({}); a broker that is down promotes the topic when it starts",
-            options.wait,
-            missing.join("; ")
-        ))
+        Err(PromoteError::NotConfirmed {
+            wait: options.wait,
+            missing,
+        })
     }
 }
 
@@ -145,6 +199,8 @@ pub fn run_cli(args: PromoteArgs) -> Result<ExitCode, String> {
             .collect::<Result<Vec<_>, String>>()?,
         wait: Duration::from_secs(wait),
     };
-    runtime(Some(1))?.block_on(promote(&TokioEnv, &options, &mut std::io::stdout().lock()))?;
+    runtime(Some(1))?
+        .block_on(promote(&TokioEnv, &options, &mut std::io::stdout().lock()))
+        .map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
 }

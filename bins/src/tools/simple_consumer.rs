@@ -5,12 +5,54 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tributary_core::message::{DeepIter, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT};
+use tributary_core::message::{
+    DeepIter, MessageError, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT,
+};
 use tributary_core::wire::{ErrorCode, FetchRequest, Request, Response, TopicName};
 
 use crate::cli::{runtime, PartitionArgs};
-use crate::client::{connect, parse_server};
+use crate::client::{connect, parse_server, ClientError, ServerAddressError};
 use crate::env::TokioEnv;
+
+/// Why consuming stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SimpleConsumerError {
+    /// `--server` is not a broker address.
+    #[error(transparent)]
+    Server(#[from] ServerAddressError),
+    /// The broker could not be reached, or a call on its connection failed.
+    #[error(transparent)]
+    Broker(#[from] ClientError),
+    /// The broker answered FETCH with another kind of response.
+    #[error("unexpected response to FETCH")]
+    UnexpectedResponse,
+    /// The broker answered the fetch with an error code (said in words, with what to do).
+    #[error("{}", describe_error(.error, .topic, .partition, .offset))]
+    Refused {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: i32,
+        /// The offset fetched at.
+        offset: i64,
+        /// The broker's answer.
+        error: ErrorCode,
+    },
+    /// The fetch holds no whole message: the next one is larger than the fetch size, or corrupt.
+    #[error("message at offset {offset} is larger than the fetch size {fetch_bytes} (or corrupt); raise --fetchsize")]
+    TooLarge {
+        /// Where the message is.
+        offset: i64,
+        /// Bytes per fetch.
+        fetch_bytes: i32,
+    },
+    /// A message failed its checks (CRC, size, compression).
+    #[error(transparent)]
+    Corrupt(#[from] MessageError),
+    /// The output could not be written.
+    #[error(transparent)]
+    Output(#[from] std::io::Error),
+}
 
 /// What to fetch and how to print it.
 #[derive(Debug, Clone)]
@@ -34,11 +76,12 @@ pub struct ConsumeOptions {
 }
 
 /// Consumes per `options`, printing to `out`; returns the number of messages printed.
-pub async fn consume(options: &ConsumeOptions, out: &mut impl Write) -> Result<u64, String> {
+pub async fn consume(
+    options: &ConsumeOptions,
+    out: &mut impl Write,
+) -> Result<u64, SimpleConsumerError> {
     let (host, port) = parse_server(&options.server)?;
-    let mut conn = connect(&TokioEnv, &host, port, Duration::from_secs(30))
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut conn = connect(&TokioEnv, &host, port, Duration::from_secs(30)).await?;
     let (mut offset, mut printed) = (options.offset, 0u64);
     loop {
         let request = Request::Fetch(FetchRequest {
@@ -47,37 +90,43 @@ pub async fn consume(options: &ConsumeOptions, out: &mut impl Write) -> Result<u
             offset,
             max_bytes: options.fetch_bytes,
         });
-        let Response::Fetch(response) = conn.call(&request).await.map_err(|e| e.to_string())?
-        else {
-            return Err("unexpected response to FETCH".into());
+        let Response::Fetch(response) = conn.call(&request).await? else {
+            return Err(SimpleConsumerError::UnexpectedResponse);
         };
         if response.error != ErrorCode::NoError {
-            return Err(describe_error(response.error, options, offset));
+            return Err(SimpleConsumerError::Refused {
+                topic: options.topic.clone(),
+                partition: options.partition,
+                offset,
+                error: response.error,
+            });
         }
         let mut top = ShallowIter::new(&response.messages, offset);
         let valid = top.by_ref().map_while(Result::ok).count();
         let valid_bytes = top.end().valid_bytes;
         if valid == 0 && !response.messages.is_empty() {
-            return Err(format!("message at offset {offset} is larger than the fetch size {} (or corrupt); raise --fetchsize", options.fetch_bytes));
+            return Err(SimpleConsumerError::TooLarge {
+                offset,
+                fetch_bytes: options.fetch_bytes,
+            });
         }
         for entry in DeepIter::new(
             response.messages.slice(..valid_bytes),
             offset,
             DECOMPRESSED_BYTES_MAX_DEFAULT,
         ) {
-            let entry = entry.map_err(|e| e.to_string())?;
+            let entry = entry?;
             if options.print_offsets {
-                write!(out, "next offset = {}: ", entry.next_offset).map_err(|e| e.to_string())?;
+                write!(out, "next offset = {}: ", entry.next_offset)?;
             }
             out.write_all(&entry.message.payload)
-                .and_then(|()| out.write_all(b"\n"))
-                .map_err(|e| e.to_string())?;
+                .and_then(|()| out.write_all(b"\n"))?;
             printed += 1;
             if options.max_messages.is_some_and(|max| printed >= max) {
                 return Ok(printed);
             }
         }
-        out.flush().map_err(|e| e.to_string())?;
+        out.flush()?;
         offset += valid_bytes as i64;
         if valid_bytes == 0 {
             if options.stop_at_end {
@@ -95,8 +144,7 @@ pub async fn consume(options: &ConsumeOptions, out: &mut impl Write) -> Result<u
 }
 
 /// A fetch error in words, with what to do about it.
-fn describe_error(error: ErrorCode, options: &ConsumeOptions, offset: i64) -> String {
-    let (topic, partition) = (&options.topic, options.partition);
+fn describe_error(error: &ErrorCode, topic: &TopicName, partition: &i32, offset: &i64) -> String {
     let what = match error {
         ErrorCode::WrongPartition => format!("partition {partition} does not exist: topic {topic} has fewer partitions on this broker"),
         ErrorCode::OffsetOutOfRange => {
@@ -157,6 +205,8 @@ pub fn run_cli(args: SimpleConsumerArgs) -> Result<ExitCode, String> {
         max_messages,
         stop_at_end,
     };
-    runtime(Some(1))?.block_on(consume(&options, &mut std::io::stdout().lock()))?;
+    runtime(Some(1))?
+        .block_on(consume(&options, &mut std::io::stdout().lock()))
+        .map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,16 +9,119 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tributary_core::message::{DeepIter, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT};
+use tributary_core::message::{
+    DeepIter, MessageError, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT,
+};
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
 
 use super::perf::{format_time, mb};
 use crate::cli::{runtime, PartitionArgs};
-use crate::client::{connect, parse_server, Connection};
+use crate::client::{connect, parse_server, ClientError, Connection, ServerAddressError};
 use crate::env::{Env, TokioEnv};
 
 /// The socket timeout of the tool's one connection (0.7's: 30 s).
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why `simple-consumer-perf` stopped before the end.
+#[derive(Debug, thiserror::Error)]
+pub enum SimplePerfError {
+    /// `--fetch-size` is zero or negative.
+    #[error("--fetch-size {0} must be positive")]
+    FetchSize(i32),
+    /// `--server` is not a broker address.
+    #[error(transparent)]
+    Server(#[from] ServerAddressError),
+    /// The broker could not be reached.
+    #[error("{host}:{port}: {source}")]
+    Connect {
+        /// The broker's host.
+        host: String,
+        /// The broker's port.
+        port: u16,
+        /// Why.
+        source: ClientError,
+    },
+    /// Asking the partition's first offset failed on the connection.
+    #[error("{topic}/{partition}: asking its first offset: {source} (does the broker have the partition?)")]
+    FirstOffset {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: i32,
+        /// Why.
+        source: ClientError,
+    },
+    /// The broker answered OFFSETS with no offset.
+    #[error("{topic}/{partition}: the broker has no offsets for it (does the partition exist?)")]
+    NoOffsets {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: i32,
+    },
+    /// The broker answered OFFSETS with an error code.
+    #[error("{topic}/{partition}: the broker answered OFFSETS with {error:?}")]
+    OffsetsRefused {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: i32,
+        /// The broker's answer.
+        error: ErrorCode,
+    },
+    /// The broker answered a request with another kind of response.
+    #[error("unexpected answer to {0}")]
+    UnexpectedAnswer(&'static str),
+    /// A FETCH failed on the connection.
+    #[error("{topic}/{partition} at offset {offset}: {source}")]
+    Fetch {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: i32,
+        /// The offset fetched at.
+        offset: i64,
+        /// Why.
+        source: ClientError,
+    },
+    /// The broker answered FETCH with an error code.
+    #[error("{topic}/{partition} at offset {offset}: the broker answered {error:?}")]
+    FetchRefused {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: i32,
+        /// The offset fetched at.
+        offset: i64,
+        /// The broker's answer.
+        error: ErrorCode,
+    },
+    /// The fetch holds no whole message: the next one is larger than `--fetch-size`, or corrupt.
+    #[error("{topic}/{partition}: the message at offset {offset} is larger than --fetch-size {fetch_size} (or corrupt); raise --fetch-size")]
+    TooLarge {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: i32,
+        /// Where the message is.
+        offset: i64,
+        /// Bytes per fetch.
+        fetch_size: i32,
+    },
+    /// A message failed its checks (CRC, size, compression).
+    #[error("{topic}/{partition}: {source}")]
+    Corrupt {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: i32,
+        /// What is wrong with it.
+        source: MessageError,
+    },
+    /// The output could not be written.
+    #[error(transparent)]
+    Output(#[from] std::io::Error),
+}
 
 /// What `simple-consumer-perf` reads.
 #[derive(Debug, Clone)]
@@ -58,21 +161,19 @@ pub async fn simple_consumer_perf<E: Env>(
     env: &E,
     options: &SimplePerfOptions,
     out: &mut impl Write,
-) -> Result<SimplePerfResult, String> {
+) -> Result<SimplePerfResult, SimplePerfError> {
     if options.fetch_size <= 0 {
-        return Err(format!(
-            "--fetch-size {} must be positive",
-            options.fetch_size
-        ));
+        return Err(SimplePerfError::FetchSize(options.fetch_size));
     }
     let (host, port) = parse_server(&options.server)?;
-    let mut conn = connect(env, &host, port, SOCKET_TIMEOUT)
-        .await
-        .map_err(|e| format!("{host}:{port}: {e}"))?;
+    let connected = connect(env, &host, port, SOCKET_TIMEOUT).await;
+    let mut conn = match connected {
+        Ok(conn) => conn,
+        Err(source) => return Err(SimplePerfError::Connect { host, port, source }),
+    };
     let time = if options.from_latest { -1 } else { -2 };
     let mut offset = first_offset(&mut conn, options, time).await?;
-    let write =
-        |out: &mut dyn Write, line: String| writeln!(out, "{line}").map_err(|e| e.to_string());
+    let write = |out: &mut dyn Write, line: String| writeln!(out, "{line}");
     if !options.hide_header {
         let header = if options.report_every.is_some() {
             "time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec"
@@ -138,33 +239,36 @@ async fn first_offset<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     conn: &mut Connection<S>,
     options: &SimplePerfOptions,
     time: i64,
-) -> Result<i64, String> {
+) -> Result<i64, SimplePerfError> {
     let request = Request::Offsets(OffsetsRequest {
         topic: options.topic.clone(),
         partition: options.partition,
         time,
         max_offsets: 1,
     });
-    let answer = conn.call(&request).await.map_err(|e| {
-        format!(
-            "{}/{}: asking its first offset: {e} (does the broker have the partition?)",
-            options.topic, options.partition
-        )
-    })?;
+    let answer = conn
+        .call(&request)
+        .await
+        .map_err(|source| SimplePerfError::FirstOffset {
+            topic: options.topic.clone(),
+            partition: options.partition,
+            source,
+        })?;
     match answer {
-        Response::Offsets(o) if o.error == ErrorCode::NoError => {
-            o.offsets.first().copied().ok_or_else(|| {
-                format!(
-                    "{}/{}: the broker has no offsets for it (does the partition exist?)",
-                    options.topic, options.partition
-                )
-            })
-        }
-        Response::Offsets(o) => Err(format!(
-            "{}/{}: the broker answered OFFSETS with {:?}",
-            options.topic, options.partition, o.error
-        )),
-        _ => Err("unexpected answer to OFFSETS".into()),
+        Response::Offsets(o) if o.error == ErrorCode::NoError => o
+            .offsets
+            .first()
+            .copied()
+            .ok_or_else(|| SimplePerfError::NoOffsets {
+                topic: options.topic.clone(),
+                partition: options.partition,
+            }),
+        Response::Offsets(o) => Err(SimplePerfError::OffsetsRefused {
+            topic: options.topic.clone(),
+            partition: options.partition,
+            error: o.error,
+        }),
+        _ => Err(SimplePerfError::UnexpectedAnswer("OFFSETS")),
     }
 }
 
@@ -173,36 +277,43 @@ async fn fetch_once<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     conn: &mut Connection<S>,
     options: &SimplePerfOptions,
     offset: i64,
-) -> Result<(u64, u64, usize), String> {
+) -> Result<(u64, u64, usize), SimplePerfError> {
     let request = Request::Fetch(FetchRequest {
         topic: options.topic.clone(),
         partition: options.partition,
         offset,
         max_bytes: options.fetch_size,
     });
-    let answer = conn.call(&request).await.map_err(|e| {
-        format!(
-            "{}/{} at offset {offset}: {e}",
-            options.topic, options.partition
-        )
-    })?;
+    let answer = conn
+        .call(&request)
+        .await
+        .map_err(|source| SimplePerfError::Fetch {
+            topic: options.topic.clone(),
+            partition: options.partition,
+            offset,
+            source,
+        })?;
     let Response::Fetch(response) = answer else {
-        return Err("unexpected answer to FETCH".into());
+        return Err(SimplePerfError::UnexpectedAnswer("FETCH"));
     };
     if response.error != ErrorCode::NoError {
-        return Err(format!(
-            "{}/{} at offset {offset}: the broker answered {:?}",
-            options.topic, options.partition, response.error
-        ));
+        return Err(SimplePerfError::FetchRefused {
+            topic: options.topic.clone(),
+            partition: options.partition,
+            offset,
+            error: response.error,
+        });
     }
     let mut top = ShallowIter::new(&response.messages, offset);
     top.by_ref().for_each(drop);
     let valid_bytes = top.end().valid_bytes;
     if valid_bytes == 0 && !response.messages.is_empty() {
-        return Err(format!(
-            "{}/{}: the message at offset {offset} is larger than --fetch-size {} (or corrupt); raise --fetch-size",
-            options.topic, options.partition, options.fetch_size
-        ));
+        return Err(SimplePerfError::TooLarge {
+            topic: options.topic.clone(),
+            partition: options.partition,
+            offset,
+            fetch_size: options.fetch_size,
+        });
     }
     let (mut messages, mut bytes) = (0u64, 0u64);
     for entry in DeepIter::new(
@@ -210,7 +321,11 @@ async fn fetch_once<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
         offset,
         DECOMPRESSED_BYTES_MAX_DEFAULT,
     ) {
-        let entry = entry.map_err(|e| format!("{}/{}: {e}", options.topic, options.partition))?;
+        let entry = entry.map_err(|source| SimplePerfError::Corrupt {
+            topic: options.topic.clone(),
+            partition: options.partition,
+            source,
+        })?;
         messages += 1;
         bytes += entry.message.payload.len() as u64;
     }
@@ -265,10 +380,12 @@ pub fn run_cli(args: SimpleConsumerPerfArgs) -> Result<ExitCode, String> {
         report_every: show_detailed_stats.then_some(reporting_interval.max(1)),
         hide_header,
     };
-    runtime(Some(1))?.block_on(simple_consumer_perf(
-        &TokioEnv,
-        &options,
-        &mut std::io::stdout().lock(),
-    ))?;
+    runtime(Some(1))?
+        .block_on(simple_consumer_perf(
+            &TokioEnv,
+            &options,
+            &mut std::io::stdout().lock(),
+        ))
+        .map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
 }

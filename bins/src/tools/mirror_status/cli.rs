@@ -66,11 +66,13 @@ pub fn run_cli(args: MirrorStatusArgs) -> Result<ExitCode, String> {
         in_place: std::io::IsTerminal::is_terminal(&std::io::stdout()),
     };
     let mut stdout = std::io::stdout().lock();
-    runtime(Some(1))?.block_on(async {
-        tokio::select! {
-            shown = run(&TokioEnv, &options, &mut stdout) => shown,
-            () = wait_for_signal() => Ok(()),
-        }
-    })?;
+    runtime(Some(1))?
+        .block_on(async {
+            tokio::select! {
+                shown = run(&TokioEnv, &options, &mut stdout) => shown,
+                () = wait_for_signal() => Ok(()),
+            }
+        })
+        .map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -36,6 +36,44 @@ const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Partitions looked at per sample at most (a bad ZooKeeper must not exhaust memory).
 const PARTITIONS_MAX: usize = 100_000;
 
+/// Why the status could not be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// The source's ZooKeeper could not be reached.
+    #[error("{connect}: {source}")]
+    Connect {
+        /// The source's ZooKeeper.
+        connect: ZkConnect,
+        /// Why.
+        source: CoordError,
+    },
+    /// Listing or reading a node of the group failed.
+    #[error("{path}: {source}")]
+    ZooKeeper {
+        /// The node.
+        path: String,
+        /// What ZooKeeper said.
+        source: CoordError,
+    },
+    /// A committed offset node holds something that is not a decimal offset.
+    #[error("{path}: not an offset")]
+    NotAnOffset {
+        /// The offset node.
+        path: String,
+    },
+    /// The group covers more partitions than one sample looks at.
+    #[error("group {group} has more than {max} partitions; not shown")]
+    TooManyPartitions {
+        /// The group.
+        group: GroupId,
+        /// The most one sample looks at.
+        max: usize,
+    },
+    /// The status could not be written.
+    #[error("writing the status: {0}")]
+    Output(#[source] std::io::Error),
+}
+
 /// What to show.
 #[derive(Debug, Clone)]
 pub struct StatusOptions {
@@ -62,11 +100,14 @@ pub async fn run<E: Env>(
     env: &E,
     options: &StatusOptions,
     out: &mut impl std::io::Write,
-) -> Result<(), String> {
+) -> Result<(), StatusError> {
     let coord = env
         .coordinate(&options.zk_connect, ZK_TIMEOUT, ZK_TIMEOUT)
         .await
-        .map_err(|e| format!("{}: {e}", options.zk_connect))?;
+        .map_err(|source| StatusError::Connect {
+            connect: options.zk_connect.clone(),
+            source,
+        })?;
     let result = run_with(env, &coord, options, out).await;
     coord.close().await;
     result
@@ -77,7 +118,7 @@ async fn run_with<E: Env>(
     coord: &E::Coord,
     options: &StatusOptions,
     out: &mut impl std::io::Write,
-) -> Result<(), String> {
+) -> Result<(), StatusError> {
     let group = options.group.as_str();
     let header = |rounds: u64| {
         format!(
@@ -119,14 +160,15 @@ async fn run_with<E: Env>(
 /// Moves the cursor home and clears the screen (the redraw of `--watch`).
 const CLEAR: &str = "\x1b[H\x1b[2J";
 
-fn write(out: &mut impl std::io::Write, text: &str) -> Result<(), String> {
+/// Writes `text` and flushes it.
+fn write(out: &mut impl std::io::Write, text: &str) -> Result<(), StatusError> {
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
-        .map_err(|e| format!("writing the status: {e}"))
+        .map_err(StatusError::Output)
 }
 
 /// One sample of every partition the group has committed offsets for.
-async fn sample<E: Env>(env: &E, coord: &E::Coord, group: &GroupId) -> Result<Sample, String> {
+async fn sample<E: Env>(env: &E, coord: &E::Coord, group: &GroupId) -> Result<Sample, StatusError> {
     let mut positions: BTreeMap<(String, String), i64> = BTreeMap::new();
     let topics = children(coord, &format!("/consumers/{group}/offsets")).await?;
     for name in &topics {
@@ -137,21 +179,22 @@ async fn sample<E: Env>(env: &E, coord: &E::Coord, group: &GroupId) -> Result<Sa
         let path = consumer_offsets_path(group, &topic);
         for partition in children(coord, &path).await? {
             if positions.len() >= PARTITIONS_MAX {
-                return Err(format!(
-                    "group {group} has more than {PARTITIONS_MAX} partitions; not shown"
-                ));
+                return Err(StatusError::TooManyPartitions {
+                    group: group.clone(),
+                    max: PARTITIONS_MAX,
+                });
             }
             let node = format!("{path}/{partition}");
-            let (data, _) = match coord.get(&node).await {
+            let read = coord.get(&node).await;
+            let (data, _) = match read {
                 Ok(found) => found,
                 // Removed between the listing and the read.
                 Err(CoordError::NoNode(_)) => continue,
-                Err(e) => return Err(format!("{node}: {e}")),
+                Err(source) => return Err(StatusError::ZooKeeper { path: node, source }),
             };
-            let offset: i64 = String::from_utf8_lossy(&data)
-                .trim()
-                .parse()
-                .map_err(|_| format!("{node}: not an offset"))?;
+            let Ok(offset) = String::from_utf8_lossy(&data).trim().parse::<i64>() else {
+                return Err(StatusError::NotAnOffset { path: node });
+            };
             positions.insert((topic.to_string(), partition), offset);
         }
     }
@@ -193,10 +236,14 @@ async fn source_ends<'a, E: Env>(
         .collect()
 }
 
-async fn children(coord: &impl Coordination, path: &str) -> Result<Vec<String>, String> {
+/// A node's children; none when it does not exist.
+async fn children(coord: &impl Coordination, path: &str) -> Result<Vec<String>, StatusError> {
     match coord.children(path).await {
         Ok(children) => Ok(children),
         Err(CoordError::NoNode(_)) => Ok(Vec::new()),
-        Err(e) => Err(format!("{path}: {e}")),
+        Err(source) => Err(StatusError::ZooKeeper {
+            path: path.to_string(),
+            source,
+        }),
     }
 }
