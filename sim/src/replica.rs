@@ -357,7 +357,11 @@ fn add_promoter(
                 loop {
                     let mut out = Vec::new();
                     let result = promote(&env, &options, &mut out).await;
-                    control.trace.push(&format!("promoter: {result:?}: {}", String::from_utf8_lossy(&out).trim()));
+                    let outcome = match &result {
+                        Ok(()) => "Ok(())".to_string(),
+                        Err(e) => format!("Err({e})"),
+                    };
+                    control.trace.push(&format!("promoter: {outcome}: {}", String::from_utf8_lossy(&out).trim()));
                     if result.is_ok() {
                         break;
                     }

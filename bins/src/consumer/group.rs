@@ -31,7 +31,7 @@ use tributary_core::zk_layout::{
 };
 
 use super::fetcher::{self, FetchSettings, Share};
-use super::starts::read_starts;
+use super::starts::{read_starts, Start};
 use super::state::{PartitionState, Shared, Streams};
 use super::{CommitError, ConsumerError, OffsetNodeError, RebalanceError, StartOffsetError};
 use crate::coordination::ephemeral::{self, HoldError, RetiredSessions};
@@ -64,6 +64,19 @@ struct Planned {
     thread: String,
     stream: usize,
     address: (String, u16),
+}
+
+/// What claiming an attempt's plan came to.
+#[derive(Default)]
+struct ClaimedPlan {
+    /// Every partition claimed, with its state.
+    states: Vec<Arc<PartitionState>>,
+    /// The brokers of those partitions.
+    brokers: BTreeMap<i32, (String, u16)>,
+    /// Partitions whose start could not be read: each stream's error.
+    unreadable: Vec<(usize, ConsumerError)>,
+    /// Whether any partition is claimed without a start (its start is read again soon).
+    unstarted: bool,
 }
 
 fn guard<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -662,9 +675,6 @@ impl<E: Env> Member<E> {
         let mine = self
             .registration
             .streams_for(topics.iter().map(String::as_str));
-        let mut claimed: Vec<Arc<PartitionState>> = Vec::new();
-        let mut unreadable_errors = Vec::new();
-        let mut brokers = BTreeMap::new();
         let generation = self.shared.generation();
         // What this member is assigned (ZooKeeper only).
         let mut plan: Vec<Planned> = Vec::new();
@@ -707,7 +717,6 @@ impl<E: Env> Member<E> {
                 }
             }
         }
-        let mut unstarted_now = false;
         // Where each new partition starts: every broker asked at once, each within a deadline.
         let socket_timeout = Duration::from_millis(self.config.socket_timeout_ms.max(1000).into());
         let new_partitions: Vec<((TopicName, BrokerPartition), (String, u16))> = plan
@@ -715,7 +724,7 @@ impl<E: Env> Member<E> {
             .filter(|p| !kept.contains_key(&(p.topic.clone(), p.partition)))
             .map(|p| ((p.topic.clone(), p.partition), p.address.clone()))
             .collect();
-        let mut starts = read_starts(
+        let starts = read_starts(
             &self.env,
             coord,
             self.group(),
@@ -724,6 +733,45 @@ impl<E: Env> Member<E> {
             new_partitions,
         )
         .await;
+        // Every owner node claimed so far, released in one place if the attempt fails.
+        let mut held: Vec<(TopicName, BrokerPartition)> = Vec::new();
+        let claimed = match self
+            .claim_planned(coord, kept, plan, starts, generation, &mut held)
+            .await
+        {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                self.release_claimed(coord, held).await;
+                return Err(e);
+            }
+        };
+        if claimed.unstarted {
+            // Read their starts again soon.
+            watches.spawn(tokio::time::sleep(START_RETRY));
+        }
+        for (stream, error) in claimed.unreadable {
+            if let Some(queue) = self.streams.get(stream) {
+                // Full queue or gone stream: the error is in the log either way.
+                let _reported_in_the_log =
+                    queue.try_send(super::state::Chunk::Error(error)).is_err();
+            }
+        }
+        Ok((claimed.states, watches, claimed.brokers))
+    }
+
+    /// Claims every planned partition (its owner node), each resuming where this member kept it
+    /// or starting at `starts`; every node claimed is added to `held` as soon as it is, so the
+    /// caller can release them all if a later one fails.
+    async fn claim_planned(
+        &self,
+        coord: &E::Coord,
+        kept: &Kept,
+        plan: Vec<Planned>,
+        mut starts: BTreeMap<(TopicName, BrokerPartition), Start>,
+        generation: u64,
+        held: &mut Vec<(TopicName, BrokerPartition)>,
+    ) -> Result<ClaimedPlan, RebalanceError> {
+        let mut claimed = ClaimedPlan::default();
         for Planned {
             topic,
             partition,
@@ -764,11 +812,8 @@ impl<E: Env> Member<E> {
                     }
                 },
             };
-            if let Err(e) = self.claim(coord, &topic, partition, &thread).await {
-                let owned = claimed.iter().map(|s| (s.topic.clone(), s.partition));
-                self.release_claimed(coord, owned.collect()).await;
-                return Err(e);
-            }
+            self.claim(coord, &topic, partition, &thread).await?;
+            held.push((topic.clone(), partition));
             if let Some(start) = unrecorded.filter(|_| self.records_starts()) {
                 match self.record_start(coord, &topic, partition, start).await {
                     Ok(None) => self.report_deleted_prefix(&topic, partition, start),
@@ -777,11 +822,6 @@ impl<E: Env> Member<E> {
                         offsets = PartitionOffsets::starting_at(committed);
                     }
                     Err(e) => {
-                        let owned = claimed
-                            .iter()
-                            .map(|s| (s.topic.clone(), s.partition))
-                            .chain([(topic.clone(), partition)]);
-                        self.release_claimed(coord, owned.collect()).await;
                         return Err(RebalanceError::RecordStart {
                             topic: topic.clone(),
                             partition,
@@ -790,7 +830,7 @@ impl<E: Env> Member<E> {
                     }
                 }
             }
-            brokers.insert(partition.broker_id, address.clone());
+            claimed.brokers.insert(partition.broker_id, address.clone());
             let state = Arc::new(PartitionState::new(
                 topic.clone(),
                 partition,
@@ -804,7 +844,7 @@ impl<E: Env> Member<E> {
             if let Some(detail) = unreadable {
                 state.stall();
                 guard(&self.shared.restart_from_commit).insert((topic.clone(), partition));
-                unstarted_now = true;
+                claimed.unstarted = true;
                 let error = ConsumerError::Unreadable {
                     topic: topic.clone(),
                     partition,
@@ -812,22 +852,11 @@ impl<E: Env> Member<E> {
                     detail: format!("its start offset cannot be read: {detail}"),
                 };
                 tracing::error!("{error}");
-                unreadable_errors.push((state.stream, error));
+                claimed.unreadable.push((state.stream, error));
             }
-            claimed.push(state);
+            claimed.states.push(state);
         }
-        if unstarted_now {
-            // Read their starts again soon.
-            watches.spawn(tokio::time::sleep(START_RETRY));
-        }
-        for (stream, error) in unreadable_errors {
-            if let Some(queue) = self.streams.get(stream) {
-                // Full queue or gone stream: the error is in the log either way.
-                let _reported_in_the_log =
-                    queue.try_send(super::state::Chunk::Error(error)).is_err();
-            }
-        }
-        Ok((claimed, watches, brokers))
+        Ok(claimed)
     }
 
     async fn partitions_of(
