@@ -20,7 +20,8 @@
 //! [`history`] checker), [`clients`] (consumer groups), [`mirror`] (two clusters and the mirror,
 //! with [`metrics_check`]), [`replica`] (replica mode and failover), [`long_link`] (the mirror
 //! over the link proxy), [`log_crash`] (a crash at any file-system operation, then recovery) and
-//! [`retention_restart`].
+//! [`retention_restart`]. [`two_clusters`] holds the faults the two-cluster scenarios share
+//! (what each is, how it begins and ends).
 
 // turmoil forwards task panics as failures, and seeds tokio's RNG, only with this cfg (set in
 // .cargo/config.toml; a RUSTFLAGS environment variable replaces it, which must not pass silently).
@@ -40,5 +41,6 @@ pub mod replica;
 pub mod retention_restart;
 pub mod sim_fs;
 pub mod trace;
+pub mod two_clusters;
 pub mod world;
 pub mod zk_model;

@@ -38,6 +38,7 @@ use crate::cluster::Faults;
 use crate::env::SimEnv;
 use crate::mirror::{fetch_bytes, partitions_of, range_of, Part};
 use crate::sim_fs::{sim_builder, DiskFaults};
+use crate::two_clusters::{begin, cut_between, end, Fault, TwoClusters};
 use crate::world::{
     add_cluster, scenario_config, until_started, Cluster, ClusterSpec, Control, Invariant, Links,
     Violation, ZK_PORT,
@@ -581,76 +582,21 @@ async fn replica_runs(part: &Part) -> Result<Vec<(usize, Vec<u8>)>, String> {
     Ok(runs)
 }
 
-/// A fault and how it ends.
-#[derive(Debug, Clone)]
-enum Fault {
-    /// Every replica broker cut from every source host.
-    Between,
-    /// One link cut.
-    Link(String, String),
-    /// A host crashed (restarted at the end).
-    Crash(String),
-    /// A replica broker stopped gracefully (started again at the end).
-    Restart(String),
-    /// A cluster's ZooKeeper server killed (`true`: the source's) and started again on its
-    /// data when the fault ends.
-    ZooKeeper(bool),
-}
-
-impl Fault {
-    fn kind(&self) -> &'static str {
-        match self {
-            Fault::Between => "link between the clusters cut",
-            Fault::Link(..) => "broker cut from a ZooKeeper",
-            Fault::Crash(h) if h.starts_with("src") => "source broker crash",
-            Fault::Crash(_) => "replica broker crash",
-            Fault::Restart(_) => "replica broker graceful restart",
-            Fault::ZooKeeper(true) => "source zookeeper restart",
-            Fault::ZooKeeper(false) => "replica zookeeper restart",
-        }
-    }
-}
-
-fn cut_between(
-    sim: &mut turmoil::Sim<'_>,
-    links: &mut Links,
-    (source, replica): (&Cluster, &Cluster),
-    cut: bool,
-) {
-    let mut far = source.brokers.clone();
-    far.push(source.zk_host.clone());
-    for a in &replica.brokers {
-        for b in &far {
-            if cut {
-                links.partition(sim, a, b);
-            } else {
-                links.repair(sim, a, b);
-            }
-        }
-    }
-}
-
-fn end_fault(
-    sim: &mut turmoil::Sim<'_>,
-    links: &mut Links,
-    control: &Control,
-    clusters: (&Cluster, &Cluster),
-    fault: &Fault,
-) {
+/// What the report calls `fault` (the tests and docs quote these).
+fn kind(fault: &Fault) -> &'static str {
     match fault {
-        Fault::Between => cut_between(sim, links, clusters, false),
-        Fault::Link(a, b) => links.repair(sim, a, b),
-        Fault::Crash(h) => links.bounce(sim, h),
-        // Back on its own when its outage ends.
-        Fault::ZooKeeper(_) => {}
-        Fault::Restart(h) => {
-            control.forget_stop(h);
-            links.crash(sim, h);
-            links.bounce(sim, h);
-        }
+        Fault::Between => "link between the clusters cut",
+        Fault::Link(..) => "broker cut from a ZooKeeper",
+        Fault::Crash(h) if h.starts_with("src") => "source broker crash",
+        Fault::Crash(_) => "replica broker crash",
+        Fault::Restart(_) => "replica broker graceful restart",
+        Fault::ZooKeeper(true) => "source zookeeper restart",
+        Fault::ZooKeeper(false) => "replica zookeeper restart",
     }
 }
 
+/// Runs the seed: faults until the run's length (the gap seeds' cut included), the heal, then
+/// the wait until every replica partition reaches its source's end (or [`DRAIN`] runs out).
 #[expect(
     clippy::too_many_arguments,
     reason = "the driver's whole world, passed once"
@@ -666,6 +612,12 @@ fn drive(
     report: &mut ReplicaReport,
 ) -> Result<(), String> {
     let (source, replica) = clusters;
+    // What the shared faults act on: the copying hosts are the replica brokers.
+    let both = TwoClusters {
+        source,
+        destination: replica,
+        copiers: &replica.brokers,
+    };
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5EB1_1CA5);
     let mut next_fault = Duration::from_secs(rng.random_range(3..6));
     let mut active: Vec<(Duration, Fault)> = Vec::new();
@@ -685,14 +637,14 @@ fn drive(
         if let Some((from, until)) = gap_cut.filter(|(from, _)| now >= *from) {
             // A fault still running would repair links of this cut when it ends: end it now.
             for (_, fault) in std::mem::take(&mut active) {
-                end_fault(sim, links, control, clusters, &fault);
+                end(sim, links, control, both, &fault);
             }
             control.trace.push_at(
                 now,
                 &format!("fault Between (gap seed, from {from:?}) until {until:?}"),
             );
-            *report.faults.entry(Fault::Between.kind()).or_default() += 1;
-            cut_between(sim, links, clusters, true);
+            *report.faults.entry(kind(&Fault::Between)).or_default() += 1;
+            cut_between(sim, links, both, true);
             active.push((until, Fault::Between));
             gap_cut = None;
             next_fault = next_fault.max(until + Duration::from_secs(1));
@@ -727,19 +679,8 @@ fn drive(
                 control
                     .trace
                     .push_at(now, &format!("fault {fault:?} for {length:?}"));
-                *report.faults.entry(fault.kind()).or_default() += 1;
-                match &fault {
-                    Fault::Between => cut_between(sim, links, clusters, true),
-                    Fault::Link(a, b) => links.partition(sim, a, b),
-                    Fault::Crash(h) => links.crash(sim, h),
-                    Fault::Restart(h) => control.request_stop(h),
-                    Fault::ZooKeeper(true) => {
-                        crate::zk_model::crash_and_restart(&source.model, length)
-                    }
-                    Fault::ZooKeeper(false) => {
-                        crate::zk_model::crash_and_restart(&replica.model, length)
-                    }
-                }
+                *report.faults.entry(kind(&fault)).or_default() += 1;
+                begin(sim, links, control, both, &fault, length);
                 active.push((now + length, fault));
             }
         }
@@ -748,7 +689,7 @@ fn drive(
             .partition(|(t, _)| *t <= now);
         active = later;
         for (_, fault) in due {
-            end_fault(sim, links, control, clusters, &fault);
+            end(sim, links, control, both, &fault);
         }
         if control.violation().is_some() {
             return Ok(());
@@ -756,7 +697,7 @@ fn drive(
         sim.step().map_err(|e| format!("simulation error: {e}"))?;
     }
     for (_, fault) in std::mem::take(&mut active) {
-        end_fault(sim, links, control, clusters, &fault);
+        end(sim, links, control, both, &fault);
     }
     state(shared).stop_producing = true;
     let healed = sim.elapsed();

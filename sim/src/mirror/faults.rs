@@ -1,6 +1,8 @@
-//! The run's driver: the fault menu ([`Fault`]: what each does and what undoes it), the schedule
-//! that injects them (the gap seeds' cut across the source's first cleanup, then one drawn fault
-//! at a time), the heal, the drain invariant 5 waits on, and the hand-over to the checker.
+//! The run's driver: the fault menu (which [`Fault`]s the mirror draws and what its report calls
+//! them; what each does and what undoes it is shared with the replica scenario, in
+//! [`two_clusters`](crate::two_clusters)), the schedule that injects them (the gap seeds' cut
+//! across the source's first cleanup, then one drawn fault at a time), the heal, the drain
+//! invariant 5 waits on, and the hand-over to the checker.
 
 use std::time::Duration;
 
@@ -12,6 +14,7 @@ use super::judge::{check_commits, lag};
 use super::shape::Shape;
 use super::{drain_limit, MirrorReport, Options, MAKER, PRODUCERS};
 use crate::cluster::Faults;
+use crate::two_clusters::{begin, end, Fault, TwoClusters};
 use crate::world::{Cluster, Control, Invariant, Links};
 
 /// What the driver steers.
@@ -24,39 +27,35 @@ pub(super) struct World<'a> {
     pub(super) seed: u64,
 }
 
-/// A fault and how it ends.
-#[derive(Debug, Clone)]
-enum Fault {
-    /// Cut every link between the mirror's hosts and the source cluster.
-    Between,
-    /// Cut one link.
-    Link(String, String),
-    /// Crash a host (restarted at heal).
-    Crash(String),
-    /// Stop a host gracefully and start it again (at heal).
-    Restart(String),
-    /// Kill a cluster's ZooKeeper server (`true`: the source's) and start it again on its data
-    /// when the fault ends.
-    ZooKeeper(bool),
-}
-
-impl Fault {
-    fn kind(&self) -> &'static str {
-        match self {
-            Fault::Between => "link between the clusters cut",
-            Fault::Link(_, b) if b.ends_with("zk") => "host cut from a ZooKeeper",
-            Fault::Link(..) => "link cut",
-            Fault::Crash(h) if h.starts_with("src") => "source broker crash",
-            Fault::Crash(h) if h == MAKER => "mirror maker crash",
-            Fault::Crash(_) => "mirror broker crash",
-            Fault::Restart(h) if h == MAKER => "mirror maker graceful restart",
-            Fault::Restart(_) => "mirror broker graceful restart",
-            Fault::ZooKeeper(true) => "source zookeeper restart",
-            Fault::ZooKeeper(false) => "mirror zookeeper restart",
+impl World<'_> {
+    /// The two clusters as the shared faults see them: the copying hosts are the mirror's.
+    fn clusters(&self) -> TwoClusters<'_> {
+        TwoClusters {
+            source: self.source,
+            destination: self.mirror,
+            copiers: self.mirror_hosts,
         }
     }
 }
 
+/// What the report calls `fault` (the tests and docs quote these).
+fn kind(fault: &Fault) -> &'static str {
+    match fault {
+        Fault::Between => "link between the clusters cut",
+        Fault::Link(_, b) if b.ends_with("zk") => "host cut from a ZooKeeper",
+        Fault::Link(..) => "link cut",
+        Fault::Crash(h) if h.starts_with("src") => "source broker crash",
+        Fault::Crash(h) if h == MAKER => "mirror maker crash",
+        Fault::Crash(_) => "mirror broker crash",
+        Fault::Restart(h) if h == MAKER => "mirror maker graceful restart",
+        Fault::Restart(_) => "mirror broker graceful restart",
+        Fault::ZooKeeper(true) => "source zookeeper restart",
+        Fault::ZooKeeper(false) => "mirror zookeeper restart",
+    }
+}
+
+/// Draws the next fault from the menu the run's fault mode allows (up to ten draws; `None` if
+/// none was allowed).
 fn pick_fault(rng: &mut ChaCha8Rng, world: &World<'_>) -> Option<Fault> {
     let pick =
         |rng: &mut ChaCha8Rng, from: &[String]| from[rng.random_range(0..from.len())].clone();
@@ -92,63 +91,8 @@ fn pick_fault(rng: &mut ChaCha8Rng, world: &World<'_>) -> Option<Fault> {
     None
 }
 
-fn cut_between(sim: &mut turmoil::Sim<'_>, links: &mut Links, world: &World<'_>, cut: bool) {
-    let mut source_hosts = world.source.brokers.clone();
-    source_hosts.push(world.source.zk_host.clone());
-    for a in world.mirror_hosts {
-        for b in &source_hosts {
-            if cut {
-                links.partition(sim, a, b);
-            } else {
-                links.repair(sim, a, b);
-            }
-        }
-    }
-}
-
-fn begin(
-    sim: &mut turmoil::Sim<'_>,
-    links: &mut Links,
-    control: &Control,
-    world: &World<'_>,
-    fault: &Fault,
-    length: Duration,
-) {
-    match fault {
-        Fault::ZooKeeper(source) => {
-            let cluster = if *source { world.source } else { world.mirror };
-            crate::zk_model::crash_and_restart(&cluster.model, length);
-        }
-        Fault::Between => cut_between(sim, links, world, true),
-        Fault::Link(a, b) => links.partition(sim, a, b),
-        Fault::Crash(h) => links.crash(sim, h),
-        Fault::Restart(h) => control.request_stop(h),
-    }
-}
-
-fn end(
-    sim: &mut turmoil::Sim<'_>,
-    links: &mut Links,
-    control: &Control,
-    world: &World<'_>,
-    fault: &Fault,
-) {
-    match fault {
-        Fault::Between => cut_between(sim, links, world, false),
-        Fault::Link(a, b) => links.repair(sim, a, b),
-        Fault::Crash(h) => links.bounce(sim, h),
-        // Back on its own when its outage ends.
-        Fault::ZooKeeper(_) => {}
-        Fault::Restart(h) => {
-            control.forget_stop(h);
-            // A graceful stop ended the host's work: start it again (isolated first, as every
-            // crash here, so the dying runtime's socket drops cannot reorder the trace).
-            links.crash(sim, h);
-            links.bounce(sim, h);
-        }
-    }
-}
-
+/// Runs the seed: faults until the run's length (the gap seeds' cut included), the heal, the
+/// drain (invariant 5), then waits for the checker.
 pub(super) fn drive(
     sim: &mut turmoil::Sim<'_>,
     links: &mut Links,
@@ -179,7 +123,7 @@ pub(super) fn drive(
             let until = gap_cut.map_or(from, |(_, until)| until);
             // A fault still running would repair links of this cut when it ends: end it now.
             for (_, fault) in std::mem::take(&mut active) {
-                end(sim, links, control, world, &fault);
+                end(sim, links, control, world.clusters(), &fault);
             }
             control
                 .trace
@@ -188,7 +132,14 @@ pub(super) fn drive(
                 .faults
                 .entry("link between the clusters cut")
                 .or_default() += 1;
-            begin(sim, links, control, world, &Fault::Between, until - now);
+            begin(
+                sim,
+                links,
+                control,
+                world.clusters(),
+                &Fault::Between,
+                until - now,
+            );
             active.push((until, Fault::Between));
             gap_cut = None;
             next_fault = next_fault.max(until + Duration::from_secs(1));
@@ -199,8 +150,8 @@ pub(super) fn drive(
                 control
                     .trace
                     .push_at(now, &format!("fault {fault:?} for {length:?}"));
-                *report.faults.entry(fault.kind()).or_default() += 1;
-                begin(sim, links, control, world, &fault, length);
+                *report.faults.entry(kind(&fault)).or_default() += 1;
+                begin(sim, links, control, world.clusters(), &fault, length);
                 active.push((now + length, fault));
                 next_fault = now + length + Duration::from_millis(rng.random_range(1000..5000));
             }
@@ -210,7 +161,7 @@ pub(super) fn drive(
             .partition(|(t, _)| *t <= now);
         active = later;
         for (_, fault) in due {
-            end(sim, links, control, world, &fault);
+            end(sim, links, control, world.clusters(), &fault);
         }
         if now - last_check >= Duration::from_millis(5) {
             last_check = now;
@@ -222,7 +173,7 @@ pub(super) fn drive(
         sim.step().map_err(|e| format!("simulation error: {e}"))?;
     }
     for (_, fault) in std::mem::take(&mut active) {
-        end(sim, links, control, world, &fault);
+        end(sim, links, control, world.clusters(), &fault);
     }
     // An operator restarts a mirror broker whose disk failed a sync (its poisoned partitions
     // take nothing until then).
