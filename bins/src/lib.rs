@@ -4,8 +4,8 @@
 //! Every component is written once against [`env::Env`], so the same code runs on tokio in
 //! production and on turmoil in the simulator: the broker ([`broker`], composed with a mirror
 //! broker's embedded mirror in [`server`]), the producer ([`producer`]), the consumer group
-//! ([`consumer`]), the mirror ([`mirror`], with the mirror maker in [`mirror::maker`]), the
-//! ZooKeeper sessions ([`coordination`]), the metrics endpoint ([`metrics`]), the client
+//! ([`consumer`]), the mirror ([`mirror`], with the mirror maker in [`mirror::maker`]), replica
+//! mode ([`replica`]), the ZooKeeper sessions ([`coordination`]), the metrics endpoint ([`metrics`]), the client
 //! connection ([`client`]) and the tools ([`tools`]). [`cli`] holds the command line the
 //! `tributary` binary parses; each subcommand's entry point lives beside what it runs.
 

@@ -63,8 +63,9 @@ pub enum ServerError {
     /// The broker failed, or its shutdown was not clean.
     #[error(transparent)]
     Broker(#[from] BrokerError),
-    /// The embedded mirror's settings cannot work (the broker was stopped for it).
-    #[error("the embedded mirror cannot run: {0}; the broker was stopped too")]
+    /// The embedded mirror's settings cannot work (the broker was stopped for it; the message
+    /// is the mirror's own, as before the composition moved here).
+    #[error(transparent)]
     Mirror(MirrorError),
     /// The embedded mirror's supervisor panicked: a bug. The broker was stopped.
     #[error(

@@ -28,7 +28,10 @@ pub struct ZooKeeper {
 const PORTS: std::ops::Range<u16> = 20_000..32_000;
 
 /// A free TCP port on 127.0.0.1 that no other call in this process has returned (until the
-/// range wraps), and that nothing listened on when it was chosen.
+/// range wraps), and that nothing listened on when it was chosen. Assumes Linux's default
+/// ephemeral range (32768 and up) and IPv4 loopback; two test processes running at once could
+/// still pick the same port before either binds it (their start points are scattered, CI runs
+/// one test binary at a time).
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);

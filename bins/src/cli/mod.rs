@@ -181,7 +181,8 @@ pub enum Command {
 }
 
 /// The target of the log lines the entry points write themselves: the binary's, as when they
-/// were written in `main.rs`, so log lines, filters and shippers see what they saw before.
+/// were written in `main.rs`. (The lines of `server::run` and `mirror::maker::run`, which the
+/// simulator runs too, carry their own modules' targets.)
 pub const LOG_TARGET: &str = "tributary";
 
 /// A multi-threaded tokio runtime with timers and I/O, with `threads` workers (tokio's default,

@@ -432,6 +432,10 @@ impl<E: Env> Member<E> {
         // new owner for good).
         let mut owned_before: BTreeMap<(TopicName, BrokerPartition), Arc<PartitionState>> =
             BTreeMap::new();
+        // Owner nodes a failed attempt may have left (its release failed, or a claim failed
+        // after ZooKeeper made the node): released, if this session holds them, before every
+        // attempt and once more after success.
+        let mut strays: Vec<(TopicName, BrokerPartition)> = Vec::new();
         let mut attempt = 0;
         let last = loop {
             attempt += 1;
@@ -460,6 +464,9 @@ impl<E: Env> Member<E> {
             );
             let to_release: Vec<Arc<PartitionState>> = owned_before.values().cloned().collect();
             self.release_owners(coord, &to_release).await;
+            strays = self
+                .release_claimed(coord, std::mem::take(&mut strays))
+                .await;
             let unstarted = std::mem::take(&mut *guard(&self.shared.restart_from_commit));
             kept.extend(
                 released
@@ -475,7 +482,7 @@ impl<E: Env> Member<E> {
                 );
             }
             let attempted = match self.ensure_registered(coord).await {
-                Ok(()) => self.attempt(coord, &kept).await,
+                Ok(()) => self.attempt(coord, &kept, &mut strays).await,
                 Err(e) => Err(e),
             };
             match attempted {
@@ -492,6 +499,20 @@ impl<E: Env> Member<E> {
                         .map(|(_, p)| p.clone())
                         .collect();
                     self.release_owners(coord, &given_away).await;
+                    let stray: Vec<(TopicName, BrokerPartition)> = std::mem::take(&mut strays)
+                        .into_iter()
+                        .filter(|(t, p)| {
+                            !claimed.iter().any(|c| c.topic == *t && c.partition == *p)
+                        })
+                        .collect();
+                    let left = self.release_claimed(coord, stray).await;
+                    if !left.is_empty() {
+                        tracing::warn!(
+                            "consumer {}: {} owner nodes of a failed attempt could not be released; they go with this session",
+                            self.consumer_id,
+                            left.len()
+                        );
+                    }
                     let generation = self.shared.generation();
                     let owned: Vec<String> = claimed
                         .iter()
@@ -623,6 +644,7 @@ impl<E: Env> Member<E> {
         &self,
         coord: &E::Coord,
         kept: &Kept,
+        strays: &mut Vec<(TopicName, BrokerPartition)>,
     ) -> Result<
         (
             Vec<Arc<PartitionState>>,
@@ -741,7 +763,7 @@ impl<E: Env> Member<E> {
         {
             Ok(claimed) => claimed,
             Err(e) => {
-                self.release_claimed(coord, held).await;
+                strays.extend(self.release_claimed(coord, held).await);
                 return Err(e);
             }
         };
@@ -812,8 +834,10 @@ impl<E: Env> Member<E> {
                     }
                 },
             };
-            self.claim(coord, &topic, partition, &thread).await?;
+            // Held from before the claim: ZooKeeper may make the node even when the claim
+            // fails (a connection lost after the create was applied).
             held.push((topic.clone(), partition));
+            self.claim(coord, &topic, partition, &thread).await?;
             if let Some(start) = unrecorded.filter(|_| self.records_starts()) {
                 match self.record_start(coord, &topic, partition, start).await {
                     Ok(None) => self.report_deleted_prefix(&topic, partition, start),
@@ -986,16 +1010,33 @@ impl<E: Env> Member<E> {
         self.config.autocommit_enable || self.shared.gap_sink.is_some()
     }
 
-    /// Deletes the owner nodes of partitions this attempt claimed (it failed), saying which
-    /// could not be deleted (they go with this session, or at the next release).
-    async fn release_claimed(&self, coord: &E::Coord, claimed: Vec<(TopicName, BrokerPartition)>) {
+    /// Deletes the owner nodes of `claimed` that this session holds (a failed attempt's, or
+    /// ones a claim may have made before it failed), leaving anyone else's; returns those that
+    /// could not be read or deleted (ZooKeeper unreachable), to try again.
+    async fn release_claimed(
+        &self,
+        coord: &E::Coord,
+        claimed: Vec<(TopicName, BrokerPartition)>,
+    ) -> Vec<(TopicName, BrokerPartition)> {
+        let mut left = Vec::new();
         for (topic, partition) in claimed {
             let path = format!("{}/{partition}", consumer_owners_path(self.group(), &topic));
-            match coord.delete(&path, None).await {
-                Ok(()) | Err(CoordError::NoNode(_)) => {}
-                Err(e) => tracing::warn!("releasing {path} after a failed attempt: {e}"),
+            let outcome = match coord.get_with_owner(&path).await {
+                Ok(node) if node.owner == Some(coord.session_id()) => {
+                    coord.delete(&path, Some(node.version)).await
+                }
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(()) | Err(CoordError::NoNode(_)) | Err(CoordError::BadVersion(_)) => {}
+                Err(e) => {
+                    tracing::warn!("releasing {path} after a failed attempt: {e}; tried again");
+                    left.push((topic, partition));
+                }
             }
         }
+        left
     }
 
     /// Creates the owner node (ephemeral, our thread id); one this session holds already counts

@@ -26,7 +26,7 @@ pub enum MakerError {
         source: std::io::Error,
     },
     /// The metrics endpoint ended on its own: a bug. The mirror was stopped.
-    #[error("internal error: the metrics endpoint {0}; the mirror was stopped")]
+    #[error("internal error: the metrics endpoint {0}")]
     MetricsEnded(String),
     /// The mirror could not start, or failed.
     #[error(transparent)]
@@ -86,7 +86,7 @@ pub async fn run<E: Env>(
 
 /// Resolves when the metrics endpoint ends on its own (only a panic, a bug), saying how;
 /// pending without an endpoint. The endpoint is then forgotten (never awaited twice).
-pub async fn endpoint_ended(server: &mut Option<MetricsServer>) -> String {
+async fn endpoint_ended(server: &mut Option<MetricsServer>) -> String {
     let Some(running) = server else {
         return std::future::pending().await;
     };

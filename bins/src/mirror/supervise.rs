@@ -33,19 +33,11 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// Runs the mirror of `settings` until `stop` turns `true`, starting it again after every
-/// failure (see the module's documentation). `Ok` once stopped; `Err` only for settings that
+/// Runs the mirror until `stop` turns `true`, each start's environment and settings from
+/// `start` (production gives the same every time; the simulator gives each start its own
+/// observer), starting it again after every failure (see the module's documentation), each
+/// failure told to `failed` before the pause. `Ok` once stopped; `Err` only for settings that
 /// cannot work.
-pub async fn supervise<E: Env>(
-    env: E,
-    settings: MirrorSettings,
-    stop: watch::Receiver<bool>,
-) -> Result<(), MirrorError> {
-    supervise_each(|| (env.clone(), settings.clone()), |_| {}, stop).await
-}
-
-/// [`supervise`], with each start's environment and settings from `start` (the simulator gives
-/// each start its own observer), and each failure told to `failed` before the pause.
 pub async fn supervise_each<E: Env>(
     mut start: impl FnMut() -> (E, MirrorSettings),
     mut failed: impl FnMut(&MirrorError),

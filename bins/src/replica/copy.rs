@@ -566,6 +566,7 @@ pub(super) async fn leave_hole<E: Env>(
         if end != from {
             return Err(AppendError::EndMoved {
                 end,
+                what: "gap's start",
                 expected: i64::try_from(from).unwrap_or(i64::MAX),
             });
         }
@@ -600,6 +601,7 @@ pub(super) async fn append<E: Env>(
         if i64::try_from(end).ok() != Some(offset) && !planted_skip {
             return Err(AppendError::EndMoved {
                 end,
+                what: "fetch offset",
                 expected: offset,
             });
         }

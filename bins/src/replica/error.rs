@@ -34,10 +34,12 @@ pub enum AppendError {
     #[error("copied data refused by the log: {0}")]
     Refused(MessageError),
     /// The log does not end where the copy expected it to (something else wrote to it).
-    #[error("the log ends at {end}, not at {expected}")]
+    #[error("the log ends at {end}, not at the {what} {expected}")]
     EndMoved {
         /// Where the log ends.
         end: u64,
+        /// What was expected there: "fetch offset" or "gap's start".
+        what: &'static str,
         /// Where the fetch (or the gap) starts.
         expected: i64,
     },
@@ -109,7 +111,7 @@ pub enum StopReason {
         limit: u32,
     },
     /// The source's data is corrupt there (nothing at or after it was copied).
-    #[error("corrupt source data at offset {offset}: {error}")]
+    #[error("corrupt source data at offset {offset}: {error} (nothing at or after it was copied)")]
     Corrupt {
         /// The first corrupt message's offset.
         offset: i64,

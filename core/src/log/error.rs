@@ -28,10 +28,9 @@ pub enum LogError {
         /// The flushed end.
         end: u64,
     },
-    /// A previous sync failed; the log refuses writes rather than pretend they are durable.
-    #[error(
-        "{partition}: log is poisoned after a failed sync ({cause}); restart the broker to recover"
-    )]
+    /// A previous sync, roll or write failed in a way that leaves the files unknown; the log
+    /// refuses writes rather than pretend they are durable or write behind garbage.
+    #[error("{partition}: log is poisoned ({cause}); restart the broker to recover")]
     Poisoned {
         /// The partition.
         partition: String,

@@ -2,8 +2,8 @@
 //!
 //! Guarantees:
 //! - **Visible ⇒ durable.** Reads and OFFSETS see only bytes below the flushed end, and the
-//!   flushed end moves only after a successful sync. After a failed sync the log is poisoned
-//!   and refuses appends.
+//!   flushed end moves only after a successful sync. After a failed sync (or a failed roll, or
+//!   a failed write that cannot be cut off) the log is poisoned and refuses appends.
 //! - **Whole sets or nothing.** An append validates the whole set first; a refused set writes
 //!   nothing.
 //! - Segments are contiguous: each starts where the previous ends — except across a **hole**
@@ -304,7 +304,7 @@ impl<F: LogFs> Log<F> {
         self.segments.iter().map(|s| s.start).collect()
     }
 
-    /// Whether a failed sync has poisoned the log.
+    /// Whether the log is poisoned (a failed sync, roll or uncut write): it refuses appends.
     pub fn is_poisoned(&self) -> bool {
         self.poisoned.is_some()
     }
@@ -446,16 +446,21 @@ impl<F: LogFs> Log<F> {
         if let Err(e) = active.file.write_all_at(set, active.size) {
             // Drop whatever part of the set reached the file: it is not part of the log. If
             // that fails too, the file holds bytes past the log's end that the next append would
-            // sit behind: nothing more is appended (recovery drops the torn tail at restart).
+            // sit behind: nothing more is appended. At restart recovery drops a torn tail; whole
+            // messages that reached the file may stay (the producer was told the append failed:
+            // at least once, never lost).
             let path = active.path.clone();
             if let Err(truncate) = active.file.set_len(active.size) {
-                let at = active.size;
-                self.poisoned.get_or_insert_with(|| {
-                    format!(
-                        "a failed write left bytes past offset {at} of {} that could not be cut ({truncate})",
-                        path.display()
-                    )
-                });
+                let at = active.start + active.size;
+                let cause = format!(
+                    "a failed write left bytes past offset {at} in {} that could not be cut ({truncate})",
+                    path.display()
+                );
+                tracing::error!(
+                    "{}: {cause}; the partition takes no more writes until a restart",
+                    self.tp
+                );
+                self.poisoned.get_or_insert(cause);
             }
             return Err(self.io("write", &path, e));
         }
