@@ -582,6 +582,15 @@ impl<E: Env> Member<E> {
             }
         };
         tracing::error!("consumer {}: rebalance failed {attempts} times ({last}); owning nothing until the next change", self.consumer_id);
+        // Owning nothing: no owner node of this session may stay behind to block the others.
+        let left = self.release_claimed(coord, strays).await;
+        if !left.is_empty() {
+            tracing::warn!(
+                "consumer {}: {} owner nodes of failed attempts could not be released; they go with this session",
+                self.consumer_id,
+                left.len()
+            );
+        }
         // Every stream is told (a console consumer exits non-zero on it); a full queue or a
         // gone stream has the error in the log anyway.
         for queue in self.streams.iter() {
