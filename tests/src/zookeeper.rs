@@ -41,7 +41,8 @@ pub fn free_port() -> u16 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let _ = NEXT.compare_exchange(
+    // Only the first call sets the start; later ones find it set.
+    let _set_by_an_earlier_call = NEXT.compare_exchange(
         u32::MAX,
         (std::process::id().wrapping_mul(2_654_435_761) ^ nanos) % span,
         Ordering::Relaxed,

@@ -212,8 +212,17 @@ pub async fn wait_for_signal() {
                 _ = int.recv() => {}
             }
         }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
+        (term, int) => {
+            let why = term
+                .err()
+                .or(int.err())
+                .map_or_else(String::new, |e| e.to_string());
+            tracing::warn!(target: LOG_TARGET, "cannot listen for SIGTERM ({why}); only ^C stops this gracefully");
+            if let Err(e) = tokio::signal::ctrl_c().await {
+                // Returning would stop at once: wait for a kill instead, and say so.
+                tracing::error!(target: LOG_TARGET, "cannot listen for signals ({e}); stop this process with SIGKILL");
+                std::future::pending::<()>().await;
+            }
         }
     }
 }

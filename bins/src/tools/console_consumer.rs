@@ -304,7 +304,7 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
         })
         .collect::<Result<_, _>>()?;
     let group =
-        group.unwrap_or_else(|| format!("console-consumer-{}", rand::random::<u32>() % 100_000));
+        group.unwrap_or_else(|| format!("console-consumer-{}", TokioEnv.rng_seed() % 100_000));
     let mut settings = vec![
         ("fetch.size".to_string(), fetch_size.to_string()),
         (

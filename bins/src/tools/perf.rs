@@ -12,7 +12,7 @@ use tributary_core::wire::TopicName;
 
 use crate::cli::runtime;
 use crate::consumer::{self, ConsumerConnector, ConsumerError, Subscription};
-use crate::env::TokioEnv;
+use crate::env::{Env, TokioEnv};
 use crate::producer::{self, Producer, Record, SendError};
 
 /// Why `producer-perf` or `consumer-perf` could not run.
@@ -467,8 +467,7 @@ pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String>
         messages,
         hide_header,
     } = args;
-    let group =
-        group.unwrap_or_else(|| format!("perf-consumer-{}", rand::random::<u32>() % 100_000));
+    let group = group.unwrap_or_else(|| format!("perf-consumer-{}", TokioEnv.rng_seed() % 100_000));
     let options = ConsumerPerfOptions {
         zookeeper,
         topic,
