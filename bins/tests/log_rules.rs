@@ -823,9 +823,8 @@ fn a_failed_sync_poisons_the_log() {
     );
 }
 
-/// A write that fails half-way is cut back off the segment, and the log goes on where it was.
-#[test]
-fn a_failed_write_is_cut_off_and_the_log_goes_on() {
+/// A log on a `FlakyFs` in a temp dir, holding one set (returned).
+fn log_with_one_set() -> (tempfile::TempDir, FlakyFs, Log<FlakyFs>, Bytes) {
     let dir = tempfile::tempdir().unwrap();
     let fs = FlakyFs::default();
     let mut log = Log::create(
@@ -838,12 +837,26 @@ fn a_failed_write_is_cut_off_and_the_log_goes_on() {
     .unwrap();
     let first = set(1, 2, 10);
     log.append(&first, T0).unwrap();
+    (dir, fs, log, first)
+}
+
+/// A write that fails half-way is cut back off the segment, and the log goes on where it was.
+#[test]
+fn a_failed_write_is_cut_off_and_the_log_goes_on() {
+    let (dir, fs, mut log, first) = log_with_one_set();
     fs.fail_writes.store(true, Ordering::SeqCst);
-    assert!(log.append(&set(2, 2, 10), T0).is_err());
+    // Half of this set reaches the file: more than the next, smaller, set overwrites.
+    assert!(log.append(&set(2, 8, 50), T0).is_err());
     fs.fail_writes.store(false, Ordering::SeqCst);
     assert!(!log.is_poisoned());
     let second = set(3, 1, 10);
     let info = log.append(&second, T0).unwrap();
+    let segment = dir.path().join("t-0").join("00000000000000000000.kafka");
+    assert_eq!(
+        std::fs::metadata(&segment).unwrap().len(),
+        (first.len() + second.len()) as u64,
+        "bytes of the failed write left past the log's end"
+    );
     assert_eq!(
         info.offset,
         first.len() as u64,
@@ -858,18 +871,7 @@ fn a_failed_write_is_cut_off_and_the_log_goes_on() {
 /// next append would otherwise sit behind garbage (issue 23).
 #[test]
 fn a_failed_write_that_cannot_be_cut_off_poisons_the_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let fs = FlakyFs::default();
-    let mut log = Log::create(
-        fs.clone(),
-        &dir.path().join("t-0"),
-        tp("t", 0),
-        policy(),
-        T0,
-    )
-    .unwrap();
-    let first = set(1, 2, 10);
-    log.append(&first, T0).unwrap();
+    let (_dir, fs, mut log, _first) = log_with_one_set();
     fs.fail_writes.store(true, Ordering::SeqCst);
     fs.fail_truncates.store(true, Ordering::SeqCst);
     assert!(log.append(&set(2, 2, 10), T0).is_err());
