@@ -31,6 +31,7 @@ use tributary_core::zk_layout::{
 };
 
 use super::fetcher::{self, FetchSettings, Share};
+use super::offset_node::read_offset_node;
 use super::starts::{read_starts, Start};
 use super::state::{PartitionState, Shared, Streams};
 use super::{CommitError, ConsumerError, OffsetNodeError, RebalanceError, StartOffsetError};
@@ -972,16 +973,14 @@ impl<E: Env> Member<E> {
             .await
         {
             Ok(_) => Ok(None),
-            Err(CoordError::NodeExists(_)) => {
-                let data = match coord.get(&path).await {
-                    Ok((data, _)) => data,
-                    Err(source) => return Err(OffsetNodeError::ZooKeeper { path, source }),
-                };
-                match String::from_utf8_lossy(&data).trim().parse::<i64>() {
-                    Ok(offset) => Ok(Some(offset)),
-                    Err(_) => Err(OffsetNodeError::NotAnOffset { path }),
-                }
-            }
+            Err(CoordError::NodeExists(_)) => match read_offset_node(coord, path.clone()).await? {
+                Some(offset) => Ok(Some(offset)),
+                // Gone again since the create found it: no commit to resume from.
+                None => Err(OffsetNodeError::ZooKeeper {
+                    source: CoordError::NoNode(path.clone()),
+                    path,
+                }),
+            },
             Err(source) => Err(OffsetNodeError::ZooKeeper { path, source }),
         }
     }

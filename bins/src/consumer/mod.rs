@@ -16,6 +16,7 @@
 mod error;
 mod fetcher;
 mod group;
+mod offset_node;
 mod starts;
 mod state;
 mod stream;
@@ -41,6 +42,7 @@ pub use self::error::{
     ViewError,
 };
 pub use self::group::write_offset;
+pub use self::offset_node::read_offset_node;
 pub use self::stream::{ConsumedMessage, MessageStream};
 use crate::env::Env;
 use crate::metrics::clients::ConsumerSnapshot;

@@ -17,7 +17,7 @@ use tributary_core::zk_layout::consumer_offsets_path;
 
 use super::{OffsetNodeError, StartOffsetError};
 use crate::client::{connect, ClientError};
-use crate::coordination::{CoordError, Coordination};
+use crate::coordination::Coordination;
 use crate::env::Env;
 
 /// The longest a rebalance waits for one broker's start offsets.
@@ -78,14 +78,7 @@ async fn committed_offset(
     (topic, partition): &Key,
 ) -> Result<Option<i64>, OffsetNodeError> {
     let path = format!("{}/{partition}", consumer_offsets_path(group, topic));
-    match coord.get(&path).await {
-        Ok((data, _)) => match String::from_utf8_lossy(&data).trim().parse::<i64>() {
-            Ok(offset) => Ok(Some(offset)),
-            Err(_) => Err(OffsetNodeError::NotAnOffset { path }),
-        },
-        Err(CoordError::NoNode(_)) => Ok(None),
-        Err(source) => Err(OffsetNodeError::ZooKeeper { path, source }),
-    }
+    super::read_offset_node(coord, path).await
 }
 
 /// Asks one broker, on one connection, for each partition's offset at `time` (OFFSETS), all

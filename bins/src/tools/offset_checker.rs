@@ -22,6 +22,7 @@ use tributary_core::zk_layout::{
 
 use crate::cli::runtime;
 use crate::client::connect;
+use crate::consumer::{read_offset_node, OffsetNodeError};
 use crate::coordination::{CoordError, Coordination};
 use crate::env::{Env, TokioEnv};
 
@@ -101,12 +102,9 @@ pub enum OffsetCheckError {
         /// What ZooKeeper said.
         source: CoordError,
     },
-    /// A committed offset node holds something that is not a decimal offset.
-    #[error("{path}: not an offset")]
-    NotAnOffset {
-        /// The offset node.
-        path: String,
-    },
+    /// A committed offset node could not be read, or holds something that is not an offset.
+    #[error(transparent)]
+    Offset(#[from] OffsetNodeError),
     /// A partition's owner node could not be read.
     #[error(transparent)]
     Owner(CoordError),
@@ -148,14 +146,10 @@ pub async fn check(
     for topic in topics {
         let offsets_path = consumer_offsets_path(group, &topic);
         for partition in children(&coord, &offsets_path).await? {
+            // `None`: removed between the listing and the read.
             let node = format!("{offsets_path}/{partition}");
-            let read = coord.get(&node).await;
-            let (data, _) = match read {
-                Ok(found) => found,
-                Err(source) => return Err(OffsetCheckError::ZooKeeper { path: node, source }),
-            };
-            let Ok(offset) = String::from_utf8_lossy(&data).trim().parse::<i64>() else {
-                return Err(OffsetCheckError::NotAnOffset { path: node });
+            let Some(offset) = read_offset_node(&coord, node).await? else {
+                continue;
             };
             let owner = match coord
                 .get(&format!(

@@ -23,6 +23,7 @@ use tributary_core::zk_layout::consumer_offsets_path;
 
 use self::render::{render, PartitionSample, Sample};
 use crate::consumer::view::latest_ends;
+use crate::consumer::{read_offset_node, OffsetNodeError};
 use crate::coordination::{CoordError, Coordination};
 use crate::env::Env;
 
@@ -55,12 +56,9 @@ pub enum StatusError {
         /// What ZooKeeper said.
         source: CoordError,
     },
-    /// A committed offset node holds something that is not a decimal offset.
-    #[error("{path}: not an offset")]
-    NotAnOffset {
-        /// The offset node.
-        path: String,
-    },
+    /// A committed offset node could not be read, or holds something that is not an offset.
+    #[error(transparent)]
+    Offset(#[from] OffsetNodeError),
     /// The group covers more partitions than one sample looks at.
     #[error("group {group} has more than {max} partitions; not shown")]
     TooManyPartitions {
@@ -184,16 +182,9 @@ async fn sample<E: Env>(env: &E, coord: &E::Coord, group: &GroupId) -> Result<Sa
                     max: PARTITIONS_MAX,
                 });
             }
-            let node = format!("{path}/{partition}");
-            let read = coord.get(&node).await;
-            let (data, _) = match read {
-                Ok(found) => found,
-                // Removed between the listing and the read.
-                Err(CoordError::NoNode(_)) => continue,
-                Err(source) => return Err(StatusError::ZooKeeper { path: node, source }),
-            };
-            let Ok(offset) = String::from_utf8_lossy(&data).trim().parse::<i64>() else {
-                return Err(StatusError::NotAnOffset { path: node });
+            // `None`: removed between the listing and the read.
+            let Some(offset) = read_offset_node(coord, format!("{path}/{partition}")).await? else {
+                continue;
             };
             positions.insert((topic.to_string(), partition), offset);
         }
