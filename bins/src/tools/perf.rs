@@ -69,40 +69,9 @@ pub(crate) fn mb(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-/// What `producer-perf` does.
-#[derive(Debug, Clone)]
-pub struct ProducerPerfOptions {
-    /// `zk.connect=...` or `broker.list=...` (0.7's `--brokerinfo`).
-    pub brokerinfo: String,
-    /// The topic.
-    pub topic: TopicName,
-    /// Messages to send in all.
-    pub messages: u64,
-    /// Bytes per message.
-    pub message_size: usize,
-    /// Vary sizes between 1 and `message_size`.
-    pub vary_message_size: bool,
-    /// Async producer.
-    pub async_mode: bool,
-    /// `batch.size`.
-    pub batch_size: u32,
-    /// Sending tasks, each with its own producer.
-    pub threads: u32,
-    /// `compression.codec`.
-    pub compression_codec: u8,
-    /// Durable acknowledgements (Tributary).
-    pub acks: bool,
-    /// Print a line per interval per thread.
-    pub show_detailed_stats: bool,
-    /// Interval of detailed lines, in messages.
-    pub reporting_interval: u64,
-    /// No header line.
-    pub hide_header: bool,
-}
-
 /// Runs `producer-perf`; prints 0.7.1's columns; returns (messages delivered, failed).
 pub async fn producer_perf(
-    options: &ProducerPerfOptions,
+    options: &ProducerPerfArgs,
     out: &mut impl Write,
 ) -> Result<(u64, u64), PerfError> {
     let text = format!(
@@ -330,8 +299,9 @@ pub async fn consumer_perf(
     Ok((n, b))
 }
 
-/// `tributary producer-perf`'s arguments (0.7.1's ProducerPerformance flags, and `--acks`).
-#[derive(Debug, clap::Args)]
+/// What `producer-perf` does: `tributary producer-perf`'s arguments (0.7.1's
+/// ProducerPerformance flags, and `--acks`).
+#[derive(Debug, Clone, clap::Args)]
 pub struct ProducerPerfArgs {
     /// zk.connect=HOST:PORT[/CHROOT] or broker.list=id:host:port,...
     #[arg(long)]
@@ -378,41 +348,15 @@ pub struct ProducerPerfArgs {
 /// 1 (after saying how many on standard error) when any message was not delivered; `Err` for a
 /// wrong `--brokerinfo` or a run that could not start.
 pub fn run_producer_perf_cli(args: ProducerPerfArgs) -> Result<ExitCode, String> {
-    let ProducerPerfArgs {
-        brokerinfo,
-        topic,
-        messages,
-        message_size,
-        vary_message_size,
-        async_mode,
-        batch_size,
-        threads,
-        compression_codec,
-        acks,
-        reporting_interval,
-        show_detailed_stats,
-        hide_header,
-    } = args;
-    if !(brokerinfo.starts_with("zk.connect=") || brokerinfo.starts_with("broker.list=")) {
-        return Err(format!("--brokerinfo {brokerinfo}: expected zk.connect=HOST:PORT or broker.list=id:host:port,..."));
+    if !(args.brokerinfo.starts_with("zk.connect=") || args.brokerinfo.starts_with("broker.list="))
+    {
+        return Err(format!(
+            "--brokerinfo {}: expected zk.connect=HOST:PORT or broker.list=id:host:port,...",
+            args.brokerinfo
+        ));
     }
-    let options = ProducerPerfOptions {
-        brokerinfo,
-        topic,
-        messages,
-        message_size,
-        vary_message_size,
-        async_mode,
-        batch_size,
-        threads,
-        compression_codec,
-        acks,
-        show_detailed_stats,
-        reporting_interval,
-        hide_header,
-    };
     let (_, failed) = runtime(None)?
-        .block_on(producer_perf(&options, &mut std::io::stdout().lock()))
+        .block_on(producer_perf(&args, &mut std::io::stdout().lock()))
         .map_err(|e| e.to_string())?;
     if failed > 0 {
         eprintln!("{failed} messages not delivered");
