@@ -60,6 +60,13 @@ where
         .await
         .map_err(e)?;
     let before = a.session_id();
+    // A watch set before the outage, for a change made just after it.
+    let b = open().await.map_err(|e| format!("open: {e}"))?;
+    let watched = format!("{base}/watched");
+    a.create(&watched, b"x", NodeKind::Persistent)
+        .await
+        .map_err(e)?;
+    let (_, _, data_watch) = b.get_and_watch(&watched).await.map_err(e)?;
 
     // A short outage: the session and its node survive, and the session works again.
     restart(Duration::ZERO).await;
@@ -77,6 +84,15 @@ where
         owner == Some(before) && a.session_id() == before,
         "a short restart keeps the session and its ephemeral node",
     )?;
+    // The server kept no watch over its restart; the client set it again on reconnect
+    // (`SetWatches`, with the last zxid it saw), so the change fires it whether the watcher
+    // came back before or after it.
+    a.set(&watched, b"y", None).await.map_err(e)?;
+    check(
+        tokio::time::timeout(SETTLE, data_watch).await.is_ok(),
+        "a watch set before a restart fires for a change made after it",
+    )?;
+    b.close().await;
 
     // A long outage: the client gives the session up...
     let long = format!("{base}/long");

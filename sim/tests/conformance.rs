@@ -102,3 +102,62 @@ impl<F: std::future::Future<Output = std::io::Result<()>> + 'static> MapOkBox fo
         Box::pin(async move { self.await.map_err(|e| e.into()) })
     }
 }
+
+/// The model alone (turmoil can cut one link): a watch whose event is sent on a connection the
+/// network has cut still fires, once the client reconnects and sets its watches again with the
+/// last zxid it saw (ZooKeeper's `SetWatches`). Clients seed 2244: before the model had it, a
+/// consumer cut from ZooKeeper while a peer's session expired never rebalanced.
+#[test]
+fn a_watch_whose_event_is_lost_with_its_connection_fires_after_the_reconnect() {
+    use tributary::coordination::{Coordination, NodeKind};
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(Duration::from_secs(120))
+        .build();
+    let model = Arc::new(Mutex::new(ModelState::default()));
+    sim.host("zk", move || serve(2181, model.clone()).map_ok_box());
+    // 0: starting; 1: the watch is set; 2: the watcher is cut off (the writer may write).
+    let phase = Arc::new(Mutex::new(0u8));
+    let fired = Arc::new(Mutex::new(None));
+    {
+        let (phase, fired) = (phase.clone(), fired.clone());
+        sim.client("watcher", async move {
+            let watcher = ModelCoordination::connect("zk", 2181, SESSION, SESSION).await?;
+            watcher.create("/w", b"x", NodeKind::Persistent).await?;
+            let (_, _, watch) = watcher.get_and_watch("/w").await?;
+            *phase.lock().unwrap() = 1;
+            let outcome = tokio::time::timeout(Duration::from_secs(30), watch).await;
+            *fired.lock().unwrap() = Some(outcome.is_ok());
+            Ok(())
+        });
+    }
+    {
+        let phase = phase.clone();
+        sim.client("writer", async move {
+            while *phase.lock().unwrap() < 2 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let writer = ModelCoordination::connect("zk", 2181, SESSION, SESSION).await?;
+            writer.set("/w", b"y", None).await?;
+            Ok(())
+        });
+    }
+    // Cut the watcher off once its watch is set (the change's event goes out on the cut
+    // connection), and heal well within its session's timeout.
+    let mut cut_at = None;
+    while fired.lock().unwrap().is_none() {
+        if cut_at.is_none() && *phase.lock().unwrap() == 1 {
+            sim.partition("watcher", "zk");
+            cut_at = Some(sim.elapsed());
+            *phase.lock().unwrap() = 2;
+        }
+        if cut_at.is_some_and(|at| sim.elapsed() >= at + Duration::from_millis(1500)) {
+            sim.repair("watcher", "zk");
+        }
+        sim.step().unwrap();
+    }
+    assert_eq!(
+        *fired.lock().unwrap(),
+        Some(true),
+        "the watch never fired after the reconnect"
+    );
+}

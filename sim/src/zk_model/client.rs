@@ -2,7 +2,9 @@
 //! ZooKeeper client where the broker can tell: pings every third of the session timeout; on a
 //! lost connection, in-flight calls fail with `ConnectionLoss`, a `Disconnected` event is
 //! given, and the client keeps reconnecting with the same session; if the server has expired
-//! it, `Expired` is given and the session is dead (every call fails, every watch fires).
+//! it, `Expired` is given and the session is dead (every call fails, every watch fires). On
+//! every reconnect it first sends `SetWatches` (its unfired watches, the last zxid it saw), as
+//! `zookeeper-client` does, so a change made while it was away fires its watch.
 //! Like the `zookeeper-client` crate, it also gives a session up on its own once it has heard
 //! nothing from any server for 7/5 of the session timeout (a server down that long): `Expired`,
 //! although a restarted server may still hold the session, and its ephemeral nodes, until the
@@ -29,6 +31,8 @@ struct Shared {
     out: Mutex<Option<mpsc::UnboundedSender<ClientMsg>>>,
     dead: AtomicBool,
     next_xid: AtomicU64,
+    /// The zxid of the last reply received: what `SetWatches` tells a server on reconnect.
+    last_zxid: AtomicU64,
 }
 
 fn guard<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -194,6 +198,30 @@ fn outbox(shared: &Shared) -> mpsc::UnboundedReceiver<ClientMsg> {
     rx
 }
 
+/// Queues `SetWatches` first on a connection that resumes the session, as the
+/// `zookeeper-client` crate does (`resend_watches`): every watch not fired yet, with the last
+/// zxid seen, so a change made while the client was away still fires its watch.
+fn set_watches_again(shared: &Shared) {
+    let (mut data, mut children) = (Vec::new(), Vec::new());
+    for (path, for_children) in guard(&shared.watches).keys() {
+        match for_children {
+            true => children.push(path.clone()),
+            false => data.push(path.clone()),
+        }
+    }
+    if data.is_empty() && children.is_empty() {
+        return;
+    }
+    let message = ClientMsg::SetWatches {
+        last_zxid: shared.last_zxid.load(Ordering::SeqCst),
+        data,
+        children,
+    };
+    if let Some(out) = guard(&shared.out).as_ref() {
+        let _closed_again = out.send(message).is_err();
+    }
+}
+
 /// Drives the session: one connection at a time, pings, reconnects, expiry.
 async fn run_session(
     addr: (String, u16),
@@ -223,6 +251,7 @@ async fn run_session(
             match tokio::time::timeout(timeout / 3, handshake(&addr, session, timeout)).await {
                 Ok(Ok((s, _))) => {
                     rx = outbox(&shared);
+                    set_watches_again(&shared);
                     break s;
                 }
                 Ok(Err(e))
@@ -278,7 +307,8 @@ async fn serve_connection(
         };
         last_heard = tokio::time::Instant::now();
         match msg {
-            ServerMsg::Reply { xid, result } => {
+            ServerMsg::Reply { xid, zxid, result } => {
+                shared.last_zxid.fetch_max(zxid, Ordering::SeqCst);
                 if let Some((path, reply)) = guard(&shared.pending).remove(&xid) {
                     let _ = reply.send(result.map_err(|code| map_err(code, &path)));
                 }

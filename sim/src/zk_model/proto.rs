@@ -71,6 +71,14 @@ pub enum ClientMsg {
     Request { xid: u64, op: Op },
     /// End the session now.
     Close,
+    /// Sent first on a connection that resumes a session (ZooKeeper's `SetWatches`): the
+    /// client's outstanding watches and the last zxid it saw. The server fires each watch whose
+    /// node changed (or went) after that zxid and sets the others again.
+    SetWatches {
+        last_zxid: u64,
+        data: Vec<String>,
+        children: Vec<String>,
+    },
 }
 
 /// Server → client.
@@ -85,9 +93,11 @@ pub enum ServerMsg {
     /// A request's outcome.
     Reply {
         xid: u64,
+        /// The server's zxid when it answered.
+        zxid: u64,
         result: Result<Reply, ErrCode>,
     },
-    /// A watch fired.
+    /// A watch fired (carries no zxid, as ZooKeeper's notifications do not).
     Watch { path: String, children: bool },
 }
 
@@ -111,6 +121,18 @@ fn get_bytes(buf: &mut &[u8]) -> Option<Vec<u8>> {
 
 fn get_string(buf: &mut &[u8]) -> Option<String> {
     String::from_utf8(get_bytes(buf)?).ok()
+}
+
+/// A count, then that many strings (at most what the bytes left can hold).
+fn get_strings(buf: &mut &[u8]) -> Option<Vec<String>> {
+    if buf.remaining() < 4 {
+        return None;
+    }
+    let n = buf.get_u32() as usize;
+    if n > buf.remaining() / 4 {
+        return None;
+    }
+    (0..n).map(|_| get_string(buf)).collect()
 }
 
 fn get_u8(buf: &mut &[u8]) -> Option<u8> {
@@ -175,6 +197,18 @@ impl ClientMsg {
                 }
             }
             ClientMsg::Close => out.put_u8(3),
+            ClientMsg::SetWatches {
+                last_zxid,
+                data,
+                children,
+            } => {
+                out.put_u8(4);
+                out.put_u64(*last_zxid);
+                for paths in [data, children] {
+                    out.put_u32(paths.len() as u32);
+                    paths.iter().for_each(|p| put_bytes(out, p.as_bytes()));
+                }
+            }
         }
     }
 
@@ -216,6 +250,16 @@ impl ClientMsg {
                 ClientMsg::Request { xid, op }
             }
             3 => ClientMsg::Close,
+            4 => {
+                let last_zxid = get_u64(b)?;
+                let data = get_strings(b)?;
+                let children = get_strings(b)?;
+                ClientMsg::SetWatches {
+                    last_zxid,
+                    data,
+                    children,
+                }
+            }
             _ => return None,
         })
     }
@@ -230,9 +274,10 @@ impl ServerMsg {
             }
             ServerMsg::Expired => out.put_u8(1),
             ServerMsg::Pong => out.put_u8(2),
-            ServerMsg::Reply { xid, result } => {
+            ServerMsg::Reply { xid, zxid, result } => {
                 out.put_u8(3);
                 out.put_u64(*xid);
+                out.put_u64(*zxid);
                 match result {
                     Err(code) => {
                         out.put_u8(0);
@@ -278,6 +323,7 @@ impl ServerMsg {
             2 => ServerMsg::Pong,
             3 => {
                 let xid = get_u64(b)?;
+                let zxid = get_u64(b)?;
                 let result = match get_u8(b)? {
                     0 => Err(match get_u8(b)? {
                         1 => ErrCode::NoNode,
@@ -300,7 +346,7 @@ impl ServerMsg {
                     }
                     _ => return None,
                 };
-                ServerMsg::Reply { xid, result }
+                ServerMsg::Reply { xid, zxid, result }
             }
             4 => ServerMsg::Watch {
                 path: get_string(b)?,

@@ -1,7 +1,12 @@
 //! The ZooKeeper model's server: a znode tree with versions; persistent, ephemeral and
 //! sequential nodes; one-shot data and child watches; sessions that expire when the server has
 //! heard nothing from the client for the session timeout (deleting their ephemeral nodes and
-//! firing watches); replies and events delivered in order per session.
+//! firing watches); replies and events delivered in order per session. Every create, set and
+//! delete is a transaction with a zxid; replies carry the server's. Watches belong to a
+//! connection, as in ZooKeeper: they go when it closes (and all of them when the server
+//! restarts), an event sent on a connection the network cut is lost, and a client resuming its
+//! session sets them again with `SetWatches` (the last zxid it saw): a watch on a node changed
+//! since fires at once.
 //!
 //! The server can crash and restart ([`crash_and_restart`]), as a standalone ZooKeeper killed
 //! and started again on the same data directory: every connection closes at once, nothing is
@@ -30,6 +35,10 @@ struct Node {
     version: i32,
     owner: Option<u64>,
     next_sequence: u64,
+    /// The transaction that created it or last set its data.
+    mzxid: u64,
+    /// The transaction that last created or deleted one of its children.
+    pzxid: u64,
 }
 
 #[derive(Debug)]
@@ -37,8 +46,6 @@ struct Session {
     timeout: Duration,
     last_heard: Instant,
     conn: Option<mpsc::UnboundedSender<ServerMsg>>,
-    /// Events fired while the session had no connection, delivered on reconnect.
-    pending: Vec<ServerMsg>,
 }
 
 /// The model's whole state.
@@ -49,6 +56,8 @@ pub struct ModelState {
     data_watches: BTreeMap<String, BTreeSet<u64>>,
     child_watches: BTreeMap<String, BTreeSet<u64>>,
     next_session: u64,
+    /// The last transaction (every create, set and delete is one).
+    zxid: u64,
     /// Sessions expired so far (for traces and checks).
     pub expired: u64,
     /// Restarts so far.
@@ -69,6 +78,8 @@ impl Default for ModelState {
                 version: 0,
                 owner: None,
                 next_sequence: 0,
+                mzxid: 0,
+                pzxid: 0,
             },
         );
         ModelState {
@@ -77,6 +88,7 @@ impl Default for ModelState {
             data_watches: BTreeMap::new(),
             child_watches: BTreeMap::new(),
             next_session: 1,
+            zxid: 0,
             expired: 0,
             restarts: 0,
             outage: None,
@@ -133,9 +145,10 @@ impl ModelState {
                     path: path.to_string(),
                     children,
                 };
-                match &session.conn {
-                    Some(conn) if conn.send(event.clone()).is_ok() => {}
-                    _ => session.pending.push(event),
+                // A session without a connection has no watches here (they went with its
+                // connection); its client sets them again, with `SetWatches`, on reconnect.
+                if let Some(conn) = &session.conn {
+                    let _lost_with_the_connection = conn.send(event).is_err();
                 }
             }
         }
@@ -161,8 +174,10 @@ impl ModelState {
                 if version >= 0 && node.version != version {
                     return Err(ErrCode::BadVersion);
                 }
+                self.zxid += 1;
                 node.data = data;
                 node.version += 1;
+                node.mzxid = self.zxid;
                 let v = node.version;
                 self.fire(&path, false);
                 Ok(Reply::Version(v))
@@ -219,6 +234,7 @@ impl ModelState {
             return Err(ErrCode::NodeExists);
         }
         let owner = (kind == 1 || kind == 3).then_some(session);
+        self.zxid += 1;
         self.nodes.insert(
             path.clone(),
             Node {
@@ -226,15 +242,24 @@ impl ModelState {
                 version: 0,
                 owner,
                 next_sequence: 0,
+                mzxid: self.zxid,
+                pzxid: self.zxid,
             },
         );
+        if let Some(parent) = self.nodes.get_mut(&parent_path) {
+            parent.pzxid = self.zxid;
+        }
         self.fire(&path, false);
         self.fire(&parent_path, true);
         Ok(Reply::Created(path))
     }
 
     fn remove(&mut self, path: &str) {
+        self.zxid += 1;
         self.nodes.remove(path);
+        if let Some(parent) = parent(path).and_then(|p| self.nodes.get_mut(p)) {
+            parent.pzxid = self.zxid;
+        }
         self.fire(path, false);
         self.fire(path, true);
         if let Some(parent) = parent(path) {
@@ -267,10 +292,60 @@ impl ModelState {
         }
     }
 
-    /// The server went down: every connection is gone (their sessions live on, in its data).
+    /// The server went down: every connection is gone (their sessions live on, in its data),
+    /// and with them every watch (a real server keeps watches in memory only; clients set them
+    /// again on reconnect).
     fn crashed(&mut self) {
         for session in self.sessions.values_mut() {
             session.conn = None;
+        }
+        self.data_watches.clear();
+        self.child_watches.clear();
+    }
+
+    /// Drops every watch of `session` (its connection is gone, as ZooKeeper drops a
+    /// connection's watches).
+    fn drop_watches(&mut self, session: u64) {
+        for watches in [&mut self.data_watches, &mut self.child_watches] {
+            watches.values_mut().for_each(|s| {
+                s.remove(&session);
+            });
+            watches.retain(|_, s| !s.is_empty());
+        }
+    }
+
+    /// ZooKeeper's `SetWatches` from a client resuming `session`: a watch on a node changed
+    /// (or gone) since `last_zxid` fires now; the others are set again.
+    fn set_watches(
+        &mut self,
+        session: u64,
+        last_zxid: u64,
+        data: Vec<String>,
+        children: Vec<String>,
+    ) {
+        for (paths, for_children) in [(data, false), (children, true)] {
+            for path in paths {
+                let changed = self.nodes.get(&path).is_none_or(|n| {
+                    let zxid = if for_children { n.pzxid } else { n.mzxid };
+                    zxid > last_zxid
+                });
+                if changed {
+                    if let Some(conn) = self.sessions.get(&session).and_then(|s| s.conn.as_ref()) {
+                        let event = ServerMsg::Watch {
+                            path,
+                            children: for_children,
+                        };
+                        let _lost_with_the_connection = conn.send(event).is_err();
+                    }
+                } else {
+                    let watches = if for_children {
+                        &mut self.child_watches
+                    } else {
+                        &mut self.data_watches
+                    };
+                    watches.entry(path).or_default().insert(session);
+                }
+            }
         }
     }
 
@@ -390,7 +465,6 @@ async fn connection(stream: turmoil::net::TcpStream, model: SharedModel) {
                     timeout: Duration::from_millis(timeout_ms),
                     last_heard: Instant::now(),
                     conn: None,
-                    pending: Vec::new(),
                 },
             );
             id
@@ -401,9 +475,6 @@ async fn connection(stream: turmoil::net::TcpStream, model: SharedModel) {
             Some(s) => {
                 s.last_heard = Instant::now();
                 let _ = tx.send(ServerMsg::Connected { session: id });
-                for event in s.pending.drain(..) {
-                    let _ = tx.send(event);
-                }
                 s.conn = Some(tx.clone());
             }
             None => {
@@ -443,8 +514,14 @@ async fn reader_side(
             }
             ClientMsg::Request { xid, op } => {
                 let result = state.apply(id, op);
-                let _ = tx.send(ServerMsg::Reply { xid, result });
+                let zxid = state.zxid;
+                let _ = tx.send(ServerMsg::Reply { xid, zxid, result });
             }
+            ClientMsg::SetWatches {
+                last_zxid,
+                data,
+                children,
+            } => state.set_watches(id, last_zxid, data, children),
             ClientMsg::Close => {
                 state.end_session(id);
                 break;
@@ -452,10 +529,12 @@ async fn reader_side(
             ClientMsg::Connect { .. } => break,
         }
     }
-    // The connection is gone; the session lives on until it times out.
-    if let Some(session) = lock(model).sessions.get_mut(&id) {
+    // The connection is gone, and its watches with it; the session lives on until it times out.
+    let mut state = lock(model);
+    if let Some(session) = state.sessions.get_mut(&id) {
         if session.conn.as_ref().is_some_and(|c| c.same_channel(&tx)) {
             session.conn = None;
+            state.drop_watches(id);
         }
     }
 }
