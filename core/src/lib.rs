@@ -14,8 +14,8 @@
 //! - [`consumer`]: the consumer group's decisions: range assignment, topic filters, offsets to
 //!   commit, registration data.
 //! - [`producer`]: partition choice and the async producer's queue and batching policy.
-//! - [`mirror`]: the mirror's in-flight window and commit point, lag arithmetic and the
-//!   ownership watchdog.
+//! - [`mirror`]: the mirror's per-source state machine (epochs, in-flight window, commit
+//!   point and schedule), lag arithmetic and the ownership watchdog.
 //! - [`replica`]: replica mode's decisions (what of a fetched block is appended, how the fetch
 //!   size grows for a large message).
 //! - [`zk_layout`] and [`group_id`]: 0.7's ZooKeeper paths and node data, and group names.

@@ -60,6 +60,17 @@ pub struct GapReport {
     pub to: i64,
 }
 
+/// What a member owns, as of one rebalance generation ([`ConsumerConnector::ownership`]).
+/// Epochs are generations, so a partition owned in an epoch newer than `generation` was claimed
+/// after this was read.
+#[derive(Debug, Clone)]
+pub struct Ownership {
+    /// The rebalance generation this is as of.
+    pub generation: u64,
+    /// Every partition owned then, with the epoch it has been owned since.
+    pub partitions: Vec<(TopicName, BrokerPartition, u64)>,
+}
+
 /// What [`ConsumerConnector::commit_at`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommitOutcome {
@@ -239,6 +250,19 @@ impl ConsumerConnector {
             .iter()
             .map(|p| (p.topic.clone(), p.partition, p.epoch))
             .collect()
+    }
+
+    /// The partitions this member owns with their ownership epochs, as of a rebalance
+    /// generation; `None` while a rebalance is under way.
+    pub fn ownership(&self) -> Option<Ownership> {
+        let (generation, owned) = self.shared.settled()?;
+        Some(Ownership {
+            generation,
+            partitions: owned
+                .iter()
+                .map(|p| (p.topic.clone(), p.partition, p.epoch))
+                .collect(),
+        })
     }
 
     /// What this member's metrics show, read from its shared state while it lives (the reader

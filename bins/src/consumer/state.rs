@@ -139,6 +139,9 @@ pub type Streams = Arc<Vec<mpsc::Sender<Chunk>>>;
 pub struct Shared {
     owned: Mutex<BTreeMap<(TopicName, BrokerPartition), Arc<PartitionState>>>,
     generation: AtomicU64,
+    /// Whether what `owned` holds is a rebalance's whole outcome: cleared when a rebalance
+    /// releases everything, set when it installs what it claimed (both under `owned`'s lock).
+    settled: AtomicBool,
     /// Gaps met: offsets the source deleted before they were consumed.
     pub gaps: AtomicU64,
     /// Bytes of those gaps.
@@ -172,6 +175,7 @@ impl Shared {
         Shared {
             owned: Mutex::new(BTreeMap::new()),
             generation: AtomicU64::new(0),
+            settled: AtomicBool::new(false),
             gaps: AtomicU64::new(0),
             gap_bytes: AtomicU64::new(0),
             gap_sink,
@@ -209,8 +213,11 @@ impl Shared {
     /// commit); nothing is owned until [`Shared::install`].
     pub fn release_all(&self) -> Vec<Arc<PartitionState>> {
         self.generation.fetch_add(1, Ordering::SeqCst);
-        let released: Vec<Arc<PartitionState>> =
-            std::mem::take(&mut *self.owned()).into_values().collect();
+        let released: Vec<Arc<PartitionState>> = {
+            let mut owned = self.owned();
+            self.settled.store(false, Ordering::SeqCst);
+            std::mem::take(&mut *owned).into_values().collect()
+        };
         released.iter().for_each(|p| p.release());
         released
     }
@@ -250,6 +257,18 @@ impl Shared {
         for p in partitions {
             owned.insert((p.topic.clone(), p.partition), p);
         }
+        self.settled.store(true, Ordering::SeqCst);
+    }
+
+    /// Every owned partition and the generation this is as of, or `None` while a rebalance is
+    /// under way (what is owned then is not the whole truth: partitions kept through it are
+    /// missing until it installs them).
+    pub fn settled(&self) -> Option<(u64, Vec<Arc<PartitionState>>)> {
+        let owned = self.owned();
+        if !self.settled.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some((self.generation(), owned.values().cloned().collect()))
     }
 
     /// Every owned partition.

@@ -50,12 +50,16 @@ use crate::metrics::mirror::{watch_mirror, LagGauges, MirrorMetrics};
 use crate::metrics::MaybeMetrics;
 use crate::producer::{Producer, ProducerStats, Record, SendError};
 
+mod commits;
 pub mod maker;
 mod stream;
 pub mod supervise;
 mod watchdog;
-use stream::{run_stream, SourceWindow, StreamContext};
+mod window;
+use commits::{run_commits, CommitContext};
+use stream::{run_stream, StreamContext};
 use watchdog::SourceWatch;
+use window::SourceWindow;
 
 /// How long shutdown waits for what is in flight to be acknowledged before leaving without it
 /// (it is then sent again by whoever takes the partitions next).
@@ -112,8 +116,9 @@ pub struct MirrorEvent<'a> {
     pub offset: i64,
     /// The ownership epoch it was read in.
     pub generation: u64,
-    /// The stream (across sources) that handled it.
-    pub stream: usize,
+    /// The stream (across sources) that handled it; `None` for a commit (the source's commit
+    /// task makes those).
+    pub stream: Option<usize>,
 }
 
 /// Watches what the mirror does, as it happens. Every method has a default that does nothing;
@@ -320,7 +325,19 @@ impl Mirror {
             let connector = Arc::new(connector);
             // One window for all streams of a source: a partition may move between them.
             let limit = queue_size.saturating_mul(source_streams.len().max(1));
-            let window = Arc::new(SourceWindow::new(limit));
+            let window = Arc::new(SourceWindow::new(limit, settings.commit_interval));
+            let (running, streams_done) = tokio::sync::mpsc::channel(1);
+            streams.spawn(run_commits(
+                CommitContext {
+                    source: index,
+                    connector: connector.clone(),
+                    window: window.clone(),
+                    stats: stats.clone(),
+                    observer: settings.observer.clone(),
+                },
+                stop_rx.clone(),
+                streams_done,
+            ));
             for stream in source_streams {
                 let producer = producers[stream_index % producers.len()].clone();
                 let context = StreamContext {
@@ -329,9 +346,9 @@ impl Mirror {
                     connector: connector.clone(),
                     producer,
                     stats: stats.clone(),
-                    commit_interval: settings.commit_interval,
                     window: window.clone(),
                     observer: settings.observer.clone(),
+                    _running: running.clone(),
                 };
                 streams.spawn(run_stream(context, stream, stop_rx.clone()));
                 stream_index += 1;

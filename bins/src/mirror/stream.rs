@@ -8,26 +8,24 @@
 //! per chunk. (A task and a lock per acknowledgement, and a linear search of the window, had the
 //! mirror spend most of its time on bookkeeping for 100-byte messages.)
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tributary_core::consumer::BrokerPartition;
-use tributary_core::mirror::{MirrorWindow, SourcePartition};
+use tributary_core::mirror::source::{AckEffect, AckOutcome, Admission, Reset};
+use tributary_core::mirror::SourcePartition;
 use tributary_core::wire::TopicName;
 
+use super::window::SourceWindow;
 use super::{
-    MirrorError, MirrorEvent, MirrorObserver, MirrorStats, ProducerHandle, COMMIT_TIMEOUT,
-    SHUTDOWN_ACK_WAIT,
+    MirrorError, MirrorEvent, MirrorObserver, MirrorStats, ProducerHandle, SHUTDOWN_ACK_WAIT,
 };
-use crate::consumer::{
-    CommitOutcome, ConsumedMessage, ConsumerConnector, ConsumerError, MessageStream,
-};
+use crate::consumer::{ConsumedMessage, ConsumerConnector, ConsumerError, MessageStream};
 use crate::producer::{Delivered, Delivery, Record, SendError};
 
 /// What a stream task works with.
@@ -37,99 +35,30 @@ pub(super) struct StreamContext {
     pub(super) connector: Arc<ConsumerConnector>,
     pub(super) producer: Arc<dyn ProducerHandle>,
     pub(super) stats: Arc<MirrorStats>,
-    pub(super) commit_interval: Duration,
-    /// Shared by every stream of this source.
+    /// Shared by every stream of this source and its commit task.
     pub(super) window: Arc<SourceWindow>,
     pub(super) observer: Option<Arc<dyn MirrorObserver>>,
+    /// Held while the stream runs: the source's commit task makes its last round once every
+    /// stream of the source has let go of its sender (their last acknowledgements recorded).
+    pub(super) _running: mpsc::Sender<std::convert::Infallible>,
 }
 
 impl StreamContext {
-    fn event<'a>(&self, owned: &'a Owned, offset: i64) -> MirrorEvent<'a> {
+    fn event<'a>(
+        &self,
+        topic: &'a TopicName,
+        partition: BrokerPartition,
+        generation: u64,
+        offset: i64,
+    ) -> MirrorEvent<'a> {
         MirrorEvent {
             source: self.source,
-            topic: &owned.topic,
-            partition: owned.partition,
+            topic,
+            partition,
             offset,
-            generation: owned.generation,
-            stream: self.stream,
+            generation,
+            stream: Some(self.stream),
         }
-    }
-}
-
-/// A source partition the mirror handles: its typed name and the ownership epoch its window
-/// belongs to.
-#[derive(Debug, Clone)]
-struct Owned {
-    topic: TopicName,
-    partition: BrokerPartition,
-    generation: u64,
-}
-
-/// What the streams of one source share: the window of every source partition (a partition
-/// moved between two streams of this member keeps its window), the epochs, and the limits.
-#[derive(Debug)]
-pub(super) struct SourceWindow {
-    state: std::sync::Mutex<WindowState>,
-    /// Woken on every acknowledgement and commit (a stream waiting for room looks again).
-    changed: tokio::sync::Notify,
-    /// One commit round at a time.
-    committing: tokio::sync::Mutex<()>,
-    /// At most this many messages unacknowledged (`queue.size` × streams); acknowledged messages
-    /// are committed as soon as this many wait; reading pauses at twice this many uncommitted.
-    limit: usize,
-}
-
-#[derive(Debug, Default)]
-struct WindowState {
-    window: MirrorWindow,
-    owned: BTreeMap<SourcePartition, Owned>,
-    seq: u64,
-    /// Whether the last commit round succeeded: only then do acknowledgements trigger early
-    /// commits (a failing ZooKeeper is retried at the interval, not at every acknowledgement).
-    commits_ok: bool,
-    /// Partitions stopped at a message the mirror cluster cannot take, with the epoch they were
-    /// stopped in (one entry per partition). Shared by the source's streams, since a partition
-    /// may move between them keeping its epoch: in that epoch nothing more of it is forwarded,
-    /// acknowledged into the window or committed; the consumer starts it again from its
-    /// committed offset in a new epoch.
-    stopped: BTreeMap<SourcePartition, u64>,
-}
-
-impl SourceWindow {
-    pub(super) fn new(limit: usize) -> Self {
-        SourceWindow {
-            state: std::sync::Mutex::new(WindowState {
-                commits_ok: true,
-                ..WindowState::default()
-            }),
-            changed: tokio::sync::Notify::new(),
-            committing: tokio::sync::Mutex::new(()),
-            limit,
-        }
-    }
-
-    #[allow(clippy::panic)]
-    fn lock(&self) -> std::sync::MutexGuard<'_, WindowState> {
-        // Only memory work happens under this lock; a poisoned one is a bug here.
-        self.state
-            .lock()
-            .unwrap_or_else(|_| panic!("the mirror window's lock was poisoned"))
-    }
-
-    /// Whether a stream may take another message from the source.
-    fn has_room(&self) -> bool {
-        self.room_in(&self.lock())
-    }
-
-    /// Whether `state` leaves room for another message (its lock held by the caller).
-    fn room_in(&self, state: &WindowState) -> bool {
-        state.window.in_flight() < self.limit
-            && state.window.uncommitted() < self.limit.saturating_mul(2)
-    }
-
-    /// Whether enough acknowledged messages wait in `state` for an early commit.
-    fn commit_due_in(&self, state: &WindowState) -> bool {
-        state.commits_ok && state.window.acked_uncommitted() >= self.limit
     }
 }
 
@@ -258,8 +187,8 @@ impl Keys {
     }
 }
 
-/// One stream: messages from the source to the producer, acknowledgements into the window,
-/// commits of the acknowledged prefix.
+/// One stream: messages from the source to the producer, acknowledgements into the window
+/// (the source's commit task commits the acknowledged prefix).
 pub(super) async fn run_stream(
     context: StreamContext,
     mut stream: MessageStream,
@@ -267,8 +196,7 @@ pub(super) async fn run_stream(
 ) -> Result<(), MirrorError> {
     let mut acks = Deliveries::default();
     let mut keys = Keys::default();
-    let mut commit_timer = tokio::time::interval(context.commit_interval);
-    commit_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut changes = context.window.changes();
     // Whether this stream may take another message: known after every step that changes the
     // window (each computes it under the lock it holds anyway), looked up after a wake-up.
     let mut room = context.window.has_room();
@@ -278,18 +206,10 @@ pub(super) async fn run_stream(
             _ = stop.changed() => break,
             ready = acks.ready(), if !acks.is_empty() => {
                 // Every acknowledgement ready now (a batch's come together), under one lock.
-                let (commit_due, has_room) = on_acks(&context, ready)?;
-                room = has_room;
-                if commit_due {
-                    commit(&context, Wait::No).await;
-                    room = context.window.has_room();
-                }
+                room = on_acks(&context, ready)?;
             }
-            _ = commit_timer.tick() => {
-                commit(&context, Wait::No).await;
-                room = context.window.has_room();
-            }
-            () = context.window.changed.notified(), if !room => room = context.window.has_room(),
+            // The window is held by this task too: its sender cannot be gone.
+            Ok(()) = changes.changed(), if !room => room = context.window.has_room(),
             next = stream.next(), if room => match next {
                 Ok(message) => {
                     // Waiting for room in a full producer queue ends on stop: the message is
@@ -313,7 +233,8 @@ pub(super) async fn run_stream(
             },
         }
     }
-    // Shutdown: what is in flight gets a bounded time to be acknowledged, then the last commit.
+    // Shutdown: what is in flight gets a bounded time to be acknowledged; the commit task makes
+    // the last round once every stream of the source is done.
     let drained = tokio::time::timeout(SHUTDOWN_ACK_WAIT, async {
         while !acks.is_empty() {
             on_acks(&context, acks.ready().await)?;
@@ -330,7 +251,6 @@ pub(super) async fn run_stream(
             tracing::warn!("mirror: {} messages still unacknowledged after {SHUTDOWN_ACK_WAIT:?}; they are sent again on restart", acks.len());
         }
     }
-    commit(&context, Wait::Yes).await;
     Ok(())
 }
 
@@ -345,47 +265,25 @@ async fn forward(
     let key = keys.key(context.source, &message.topic, message.partition);
     let (seq, room) = {
         let mut state = context.window.lock();
-        if state.stopped.get(&*key) == Some(&message.generation) {
+        match state.on_message(&key, message.generation, message.offset) {
             // Stopped in this epoch: what the stream still holds of it is not forwarded.
-            return Ok(context.window.room_in(&state));
+            Admission::Skip => return Ok(state.has_room()),
+            Admission::Forward { seq, reset } => {
+                if let Some(Reset::WentBack { from, dropped }) = reset {
+                    tracing::warn!("mirror: {}/{} went back from {from} to {}; {dropped} unacknowledged messages of the old offsets are not committed", message.topic, message.partition, message.offset);
+                }
+                (seq, state.has_room())
+            }
         }
-        let WindowState {
-            window, owned, seq, ..
-        } = &mut *state;
-        let known = owned.get(&*key).map(|o| o.generation);
-        // A new epoch (the partition was rebalanced away and back): what was in flight in the
-        // old one is no longer this member's to commit.
-        if known.is_some_and(|g| g != message.generation) {
-            window.lost(&key);
-        }
-        // Offsets went back within an epoch (the source partition shrank and the consumer
-        // reset): the old window cannot be committed in the new offsets.
-        if let Some(last) = window.last_sent(&key).filter(|last| message.offset < *last) {
-            let dropped = window.lost(&key);
-            tracing::warn!("mirror: {}/{} went back from {last} to {}; {dropped} unacknowledged messages of the old offsets are not committed", message.topic, message.partition, message.offset);
-        }
-        *seq += 1;
-        window.sent(&key, *seq, message.offset);
-        if known != Some(message.generation) {
-            owned.insert(
-                (*key).clone(),
-                Owned {
-                    topic: message.topic.clone(),
-                    partition: message.partition,
-                    generation: message.generation,
-                },
-            );
-        }
-        let seq = *seq;
-        (seq, context.window.room_in(&state))
     };
     if let Some(observer) = &context.observer {
-        let entry = Owned {
-            topic: message.topic.clone(),
-            partition: message.partition,
-            generation: message.generation,
-        };
-        observer.forwarded(&context.event(&entry, message.offset), &message.payload);
+        let event = context.event(
+            &message.topic,
+            message.partition,
+            message.generation,
+            message.offset,
+        );
+        observer.forwarded(&event, &message.payload);
     }
     let meta = AckMeta {
         key,
@@ -403,20 +301,27 @@ async fn forward(
             if tributary_core::planted::active(tributary_core::planted::Bug::MirrorDropOnFull) =>
         {
             let mut state = context.window.lock();
-            state.window.acked_at(&meta.key, seq, meta.offset);
-            return Ok(context.window.room_in(&state));
+            state.on_ack(
+                &meta.key,
+                meta.generation,
+                seq,
+                meta.offset,
+                AckOutcome::Durable,
+            );
+            return Ok(state.has_room());
         }
-        // Too large for the mirror cluster: this partition's failure alone. It stops here (the
-        // message is withdrawn from the window, so nothing past it is committed) and the
-        // others go on; a restart or the next rebalance tries it again from the commit.
+        // Too large for the mirror cluster: this partition's failure alone. It stops here (its
+        // window goes: nothing of it is committed past its last commit) and the others go on;
+        // a restart or the next rebalance tries it again from the commit.
         Err(e @ SendError::TooLarge { .. }) => {
-            {
+            let room = {
                 let mut state = context.window.lock();
-                state.window.withdraw(&meta.key, seq);
-                stop_in(&mut state, &meta);
-            }
+                state.on_withdrawn(&meta.key, meta.generation);
+                state.has_room()
+            };
             stop_partition(context, &meta, &e);
-            return Ok(context.window.has_room());
+            context.window.changed();
+            return Ok(room);
         }
         Err(e) => return Err(MirrorError::Send(meta.describe(&e))),
     };
@@ -427,11 +332,6 @@ async fn forward(
         .fetch_add(meta.bytes, Ordering::Relaxed);
     acks.push(PendingAck { meta, delivery });
     Ok(room)
-}
-
-/// Records under the window's lock that the partition of `meta` is stopped in its epoch.
-fn stop_in(state: &mut WindowState, meta: &AckMeta) {
-    state.stopped.insert((*meta.key).clone(), meta.generation);
 }
 
 /// Stops the source partition of `meta` at that message (too large for the mirror cluster): the
@@ -449,16 +349,17 @@ fn stop_partition(context: &StreamContext, meta: &AckMeta, error: &SendError) {
         .stop_partition(&meta.key.topic, meta.key.partition);
 }
 
-/// Records acknowledgements (all under one lock of the window); a send that failed for good
-/// stops the stream. Returns whether an early commit is due and whether there is room.
+/// Records acknowledgements (all under one lock of the window), and wakes the commit task when
+/// an early round is due; a send that failed for good stops the stream. Returns whether there
+/// is room.
 fn on_acks(
     context: &StreamContext,
     ready: Vec<(AckMeta, Result<Delivered, SendError>)>,
-) -> Result<(bool, bool), MirrorError> {
+) -> Result<bool, MirrorError> {
     let (mut acked, mut acked_bytes) = (0u64, 0u64);
     let mut failure = None;
     let mut too_large = Vec::new();
-    let mut events: Vec<(Owned, i64)> = Vec::new();
+    let mut recorded: Vec<AckMeta> = Vec::new();
     let (commit_due, room) = {
         let mut state = context.window.lock();
         for (meta, outcome) in ready {
@@ -468,16 +369,15 @@ fn on_acks(
                 Ok(delivered) if delivered.offset.is_some() => {
                     acked += 1;
                     acked_bytes += meta.bytes;
-                    let stopped = state.stopped.get(&*meta.key) == Some(&meta.generation);
-                    let current = state
-                        .owned
-                        .get(&*meta.key)
-                        .filter(|o| o.generation == meta.generation && !stopped);
-                    if let Some(o) = current {
-                        if context.observer.is_some() {
-                            events.push((o.clone(), meta.offset));
-                        }
-                        state.window.acked_at(&meta.key, meta.seq, meta.offset);
+                    let effect = state.on_ack(
+                        &meta.key,
+                        meta.generation,
+                        meta.seq,
+                        meta.offset,
+                        AckOutcome::Durable,
+                    );
+                    if effect == AckEffect::Recorded && context.observer.is_some() {
+                        recorded.push(meta);
                     }
                 }
                 Ok(_) => {
@@ -491,9 +391,14 @@ fn on_acks(
                 // is dropped (nothing of it is committed past its last commit; what was sent
                 // after is sent again when it restarts from there) and it stops.
                 Err(e @ SendError::TooLarge { .. }) => {
-                    if state.stopped.get(&*meta.key) != Some(&meta.generation) {
-                        state.window.lost(&meta.key);
-                        stop_in(&mut state, &meta);
+                    let effect = state.on_ack(
+                        &meta.key,
+                        meta.generation,
+                        meta.seq,
+                        meta.offset,
+                        AckOutcome::TooLarge,
+                    );
+                    if effect == AckEffect::Stop {
                         too_large.push((meta, e));
                     }
                 }
@@ -503,10 +408,7 @@ fn on_acks(
                 }
             }
         }
-        (
-            context.window.commit_due_in(&state),
-            context.window.room_in(&state),
-        )
+        (state.early_commit_due(), state.has_room())
     };
     for (meta, e) in too_large {
         stop_partition(context, &meta, &e);
@@ -516,110 +418,31 @@ fn on_acks(
         .stats
         .acked_bytes
         .fetch_add(acked_bytes, Ordering::Relaxed);
-    context.window.changed.notify_waiters();
+    context.window.changed();
+    if commit_due {
+        context.window.commit_wanted.notify_one();
+    }
     if let Some(observer) = &context.observer {
-        for (o, offset) in &events {
-            observer.acknowledged(&context.event(o, *offset));
+        for meta in &recorded {
+            let event = context.event(
+                &meta.key.topic,
+                meta.key.partition,
+                meta.generation,
+                meta.offset,
+            );
+            observer.acknowledged(&event);
         }
     }
     match failure {
         Some(e) => Err(e),
-        None => Ok((commit_due, room)),
+        None => Ok(room),
     }
-}
-
-/// Whether a commit waits for a round another stream is running (at shutdown: every stream's
-/// last acknowledgements must be committed) or leaves it to that round.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Wait {
-    Yes,
-    No,
-}
-
-/// Commits each partition up to its acknowledged prefix (one round at a time per source); a
-/// partition no longer owned in its epoch (or whose offsets went back) is dropped from the
-/// window. A failed or slow commit is retried at the next round.
-pub(super) async fn commit(context: &StreamContext, wait: Wait) {
-    let _round = match wait {
-        Wait::Yes => context.window.committing.lock().await,
-        Wait::No => match context.window.committing.try_lock() {
-            Ok(round) => round,
-            Err(_) => return,
-        },
-    };
-    let due: Vec<(SourcePartition, i64, Owned)> = {
-        let state = context.window.lock();
-        state
-            .window
-            .commits_due()
-            .into_iter()
-            .filter_map(|(key, offset)| state.owned.get(&key).cloned().map(|o| (key, offset, o)))
-            .collect()
-    };
-    let mut all_ok = true;
-    for (key, offset, o) in due {
-        let outcome = tokio::time::timeout(
-            COMMIT_TIMEOUT,
-            context
-                .connector
-                .commit_at(&o.topic, o.partition, offset, o.generation),
-        )
-        .await;
-        match outcome {
-            Ok(Ok(CommitOutcome::Written | CommitOutcome::NothingNew)) => {
-                {
-                    let mut state = context.window.lock();
-                    // Only if the window is still of that epoch (a stream may have started a new one).
-                    if state
-                        .owned
-                        .get(&key)
-                        .is_some_and(|now| now.generation == o.generation)
-                    {
-                        state.window.committed(&key, offset);
-                    }
-                }
-                context.stats.commits.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!("mirror: committed {}/{} at {offset}", o.topic, o.partition);
-                if let Some(observer) = &context.observer {
-                    observer.committed(&context.event(&o, offset));
-                }
-            }
-            Ok(Ok(outcome @ (CommitOutcome::NotOwned | CommitOutcome::Stale))) => {
-                let resent = {
-                    let mut state = context.window.lock();
-                    if state
-                        .owned
-                        .get(&key)
-                        .is_some_and(|now| now.generation == o.generation)
-                    {
-                        state.owned.remove(&key);
-                        state.window.lost(&key)
-                    } else {
-                        0
-                    }
-                };
-                tracing::info!("mirror: {}/{} is no longer this member's in epoch {} ({outcome:?}); its {resent} unacknowledged messages are sent again by whoever reads it next", o.topic, o.partition, o.generation);
-            }
-            Ok(Err(e)) => {
-                all_ok = false;
-                tracing::warn!(
-                    "mirror: committing {}/{} at {offset}: {e}; retried at the next commit",
-                    o.topic,
-                    o.partition
-                );
-            }
-            Err(_) => {
-                all_ok = false;
-                tracing::warn!("mirror: committing {}/{} at {offset} took over {COMMIT_TIMEOUT:?}; retried at the next commit", o.topic, o.partition);
-            }
-        }
-    }
-    context.window.lock().commits_ok = all_ok;
-    context.window.changed.notify_waiters();
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn pending(

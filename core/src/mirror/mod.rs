@@ -17,11 +17,17 @@
 //! on it — reading stops while it is reached, e.g. while commits fail — is the bound on the
 //! duplicates any fault can cause.
 //!
+//! [`SourceMirror`] drives the windows of one source cluster: the epoch rules, the limits and
+//! the commit schedule, as a state machine its driver feeds with events.
+//!
 //! [`in_flight`]: MirrorWindow::in_flight
 //! [`uncommitted`]: MirrorWindow::uncommitted
 
 pub mod lag;
+pub mod source;
 pub mod watchdog;
+
+pub use source::SourceMirror;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -203,28 +209,6 @@ impl MirrorWindow {
             }
         }
         debug_assert!(self.invariants_hold());
-    }
-
-    /// Message `seq` of `partition`, the last one recorded for it and not acknowledged, was
-    /// never sent after all (the producer refused it before sending: too large for the mirror
-    /// cluster): it is forgotten, so it holds no room; nothing past it may be sent for the
-    /// partition (the caller stops it there), and the commit point stays before it. Returns
-    /// whether it was forgotten (`false`: not the last, or unknown: nothing changed).
-    pub fn withdraw(&mut self, partition: &SourcePartition, seq: u64) -> bool {
-        let Some(window) = self.windows.get_mut(partition) else {
-            return false;
-        };
-        if !window
-            .pending
-            .back()
-            .is_some_and(|(s, _, acked)| *s == seq && !acked)
-        {
-            return false;
-        }
-        window.pending.pop_back();
-        self.in_flight = take(self.in_flight, 1, "in flight");
-        debug_assert!(self.invariants_hold());
-        true
     }
 
     /// `partition` was lost in a rebalance: its window is dropped; nothing more is committed

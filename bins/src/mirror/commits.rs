@@ -1,0 +1,153 @@
+//! One source's commit task: it runs the rounds of commits core's `SourceMirror` decides — every
+//! commit interval, or at once when a stream says a full window of acknowledgements waits — so
+//! that a slow ZooKeeper write holds up no stream (forwarding goes on until the window's
+//! uncommitted bound), and it makes the last round at shutdown, once every stream of the
+//! source has recorded its last acknowledgements.
+//!
+//! Before each round it tells the state machine what the source group owns now, so the windows
+//! of partitions lost in a rebalance are dropped (and their room freed) without waiting for a
+//! commit to be refused.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+use tributary_core::mirror::source::{CommitEffect, CommitResult, CommitRound};
+use tributary_core::mirror::SourcePartition;
+
+use super::window::SourceWindow;
+use super::{MirrorError, MirrorEvent, MirrorObserver, MirrorStats, COMMIT_TIMEOUT};
+use crate::consumer::{CommitOutcome, ConsumerConnector};
+
+/// What a commit task works with.
+pub(super) struct CommitContext {
+    pub(super) source: usize,
+    pub(super) connector: Arc<ConsumerConnector>,
+    pub(super) window: Arc<SourceWindow>,
+    pub(super) stats: Arc<MirrorStats>,
+    pub(super) observer: Option<Arc<dyn MirrorObserver>>,
+}
+
+/// Runs rounds as they fall due until `stop`; then waits for the source's streams to finish
+/// (`running` closes when the last one lets go of its sender) and makes the last round.
+pub(super) async fn run_commits(
+    context: CommitContext,
+    mut stop: watch::Receiver<bool>,
+    mut running: mpsc::Receiver<std::convert::Infallible>,
+) -> Result<(), MirrorError> {
+    loop {
+        update_ownership(&context);
+        let (round, deadline) = {
+            let mut state = context.window.lock();
+            (state.poll_commits(now()), state.poll_timeout())
+        };
+        if let Some(round) = round {
+            run_round(&context, round).await;
+            continue;
+        }
+        let sleep = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|stopped| *stopped) => break,
+            () = context.window.commit_wanted.notified() => {}
+            () = sleep => {}
+        }
+    }
+    while running.recv().await.is_some() {}
+    let last = context.window.lock().force_commits();
+    if let Some(round) = last {
+        run_round(&context, round).await;
+    }
+    Ok(())
+}
+
+/// The clock, as core's state machine takes it (the runtime's: simulated under turmoil).
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Tells the state machine what the source group owns now (nothing while it rebalances).
+fn update_ownership(context: &CommitContext) {
+    let Some(ownership) = context.connector.ownership() else {
+        return;
+    };
+    let owned: Vec<(SourcePartition, u64)> = ownership
+        .partitions
+        .into_iter()
+        .map(|(topic, partition, epoch)| {
+            (
+                SourcePartition::new(context.source, topic, partition),
+                epoch,
+            )
+        })
+        .collect();
+    let dropped = context
+        .window
+        .lock()
+        .on_ownership(ownership.generation, &owned);
+    if dropped.windows > 0 {
+        tracing::info!("mirror: dropped the windows of {} partitions this member no longer owns; their {} unacknowledged messages are sent again by their new owners", dropped.windows, dropped.in_flight);
+        // Their room is free, acknowledged messages included: a stream waiting for room must
+        // look again (seed 7 of the mirror suite stalled for good without this wake).
+        context.window.changed();
+    }
+}
+
+/// Commits each partition of `round` up to its acknowledged prefix, one at a time, each within
+/// [`COMMIT_TIMEOUT`]; a failed or slow commit is retried at the next round.
+async fn run_round(context: &CommitContext, round: CommitRound) {
+    for commit in &round.commits {
+        let key = &commit.partition;
+        let outcome = tokio::time::timeout(
+            COMMIT_TIMEOUT,
+            context
+                .connector
+                .commit_at(&key.topic, key.partition, commit.offset, commit.epoch),
+        )
+        .await;
+        let result = match &outcome {
+            Ok(Ok(CommitOutcome::Written | CommitOutcome::NothingNew)) => CommitResult::Done,
+            Ok(Ok(CommitOutcome::NotOwned | CommitOutcome::Stale)) => CommitResult::NotOurs,
+            Ok(Err(_)) | Err(_) => CommitResult::Failed,
+        };
+        let effect = context.window.lock().on_commit_outcome(commit, result);
+        match outcome {
+            Ok(Ok(CommitOutcome::Written | CommitOutcome::NothingNew)) => {
+                context.stats.commits.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("mirror: committed {key} at {}", commit.offset);
+                if let Some(observer) = &context.observer {
+                    observer.committed(&MirrorEvent {
+                        source: context.source,
+                        topic: &key.topic,
+                        partition: key.partition,
+                        offset: commit.offset,
+                        generation: commit.epoch,
+                        stream: None,
+                    });
+                }
+            }
+            Ok(Ok(outcome)) => {
+                let resent = match effect {
+                    CommitEffect::Dropped { resent } => resent,
+                    _ => 0,
+                };
+                tracing::info!("mirror: {key} is no longer this member's in epoch {} ({outcome:?}); its {resent} unacknowledged messages are sent again by whoever reads it next", commit.epoch);
+            }
+            Ok(Err(e)) => tracing::warn!(
+                "mirror: committing {key} at {}: {e}; retried at the next commit",
+                commit.offset
+            ),
+            Err(_) => tracing::warn!(
+                "mirror: committing {key} at {} took over {COMMIT_TIMEOUT:?}; retried at the next commit",
+                commit.offset
+            ),
+        }
+    }
+    context.window.lock().on_round_done(true);
+    context.window.changed();
+}
