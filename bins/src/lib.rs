@@ -22,4 +22,5 @@ pub mod producer;
 pub mod real_fs;
 pub mod replica;
 pub mod server;
+pub mod sync;
 pub mod tools;

@@ -307,6 +307,25 @@ fn a_partition_stopped_in_an_epoch_forwards_and_commits_nothing_more_in_it() {
 }
 
 #[test]
+fn a_stop_in_an_old_epoch_leaves_the_window_of_a_newer_one() {
+    let p = part("0-0");
+    let mut m = SourceMirror::new(10, SECOND);
+    let old = forward(&mut m, &p, 1, 100);
+    forward(&mut m, &p, 2, 100);
+    assert_eq!(
+        m.on_ack(&p, 1, old, 100, AckOutcome::TooLarge),
+        AckEffect::Stop
+    );
+    assert!(m.is_stopped(&p, 1));
+    assert_eq!(m.in_flight(), 1, "the epoch-2 window is not the stop's");
+    assert_eq!(m.on_withdrawn(&p, 1), 0);
+    assert!(matches!(
+        m.on_message(&p, 2, 200),
+        Admission::Forward { .. }
+    ));
+}
+
+#[test]
 fn room_closes_at_the_limit_in_flight_and_at_twice_it_uncommitted() {
     let p = part("0-0");
     let mut m = SourceMirror::new(3, SECOND);
@@ -556,7 +575,13 @@ fn random_drivers_never_get_a_commit_past_an_unacknowledged_message() {
                     };
                     let effect = m.on_ack(&parts[i], sent.epoch, sent.seq, sent.offset, outcome);
                     match effect {
-                        AckEffect::Stop => window[i].clear(),
+                        // The stop drops the window only if it is of the stopped epoch.
+                        AckEffect::Stop
+                            if window[i].first().map(|s| s.epoch) == Some(sent.epoch) =>
+                        {
+                            window[i].clear()
+                        }
+                        AckEffect::Stop => {}
                         AckEffect::Recorded => {
                             if let Some(s) = window[i].iter_mut().find(|s| s.seq == sent.seq) {
                                 s.acked = true;

@@ -80,10 +80,6 @@ struct ClaimedPlan {
     unstarted: bool,
 }
 
-fn guard<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// What one commit request did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct CommitTally {
@@ -468,7 +464,10 @@ impl<E: Env> Member<E> {
             strays = self
                 .release_claimed(coord, std::mem::take(&mut strays))
                 .await;
-            let unstarted = std::mem::take(&mut *guard(&self.shared.restart_from_commit));
+            let unstarted = std::mem::take(&mut *crate::sync::lock(
+                &self.shared.restart_from_commit,
+                "the consumer's partitions to restart from their commit",
+            ));
             kept.extend(
                 released
                     .iter()
@@ -877,7 +876,11 @@ impl<E: Env> Member<E> {
             ));
             if let Some(detail) = unreadable {
                 state.stall();
-                guard(&self.shared.restart_from_commit).insert((topic.clone(), partition));
+                crate::sync::lock(
+                    &self.shared.restart_from_commit,
+                    "the consumer's partitions to restart from their commit",
+                )
+                .insert((topic.clone(), partition));
                 claimed.unstarted = true;
                 let error = ConsumerError::Unreadable {
                     topic: topic.clone(),

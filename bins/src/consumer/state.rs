@@ -229,26 +229,27 @@ impl Shared {
     /// excludes it, and one is asked for. Whether it was owned.
     pub fn stop(&self, topic: &TopicName, partition: BrokerPartition) -> bool {
         let key = (topic.clone(), partition);
-        self.restart_from_commit
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.clone());
+        crate::sync::lock(
+            &self.restart_from_commit,
+            "the consumer's partitions to restart from their commit",
+        )
+        .insert(key.clone());
         let Some(state) = self.owned().remove(&key) else {
             self.rejoin.notify_one();
             return false;
         };
         state.stall();
         state.release();
-        self.stopped
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(state);
+        crate::sync::lock(&self.stopped, "the consumer's stopped partitions").push(state);
         true
     }
 
     /// The partitions given up by [`Shared::stop`] since the last call.
     pub fn take_stopped(&self) -> Vec<Arc<PartitionState>> {
-        std::mem::take(&mut *self.stopped.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *crate::sync::lock(
+            &self.stopped,
+            "the consumer's stopped partitions",
+        ))
     }
 
     /// Installs what a successful rebalance claimed.

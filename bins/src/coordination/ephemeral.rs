@@ -29,7 +29,7 @@ impl RetiredSessions {
         if session == 0 {
             return;
         }
-        let mut sessions = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = crate::sync::lock(&self.0, "the retired ZooKeeper sessions");
         if !sessions.contains(&session) {
             if sessions.len() == RETIRED_MAX {
                 sessions.pop_front();
@@ -41,10 +41,7 @@ impl RetiredSessions {
 
     /// Whether `session` is one this component gave up.
     pub fn contains(&self, session: u64) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&session)
+        crate::sync::lock(&self.0, "the retired ZooKeeper sessions").contains(&session)
     }
 }
 

@@ -1,6 +1,6 @@
-//! A mirror stream's work: each message from the source handed to the producer and recorded in
-//! the window of its source partition, each durable acknowledgement marked in it, and the
-//! acknowledged prefix committed.
+//! A mirror stream's work, driving its source's `SourceMirror` (core): each message from the
+//! source admitted by it, handed to the producer and recorded, each durable acknowledgement
+//! marked in it; the source's commit task (`commits.rs`) commits the acknowledged prefix.
 //!
 //! The hot path does per message one lock of the window shared by the source's streams (when
 //! forwarding), and one more per batch of acknowledgements; deliveries wait in a queue of which

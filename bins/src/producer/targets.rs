@@ -57,7 +57,7 @@ pub(super) fn how(error: &ClientError) -> String {
 
 impl Targets {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<i32, Failing>> {
-        self.failing.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.failing, "the producer's failing brokers")
     }
 
     /// `broker` at `address` failed with `error`: counted, and said when due.

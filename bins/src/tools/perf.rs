@@ -263,7 +263,7 @@ pub async fn consumer_perf(
                     Ok(m) => {
                         bytes.fetch_add(m.payload.len() as u64, Ordering::Relaxed);
                         messages.fetch_add(1, Ordering::Relaxed);
-                        *last.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+                        *crate::sync::lock(&last, "the consumer-perf clock") = Instant::now();
                     }
                     Err(ConsumerError::Timeout(_)) | Err(ConsumerError::Closed) => return,
                     Err(e) => eprintln!("{e}"),
@@ -276,7 +276,7 @@ pub async fn consumer_perf(
     }
     connector.shutdown().await;
     // Like 0.7, the time counts until the last message (not the final timeout).
-    let end = *last.lock().unwrap_or_else(|p| p.into_inner());
+    let end = *crate::sync::lock(&last, "the consumer-perf clock");
     let secs = end.duration_since(start).as_secs_f64().max(1e-9);
     let ended = started + end.duration_since(start);
     let (n, b) = (

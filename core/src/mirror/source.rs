@@ -236,14 +236,25 @@ impl SourceMirror {
         }
     }
 
-    /// The last message forwarded for `partition` (epoch `epoch`) was refused by the producer before it was
-    /// sent (too large for the mirror cluster): the partition stops in that epoch, and its
-    /// window goes with it — nothing of it is committed past its last commit (the source group
-    /// gives it up, so its commits would be refused anyway), and what it had in flight is sent
-    /// again when it starts from there. Returns the messages dropped, this one included.
+    /// The last message forwarded for `partition` (epoch `epoch`) was refused by the producer
+    /// before it was sent (too large for the mirror cluster): the partition stops in that epoch,
+    /// and its window of that epoch goes with it — nothing of it is committed past its last
+    /// commit (the source group gives it up, so its commits would be refused anyway), and what
+    /// it had in flight is sent again when it starts from there. Returns the messages dropped,
+    /// this one included.
     pub fn on_withdrawn(&mut self, partition: &SourcePartition, epoch: u64) -> usize {
+        self.stop(partition, epoch)
+    }
+
+    /// Stops `partition` in `epoch`, dropping its window if it is of that epoch (one a newer
+    /// epoch started meanwhile is not this stop's); the messages dropped.
+    fn stop(&mut self, partition: &SourcePartition, epoch: u64) -> usize {
         self.stopped.insert(partition.clone(), epoch);
-        self.window.lost(partition)
+        if self.epochs.get(partition) == Some(&epoch) {
+            self.window.lost(partition)
+        } else {
+            0
+        }
     }
 
     /// Message `seq` of `partition`, forwarded in epoch `epoch` with resume offset `offset`, was
@@ -269,8 +280,7 @@ impl SourceMirror {
                 if stopped {
                     return AckEffect::Ignored;
                 }
-                self.window.lost(partition);
-                self.stopped.insert(partition.clone(), epoch);
+                self.stop(partition, epoch);
                 AckEffect::Stop
             }
         }

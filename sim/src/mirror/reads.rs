@@ -171,76 +171,54 @@ const REGISTRATION_SETTLE: Duration = Duration::from_millis(250);
 /// The most rounds of looking again.
 const REGISTRATION_ROUNDS: usize = 8;
 
-/// The partitions registered in `model`, looked at until a look finds none not seen before:
-/// after a ZooKeeper restart a broker takes its registrations back (delete, then create), so one
-/// look can fall between the two and miss a partition that holds data (mirror seed 4058 read a
-/// mirror broker's `orders` partition as absent and reported its messages lost). Calls `read`
-/// once for each partition found, in order.
-async fn each_registered<F, Fut>(model: &crate::zk_model::SharedModel, mut read: F)
-where
-    F: FnMut(Part) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
+/// The partitions registered in `model`, looked at until a look finds none not seen before
+/// (the union of the looks): after a ZooKeeper restart a broker takes its registrations back
+/// (delete, then create), so one look can fall between the two and miss a partition that holds
+/// data (mirror seed 4058 read a mirror broker's `orders` partition as absent and reported its
+/// messages lost).
+async fn registered_settled(model: &crate::zk_model::SharedModel) -> Vec<Part> {
     let mut seen = std::collections::BTreeSet::new();
-    for round in 0..REGISTRATION_ROUNDS {
-        let fresh: Vec<Part> = partitions_of(model)
-            .into_iter()
-            .filter(|part| !seen.contains(part))
-            .collect();
-        if fresh.is_empty() && round > 0 {
+    for _ in 0..REGISTRATION_ROUNDS {
+        let before = seen.len();
+        seen.extend(partitions_of(model));
+        if seen.len() == before && before > 0 {
             break;
-        }
-        for part in fresh {
-            seen.insert(part.clone());
-            read(part).await;
         }
         tokio::time::sleep(REGISTRATION_SETTLE).await;
     }
+    seen.into_iter().collect()
+}
+
+/// One partition of `cluster` read whole: its earliest offset and its messages.
+async fn read_whole(part: &Part, cluster: &str) -> Result<SourceRead, String> {
+    let (earliest, _) = range_of(part, cluster)
+        .await
+        .map_err(|e| format!("{}/{}: {e}", part.0, part.1))?;
+    Ok((earliest, read_partition(part, cluster, earliest).await?))
 }
 
 pub(super) async fn read_everything(
     source_model: &crate::zk_model::SharedModel,
     mirror_model: &crate::zk_model::SharedModel,
 ) -> FinalRead {
-    let read = std::cell::RefCell::new(FinalRead::default());
-    each_registered(source_model, |part| {
-        let read = &read;
-        async move {
-            match range_of(&part, "src").await {
-                Ok((earliest, _)) => match read_partition(&part, "src", earliest).await {
-                    Ok(messages) => {
-                        read.borrow_mut().source.insert(part, (earliest, messages));
-                    }
-                    Err(e) => read.borrow_mut().problems.push(format!("source {e}")),
-                },
-                Err(e) => read
-                    .borrow_mut()
-                    .problems
-                    .push(format!("source {}/{}: {e}", part.0, part.1)),
+    let mut read = FinalRead::default();
+    for part in registered_settled(source_model).await {
+        match read_whole(&part, "src").await {
+            Ok(whole) => {
+                read.source.insert(part, whole);
             }
+            Err(e) => read.problems.push(format!("source {e}")),
         }
-    })
-    .await;
-    each_registered(mirror_model, |part| {
-        let read = &read;
-        async move {
-            match range_of(&part, "dst").await {
-                Ok((earliest, _)) => match read_partition(&part, "dst", earliest).await {
-                    Ok(messages) => {
-                        let mut read = read.borrow_mut();
-                        for (_, _, payload) in messages {
-                            *read.mirror.entry(payload).or_insert(0) += 1;
-                        }
-                    }
-                    Err(e) => read.borrow_mut().problems.push(format!("mirror {e}")),
-                },
-                Err(e) => read
-                    .borrow_mut()
-                    .problems
-                    .push(format!("mirror {}/{}: {e}", part.0, part.1)),
+    }
+    for part in registered_settled(mirror_model).await {
+        match read_whole(&part, "dst").await {
+            Ok((_, messages)) => {
+                for (_, _, payload) in messages {
+                    *read.mirror.entry(payload).or_insert(0) += 1;
+                }
             }
+            Err(e) => read.problems.push(format!("mirror {e}")),
         }
-    })
-    .await;
-    read.into_inner()
+    }
+    read
 }
