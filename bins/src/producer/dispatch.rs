@@ -171,10 +171,7 @@ impl<E: Env> Dispatcher<E> {
                 snapshot.candidates(&p.record.topic)
             };
             let choice = {
-                let mut rng = self
-                    .rng
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                let mut rng = crate::sync::lock(&self.rng, "the producer's partition chooser");
                 choose(&candidates, p.record.key.as_deref(), &mut *rng)
             };
             match choice {
@@ -431,9 +428,7 @@ impl<E: Env> Dispatcher<E> {
     }
 
     fn lock_without_acks(&self) -> std::sync::MutexGuard<'_, BTreeSet<i32>> {
-        self.without_acks
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.without_acks, "the producer's brokers without acks")
     }
 
     /// The broker closed the connection on ACKED_PRODUCE: either it died, or it does not know
