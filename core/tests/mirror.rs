@@ -2,7 +2,7 @@
 //! whatever order acknowledgements come in) and the per-source state machine (epochs, limits,
 //! the commit schedule and what each outcome does).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -178,12 +178,6 @@ fn messages_of_a_committed_wrapper_start_do_not_count_as_uncommitted() {
 
 // ---- SourceMirror
 
-/// The tests' time origin (core never reads the clock: its caller hands `now` in).
-#[allow(clippy::disallowed_methods)]
-fn t0() -> Instant {
-    Instant::now()
-}
-
 const SECOND: Duration = Duration::from_secs(1);
 
 fn forward(m: &mut SourceMirror, p: &SourcePartition, epoch: u64, offset: i64) -> u64 {
@@ -355,10 +349,10 @@ fn room_closes_at_the_limit_in_flight_and_at_twice_it_uncommitted() {
 #[test]
 fn a_round_falls_due_each_interval_or_early_for_a_full_window_and_one_runs_at_a_time() {
     let p = part("0-0");
-    let start = t0();
+    let start: i64 = 1_000_000;
     let mut m = SourceMirror::new(2, SECOND);
     assert_eq!(m.poll_commits(start), None, "nothing to commit");
-    assert_eq!(m.poll_timeout(), Some(start + SECOND));
+    assert_eq!(m.poll_timeout(), Some(start + 1_000));
     let a = forward(&mut m, &p, 1, 10);
     m.on_ack(&p, 1, a, 10, AckOutcome::Durable);
     assert_eq!(
@@ -366,25 +360,21 @@ fn a_round_falls_due_each_interval_or_early_for_a_full_window_and_one_runs_at_a_
         None,
         "one acknowledged of 2: not early"
     );
-    let round = m.poll_commits(start + SECOND).unwrap();
+    let round = m.poll_commits(start + 1_000).unwrap();
     assert_eq!(round.reason, RoundReason::Interval);
     assert_eq!(m.poll_timeout(), None, "a round runs");
-    assert_eq!(
-        m.poll_commits(start + 5 * SECOND),
-        None,
-        "one round at a time"
-    );
+    assert_eq!(m.poll_commits(start + 5_000), None, "one round at a time");
     assert_eq!(m.force_commits(), None, "one round at a time");
     m.on_commit_outcome(&round.commits[0], CommitResult::Done);
     m.on_round_done(true);
-    assert_eq!(m.poll_timeout(), Some(start + 2 * SECOND));
+    assert_eq!(m.poll_timeout(), Some(start + 2_000));
     // Two acknowledged: a round is due before the interval.
     for offset in [20, 30] {
         let seq = forward(&mut m, &p, 1, offset);
         m.on_ack(&p, 1, seq, offset, AckOutcome::Durable);
     }
     assert!(m.early_commit_due());
-    let round = m.poll_commits(start + SECOND).unwrap();
+    let round = m.poll_commits(start + 1_000).unwrap();
     assert_eq!(
         (round.reason, round.commits[0].offset),
         (RoundReason::Early, 30)
@@ -396,8 +386,8 @@ fn a_round_falls_due_each_interval_or_early_for_a_full_window_and_one_runs_at_a_
     );
     m.on_round_done(true);
     assert!(!m.commits_ok() && !m.early_commit_due());
-    assert_eq!(m.poll_commits(start + SECOND), None);
-    let round = m.poll_commits(start + 2 * SECOND).unwrap();
+    assert_eq!(m.poll_commits(start + 1_000), None);
+    let round = m.poll_commits(start + 2_000).unwrap();
     assert_eq!(round.reason, RoundReason::Interval);
     m.on_commit_outcome(&round.commits[0], CommitResult::Done);
     m.on_round_done(true);
@@ -518,7 +508,7 @@ fn random_drivers_never_get_a_commit_past_an_unacknowledged_message() {
     let parts = [part("0-0"), part("0-1"), part("1-0")];
     for seed in 0..300 {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let start = t0();
+        let start: i64 = 1_000_000;
         let mut now = start;
         let mut m = SourceMirror::new(LIMIT, SECOND);
         // Per partition: its current epoch at the source group, its next offset, the messages
@@ -599,7 +589,7 @@ fn random_drivers_never_get_a_commit_past_an_unacknowledged_message() {
                     m.on_ownership(generation, &owned);
                 }
                 _ => {
-                    now += Duration::from_millis(rng.random_range(0..700));
+                    now += rng.random_range(0..700);
                     let Some(round) = m.poll_commits(now) else {
                         continue;
                     };
@@ -655,4 +645,19 @@ fn random_drivers_never_get_a_commit_past_an_unacknowledged_message() {
         assert_eq!(m.in_flight(), 0, "seed {seed}");
         assert_eq!(m.uncommitted(), 0, "seed {seed}");
     }
+}
+
+#[test]
+fn a_clock_that_went_back_postpones_the_next_round_by_one_interval_at_most() {
+    let p = part("0-0");
+    let mut m = SourceMirror::new(10, SECOND);
+    assert_eq!(m.poll_commits(10_000_000), None);
+    let seq = forward(&mut m, &p, 1, 10);
+    m.on_ack(&p, 1, seq, 10, AckOutcome::Durable);
+    // The wall clock is set back an hour: the round is due one interval later, not an hour.
+    let back = 10_000_000 - 3_600_000;
+    assert_eq!(m.poll_commits(back), None);
+    assert_eq!(m.poll_timeout(), Some(back + 1_000));
+    let round = m.poll_commits(back + 1_000).unwrap();
+    assert_eq!(round.reason, RoundReason::Interval);
 }

@@ -10,6 +10,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tributary_core::mirror::source::{CommitEffect, CommitResult, CommitRound};
@@ -26,6 +27,8 @@ pub(super) struct CommitContext {
     pub(super) window: Arc<SourceWindow>,
     pub(super) stats: Arc<MirrorStats>,
     pub(super) observer: Option<Arc<dyn MirrorObserver>>,
+    /// The environment's clock in milliseconds (`Env::now_ms`: simulated under turmoil).
+    pub(super) now_ms: Arc<dyn Fn() -> i64 + Send + Sync>,
 }
 
 /// Runs rounds as they fall due until `stop`; then waits for the source's streams to finish
@@ -39,15 +42,20 @@ pub(super) async fn run_commits(
         update_ownership(&context);
         let (round, deadline) = {
             let mut state = context.window.lock();
-            (state.poll_commits(now()), state.poll_timeout())
+            (state.poll_commits((context.now_ms)()), state.poll_timeout())
         };
         if let Some(round) = round {
             run_round(&context, round).await;
             continue;
         }
+        // The state machine bounds the deadline to one interval ahead, whatever the clock did.
+        let wait = deadline.map(|at| {
+            let ms = at.saturating_sub((context.now_ms)()).max(0);
+            Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+        });
         let sleep = async {
-            match deadline {
-                Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+            match wait {
+                Some(wait) => tokio::time::sleep(wait).await,
                 None => std::future::pending().await,
             }
         };
@@ -64,11 +72,6 @@ pub(super) async fn run_commits(
         run_round(&context, round).await;
     }
     Ok(())
-}
-
-/// The clock, as core's state machine takes it (the runtime's: simulated under turmoil).
-fn now() -> std::time::Instant {
-    tokio::time::Instant::now().into_std()
 }
 
 /// Tells the state machine what the source group owns now (nothing while it rebalances).

@@ -334,6 +334,10 @@ impl Mirror {
                     window: window.clone(),
                     stats: stats.clone(),
                     observer: settings.observer.clone(),
+                    now_ms: {
+                        let env = env.clone();
+                        Arc::new(move || env.now_ms())
+                    },
                 },
                 stop_rx.clone(),
                 streams_done,

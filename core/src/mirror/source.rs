@@ -25,7 +25,7 @@
 //! acknowledgement); otherwise one is due every commit interval. One round runs at a time.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{MirrorWindow, SourcePartition};
 
@@ -44,10 +44,11 @@ pub struct SourceMirror {
     seq: u64,
     /// At most this many messages in flight.
     limit: usize,
-    commit_interval: Duration,
-    /// When the next timed round falls due (`None` until the first poll, which sets it one
-    /// interval ahead).
-    next_round: Option<Instant>,
+    /// The commit interval, in milliseconds.
+    commit_interval_ms: i64,
+    /// When the next timed round falls due, in the caller's milliseconds (`None` until the
+    /// first poll, which sets it one interval ahead).
+    next_round: Option<i64>,
     /// Whether a round is running (its outcomes not all in).
     round_running: bool,
     /// Whether every commit of the current round succeeded so far.
@@ -191,7 +192,7 @@ impl SourceMirror {
             stopped: BTreeMap::new(),
             seq: 0,
             limit: limit.max(1),
-            commit_interval,
+            commit_interval_ms: i64::try_from(commit_interval.as_millis()).unwrap_or(i64::MAX),
             next_round: None,
             round_running: false,
             round_ok: true,
@@ -329,16 +330,23 @@ impl SourceMirror {
         self.commits_ok && self.window.acked_uncommitted() >= self.limit
     }
 
-    /// A round of commits to run now, if one is due at `now` and none is running: every
-    /// partition whose acknowledged prefix passed its last commit. A timed round moves the
-    /// next deadline one interval on from `now`.
-    pub fn poll_commits(&mut self, now: Instant) -> Option<CommitRound> {
+    /// A round of commits to run now, if one is due at `now_ms` (the caller's clock, e.g.
+    /// `Env::now_ms`) and none is running: every partition whose acknowledged prefix passed its
+    /// last commit. A timed round moves the next deadline one interval on from `now_ms`. A
+    /// clock that went back never postpones the next round by more than one interval.
+    pub fn poll_commits(&mut self, now_ms: i64) -> Option<CommitRound> {
         if self.round_running {
             return None;
         }
-        let deadline = *self.next_round.get_or_insert(now + self.commit_interval);
-        let reason = if now >= deadline {
-            self.next_round = Some(now + self.commit_interval);
+        let interval = self.commit_interval_ms;
+        let later = now_ms.saturating_add(interval);
+        let deadline = match self.next_round {
+            Some(at) if at <= later => at,
+            _ => later,
+        };
+        self.next_round = Some(deadline);
+        let reason = if now_ms >= deadline {
+            self.next_round = Some(later);
             RoundReason::Interval
         } else if self.early_commit_due() {
             RoundReason::Early
@@ -379,9 +387,9 @@ impl SourceMirror {
         Some(CommitRound { reason, commits })
     }
 
-    /// When the next timed round falls due; `None` while a round runs (its end decides) or
-    /// before the first poll.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    /// When the next timed round falls due, in the caller's milliseconds; `None` while a round
+    /// runs (its end decides) or before the first poll.
+    pub fn poll_timeout(&self) -> Option<i64> {
         if self.round_running {
             return None;
         }
