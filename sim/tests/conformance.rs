@@ -12,13 +12,20 @@ use tributary_tests::zookeeper::ZooKeeper;
 
 const SESSION: Duration = Duration::from_secs(4);
 
-#[test]
-fn the_model_passes_the_conformance_suite() {
+/// A simulation of 120 s with the ZooKeeper model serving on `zk:2181`, and the model's state.
+fn model_world() -> (turmoil::Sim<'static>, Arc<Mutex<ModelState>>) {
     let mut sim = turmoil::Builder::new()
         .simulation_duration(Duration::from_secs(120))
         .build();
     let model = Arc::new(Mutex::new(ModelState::default()));
-    sim.host("zk", move || serve(2181, model.clone()).map_ok_box());
+    let served = model.clone();
+    sim.host("zk", move || serve(2181, served.clone()).map_ok_box());
+    (sim, model)
+}
+
+#[test]
+fn the_model_passes_the_conformance_suite() {
+    let (mut sim, _model) = model_world();
     sim.client("tester", async {
         conformance::run("/conformance", || {
             ModelCoordination::connect("zk", 2181, SESSION, SESSION)
@@ -31,12 +38,7 @@ fn the_model_passes_the_conformance_suite() {
 
 #[test]
 fn the_model_restarts_as_a_real_zookeeper_does() {
-    let mut sim = turmoil::Builder::new()
-        .simulation_duration(Duration::from_secs(120))
-        .build();
-    let model = Arc::new(Mutex::new(ModelState::default()));
-    let served = model.clone();
-    sim.host("zk", move || serve(2181, served.clone()).map_ok_box());
+    let (mut sim, model) = model_world();
     sim.client("tester", async move {
         conformance::run_restarts(
             "/restarts",
@@ -110,11 +112,7 @@ impl<F: std::future::Future<Output = std::io::Result<()>> + 'static> MapOkBox fo
 #[test]
 fn a_watch_whose_event_is_lost_with_its_connection_fires_after_the_reconnect() {
     use tributary::coordination::{Coordination, NodeKind};
-    let mut sim = turmoil::Builder::new()
-        .simulation_duration(Duration::from_secs(120))
-        .build();
-    let model = Arc::new(Mutex::new(ModelState::default()));
-    sim.host("zk", move || serve(2181, model.clone()).map_ok_box());
+    let (mut sim, _model) = model_world();
     // 0: starting; 1: the watch is set; 2: the watcher is cut off (the writer may write).
     let phase = Arc::new(Mutex::new(0u8));
     let fired = Arc::new(Mutex::new(None));
