@@ -34,7 +34,10 @@ use super::fetcher::{self, FetchSettings, Share};
 use super::offset_node::read_offset_node;
 use super::starts::{read_starts, Start};
 use super::state::{PartitionState, Shared, Streams};
-use super::{CommitError, ConsumerError, OffsetNodeError, RebalanceError, StartOffsetError};
+use super::{
+    CommitBatch, CommitError, CommitOutcome, ConsumerError, OffsetNodeError, RebalanceError,
+    StartOffsetError,
+};
 use crate::coordination::ephemeral::{self, HoldError, RetiredSessions};
 use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
 use crate::env::Env;
@@ -80,22 +83,11 @@ struct ClaimedPlan {
     unstarted: bool,
 }
 
-/// What one commit request did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct CommitTally {
-    /// Offsets written.
-    pub written: usize,
-    /// Asked for partitions this member does not own (in the epoch named).
-    pub not_owned: usize,
-    /// Asked past what was handed out (its offsets went back since: a reset).
-    pub stale: usize,
-}
-
 /// A commit asked for by the application.
 pub(super) struct CommitRequest {
     /// (topic, partition, offset or everything handed out, generation it was handed out in).
     pub items: Vec<(TopicName, BrokerPartition, Option<i64>, Option<u64>)>,
-    pub done: oneshot::Sender<Result<CommitTally, CommitError>>,
+    pub done: oneshot::Sender<CommitBatch>,
     /// Commit every owned partition up to what was handed out (`items` is then empty).
     pub everything: bool,
 }
@@ -199,6 +191,11 @@ impl<E: Env> Member<E> {
         autocommit.tick().await;
         loop {
             if pending_rebalance {
+                // Commits asked for before the rebalance go first, while this member still owns
+                // their partitions: behind it they would find the partitions released.
+                while let Ok(request) = commits.try_recv() {
+                    self.serve_commit(&coord, request).await;
+                }
                 match self.rebalance(&coord, &mut fetchers, &mut stop).await {
                     Some(fresh) => watches = fresh,
                     None => break,
@@ -240,16 +237,9 @@ impl<E: Env> Member<E> {
                     tracing::warn!("consumer {}: partitions of group {} have no live owner; rebalancing", self.consumer_id, self.group());
                     pending_rebalance = true;
                 }
-                Some(request) = commits.recv() => {
-                    let result = if request.everything {
-                        self.commit_partitions(&coord, &self.shared.all(), &BTreeMap::new()).await.map(|written| CommitTally { written, ..CommitTally::default() })
-                    } else {
-                        self.commit(&coord, &request.items).await
-                    };
-                    let _asker_gone = request.done.send(result).is_err();
-                }
+                Some(request) = commits.recv() => self.serve_commit(&coord, request).await,
                 _ = autocommit.tick(), if self.config.autocommit_enable => {
-                    if let Err(e) = self.commit_partitions(&coord, &self.shared.all(), &BTreeMap::new()).await {
+                    if let Some(e) = self.commit_partitions(&coord, &self.shared.all()).await.failed {
                         tracing::warn!("autocommit: {e}");
                     }
                 }
@@ -259,10 +249,7 @@ impl<E: Env> Member<E> {
         while fetchers.join_next().await.is_some() {}
         let released = self.shared.release_all();
         if self.config.autocommit_enable {
-            if let Err(e) = self
-                .commit_partitions(&coord, &released, &BTreeMap::new())
-                .await
-            {
+            if let Some(e) = self.commit_partitions(&coord, &released).await.failed {
                 tracing::warn!("commit at shutdown: {e}");
             }
         }
@@ -319,16 +306,25 @@ impl<E: Env> Member<E> {
         }
     }
 
+    /// Serves one commit request and answers it (an asker that gave up is not waited for).
+    async fn serve_commit(&self, coord: &E::Coord, request: CommitRequest) {
+        let batch = if request.everything {
+            self.commit_partitions(coord, &self.shared.all()).await
+        } else {
+            self.commit(coord, &request.items).await
+        };
+        let _asker_gone = request.done.send(batch).is_err();
+    }
+
     /// Commits the asked partitions this member still owns (in the generation the offsets were
-    /// handed out in), never past what was handed out.
+    /// handed out in), never past what was handed out: an outcome per item, in order, up to the
+    /// first write that fails (the items after it are not tried).
     async fn commit(
         &self,
         coord: &E::Coord,
         items: &[(TopicName, BrokerPartition, Option<i64>, Option<u64>)],
-    ) -> Result<CommitTally, CommitError> {
-        let mut tally = CommitTally::default();
-        let mut states = Vec::new();
-        let mut wanted = BTreeMap::new();
+    ) -> CommitBatch {
+        let mut batch = CommitBatch::default();
         let keep_lost =
             tributary_core::planted::active(tributary_core::planted::Bug::KeepLostPartitions);
         for (topic, partition, offset, epoch) in items {
@@ -336,53 +332,70 @@ impl<E: Env> Member<E> {
                 .shared
                 .get(topic, *partition)
                 .filter(|state| !epoch.is_some_and(|e| e != state.epoch) && state.is_owned());
-            let Some(state) = owned.or_else(|| {
+            let owned = owned.or_else(|| {
                 keep_lost
                     .then(|| self.zombies.get(topic, *partition))
                     .flatten()
-            }) else {
-                tally.not_owned += 1;
-                continue;
-            };
-            if let Some(offset) = offset {
-                if *offset > state.offsets().consumed() {
-                    tally.stale += 1;
-                    continue;
+            });
+            let outcome = match owned {
+                None => CommitOutcome::NotOwned,
+                Some(state) if offset.is_some_and(|o| o > state.offsets().consumed()) => {
+                    CommitOutcome::Stale
                 }
-                wanted.insert((topic.clone(), *partition), *offset);
-            }
-            states.push(state);
+                Some(state) => match self.write_commit(coord, &state, *offset).await {
+                    Ok(outcome) => outcome,
+                    Err(e) => {
+                        batch.failed = Some(e);
+                        return batch;
+                    }
+                },
+            };
+            batch.outcomes.push(outcome);
         }
-        tally.written = self.commit_partitions(coord, &states, &wanted).await?;
-        Ok(tally)
+        batch
     }
 
+    /// Commits everything handed out for each of `states`, in order, up to the first write that
+    /// fails.
     async fn commit_partitions(
         &self,
         coord: &E::Coord,
         states: &[Arc<PartitionState>],
-        wanted: &BTreeMap<(TopicName, BrokerPartition), i64>,
-    ) -> Result<usize, CommitError> {
-        let mut written = 0;
+    ) -> CommitBatch {
+        let mut batch = CommitBatch::default();
         for state in states {
-            let Some(offset) = state
-                .offsets()
-                .to_commit(wanted.get(&(state.topic.clone(), state.partition)).copied())
-            else {
-                continue;
-            };
-            let path = format!(
-                "{}/{}",
-                consumer_offsets_path(self.group(), &state.topic),
-                state.partition
-            );
-            if let Err(source) = write_offset(coord, &path, offset).await {
-                return Err(CommitError::ZooKeeper { path, source });
+            match self.write_commit(coord, state, None).await {
+                Ok(outcome) => batch.outcomes.push(outcome),
+                Err(e) => {
+                    batch.failed = Some(e);
+                    break;
+                }
             }
-            state.offsets().committed_at(offset);
-            written += 1;
         }
-        Ok(written)
+        batch
+    }
+
+    /// Writes a partition's offset: `wanted`, or everything handed out; `NothingNew` when that
+    /// is not past what is committed.
+    async fn write_commit(
+        &self,
+        coord: &E::Coord,
+        state: &PartitionState,
+        wanted: Option<i64>,
+    ) -> Result<CommitOutcome, CommitError> {
+        let Some(offset) = state.offsets().to_commit(wanted) else {
+            return Ok(CommitOutcome::NothingNew);
+        };
+        let path = format!(
+            "{}/{}",
+            consumer_offsets_path(self.group(), &state.topic),
+            state.partition
+        );
+        if let Err(source) = write_offset(coord, &path, offset).await {
+            return Err(CommitError::ZooKeeper { path, source });
+        }
+        state.offsets().committed_at(offset);
+        Ok(CommitOutcome::Written)
     }
 
     /// Deletes the owner nodes of `released` that still name this member's thread (never one
@@ -446,10 +459,7 @@ impl<E: Env> Member<E> {
             // are not kept (below), so they start again from the group's commit.
             let stopped = self.shared.take_stopped();
             if self.config.autocommit_enable {
-                if let Err(e) = self
-                    .commit_partitions(coord, &released, &BTreeMap::new())
-                    .await
-                {
+                if let Some(e) = self.commit_partitions(coord, &released).await.failed {
                     tracing::warn!("commit before rebalance: {e}");
                 }
             }

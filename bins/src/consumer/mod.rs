@@ -71,7 +71,7 @@ pub struct Ownership {
     pub partitions: Vec<(TopicName, BrokerPartition, u64)>,
 }
 
-/// What [`ConsumerConnector::commit_at`] did.
+/// What [`ConsumerConnector::commit_at`] did, or one item of [`ConsumerConnector::commit_each`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommitOutcome {
     /// The offset was written.
@@ -84,6 +84,30 @@ pub enum CommitOutcome {
     /// The offset is past what was handed out: the partition's offsets went back since (a
     /// reset after its log shrank). Nothing was written.
     Stale,
+}
+
+/// One partition's commit for [`ConsumerConnector::commit_each`]: `offset` is committed if this
+/// member still owns the partition in ownership epoch `generation` and has handed it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitItem {
+    /// The topic.
+    pub topic: TopicName,
+    /// The source partition.
+    pub partition: BrokerPartition,
+    /// The resume offset to commit.
+    pub offset: i64,
+    /// The ownership epoch the offset was handed out in.
+    pub generation: u64,
+}
+
+/// What a batch of commits did: one outcome per item, in order, up to the first that could not
+/// be written (`failed` says why; that item and the ones after it were not written).
+#[derive(Debug, Default)]
+pub struct CommitBatch {
+    /// The outcomes of the items done, in the order asked.
+    pub outcomes: Vec<CommitOutcome>,
+    /// Why the batch stopped early, if it did.
+    pub failed: Option<CommitError>,
 }
 
 /// Told of every gap as it is met (besides the error line in the log and the counters).
@@ -339,9 +363,15 @@ impl ConsumerConnector {
     /// Commits everything handed out so far, for every partition this member owns; returns how
     /// many offsets were written.
     pub async fn commit_offsets(&self) -> Result<usize, CommitError> {
-        self.request_commit(Vec::new(), true)
-            .await
-            .map(|tally| tally.written)
+        let batch = self.request_commit(Vec::new(), true).await;
+        match batch.failed {
+            Some(e) => Err(e),
+            None => Ok(batch
+                .outcomes
+                .iter()
+                .filter(|o| **o == CommitOutcome::Written)
+                .count()),
+        }
     }
 
     /// Commits up to `message` (its resume offset) for its partition, if this member has owned
@@ -367,28 +397,50 @@ impl ConsumerConnector {
         offset: i64,
         generation: u64,
     ) -> Result<CommitOutcome, CommitError> {
-        let tally = self
-            .request_commit(
-                vec![(topic.clone(), partition, Some(offset), Some(generation))],
-                false,
-            )
-            .await?;
-        Ok(if tally.not_owned > 0 {
-            CommitOutcome::NotOwned
-        } else if tally.stale > 0 {
-            CommitOutcome::Stale
-        } else if tally.written > 0 {
-            CommitOutcome::Written
-        } else {
-            CommitOutcome::NothingNew
-        })
+        let item = CommitItem {
+            topic: topic.clone(),
+            partition,
+            offset,
+            generation,
+        };
+        let mut batch = self.commit_each(std::slice::from_ref(&item)).await;
+        match batch.failed.take() {
+            Some(e) => Err(e),
+            None => Ok(batch
+                .outcomes
+                .first()
+                .copied()
+                .unwrap_or(CommitOutcome::NothingNew)),
+        }
+    }
+
+    /// Commits each of `items` as [`commit_at`](Self::commit_at) would, in one request to the
+    /// group's coordinator (so a rebalance about to start serves them all first, while this
+    /// member still owns their partitions).
+    pub async fn commit_each(&self, items: &[CommitItem]) -> CommitBatch {
+        let items = items
+            .iter()
+            .map(|i| {
+                (
+                    i.topic.clone(),
+                    i.partition,
+                    Some(i.offset),
+                    Some(i.generation),
+                )
+            })
+            .collect();
+        self.request_commit(items, false).await
     }
 
     async fn request_commit(
         &self,
         items: Vec<(TopicName, BrokerPartition, Option<i64>, Option<u64>)>,
         everything: bool,
-    ) -> Result<group::CommitTally, CommitError> {
+    ) -> CommitBatch {
+        let closed = || CommitBatch {
+            outcomes: Vec::new(),
+            failed: Some(CommitError::Closed),
+        };
         let (done, answer) = oneshot::channel();
         let items = if everything { vec![] } else { items };
         let request = group::CommitRequest {
@@ -396,11 +448,10 @@ impl ConsumerConnector {
             done,
             everything,
         };
-        self.commits
-            .send(request)
-            .await
-            .map_err(|_| CommitError::Closed)?;
-        answer.await.map_err(|_| CommitError::Closed)?
+        if self.commits.send(request).await.is_err() {
+            return closed();
+        }
+        answer.await.unwrap_or_else(|_| closed())
     }
 
     /// Leaves the group: stops fetching, commits (autocommit), releases its partitions, closes

@@ -1,5 +1,6 @@
 //! One source's commit task: it runs the rounds of commits core's `SourceMirror` decides — every
-//! commit interval, or at once when a stream says a full window of acknowledgements waits — so
+//! commit interval, or at once when a stream says a full window of acknowledgements waits, each
+//! round one request to the source group's coordinator — so
 //! that a slow ZooKeeper write holds up no stream (forwarding goes on until the window's
 //! uncommitted bound), and it makes the last round at shutdown, once every stream of the
 //! source has recorded its last acknowledgements.
@@ -18,7 +19,7 @@ use tributary_core::mirror::SourcePartition;
 
 use super::window::SourceWindow;
 use super::{MirrorError, MirrorEvent, MirrorObserver, MirrorStats, COMMIT_TIMEOUT};
-use crate::consumer::{CommitOutcome, ConsumerConnector};
+use crate::consumer::{CommitItem, CommitOutcome, ConsumerConnector};
 
 /// What a commit task works with.
 pub(super) struct CommitContext {
@@ -101,26 +102,40 @@ fn update_ownership(context: &CommitContext) {
     }
 }
 
-/// Commits each partition of `round` up to its acknowledged prefix, one at a time, each within
-/// [`COMMIT_TIMEOUT`]; a failed or slow commit is retried at the next round.
+/// Commits each partition of `round` up to its acknowledged prefix, in one request to the
+/// source group's coordinator (served before any rebalance that starts behind it), within
+/// [`COMMIT_TIMEOUT`]; a partition whose commit failed, or was not reached in time, is retried at
+/// the next round.
 async fn run_round(context: &CommitContext, round: CommitRound) {
-    for commit in &round.commits {
+    let items: Vec<CommitItem> = round
+        .commits
+        .iter()
+        .map(|c| CommitItem {
+            topic: c.partition.topic.clone(),
+            partition: c.partition.partition,
+            offset: c.offset,
+            generation: c.epoch,
+        })
+        .collect();
+    let batch = tokio::time::timeout(COMMIT_TIMEOUT, context.connector.commit_each(&items)).await;
+    let (outcomes, failed) = match batch {
+        Ok(batch) => (batch.outcomes, batch.failed.map(|e| e.to_string())),
+        Err(_) => (
+            Vec::new(),
+            Some(format!("no answer within {COMMIT_TIMEOUT:?}")),
+        ),
+    };
+    for (at, commit) in round.commits.iter().enumerate() {
         let key = &commit.partition;
-        let outcome = tokio::time::timeout(
-            COMMIT_TIMEOUT,
-            context
-                .connector
-                .commit_at(&key.topic, key.partition, commit.offset, commit.epoch),
-        )
-        .await;
-        let result = match &outcome {
-            Ok(Ok(CommitOutcome::Written | CommitOutcome::NothingNew)) => CommitResult::Done,
-            Ok(Ok(CommitOutcome::NotOwned | CommitOutcome::Stale)) => CommitResult::NotOurs,
-            Ok(Err(_)) | Err(_) => CommitResult::Failed,
+        let outcome = outcomes.get(at).copied();
+        let result = match outcome {
+            Some(CommitOutcome::Written | CommitOutcome::NothingNew) => CommitResult::Done,
+            Some(CommitOutcome::NotOwned | CommitOutcome::Stale) => CommitResult::NotOurs,
+            None => CommitResult::Failed,
         };
         let effect = context.window.lock().on_commit_outcome(commit, result);
         match outcome {
-            Ok(Ok(CommitOutcome::Written | CommitOutcome::NothingNew)) => {
+            Some(CommitOutcome::Written | CommitOutcome::NothingNew) => {
                 context.stats.commits.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!("mirror: committed {key} at {}", commit.offset);
                 if let Some(observer) = &context.observer {
@@ -134,22 +149,23 @@ async fn run_round(context: &CommitContext, round: CommitRound) {
                     });
                 }
             }
-            Ok(Ok(outcome)) => {
+            Some(outcome) => {
                 let resent = match effect {
                     CommitEffect::Dropped { resent } => resent,
                     _ => 0,
                 };
                 tracing::info!("mirror: {key} is no longer this member's in epoch {} ({outcome:?}); its {resent} unacknowledged messages are sent again by whoever reads it next", commit.epoch);
             }
-            Ok(Err(e)) => tracing::warn!(
-                "mirror: committing {key} at {}: {e}; retried at the next commit",
-                commit.offset
-            ),
-            Err(_) => tracing::warn!(
-                "mirror: committing {key} at {} took over {COMMIT_TIMEOUT:?}; retried at the next commit",
-                commit.offset
-            ),
+            None => {}
         }
+    }
+    if let Some(why) = failed {
+        let left = round.commits.len() - outcomes.len().min(round.commits.len());
+        tracing::warn!(
+            "mirror: committing source {}: {why}; {left} of {} partitions retried at the next commit",
+            context.source,
+            round.commits.len()
+        );
     }
     context.window.lock().on_round_done(true);
     context.window.changed();

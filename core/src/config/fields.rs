@@ -37,12 +37,12 @@ impl<'a> Fields<'a> {
     }
 
     /// An error about `key`, located at its line if it is set.
-    pub(crate) fn error(&self, key: &str, problem: impl Into<String>) -> ConfigError {
+    pub(crate) fn error(&self, key: &str, problem: impl std::fmt::Display) -> ConfigError {
         ConfigError {
             source_name: self.props.source().to_string(),
             line: self.props.get(key).map(|p| p.line),
             key: key.to_string(),
-            problem: problem.into(),
+            problem: problem.to_string(),
         }
     }
 

@@ -19,11 +19,13 @@ pub use broker::{BrokerConfig, PARTITIONS_PER_TOPIC_MAX};
 pub use consumer::{AutoOffsetReset, ConsumerConfig, MirrorOptions, TopicFilter};
 pub use error::ConfigError;
 pub use fields::unknown_key_message;
-pub use producer::{BrokerEndpoint, Discovery, EnqueueTimeout, ProducerConfig, ProducerType};
+pub use producer::{
+    BrokerEndpoint, BrokerEndpointError, Discovery, EnqueueTimeout, ProducerConfig, ProducerType,
+};
 pub use properties::{Properties, PropertiesError, Property};
 pub use reference::ConfigKind;
 pub use replica::ReplicaConfig;
-pub use zk::{ZkConfig, ZkConnect, ZkServer};
+pub use zk::{ZkConfig, ZkConnect, ZkConnectError, ZkServer};
 pub use zookeeper_server::ZooKeeperServerConfig;
 
 /// Why a configuration file could not be used: not a valid `.properties` file, or a value that

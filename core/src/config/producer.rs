@@ -1,6 +1,7 @@
 //! `producer.properties`: the producer's settings (0.7's `ProducerConfig`).
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use super::error::ConfigError;
 use super::fields::Fields;
@@ -23,20 +24,51 @@ pub struct BrokerEndpoint {
     pub port: u16,
 }
 
+/// What is wrong with one `broker.list` entry; every variant keeps the entry as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BrokerEndpointError {
+    /// Fewer than three `:`-separated fields.
+    NotIdHostPort(String),
+    /// The id is not a non-negative integer.
+    BadId(String),
+    /// The port is not 1 to 65535.
+    BadPort(String),
+    /// The host is empty.
+    NoHost(String),
+}
+
+impl fmt::Display for BrokerEndpointError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BrokerEndpointError::NotIdHostPort(entry) => {
+                write!(f, "\"{entry}\" is not id:host:port")
+            }
+            BrokerEndpointError::BadId(entry) => {
+                write!(f, "\"{entry}\": broker id must be a non-negative integer")
+            }
+            BrokerEndpointError::BadPort(entry) => {
+                write!(f, "\"{entry}\": port must be 1 to 65535")
+            }
+            BrokerEndpointError::NoHost(entry) => write!(f, "\"{entry}\" has no host"),
+        }
+    }
+}
+
+impl std::error::Error for BrokerEndpointError {}
+
 impl BrokerEndpoint {
     /// Parses `id:host:port`; the error says what is wrong.
-    pub fn parse(entry: &str) -> Result<Self, String> {
+    pub fn parse(entry: &str) -> Result<Self, BrokerEndpointError> {
         let mut parts = entry.trim().splitn(3, ':');
         let (Some(id), Some(host), Some(port)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(format!("\"{entry}\" is not id:host:port"));
+            return Err(BrokerEndpointError::NotIdHostPort(entry.to_string()));
         };
         let id = id.parse::<i32>().ok().filter(|id| *id >= 0);
-        let id =
-            id.ok_or_else(|| format!("\"{entry}\": broker id must be a non-negative integer"))?;
+        let id = id.ok_or_else(|| BrokerEndpointError::BadId(entry.to_string()))?;
         let port = port.parse::<u16>().ok().filter(|p| *p > 0);
-        let port = port.ok_or_else(|| format!("\"{entry}\": port must be 1 to 65535"))?;
+        let port = port.ok_or_else(|| BrokerEndpointError::BadPort(entry.to_string()))?;
         if host.is_empty() {
-            return Err(format!("\"{entry}\" has no host"));
+            return Err(BrokerEndpointError::NoHost(entry.to_string()));
         }
         Ok(BrokerEndpoint {
             id,

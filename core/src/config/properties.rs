@@ -78,8 +78,10 @@ impl Properties {
                 index += 1;
             }
             let (key, value) = split_key_value(&logical);
-            let key = unescape(key).map_err(|problem| props.error(line_number, problem))?;
-            let value = unescape(value).map_err(|problem| props.error(line_number, problem))?;
+            let key =
+                unescape(key).map_err(|problem| props.error(line_number, problem.to_string()))?;
+            let value =
+                unescape(value).map_err(|problem| props.error(line_number, problem.to_string()))?;
             props.entries.insert(
                 key,
                 Property {
@@ -206,7 +208,20 @@ fn split_key_value(line: &str) -> (&str, &str) {
     (key, rest)
 }
 
-fn unescape(raw: &str) -> Result<String, String> {
+/// A `\\uxxxx` escape without four hex digits; holds the digits found.
+struct MalformedEscape(String);
+
+impl std::fmt::Display for MalformedEscape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "malformed \\uxxxx escape \"\\u{}\": expected four hex digits",
+            self.0
+        )
+    }
+}
+
+fn unescape(raw: &str) -> Result<String, MalformedEscape> {
     let mut out = String::with_capacity(raw.len());
     let mut chars = raw.chars();
     while let Some(c) = chars.next() {
@@ -224,9 +239,7 @@ fn unescape(raw: &str) -> Result<String, String> {
                 let code = (hex.len() == 4)
                     .then(|| u32::from_str_radix(&hex, 16).ok())
                     .flatten()
-                    .ok_or_else(|| {
-                        format!("malformed \\uxxxx escape \"\\u{hex}\": expected four hex digits")
-                    })?;
+                    .ok_or_else(|| MalformedEscape(hex.clone()))?;
                 // Lone surrogates (half of a Java UTF-16 pair) have no char; keep a replacement.
                 out.push(char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER));
             }

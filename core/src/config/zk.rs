@@ -28,9 +28,50 @@ pub struct ZkConnect {
     pub chroot: Option<String>,
 }
 
+/// What is wrong with a `zk.connect` string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ZkConnectError {
+    /// A server entry with an empty host, e.g. `:2181`.
+    NoHost {
+        /// The entry as written.
+        entry: String,
+    },
+    /// A server entry whose port is not 1 to 65535.
+    BadPort {
+        /// The entry as written.
+        entry: String,
+        /// The port as written.
+        port: String,
+    },
+    /// A chroot with an empty, `.` or `..` component.
+    BadChroot {
+        /// The chroot as written.
+        chroot: String,
+    },
+}
+
+impl fmt::Display for ZkConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ZkConnectError::NoHost { entry } => {
+                write!(f, "server \"{entry}\" has no host; expected host:port")
+            }
+            ZkConnectError::BadPort { entry, port } => write!(
+                f,
+                "server \"{entry}\" has port \"{port}\"; expected 1 to 65535"
+            ),
+            ZkConnectError::BadChroot { chroot } => {
+                write!(f, "chroot \"{chroot}\" is not a valid ZooKeeper path")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ZkConnectError {}
+
 impl ZkConnect {
     /// Parses a connect string; the error says what is wrong with it.
-    pub fn parse(raw: &str) -> Result<Self, String> {
+    pub fn parse(raw: &str) -> Result<Self, ZkConnectError> {
         let raw = raw.trim();
         let (hosts, chroot) = match raw.find('/') {
             Some(at) => (
@@ -52,35 +93,41 @@ impl ZkConnect {
     }
 }
 
-fn parse_server(entry: &str) -> Result<ZkServer, String> {
+fn parse_server(entry: &str) -> Result<ZkServer, ZkConnectError> {
     let (host, port) = match entry.rsplit_once(':') {
         Some((host, port)) => (host, port),
         // ZooKeeper's client defaults the port to 2181.
         None => (entry, "2181"),
     };
     if host.is_empty() {
-        return Err(format!(
-            "server \"{entry}\" has no host; expected host:port"
-        ));
+        return Err(ZkConnectError::NoHost {
+            entry: entry.to_string(),
+        });
     }
     let port =
-        port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-            format!("server \"{entry}\" has port \"{port}\"; expected 1 to 65535")
-        })?;
+        port.parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| ZkConnectError::BadPort {
+                entry: entry.to_string(),
+                port: port.to_string(),
+            })?;
     Ok(ZkServer {
         host: host.to_string(),
         port,
     })
 }
 
-fn validate_chroot(chroot: &str) -> Result<String, String> {
+fn validate_chroot(chroot: &str) -> Result<String, ZkConnectError> {
     let trimmed = chroot.strip_suffix('/').unwrap_or(chroot);
     let bad = trimmed
         .split('/')
         .skip(1)
         .any(|part| part.is_empty() || part == "." || part == "..");
     if bad {
-        return Err(format!("chroot \"{chroot}\" is not a valid ZooKeeper path"));
+        return Err(ZkConnectError::BadChroot {
+            chroot: chroot.to_string(),
+        });
     }
     Ok(trimmed.to_string())
 }

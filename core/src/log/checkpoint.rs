@@ -10,6 +10,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use super::names::TopicPartition;
 
@@ -28,22 +29,54 @@ pub fn encode(ends: &BTreeMap<TopicPartition, u64>) -> Vec<u8> {
     text.into_bytes()
 }
 
+/// What is damaged in a checkpoint file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckpointError {
+    /// The bytes are not UTF-8 text.
+    NotText,
+    /// No `crc` line: the file was cut short.
+    NoCrcLine,
+    /// The `crc` line does not hold 8 hex digits.
+    MalformedCrcLine,
+    /// The CRC does not match the bytes before it.
+    CrcMismatch,
+    /// The first line is not this format's header and version.
+    UnknownHeader,
+    /// A partition line that is not `<topic> <partition> <end>`; holds the line.
+    MalformedLine(String),
+}
+
+impl fmt::Display for CheckpointError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CheckpointError::NotText => f.write_str("not UTF-8 text"),
+            CheckpointError::NoCrcLine => f.write_str("no crc line (truncated?)"),
+            CheckpointError::MalformedCrcLine => f.write_str("malformed crc line"),
+            CheckpointError::CrcMismatch => f.write_str("crc mismatch"),
+            CheckpointError::UnknownHeader => f.write_str("unknown header or version"),
+            CheckpointError::MalformedLine(line) => write!(f, "malformed line \"{line}\""),
+        }
+    }
+}
+
+impl std::error::Error for CheckpointError {}
+
 /// Decodes a checkpoint; the error says what is damaged.
-pub fn decode(bytes: &[u8]) -> Result<BTreeMap<TopicPartition, u64>, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
-    let body_end = text.rfind("crc ").ok_or("no crc line (truncated?)")?;
+pub fn decode(bytes: &[u8]) -> Result<BTreeMap<TopicPartition, u64>, CheckpointError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| CheckpointError::NotText)?;
+    let body_end = text.rfind("crc ").ok_or(CheckpointError::NoCrcLine)?;
     let (body, crc_line) = text.split_at(body_end);
     let stored = crc_line
         .trim_end()
         .strip_prefix("crc ")
         .and_then(|hex| u32::from_str_radix(hex, 16).ok())
-        .ok_or("malformed crc line")?;
+        .ok_or(CheckpointError::MalformedCrcLine)?;
     if crc32fast::hash(body.as_bytes()) != stored {
-        return Err("crc mismatch".into());
+        return Err(CheckpointError::CrcMismatch);
     }
     let entries = body
         .strip_prefix(HEADER)
-        .ok_or("unknown header or version")?;
+        .ok_or(CheckpointError::UnknownHeader)?;
     let mut ends = BTreeMap::new();
     for line in entries.lines() {
         let mut fields = line.split(' ');
@@ -56,7 +89,7 @@ pub fn decode(bytes: &[u8]) -> Result<BTreeMap<TopicPartition, u64>, String> {
                 .is_none()
                 .then_some((TopicPartition::new(topic, partition), end))
         })();
-        let (tp, end) = parsed.ok_or_else(|| format!("malformed line \"{line}\""))?;
+        let (tp, end) = parsed.ok_or_else(|| CheckpointError::MalformedLine(line.to_string()))?;
         ends.insert(tp, end);
     }
     Ok(ends)

@@ -401,7 +401,7 @@ fn read_checkpoint<F: LogFs>(fs: &F, log_dir: &Path) -> Option<BTreeMap<TopicPar
     match fs
         .read_file(&path)
         .map_err(|e| e.to_string())
-        .and_then(|bytes| checkpoint::decode(&bytes))
+        .and_then(|bytes| checkpoint::decode(&bytes).map_err(|e| e.to_string()))
     {
         Ok(ends) => Some(ends),
         Err(problem) => {
