@@ -4,6 +4,7 @@
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use tributary_core::consumer::BrokerPartition;
+use tributary_core::replica::offset_sync::{group_commits_here, offset_to_write};
 
 /// Copies the committed source offsets of the groups `groups` allows, for the topics still
 /// copied, to this cluster's ZooKeeper — each clamped to what the replica holds durably (its
@@ -65,11 +66,7 @@ where
                 let tp = TopicPartition::new(topic.clone(), partition);
                 let Some(log) = logs.get(&tp) else { continue };
                 let held = i64::try_from(log.lock().await.flushed_end()).unwrap_or(i64::MAX);
-                let offset = if planted::active(Bug::ReplicaSyncUnclamped) {
-                    committed
-                } else {
-                    committed.min(held)
-                };
+                let offset = offset_to_write(committed, held);
                 let key = (name.clone(), tp);
                 if synced.get(&key) == Some(&offset) {
                     continue;
@@ -80,7 +77,7 @@ where
                 let marker = format!("{SYNCED_PATH}/{name}/{topic}/{own_id}-{partition}");
                 let current = data_of(here, &to).await?;
                 let last = data_of(here, &marker).await?;
-                if current.is_some() && current != last {
+                if group_commits_here(current.as_deref(), last.as_deref()) {
                     continue;
                 }
                 let value = offset.to_string();

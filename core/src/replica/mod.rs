@@ -1,11 +1,13 @@
-//! Replica mode's decisions (sans-IO): what of a fetched block a replica appends, and how its
-//! fetch size grows for a message larger than asked.
+//! Replica mode's decisions (sans-IO): what of a fetched block a replica appends, how its fetch
+//! size grows for a message larger than asked, and which offsets it syncs ([`offset_sync`]).
 //!
 //! A replica copies a source partition byte for byte: it fetches at its own log end and appends
 //! the whole, CRC-valid top-level messages of the answer exactly as they came (compressed
 //! wrappers unopened), so every offset it serves holds the source's bytes. It never appends a
 //! partial trailing message (the next fetch starts with it) and never anything after a corrupt
 //! one.
+
+pub mod offset_sync;
 
 use crate::message::{MessageError, ShallowIter};
 
