@@ -24,8 +24,9 @@ use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
 use tributary_core::wire::TopicName;
 
 use crate::env::SimEnv;
+use crate::invariants::{Invariant, Violation};
 use crate::sim_fs::sim_builder;
-use crate::world::{add_cluster, until_started, ClusterSpec, Control, Invariant, Links, Violation};
+use crate::world::{add_cluster, until_started, ClusterSpec, Control, Links};
 
 const TOPIC: &str = "events";
 const CONSUMERS: usize = 2;

@@ -33,10 +33,9 @@ use tributary_core::wire::{
 
 use crate::env::{sim_now_ms, SimEnv};
 use crate::history::{self, History, Location};
+use crate::invariants::{Invariant, Violation};
 use crate::sim_fs::{sim_builder, DiskFaults};
-use crate::world::{
-    add_cluster, Cluster, ClusterSpec, Control, Invariant, Links, Violation, BROKER_PORT,
-};
+use crate::world::{add_cluster, Cluster, ClusterSpec, Control, Links, BROKER_PORT};
 use crate::zk_model::SharedModel;
 
 /// Brokers in the cluster.

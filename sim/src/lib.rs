@@ -13,7 +13,8 @@
 //! - [`zk_model`]: the ZooKeeper model (server, client, crash and restart with sessions
 //!   restored); [`conformance`] is the suite it shares with a real ZooKeeper.
 //! - [`world`]: clusters of production servers (`tributary::server::run`) with their ZooKeeper,
-//!   the run's control (faults, stops, links) and the invariants' names.
+//!   the run's control (faults, stops, links); [`invariants`]: every invariant the scenarios
+//!   check, numbered S1 to S22 as docs/ARCHITECTURE.md numbers them.
 //! - [`trace`]: the run's trace (scenario lines and the code's own `tracing` events).
 //!
 //! The scenarios, each with its checkers: [`cluster`] (brokers, producers, the produce
@@ -21,7 +22,7 @@
 //! with [`metrics_check`]), [`replica`] (replica mode and failover), [`long_link`] (the mirror
 //! over the link proxy), [`log_crash`] (a crash at any file-system operation, then recovery) and
 //! [`retention_restart`]. [`two_clusters`] holds the faults the two-cluster scenarios share
-//! (what each is, how it begins and ends).
+//! (what each is, which comes next, when each begins and ends).
 
 // turmoil forwards task panics as failures, and seeds tokio's RNG, only with this cfg (set in
 // .cargo/config.toml; a RUSTFLAGS environment variable replaces it, which must not pass silently).
@@ -33,6 +34,7 @@ pub mod cluster;
 pub mod conformance;
 pub mod env;
 pub mod history;
+pub mod invariants;
 pub mod log_crash;
 pub mod long_link;
 pub mod metrics_check;

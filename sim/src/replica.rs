@@ -36,12 +36,12 @@ use tributary_core::wire::TopicName;
 
 use crate::cluster::Faults;
 use crate::env::SimEnv;
+use crate::invariants::{Invariant, Violation};
 use crate::mirror::{fetch_bytes, partitions_of, range_of, Part};
 use crate::sim_fs::{sim_builder, DiskFaults};
-use crate::two_clusters::{begin, cut_between, end, Fault, TwoClusters};
+use crate::two_clusters::{Fault, FaultSchedule, TwoClusters};
 use crate::world::{
-    add_cluster, scenario_config, until_started, Cluster, ClusterSpec, Control, Invariant, Links,
-    Violation, ZK_PORT,
+    add_cluster, scenario_config, until_started, Cluster, ClusterSpec, Control, Links, ZK_PORT,
 };
 
 /// After the last fault heals, how long the replicas may take to catch up.
@@ -618,87 +618,20 @@ fn drive(
         destination: replica,
         copiers: &replica.brokers,
     };
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5EB1_1CA5);
-    let mut next_fault = Duration::from_secs(rng.random_range(3..6));
-    let mut active: Vec<(Duration, Fault)> = Vec::new();
-    let network = matches!(options.faults, Faults::Network | Faults::Mixed);
-    let crash = matches!(options.faults, Faults::Crash | Faults::Mixed);
-    // Gap seeds: the link between the clusters is cut across the source's first cleanup (60 s
-    // after its brokers start), so retention deletes what the replicas have not copied.
-    let tiny = state(shared).tiny_retention;
-    let mut gap_cut = tiny.then_some((Duration::from_secs(35), Duration::from_secs(70)));
-    let fault_end = if tiny {
-        options.duration.max(Duration::from_secs(72))
-    } else {
-        options.duration
-    };
-    while sim.elapsed() < fault_end {
-        let now = sim.elapsed();
-        if let Some((from, until)) = gap_cut.filter(|(from, _)| now >= *from) {
-            // A fault still running would repair links of this cut when it ends: end it now.
-            for (_, fault) in std::mem::take(&mut active) {
-                end(sim, links, control, both, &fault);
-            }
-            control.trace.push_at(
-                now,
-                &format!("fault Between (gap seed, from {from:?}) until {until:?}"),
-            );
-            *report.faults.entry(kind(&Fault::Between)).or_default() += 1;
-            cut_between(sim, links, both, true);
-            active.push((until, Fault::Between));
-            gap_cut = None;
-            next_fault = next_fault.max(until + Duration::from_secs(1));
-        }
-        if now >= next_fault && now < options.duration && options.faults != Faults::None {
-            let pick = |rng: &mut ChaCha8Rng, from: &[String]| {
-                from[rng.random_range(0..from.len())].clone()
-            };
-            let fault = match rng.random_range(0..12) {
-                10.. if crash => Some(Fault::ZooKeeper(rng.random_bool(0.5))),
-                0..3 if network => Some(Fault::Between),
-                3..5 if network => {
-                    let mut brokers = source.brokers.clone();
-                    brokers.extend(replica.brokers.iter().cloned());
-                    let host = pick(&mut rng, &brokers);
-                    let zk = if host.starts_with("src") || rng.random_bool(0.5) {
-                        source.zk_host.clone()
-                    } else {
-                        replica.zk_host.clone()
-                    };
-                    Some(Fault::Link(host, zk))
-                }
-                // (Not in gap seeds: a restarted source broker's cleanup timer starts over.)
-                5..7 if crash && !tiny => Some(Fault::Crash(pick(&mut rng, &source.brokers))),
-                7..9 if crash => Some(Fault::Crash(pick(&mut rng, &replica.brokers))),
-                9 if crash => Some(Fault::Restart(pick(&mut rng, &replica.brokers))),
-                _ => None,
-            };
-            let length = Duration::from_millis(rng.random_range(1000..10_000));
-            next_fault = now + length + Duration::from_millis(rng.random_range(1000..5000));
-            if let Some(fault) = fault {
-                control
-                    .trace
-                    .push_at(now, &format!("fault {fault:?} for {length:?}"));
-                *report.faults.entry(kind(&fault)).or_default() += 1;
-                begin(sim, links, control, both, &fault, length);
-                active.push((now + length, fault));
-            }
-        }
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut active)
-            .into_iter()
-            .partition(|(t, _)| *t <= now);
-        active = later;
-        for (_, fault) in due {
-            end(sim, links, control, both, &fault);
-        }
+    let mut schedule = FaultSchedule::new(
+        ChaCha8Rng::seed_from_u64(seed ^ 0x5EB1_1CA5),
+        options.faults,
+        options.duration,
+        state(shared).tiny_retention,
+    );
+    while sim.elapsed() < schedule.end_at() {
+        schedule.step(sim, links, control, both, kind, &mut report.faults);
         if control.violation().is_some() {
             return Ok(());
         }
         sim.step().map_err(|e| format!("simulation error: {e}"))?;
     }
-    for (_, fault) in std::mem::take(&mut active) {
-        end(sim, links, control, both, &fault);
-    }
+    schedule.end_all(sim, links, control, both);
     state(shared).stop_producing = true;
     let healed = sim.elapsed();
     control.trace.push_at(healed, "healed; producing stopped");

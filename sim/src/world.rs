@@ -16,6 +16,7 @@ use tributary::server::{EmbeddedMirror, ServerError};
 use tributary_core::config::{BrokerConfig, Properties};
 
 use crate::env::SimEnv;
+use crate::invariants::{Invariant, Violation};
 use crate::sim_fs::{Disk, DiskFaults};
 use crate::trace::Trace;
 use crate::zk_model::{serve, ModelState, SharedModel};
@@ -24,75 +25,6 @@ use crate::zk_model::{serve, ModelState, SharedModel};
 pub const ZK_PORT: u16 = 2181;
 /// The brokers' port.
 pub const BROKER_PORT: u16 = 9092;
-
-/// What a scenario promises; each violation names the one it broke.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Invariant {
-    /// 1. Everything a read returned stays readable at the same offset, byte for byte.
-    VisibleIsDurable,
-    /// 2. No read returns a corrupt or torn message, and every partition that held data reads
-    ///    end to end after healing.
-    NoCorruptRead,
-    /// 3. A partition's latest offset never goes back.
-    LatestNeverGoesBack,
-    /// 4. After healing, ZooKeeper lists exactly the live brokers and their topics.
-    RegistryMatches,
-    /// 5. A restarted broker serves again, every partition it had, within a bounded time.
-    RestartedBrokerServes,
-    /// 6. The produce history: nothing lost, duplicated, reordered, misplaced or invented.
-    History,
-    /// The broker itself failed (a graceful stop that did not finish cleanly, in time).
-    BrokerHealth,
-    /// After healing, every acknowledged message is consumed.
-    AckedIsConsumed,
-    /// A committed offset is never ahead of what was handed out.
-    CommitNotAhead,
-    /// Once the group settles, every partition has exactly one owner.
-    OwnershipDisjoint,
-    /// Mirror 1: every message the source acknowledged and still holds is in the mirror cluster.
-    MirrorNoLoss,
-    /// Mirror 2: the mirror holds nothing the source did not durably have at that offset.
-    MirrorNoPhantom,
-    /// Mirror 3: what one ownership of a partition sends again is within the stated bound.
-    MirrorDuplicates,
-    /// Mirror 4: a committed source offset is the end of a message the mirror cluster acknowledged.
-    MirrorCommitSafety,
-    /// Mirror 5: after the last fault heals, the committed offsets reach the source's end in time.
-    MirrorProgress,
-    /// Mirror 6: data the source deleted unmirrored is reported as a gap, with its exact range, and
-    /// only such data.
-    MirrorGaps,
-    /// Mirror 7: one ownership of a partition forwards its messages in source order.
-    MirrorOrder,
-    /// Mirror 8: after the drain, the metrics agree with the clusters: each source broker's
-    /// flushed-offset gauge is the partition's latest offset, and the mirrors' lag gauges show
-    /// every source partition at 0.
-    MirrorMetrics,
-    /// Replica: every offset a replica serves holds the source's bytes there.
-    ReplicaIdentity,
-    /// Replica: after healing, every replica partition reaches its source's end in time.
-    ReplicaNoLoss,
-    /// Replica: a synced consumer offset is never past what the replica holds.
-    ReplicaSyncAhead,
-    /// Replica: a promoted partition holds the source's bytes up to its promote point and
-    /// after it only what clients of the replica cluster produced.
-    ReplicaPromoteCut,
-}
-
-/// A broken invariant and what broke it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
-    /// Which invariant.
-    pub invariant: Invariant,
-    /// What happened.
-    pub detail: String,
-}
-
-impl std::fmt::Display for Violation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}: {}", self.invariant, self.detail)
-    }
-}
 
 /// Shared between the scenario's driver, its clients and the broker hosts.
 #[derive(Debug, Default)]
@@ -106,8 +38,7 @@ pub struct Control {
 impl Control {
     /// Records a violation (the first one is kept) and traces it.
     pub fn violate(&self, invariant: Invariant, detail: String) {
-        self.trace
-            .push(&format!("VIOLATION {invariant:?}: {detail}"));
+        self.trace.push(&format!("VIOLATION {invariant}: {detail}"));
         let mut first = self.violation.lock().unwrap_or_else(|p| p.into_inner());
         first.get_or_insert(Violation { invariant, detail });
     }

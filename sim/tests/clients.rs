@@ -46,7 +46,7 @@ fn acknowledged_messages_are_all_consumed_and_commits_never_run_ahead() {
 #[test]
 fn planted_consumer_bugs_are_caught_by_their_invariant() {
     use tributary_core::planted::{plant, Bug};
-    use tributary_sim::world::Invariant;
+    use tributary_sim::invariants::Invariant;
     for (bug, expected) in [
         (Bug::CommitFetched, Invariant::CommitNotAhead),
         (Bug::SkipChunk, Invariant::AckedIsConsumed),

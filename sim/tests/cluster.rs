@@ -7,7 +7,7 @@ mod support;
 use support::assert_each_caught;
 use tributary_core::planted::Bug;
 use tributary_sim::cluster::{run_seed, stop_while_zookeeper_is_unreachable, Faults, Options};
-use tributary_sim::world::Invariant;
+use tributary_sim::invariants::Invariant;
 
 const BATCH_SEEDS: u64 = 200;
 const SIM_SECONDS: u64 = 60;

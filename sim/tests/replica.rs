@@ -10,8 +10,8 @@ use std::time::Duration;
 use support::assert_each_caught;
 use tributary_core::planted::Bug;
 use tributary_sim::cluster::Faults;
+use tributary_sim::invariants::Invariant;
 use tributary_sim::replica::{run_seed, Options, ReplicaReport};
-use tributary_sim::world::Invariant;
 
 const BATCH_SEEDS: u64 = 200;
 const SIM_SECONDS: u64 = 60;

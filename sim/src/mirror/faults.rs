@@ -1,21 +1,20 @@
-//! The run's driver: the fault menu (which [`Fault`]s the mirror draws and what its report calls
-//! them; what each does and what undoes it is shared with the replica scenario, in
-//! [`two_clusters`](crate::two_clusters)), the schedule that injects them (the gap seeds' cut
-//! across the source's first cleanup, then one drawn fault at a time), the heal, the drain
-//! invariant 5 waits on, and the hand-over to the checker.
+//! The run's driver: what the report calls each [`Fault`] (which faults come when, what each
+//! does and what undoes it are shared with the replica scenario, in
+//! [`two_clusters`](crate::two_clusters)), the commit checks while they run, the heal, the
+//! drain invariant 5 waits on, and the hand-over to the checker.
 
 use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::history::{state, Phase, Shared};
 use super::judge::{check_commits, lag};
 use super::shape::Shape;
 use super::{drain_limit, MirrorReport, Options, MAKER, PRODUCERS};
-use crate::cluster::Faults;
-use crate::two_clusters::{begin, end, Fault, TwoClusters};
-use crate::world::{Cluster, Control, Invariant, Links};
+use crate::invariants::Invariant;
+use crate::two_clusters::{Fault, FaultSchedule, TwoClusters};
+use crate::world::{Cluster, Control, Links};
 
 /// What the driver steers.
 pub(super) struct World<'a> {
@@ -54,43 +53,6 @@ fn kind(fault: &Fault) -> &'static str {
     }
 }
 
-/// Draws the next fault from the menu the run's fault mode allows (up to ten draws; `None` if
-/// none was allowed).
-fn pick_fault(rng: &mut ChaCha8Rng, world: &World<'_>) -> Option<Fault> {
-    let pick =
-        |rng: &mut ChaCha8Rng, from: &[String]| from[rng.random_range(0..from.len())].clone();
-    let network = matches!(world.options.faults, Faults::Network | Faults::Mixed);
-    let crash = matches!(world.options.faults, Faults::Crash | Faults::Mixed);
-    for _ in 0..10 {
-        let fault = match rng.random_range(0..12) {
-            10.. if crash => Fault::ZooKeeper(rng.random_bool(0.5)),
-            0..3 if network => Fault::Between,
-            3..5 if network => {
-                // A mirror host from either ZooKeeper, or a source broker from its own (a
-                // source broker never talks to the mirror cluster's).
-                let mut hosts: Vec<String> = world.mirror_hosts.to_vec();
-                hosts.extend(world.source.brokers.iter().cloned());
-                let host = pick(rng, &hosts);
-                let zk = if world.source.brokers.contains(&host) || rng.random_bool(0.5) {
-                    world.source.zk_host.clone()
-                } else {
-                    world.mirror.zk_host.clone()
-                };
-                Fault::Link(host, zk)
-            }
-            // Gap seeds keep their source brokers up: a restart would reset the cleaner's timer.
-            5..7 if crash && !world.shape.tiny_retention => {
-                Fault::Crash(pick(rng, &world.source.brokers))
-            }
-            7..9 if crash => Fault::Crash(pick(rng, world.mirror_hosts)),
-            9 if crash => Fault::Restart(pick(rng, world.mirror_hosts)),
-            _ => continue,
-        };
-        return Some(fault);
-    }
-    None
-}
-
 /// Runs the seed: faults until the run's length (the gap seeds' cut included), the heal, the
 /// drain (invariant 5), then waits for the checker.
 pub(super) fn drive(
@@ -101,68 +63,24 @@ pub(super) fn drive(
     shared: &Shared,
     report: &mut MirrorReport,
 ) -> Result<(), String> {
-    let mut rng = ChaCha8Rng::seed_from_u64(world.seed ^ 0x3177_0FF5);
     let duration = world.options.duration;
-    let mut next_fault = Duration::from_secs(rng.random_range(3..6));
-    let mut active: Vec<(Duration, Fault)> = Vec::new();
+    let mut schedule = FaultSchedule::new(
+        ChaCha8Rng::seed_from_u64(world.seed ^ 0x3177_0FF5),
+        world.options.faults,
+        duration,
+        world.shape.tiny_retention,
+    );
     let mut last_check = Duration::ZERO;
-    // Gap seeds: the link between the clusters is cut across the source's first cleanup (60 s
-    // after its brokers start), so retention deletes what the mirror has not copied.
-    let mut gap_cut = world
-        .shape
-        .tiny_retention
-        .then_some((Duration::from_secs(35), Duration::from_secs(70)));
-    let fault_end = if world.shape.tiny_retention {
-        duration.max(Duration::from_secs(72))
-    } else {
-        duration
-    };
-    while sim.elapsed() < fault_end {
+    while sim.elapsed() < schedule.end_at() {
         let now = sim.elapsed();
-        if let Some((from, _)) = gap_cut.filter(|(from, _)| now >= *from) {
-            let until = gap_cut.map_or(from, |(_, until)| until);
-            // A fault still running would repair links of this cut when it ends: end it now.
-            for (_, fault) in std::mem::take(&mut active) {
-                end(sim, links, control, world.clusters(), &fault);
-            }
-            control
-                .trace
-                .push_at(now, &format!("fault Between (gap seed) until {until:?}"));
-            *report
-                .faults
-                .entry("link between the clusters cut")
-                .or_default() += 1;
-            begin(
-                sim,
-                links,
-                control,
-                world.clusters(),
-                &Fault::Between,
-                until - now,
-            );
-            active.push((until, Fault::Between));
-            gap_cut = None;
-            next_fault = next_fault.max(until + Duration::from_secs(1));
-        }
-        if now >= next_fault && now < duration && world.options.faults != Faults::None {
-            if let Some(fault) = pick_fault(&mut rng, world) {
-                let length = Duration::from_millis(rng.random_range(1000..10_000));
-                control
-                    .trace
-                    .push_at(now, &format!("fault {fault:?} for {length:?}"));
-                *report.faults.entry(kind(&fault)).or_default() += 1;
-                begin(sim, links, control, world.clusters(), &fault, length);
-                active.push((now + length, fault));
-                next_fault = now + length + Duration::from_millis(rng.random_range(1000..5000));
-            }
-        }
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut active)
-            .into_iter()
-            .partition(|(t, _)| *t <= now);
-        active = later;
-        for (_, fault) in due {
-            end(sim, links, control, world.clusters(), &fault);
-        }
+        schedule.step(
+            sim,
+            links,
+            control,
+            world.clusters(),
+            kind,
+            &mut report.faults,
+        );
         if now - last_check >= Duration::from_millis(5) {
             last_check = now;
             check_commits(world.source, shared, control);
@@ -172,9 +90,7 @@ pub(super) fn drive(
         }
         sim.step().map_err(|e| format!("simulation error: {e}"))?;
     }
-    for (_, fault) in std::mem::take(&mut active) {
-        end(sim, links, control, world.clusters(), &fault);
-    }
+    schedule.end_all(sim, links, control, world.clusters());
     // An operator restarts a mirror broker whose disk failed a sync (its poisoned partitions
     // take nothing until then).
     for (host, disk) in &world.mirror.disks {

@@ -12,7 +12,8 @@ use tributary::mirror::{MirrorEvent, MirrorObserver};
 
 use super::reads::FinalRead;
 use super::Part;
-use crate::world::{Control, Invariant};
+use crate::invariants::Invariant;
+use crate::world::Control;
 
 /// One forward seen by the observer.
 #[derive(Debug, Clone)]

@@ -24,10 +24,9 @@ use super::reads::{partitions_of, range_of, read_everything};
 use super::shape::{settings, Shape};
 use super::{Part, MAKER, PRODUCERS, TOPICS};
 use crate::env::SimEnv;
+use crate::invariants::Invariant;
 use crate::metrics_check::{self, BROKER_METRICS_PORT, MIRROR_METRICS_PORT};
-use crate::world::{
-    scenario_config, until_started, Cluster, Control, Invariant, MirrorPlan, ZK_PORT,
-};
+use crate::world::{scenario_config, until_started, Cluster, Control, MirrorPlan, ZK_PORT};
 
 /// The payload of message `seq`: `m <seq> <crc32 of "m <seq>">`.
 pub(super) fn payload(seq: u64) -> Vec<u8> {

@@ -9,7 +9,8 @@ use super::hosts::{parse_payload, payload};
 use super::reads::partitions_of;
 use super::shape::Shape;
 use super::{MirrorReport, Part, GROUP};
-use crate::world::{Cluster, Control, Invariant};
+use crate::invariants::Invariant;
+use crate::world::{Cluster, Control};
 
 /// Source partitions whose committed offset is not yet their latest: (partition, committed,
 /// latest).

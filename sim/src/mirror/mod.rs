@@ -35,7 +35,7 @@
 //! against the history). This file holds the composition, [`run_seed`].
 //!
 //! [`MirrorObserver`]: tributary::mirror::MirrorObserver
-//! [`Invariant`]: crate::world::Invariant
+//! [`Invariant`]: crate::invariants::Invariant
 
 mod faults;
 mod history;
@@ -57,9 +57,10 @@ use self::hosts::{add_checker, add_maker, add_producer, add_reader, embedded_mir
 use self::judge::judge;
 use self::shape::Shape;
 use crate::cluster::Faults;
+use crate::invariants::Violation;
 use crate::metrics_check::BROKER_METRICS_PORT;
 use crate::sim_fs::{sim_builder, DiskFaults};
-use crate::world::{add_cluster, ClusterSpec, Control, Links, Violation};
+use crate::world::{add_cluster, ClusterSpec, Control, Links};
 
 pub(crate) use self::reads::{fetch_bytes, partitions_of, range_of};
 pub use self::shape::Mode;

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use tributary_core::planted::{plant, Bug};
-use tributary_sim::world::{Invariant, Violation};
+use tributary_sim::invariants::{Invariant, Violation};
 
 /// The first seed that caught a planted bug: the seed, what the invariant said, and the seeds
 /// before it that broke another invariant.
