@@ -7,7 +7,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use support::assert_each_caught;
+use support::{assert_each_caught, half_of};
 use tributary_core::planted::Bug;
 use tributary_sim::cluster::Faults;
 use tributary_sim::invariants::Invariant;
@@ -27,11 +27,23 @@ fn options(faults: Faults) -> Options {
 }
 
 #[test]
-fn mixed_faults_never_break_a_mirror_invariant() {
-    let seeds: u64 = std::env::var("TRIBUTARY_MIRROR_SEEDS")
+fn mixed_faults_never_break_a_mirror_invariant_first_half() {
+    mixed_faults_never_break_a_mirror_invariant(0);
+}
+
+#[test]
+fn mixed_faults_never_break_a_mirror_invariant_second_half() {
+    mixed_faults_never_break_a_mirror_invariant(1);
+}
+
+/// One half of the batch (`TRIBUTARY_MIRROR_SEEDS` seeds in all, `BATCH_SEEDS` by default).
+fn mixed_faults_never_break_a_mirror_invariant(half: u64) {
+    let all: u64 = std::env::var("TRIBUTARY_MIRROR_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(BATCH_SEEDS);
+    let range = half_of(all, half);
+    let seeds = range.end - range.start;
     let started = std::time::Instant::now();
     let mut faults: BTreeMap<&'static str, u32> = BTreeMap::new();
     let (
@@ -44,7 +56,7 @@ fn mixed_faults_never_break_a_mirror_invariant() {
         mut simulated,
     ) = (0, 0, 0, 0, 0, 0, 0.0);
     let (mut worst_ratio, mut drains, mut modes) = (0.0f64, Vec::new(), BTreeMap::new());
-    for seed in 0..seeds {
+    for seed in range {
         match run_seed(seed, options(Faults::Mixed)) {
             Ok(r) => {
                 r.faults.iter().for_each(|(k, v)| *faults.entry(k).or_insert(0) += v);

@@ -7,7 +7,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use support::assert_each_caught;
+use support::{assert_each_caught, half_of};
 use tributary_core::planted::Bug;
 use tributary_sim::cluster::Faults;
 use tributary_sim::invariants::Invariant;
@@ -26,18 +26,30 @@ fn options(faults: Faults) -> Options {
 }
 
 #[test]
-fn mixed_faults_never_break_a_replica_invariant() {
-    let seeds: u64 = std::env::var("TRIBUTARY_REPLICA_SEEDS")
+fn mixed_faults_never_break_a_replica_invariant_first_half() {
+    mixed_faults_never_break_a_replica_invariant(0);
+}
+
+#[test]
+fn mixed_faults_never_break_a_replica_invariant_second_half() {
+    mixed_faults_never_break_a_replica_invariant(1);
+}
+
+/// One half of the batch (`TRIBUTARY_REPLICA_SEEDS` seeds in all, `BATCH_SEEDS` by default).
+fn mixed_faults_never_break_a_replica_invariant(half: u64) {
+    let all: u64 = std::env::var("TRIBUTARY_REPLICA_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(BATCH_SEEDS);
+    let range = half_of(all, half);
+    let seeds = range.end - range.start;
     let started = std::time::Instant::now();
     let mut faults: BTreeMap<&'static str, u32> = BTreeMap::new();
     let (mut acked, mut bytes, mut syncs, mut simulated) = (0, 0, 0, 0.0);
     let (mut promotions, mut failover_acked) = (0, 0);
     let (mut gap_seeds, mut holes) = (0, 0);
     let mut drains = Vec::new();
-    for seed in 0..seeds {
+    for seed in range {
         match run_seed(seed, options(Faults::Mixed)) {
             Ok(r) => {
                 r.faults.iter().for_each(|(k, v)| *faults.entry(k).or_insert(0) += v);

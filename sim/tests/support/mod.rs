@@ -72,3 +72,14 @@ pub fn assert_each_caught<F: Copy + std::fmt::Debug>(
         }
     }
 }
+
+/// The seeds of half `half` (0 or 1) of a batch of `seeds`. The suites run each batch as two
+/// tests, so that the two test threads share it instead of one waiting out the other.
+pub fn half_of(seeds: u64, half: u64) -> std::ops::Range<u64> {
+    let middle = seeds / 2;
+    if half == 0 {
+        0..middle
+    } else {
+        middle..seeds
+    }
+}
