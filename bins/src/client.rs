@@ -316,3 +316,41 @@ pub async fn latest_offsets<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Un
     }
     (out, None)
 }
+
+/// Why a broker's cluster identity could not be learnt.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityQueryError {
+    /// The call failed: a Kafka 0.7 broker closes the connection on CLUSTER_IDENTITY.
+    #[error("{0} (a Kafka 0.7 broker does not answer Tributary's CLUSTER_IDENTITY request)")]
+    Call(#[source] ClientError),
+    /// The broker answered with something that is not an identity.
+    #[error("the broker answered with an invalid identity: {0}")]
+    Invalid(#[source] tributary_core::identity::IdentityError),
+    /// The broker answered CLUSTER_IDENTITY with another response.
+    #[error("the broker answered CLUSTER_IDENTITY with another response")]
+    Unexpected,
+}
+
+/// The identity of the cluster `conn`'s broker belongs to (CLUSTER_IDENTITY); `Ok(None)` when the
+/// broker has none (it runs without ZooKeeper).
+pub async fn cluster_identity<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+) -> Result<Option<tributary_core::identity::ClusterIdentity>, IdentityQueryError> {
+    use tributary_core::identity::{ClusterId, ClusterIdentity, ClusterName};
+    use tributary_core::wire::{ErrorCode, Request, Response};
+    match conn
+        .call(&Request::ClusterIdentity)
+        .await
+        .map_err(IdentityQueryError::Call)?
+    {
+        Response::ClusterIdentity(r) if r.error != ErrorCode::NoError => Ok(None),
+        Response::ClusterIdentity(r) => Ok(Some(ClusterIdentity {
+            id: ClusterId::parse(&r.id).map_err(IdentityQueryError::Invalid)?,
+            name: match r.name.as_str() {
+                "" => None,
+                name => Some(ClusterName::parse(name).map_err(IdentityQueryError::Invalid)?),
+            },
+        })),
+        _ => Err(IdentityQueryError::Unexpected),
+    }
+}

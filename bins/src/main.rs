@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use tributary::cli::{mirror_maker, server, Cli, Command, LogFormat};
 use tributary::tools::{
-    check_config, console_consumer, console_producer, dump_log, get_offsets, link_proxy,
-    mirror_status, offset_checker, perf, promote, simple_consumer, simple_perf,
+    check_config, cluster_id, console_consumer, console_producer, dump_log, get_offsets,
+    link_proxy, mirror_status, offset_checker, perf, promote, simple_consumer, simple_perf,
 };
 
 fn main() -> ExitCode {
@@ -64,6 +64,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
         Command::SimpleConsumerPerf(args) => simple_perf::run_cli(args),
         Command::SimpleConsumer(args) => simple_consumer::run_cli(args),
         Command::GetOffsets(args) => get_offsets::run_cli(args),
+        Command::ClusterId(args) => cluster_id::run_cli(args),
         Command::LinkProxy(args) => link_proxy::run_cli(args),
         Command::CheckConfig(args) => check_config::run_cli(args),
         Command::DumpLog(args) => dump_log::run_cli(args),

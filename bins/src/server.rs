@@ -98,9 +98,12 @@ pub async fn run<E: Env>(
         return Ok(broker.run_until(stop).await?);
     };
     let metrics = broker.metrics();
+    // The mirror cluster is this broker's own: its identity decides "not the source".
+    let identity = broker.identity.clone();
     let starts = move || {
         let (env, mut settings) = start();
         settings.metrics = metrics.clone();
+        settings.target_identity = identity.clone();
         (env, settings)
     };
     let (mirror_stop, mirror_stop_rx) = watch::channel(false);

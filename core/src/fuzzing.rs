@@ -44,6 +44,8 @@ pub fn response_frame(data: &[u8]) {
         ResponseKind::Fetch,
         ResponseKind::MultiFetch,
         ResponseKind::Offsets,
+        ResponseKind::AckedProduce,
+        ResponseKind::ClusterIdentity,
     ] {
         let mut buf = BytesMut::from(data);
         if let Ok(Some(response)) = decoder.decode(kind, &mut buf) {

@@ -18,7 +18,8 @@
 //!   point and schedule), lag arithmetic and the ownership watchdog.
 //! - [`replica`]: replica mode's decisions (what of a fetched block is appended, how the fetch
 //!   size grows for a large message).
-//! - [`zk_layout`] and [`group_id`]: 0.7's ZooKeeper paths and node data, and group names.
+//! - [`zk_layout`] and [`group_id`]: 0.7's ZooKeeper paths and node data, and group names;
+//!   [`identity`]: a cluster's id and name, kept in its ZooKeeper.
 //! - `planted` (hidden): the test-only bug switches that prove the checkers can fail.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![warn(missing_docs)]
@@ -28,6 +29,7 @@ pub mod consumer;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod group_id;
+pub mod identity;
 pub mod log;
 pub mod message;
 pub mod mirror;

@@ -58,6 +58,9 @@ pub enum Bug {
     /// member, broker or mirror is silently unregistered). Also skips re-registering a member
     /// that finds itself missing from its group.
     TrustStaleEphemerals = 262144,
+    /// The mirror does not compare cluster identities at start: a mirror whose target is its
+    /// source (through an alias) starts, and copies the cluster into itself for ever.
+    IdentityIgnored = 524288,
 }
 
 #[cfg(feature = "planted-bugs")]

@@ -247,6 +247,7 @@ async fn mirror_rate(
         summary_interval: Duration::from_secs(3600),
         observer: None,
         metrics: None,
+        target_identity: None,
     };
     let mirror = Mirror::start(TokioEnv, settings).await.expect("mirror");
     let stats = mirror.stats.clone();

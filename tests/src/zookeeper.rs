@@ -62,6 +62,16 @@ impl ZooKeeper {
     /// Starts a standalone server with `tickTime=500` (so sessions may be as short as 1 s) and
     /// waits until it answers `srvr`.
     pub fn start() -> ZooKeeper {
+        ZooKeeper::start_on("127.0.0.1")
+    }
+
+    /// [`ZooKeeper::start`] listening on every interface, so that other loopback addresses
+    /// (127.0.0.2) reach it too: one server under two addresses.
+    pub fn start_on_every_interface() -> ZooKeeper {
+        ZooKeeper::start_on("0.0.0.0")
+    }
+
+    fn start_on(address: &str) -> ZooKeeper {
         assert!(
             Path::new("/usr/share/java/zookeeper.jar").exists(),
             "ZooKeeper is not installed: run scripts/install-deps.sh (apt-get install -y zookeeper)"
@@ -70,7 +80,7 @@ impl ZooKeeper {
         let port = free_port();
         let cfg = dir.path().join("zoo.cfg");
         let config = format!(
-            "tickTime=500\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxClientCnxns=0\n",
+            "tickTime=500\ndataDir={}\nclientPort={port}\nclientPortAddress={address}\nadmin.enableServer=false\nmaxClientCnxns=0\n",
             dir.path().join("data").display()
         );
         std::fs::write(&cfg, config).expect("write zoo.cfg");

@@ -1175,3 +1175,111 @@ async fn a_mirror_whose_target_never_answers_says_which_and_how_and_stops_within
         std::fs::read_to_string(&log).unwrap_or_default()
     );
 }
+
+/// Waits up to 30 s for `maker` to exit; its status and log.
+async fn exit_of(
+    maker: &mut KilledOnDrop,
+    log: &Path,
+) -> (Option<std::process::ExitStatus>, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = maker.0.try_wait().unwrap() {
+            return (
+                Some(status),
+                std::fs::read_to_string(log).unwrap_or_default(),
+            );
+        }
+        if Instant::now() >= deadline {
+            return (None, std::fs::read_to_string(log).unwrap_or_default());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 24's repro: a mirror maker pointed back at its source through another address of the
+/// same ZooKeeper (127.0.0.2 beside 127.0.0.1), or through another address of a source broker,
+/// copied the cluster into itself for ever (5 messages became 105 in 20 s). Cluster identity
+/// refuses both at start, and nothing is copied. `cluster-id` prints the identity both
+/// addresses lead to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mirror_into_its_own_source_through_an_alias_is_refused_and_copies_nothing() {
+    let zk = ZooKeeper::start_on_every_interface();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // No hostname: the broker listens on every interface, so 127.0.0.2 reaches it too; it
+    // registers 127.0.0.1.
+    let _broker = BrokerProcess::start(
+        dir.path(),
+        port,
+        &format!(
+            "brokerid=0\nport={port}\nadvertised.host.name=127.0.0.1\nlog.dir={}\nnum.partitions=1\nlog.flush.interval=1\n\
+             zk.connect=127.0.0.1:{}\nzk.sessiontimeout.ms={SESSION_MS}\ncluster.name=east\n",
+            dir.path().join("logs").display(),
+            zk.port()
+        ),
+    );
+    let producer = producer(&zk).await;
+    let sent = send_acked(&producer, "once", 5).await;
+    let server = format!("127.0.0.1:{port}");
+    let end = || async {
+        tributary::tools::get_offsets::get_offsets(&server, &topic("zz"), 0, -1, 1)
+            .await
+            .unwrap()
+    };
+    let end_before = end().await;
+    assert!(end_before.first().is_some_and(|e| *e > 0), "{end_before:?}");
+    let consumer_file = dir.path().join("c.properties");
+    std::fs::write(&consumer_file, mirror_consumer(&zk, "")).unwrap();
+    let aliases = [
+        format!("zk.connect=127.0.0.2:{}\n", zk.port()),
+        format!("broker.list=0:127.0.0.2:{port}\n"),
+    ];
+    for (i, target) in aliases.iter().enumerate() {
+        let producer_file = dir.path().join(format!("p{i}.properties"));
+        std::fs::write(
+            &producer_file,
+            format!("{target}producer.type=async\nqueue.enqueueTimeout.ms=-1\n"),
+        )
+        .unwrap();
+        let log = dir.path().join(format!("maker{i}.log"));
+        let mut maker = KilledOnDrop(mirror_maker(
+            &consumer_file,
+            &producer_file,
+            &["--whitelist", "zz"],
+            &log,
+        ));
+        let (status, said) = exit_of(&mut maker, &log).await;
+        assert!(
+            status.is_some_and(|s| !s.success()),
+            "{target}: the mirror maker did not stop with an error ({status:?}):\n{said}"
+        );
+        assert!(
+            said.contains("and the mirror cluster are the same cluster, east (id "),
+            "{target}: the refusal does not say why:\n{said}"
+        );
+    }
+    // Nothing was appended after the five: no copy of the cluster into itself.
+    assert_eq!(end().await, end_before);
+    let copies = read_all(&zk, &["zz"], sent.len(), Duration::from_secs(30)).await;
+    assert_eq!(copies.len(), sent.len(), "{copies:?}");
+    // Both addresses lead to one identity, which the tool prints.
+    let ids: Vec<String> = ["127.0.0.1", "127.0.0.2"]
+        .iter()
+        .map(|host| {
+            let out = Command::new(tributary_binary())
+                .args([
+                    "cluster-id",
+                    "--zookeeper",
+                    &format!("{host}:{}", zk.port()),
+                ])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        })
+        .collect();
+    assert_eq!(ids[0], ids[1]);
+    let mut lines = ids[0].lines();
+    assert_eq!(lines.next().map(str::len), Some(22), "{}", ids[0]);
+    assert_eq!(lines.next(), Some("name east"));
+}

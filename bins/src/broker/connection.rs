@@ -51,6 +51,8 @@ fn response_bytes_bound(request: &Request) -> usize {
             .map(|f| fetch(f.max_bytes) + MULTIFETCH_BLOCK_HEADER_BYTES)
             .sum(),
         Request::Offsets(o) => 8 * usize::try_from(o.max_offsets).unwrap_or(0).min(1 << 20),
+        // Two strings of at most 64 bytes each, and their lengths.
+        Request::ClusterIdentity => 2 * (2 + 64),
         // Covered by the request's own share, which it keeps (see `serve`).
         Request::Produce(_) | Request::MultiProduce(_) | Request::AckedProduce(_) => 0,
     }

@@ -3,10 +3,12 @@
 use std::sync::Arc;
 
 use rand::Rng;
+use tributary_core::identity::ClusterIdentity;
 use tributary_core::log::{LogError, LogFs, Served, TopicPartition, ValidatedSet};
 use tributary_core::wire::{
-    AckedProduceResponse, ErrorCode, FetchRequest, OffsetsRequest, OffsetsResponse, ProduceAck,
-    ProduceRequest, Request, Response, TopicName, PARTITION_BROKER_PICKS,
+    AckedProduceResponse, ClusterIdentityResponse, ErrorCode, FetchRequest, OffsetsRequest,
+    OffsetsResponse, ProduceAck, ProduceRequest, Request, Response, TopicName,
+    PARTITION_BROKER_PICKS,
 };
 
 use super::acks::FlushRequests;
@@ -88,6 +90,8 @@ pub struct Handler<E: Env> {
     zero_copy: bool,
     /// Counts requests, errors and bytes (nothing when metrics are off).
     meter: BrokerMeter,
+    /// The cluster's identity, for CLUSTER_IDENTITY (`None`: a broker without ZooKeeper).
+    identity: Option<ClusterIdentity>,
 }
 
 /// The file type of an environment's logs.
@@ -101,6 +105,7 @@ impl<E: Env> Clone for Handler<E> {
             acks: self.acks.clone(),
             zero_copy: self.zero_copy,
             meter: self.meter.clone(),
+            identity: self.identity.clone(),
         }
     }
 }
@@ -122,6 +127,7 @@ impl<E: Env> Handler<E> {
             acks: None,
             zero_copy: true,
             meter: BrokerMeter::default(),
+            identity: None,
         }
     }
 
@@ -133,12 +139,18 @@ impl<E: Env> Handler<E> {
             acks: Some(acks),
             zero_copy: true,
             meter: BrokerMeter::default(),
+            identity: None,
         }
     }
 
     /// Sets `fetch.zero.copy` (on by default).
     pub fn with_zero_copy(self, zero_copy: bool) -> Self {
         Handler { zero_copy, ..self }
+    }
+
+    /// Answers CLUSTER_IDENTITY with `identity` (without one, the answer says there is none).
+    pub fn with_identity(self, identity: Option<ClusterIdentity>) -> Self {
+        Handler { identity, ..self }
     }
 
     /// Counts what it serves with `meter`.
@@ -226,6 +238,24 @@ impl<E: Env> Handler<E> {
                 .acked_produce(ps, rng, effects)
                 .await
                 .map(|r| Some(Reply::Response(Response::AckedProduce(r)))),
+            Request::ClusterIdentity => Ok(Some(Reply::Response(Response::ClusterIdentity(
+                match &self.identity {
+                    Some(identity) => ClusterIdentityResponse {
+                        error: ErrorCode::NoError,
+                        id: identity.id.to_string(),
+                        name: identity
+                            .name
+                            .as_ref()
+                            .map(ToString::to_string)
+                            .unwrap_or_default(),
+                    },
+                    None => ClusterIdentityResponse {
+                        error: ErrorCode::Unknown,
+                        id: String::new(),
+                        name: String::new(),
+                    },
+                },
+            )))),
         }
     }
 

@@ -40,6 +40,7 @@ use crate::env::{Env, Listener};
 use crate::metrics::broker::BrokerMeter;
 use crate::metrics::server::MetricsServer;
 use crate::metrics::{LabelledGauges, MaybeMetrics, Metrics};
+use tributary_core::identity::ClusterIdentity;
 
 /// Why the broker could not start.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +110,9 @@ pub struct Broker {
     pub report: OpenReport,
     /// Where the metrics endpoint listens (`metrics.port`), if it does.
     pub metrics_addr: Option<SocketAddr>,
+    /// Its cluster's identity, read (or created) in ZooKeeper at start; `None` without
+    /// ZooKeeper.
+    pub identity: Option<ClusterIdentity>,
     metrics: MaybeMetrics,
     shutdown: watch::Sender<bool>,
     done: tokio::task::JoinHandle<Result<(), BrokerError>>,
@@ -194,9 +198,11 @@ impl Broker {
             committer_stop_rx,
         );
         let committer = tokio::spawn(committer);
+        let identity = registration.as_ref().map(|r| r.identity.clone());
         let shared = Arc::new(Shared {
             handler: Handler::with_acks(env.clone(), logs.clone(), flush_requests)
                 .with_zero_copy(config.fetch_zero_copy)
+                .with_identity(identity.clone())
                 .with_meter(meter),
             request_bytes_max: request_bytes_max(&config),
             read_chunk_bytes: config.socket_receive_buffer_bytes as usize,
@@ -224,6 +230,7 @@ impl Broker {
             addr,
             report,
             metrics_addr,
+            identity,
             metrics,
             shutdown,
             done,

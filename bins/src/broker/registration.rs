@@ -3,7 +3,8 @@
 //! session after expiry; refuses to start while another live broker holds the same id. Every
 //! node is held by the current session (`coordination::ephemeral`): one left by an earlier
 //! session is never taken for ours, and a watch on `/brokers/ids/<id>` re-registers the broker
-//! when its node goes or is found held by another session.
+//! when its node goes or is found held by another session. Before registering, the broker
+//! reads its cluster's identity (`/cluster/id`), creating it when it is the first to need one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tributary_core::config::{BrokerConfig, ZkConnect};
+use tributary_core::identity::{ClusterIdentity, ClusterName};
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{
     broker_id_path, broker_registration, broker_topic_partitions_path,
@@ -18,6 +20,7 @@ use tributary_core::zk_layout::{
 
 use super::pending::PendingReceiver;
 use crate::coordination::ephemeral::{self, HoldError, RetiredSessions};
+use crate::coordination::identity::{ensure_identity, ClusterIdentityError};
 use crate::coordination::{CoordError, Coordination, SessionEvent, Watch};
 use crate::env::Env;
 
@@ -40,6 +43,10 @@ struct Registrar {
     connection_timeout: Duration,
     /// Sessions this broker gave up (their nodes are its own to take back).
     retired: RetiredSessions,
+    /// `cluster.name`.
+    cluster_name: Option<ClusterName>,
+    /// Seeds the id this broker creates if its cluster has none.
+    identity_seed: u64,
 }
 
 /// Why the broker could not register in ZooKeeper at startup.
@@ -51,6 +58,9 @@ pub enum RegistrationError {
     /// Another live broker holds this broker's id: final, not retried.
     #[error(transparent)]
     IdTaken(IdTaken),
+    /// The cluster's identity is damaged, or is not the `cluster.name` given: final.
+    #[error("this cluster's identity: {0}")]
+    Identity(ClusterIdentityError),
     /// Every attempt failed until `zk.connectiontimeout.ms` had passed.
     #[error("{last} (gave up after zk.connectiontimeout.ms = {timeout:?})")]
     GaveUp {
@@ -83,6 +93,10 @@ pub enum AttemptError {
     /// node is still held by another session.
     #[error(transparent)]
     Register(HoldError),
+    /// The cluster's identity could not be read or created (ZooKeeper failed, or other
+    /// brokers kept changing it).
+    #[error("this cluster's identity: {0}")]
+    Identity(ClusterIdentityError),
 }
 
 /// Why a registration on a session failed.
@@ -109,6 +123,8 @@ pub type Counts = std::sync::Arc<dyn Fn(&TopicName) -> u32 + Send + Sync>;
 /// The running registration; stop it to leave ZooKeeper.
 #[derive(Debug)]
 pub struct Registration {
+    /// The cluster's identity, as read (or created) at start.
+    pub identity: ClusterIdentity,
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
     /// Set once `ended` saw the task finish, so it is never awaited twice.
@@ -147,8 +163,11 @@ impl Registration {
             session_timeout: Duration::from_millis(config.zk.session_timeout_ms.into()),
             connection_timeout: Duration::from_millis(config.zk.connection_timeout_ms.into()),
             retired: RetiredSessions::default(),
+            cluster_name: config.cluster_name.clone(),
+            identity_seed: env.rng_seed(),
         };
-        let coord = registrar.connect_and_register(&env).await?;
+        let (coord, identity) = registrar.connect_and_register(&env).await?;
+        tracing::info!("broker {} is in cluster {identity}", registrar.broker_id);
         tracing::info!(
             "registered broker {} as {}:{} in ZooKeeper at {}",
             registrar.broker_id,
@@ -161,6 +180,7 @@ impl Registration {
             env, registrar, coord, new_topics, stop_rx, counts,
         ));
         Ok(Registration {
+            identity,
             stop,
             task,
             finished: false,
@@ -210,15 +230,31 @@ impl Registrar {
     /// Connects and registers, retrying lost connections and expired sessions (as 0.7's
     /// ZooKeeper client retries until connected) until `zk.connectiontimeout.ms` has passed.
     /// A live broker holding this id is final.
-    async fn connect_and_register<E: Env>(&self, env: &E) -> Result<E::Coord, RegistrationError> {
+    async fn connect_and_register<E: Env>(
+        &self,
+        env: &E,
+    ) -> Result<(E::Coord, ClusterIdentity), RegistrationError> {
         let deadline = tokio::time::Instant::now() + self.connection_timeout;
         loop {
             let attempt = match self.connect(env).await {
-                Ok(coord) => match self.register_all(&coord, env.now_ms()).await {
-                    Ok(()) => return Ok(coord),
-                    Err(RegisterError::Conflict(e)) => return Err(RegistrationError::IdTaken(e)),
-                    Err(RegisterError::Transient(e)) => AttemptError::Register(e),
-                },
+                Ok(coord) => {
+                    match ensure_identity(&coord, self.cluster_name.as_ref(), self.identity_seed)
+                        .await
+                    {
+                        Ok(identity) => match self.register_all(&coord, env.now_ms()).await {
+                            Ok(()) => return Ok((coord, identity)),
+                            Err(RegisterError::Conflict(e)) => {
+                                return Err(RegistrationError::IdTaken(e))
+                            }
+                            Err(RegisterError::Transient(e)) => AttemptError::Register(e),
+                        },
+                        Err(
+                            e @ (ClusterIdentityError::ZooKeeper(_)
+                            | ClusterIdentityError::Contended),
+                        ) => AttemptError::Identity(e),
+                        Err(e) => return Err(RegistrationError::Identity(e)),
+                    }
+                }
                 Err(e) => AttemptError::Connect(e),
             };
             if tokio::time::Instant::now() >= deadline {

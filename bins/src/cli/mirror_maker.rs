@@ -79,6 +79,7 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
         summary_interval: crate::mirror::SUMMARY_EVERY,
         observer: None,
         metrics: None,
+        target_identity: None,
     };
     let stop = async {
         wait_for_signal().await;

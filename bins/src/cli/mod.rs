@@ -20,6 +20,7 @@ use self::mirror_maker::MirrorMakerArgs;
 use self::server::ServerArgs;
 use crate::config_file::load_file_with_properties;
 use crate::tools::check_config::CheckConfigArgs;
+use crate::tools::cluster_id::ClusterIdArgs;
 use crate::tools::console_consumer::ConsoleConsumerArgs;
 use crate::tools::console_producer::ConsoleProducerArgs;
 use crate::tools::dump_log::DumpLogArgs;
@@ -173,6 +174,13 @@ pub enum Command {
         tributary check-config --kind server my-broker.conf"
     )]
     CheckConfig(CheckConfigArgs),
+    /// Print a cluster's identity (its id, then its name), as recorded in its ZooKeeper.
+    #[command(
+        after_help = "Example:\n  tributary cluster-id --zookeeper localhost:2181\n\n\
+        The identity is created by the cluster's first broker; a mirror refuses a target\n\
+        with the same identity as its source, whatever addresses point there."
+    )]
+    ClusterId(ClusterIdArgs),
     /// Print the entries of log segment files (Kafka's DumpLogSegments).
     #[command(
         after_help = "Example:\n  tributary dump-log /tmp/tributary-logs/test-0/00000000000000000000.kafka"

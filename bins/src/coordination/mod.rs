@@ -3,6 +3,7 @@
 //! [`zk::ZkCoordination`] (the `zookeeper-client` crate); the simulator plugs in its model.
 
 pub mod ephemeral;
+pub mod identity;
 pub mod zk;
 
 use std::future::Future;

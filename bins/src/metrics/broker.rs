@@ -172,6 +172,7 @@ pub fn request_kind(request: &Request) -> &'static str {
         Request::MultiFetch(_) => "multifetch",
         Request::Offsets(_) => "offsets",
         Request::AckedProduce(_) => "acked_produce",
+        Request::ClusterIdentity => "cluster_identity",
     }
 }
 

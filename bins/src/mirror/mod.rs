@@ -34,16 +34,13 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tributary_core::config::{
-    ConsumerConfig, Discovery, EnqueueTimeout, ProducerConfig, TopicFilter, ZkConnect,
-};
+use tributary_core::config::{ConsumerConfig, EnqueueTimeout, ProducerConfig, TopicFilter};
 use tributary_core::consumer::BrokerPartition;
+use tributary_core::identity::ClusterIdentity;
 use tributary_core::mirror::lag::LagSample;
 use tributary_core::wire::TopicName;
-use tributary_core::zk_layout::{broker_id_path, parse_broker_registration, BROKER_IDS_PATH};
 
 use crate::consumer::{ConsumerConnector, GapReport, Subscription};
-use crate::coordination::{CoordError, Coordination};
 use crate::env::Env;
 use crate::metrics::clients::{watch_consumer, watch_producer, ProducerMetrics};
 use crate::metrics::mirror::{watch_mirror, LagGauges, MirrorMetrics};
@@ -51,6 +48,7 @@ use crate::metrics::MaybeMetrics;
 use crate::producer::{Producer, ProducerStats, Record, SendError};
 
 mod commits;
+pub mod identity;
 pub mod maker;
 mod stream;
 pub mod supervise;
@@ -101,6 +99,9 @@ pub struct MirrorSettings {
     pub observer: Option<Arc<dyn MirrorObserver>>,
     /// Where its metrics go (the broker's registry for an embedded mirror); `None`: none kept.
     pub metrics: MaybeMetrics,
+    /// The mirror cluster's identity when the caller knows it (an embedded mirror's broker);
+    /// otherwise it is read in the producer's ZooKeeper or asked of its brokers.
+    pub target_identity: Option<ClusterIdentity>,
 }
 
 /// One source message as the mirror handled it.
@@ -180,6 +181,7 @@ impl MirrorSettings {
             summary_interval: SUMMARY_EVERY,
             observer: None,
             metrics: None,
+            target_identity: None,
         }
     }
 }
@@ -279,7 +281,21 @@ impl Mirror {
     /// stream.
     pub async fn start<E: Env>(env: E, settings: MirrorSettings) -> Result<Self, MirrorError> {
         let producer_config = mirror_producer(settings.producer.clone());
-        refuse_self_mirroring(&env, &settings.sources, &producer_config).await?;
+        let identities = identity::learn(
+            &env,
+            &settings.sources,
+            &producer_config,
+            settings.target_identity.as_ref(),
+        )
+        .await?;
+        identity::refuse_loops(&identities, &settings.sources)?;
+        for (source, identity) in settings.sources.iter().zip(&identities.sources) {
+            tracing::info!(
+                "mirror: copying cluster {identity} (at {}) into cluster {}",
+                source.zk_connect,
+                identities.target
+            );
+        }
         let mut producers: Vec<Arc<dyn ProducerHandle>> = Vec::new();
         for _ in 0..settings.producers.max(1) {
             let producer = Producer::start(env.clone(), producer_config.clone())
@@ -550,94 +566,6 @@ fn mirror_consumer(mut config: ConsumerConfig) -> ConsumerConfig {
     config
 }
 
-/// Refuses to mirror a cluster into itself (the producer's ZooKeeper, or its brokers, are the
-/// source's).
-async fn refuse_self_mirroring<E: Env>(
-    env: &E,
-    sources: &[ConsumerConfig],
-    producer: &ProducerConfig,
-) -> Result<(), MirrorError> {
-    for source in sources {
-        match &producer.discovery {
-            Discovery::ZooKeeper(target) if same_zookeeper(&source.zk_connect, target) => {
-                return Err(MirrorError::Config(format!(
-                    "the consumer and the producer both point at ZooKeeper {target}: a cluster cannot be mirrored into itself; point the producer at the mirror cluster"
-                )));
-            }
-            Discovery::ZooKeeper(_) => {}
-            Discovery::BrokerList(list) => {
-                let timeout = Duration::from_millis(source.zk.connection_timeout_ms.into());
-                let coord = env
-                    .coordinate(&source.zk_connect, timeout, timeout)
-                    .await
-                    .map_err(|e| MirrorError::Source(format!("{}: {e}", source.zk_connect)))?;
-                // Fails closed: a source whose brokers cannot be read is not known to be
-                // another cluster (the supervisor tries again).
-                let source_brokers = read_source_brokers(&coord).await;
-                coord.close().await;
-                let source_brokers = source_brokers.map_err(|e| {
-                    MirrorError::Source(format!(
-                        "{}: cannot read the source's brokers to check that the producer's are not among them: {e}",
-                        source.zk_connect
-                    ))
-                })?;
-                if let Some(b) = list.iter().find(|b| {
-                    source_brokers
-                        .iter()
-                        .any(|(h, p)| *p == b.port && same_host(h, &b.host))
-                }) {
-                    return Err(MirrorError::Config(format!(
-                        "the producer's broker {}:{} is a broker of the source cluster ({}): a cluster cannot be mirrored into itself",
-                        b.host, b.port, source.zk_connect
-                    )));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Every registered broker's (host, port) of the cluster of `coord`; none when no broker ever
-/// registered (`/brokers/ids` absent), and a broker that went meanwhile is skipped.
-async fn read_source_brokers<C: Coordination>(coord: &C) -> Result<Vec<(String, u16)>, CoordError> {
-    let ids = match coord.children(BROKER_IDS_PATH).await {
-        Ok(ids) => ids,
-        Err(CoordError::NoNode(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut brokers = Vec::new();
-    for id in ids.iter().filter_map(|i| i.parse::<i32>().ok()) {
-        match coord.get(&broker_id_path(id)).await {
-            Ok((data, _)) => {
-                brokers.extend(parse_broker_registration(&String::from_utf8_lossy(&data)));
-            }
-            Err(CoordError::NoNode(_)) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(brokers)
-}
-
-fn same_host(a: &str, b: &str) -> bool {
-    let norm = |h: &str| {
-        if h == "localhost" {
-            "127.0.0.1".to_string()
-        } else {
-            h.to_string()
-        }
-    };
-    norm(a) == norm(b)
-}
-
-fn same_zookeeper(a: &ZkConnect, b: &ZkConnect) -> bool {
-    a.chroot == b.chroot
-        && a.servers.iter().any(|s| {
-            b.servers
-                .iter()
-                .any(|t| s.port == t.port && same_host(&s.host, &t.host))
-        })
-}
-
 /// How often, with metrics on, the source's latest offsets are asked for (the lag gauges).
 const LAG_EVERY: Duration = Duration::from_secs(5);
 
@@ -811,95 +739,5 @@ async fn summarize<E: Env>(
             stats.errors.load(Ordering::Relaxed)
         );
         last = (sent, bytes);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::coordination::{NodeKind, OwnedNode, SessionEvent, Watch};
-
-    /// A source ZooKeeper with broker 1 registered at `source:9092`, whose reads fail (a
-    /// connection lost) where told to.
-    struct Source {
-        children_fail: bool,
-        get_fails: bool,
-    }
-
-    fn lost() -> CoordError {
-        CoordError::ConnectionLoss("the test cut it".into())
-    }
-
-    impl Coordination for Source {
-        async fn create(&self, _: &str, _: &[u8], _: NodeKind) -> Result<String, CoordError> {
-            Err(lost())
-        }
-        async fn get(&self, path: &str) -> Result<(Vec<u8>, i32), CoordError> {
-            match (self.get_fails, path == broker_id_path(1)) {
-                (true, _) => Err(lost()),
-                (false, true) => Ok((b"source-1:source:9092".to_vec(), 0)),
-                (false, false) => Err(CoordError::NoNode(path.into())),
-            }
-        }
-        async fn get_with_owner(&self, _: &str) -> Result<OwnedNode, CoordError> {
-            Err(lost())
-        }
-        async fn get_and_watch(&self, _: &str) -> Result<(Vec<u8>, i32, Watch), CoordError> {
-            Err(lost())
-        }
-        async fn set(&self, _: &str, _: &[u8], _: Option<i32>) -> Result<i32, CoordError> {
-            Err(lost())
-        }
-        async fn delete(&self, _: &str, _: Option<i32>) -> Result<(), CoordError> {
-            Err(lost())
-        }
-        async fn children(&self, _: &str) -> Result<Vec<String>, CoordError> {
-            match self.children_fail {
-                true => Err(lost()),
-                false => Ok(vec!["1".into(), "2".into()]),
-            }
-        }
-        async fn children_and_watch(&self, _: &str) -> Result<(Vec<String>, Watch), CoordError> {
-            Err(lost())
-        }
-        fn session_id(&self) -> u64 {
-            1
-        }
-        async fn next_event(&self) -> SessionEvent {
-            std::future::pending().await
-        }
-        async fn close(self) {}
-    }
-
-    fn block_on<F: Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("runtime")
-            .block_on(f)
-    }
-
-    #[test]
-    fn the_source_brokers_are_read_and_a_broker_gone_meanwhile_is_skipped() {
-        let source = Source {
-            children_fail: false,
-            get_fails: false,
-        };
-        let brokers = block_on(read_source_brokers(&source)).expect("read");
-        assert_eq!(brokers, vec![("source".to_string(), 9092)]);
-    }
-
-    #[test]
-    fn a_source_whose_brokers_cannot_be_read_fails_the_check_instead_of_passing_it() {
-        for (children_fail, get_fails) in [(true, false), (false, true)] {
-            let source = Source {
-                children_fail,
-                get_fails,
-            };
-            let read = block_on(read_source_brokers(&source));
-            assert!(
-                matches!(read, Err(CoordError::ConnectionLoss(_))),
-                "children failing {children_fail}, get failing {get_fails}: {read:?}"
-            );
-        }
     }
 }

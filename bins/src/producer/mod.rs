@@ -20,7 +20,7 @@
 
 pub mod directory;
 mod dispatch;
-mod targets;
+pub(crate) mod targets;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -36,7 +36,7 @@ pub(super) struct Targets {
 }
 
 /// What went wrong, for people.
-pub(super) fn how(error: &ClientError) -> String {
+pub(crate) fn how(error: &ClientError) -> String {
     match error {
         ClientError::Io { source, .. } if source.kind() == ErrorKind::ConnectionRefused => {
             "connection refused: nothing listens on that port".to_string()

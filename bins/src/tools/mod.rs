@@ -1,6 +1,7 @@
 //! The command-line tools, named after the 0.7 tools they replace.
 
 pub mod check_config;
+pub mod cluster_id;
 pub mod console_consumer;
 pub mod console_producer;
 pub mod dump_log;

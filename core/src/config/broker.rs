@@ -8,6 +8,7 @@ use super::properties::Properties;
 use super::reference::ConfigKind;
 use super::replica::{self, ReplicaConfig};
 use super::zk::{read_connect, require_connect, ZkConfig, ZkConnect};
+use crate::identity::ClusterName;
 use crate::wire::{TopicName, TOPIC_NAME_BYTES_MAX};
 
 const I32_MAX: i64 = i32::MAX as i64;
@@ -90,6 +91,10 @@ pub struct BrokerConfig {
     /// `metrics.port` (unset; Tributary): serve Prometheus metrics over HTTP on this port
     /// (`/metrics`); unset collects nothing. 0 picks a free port (tests).
     pub metrics_port: Option<u16>,
+    /// `cluster.name` (unset; Tributary): this cluster's readable name, recorded with its
+    /// identity in ZooKeeper by the first broker that has one; a broker given another name than
+    /// the recorded one refuses to start.
+    pub cluster_name: Option<ClusterName>,
     /// `enable.zookeeper` (true).
     pub enable_zookeeper: bool,
     /// `zk.connect`; required when `enable.zookeeper` is true.
@@ -152,6 +157,7 @@ impl BrokerConfig {
             acks_flush_delay_ms: f.int("acks.flush.delay.ms", 5, 0..=60_000)?,
             fetch_zero_copy: f.bool("fetch.zero.copy", true)?,
             metrics_port: f.optional_int("metrics.port", 0..=65535)?,
+            cluster_name: read_cluster_name(&mut f)?,
             enable_zookeeper: f.bool("enable.zookeeper", true)?,
             zk_connect: None,
             zk: ZkConfig::read(&mut f)?,
@@ -219,5 +225,15 @@ impl BrokerConfig {
             .get(topic)
             .copied()
             .unwrap_or(self.log_roll_hours)
+    }
+}
+
+/// Reads `cluster.name`, if set.
+fn read_cluster_name(f: &mut Fields<'_>) -> Result<Option<ClusterName>, ConfigError> {
+    match f.string("cluster.name") {
+        Some(raw) => ClusterName::parse(&raw)
+            .map(Some)
+            .map_err(|e| f.error("cluster.name", e)),
+        None => Ok(None),
     }
 }

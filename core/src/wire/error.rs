@@ -27,8 +27,8 @@ pub enum DecodeError {
         /// The configured limit.
         max: usize,
     },
-    /// The request type is not one of 0..=4.
-    #[error("unknown request type {0} (0.7 knows 0 PRODUCE .. 4 OFFSETS)")]
+    /// The request type is not one of 0..=4, 100, 101.
+    #[error("unknown request type {0} (0.7 knows 0 PRODUCE .. 4 OFFSETS; Tributary adds 100 ACKED_PRODUCE and 101 CLUSTER_IDENTITY)")]
     UnknownRequestType(i16),
     /// A field runs past the end of its frame or region.
     #[error("truncated {field}: needs {needed} bytes, {available} left")]
@@ -64,6 +64,9 @@ pub enum DecodeError {
         /// How many bytes were left over.
         extra: usize,
     },
+    /// A text field that is not UTF-8.
+    #[error("{0} is not UTF-8")]
+    NotUtf8(&'static str),
     /// A topic name in a request is not valid.
     #[error("invalid topic name: {0}")]
     InvalidTopic(#[from] TopicError),

@@ -11,11 +11,15 @@
 //! | 3 MULTIPRODUCE | int16 count, count × PRODUCE body |
 //! | 4 OFFSETS | topic, int32 partition, int64 time, int32 max offsets |
 //! | 100 ACKED_PRODUCE (Tributary) | int16 count, count × PRODUCE body |
+//! | 101 CLUSTER_IDENTITY (Tributary) | empty |
 //!
 //! ACKED_PRODUCE is Tributary's extension: MULTIPRODUCE's body, answered (see
 //! [`super::response`]) once every appended set is flushed, so a producer knows its data is
 //! durable. A 0.7 broker closes the connection on it (unknown request type), which a producer
-//! detects.
+//! detects. CLUSTER_IDENTITY asks a broker which cluster it belongs to (its identity in its
+//! ZooKeeper, see [`crate::identity`]), so a mirror told only a `broker.list` can tell whether
+//! those brokers are its source's; a 0.7 broker closes the connection on it too.
+//!
 //! A topic is an int16 length and that many bytes. Message sets are carried as opaque bytes here;
 //! the broker validates them with [`crate::message`] before appending.
 #![deny(clippy::indexing_slicing)]
@@ -41,6 +45,8 @@ pub enum RequestType {
     Offsets,
     /// 100 (Tributary): append to several partitions, answered once the data is durable.
     AckedProduce,
+    /// 101 (Tributary): which cluster the broker belongs to.
+    ClusterIdentity,
 }
 
 impl RequestType {
@@ -53,6 +59,7 @@ impl RequestType {
             RequestType::MultiProduce => 3,
             RequestType::Offsets => 4,
             RequestType::AckedProduce => ACKED_PRODUCE_ID,
+            RequestType::ClusterIdentity => CLUSTER_IDENTITY_ID,
         }
     }
 
@@ -65,6 +72,7 @@ impl RequestType {
             3 => Ok(RequestType::MultiProduce),
             4 => Ok(RequestType::Offsets),
             ACKED_PRODUCE_ID => Ok(RequestType::AckedProduce),
+            CLUSTER_IDENTITY_ID => Ok(RequestType::ClusterIdentity),
             other => Err(DecodeError::UnknownRequestType(other)),
         }
     }
@@ -78,6 +86,8 @@ impl RequestType {
 
 /// The wire id of ACKED_PRODUCE: far from 0.7's 0–4, so no 0.7 peer mistakes it for its own.
 pub const ACKED_PRODUCE_ID: i16 = 100;
+/// The wire id of CLUSTER_IDENTITY (Tributary).
+pub const CLUSTER_IDENTITY_ID: i16 = 101;
 
 /// One partition's worth of a PRODUCE or MULTIPRODUCE. `partition == -1` asks the broker to pick.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +141,8 @@ pub enum Request {
     Offsets(OffsetsRequest),
     /// ACKED_PRODUCE (100, Tributary): MULTIPRODUCE with a response once durable.
     AckedProduce(Vec<ProduceRequest>),
+    /// CLUSTER_IDENTITY (101, Tributary): which cluster the broker belongs to.
+    ClusterIdentity,
 }
 
 /// Why a request could not be encoded.
@@ -159,6 +171,7 @@ impl Request {
             Request::MultiProduce(_) => RequestType::MultiProduce,
             Request::Offsets(_) => RequestType::Offsets,
             Request::AckedProduce(_) => RequestType::AckedProduce,
+            Request::ClusterIdentity => RequestType::ClusterIdentity,
         }
     }
 
@@ -185,6 +198,7 @@ impl Request {
             RequestType::AckedProduce => {
                 Request::AckedProduce(decode_produces(frame, &mut r, "acked produce")?)
             }
+            RequestType::ClusterIdentity => Request::ClusterIdentity,
         };
         r.expect_end("request")?;
         Ok(request)
@@ -209,6 +223,7 @@ impl Request {
                     encode_produce(out, p)?;
                 }
             }
+            Request::ClusterIdentity => {}
         }
         patch_size(out, start)
     }

@@ -1,4 +1,5 @@
-//! The three 0.7 responses (FETCH, MULTIFETCH, OFFSETS).
+//! The three 0.7 responses (FETCH, MULTIFETCH, OFFSETS) and Tributary's two (ACKED_PRODUCE,
+//! CLUSTER_IDENTITY).
 //!
 //! Layout: `int32 size | int16 error | body`, `size` counting the error and the body. A response
 //! carries no request id; the client knows which request it answers by order on the connection,
@@ -10,6 +11,7 @@
 //! | MULTIFETCH | per fetch, in request order: int32 block size (2 + n), int16 error, n bytes |
 //! | OFFSETS | int32 count, count × int64 offset |
 //! | ACKED_PRODUCE (Tributary) | int16 count, count × {int16 error, int64 offset}, in request order |
+//! | CLUSTER_IDENTITY (Tributary) | string id, string name (empty: none); error -1 and both empty for a broker without an identity (no ZooKeeper) |
 //!
 //! An ACKED_PRODUCE response is sent only once every set appended without error is flushed
 //! (durable and visible). Per set: error 0 and the offset its first message got, or an error
@@ -19,7 +21,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::codec::Reader;
+use super::codec::{put_string, Reader};
 use super::error::DecodeError;
 use super::error_code::ErrorCode;
 use super::request::{EncodeError, RequestType};
@@ -35,6 +37,8 @@ pub enum ResponseKind {
     Offsets,
     /// Answers ACKED_PRODUCE.
     AckedProduce,
+    /// Answers CLUSTER_IDENTITY.
+    ClusterIdentity,
 }
 
 impl ResponseKind {
@@ -45,6 +49,7 @@ impl ResponseKind {
             RequestType::MultiFetch => Some(ResponseKind::MultiFetch),
             RequestType::Offsets => Some(ResponseKind::Offsets),
             RequestType::AckedProduce => Some(ResponseKind::AckedProduce),
+            RequestType::ClusterIdentity => Some(ResponseKind::ClusterIdentity),
             RequestType::Produce | RequestType::MultiProduce => None,
         }
     }
@@ -95,6 +100,18 @@ pub struct AckedProduceResponse {
     pub acks: Vec<ProduceAck>,
 }
 
+/// A CLUSTER_IDENTITY response. The id and name are sent as the broker has them; the caller
+/// checks them ([`crate::identity::ClusterId::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterIdentityResponse {
+    /// `NoError`, or `Unknown` for a broker that has no identity.
+    pub error: ErrorCode,
+    /// The cluster's id (empty without one).
+    pub id: String,
+    /// The cluster's name (empty when it has none).
+    pub name: String,
+}
+
 /// A decoded 0.7 response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
@@ -106,6 +123,8 @@ pub enum Response {
     Offsets(OffsetsResponse),
     /// Answers ACKED_PRODUCE.
     AckedProduce(AckedProduceResponse),
+    /// Answers CLUSTER_IDENTITY.
+    ClusterIdentity(ClusterIdentityResponse),
 }
 
 /// The error code of a response or block.
@@ -127,6 +146,7 @@ impl Response {
             Response::MultiFetch(_) => ResponseKind::MultiFetch,
             Response::Offsets(_) => ResponseKind::Offsets,
             Response::AckedProduce(_) => ResponseKind::AckedProduce,
+            Response::ClusterIdentity(_) => ResponseKind::ClusterIdentity,
         }
     }
 
@@ -190,6 +210,14 @@ impl Response {
                 }
                 Response::AckedProduce(AckedProduceResponse { error, acks })
             }
+            ResponseKind::ClusterIdentity => {
+                let text = |bytes: &[u8], field: &'static str| {
+                    String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::NotUtf8(field))
+                };
+                let id = text(r.string("cluster id")?, "cluster id")?;
+                let name = text(r.string("cluster name")?, "cluster name")?;
+                Response::ClusterIdentity(ClusterIdentityResponse { error, id, name })
+            }
         };
         r.expect_end("response")?;
         Ok(response)
@@ -237,6 +265,20 @@ impl Response {
                     out.put_i16(ack.error.code());
                     out.put_i64(ack.offset);
                 }
+                Ok(vec![out.freeze()])
+            }
+            Response::ClusterIdentity(c) => {
+                let string_len = |s: &str| {
+                    i16::try_from(s.len())
+                        .map_err(|_| EncodeError::TooLarge(s.len()))
+                        .map(|_| s.len())
+                };
+                let body = ERROR_BYTES + 2 + string_len(&c.id)? + 2 + string_len(&c.name)?;
+                let mut out = BytesMut::with_capacity(4 + body);
+                out.put_i32(size_of(body)?);
+                out.put_i16(c.error.code());
+                put_string(&mut out, c.id.as_bytes());
+                put_string(&mut out, c.name.as_bytes());
                 Ok(vec![out.freeze()])
             }
         }

@@ -6,8 +6,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary_core::message::{CompressionCodec, Magic, Message, MessageSetBuilder};
 use tributary_core::wire::{
-    AckedProduceResponse, ErrorCode, FetchRequest, FetchResponse, MultiFetchResponse,
-    OffsetsRequest, OffsetsResponse, ProduceAck, ProduceRequest, Request, Response, TopicName,
+    AckedProduceResponse, ClusterIdentityResponse, ErrorCode, FetchRequest, FetchResponse,
+    MultiFetchResponse, OffsetsRequest, OffsetsResponse, ProduceAck, ProduceRequest, Request,
+    Response, TopicName,
 };
 
 pub fn rng(seed: u64) -> ChaCha8Rng {
@@ -101,7 +102,8 @@ pub fn fetch(rng: &mut ChaCha8Rng) -> FetchRequest {
 }
 
 pub fn request(rng: &mut ChaCha8Rng) -> Request {
-    match rng.random_range(0..6) {
+    match rng.random_range(0..7) {
+        6 => Request::ClusterIdentity,
         5 => Request::AckedProduce((0..rng.random_range(0..4)).map(|_| produce(rng)).collect()),
         0 => Request::Produce(produce(rng)),
         1 => Request::Fetch(fetch(rng)),
@@ -137,7 +139,14 @@ pub fn fetch_response(rng: &mut ChaCha8Rng) -> FetchResponse {
 }
 
 pub fn response(rng: &mut ChaCha8Rng) -> Response {
-    match rng.random_range(0..4) {
+    match rng.random_range(0..5) {
+        4 => Response::ClusterIdentity(ClusterIdentityResponse {
+            error: error_code(rng),
+            id: (0..rng.random_range(0..30))
+                .map(|_| char::from(rng.random_range(b'a'..=b'z')))
+                .collect(),
+            name: ["", "east", "dc-1"][rng.random_range(0..3)].to_string(),
+        }),
         3 => Response::AckedProduce(AckedProduceResponse {
             error: error_code(rng),
             acks: (0..rng.random_range(0..5))

@@ -1,0 +1,246 @@
+//! Which clusters a mirror copies from and into, by identity (`/cluster/id`, see
+//! [`core::identity`](tributary_core::identity)), never by address: a mirror whose target is one
+//! of its sources — through any alias, IP, chroot spelling or broker list — is refused at start.
+//!
+//! A source's identity is read in its ZooKeeper, and created there if the cluster has none yet
+//! (a Kafka 0.7 cluster: its brokers ignore the node). The target's is the broker's own for the
+//! embedded mirror, read in the producer's ZooKeeper with `zk.connect`, or asked of each broker
+//! of a `broker.list` (CLUSTER_IDENTITY). What cannot be learnt stops the start: the check fails
+//! closed, and says what to do (a `broker.list` no broker of which can be reached yet is waited
+//! for, as a mirror maker started before its target).
+
+use std::time::Duration;
+
+use tributary_core::config::{
+    BrokerEndpoint, ConsumerConfig, Discovery, ProducerConfig, ZkConnect,
+};
+use tributary_core::identity::ClusterIdentity;
+
+use super::MirrorError;
+use crate::client::{cluster_identity, connect, ClientError, IdentityQueryError};
+use crate::coordination::identity::ensure_identity;
+use crate::coordination::Coordination;
+use crate::env::Env;
+use crate::producer::targets::{how, SAY_EVERY};
+
+/// The clusters of one mirror.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identities {
+    /// Each source's, in the order of the settings.
+    pub sources: Vec<ClusterIdentity>,
+    /// The mirror cluster's.
+    pub target: ClusterIdentity,
+}
+
+/// Learns every cluster's identity; `target` is the mirror cluster's when the caller knows it
+/// (the embedded mirror's broker).
+pub async fn learn<E: Env>(
+    env: &E,
+    sources: &[ConsumerConfig],
+    producer: &ProducerConfig,
+    target: Option<&ClusterIdentity>,
+) -> Result<Identities, MirrorError> {
+    let mut source_identities = Vec::with_capacity(sources.len());
+    for source in sources {
+        let timeout = Duration::from_millis(source.zk.connection_timeout_ms.into());
+        let identity = in_zookeeper(env, &source.zk_connect, timeout)
+            .await
+            .map_err(|e| {
+                MirrorError::Source(format!(
+                    "{}: cannot learn the source cluster's identity ({e}); the mirror starts once it can tell the source from the target",
+                    source.zk_connect
+                ))
+            })?;
+        source_identities.push(identity);
+    }
+    let target = match (target, &producer.discovery) {
+        (Some(known), _) => known.clone(),
+        (None, Discovery::ZooKeeper(connect)) => {
+            let timeout = Duration::from_millis(producer.zk.connection_timeout_ms.into());
+            in_zookeeper(env, connect, timeout).await.map_err(|e| {
+                MirrorError::Target(format!(
+                    "{connect}: cannot learn the mirror cluster's identity ({e}); the mirror starts once it can tell the source from the target"
+                ))
+            })?
+        }
+        (None, Discovery::BrokerList(list)) => from_brokers(env, list, producer).await?,
+    };
+    Ok(Identities {
+        sources: source_identities,
+        target,
+    })
+}
+
+/// The identity of the cluster of the producer's `broker.list`, asked of each broker. Waits
+/// (retrying, and saying why every 30 s) while no broker can be reached: a mirror maker may
+/// start before its target. Refuses at once a broker that cannot answer (a Kafka 0.7 broker,
+/// or one without ZooKeeper), and brokers of different clusters.
+async fn from_brokers<E: Env>(
+    env: &E,
+    list: &[BrokerEndpoint],
+    producer: &ProducerConfig,
+) -> Result<ClusterIdentity, MirrorError> {
+    let timeout = Duration::from_millis(producer.connect_timeout_ms.max(1000).into());
+    let mut backoff = Duration::from_millis(500);
+    let mut said_at: Option<tokio::time::Instant> = None;
+    loop {
+        let mut answers: Vec<(String, ClusterIdentity)> = Vec::new();
+        let mut unreachable = Vec::new();
+        for broker in list {
+            let at = format!("broker {} at {}:{}", broker.id, broker.host, broker.port);
+            let mut conn = match connect(env, &broker.host, broker.port, timeout).await {
+                Ok(conn) => conn,
+                Err(e) => {
+                    unreachable.push(format!("{at}: {}", how(&e)));
+                    continue;
+                }
+            };
+            match cluster_identity(&mut conn).await {
+                Ok(Some(identity)) => answers.push((at, identity)),
+                Ok(None) => {
+                    return Err(MirrorError::Config(format!(
+                        "{at} runs without ZooKeeper: it has no cluster identity, so the mirror cannot tell it from the source; give the mirror cluster a ZooKeeper"
+                    )))
+                }
+                Err(IdentityQueryError::Call(e @ (ClientError::Io { .. } | ClientError::Timeout { .. }))) => {
+                    unreachable.push(format!("{at}: {}", how(&e)));
+                }
+                Err(e) => {
+                    return Err(MirrorError::Config(format!(
+                        "{at} cannot tell which cluster it belongs to ({e}); the mirror cannot tell the target from the source: point the producer at the mirror cluster's ZooKeeper (zk.connect) instead of broker.list"
+                    )))
+                }
+            }
+        }
+        if let Some((first_at, first)) = answers.first().cloned() {
+            if let Some((at, other)) = answers.iter().find(|(_, i)| *i != first) {
+                return Err(MirrorError::Config(format!(
+                    "the producer's broker.list mixes clusters: {first_at} is in {first}, {at} in {other}; list the brokers of one mirror cluster"
+                )));
+            }
+            for failure in &unreachable {
+                tracing::warn!("mirror: {failure}; the other brokers of broker.list say the mirror cluster is {first}");
+            }
+            return Ok(first);
+        }
+        if said_at.is_none_or(|at| at.elapsed() >= SAY_EVERY) {
+            tracing::warn!(
+                "mirror: cannot learn the mirror cluster's identity yet ({}); retrying: the mirror starts once a broker of broker.list answers",
+                unreachable.join("; ")
+            );
+            said_at = Some(tokio::time::Instant::now());
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// The identity of the cluster whose ZooKeeper is `connect`, created if it has none.
+async fn in_zookeeper<E: Env>(
+    env: &E,
+    connect: &ZkConnect,
+    timeout: Duration,
+) -> Result<ClusterIdentity, String> {
+    let coord = env
+        .coordinate(connect, timeout, timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    let identity = ensure_identity(&coord, None, env.rng_seed()).await;
+    coord.close().await;
+    identity.map_err(|e| e.to_string())
+}
+
+/// Refuses a mirror into one of its own sources, and two sources that are one cluster (every
+/// message would be copied twice).
+pub fn refuse_loops(
+    identities: &Identities,
+    sources: &[ConsumerConfig],
+) -> Result<(), MirrorError> {
+    for (index, source) in identities.sources.iter().enumerate() {
+        let zk = sources
+            .get(index)
+            .map(|s| s.zk_connect.to_string())
+            .unwrap_or_default();
+        if tributary_core::planted::active(tributary_core::planted::Bug::IdentityIgnored) {
+            continue;
+        }
+        if *source == identities.target {
+            return Err(MirrorError::Config(format!(
+                "the source at {zk} and the mirror cluster are the same cluster, {source}: a cluster cannot be mirrored into itself; point the producer at the mirror cluster"
+            )));
+        }
+        if let Some(earlier) = identities
+            .sources
+            .get(..index)
+            .and_then(|s| s.iter().position(|e| e == source))
+        {
+            let other = sources
+                .get(earlier)
+                .map(|s| s.zk_connect.to_string())
+                .unwrap_or_default();
+            return Err(MirrorError::Config(format!(
+                "sources {other} and {zk} are the same cluster, {source}: every message would be mirrored twice; give each source cluster once"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tributary_core::config::Properties;
+    use tributary_core::identity::{ClusterId, ClusterName};
+
+    fn source(zk: &str) -> ConsumerConfig {
+        let text = format!("zk.connect={zk}\ngroupid=mirror\n");
+        ConsumerConfig::from_properties(&Properties::parse("test", &text).expect("properties"))
+            .expect("config")
+    }
+
+    fn cluster(id: &str, name: Option<&str>) -> ClusterIdentity {
+        ClusterIdentity {
+            id: ClusterId::parse(id).expect("id"),
+            name: name.map(|n| ClusterName::parse(n).expect("name")),
+        }
+    }
+
+    #[test]
+    fn a_mirror_into_its_own_source_is_refused_whatever_the_addresses() {
+        // Two spellings of one ZooKeeper: only the identity says they are one cluster.
+        let sources = [source("127.0.0.1:2181")];
+        let identities = Identities {
+            sources: vec![cluster("abc", Some("east"))],
+            target: cluster("abc", Some("east")),
+        };
+        let refused = refuse_loops(&identities, &sources).expect_err("refused");
+        assert!(
+            refused
+                .to_string()
+                .contains("the same cluster, east (id abc)"),
+            "{refused}"
+        );
+        let elsewhere = Identities {
+            sources: vec![cluster("abc", Some("east"))],
+            target: cluster("xyz", Some("west")),
+        };
+        assert!(refuse_loops(&elsewhere, &sources).is_ok());
+        // Same name, other id: names do not decide.
+        let renamed = Identities {
+            sources: vec![cluster("abc", Some("east"))],
+            target: cluster("xyz", Some("east")),
+        };
+        assert!(refuse_loops(&renamed, &sources).is_ok());
+    }
+
+    #[test]
+    fn one_cluster_given_twice_as_a_source_is_refused() {
+        let sources = [source("a:2181"), source("b:2181")];
+        let identities = Identities {
+            sources: vec![cluster("abc", None), cluster("abc", None)],
+            target: cluster("xyz", None),
+        };
+        let refused = refuse_loops(&identities, &sources).expect_err("refused");
+        assert!(refused.to_string().contains("mirrored twice"), "{refused}");
+    }
+}

@@ -1,0 +1,106 @@
+//! Cluster identity in ZooKeeper (issue 24), against the ZooKeeper model: created once by the
+//! first component that needs it, whoever races; named once; a damaged node or an unreachable
+//! ZooKeeper is an error, never a fresh identity.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tributary::coordination::identity::{ensure_identity, read_identity, ClusterIdentityError};
+use tributary::coordination::{Coordination, NodeKind};
+use tributary_core::identity::{ClusterName, CLUSTER_ID_PATH};
+use tributary_sim::zk_model::{crash_and_restart, serve, ModelCoordination, ModelState};
+
+const SESSION: Duration = Duration::from_secs(4);
+
+fn world() -> (turmoil::Sim<'static>, Arc<Mutex<ModelState>>) {
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(Duration::from_secs(60))
+        .build();
+    let model = Arc::new(Mutex::new(ModelState::default()));
+    let served = model.clone();
+    sim.host("zk", move || {
+        let served = served.clone();
+        async move { serve(2181, served).await.map_err(Into::into) }
+    });
+    (sim, model)
+}
+
+async fn session() -> ModelCoordination {
+    ModelCoordination::connect("zk", 2181, SESSION, SESSION)
+        .await
+        .expect("a session")
+}
+
+#[test]
+fn racing_components_agree_on_one_identity_and_its_name() {
+    let (mut sim, _model) = world();
+    sim.client("a", async {
+        let east = ClusterName::parse("east").unwrap();
+        let (one, two) = (session().await, session().await);
+        // Two components that both find none race to create it: one id wins, for both.
+        let (first, second) = tokio::join!(
+            ensure_identity(&one, None, 1),
+            ensure_identity(&two, None, 2)
+        );
+        let (first, second) = (first?, second?);
+        assert_eq!(first, second);
+        assert_eq!(first.name, None);
+        // A broker given a name records it; the id stays.
+        let named = ensure_identity(&one, Some(&east), 3).await?;
+        assert_eq!(
+            (named.id.clone(), named.name.clone()),
+            (first.id.clone(), Some(east))
+        );
+        assert_eq!(read_identity(&two).await?, Some(named.clone()));
+        // Another name is refused: that component points at another cluster than it was told.
+        let west = ClusterName::parse("west").unwrap();
+        match ensure_identity(&two, Some(&west), 4).await {
+            Err(ClusterIdentityError::Name(mismatch)) => {
+                assert_eq!(mismatch.recorded, named)
+            }
+            other => panic!("expected a name mismatch, got {other:?}"),
+        }
+        Ok(())
+    });
+    sim.run().unwrap();
+}
+
+#[test]
+fn a_damaged_identity_is_an_error_and_is_never_replaced() {
+    let (mut sim, model) = world();
+    sim.client("a", async move {
+        let coord = session().await;
+        coord.ensure_parents(CLUSTER_ID_PATH).await?;
+        coord
+            .create(CLUSTER_ID_PATH, b"not an identity", NodeKind::Persistent)
+            .await?;
+        match ensure_identity(&coord, None, 1).await {
+            Err(ClusterIdentityError::Damaged(_)) => {}
+            other => panic!("expected a damaged identity, got {other:?}"),
+        }
+        assert_eq!(
+            model.lock().unwrap().data(CLUSTER_ID_PATH).as_deref(),
+            Some(&b"not an identity"[..])
+        );
+        Ok(())
+    });
+    sim.run().unwrap();
+}
+
+#[test]
+fn an_unreachable_zookeeper_is_an_error_not_a_new_identity() {
+    let (mut sim, model) = world();
+    sim.client("a", async move {
+        let coord = session().await;
+        let before = ensure_identity(&coord, None, 1).await?;
+        crash_and_restart(&model, Duration::from_secs(10));
+        match ensure_identity(&coord, None, 2).await {
+            Err(ClusterIdentityError::ZooKeeper(_)) => {}
+            other => panic!("expected a ZooKeeper error while it is down, got {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        assert_eq!(ensure_identity(&session().await, None, 3).await?, before);
+        Ok(())
+    });
+    sim.run().unwrap();
+}
