@@ -827,6 +827,7 @@ impl<E: Env> Member<E> {
             // partitions go on.
             let mut unreadable = None;
             let mut unrecorded = None;
+            let mut committed_start = None;
             let (mut offsets, epoch) = match kept.get(&(topic.clone(), partition)) {
                 Some((o, epoch)) => (
                     PartitionOffsets::resume(o.committed(), o.consumed()),
@@ -838,7 +839,9 @@ impl<E: Env> Member<E> {
                             "consumer {}: {topic}/{partition} starts at {start}",
                             self.consumer_id
                         );
-                        if !recorded {
+                        if recorded {
+                            committed_start = Some(start);
+                        } else {
                             unrecorded = Some(start);
                         }
                         (PartitionOffsets::starting_at(start), generation)
@@ -857,6 +860,24 @@ impl<E: Env> Member<E> {
             // fails (a connection lost after the create was applied).
             held.push((topic.clone(), partition));
             self.claim(coord, &topic, partition, &thread).await?;
+            if let Some(start) = committed_start {
+                // The previous owner may have committed between our read of the start and its
+                // release of the node (it serves the commits asked for before its own
+                // rebalance): resume after that commit, not before it (mirror seed 5700
+                // re-forwarded 11 messages against a bound of 8 without this).
+                let path = format!(
+                    "{}/{}",
+                    consumer_offsets_path(self.group(), &topic),
+                    partition
+                );
+                match read_offset_node(coord, path).await {
+                    Ok(Some(committed)) if committed > start => {
+                        offsets = PartitionOffsets::starting_at(committed);
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!("consumer {}: reading {topic}/{partition}'s offset again after claiming it: {e}; starting at {start}, read before (what was committed since is delivered again)", self.consumer_id),
+                }
+            }
             if let Some(start) = unrecorded.filter(|_| self.records_starts()) {
                 match self.record_start(coord, &topic, partition, start).await {
                     Ok(None) => self.report_deleted_prefix(&topic, partition, start),
