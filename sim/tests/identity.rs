@@ -104,3 +104,107 @@ fn an_unreachable_zookeeper_is_an_error_not_a_new_identity() {
     });
     sim.run().unwrap();
 }
+
+/// Issue 24's repro in the simulator: a mirror whose producer reaches the source's ZooKeeper
+/// by its address instead of its name. Refused at start by identity; with the check planted
+/// away, the mirror starts and copies the cluster into itself (the topic grows with no producer).
+#[test]
+fn a_mirror_into_its_source_through_another_address_is_refused_and_the_planted_bug_copies() {
+    use rand::SeedableRng;
+    use tributary::mirror::{Mirror, MirrorError, MirrorSettings};
+    use tributary::producer::{Producer, Record};
+    use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
+    use tributary_core::planted::{plant, Bug};
+    use tributary_sim::env::SimEnv;
+    use tributary_sim::world::{add_cluster, ClusterSpec, Control};
+
+    for planted in [false, true] {
+        plant(if planted {
+            &[Bug::IdentityIgnored]
+        } else {
+            &[]
+        });
+        let mut builder = tributary_sim::sim_fs::sim_builder(3);
+        builder.simulation_duration(Duration::from_secs(60));
+        let mut sim = builder.build();
+        let control = Arc::new(Control::default());
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        add_cluster(&mut sim, &ClusterSpec::new("src", 1, 1), &mut rng, &control);
+        let outcome: Arc<Mutex<Option<(Result<(), String>, i64, i64)>>> = Arc::default();
+        let told = outcome.clone();
+        sim.client("maker", async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let config = |text: &str| Properties::parse("test", text).unwrap();
+            let producer = Producer::start(
+                SimEnv::new(1),
+                ProducerConfig::from_properties(&config(
+                    "zk.connect=src-zk:2181\nproducer.type=sync\ndurable.acks=true\n",
+                ))
+                .unwrap(),
+            )
+            .await?;
+            for i in 0..5 {
+                producer
+                    .send(Record::new(
+                        "t".parse().unwrap(),
+                        format!("m{i}").into_bytes(),
+                    ))
+                    .await?
+                    .await?;
+            }
+            let end = || async {
+                let mut conn = tributary::client::connect(
+                    &SimEnv::new(2),
+                    "src-broker0",
+                    9092,
+                    Duration::from_secs(5),
+                )
+                .await
+                .unwrap();
+                let (ends, _) =
+                    tributary::client::latest_offsets(&mut conn, &[("t".parse().unwrap(), 0)])
+                        .await;
+                ends[0].unwrap_or(-1)
+            };
+            let before = end().await;
+            // The source's ZooKeeper by its address: another name for the same cluster.
+            let address = turmoil::lookup("src-zk");
+            let consumer = ConsumerConfig::from_properties(&config(
+                "zk.connect=src-zk:2181\ngroupid=mirror\nautooffset.reset=smallest\n",
+            ))
+            .unwrap();
+            let target = ProducerConfig::from_properties(&config(&format!(
+                "zk.connect={address}:2181\nproducer.type=async\nqueue.enqueueTimeout.ms=-1\n"
+            )))
+            .unwrap();
+            let started =
+                Mirror::start(SimEnv::new(3), MirrorSettings::embedded(consumer, target)).await;
+            let result = match started {
+                Ok(mirror) => {
+                    tokio::time::sleep(Duration::from_secs(10)).await;
+                    drop(mirror);
+                    Ok(())
+                }
+                Err(MirrorError::Config(e)) => Err(e),
+                Err(e) => panic!("expected a refusal or a start, got {e}"),
+            };
+            let after = end().await;
+            *told.lock().unwrap() = Some((result, before, after));
+            Ok(())
+        });
+        sim.run().unwrap();
+        plant(&[]);
+        let (result, before, after) = outcome.lock().unwrap().take().expect("the maker ran");
+        if planted {
+            assert!(result.is_ok(), "the planted bug still refused: {result:?}");
+            assert!(
+                after > before,
+                "the planted bug copied nothing ({before} → {after})"
+            );
+        } else {
+            let refusal = result.expect_err("the mirror into itself started");
+            assert!(refusal.contains("are the same cluster"), "{refusal}");
+            assert_eq!(after, before, "something was copied");
+        }
+    }
+}
