@@ -17,7 +17,7 @@
 //!   check, numbered S1 to S22 as docs/ARCHITECTURE.md numbers them.
 //! - [`trace`]: the run's trace (scenario lines and the code's own `tracing` events).
 //!
-//! The scenarios, each with its checkers: [`cluster`] (brokers, producers, the produce
+//! The scenarios (under [`scenarios`], re-exported here), each with its checkers: [`cluster`] (brokers, producers, the produce
 //! [`history`] checker), [`clients`] (consumer groups), [`mirror`] (two clusters and the mirror,
 //! with [`metrics_check`]), [`replica`] (replica mode and failover), [`long_link`] (the mirror
 //! over the link proxy), [`log_crash`] (a crash at any file-system operation, then recovery) and
@@ -29,20 +29,17 @@
 #[cfg(not(tokio_unstable))]
 compile_error!("build the simulator with --cfg tokio_unstable (.cargo/config.toml sets it; a RUSTFLAGS environment variable overrides that file: add --cfg tokio_unstable to it)");
 
-pub mod clients;
-pub mod cluster;
 pub mod conformance;
 pub mod env;
 pub mod history;
 pub mod invariants;
-pub mod log_crash;
-pub mod long_link;
 pub mod metrics_check;
-pub mod mirror;
-pub mod replica;
-pub mod retention_restart;
+pub mod scenarios;
 pub mod sim_fs;
 pub mod trace;
-pub mod two_clusters;
 pub mod world;
 pub mod zk_model;
+
+pub use scenarios::{
+    clients, cluster, log_crash, long_link, mirror, replica, retention_restart, two_clusters,
+};

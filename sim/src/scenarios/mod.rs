@@ -1,0 +1,15 @@
+//! The scenarios, each a world, a workload, faults and its checks: [`cluster`] (brokers,
+//! producers, the produce history), [`clients`] (consumer groups), [`mirror`] (two clusters and
+//! the mirror), [`replica`] (replica mode and failover), [`long_link`] (the mirror over the link
+//! proxy), [`log_crash`] (a crash at any file-system operation, then recovery) and
+//! [`retention_restart`]; [`two_clusters`] holds the faults the two-cluster scenarios share.
+//! Each is re-exported at the crate's root (`tributary_sim::mirror`, …).
+
+pub mod clients;
+pub mod cluster;
+pub mod log_crash;
+pub mod long_link;
+pub mod mirror;
+pub mod replica;
+pub mod retention_restart;
+pub mod two_clusters;
