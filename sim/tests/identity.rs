@@ -130,7 +130,9 @@ fn a_mirror_into_its_source_through_another_address_is_refused_and_the_planted_b
         let control = Arc::new(Control::default());
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
         add_cluster(&mut sim, &ClusterSpec::new("src", 1, 1), &mut rng, &control);
-        let outcome: Arc<Mutex<Option<(Result<(), String>, i64, i64)>>> = Arc::default();
+        /// The mirror's start (its refusal), and the topic's end before and after.
+        type Outcome = (Result<(), String>, i64, i64);
+        let outcome: Arc<Mutex<Option<Outcome>>> = Arc::default();
         let told = outcome.clone();
         sim.client("maker", async move {
             tokio::time::sleep(Duration::from_secs(2)).await;
