@@ -40,6 +40,19 @@ pub async fn learn<E: Env>(
     producer: &ProducerConfig,
     target: Option<&ClusterIdentity>,
 ) -> Result<Identities, MirrorError> {
+    // The plain case needs no ZooKeeper: the producer on one of the source's own ZooKeeper
+    // servers, same chroot.
+    if let Discovery::ZooKeeper(connect) = &producer.discovery {
+        if let Some(source) = sources
+            .iter()
+            .find(|s| same_zookeeper(&s.zk_connect, connect))
+        {
+            return Err(MirrorError::Config(format!(
+                "the consumer and the producer both point at ZooKeeper {connect} (the source's is {}): a cluster cannot be mirrored into itself; point the producer at the mirror cluster",
+                source.zk_connect
+            )));
+        }
+    }
     let mut source_identities = Vec::with_capacity(sources.len());
     for source in sources {
         let timeout = Duration::from_millis(source.zk.connection_timeout_ms.into());
@@ -148,6 +161,24 @@ async fn in_zookeeper<E: Env>(
     let identity = ensure_identity(&coord, None, env.rng_seed()).await;
     coord.close().await;
     identity.map_err(|e| e.to_string())
+}
+
+/// Whether two connect strings name one server of the same ZooKeeper with the same chroot
+/// (`localhost` and `127.0.0.1` taken as one). Other aliases are left to the identities.
+fn same_zookeeper(a: &ZkConnect, b: &ZkConnect) -> bool {
+    let host = |h: &str| {
+        if h == "localhost" {
+            "127.0.0.1".to_string()
+        } else {
+            h.to_string()
+        }
+    };
+    a.chroot == b.chroot
+        && a.servers.iter().any(|s| {
+            b.servers
+                .iter()
+                .any(|t| s.port == t.port && host(&s.host) == host(&t.host))
+        })
 }
 
 /// Refuses a mirror into one of its own sources, and two sources that are one cluster (every
