@@ -158,9 +158,19 @@ async fn in_zookeeper<E: Env>(
         .coordinate(connect, timeout, timeout)
         .await
         .map_err(|e| e.to_string())?;
-    let identity = ensure_identity(&coord, None, env.rng_seed()).await;
+    // Two clusters created by this one mirror get two ids: the seed differs per connect string
+    // (a simulated environment's seed is the same at every call).
+    let seed = env.rng_seed() ^ fnv1a(connect.to_string().as_bytes());
+    let identity = ensure_identity(&coord, None, seed).await;
     coord.close().await;
     identity.map_err(|e| e.to_string())
+}
+
+/// FNV-1a: a stable hash, to tell seeds apart.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Whether two connect strings name one server of the same ZooKeeper with the same chroot
