@@ -6,8 +6,10 @@
 //! take each new partition's offset (committed, or `autooffset.reset`); claim the owner nodes
 //! (a node held by someone else fails the attempt: ours are deleted, and after
 //! `rebalance.backoff.ms` it is tried again, `rebalance.retries.max` times, then logged as an
-//! error and retried on the next change). A partition kept through a rebalance resumes after
-//! what was handed out, not from ZooKeeper.
+//! error and retried on the next change); a claimed partition's committed offset is read again,
+//! so a commit its previous owner made meanwhile is not delivered again. A partition kept
+//! through a rebalance resumes after what was handed out, not from ZooKeeper. Commits asked for
+//! before a rebalance are served before it releases anything.
 //!
 //! Triggers: members joining or leaving (`/consumers/<g>/ids`), brokers registering or losing a
 //! subscribed topic (`/brokers/topics/<t>`), new topics for a wildcard (`/brokers/topics`), and
