@@ -95,7 +95,9 @@ async fn from_brokers<E: Env>(
 ) -> Result<ClusterIdentity, MirrorError> {
     let timeout = Duration::from_millis(producer.connect_timeout_ms.max(1000).into());
     let mut backoff = Duration::from_millis(500);
-    let mut said_at: Option<tokio::time::Instant> = None;
+    // When the wait was last said, on the environment's clock (simulated under turmoil).
+    let mut said_at_ms: Option<i64> = None;
+    let say_every_ms = i64::try_from(SAY_EVERY.as_millis()).unwrap_or(i64::MAX);
     loop {
         let mut answers: Vec<(String, ClusterIdentity)> = Vec::new();
         let mut unreachable = Vec::new();
@@ -136,12 +138,13 @@ async fn from_brokers<E: Env>(
             }
             return Ok(first);
         }
-        if said_at.is_none_or(|at| at.elapsed() >= SAY_EVERY) {
+        let now_ms = env.now_ms();
+        if said_at_ms.is_none_or(|at| now_ms.saturating_sub(at) >= say_every_ms || now_ms < at) {
             tracing::warn!(
                 "mirror: cannot learn the mirror cluster's identity yet ({}); retrying: the mirror starts once a broker of broker.list answers",
                 unreachable.join("; ")
             );
-            said_at = Some(tokio::time::Instant::now());
+            said_at_ms = Some(now_ms);
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));
