@@ -19,7 +19,8 @@
 //! - [`replica`]: replica mode's decisions (what of a fetched block is appended, how the fetch
 //!   size grows for a large message).
 //! - [`zk_layout`] and [`group_id`]: 0.7's ZooKeeper paths and node data, and group names;
-//!   [`identity`]: a cluster's id and name, kept in its ZooKeeper.
+//!   [`identity`]: a cluster's id and name, kept in its ZooKeeper; [`origin`]: where each
+//!   mirrored topic came from, and the loop check.
 //! - `planted` (hidden): the test-only bug switches that prove the checkers can fail.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![warn(missing_docs)]
@@ -33,6 +34,7 @@ pub mod identity;
 pub mod log;
 pub mod message;
 pub mod mirror;
+pub mod origin;
 #[doc(hidden)]
 pub mod planted;
 pub mod producer;

@@ -61,6 +61,10 @@ pub enum Bug {
     /// The mirror does not compare cluster identities at start: a mirror whose target is its
     /// source (through an alias) starts, and copies the cluster into itself for ever.
     IdentityIgnored = 524288,
+    /// The mirror does not check a topic's origin routes before copying it: a topic that came
+    /// from the target cluster is copied back into it (two mirrors in opposite directions copy
+    /// each other's messages for ever).
+    LoopCheckDisabled = 1048576,
 }
 
 #[cfg(feature = "planted-bugs")]

@@ -65,6 +65,10 @@ pub struct MirrorOptions {
     /// covers may have no live owner in the mirror's group before the mirror logs an error (once
     /// a minute), counts it in `tributary_mirror_unowned_partitions` and rejoins the group.
     pub unowned_alarm_ms: u32,
+    /// `mirror.rename.topics` (`false`; Tributary) with `mirror.rename.pattern`
+    /// (`{source}.{topic}`): the rule naming mirrored topics in the mirror cluster (active-active
+    /// mirroring); `None` keeps names, as 0.7.
+    pub rename: Option<crate::mirror::rename::RenameRule>,
 }
 
 /// The most fetch connections a consumer keeps to one broker (`num.consumer.fetchers`).
@@ -204,5 +208,17 @@ fn read_mirror(f: &mut Fields<'_>) -> Result<MirrorOptions, ConfigError> {
         commit_interval_ms: f.int("mirror.commit.interval.ms", 1000, 1..=I32_MAX)?,
         stop_on_gap,
         unowned_alarm_ms: f.int("mirror.unowned.alarm.ms", 30_000, 1000..=I32_MAX)?,
+        rename: read_rename(f)?,
     })
+}
+
+fn read_rename(
+    f: &mut Fields<'_>,
+) -> Result<Option<crate::mirror::rename::RenameRule>, ConfigError> {
+    use crate::mirror::rename::{RenameRule, DEFAULT_PATTERN};
+    let enabled = f.bool("mirror.rename.topics", false)?;
+    let pattern = f.string("mirror.rename.pattern");
+    let rule = RenameRule::parse(pattern.as_deref().unwrap_or(DEFAULT_PATTERN))
+        .map_err(|e| f.error("mirror.rename.pattern", e))?;
+    Ok(enabled.then_some(rule))
 }

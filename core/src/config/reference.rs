@@ -202,6 +202,8 @@ pub const KEYS: &[KeyDoc] = &[
     doc(C, "mirror.unowned.alarm.ms", V("30000"), "Mirror: how long a source partition the filter covers may have no live owner in the mirror's group before the mirror logs an error (once a minute), counts it in tributary_mirror_unowned_partitions and rejoins the group.", "Tributary; 0.7 said nothing when a partition had no owner."),
     doc(C, "mirror.commit.interval.ms", V("1000"), "Mirror: how often source offsets are committed, each up to what the mirror cluster has durably acknowledged.", "Tributary; 0.7 committed what was queued, acknowledged or not."),
     doc(C, "mirror.gap.policy", V("skip"), "Mirror: when the source deleted data before it was copied, skip (log an error with the byte range lost, count it, go on from the earliest offset) or stop (that partition stops, with the error).", "Tributary; 0.7 reset silently."),
+    doc(C, "mirror.rename.topics", V("false"), "Mirror: name each mirrored topic in the mirror cluster by mirror.rename.pattern (active-active: both clusters take writes for a topic and each holds the other's under its own name). Replica mode keeps names.", "Tributary; 0.7 kept names."),
+    doc(C, "mirror.rename.pattern", V("{source}.{topic}"), "Mirror: the mirrored topic's name when mirror.rename.topics=true; {topic} (exactly once) is the source topic, {source} the source cluster's cluster.name.", "Tributary (MirrorMaker 2's convention)."),
     doc(Z, "dataDir", Required, "Where ZooKeeper keeps its snapshots.", "Read by ZooKeeper; Tributary's scripts read it too."),
     doc(Z, "clientPort", V("2181"), "The port clients connect to.", ""),
     doc(Z, "maxClientCnxns", V("60"), "Connections per client address; 0 is unlimited.", ""),
