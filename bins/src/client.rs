@@ -354,3 +354,42 @@ pub async fn cluster_identity<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + 
         _ => Err(IdentityQueryError::Unexpected),
     }
 }
+
+/// Why a topic's origin record could not be read or written through a broker.
+#[derive(Debug, thiserror::Error)]
+pub enum OriginsQueryError {
+    /// The call failed: a Kafka 0.7 broker closes the connection on TOPIC_ORIGINS.
+    #[error("{0} (a Kafka 0.7 broker does not answer Tributary's TOPIC_ORIGINS request)")]
+    Call(#[source] ClientError),
+    /// The broker could not read or write the record (its log says why).
+    #[error("the broker could not read or write the record in its ZooKeeper (its log says why)")]
+    Refused,
+    /// The broker answered with something that is not a record.
+    #[error("the broker answered with an invalid record: {0}")]
+    Invalid(#[source] tributary_core::origin::OriginsError),
+    /// The broker answered TOPIC_ORIGINS with another response.
+    #[error("the broker answered TOPIC_ORIGINS with another response")]
+    Unexpected,
+}
+
+/// `topic`'s origin record in the cluster of `conn`'s broker, after merging `merge` into it
+/// (`None`: only read).
+pub async fn topic_origins<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    topic: &tributary_core::wire::TopicName,
+    merge: Option<&tributary_core::origin::Origins>,
+) -> Result<tributary_core::origin::Origins, OriginsQueryError> {
+    use tributary_core::origin::Origins;
+    use tributary_core::wire::{ErrorCode, Request, Response, TopicOriginsRequest};
+    let request = Request::TopicOrigins(TopicOriginsRequest {
+        topic: topic.clone(),
+        merge: merge.map(|m| bytes::Bytes::from(m.encode())).unwrap_or_default(),
+    });
+    match conn.call(&request).await.map_err(OriginsQueryError::Call)? {
+        Response::TopicOrigins(r) if r.error != ErrorCode::NoError => {
+            Err(OriginsQueryError::Refused)
+        }
+        Response::TopicOrigins(r) => Origins::decode(&r.record).map_err(OriginsQueryError::Invalid),
+        _ => Err(OriginsQueryError::Unexpected),
+    }
+}

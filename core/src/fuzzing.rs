@@ -46,6 +46,7 @@ pub fn response_frame(data: &[u8]) {
         ResponseKind::Offsets,
         ResponseKind::AckedProduce,
         ResponseKind::ClusterIdentity,
+        ResponseKind::TopicOrigins,
     ] {
         let mut buf = BytesMut::from(data);
         if let Ok(Some(response)) = decoder.decode(kind, &mut buf) {

@@ -53,6 +53,8 @@ fn response_bytes_bound(request: &Request) -> usize {
         Request::Offsets(o) => 8 * usize::try_from(o.max_offsets).unwrap_or(0).min(1 << 20),
         // Two strings of at most 64 bytes each, and their lengths.
         Request::ClusterIdentity => 2 * (2 + 64),
+        // One record, at most 16 KiB.
+        Request::TopicOrigins(_) => 2 + tributary_core::origin::ORIGINS_BYTES_MAX,
         // Covered by the request's own share, which it keeps (see `serve`).
         Request::Produce(_) | Request::MultiProduce(_) | Request::AckedProduce(_) => 0,
     }

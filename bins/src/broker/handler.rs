@@ -2,19 +2,22 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use rand::Rng;
 use tributary_core::identity::ClusterIdentity;
+use tributary_core::origin::Origins;
 use tributary_core::log::{LogError, LogFs, Served, TopicPartition, ValidatedSet};
 use tributary_core::wire::{
     AckedProduceResponse, ClusterIdentityResponse, ErrorCode, FetchRequest, OffsetsRequest,
     OffsetsResponse, ProduceAck, ProduceRequest, Request, Response, TopicName,
-    PARTITION_BROKER_PICKS,
+    TopicOriginsRequest, TopicOriginsResponse, PARTITION_BROKER_PICKS,
 };
 
 use super::acks::FlushRequests;
 use super::limits::{ACK_WAIT_TIMEOUT, RESPONSE_BYTES_MAX};
 use super::logs::{self, with_log, Logs, SharedLog};
 use super::reply::{Reply, ServedBlock};
+use crate::coordination::origins::OriginStore;
 use crate::env::Env;
 use crate::metrics::broker::{code_label, request_kind, BrokerMeter};
 
@@ -92,6 +95,8 @@ pub struct Handler<E: Env> {
     meter: BrokerMeter,
     /// The cluster's identity, for CLUSTER_IDENTITY (`None`: a broker without ZooKeeper).
     identity: Option<ClusterIdentity>,
+    /// The cluster's origin records, for TOPIC_ORIGINS (`None`: a broker without ZooKeeper).
+    origins: Option<Arc<OriginStore<E>>>,
 }
 
 /// The file type of an environment's logs.
@@ -106,6 +111,7 @@ impl<E: Env> Clone for Handler<E> {
             zero_copy: self.zero_copy,
             meter: self.meter.clone(),
             identity: self.identity.clone(),
+            origins: self.origins.clone(),
         }
     }
 }
@@ -128,6 +134,7 @@ impl<E: Env> Handler<E> {
             zero_copy: true,
             meter: BrokerMeter::default(),
             identity: None,
+            origins: None,
         }
     }
 
@@ -140,6 +147,7 @@ impl<E: Env> Handler<E> {
             zero_copy: true,
             meter: BrokerMeter::default(),
             identity: None,
+            origins: None,
         }
     }
 
@@ -151,6 +159,11 @@ impl<E: Env> Handler<E> {
     /// Answers CLUSTER_IDENTITY with `identity` (without one, the answer says there is none).
     pub fn with_identity(self, identity: Option<ClusterIdentity>) -> Self {
         Handler { identity, ..self }
+    }
+
+    /// Answers TOPIC_ORIGINS from `origins` (without, the answer says it cannot).
+    pub fn with_origins(self, origins: Option<Arc<OriginStore<E>>>) -> Self {
+        Handler { origins, ..self }
     }
 
     /// Counts what it serves with `meter`.
@@ -256,6 +269,42 @@ impl<E: Env> Handler<E> {
                     },
                 },
             )))),
+            Request::TopicOrigins(o) => Ok(Some(Reply::Response(Response::TopicOrigins(
+                self.topic_origins(o).await,
+            )))),
+        }
+    }
+
+    /// Reads a topic's origin record, merging the request's routes into it first. A failure
+    /// answers `Unknown` with no record (the mirror asking fails closed) and is logged here.
+    async fn topic_origins(&self, request: TopicOriginsRequest) -> TopicOriginsResponse {
+        let failed = TopicOriginsResponse {
+            error: ErrorCode::Unknown,
+            record: Bytes::new(),
+        };
+        let Some(store) = &self.origins else {
+            return failed;
+        };
+        let outcome = if request.merge.is_empty() {
+            store.read(&request.topic).await
+        } else {
+            match Origins::decode(&request.merge) {
+                Ok(add) => store.merge(&request.topic, &add).await,
+                Err(e) => {
+                    tracing::warn!("TOPIC_ORIGINS for {}: the routes sent are refused: {e}", request.topic);
+                    return failed;
+                }
+            }
+        };
+        match outcome {
+            Ok(origins) => TopicOriginsResponse {
+                error: ErrorCode::NoError,
+                record: Bytes::from(if origins.is_empty() { Vec::new() } else { origins.encode() }),
+            },
+            Err(e) => {
+                tracing::warn!("TOPIC_ORIGINS for {}: {e}", request.topic);
+                failed
+            }
         }
     }
 

@@ -36,6 +36,7 @@ use self::handler::Handler;
 use self::limits::{CONNECTIONS_MAX, IN_FLIGHT_BYTES_MAX, SHUTDOWN_GRACE};
 use self::logs::{panic_message, Logs};
 use self::registration::Registration;
+use crate::coordination::origins::OriginStore;
 use crate::env::{Env, Listener};
 use crate::metrics::broker::BrokerMeter;
 use crate::metrics::server::MetricsServer;
@@ -199,10 +200,24 @@ impl Broker {
         );
         let committer = tokio::spawn(committer);
         let identity = registration.as_ref().map(|r| r.identity.clone());
+        // TOPIC_ORIGINS opens its own session, when first asked.
+        let origins = config
+            .zk_connect
+            .clone()
+            .filter(|_| config.enable_zookeeper)
+            .map(|connect| {
+                Arc::new(OriginStore::new(
+                    env.clone(),
+                    connect,
+                    std::time::Duration::from_millis(config.zk.session_timeout_ms.into()),
+                    std::time::Duration::from_millis(config.zk.connection_timeout_ms.into()),
+                ))
+            });
         let shared = Arc::new(Shared {
             handler: Handler::with_acks(env.clone(), logs.clone(), flush_requests)
                 .with_zero_copy(config.fetch_zero_copy)
                 .with_identity(identity.clone())
+                .with_origins(origins)
                 .with_meter(meter),
             request_bytes_max: request_bytes_max(&config),
             read_chunk_bytes: config.socket_receive_buffer_bytes as usize,

@@ -4,6 +4,7 @@
 
 pub mod ephemeral;
 pub mod identity;
+pub mod origins;
 pub mod zk;
 
 use std::future::Future;

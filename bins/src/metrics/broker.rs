@@ -173,6 +173,7 @@ pub fn request_kind(request: &Request) -> &'static str {
         Request::Offsets(_) => "offsets",
         Request::AckedProduce(_) => "acked_produce",
         Request::ClusterIdentity => "cluster_identity",
+        Request::TopicOrigins(_) => "topic_origins",
     }
 }
 

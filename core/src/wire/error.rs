@@ -28,7 +28,7 @@ pub enum DecodeError {
         max: usize,
     },
     /// The request type is not one of 0..=4, 100, 101.
-    #[error("unknown request type {0} (0.7 knows 0 PRODUCE .. 4 OFFSETS; Tributary adds 100 ACKED_PRODUCE and 101 CLUSTER_IDENTITY)")]
+    #[error("unknown request type {0} (0.7 knows 0 PRODUCE .. 4 OFFSETS; Tributary adds 100 ACKED_PRODUCE, 101 CLUSTER_IDENTITY and 102 TOPIC_ORIGINS)")]
     UnknownRequestType(i16),
     /// A field runs past the end of its frame or region.
     #[error("truncated {field}: needs {needed} bytes, {available} left")]

@@ -18,12 +18,12 @@ pub use error_code::ErrorCode;
 pub use frame::{split_frame, FrameStatus, RequestDecoder, ResponseDecoder, SIZE_PREFIX_BYTES};
 pub use request::{
     EncodeError, FetchRequest, OffsetsRequest, ProduceRequest, Request, RequestType,
-    ACKED_PRODUCE_ID, CLUSTER_IDENTITY_ID,
+    TopicOriginsRequest, ACKED_PRODUCE_ID, CLUSTER_IDENTITY_ID, TOPIC_ORIGINS_ID,
 };
 pub use response::{
     encode_fetch, encode_multifetch, AckedProduceResponse, ClusterIdentityResponse, FetchResponse,
     MessageBody, MultiFetchResponse, OffsetsResponse, ProduceAck, Response, ResponseChunk,
-    ResponseKind, MULTIFETCH_BLOCK_HEADER_BYTES,
+    ResponseKind, TopicOriginsResponse, MULTIFETCH_BLOCK_HEADER_BYTES,
 };
 pub use topic::{TopicError, TopicName, TOPIC_NAME_BYTES_MAX};
 

@@ -12,13 +12,16 @@
 //! | 4 OFFSETS | topic, int32 partition, int64 time, int32 max offsets |
 //! | 100 ACKED_PRODUCE (Tributary) | int16 count, count × PRODUCE body |
 //! | 101 CLUSTER_IDENTITY (Tributary) | empty |
+//! | 102 TOPIC_ORIGINS (Tributary) | topic, string record to merge (empty: only read) |
 //!
 //! ACKED_PRODUCE is Tributary's extension: MULTIPRODUCE's body, answered (see
 //! [`super::response`]) once every appended set is flushed, so a producer knows its data is
 //! durable. A 0.7 broker closes the connection on it (unknown request type), which a producer
 //! detects. CLUSTER_IDENTITY asks a broker which cluster it belongs to (its identity in its
 //! ZooKeeper, see [`crate::identity`]), so a mirror told only a `broker.list` can tell whether
-//! those brokers are its source's; a 0.7 broker closes the connection on it too.
+//! those brokers are its source's; a 0.7 broker closes the connection on it too. TOPIC_ORIGINS
+//! reads a topic's origin record in the broker's cluster ([`crate::origin`]) and merges routes
+//! into it, so such a mirror can record where the topics it copies came from.
 //!
 //! A topic is an int16 length and that many bytes. Message sets are carried as opaque bytes here;
 //! the broker validates them with [`crate::message`] before appending.
@@ -47,6 +50,8 @@ pub enum RequestType {
     AckedProduce,
     /// 101 (Tributary): which cluster the broker belongs to.
     ClusterIdentity,
+    /// 102 (Tributary): read, and merge routes into, a topic's origin record.
+    TopicOrigins,
 }
 
 impl RequestType {
@@ -60,6 +65,7 @@ impl RequestType {
             RequestType::Offsets => 4,
             RequestType::AckedProduce => ACKED_PRODUCE_ID,
             RequestType::ClusterIdentity => CLUSTER_IDENTITY_ID,
+            RequestType::TopicOrigins => TOPIC_ORIGINS_ID,
         }
     }
 
@@ -73,6 +79,7 @@ impl RequestType {
             4 => Ok(RequestType::Offsets),
             ACKED_PRODUCE_ID => Ok(RequestType::AckedProduce),
             CLUSTER_IDENTITY_ID => Ok(RequestType::ClusterIdentity),
+            TOPIC_ORIGINS_ID => Ok(RequestType::TopicOrigins),
             other => Err(DecodeError::UnknownRequestType(other)),
         }
     }
@@ -88,6 +95,8 @@ impl RequestType {
 pub const ACKED_PRODUCE_ID: i16 = 100;
 /// The wire id of CLUSTER_IDENTITY (Tributary).
 pub const CLUSTER_IDENTITY_ID: i16 = 101;
+/// The wire id of TOPIC_ORIGINS (Tributary).
+pub const TOPIC_ORIGINS_ID: i16 = 102;
 
 /// One partition's worth of a PRODUCE or MULTIPRODUCE. `partition == -1` asks the broker to pick.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +135,17 @@ pub struct OffsetsRequest {
     pub max_offsets: i32,
 }
 
+/// A TOPIC_ORIGINS request: the topic's origin record, after merging `merge` into it (empty:
+/// read only). The record is carried as the node's bytes; the broker checks them
+/// ([`crate::origin::Origins::decode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicOriginsRequest {
+    /// The topic, by its name in the broker's cluster.
+    pub topic: TopicName,
+    /// The record to merge, as a node's bytes; empty to only read.
+    pub merge: Bytes,
+}
+
 /// A decoded 0.7 request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -143,6 +163,8 @@ pub enum Request {
     AckedProduce(Vec<ProduceRequest>),
     /// CLUSTER_IDENTITY (101, Tributary): which cluster the broker belongs to.
     ClusterIdentity,
+    /// TOPIC_ORIGINS (102, Tributary): a topic's origin record, read or merged into.
+    TopicOrigins(TopicOriginsRequest),
 }
 
 /// Why a request could not be encoded.
@@ -172,6 +194,7 @@ impl Request {
             Request::Offsets(_) => RequestType::Offsets,
             Request::AckedProduce(_) => RequestType::AckedProduce,
             Request::ClusterIdentity => RequestType::ClusterIdentity,
+            Request::TopicOrigins(_) => RequestType::TopicOrigins,
         }
     }
 
@@ -199,6 +222,11 @@ impl Request {
                 Request::AckedProduce(decode_produces(frame, &mut r, "acked produce")?)
             }
             RequestType::ClusterIdentity => Request::ClusterIdentity,
+            RequestType::TopicOrigins => {
+                let topic = decode_topic(&mut r)?;
+                let merge = frame.slice_ref(r.string("origin record")?);
+                Request::TopicOrigins(TopicOriginsRequest { topic, merge })
+            }
         };
         r.expect_end("request")?;
         Ok(request)
@@ -224,6 +252,13 @@ impl Request {
                 }
             }
             Request::ClusterIdentity => {}
+            Request::TopicOrigins(o) => {
+                put_string(out, o.topic.as_str().as_bytes());
+                if i16::try_from(o.merge.len()).is_err() {
+                    return Err(EncodeError::TooLarge(o.merge.len()));
+                }
+                put_string(out, &o.merge);
+            }
         }
         patch_size(out, start)
     }

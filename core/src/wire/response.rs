@@ -1,5 +1,5 @@
-//! The three 0.7 responses (FETCH, MULTIFETCH, OFFSETS) and Tributary's two (ACKED_PRODUCE,
-//! CLUSTER_IDENTITY).
+//! The three 0.7 responses (FETCH, MULTIFETCH, OFFSETS) and Tributary's three (ACKED_PRODUCE,
+//! CLUSTER_IDENTITY, TOPIC_ORIGINS).
 //!
 //! Layout: `int32 size | int16 error | body`, `size` counting the error and the body. A response
 //! carries no request id; the client knows which request it answers by order on the connection,
@@ -12,6 +12,7 @@
 //! | OFFSETS | int32 count, count × int64 offset |
 //! | ACKED_PRODUCE (Tributary) | int16 count, count × {int16 error, int64 offset}, in request order |
 //! | CLUSTER_IDENTITY (Tributary) | string id, string name (empty: none); error -1 and both empty for a broker without an identity (no ZooKeeper) |
+//! | TOPIC_ORIGINS (Tributary) | string record (the node's bytes after the merge; empty: none); error -1 and empty when it could not be read or written (no ZooKeeper, unreachable, a bad record) |
 //!
 //! An ACKED_PRODUCE response is sent only once every set appended without error is flushed
 //! (durable and visible). Per set: error 0 and the offset its first message got, or an error
@@ -39,6 +40,8 @@ pub enum ResponseKind {
     AckedProduce,
     /// Answers CLUSTER_IDENTITY.
     ClusterIdentity,
+    /// Answers TOPIC_ORIGINS.
+    TopicOrigins,
 }
 
 impl ResponseKind {
@@ -50,6 +53,7 @@ impl ResponseKind {
             RequestType::Offsets => Some(ResponseKind::Offsets),
             RequestType::AckedProduce => Some(ResponseKind::AckedProduce),
             RequestType::ClusterIdentity => Some(ResponseKind::ClusterIdentity),
+            RequestType::TopicOrigins => Some(ResponseKind::TopicOrigins),
             RequestType::Produce | RequestType::MultiProduce => None,
         }
     }
@@ -112,6 +116,16 @@ pub struct ClusterIdentityResponse {
     pub name: String,
 }
 
+/// A TOPIC_ORIGINS response: the topic's origin record as the broker's ZooKeeper holds it after
+/// the merge. The caller checks it ([`crate::origin::Origins::decode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicOriginsResponse {
+    /// `NoError`, or `Unknown` when the record could not be read or written.
+    pub error: ErrorCode,
+    /// The record's bytes (empty: the topic has none).
+    pub record: Bytes,
+}
+
 /// A decoded 0.7 response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
@@ -125,6 +139,8 @@ pub enum Response {
     AckedProduce(AckedProduceResponse),
     /// Answers CLUSTER_IDENTITY.
     ClusterIdentity(ClusterIdentityResponse),
+    /// Answers TOPIC_ORIGINS.
+    TopicOrigins(TopicOriginsResponse),
 }
 
 /// The error code of a response or block.
@@ -147,6 +163,7 @@ impl Response {
             Response::Offsets(_) => ResponseKind::Offsets,
             Response::AckedProduce(_) => ResponseKind::AckedProduce,
             Response::ClusterIdentity(_) => ResponseKind::ClusterIdentity,
+            Response::TopicOrigins(_) => ResponseKind::TopicOrigins,
         }
     }
 
@@ -218,6 +235,10 @@ impl Response {
                 let name = text(r.string("cluster name")?, "cluster name")?;
                 Response::ClusterIdentity(ClusterIdentityResponse { error, id, name })
             }
+            ResponseKind::TopicOrigins => {
+                let record = frame.slice_ref(r.string("origin record")?);
+                Response::TopicOrigins(TopicOriginsResponse { error, record })
+            }
         };
         r.expect_end("response")?;
         Ok(response)
@@ -279,6 +300,17 @@ impl Response {
                 out.put_i16(c.error.code());
                 put_string(&mut out, c.id.as_bytes());
                 put_string(&mut out, c.name.as_bytes());
+                Ok(vec![out.freeze()])
+            }
+            Response::TopicOrigins(o) => {
+                if i16::try_from(o.record.len()).is_err() {
+                    return Err(EncodeError::TooLarge(o.record.len()));
+                }
+                let body = ERROR_BYTES + 2 + o.record.len();
+                let mut out = BytesMut::with_capacity(4 + body);
+                out.put_i32(size_of(body)?);
+                out.put_i16(o.error.code());
+                put_string(&mut out, &o.record);
                 Ok(vec![out.freeze()])
             }
         }

@@ -1,0 +1,214 @@
+//! Topics' origin records in a cluster's ZooKeeper ([`core::origin`](tributary_core::origin)):
+//! read one, or merge routes into it with a conditional write.
+//!
+//! A record that cannot be read is never overwritten, and never taken for an empty one (which
+//! would let a loop through): the caller fails closed.
+
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tributary_core::config::ZkConnect;
+use tributary_core::origin::{Origins, OriginsError, ORIGINS_PATH};
+use tributary_core::wire::TopicName;
+
+use super::{CoordError, Coordination, NodeKind};
+use crate::env::Env;
+
+/// How often a lost race (another mirror merged between our read and our write) is retried.
+const RACES_MAX: usize = 8;
+
+/// Why a record could not be read or written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OriginsStoreError {
+    /// ZooKeeper failed.
+    #[error("{path}: {source}")]
+    ZooKeeper {
+        /// The record's node.
+        path: String,
+        /// What failed.
+        #[source]
+        source: CoordError,
+    },
+    /// The node holds something that is not a record, or merging would exceed its limits.
+    #[error("{path}: {source}; fix or delete the node by hand (it is never rewritten)")]
+    Damaged {
+        /// The record's node.
+        path: String,
+        /// What is wrong.
+        #[source]
+        source: OriginsError,
+    },
+    /// Other mirrors kept changing the node.
+    #[error("{0}: changed under us {RACES_MAX} times in a row")]
+    Contended(String),
+}
+
+/// The node of `topic`'s record.
+pub fn origins_path(topic: &TopicName) -> String {
+    format!("{ORIGINS_PATH}/{topic}")
+}
+
+/// `topic`'s record (empty when it has none).
+pub async fn read_origins(
+    coord: &impl Coordination,
+    topic: &TopicName,
+) -> Result<Origins, OriginsStoreError> {
+    Ok(read_versioned(coord, topic).await?.0)
+}
+
+async fn read_versioned(
+    coord: &impl Coordination,
+    topic: &TopicName,
+) -> Result<(Origins, Option<i32>), OriginsStoreError> {
+    let path = origins_path(topic);
+    match coord.get(&path).await {
+        Ok((data, version)) => Origins::decode(&data)
+            .map(|origins| (origins, Some(version)))
+            .map_err(|source| OriginsStoreError::Damaged { path, source }),
+        Err(CoordError::NoNode(_)) => Ok((Origins::default(), None)),
+        Err(source) => Err(OriginsStoreError::ZooKeeper { path, source }),
+    }
+}
+
+/// Merges `add` into `topic`'s record; returns the record as written (or as found, when it
+/// already covered `add`).
+pub async fn merge_origins(
+    coord: &impl Coordination,
+    topic: &TopicName,
+    add: &Origins,
+) -> Result<Origins, OriginsStoreError> {
+    let path = origins_path(topic);
+    let zk = |source| OriginsStoreError::ZooKeeper {
+        path: path.clone(),
+        source,
+    };
+    for _ in 0..RACES_MAX {
+        let (stored, version) = read_versioned(coord, topic).await?;
+        if stored.covers(add) {
+            return Ok(stored);
+        }
+        let merged = stored
+            .merged(add)
+            .map_err(|source| OriginsStoreError::Damaged {
+                path: path.clone(),
+                source,
+            })?;
+        let written = match version {
+            None => {
+                coord.ensure_parents(&path).await.map_err(zk)?;
+                coord
+                    .create(&path, &merged.encode(), NodeKind::Persistent)
+                    .await
+                    .map(|_| ())
+            }
+            Some(version) => coord
+                .set(&path, &merged.encode(), Some(version))
+                .await
+                .map(|_| ()),
+        };
+        match written {
+            Ok(()) => return Ok(merged),
+            // Another mirror wrote first: read again.
+            Err(CoordError::NodeExists(_) | CoordError::BadVersion(_) | CoordError::NoNode(_)) => {}
+            Err(e) => return Err(zk(e)),
+        }
+    }
+    Err(OriginsStoreError::Contended(path))
+}
+
+/// One cluster's origin records, over a ZooKeeper session opened when first needed and opened
+/// again after a failure (a session that failed mid-operation is never reused). Operations are
+/// one at a time.
+pub struct OriginStore<E: Env> {
+    env: E,
+    connect: ZkConnect,
+    session_timeout: Duration,
+    connection_timeout: Duration,
+    session: Mutex<Option<E::Coord>>,
+}
+
+impl<E: Env> std::fmt::Debug for OriginStore<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OriginStore")
+            .field("connect", &self.connect.to_string())
+            .finish()
+    }
+}
+
+impl<E: Env> OriginStore<E> {
+    /// The records of the cluster whose ZooKeeper is `connect`.
+    pub fn new(
+        env: E,
+        connect: ZkConnect,
+        session_timeout: Duration,
+        connection_timeout: Duration,
+    ) -> Self {
+        OriginStore {
+            env,
+            connect,
+            session_timeout,
+            connection_timeout,
+            session: Mutex::new(None),
+        }
+    }
+
+    /// The ZooKeeper it uses.
+    pub fn connect(&self) -> &ZkConnect {
+        &self.connect
+    }
+
+    /// `topic`'s record.
+    pub async fn read(&self, topic: &TopicName) -> Result<Origins, OriginsStoreError> {
+        let mut session = self.session.lock().await;
+        let coord = self.session(&mut session, topic).await?;
+        let read = read_origins(coord, topic).await;
+        forget_after_failure(&mut session, &read);
+        read
+    }
+
+    /// Merges `add` into `topic`'s record; the record as it stands after.
+    pub async fn merge(
+        &self,
+        topic: &TopicName,
+        add: &Origins,
+    ) -> Result<Origins, OriginsStoreError> {
+        let mut session = self.session.lock().await;
+        let coord = self.session(&mut session, topic).await?;
+        let merged = merge_origins(coord, topic, add).await;
+        forget_after_failure(&mut session, &merged);
+        merged
+    }
+
+    async fn session<'a>(
+        &self,
+        session: &'a mut Option<E::Coord>,
+        topic: &TopicName,
+    ) -> Result<&'a E::Coord, OriginsStoreError> {
+        let coord = match session.take() {
+            Some(coord) => coord,
+            None => self
+                .env
+                .coordinate(&self.connect, self.session_timeout, self.connection_timeout)
+                .await
+                .map_err(|source| OriginsStoreError::ZooKeeper {
+                    path: origins_path(topic),
+                    source,
+                })?,
+        };
+        Ok(session.insert(coord))
+    }
+
+    /// Closes the session (bounded by the caller).
+    pub async fn close(&self) {
+        if let Some(coord) = self.session.lock().await.take() {
+            coord.close().await;
+        }
+    }
+}
+
+/// A ZooKeeper failure drops the session (the next operation opens another).
+fn forget_after_failure<C, T>(session: &mut Option<C>, outcome: &Result<T, OriginsStoreError>) {
+    if let Err(OriginsStoreError::ZooKeeper { .. }) = outcome {
+        session.take();
+    }
+}
