@@ -41,6 +41,8 @@ use tributary_core::mirror::lag::LagSample;
 use tributary_core::wire::TopicName;
 
 use crate::consumer::{ConsumerConnector, GapReport, Subscription};
+use crate::coordination::origins::OriginStore;
+use origins::OriginGate;
 use crate::env::Env;
 use crate::metrics::clients::{watch_consumer, watch_producer, ProducerMetrics};
 use crate::metrics::mirror::{watch_mirror, LagGauges, MirrorMetrics};
@@ -50,6 +52,7 @@ use crate::producer::{Producer, ProducerStats, Record, SendError};
 mod commits;
 pub mod identity;
 pub mod maker;
+pub mod origins;
 mod stream;
 pub mod supervise;
 mod watchdog;
@@ -210,6 +213,9 @@ pub struct MirrorStats {
     pub commits: AtomicU64,
     /// Read errors (unreadable source data: each stops its partition until the next rebalance).
     pub errors: AtomicU64,
+    /// Messages not copied because their topic is refused (a loop, or a name the rename rule
+    /// cannot make): their partitions stop, uncommitted.
+    pub refused: AtomicU64,
 }
 
 /// A running mirror.
@@ -290,6 +296,16 @@ impl Mirror {
         .await?;
         identity::refuse_loops(&identities, &settings.sources)?;
         for (source, identity) in settings.sources.iter().zip(&identities.sources) {
+            if let Some(rule) = &source.mirror.rename {
+                if rule.needs_source_name() && identity.name.is_none() {
+                    return Err(MirrorError::Config(format!(
+                        "mirror.rename.pattern={rule} names topics after the source cluster, and the cluster at {} ({identity}) has no name: set cluster.name on its brokers, or name it with `tributary cluster-id --zookeeper {} --name <name>`",
+                        source.zk_connect, source.zk_connect
+                    )));
+                }
+            }
+        }
+        for (source, identity) in settings.sources.iter().zip(&identities.sources) {
             tracing::info!(
                 "mirror: copying cluster {identity} (at {}) into cluster {}",
                 source.zk_connect,
@@ -310,8 +326,31 @@ impl Mirror {
         let mut streams = JoinSet::new();
         let queue_size = producer_config.queue_size.max(1) as usize;
         let mut stream_index = 0;
-        for (index, source) in settings.sources.iter().enumerate() {
+        let in_target = origins::target_access(&env, &producer_config);
+        let now_ms: Arc<dyn Fn() -> i64 + Send + Sync> = {
+            let env = env.clone();
+            Arc::new(move || env.now_ms())
+        };
+        for (index, (source, identity)) in settings
+            .sources
+            .iter()
+            .zip(&identities.sources)
+            .enumerate()
+        {
             let config = mirror_consumer(source.clone());
+            let gate = Arc::new(OriginGate::new(
+                identity.clone(),
+                identities.target.clone(),
+                source.mirror.rename.clone(),
+                Arc::new(OriginStore::new(
+                    env.clone(),
+                    source.zk_connect.clone(),
+                    Duration::from_millis(source.zk.session_timeout_ms.into()),
+                    Duration::from_millis(source.zk.connection_timeout_ms.into()),
+                )),
+                in_target.clone(),
+                now_ms.clone(),
+            ));
             let subscription = match &settings.filter {
                 Subscription::Whitelist(f, _) => {
                     Subscription::Whitelist(f.clone(), settings.streams.max(1))
@@ -368,6 +407,7 @@ impl Mirror {
                     stats: stats.clone(),
                     window: window.clone(),
                     observer: settings.observer.clone(),
+                    gate: gate.clone(),
                     _running: running.clone(),
                 };
                 streams.spawn(run_stream(context, stream, stop_rx.clone()));

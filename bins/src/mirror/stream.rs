@@ -21,6 +21,7 @@ use tributary_core::mirror::source::{AckEffect, AckOutcome, Admission, Reset};
 use tributary_core::mirror::SourcePartition;
 use tributary_core::wire::TopicName;
 
+use super::origins::{OriginGate, StreamVerdicts, Verdict};
 use super::window::SourceWindow;
 use super::{
     MirrorError, MirrorEvent, MirrorObserver, MirrorStats, ProducerHandle, SHUTDOWN_ACK_WAIT,
@@ -38,6 +39,8 @@ pub(super) struct StreamContext {
     /// Shared by every stream of this source and its commit task.
     pub(super) window: Arc<SourceWindow>,
     pub(super) observer: Option<Arc<dyn MirrorObserver>>,
+    /// Which topics are copied, under which names (shared by the source's streams).
+    pub(super) gate: Arc<OriginGate>,
     /// Held while the stream runs: the source's commit task makes its last round once every
     /// stream of the source has let go of its sender (their last acknowledgements recorded).
     pub(super) _running: mpsc::Sender<std::convert::Infallible>,
@@ -196,6 +199,7 @@ pub(super) async fn run_stream(
 ) -> Result<(), MirrorError> {
     let mut acks = Deliveries::default();
     let mut keys = Keys::default();
+    let mut verdicts = StreamVerdicts::default();
     let mut changes = context.window.changes();
     // Whether this stream may take another message: known after every step that changes the
     // window (each computes it under the lock it holds anyway), looked up after a wake-up.
@@ -217,7 +221,7 @@ pub(super) async fn run_stream(
                     tokio::select! {
                         biased;
                         _ = stop.wait_for(|stopped| *stopped) => break,
-                        forwarded = forward(&context, &mut acks, &mut keys, message) => room = forwarded?,
+                        forwarded = forward(&context, &mut acks, &mut keys, &mut verdicts, message) => room = forwarded?,
                     }
                 }
                 Err(ConsumerError::Timeout(_)) => {}
@@ -260,8 +264,22 @@ async fn forward(
     context: &StreamContext,
     acks: &mut Deliveries,
     keys: &mut Keys,
+    verdicts: &mut StreamVerdicts,
     message: ConsumedMessage,
 ) -> Result<bool, MirrorError> {
+    let target_topic = match verdicts.verdict(&context.gate, &message.topic).await {
+        Verdict::Copy(name) => name,
+        Verdict::Refused(_) => {
+            // Said by the gate. The partition stops (it starts again from its commit at the
+            // next rebalance, and is refused again unless the topology changed); nothing of it
+            // is forwarded or committed from here.
+            context.stats.refused.fetch_add(1, Ordering::Relaxed);
+            context
+                .connector
+                .stop_partition(&message.topic, message.partition);
+            return Ok(context.window.has_room());
+        }
+    };
     let key = keys.key(context.source, &message.topic, message.partition);
     let (seq, room) = {
         let mut state = context.window.lock();
@@ -292,7 +310,7 @@ async fn forward(
         offset: message.offset,
         bytes: message.payload.len() as u64,
     };
-    let record = Record::new(message.topic, message.payload);
+    let record = Record::new(target_topic, message.payload);
     let delivery = match context.producer.send(record).await {
         Ok(delivery) => delivery,
         // Kafka 0.7's loss, planted for the simulator: the message is dropped and the mirror
