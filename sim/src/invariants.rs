@@ -1,4 +1,4 @@
-//! Every invariant the simulation checks, in one place, numbered S1 to S22 as
+//! Every invariant the simulation checks, in one place, numbered S1 to S25 as
 //! docs/ARCHITECTURE.md's "Simulated invariants" table numbers them (a test holds the two
 //! together); docs/simulation.md says how each scenario checks its own. Every violation names
 //! one.
@@ -63,11 +63,19 @@ pub enum Invariant {
     /// S22 (replica): a promoted partition holds the source's bytes up to its promote point and
     /// after it only what clients of the replica cluster produced.
     ReplicaPromoteCut,
+    /// S23 (topology): every message acknowledged in one cluster reaches each cluster the
+    /// topology copies it to, under the name it has there, after the faults heal.
+    TopologyNoLoss,
+    /// S24 (topology): no message is ever copied back into the cluster it was produced in.
+    TopologyNoCopyBack,
+    /// S25 (topology): no message has more copies in a cluster than the faults of its run can
+    /// explain (a loop multiplies them without end).
+    TopologyNoAmplification,
 }
 
 impl Invariant {
     /// Every invariant, in number order.
-    pub const ALL: [Invariant; 22] = [
+    pub const ALL: [Invariant; 25] = [
         Invariant::VisibleIsDurable,
         Invariant::NoCorruptRead,
         Invariant::LatestNeverGoesBack,
@@ -90,6 +98,9 @@ impl Invariant {
         Invariant::ReplicaNoLoss,
         Invariant::ReplicaSyncAhead,
         Invariant::ReplicaPromoteCut,
+        Invariant::TopologyNoLoss,
+        Invariant::TopologyNoCopyBack,
+        Invariant::TopologyNoAmplification,
     ];
 
     /// Its number: `S<n>` in docs/ARCHITECTURE.md.

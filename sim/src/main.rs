@@ -36,9 +36,11 @@ fn parse() -> Result<Args, String> {
                     "mirror" => Scenario::Mirror,
                     "replica" => Scenario::Replica,
                     "long-link" => Scenario::LongLink,
+                    "active-active" => Scenario::ActiveActive,
+                    "chain" => Scenario::Chain,
                     other => {
                         return Err(format!(
-                            "unknown scenario {other}: cluster, mirror, replica or long-link"
+                            "unknown scenario {other}: cluster, mirror, replica, long-link, active-active or chain"
                         ))
                     }
                 }
@@ -55,7 +57,7 @@ fn parse() -> Result<Args, String> {
                 args.duration_secs = value()?.parse().map_err(|_| "--duration takes seconds")?
             }
             "--help" | "-h" => {
-                println!("usage: tributary-sim [--scenario cluster|mirror|replica|long-link] [--seeds N] [--first-seed S] [--seed S] [--faults none|network|crash|mixed] [--duration SECS]");
+                println!("usage: tributary-sim [--scenario cluster|mirror|replica|long-link|active-active|chain] [--seeds N] [--first-seed S] [--seed S] [--faults none|network|crash|mixed] [--duration SECS]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}; see --help")),
@@ -71,6 +73,8 @@ enum Scenario {
     Mirror,
     Replica,
     LongLink,
+    ActiveActive,
+    Chain,
 }
 
 /// Log lines carry simulated time, not wall time.
@@ -119,6 +123,9 @@ fn main() -> ExitCode {
     }
     if args.scenario == Scenario::LongLink {
         return run_long_link(&args);
+    }
+    if matches!(args.scenario, Scenario::ActiveActive | Scenario::Chain) {
+        return run_topology(&args);
     }
     let options = Options {
         duration_secs: args.duration_secs,
@@ -226,6 +233,82 @@ fn run_long_link(args: &Args) -> ExitCode {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// The topology scenarios: one seed replayed with its trace's tail, or a batch with a summary.
+fn run_topology(args: &Args) -> ExitCode {
+    use tributary_sim::topology::{run_seed, Options, Topology};
+    let options = Options {
+        duration: std::time::Duration::from_secs(args.duration_secs),
+        faults: args.faults,
+        topology: if args.scenario == Scenario::Chain {
+            Topology::Chain
+        } else {
+            Topology::ActiveActive
+        },
+        rename: None,
+    };
+    let seeds = args
+        .one
+        .map_or(args.first..args.first + args.seeds, |s| s..s + 1);
+    let wall = Instant::now();
+    let (mut failed, mut runs) = (Vec::new(), 0u64);
+    let mut faults: std::collections::BTreeMap<&'static str, u32> = Default::default();
+    let mut acked: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut delivered: std::collections::BTreeMap<(String, String), usize> = Default::default();
+    let (mut duplicates, mut copies_back, mut refusals, mut starts) = (0, 0, 0, 0u32);
+    let mut copies_max = (0, 0);
+    let mut shapes: std::collections::BTreeMap<String, u32> = Default::default();
+    for seed in seeds {
+        runs += 1;
+        let report = match run_seed(seed, options) {
+            Ok(r) => r,
+            Err((violation, r)) => {
+                println!("seed {seed} FAILED ({}): {violation}", r.shape);
+                if args.one.is_some() {
+                    r.trace_tail.iter().for_each(|l| println!("{l}"));
+                }
+                failed.push(seed);
+                continue;
+            }
+        };
+        if args.one.is_some() {
+            report.trace_tail.iter().for_each(|l| println!("{l}"));
+            println!("{report:?}");
+        }
+        *shapes.entry(report.shape.split(", queue").next().unwrap_or_default().to_string()).or_default() += 1;
+        for (k, n) in report.faults {
+            *faults.entry(k).or_default() += n;
+        }
+        for (k, n) in report.acked {
+            *acked.entry(k).or_default() += n;
+        }
+        for (k, n) in report.delivered {
+            *delivered.entry(k).or_default() += n;
+        }
+        duplicates += report.duplicates;
+        copies_back += report.copies_back;
+        refusals += report.refusals;
+        starts += report.mirror_starts;
+        if report.copies_max.0 * copies_max.1.max(1) >= copies_max.0 * report.copies_max.1.max(1) {
+            copies_max = report.copies_max;
+        }
+    }
+    println!(
+        "{runs} {:?} seeds ({:?} faults, {} s each): {} failed {failed:?}; {:.0} wall s; shapes {shapes:?}; faults {faults:?}; acknowledged {acked:?}; delivered (origin, cluster) {delivered:?}; {duplicates} duplicate copies; most copies of one message in one cluster {} (bound {}); copies back {copies_back}; {refusals} refusals logged; {starts} mirror starts",
+        options.topology,
+        args.faults,
+        args.duration_secs,
+        failed.len(),
+        wall.elapsed().as_secs_f64(),
+        copies_max.0,
+        copies_max.1,
+    );
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

@@ -11,7 +11,7 @@ use tributary_core::config::ZkConnect;
 use tributary_core::origin::{Origins, OriginsError, ORIGINS_PATH};
 use tributary_core::wire::TopicName;
 
-use super::{CoordError, Coordination, NodeKind};
+use super::{CoordError, Coordination, NodeKind, Watch};
 use crate::env::Env;
 
 /// How often a lost race (another mirror merged between our read and our write) is retried.
@@ -68,6 +68,41 @@ async fn read_versioned(
         Err(CoordError::NoNode(_)) => Ok((Origins::default(), None)),
         Err(source) => Err(OriginsStoreError::ZooKeeper { path, source }),
     }
+}
+
+/// `topic`'s record and a watch that fires when it changes: on the node when it exists, else on
+/// the records' parent (which this creates if missing), so that the record's creation fires it
+/// too (as does any other topic's: a spurious wake-up only makes the caller read again).
+pub async fn read_and_watch(
+    coord: &impl Coordination,
+    topic: &TopicName,
+) -> Result<(Origins, Watch), OriginsStoreError> {
+    let path = origins_path(topic);
+    let zk = |source| OriginsStoreError::ZooKeeper {
+        path: path.clone(),
+        source,
+    };
+    // Twice at most: the node may be created between the two looks.
+    for _ in 0..2 {
+        match coord.get_and_watch(&path).await {
+            Ok((data, _, watch)) => {
+                return Origins::decode(&data)
+                    .map(|origins| (origins, watch))
+                    .map_err(|source| OriginsStoreError::Damaged {
+                        path: path.clone(),
+                        source,
+                    })
+            }
+            Err(CoordError::NoNode(_)) => {}
+            Err(e) => return Err(zk(e)),
+        }
+        coord.ensure_parents(&path).await.map_err(zk)?;
+        let (children, watch) = coord.children_and_watch(ORIGINS_PATH).await.map_err(zk)?;
+        if !children.iter().any(|c| c == topic.as_str()) {
+            return Ok((Origins::default(), watch));
+        }
+    }
+    Err(OriginsStoreError::Contended(path))
 }
 
 /// Merges `add` into `topic`'s record; returns the record as written (or as found, when it
@@ -162,6 +197,18 @@ impl<E: Env> OriginStore<E> {
         let mut session = self.session.lock().await;
         let coord = self.session(&mut session, topic).await?;
         let read = read_origins(coord, topic).await;
+        forget_after_failure(&mut session, &read);
+        read
+    }
+
+    /// `topic`'s record and a watch on it (see [`read_and_watch`]).
+    pub async fn read_and_watch(
+        &self,
+        topic: &TopicName,
+    ) -> Result<(Origins, Watch), OriginsStoreError> {
+        let mut session = self.session.lock().await;
+        let coord = self.session(&mut session, topic).await?;
+        let read = read_and_watch(coord, topic).await;
         forget_after_failure(&mut session, &read);
         read
     }

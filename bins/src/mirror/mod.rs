@@ -298,7 +298,8 @@ impl Mirror {
         for (source, identity) in settings.sources.iter().zip(&identities.sources) {
             if let Some(rule) = &source.mirror.rename {
                 if rule.needs_source_name() && identity.name.is_none() {
-                    return Err(MirrorError::Config(format!(
+                    // Not a settings error: the source's brokers may name it when they start.
+                    return Err(MirrorError::Source(format!(
                         "mirror.rename.pattern={rule} names topics after the source cluster, and the cluster at {} ({identity}) has no name: set cluster.name on its brokers, or name it with `tributary cluster-id --zookeeper {} --name <name>`",
                         source.zk_connect, source.zk_connect
                     )));

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ use tributary_core::wire::TopicName;
 
 use crate::client::{connect, topic_origins, OriginsQueryError};
 use crate::coordination::origins::{OriginStore, OriginsStoreError};
+use crate::coordination::Watch;
 use crate::env::Env;
 use crate::producer::targets::how;
 
@@ -54,11 +56,18 @@ pub enum OriginsAccessError {
 }
 
 type Access<'a> = Pin<Box<dyn Future<Output = Result<Origins, OriginsAccessError>> + Send + 'a>>;
+type WatchedAccess<'a> =
+    Pin<Box<dyn Future<Output = Result<(Origins, Option<Watch>), OriginsAccessError>> + Send + 'a>>;
 
 /// One cluster's origin records, however they are reached.
 pub trait OriginsAccess: Send + Sync {
     /// `topic`'s record.
     fn read<'a>(&'a self, topic: &'a TopicName) -> Access<'a>;
+    /// `topic`'s record, and a watch that fires when it changes where the records can be
+    /// watched (a ZooKeeper).
+    fn read_and_watch<'a>(&'a self, topic: &'a TopicName) -> WatchedAccess<'a> {
+        Box::pin(async move { Ok((self.read(topic).await?, None)) })
+    }
     /// Merges `add` into `topic`'s record.
     fn merge<'a>(&'a self, topic: &'a TopicName, add: &'a Origins) -> Access<'a>;
 }
@@ -66,6 +75,13 @@ pub trait OriginsAccess: Send + Sync {
 impl<E: Env> OriginsAccess for OriginStore<E> {
     fn read<'a>(&'a self, topic: &'a TopicName) -> Access<'a> {
         Box::pin(async move { Ok(OriginStore::read(self, topic).await?) })
+    }
+
+    fn read_and_watch<'a>(&'a self, topic: &'a TopicName) -> WatchedAccess<'a> {
+        Box::pin(async move {
+            let (origins, watch) = OriginStore::read_and_watch(self, topic).await?;
+            Ok((origins, Some(watch)))
+        })
     }
 
     fn merge<'a>(&'a self, topic: &'a TopicName, add: &'a Origins) -> Access<'a> {
@@ -149,6 +165,8 @@ pub enum Verdict {
 struct Decided {
     verdict: Verdict,
     at_ms: i64,
+    /// Set when the source's record changed since (its watch fired): decide again.
+    stale: Arc<AtomicBool>,
 }
 
 /// One source's decisions, shared by its streams.
@@ -209,56 +227,59 @@ impl OriginGate {
         }
     }
 
-    /// What `topic`'s messages become: the decision kept, or a new one (waiting, and saying
-    /// why every 30 s, while none can be made). Cancel-safe: cancelling leaves nothing half
-    /// decided.
-    pub async fn verdict(&self, topic: &TopicName) -> Verdict {
+    /// What `topic`'s messages become — the decision kept, or a new one (waiting, and saying
+    /// why every 30 s, while none can be made) — and the flag that says when it must be made
+    /// again (the source's record changed). Cancel-safe: cancelling leaves nothing half decided.
+    pub async fn verdict(&self, topic: &TopicName) -> (Verdict, Arc<AtomicBool>) {
         let mut decided = self.decided.lock().await;
         let now = (self.now_ms)();
         let recheck_ms = i64::try_from(RECHECK_EVERY.as_millis()).unwrap_or(i64::MAX);
-        let kept = decided.get(topic);
-        if let Some(kept) = kept {
-            if now.saturating_sub(kept.at_ms) < recheck_ms && now >= kept.at_ms {
-                return kept.verdict.clone();
+        if let Some(kept) = decided.get(topic) {
+            let fresh = now >= kept.at_ms && now.saturating_sub(kept.at_ms) < recheck_ms;
+            if fresh && !kept.stale.load(Ordering::Acquire) {
+                return (kept.verdict.clone(), kept.stale.clone());
             }
         }
         let mut said_at: Option<i64> = None;
         loop {
             match self.decide(topic).await {
-                Ok(verdict) => {
+                Ok((verdict, watch)) => {
                     let changed = decided.get(topic).map(|k| &k.verdict) != Some(&verdict);
                     if changed {
-                        match &verdict {
-                            Verdict::Copy(to) if to == topic => tracing::info!(
-                                "mirror: topic {topic} is copied from {} into {}",
-                                self.source,
-                                self.target
-                            ),
-                            Verdict::Copy(to) => tracing::info!(
-                                "mirror: topic {topic} is copied from {} into {} as {to}",
-                                self.source,
-                                self.target
-                            ),
-                            Verdict::Refused(why) => tracing::error!("mirror: {why}"),
-                        }
+                        self.say(topic, &verdict);
+                    }
+                    let stale = Arc::new(AtomicBool::new(false));
+                    if let Some(watch) = watch {
+                        let stale = stale.clone();
+                        // Ends when the record changes, or gives up after two rechecks'
+                        // time (the recheck has made a new watch by then).
+                        tokio::spawn(async move {
+                            let _ = tokio::time::timeout(RECHECK_EVERY * 2, watch).await;
+                            stale.store(true, Ordering::Release);
+                        });
                     }
                     decided.insert(
                         topic.clone(),
                         Decided {
                             verdict: verdict.clone(),
                             at_ms: (self.now_ms)(),
+                            stale: stale.clone(),
                         },
                     );
-                    return verdict;
+                    return (verdict, stale);
                 }
                 Err(e) => {
-                    if let Some(kept) = decided.get_mut(topic) {
-                        // A later check: keep going as decided, try again later.
-                        tracing::warn!("mirror: topic {topic}: {e}; it goes on as decided and is checked again in {RECHECK_EVERY:?}");
-                        kept.at_ms = (self.now_ms)();
-                        return kept.verdict.clone();
-                    }
                     let now = (self.now_ms)();
+                    if let Some(kept) = decided.get_mut(topic) {
+                        // A later check: keep going as decided; try again in a second (not at
+                        // every message: the ZooKeeper that failed is not asked at that rate).
+                        tracing::warn!("mirror: topic {topic}: {e}; it goes on as decided and is checked again shortly");
+                        kept.at_ms = now
+                            .saturating_sub(recheck_ms)
+                            .saturating_add(i64::try_from(RETRY_EVERY.as_millis()).unwrap_or(0));
+                        kept.stale.store(false, Ordering::Release);
+                        return (kept.verdict.clone(), kept.stale.clone());
+                    }
                     if said_at.is_none_or(|at| now.saturating_sub(at) >= 30_000) {
                         tracing::warn!("mirror: topic {topic}: {e}; it is not copied until its routes are known (retrying)");
                         said_at = Some(now);
@@ -269,14 +290,30 @@ impl OriginGate {
         }
     }
 
+    fn say(&self, topic: &TopicName, verdict: &Verdict) {
+        match verdict {
+            Verdict::Copy(to) if to == topic => tracing::info!(
+                "mirror: topic {topic} is copied from {} into {}",
+                self.source,
+                self.target
+            ),
+            Verdict::Copy(to) => tracing::info!(
+                "mirror: topic {topic} is copied from {} into {} as {to}",
+                self.source,
+                self.target
+            ),
+            Verdict::Refused(why) => tracing::error!("mirror: {why}"),
+        }
+    }
+
     /// One decision: the rename, the check against the source's routes, the record in the
     /// target, and the check once more (see the module's doc).
-    async fn decide(&self, topic: &TopicName) -> Result<Verdict, Undecided> {
+    async fn decide(&self, topic: &TopicName) -> Result<(Verdict, Option<Watch>), Undecided> {
         let target_topic = match &self.rename {
             None => topic.clone(),
             Some(rule) => match rule.apply(&self.source, topic) {
                 Ok(renamed) => renamed,
-                Err(e) => return Ok(Verdict::Refused(format!("topic {topic}: {e}"))),
+                Err(e) => return Ok((Verdict::Refused(format!("topic {topic}: {e}")), None)),
             },
         };
         let read_source = || async {
@@ -290,15 +327,16 @@ impl OriginGate {
         };
         let in_source = read_source().await?;
         if let Err(refused) = check_copy(topic, &self.source, &self.target, &in_source) {
-            return Ok(Verdict::Refused(refused.to_string()));
+            return Ok((Verdict::Refused(refused.to_string()), None));
         }
         let add = match routes_into(&self.source, &in_source) {
             Ok(add) => add,
             Err(e) => {
-                return Ok(Verdict::Refused(format!(
+                let why = format!(
                     "topic {topic}: its routes cannot be recorded in {}: {e}",
                     self.target
-                )))
+                );
+                return Ok((Verdict::Refused(why), None));
             }
         };
         self.in_target
@@ -309,34 +347,58 @@ impl OriginGate {
                 source,
             })?;
         // Again, now that our record is in place: a mirror in the other direction that read
-        // before we wrote has written before this read.
-        let in_source = read_source().await?;
+        // before we wrote has written before this read. Watched from here: a change (a route
+        // recorded upstream later) makes the next message decide again.
+        let (in_source, watch) =
+            self.in_source
+                .read_and_watch(topic)
+                .await
+                .map_err(|source| Undecided::Source {
+                    cluster: self.source.to_string(),
+                    source,
+                })?;
         if let Err(refused) = check_copy(topic, &self.source, &self.target, &in_source) {
-            return Ok(Verdict::Refused(refused.to_string()));
+            return Ok((Verdict::Refused(refused.to_string()), watch));
         }
-        Ok(Verdict::Copy(target_topic))
+        // Routes recorded upstream since the first read go downstream now.
+        let again = routes_into(&self.source, &in_source).unwrap_or_else(|_| add.clone());
+        if again != add {
+            self.in_target
+                .merge(&target_topic, &again)
+                .await
+                .map_err(|source| Undecided::Target {
+                    cluster: self.target.to_string(),
+                    source,
+                })?;
+        }
+        Ok((Verdict::Copy(target_topic), watch))
     }
 }
 
 /// A stream's last decision, so that a run of messages of one topic does not ask the gate for
-/// each.
+/// each (one atomic load a message instead: whether the source's record changed).
 #[derive(Default)]
 pub struct StreamVerdicts {
-    last: Option<(TopicName, Verdict, i64)>,
+    last: Option<(TopicName, Verdict, Arc<AtomicBool>, i64)>,
 }
 
 impl StreamVerdicts {
-    /// `topic`'s verdict: the one kept when it is `topic`'s and recent, else the gate's.
+    /// `topic`'s verdict: the one kept when it is `topic`'s, recent and not stale, else the
+    /// gate's.
     pub async fn verdict(&mut self, gate: &OriginGate, topic: &TopicName) -> Verdict {
         let now = (gate.now_ms)();
         let recheck_ms = i64::try_from(RECHECK_EVERY.as_millis()).unwrap_or(i64::MAX);
-        if let Some((kept, verdict, at)) = &self.last {
-            if kept == topic && now >= *at && now - at < recheck_ms {
+        if let Some((kept, verdict, stale, at)) = &self.last {
+            if kept == topic
+                && now >= *at
+                && now - at < recheck_ms
+                && !stale.load(Ordering::Acquire)
+            {
                 return verdict.clone();
             }
         }
-        let verdict = gate.verdict(topic).await;
-        self.last = Some((topic.clone(), verdict.clone(), now));
+        let (verdict, stale) = gate.verdict(topic).await;
+        self.last = Some((topic.clone(), verdict.clone(), stale, now));
         verdict
     }
 }

@@ -2,7 +2,8 @@
 //! producers, the produce history), [`clients`] (consumer groups), [`mirror`] (two clusters and
 //! the mirror), [`replica`] (replica mode and failover), [`long_link`] (the mirror over the link
 //! proxy), [`log_crash`] (a crash at any file-system operation, then recovery) and
-//! [`retention_restart`]; [`two_clusters`] holds the faults the two-cluster scenarios share.
+//! [`retention_restart`]; [`topology`] (active-active and chains of mirrors, loops refused);
+//! [`two_clusters`] holds the faults the two-cluster scenarios share.
 //! Each is re-exported at the crate's root (`tributary_sim::mirror`, …).
 
 pub mod clients;
@@ -12,4 +13,5 @@ pub mod long_link;
 pub mod mirror;
 pub mod replica;
 pub mod retention_restart;
+pub mod topology;
 pub mod two_clusters;

@@ -28,7 +28,7 @@ pub(super) struct FinalRead {
 
 /// One source partition read end to end: its earliest offset and its messages as
 /// (start, end, payload).
-pub(super) type SourceRead = (i64, Vec<(i64, i64, Vec<u8>)>);
+pub(crate) type SourceRead = (i64, Vec<(i64, i64, Vec<u8>)>);
 
 /// Every (topic, broker-partition) registered in a cluster's ZooKeeper model.
 pub(crate) fn partitions_of(model: &crate::zk_model::SharedModel) -> Vec<Part> {
@@ -176,7 +176,7 @@ const REGISTRATION_ROUNDS: usize = 8;
 /// (delete, then create), so one look can fall between the two and miss a partition that holds
 /// data (mirror seed 4058 read a mirror broker's `orders` partition as absent and reported its
 /// messages lost).
-async fn registered_settled(model: &crate::zk_model::SharedModel) -> Vec<Part> {
+pub(crate) async fn registered_settled(model: &crate::zk_model::SharedModel) -> Vec<Part> {
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..REGISTRATION_ROUNDS {
         let before = seen.len();
@@ -190,7 +190,7 @@ async fn registered_settled(model: &crate::zk_model::SharedModel) -> Vec<Part> {
 }
 
 /// One partition of `cluster` read whole: its earliest offset and its messages.
-async fn read_whole(part: &Part, cluster: &str) -> Result<SourceRead, String> {
+pub(crate) async fn read_whole(part: &Part, cluster: &str) -> Result<SourceRead, String> {
     let (earliest, _) = range_of(part, cluster)
         .await
         .map_err(|e| format!("{}/{}: {e}", part.0, part.1))?;
