@@ -1283,3 +1283,230 @@ async fn a_mirror_into_its_own_source_through_an_alias_is_refused_and_copies_not
     assert_eq!(lines.next().map(str::len), Some(22), "{}", ids[0]);
     assert_eq!(lines.next(), Some("name east"));
 }
+
+/// A cluster named `name` (`cluster.name`) of one broker.
+fn named_cluster(name: &str) -> Cluster {
+    source_cluster(1, &format!("cluster.name={name}\n"))
+}
+
+/// A mirror maker copying every topic matching `whitelist` from `from` into `to` (its files in
+/// `dir`, its log `<from>-<to>.log`), renaming or not.
+fn maker_between(
+    dir: &Path,
+    from: (&str, &Cluster),
+    to: (&str, &Cluster),
+    whitelist: &str,
+    rename: bool,
+) -> (KilledOnDrop, std::path::PathBuf) {
+    let name = format!("{}-{}", from.0, to.0);
+    let consumer = dir.join(format!("{name}-consumer.properties"));
+    let extra = format!("groupid=mirror-{name}\nmirror.rename.topics={rename}\n");
+    std::fs::write(&consumer, mirror_consumer(&from.1.zk, &extra)).unwrap();
+    let producer = dir.join(format!("{name}-producer.properties"));
+    std::fs::write(&producer, mirror_producer(&to.1.zk, 50)).unwrap();
+    let log = dir.join(format!("{name}.log"));
+    let maker = mirror_maker(&consumer, &producer, &["--whitelist", whitelist], &log);
+    (KilledOnDrop(maker), log)
+}
+
+/// Every copy of `topics`' messages in `cluster` (partitions 0 and 1 of each broker).
+async fn copies_of(cluster: &Cluster, topics: &[&str]) -> usize {
+    copies(cluster, topics).await.values().sum()
+}
+
+/// Sends five acknowledged messages `<prefix>-<i>` to `loop`.
+async fn send_to_loop(producer: &Producer<TokioEnv>, prefix: &str) {
+    for i in 0..5 {
+        let m = format!("{prefix}-{i}");
+        let delivery = producer.send(Record::new(topic("loop"), m.into_bytes()));
+        delivery.await.unwrap().await.unwrap();
+    }
+}
+
+/// Issue 24's repro: two mirror makers, east → west and west → east, both `--whitelist loop`,
+/// copied 10 messages into 60 / 120 / 220 copies after 5 / 10 / 20 s. Each direction now
+/// records where `loop` came from and refuses a topic whose messages came from its target: one
+/// direction (or both, when they start together) refuses, says why, and nothing multiplies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_mirrors_in_opposite_directions_refuse_the_loop_instead_of_multiplying() {
+    let east = named_cluster("east");
+    let west = named_cluster("west");
+    let dir = tempfile::tempdir().unwrap();
+    // Five in each cluster before the mirrors start, five more after.
+    let (east_producer, west_producer) = (producer(&east.zk).await, producer(&west.zk).await);
+    send_to_loop(&east_producer, "east-a").await;
+    send_to_loop(&west_producer, "west-a").await;
+    let (_east_west, east_west_log) =
+        maker_between(dir.path(), ("east", &east), ("west", &west), "loop", false);
+    let (_west_east, west_east_log) =
+        maker_between(dir.path(), ("west", &west), ("east", &east), "loop", false);
+    send_to_loop(&east_producer, "east-b").await;
+    send_to_loop(&west_producer, "west-b").await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let east_copies = copies(&east, &["loop"]).await;
+    let west_copies = copies(&west, &["loop"]).await;
+    let logs = format!(
+        "{}\n{}",
+        std::fs::read_to_string(&east_west_log).unwrap_or_default(),
+        std::fs::read_to_string(&west_east_log).unwrap_or_default()
+    );
+    let total = |c: &BTreeMap<String, usize>| c.values().sum::<usize>();
+    eprintln!(
+        "loop: east holds {} copies, west {} (10 produced in each)",
+        total(&east_copies),
+        total(&west_copies)
+    );
+    // No message is in its own cluster twice, and none anywhere more than twice in all.
+    for (cluster, name) in [(&east_copies, "east"), (&west_copies, "west")] {
+        for (m, n) in cluster {
+            assert!(
+                !(m.starts_with(name) && *n > 1),
+                "{m} was copied back into {name} ({n} copies)\n{logs}"
+            );
+            assert_eq!(*n, 1, "{m}: {n} copies in {name}\n{logs}");
+        }
+    }
+    assert!(
+        total(&east_copies) <= 20 && total(&west_copies) <= 20,
+        "copies multiplied: east {}, west {}\n{logs}",
+        total(&east_copies),
+        total(&west_copies)
+    );
+    assert!(
+        logs.contains("so copying them back would loop forever"),
+        "no mirror said it refused the loop:\n{logs}"
+    );
+    // Where `loop` came from is recorded, and the tool shows it.
+    let out = Command::new(tributary_binary())
+        .args(["cluster-id", "--zookeeper", &west.zk.connect_string(), "--origins"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        listed.lines().any(|l| l.starts_with("loop ")) || {
+            let east_listed = Command::new(tributary_binary())
+                .args(["cluster-id", "--zookeeper", &east.zk.connect_string(), "--origins"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&east_listed.stdout)
+                .lines()
+                .any(|l| l.starts_with("loop "))
+        },
+        "neither cluster records where loop came from: {listed}"
+    );
+}
+
+/// Active-active done right: both clusters take writes to `orders`, each mirror renames what it
+/// copies (`mirror.rename.topics=true`: `east.orders` in west, `west.orders` in east) and copies
+/// every topic (`.*`), so it also meets the other's renamed copy of its own messages — refused,
+/// by their origin route. A mirror maker in each direction is killed (SIGKILL) and started
+/// again mid-run: nothing acknowledged is lost, nothing is copied back, and duplicates stay
+/// within the in-flight bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn active_active_with_renaming_loses_nothing_under_kill_9_and_copies_nothing_back() {
+    let east = named_cluster("east");
+    let west = named_cluster("west");
+    let dir = tempfile::tempdir().unwrap();
+    let start = |from: (&str, &Cluster), to: (&str, &Cluster)| {
+        maker_between(dir.path(), from, to, ".*", true)
+    };
+    let mut east_west = start(("east", &east), ("west", &west));
+    let mut west_east = start(("west", &west), ("east", &east));
+    let produce = |zk: String, name: &'static str| {
+        tokio::spawn(async move {
+            let text = format!("zk.connect={zk}\nzk.sessiontimeout.ms={SESSION_MS}\ndurable.acks=true\nnum.retries=0\nproducer.type=sync\n");
+            let producer = Producer::start(
+                TokioEnv,
+                ProducerConfig::from_properties(&Properties::parse("t", &text).unwrap()).unwrap(),
+            )
+            .await
+            .unwrap();
+            let mut acked = Vec::new();
+            let started = Instant::now();
+            let mut i = 0u64;
+            while started.elapsed() < Duration::from_secs(15) {
+                let m = format!("{name}-{i}");
+                if let Ok(d) = producer.send(Record::new(topic("orders"), m.clone().into_bytes())).await {
+                    if d.await.is_ok() {
+                        acked.push(m);
+                    }
+                }
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            acked
+        })
+    };
+    let east_acked = produce(east.zk.connect_string(), "east");
+    let west_acked = produce(west.zk.connect_string(), "west");
+    // kill -9 of each direction's mirror maker, one after the other, each started again.
+    let mut kills = 0;
+    for (at, which) in [(4, 0), (9, 1)] {
+        tokio::time::sleep(Duration::from_secs(at - if which == 0 { 0 } else { 4 })).await;
+        let (maker, from, to) = if which == 0 {
+            (&mut east_west, ("east", &east), ("west", &west))
+        } else {
+            (&mut west_east, ("west", &west), ("east", &east))
+        };
+        maker.0 .0.kill().unwrap();
+        maker.0 .0.wait().unwrap();
+        kills += 1;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        *maker = start(from, to);
+    }
+    let (east_acked, west_acked) = (east_acked.await.unwrap(), west_acked.await.unwrap());
+    // Until both directions have copied everything (at most 60 s).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (in_west, in_east) = loop {
+        let in_west = copies(&west, &["east.orders"]).await;
+        let in_east = copies(&east, &["west.orders"]).await;
+        let done = east_acked.iter().all(|m| in_west.contains_key(m))
+            && west_acked.iter().all(|m| in_east.contains_key(m));
+        if done || Instant::now() >= deadline {
+            break (in_west, in_east);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let logs = format!(
+        "{}\n{}",
+        std::fs::read_to_string(&east_west.1).unwrap_or_default(),
+        std::fs::read_to_string(&west_east.1).unwrap_or_default()
+    );
+    let lost_east: Vec<&String> = east_acked.iter().filter(|m| !in_west.contains_key(*m)).collect();
+    let lost_west: Vec<&String> = west_acked.iter().filter(|m| !in_east.contains_key(*m)).collect();
+    let duplicates: usize = in_west.values().chain(in_east.values()).map(|n| n - 1).sum();
+    // Copies back: the other's renamed copy of one's own messages, renamed again.
+    let back = copies_of(&east, &["west.east.orders"]).await + copies_of(&west, &["east.west.orders"]).await;
+    let own_east = copies(&east, &["orders"]).await;
+    let own_west = copies(&west, &["orders"]).await;
+    let strays = own_east.keys().filter(|m| !m.starts_with("east")).count()
+        + own_west.keys().filter(|m| !m.starts_with("west")).count();
+    eprintln!(
+        "active-active: east→west {} acknowledged, west→east {}; {} + {} lost; {duplicates} duplicates; {back} copies back; {kills} kill -9",
+        east_acked.len(),
+        west_acked.len(),
+        lost_east.len(),
+        lost_west.len()
+    );
+    assert!(
+        lost_east.is_empty() && lost_west.is_empty(),
+        "lost: {:?} {:?}\n{logs}",
+        lost_east.iter().take(5).collect::<Vec<_>>(),
+        lost_west.iter().take(5).collect::<Vec<_>>()
+    );
+    assert_eq!(back, 0, "messages were copied back to their origin\n{logs}");
+    assert_eq!(strays, 0, "a cluster's own orders holds the other's messages\n{logs}");
+    assert!(
+        own_east.values().chain(own_west.values()).all(|n| *n == 1),
+        "a message is in its own cluster twice"
+    );
+    // Each kill resends at most what its mirror had uncommitted: 2 × queue.size (50) for its
+    // one stream.
+    let bound = kills * 2 * 50;
+    assert!(duplicates <= bound, "{duplicates} duplicates (bound {bound})\n{logs}");
+    assert!(
+        logs.contains("not mirrored from"),
+        "the renamed copies were not refused on their way back:\n{logs}"
+    );
+}
