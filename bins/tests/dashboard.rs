@@ -34,6 +34,7 @@ fn exported_names() -> BTreeSet<String> {
         &mirror,
         0,
         &[LagSample {
+            source: "east".into(),
             topic: "t".into(),
             partition: "0-0".into(),
             source_end: 10,

@@ -31,18 +31,25 @@ const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A source partition: (topic, `<broker>-<partition>`).
 pub type Part = (String, String);
 
-/// The value of the sample `name{labels}` in a text-format scrape (labels in any order).
+/// The value of the first sample `name{…}` in a text-format scrape that carries every one of
+/// `labels` (in any order, among others).
 pub fn sample_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    let mut sorted: Vec<&(&str, &str)> = labels.iter().collect();
-    sorted.sort();
-    let rendered: Vec<String> = sorted.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-    let prefix = match rendered.is_empty() {
-        true => format!("{name} "),
-        false => format!("{name}{{{}}} ", rendered.join(",")),
-    };
-    text.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .and_then(|v| v.trim().parse().ok())
+    let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?;
+        let (found, value) = match rest.strip_prefix('{') {
+            Some(inner) => {
+                let (found, value) = inner.split_once("} ")?;
+                (found.split(',').collect::<Vec<_>>(), value)
+            }
+            None => (Vec::new(), rest.strip_prefix(' ')?),
+        };
+        wanted
+            .iter()
+            .all(|w| found.contains(&w.as_str()))
+            .then(|| value.trim().parse().ok())
+            .flatten()
+    })
 }
 
 /// What disagrees now (empty: everything agrees). `latest` holds each source partition's

@@ -45,14 +45,14 @@ impl MirrorMetrics {
             lag_bytes: gauge_vec(
                 registry,
                 "tributary_mirror_lag_bytes",
-                "Source end offset minus the offset durably mirrored, per source partition.",
-                &["topic", "partition"],
+                "Source end offset minus the offset durably mirrored, per source partition (source: the source cluster's name, else its id; empty in replica mode).",
+                &["source", "topic", "partition"],
             ),
             lag_seconds: gauge_vec(
                 registry,
                 "tributary_mirror_lag_seconds",
                 "Age of the oldest source byte not yet mirrored, in seconds: how long ago the source's end passed the mirrored position (0 while caught up).",
-                &["topic", "partition"],
+                &["source", "topic", "partition"],
             ),
             messages: counter(
                 registry,
@@ -122,7 +122,11 @@ impl LagGauges {
     pub fn update(&mut self, metrics: &MirrorMetrics, now_ms: i64, samples: &[LagSample]) {
         let lags = self.clock.observe(now_ms, samples);
         for (sample, lag) in samples.iter().zip(lags) {
-            let labels = [sample.topic.as_str(), sample.partition.as_str()];
+            let labels = [
+                sample.source.as_str(),
+                sample.topic.as_str(),
+                sample.partition.as_str(),
+            ];
             self.bytes.set(&metrics.lag_bytes, &labels, lag.bytes);
             self.seconds
                 .set(&metrics.lag_seconds, &labels, lag.ms / 1_000);

@@ -444,6 +444,7 @@ impl Mirror {
             env,
             connectors.clone(),
             watches,
+            identities.sources.iter().map(source_label).collect(),
             producers.clone(),
             producer_config.queue_size,
             stats.clone(),
@@ -607,6 +608,14 @@ fn mirror_consumer(mut config: ConsumerConfig) -> ConsumerConfig {
     config
 }
 
+/// The `source` label of a source cluster's series: its name, else its id.
+fn source_label(identity: &ClusterIdentity) -> String {
+    match &identity.name {
+        Some(name) => name.to_string(),
+        None => identity.id.to_string(),
+    }
+}
+
 /// How often, with metrics on, the source's latest offsets are asked for (the lag gauges).
 const LAG_EVERY: Duration = Duration::from_secs(5);
 
@@ -619,7 +628,7 @@ struct MirrorGauges {
     updated: bool,
     /// Each partition's last sample: kept for an owned partition whose broker did not answer
     /// this round (an unreachable source must not make its lag disappear).
-    last: BTreeMap<(String, String), LagSample>,
+    last: BTreeMap<(String, String, String), LagSample>,
 }
 
 impl MirrorGauges {
@@ -630,7 +639,7 @@ impl MirrorGauges {
         &mut self,
         now_ms: i64,
         round: &[LagSample],
-        owned: &[(String, String)],
+        owned: &[(String, String, String)],
         queued: usize,
         unowned: usize,
     ) {
@@ -640,10 +649,15 @@ impl MirrorGauges {
             return;
         }
         self.updated = true;
-        // Two source clusters may both have a topic-partition: one series, the larger lag.
-        let mut samples: BTreeMap<(String, String), LagSample> = BTreeMap::new();
+        // One series per source cluster, topic and partition (the same source given twice is
+        // refused at start; a round that saw a partition twice keeps the larger lag).
+        let mut samples: BTreeMap<(String, String, String), LagSample> = BTreeMap::new();
         for sample in round {
-            let key = (sample.topic.clone(), sample.partition.clone());
+            let key = (
+                sample.source.clone(),
+                sample.topic.clone(),
+                sample.partition.clone(),
+            );
             let behind = |s: &LagSample| s.source_end.saturating_sub(s.position);
             if samples
                 .get(&key)
@@ -690,6 +704,7 @@ async fn summarize<E: Env>(
     env: E,
     connectors: Vec<Arc<ConsumerConnector>>,
     mut watches: Vec<SourceWatch<E>>,
+    source_labels: Vec<String>,
     producers: Vec<Arc<dyn ProducerHandle>>,
     queue_size: u32,
     stats: Arc<MirrorStats>,
@@ -719,9 +734,14 @@ async fn summarize<E: Env>(
         let mut samples = Vec::new();
         let mut unowned = 0;
         for (index, (watch, connector)) in watches.iter_mut().zip(&connectors).enumerate() {
+            let label = source_labels.get(index).cloned().unwrap_or_default();
+            let labelled = |mut sample: LagSample| {
+                sample.source = label.clone();
+                sample
+            };
             match watch.round(&env, env.now_ms()).await {
                 Ok(round) => {
-                    samples.extend(round.samples);
+                    samples.extend(round.samples.into_iter().map(labelled));
                     unowned += round.unowned;
                     warned_at[index] = None;
                 }
@@ -730,21 +750,28 @@ async fn summarize<E: Env>(
                         tracing::warn!("mirror: {e}; the lag shown is this member's own partitions' until it can be read");
                         warned_at[index] = Some(tokio::time::Instant::now());
                     }
-                    samples.extend(connector.lag(&env).await.into_iter().map(|l| LagSample {
-                        topic: l.topic.to_string(),
-                        partition: l.partition.to_string(),
-                        source_end: l.latest,
-                        position: l.committed,
+                    samples.extend(connector.lag(&env).await.into_iter().map(|l| {
+                        labelled(LagSample {
+                            source: String::new(),
+                            topic: l.topic.to_string(),
+                            partition: l.partition.to_string(),
+                            source_end: l.latest,
+                            position: l.committed,
+                        })
                     }));
                 }
             }
         }
         let queued: usize = producers.iter().map(|p| p.queued()).sum();
         if let Some(gauges) = &mut gauges {
-            let owned: Vec<(String, String)> = connectors
+            let owned: Vec<(String, String, String)> = connectors
                 .iter()
-                .flat_map(|c| c.owned())
-                .map(|(topic, partition, _)| (topic.to_string(), partition.to_string()))
+                .zip(&source_labels)
+                .flat_map(|(c, label)| {
+                    c.owned().into_iter().map(move |(topic, partition, _)| {
+                        (label.clone(), topic.to_string(), partition.to_string())
+                    })
+                })
                 .collect();
             gauges.update(env.now_ms(), &samples, &owned, queued, unowned);
         }

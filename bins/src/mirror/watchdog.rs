@@ -155,6 +155,7 @@ impl<E: Env> SourceWatch<E> {
             .filter_map(|p| {
                 let end = ends.get(&(p.topic.clone(), p.partition))?;
                 Some(LagSample {
+                    source: String::new(),
                     topic: p.topic.to_string(),
                     partition: p.partition.to_string(),
                     source_end: *end,

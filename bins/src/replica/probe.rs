@@ -76,6 +76,7 @@ pub(super) async fn probe_lag<E: Env>(
             .filter_map(|(tp, end)| {
                 let log = logs.get(tp)?;
                 Some(LagSample {
+                    source: String::new(),
                     topic: tp.topic.to_string(),
                     partition: format!("{source_broker}-{}", tp.partition),
                     source_end: end?,

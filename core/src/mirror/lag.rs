@@ -19,6 +19,9 @@ const HISTORY_MAX: usize = 128;
 /// One sample of a partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LagSample {
+    /// The source cluster (its name, else its id; empty where there is one source, as in
+    /// replica mode): two sources of one mirror may both have a topic-partition.
+    pub source: String,
     /// The partition's topic.
     pub topic: String,
     /// The partition, as `<broker>-<partition>`.
@@ -42,7 +45,7 @@ pub struct Lag {
 /// ends increasing. The front is the first sample past the copy's position.
 #[derive(Debug, Default)]
 pub struct LagClock {
-    ahead: BTreeMap<(String, String), VecDeque<(i64, i64)>>,
+    ahead: BTreeMap<(String, String, String), VecDeque<(i64, i64)>>,
 }
 
 impl LagClock {
@@ -59,7 +62,7 @@ impl LagClock {
         let lags = samples
             .iter()
             .map(|s| {
-                let key = (s.topic.clone(), s.partition.clone());
+                let key = (s.source.clone(), s.topic.clone(), s.partition.clone());
                 let mut ahead = self.ahead.remove(&key).unwrap_or_default();
                 if ahead.back().is_none_or(|&(_, end)| s.source_end > end) {
                     ahead.push_back((now_ms, s.source_end));
@@ -97,6 +100,7 @@ mod tests {
 
     fn sample(partition: &str, source_end: i64, position: i64) -> LagSample {
         LagSample {
+            source: String::new(),
             topic: "t".into(),
             partition: partition.into(),
             source_end,
