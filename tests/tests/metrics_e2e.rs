@@ -113,7 +113,11 @@ fn mirror_status(source: &ZooKeeper) -> String {
         "mirror-status failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).expect("utf-8")
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    // The first line names the source cluster, whose id is random: checked, then left out.
+    let (cluster, table) = text.split_once('\n').expect("a first line");
+    assert!(cluster.starts_with("source cluster "), "{text}");
+    table.to_string()
 }
 
 /// Every sample of an endpoint, read by `prometheus-parse`: `name{labels sorted}` → value.

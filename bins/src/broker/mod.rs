@@ -200,6 +200,10 @@ impl Broker {
         );
         let committer = tokio::spawn(committer);
         let identity = registration.as_ref().map(|r| r.identity.clone());
+        if let Some(identity) = &identity {
+            meter.cluster(identity);
+            tracing::info!("broker {} is in cluster {identity}", config.broker_id);
+        }
         // TOPIC_ORIGINS opens its own session, when first asked.
         let origins = config
             .zk_connect

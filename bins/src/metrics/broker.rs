@@ -26,6 +26,7 @@ pub struct BrokerMetrics {
     log_flushed: IntGaugeVec,
     flush_seconds: Histogram,
     connections: IntGauge,
+    cluster: IntGaugeVec,
 }
 
 impl BrokerMetrics {
@@ -83,6 +84,12 @@ impl BrokerMetrics {
                 "tributary_connections",
                 "Open client connections.",
             ),
+            cluster: gauge_vec(
+                registry,
+                "tributary_cluster_info",
+                "1, labelled with the id and name (empty: none) of the cluster this broker is in (/cluster/id).",
+                &["id", "name"],
+            ),
         }
     }
 }
@@ -95,6 +102,16 @@ impl BrokerMeter {
     /// Metrics on (`Some`) or off.
     pub fn new(metrics: Option<&Metrics>) -> Self {
         BrokerMeter(metrics.map(Metrics::broker))
+    }
+
+    /// Says which cluster the broker is in (`tributary_cluster_info`).
+    pub fn cluster(&self, identity: &tributary_core::identity::ClusterIdentity) {
+        if let Some(m) = &self.0 {
+            let name = identity.name.as_ref().map(ToString::to_string).unwrap_or_default();
+            m.cluster
+                .with_label_values(&[identity.id.as_str(), name.as_str()])
+                .set(1);
+        }
     }
 
     /// Counts one request of `kind`.

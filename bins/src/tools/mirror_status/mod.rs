@@ -24,6 +24,7 @@ use tributary_core::zk_layout::consumer_offsets_path;
 use self::render::{render, PartitionSample, Sample};
 use crate::consumer::view::latest_ends;
 use crate::consumer::{read_offset_node, OffsetNodeError};
+use crate::coordination::identity::read_identity;
 use crate::coordination::{CoordError, Coordination};
 use crate::env::Env;
 
@@ -118,9 +119,15 @@ async fn run_with<E: Env>(
     out: &mut impl std::io::Write,
 ) -> Result<(), StatusError> {
     let group = options.group.as_str();
+    // Which cluster this is: what a mirror's lag series call it (`source` label).
+    let cluster = match read_identity(coord).await {
+        Ok(Some(identity)) => format!("source cluster {identity}\n"),
+        Ok(None) => "source cluster without an identity yet (no Tributary broker or mirror has run against it)\n".to_string(),
+        Err(e) => format!("source cluster identity unreadable: {e}\n"),
+    };
     let header = |rounds: u64| {
         format!(
-            "mirror group {group} on {} (every {}s, round {rounds}; ^C to stop)\n",
+            "mirror group {group} on {} (every {}s, round {rounds}; ^C to stop)\n{cluster}",
             options.zk_connect,
             options.interval.as_secs_f64()
         )
@@ -144,7 +151,7 @@ async fn run_with<E: Env>(
         round += 1;
         let table = render(group, Some(&earlier), &now, Some(elapsed), options.verbose);
         if !options.watch {
-            return write(out, &table);
+            return write(out, &format!("{cluster}{table}"));
         }
         write(out, &format!("{clear}{}{table}", header(round)))?;
         let done = options.until_caught_up && render::caught_up(&now);
