@@ -383,7 +383,9 @@ pub async fn topic_origins<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unp
     use tributary_core::wire::{ErrorCode, Request, Response, TopicOriginsRequest};
     let request = Request::TopicOrigins(TopicOriginsRequest {
         topic: topic.clone(),
-        merge: merge.map(|m| bytes::Bytes::from(m.encode())).unwrap_or_default(),
+        merge: merge
+            .map(|m| bytes::Bytes::from(m.encode()))
+            .unwrap_or_default(),
     });
     match conn.call(&request).await.map_err(OriginsQueryError::Call)? {
         Response::TopicOrigins(r) if r.error != ErrorCode::NoError => {

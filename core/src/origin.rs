@@ -262,10 +262,7 @@ fn split_routes(body: &str) -> Result<Vec<&str>, OriginsError> {
 /// The routes a copy of a topic from `source` adds to the target's record, given the topic's
 /// record in `source`: `[source]` (its local writes) and each of its routes extended with
 /// `source`.
-pub fn routes_into(
-    source: &ClusterIdentity,
-    in_source: &Origins,
-) -> Result<Origins, OriginsError> {
+pub fn routes_into(source: &ClusterIdentity, in_source: &Origins) -> Result<Origins, OriginsError> {
     let hop = Hop(source.clone());
     let mut routes = vec![vec![hop.clone()]];
     for route in in_source.routes() {

@@ -123,15 +123,22 @@ fn malformed_and_oversized_records_are_refused_not_read_as_empty() {
 fn renaming_prefixes_the_source_clusters_name_by_default() {
     let rule = RenameRule::parse("{source}.{topic}").unwrap();
     let east = cluster("E1", Some("east"));
-    assert_eq!(rule.apply(&east, &topic("orders")).unwrap(), topic("east.orders"));
+    assert_eq!(
+        rule.apply(&east, &topic("orders")).unwrap(),
+        topic("east.orders")
+    );
     // Without a name there is nothing to prefix: refused, saying what to do.
-    let err = rule.apply(&cluster("E1", None), &topic("orders")).unwrap_err();
+    let err = rule
+        .apply(&cluster("E1", None), &topic("orders"))
+        .unwrap_err();
     assert!(matches!(err, RenameError::NoSourceName(_)));
     assert!(err.to_string().contains("cluster.name"), "{err}");
     // Other patterns.
     let suffix = RenameRule::parse("{topic}-from-dc2").unwrap();
     assert_eq!(
-        suffix.apply(&cluster("E1", None), &topic("orders")).unwrap(),
+        suffix
+            .apply(&cluster("E1", None), &topic("orders"))
+            .unwrap(),
         topic("orders-from-dc2")
     );
     for bad in ["{source}", "{topic}.{topic}", "a b.{topic}", "{topic}/x"] {

@@ -277,7 +277,16 @@ fn run_topology(args: &Args) -> ExitCode {
             report.trace_tail.iter().for_each(|l| println!("{l}"));
             println!("{report:?}");
         }
-        *shapes.entry(report.shape.split(", queue").next().unwrap_or_default().to_string()).or_default() += 1;
+        *shapes
+            .entry(
+                report
+                    .shape
+                    .split(", queue")
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+            .or_default() += 1;
         for (k, n) in report.faults {
             *faults.entry(k).or_default() += n;
         }

@@ -118,12 +118,15 @@ fn a_mirror_into_its_source_through_another_address_is_refused_and_the_planted_b
     use tributary_sim::env::SimEnv;
     use tributary_sim::world::{add_cluster, ClusterSpec, Control};
 
-    for planted in [false, true] {
-        plant(if planted {
-            &[Bug::IdentityIgnored]
-        } else {
-            &[]
-        });
+    // Clean: refused at start by identity. Identity ignored (the check by host name alone): it
+    // starts, and the origin check refuses the topic (its first copy would record the cluster
+    // on its own route). Both removed: it copies the cluster into itself.
+    for planted in [
+        &[][..],
+        &[Bug::IdentityIgnored],
+        &[Bug::IdentityIgnored, Bug::LoopCheckDisabled],
+    ] {
+        plant(planted);
         let mut builder = tributary_sim::sim_fs::sim_builder(3);
         builder.simulation_duration(Duration::from_secs(60));
         let mut sim = builder.build();
@@ -197,11 +200,20 @@ fn a_mirror_into_its_source_through_another_address_is_refused_and_the_planted_b
         sim.run().unwrap();
         plant(&[]);
         let (result, before, after) = outcome.lock().unwrap().take().expect("the maker ran");
-        if planted {
-            assert!(result.is_ok(), "the planted bug still refused: {result:?}");
+        if planted.len() == 2 {
+            assert!(result.is_ok(), "the planted bugs still refused: {result:?}");
             assert!(
                 after > before,
-                "the planted bug copied nothing ({before} → {after})"
+                "the planted bugs copied nothing ({before} → {after})"
+            );
+        } else if planted.len() == 1 {
+            assert!(
+                result.is_ok(),
+                "identity ignored, yet refused at start: {result:?}"
+            );
+            assert_eq!(
+                after, before,
+                "the origin check let the copy into itself through"
             );
         } else {
             let refusal = result.expect_err("the mirror into itself started");
@@ -209,4 +221,80 @@ fn a_mirror_into_its_source_through_another_address_is_refused_and_the_planted_b
             assert_eq!(after, before, "something was copied");
         }
     }
+}
+
+/// A running mirror learns its clusters' identities again every 30 s: when the source's
+/// address comes to lead to another cluster (here: the node rewritten, as a ZooKeeper moved
+/// behind the same name would show it), the run stops with an error naming both, instead of
+/// copying on from another cluster with offsets that mean nothing there.
+#[test]
+fn a_running_mirror_whose_source_becomes_another_cluster_stops_and_says_so() {
+    use rand::SeedableRng;
+    use tributary::mirror::{Mirror, MirrorError, MirrorSettings};
+    use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
+    use tributary_core::identity::{ClusterId, ClusterIdentity};
+    use tributary_sim::env::SimEnv;
+    use tributary_sim::world::{add_cluster, ClusterSpec, Control};
+
+    let mut builder = tributary_sim::sim_fs::sim_builder(5);
+    builder.simulation_duration(Duration::from_secs(120));
+    let mut sim = builder.build();
+    let control = Arc::new(Control::default());
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    add_cluster(&mut sim, &ClusterSpec::new("src", 1, 1), &mut rng, &control);
+    add_cluster(&mut sim, &ClusterSpec::new("dst", 1, 1), &mut rng, &control);
+    let outcome: Arc<Mutex<Option<(Result<(), String>, Duration)>>> = Arc::default();
+    let told = outcome.clone();
+    sim.client("maker", async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let config = |text: &str| Properties::parse("test", text).unwrap();
+        let consumer = ConsumerConfig::from_properties(&config(
+            "zk.connect=src-zk:2181\ngroupid=mirror\nautooffset.reset=smallest\n",
+        ))
+        .unwrap();
+        let target = ProducerConfig::from_properties(&config(
+            "zk.connect=dst-zk:2181\nproducer.type=async\nqueue.enqueueTimeout.ms=-1\n",
+        ))
+        .unwrap();
+        let mirror = Mirror::start(SimEnv::new(3), MirrorSettings::embedded(consumer, target))
+            .await
+            .expect("the mirror starts");
+        // The source's identity changes under the running mirror.
+        let changed_at = {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            let src = ModelCoordination::connect("src-zk", 2181, SESSION, SESSION)
+                .await
+                .expect("a session");
+            let other = ClusterIdentity {
+                id: ClusterId::parse("AnotherCluster").unwrap(),
+                name: None,
+            };
+            src.set(CLUSTER_ID_PATH, &other.encode(), None)
+                .await
+                .expect("rewritten");
+            turmoil::sim_elapsed().unwrap_or_default()
+        };
+        let ended = mirror
+            .run_until(tokio::time::sleep(Duration::from_secs(60)))
+            .await;
+        let after = turmoil::sim_elapsed().unwrap_or_default() - changed_at;
+        let result = match ended {
+            Ok(()) => Ok(()),
+            Err(MirrorError::Source(e)) => Err(e),
+            Err(e) => Err(format!("another error: {e}")),
+        };
+        *told.lock().unwrap() = Some((result, after));
+        Ok(())
+    });
+    sim.run().unwrap();
+    let (result, after) = outcome.lock().unwrap().take().expect("the maker ran");
+    let said = result.expect_err("the mirror went on copying another cluster");
+    assert!(
+        said.contains("is now cluster AnotherCluster"),
+        "the error does not name the new cluster: {said}"
+    );
+    assert!(
+        after <= Duration::from_secs(45),
+        "noticed {after:?} after the change"
+    );
 }

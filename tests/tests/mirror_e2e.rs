@@ -1378,7 +1378,12 @@ async fn two_mirrors_in_opposite_directions_refuse_the_loop_instead_of_multiplyi
     );
     // Where `loop` came from is recorded, and the tool shows it.
     let out = Command::new(tributary_binary())
-        .args(["cluster-id", "--zookeeper", &west.zk.connect_string(), "--origins"])
+        .args([
+            "cluster-id",
+            "--zookeeper",
+            &west.zk.connect_string(),
+            "--origins",
+        ])
         .output()
         .unwrap();
     let listed = String::from_utf8_lossy(&out.stdout);
@@ -1386,7 +1391,12 @@ async fn two_mirrors_in_opposite_directions_refuse_the_loop_instead_of_multiplyi
     assert!(
         listed.lines().any(|l| l.starts_with("loop ")) || {
             let east_listed = Command::new(tributary_binary())
-                .args(["cluster-id", "--zookeeper", &east.zk.connect_string(), "--origins"])
+                .args([
+                    "cluster-id",
+                    "--zookeeper",
+                    &east.zk.connect_string(),
+                    "--origins",
+                ])
                 .output()
                 .unwrap();
             String::from_utf8_lossy(&east_listed.stdout)
@@ -1427,7 +1437,10 @@ async fn active_active_with_renaming_loses_nothing_under_kill_9_and_copies_nothi
             let mut i = 0u64;
             while started.elapsed() < Duration::from_secs(15) {
                 let m = format!("{name}-{i}");
-                if let Ok(d) = producer.send(Record::new(topic("orders"), m.clone().into_bytes())).await {
+                if let Ok(d) = producer
+                    .send(Record::new(topic("orders"), m.clone().into_bytes()))
+                    .await
+                {
                     if d.await.is_ok() {
                         acked.push(m);
                     }
@@ -1473,11 +1486,22 @@ async fn active_active_with_renaming_loses_nothing_under_kill_9_and_copies_nothi
         std::fs::read_to_string(&east_west.1).unwrap_or_default(),
         std::fs::read_to_string(&west_east.1).unwrap_or_default()
     );
-    let lost_east: Vec<&String> = east_acked.iter().filter(|m| !in_west.contains_key(*m)).collect();
-    let lost_west: Vec<&String> = west_acked.iter().filter(|m| !in_east.contains_key(*m)).collect();
-    let duplicates: usize = in_west.values().chain(in_east.values()).map(|n| n - 1).sum();
+    let lost_east: Vec<&String> = east_acked
+        .iter()
+        .filter(|m| !in_west.contains_key(*m))
+        .collect();
+    let lost_west: Vec<&String> = west_acked
+        .iter()
+        .filter(|m| !in_east.contains_key(*m))
+        .collect();
+    let duplicates: usize = in_west
+        .values()
+        .chain(in_east.values())
+        .map(|n| n - 1)
+        .sum();
     // Copies back: the other's renamed copy of one's own messages, renamed again.
-    let back = copies_of(&east, &["west.east.orders"]).await + copies_of(&west, &["east.west.orders"]).await;
+    let back = copies_of(&east, &["west.east.orders"]).await
+        + copies_of(&west, &["east.west.orders"]).await;
     let own_east = copies(&east, &["orders"]).await;
     let own_west = copies(&west, &["orders"]).await;
     let strays = own_east.keys().filter(|m| !m.starts_with("east")).count()
@@ -1496,7 +1520,10 @@ async fn active_active_with_renaming_loses_nothing_under_kill_9_and_copies_nothi
         lost_west.iter().take(5).collect::<Vec<_>>()
     );
     assert_eq!(back, 0, "messages were copied back to their origin\n{logs}");
-    assert_eq!(strays, 0, "a cluster's own orders holds the other's messages\n{logs}");
+    assert_eq!(
+        strays, 0,
+        "a cluster's own orders holds the other's messages\n{logs}"
+    );
     assert!(
         own_east.values().chain(own_west.values()).all(|n| *n == 1),
         "a message is in its own cluster twice"
@@ -1504,7 +1531,10 @@ async fn active_active_with_renaming_loses_nothing_under_kill_9_and_copies_nothi
     // Each kill resends at most what its mirror had uncommitted: 2 × queue.size (50) for its
     // one stream.
     let bound = kills * 2 * 50;
-    assert!(duplicates <= bound, "{duplicates} duplicates (bound {bound})\n{logs}");
+    assert!(
+        duplicates <= bound,
+        "{duplicates} duplicates (bound {bound})\n{logs}"
+    );
     assert!(
         logs.contains("not mirrored from"),
         "the renamed copies were not refused on their way back:\n{logs}"

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use rand::Rng;
 use tributary_core::identity::ClusterIdentity;
-use tributary_core::origin::Origins;
 use tributary_core::log::{LogError, LogFs, Served, TopicPartition, ValidatedSet};
+use tributary_core::origin::Origins;
 use tributary_core::wire::{
     AckedProduceResponse, ClusterIdentityResponse, ErrorCode, FetchRequest, OffsetsRequest,
-    OffsetsResponse, ProduceAck, ProduceRequest, Request, Response, TopicName,
-    TopicOriginsRequest, TopicOriginsResponse, PARTITION_BROKER_PICKS,
+    OffsetsResponse, ProduceAck, ProduceRequest, Request, Response, TopicName, TopicOriginsRequest,
+    TopicOriginsResponse, PARTITION_BROKER_PICKS,
 };
 
 use super::acks::FlushRequests;
@@ -291,7 +291,10 @@ impl<E: Env> Handler<E> {
             match Origins::decode(&request.merge) {
                 Ok(add) => store.merge(&request.topic, &add).await,
                 Err(e) => {
-                    tracing::warn!("TOPIC_ORIGINS for {}: the routes sent are refused: {e}", request.topic);
+                    tracing::warn!(
+                        "TOPIC_ORIGINS for {}: the routes sent are refused: {e}",
+                        request.topic
+                    );
                     return failed;
                 }
             }
@@ -299,7 +302,11 @@ impl<E: Env> Handler<E> {
         match outcome {
             Ok(origins) => TopicOriginsResponse {
                 error: ErrorCode::NoError,
-                record: Bytes::from(if origins.is_empty() { Vec::new() } else { origins.encode() }),
+                record: Bytes::from(if origins.is_empty() {
+                    Vec::new()
+                } else {
+                    origins.encode()
+                }),
             },
             Err(e) => {
                 tracing::warn!("TOPIC_ORIGINS for {}: {e}", request.topic);

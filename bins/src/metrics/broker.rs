@@ -107,7 +107,11 @@ impl BrokerMeter {
     /// Says which cluster the broker is in (`tributary_cluster_info`).
     pub fn cluster(&self, identity: &tributary_core::identity::ClusterIdentity) {
         if let Some(m) = &self.0 {
-            let name = identity.name.as_ref().map(ToString::to_string).unwrap_or_default();
+            let name = identity
+                .name
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
             m.cluster
                 .with_label_values(&[identity.id.as_str(), name.as_str()])
                 .set(1);

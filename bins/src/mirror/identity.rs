@@ -194,6 +194,76 @@ fn same_zookeeper(a: &ZkConnect, b: &ZkConnect) -> bool {
         })
 }
 
+/// How often a running mirror learns its clusters' identities again: an address (a DNS name, a
+/// load balancer, a `broker.list`) that comes to lead to another cluster is caught then.
+pub const RECHECK_EVERY: Duration = Duration::from_secs(30);
+/// How long one recheck may take; a cluster that cannot say leaves the mirror as it is.
+const RECHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a recheck decides, given the identities learnt at start and now: a mirror whose target
+/// is now one of its sources is refused for good (`Config`); a cluster that is now another one
+/// (compared by id: a name recorded since changes nothing) stops this run, so that the next
+/// starts over against the cluster the address leads to now, from that cluster's own offsets.
+pub fn compare(
+    at_start: &Identities,
+    now: &Identities,
+    sources: &[ConsumerConfig],
+) -> Result<(), MirrorError> {
+    refuse_loops(now, sources)?;
+    for (index, (then, found)) in at_start.sources.iter().zip(&now.sources).enumerate() {
+        if then.id != found.id {
+            let zk = sources
+                .get(index)
+                .map(|s| s.zk_connect.to_string())
+                .unwrap_or_default();
+            return Err(MirrorError::Source(format!(
+                "the source at {zk} is now cluster {found}, not {then} as when the mirror started: its address leads to another cluster; this run stops and the next starts against it"
+            )));
+        }
+    }
+    if at_start.target.id != now.target.id {
+        return Err(MirrorError::Target(format!(
+            "the mirror cluster is now {}, not {} as when the mirror started: the producer's addresses lead to another cluster; this run stops and the next starts against it",
+            now.target, at_start.target
+        )));
+    }
+    Ok(())
+}
+
+/// Learns the identities again every [`RECHECK_EVERY`] until `stop`, and ends with
+/// [`compare`]'s error when they changed. A cluster that cannot say (unreachable, or slower
+/// than 10 s) is warned about and the mirror goes on.
+pub async fn recheck<E: Env>(
+    env: E,
+    sources: Vec<ConsumerConfig>,
+    producer: ProducerConfig,
+    known_target: Option<ClusterIdentity>,
+    at_start: Identities,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), MirrorError> {
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|stopped| *stopped) => return Ok(()),
+            () = tokio::time::sleep(RECHECK_EVERY) => {}
+        }
+        let learnt = tokio::time::timeout(
+            RECHECK_TIMEOUT,
+            learn(&env, &sources, &producer, known_target.as_ref()),
+        )
+        .await;
+        match learnt {
+            Ok(Ok(now)) => compare(&at_start, &now, &sources)?,
+            Ok(Err(e)) => tracing::warn!(
+                "mirror: cannot check the clusters' identities again ({e}); going on as started"
+            ),
+            Err(_) => tracing::warn!(
+                "mirror: the clusters' identities could not be read again within {RECHECK_TIMEOUT:?}; going on as started"
+            ),
+        }
+    }
+}
+
 /// Refuses a mirror into one of its own sources, and two sources that are one cluster (every
 /// message would be copied twice).
 pub fn refuse_loops(
@@ -275,6 +345,50 @@ mod tests {
             target: cluster("xyz", Some("east")),
         };
         assert!(refuse_loops(&renamed, &sources).is_ok());
+    }
+
+    #[test]
+    fn a_recheck_stops_a_run_whose_clusters_changed_and_refuses_a_target_that_became_a_source() {
+        let sources = [source("a:2181")];
+        let at_start = Identities {
+            sources: vec![cluster("abc", None)],
+            target: cluster("xyz", None),
+        };
+        // A name recorded since is the same cluster.
+        let named = Identities {
+            sources: vec![cluster("abc", Some("east"))],
+            target: cluster("xyz", Some("west")),
+        };
+        assert!(compare(&at_start, &named, &sources).is_ok());
+        // The source's address now leads to another cluster: this run stops.
+        let moved = Identities {
+            sources: vec![cluster("other", None)],
+            target: cluster("xyz", None),
+        };
+        let stopped = compare(&at_start, &moved, &sources).expect_err("stopped");
+        assert!(matches!(stopped, MirrorError::Source(_)), "{stopped}");
+        assert!(
+            stopped.to_string().contains("is now cluster other"),
+            "{stopped}"
+        );
+        // The target's leads to another: the same.
+        let retargeted = Identities {
+            sources: vec![cluster("abc", None)],
+            target: cluster("new", None),
+        };
+        assert!(matches!(
+            compare(&at_start, &retargeted, &sources),
+            Err(MirrorError::Target(_))
+        ));
+        // The target's now leads to the source: refused for good.
+        let looped = Identities {
+            sources: vec![cluster("abc", None)],
+            target: cluster("abc", None),
+        };
+        assert!(matches!(
+            compare(&at_start, &looped, &sources),
+            Err(MirrorError::Config(_))
+        ));
     }
 
     #[test]

@@ -42,12 +42,12 @@ use tributary_core::wire::TopicName;
 
 use crate::consumer::{ConsumerConnector, GapReport, Subscription};
 use crate::coordination::origins::OriginStore;
-use origins::OriginGate;
 use crate::env::Env;
 use crate::metrics::clients::{watch_consumer, watch_producer, ProducerMetrics};
 use crate::metrics::mirror::{watch_mirror, LagGauges, MirrorMetrics};
 use crate::metrics::MaybeMetrics;
 use crate::producer::{Producer, ProducerStats, Record, SendError};
+use origins::OriginGate;
 
 mod commits;
 pub mod identity;
@@ -228,6 +228,8 @@ pub struct Mirror {
     pub stats: Arc<MirrorStats>,
     /// The summary and lag task (`None` once it ended and was looked at).
     summary: Option<tokio::task::JoinHandle<()>>,
+    /// The identities' recheck (`None` once it ended and was looked at).
+    recheck: Option<tokio::task::JoinHandle<Result<(), MirrorError>>>,
 }
 
 impl std::fmt::Debug for Mirror {
@@ -332,11 +334,8 @@ impl Mirror {
             let env = env.clone();
             Arc::new(move || env.now_ms())
         };
-        for (index, (source, identity)) in settings
-            .sources
-            .iter()
-            .zip(&identities.sources)
-            .enumerate()
+        for (index, (source, identity)) in
+            settings.sources.iter().zip(&identities.sources).enumerate()
         {
             let config = mirror_consumer(source.clone());
             let gate = Arc::new(OriginGate::new(
@@ -440,6 +439,14 @@ impl Mirror {
                 last: BTreeMap::new(),
             }
         });
+        let recheck = tokio::spawn(identity::recheck(
+            env.clone(),
+            settings.sources.clone(),
+            producer_config.clone(),
+            settings.target_identity.clone(),
+            identities.clone(),
+            stop_rx.clone(),
+        ));
         let summary = tokio::spawn(summarize(
             env,
             connectors.clone(),
@@ -459,6 +466,7 @@ impl Mirror {
             stop,
             stats,
             summary: Some(summary),
+            recheck: Some(recheck),
         })
     }
 
@@ -477,13 +485,20 @@ impl Mirror {
                     None => break None,
                 },
                 // It runs until stopped: ending before is a panic (a bug), which stops the mirror.
-                ended = summary_ended(&mut self.summary) => {
+                ended = task_ended(&mut self.summary) => {
                     if let Err(e) = ended {
                         if e.is_panic() {
                             std::panic::resume_unwind(e.into_panic());
                         }
                     }
                 }
+                // Ends before the stop only when a cluster's identity changed.
+                ended = task_ended(&mut self.recheck) => match ended {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => break Some(e),
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(_) => {}
+                },
             }
         };
         if let Some(e) = &failure {
@@ -497,6 +512,14 @@ impl Mirror {
     /// groups, drains the producers.
     pub async fn shutdown(mut self) {
         let _stopped_already = self.stop.send(true).is_err();
+        if let Some(recheck) = self.recheck.take() {
+            recheck.abort();
+            if let Err(e) = recheck.await {
+                if e.is_panic() {
+                    std::panic::resume_unwind(e.into_panic());
+                }
+            }
+        }
         // The summary task holds the connectors: it must be gone before they are unwrapped.
         if let Some(summary) = self.summary.take() {
             summary.abort();
@@ -562,15 +585,15 @@ impl Mirror {
     }
 }
 
-/// Resolves when the summary task ends (then forgets it, so it is never awaited twice); pending
-/// once it has.
-async fn summary_ended(
-    summary: &mut Option<tokio::task::JoinHandle<()>>,
-) -> Result<(), tokio::task::JoinError> {
-    match summary {
-        Some(task) => {
-            let ended = task.await;
-            *summary = None;
+/// Resolves when `task` ends (then forgets it, so it is never awaited twice); pending once it
+/// has.
+async fn task_ended<R>(
+    task: &mut Option<tokio::task::JoinHandle<R>>,
+) -> Result<R, tokio::task::JoinError> {
+    match task {
+        Some(running) => {
+            let ended = running.await;
+            *task = None;
             ended
         }
         None => std::future::pending().await,
@@ -799,12 +822,13 @@ async fn summarize<E: Env>(
             gap_bytes += b;
         }
         tracing::info!(
-            "mirror: {owned} partitions, {:.0} msg/s, {:.2} MB/s, lag {lag} bytes, {unowned} partitions without an owner, producer queue {queued}/{}, {} commits, {gaps} gaps ({gap_bytes} bytes lost at the source), {} read errors",
+            "mirror: {owned} partitions, {:.0} msg/s, {:.2} MB/s, lag {lag} bytes, {unowned} partitions without an owner, producer queue {queued}/{}, {} commits, {gaps} gaps ({gap_bytes} bytes lost at the source), {} read errors, {} messages of refused topics not copied",
             (sent - last.0) as f64 / secs,
             (bytes - last.1) as f64 / secs / 1e6,
             queue_size as usize * producers.len(),
             stats.commits.load(Ordering::Relaxed),
-            stats.errors.load(Ordering::Relaxed)
+            stats.errors.load(Ordering::Relaxed),
+            stats.refused.load(Ordering::Relaxed)
         );
         last = (sent, bytes);
     }

@@ -106,8 +106,7 @@ impl<E: Env> BrokerOrigins<E> {
         let mut unreachable = Vec::new();
         for broker in &self.brokers {
             let at = format!("broker {} at {}:{}", broker.id, broker.host, broker.port);
-            let mut conn = match connect(&self.env, &broker.host, broker.port, self.timeout).await
-            {
+            let mut conn = match connect(&self.env, &broker.host, broker.port, self.timeout).await {
                 Ok(conn) => conn,
                 Err(e) => {
                     unreachable.push(format!("{at}: {}", how(&e)));
@@ -349,14 +348,14 @@ impl OriginGate {
         // Again, now that our record is in place: a mirror in the other direction that read
         // before we wrote has written before this read. Watched from here: a change (a route
         // recorded upstream later) makes the next message decide again.
-        let (in_source, watch) =
-            self.in_source
-                .read_and_watch(topic)
-                .await
-                .map_err(|source| Undecided::Source {
-                    cluster: self.source.to_string(),
-                    source,
-                })?;
+        let (in_source, watch) = self
+            .in_source
+            .read_and_watch(topic)
+            .await
+            .map_err(|source| Undecided::Source {
+                cluster: self.source.to_string(),
+                source,
+            })?;
         if let Err(refused) = check_copy(topic, &self.source, &self.target, &in_source) {
             return Ok((Verdict::Refused(refused.to_string()), watch));
         }

@@ -59,10 +59,12 @@ impl RenameRule {
             return Err(RenameError::NoTopic(pattern.to_string()));
         }
         let sample = pattern.replace("{topic}", "t").replace("{source}", "s");
-        sample.parse::<TopicName>().map_err(|e| RenameError::Invalid {
-            pattern: pattern.to_string(),
-            problem: e.to_string(),
-        })?;
+        sample
+            .parse::<TopicName>()
+            .map_err(|e| RenameError::Invalid {
+                pattern: pattern.to_string(),
+                problem: e.to_string(),
+            })?;
         Ok(RenameRule {
             pattern: pattern.to_string(),
         })
@@ -82,11 +84,13 @@ impl RenameRule {
                 .ok_or_else(|| RenameError::NoSourceName(source.id.to_string()))?;
             renamed = renamed.replace("{source}", name.as_str());
         }
-        renamed.parse::<TopicName>().map_err(|problem| RenameError::Renamed {
-            topic: topic.clone(),
-            pattern: self.pattern.clone(),
-            problem,
-        })
+        renamed
+            .parse::<TopicName>()
+            .map_err(|problem| RenameError::Renamed {
+                topic: topic.clone(),
+                pattern: self.pattern.clone(),
+                problem,
+            })
     }
 
     /// Whether the pattern needs the source cluster's name.

@@ -62,7 +62,9 @@ use crate::metrics_check::BROKER_METRICS_PORT;
 use crate::sim_fs::{sim_builder, DiskFaults};
 use crate::world::{add_cluster, ClusterSpec, Control, Links};
 
-pub(crate) use self::reads::{fetch_bytes, partitions_of, range_of, read_whole, registered_settled};
+pub(crate) use self::reads::{
+    fetch_bytes, partitions_of, range_of, read_whole, registered_settled,
+};
 pub use self::shape::Mode;
 
 /// The mirror's consumer group on the source.

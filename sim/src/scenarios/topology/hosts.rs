@@ -192,8 +192,12 @@ pub(super) fn embedded(
     let (shared, control) = (shared.clone(), control.clone());
     MirrorPlan(Arc::new(move |host: &str| {
         let begin = {
-            let (host, shared, control, edge) =
-                (host.to_string(), shared.clone(), control.clone(), edge.clone());
+            let (host, shared, control, edge) = (
+                host.to_string(),
+                shared.clone(),
+                control.clone(),
+                edge.clone(),
+            );
             move || start(&host, &edge, queue_size, seed, &shared, &control)
         };
         let fail = {
@@ -229,7 +233,9 @@ pub(super) fn add_maker(
                 match maker::run(env, settings, None, std::future::pending()).await {
                     Ok(()) => return Ok(()),
                     Err(MakerError::Mirror(e)) => failed(&host, &shared, &control, &e),
-                    Err(e) => control.trace.push(&format!("{host}: {e}; it is started again")),
+                    Err(e) => control
+                        .trace
+                        .push(&format!("{host}: {e}; it is started again")),
                 }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(supervise::BACKOFF_MAX);
@@ -261,7 +267,9 @@ pub(super) fn add_checker(
                                     for (_, _, payload) in messages {
                                         match parse_payload(&payload) {
                                             Some((origin, seq)) => {
-                                                *copies.entry((part.0.clone(), origin, seq)).or_insert(0) += 1;
+                                                *copies
+                                                    .entry((part.0.clone(), origin, seq))
+                                                    .or_insert(0) += 1;
                                             }
                                             None => reads.strangers.push((
                                                 cluster.to_string(),
@@ -275,7 +283,11 @@ pub(super) fn add_checker(
                             }
                         }
                     }
-                    control.trace.push(&format!("checker: read {} clusters, {} problems", reads.copies.len(), reads.problems.len()));
+                    control.trace.push(&format!(
+                        "checker: read {} clusters, {} problems",
+                        reads.copies.len(),
+                        reads.problems.len()
+                    ));
                     state(&shared).read = Some(reads);
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;

@@ -79,7 +79,6 @@ impl Edge {
     fn maker_host(&self) -> String {
         format!("mm-{}-{}", self.from, self.to)
     }
-
 }
 
 /// What a run did.
@@ -144,16 +143,41 @@ pub fn run_seed(
         Topology::ActiveActive => (
             vec!["east", "west"],
             vec![
-                Edge { from: "east", to: "west", rename, delay: Duration::ZERO },
-                Edge { from: "west", to: "east", rename, delay: Duration::ZERO },
+                Edge {
+                    from: "east",
+                    to: "west",
+                    rename,
+                    delay: Duration::ZERO,
+                },
+                Edge {
+                    from: "west",
+                    to: "east",
+                    rename,
+                    delay: Duration::ZERO,
+                },
             ],
         ),
         Topology::Chain => (
             vec!["east", "west", "north"],
             vec![
-                Edge { from: "east", to: "west", rename: false, delay: Duration::ZERO },
-                Edge { from: "west", to: "north", rename: false, delay: Duration::ZERO },
-                Edge { from: "north", to: "east", rename: false, delay: options.duration / 3 },
+                Edge {
+                    from: "east",
+                    to: "west",
+                    rename: false,
+                    delay: Duration::ZERO,
+                },
+                Edge {
+                    from: "west",
+                    to: "north",
+                    rename: false,
+                    delay: Duration::ZERO,
+                },
+                Edge {
+                    from: "north",
+                    to: "east",
+                    rename: false,
+                    delay: options.duration / 3,
+                },
             ],
         ),
     };
@@ -169,11 +193,19 @@ pub fn run_seed(
         "{:?}{}{}, queue.size {queue_size}",
         options.topology,
         if options.topology == Topology::ActiveActive {
-            if rename { ", renaming" } else { ", no renaming" }
+            if rename {
+                ", renaming"
+            } else {
+                ", no renaming"
+            }
         } else {
             ""
         },
-        if embedded_mode { ", embedded mirrors" } else { ", mirror makers" },
+        if embedded_mode {
+            ", embedded mirrors"
+        } else {
+            ", mirror makers"
+        },
     );
     control.trace.push(&format!("seed {seed}: {shape}"));
     let shared: Shared = Arc::default();
@@ -183,7 +215,13 @@ pub fn run_seed(
         spec.extra_config = format!("cluster.name={name}\n");
         if embedded_mode {
             if let Some(edge) = edges.iter().find(|e| e.to == *name) {
-                spec.mirror = Some(embedded(edge.clone(), queue_size, rng.random(), &shared, &control));
+                spec.mirror = Some(embedded(
+                    edge.clone(),
+                    queue_size,
+                    rng.random(),
+                    &shared,
+                    &control,
+                ));
             }
         }
         clusters.push(add_cluster(&mut sim, &spec, &mut rng, &control));
@@ -195,7 +233,15 @@ pub fn run_seed(
                 copiers.extend(target.brokers.iter().cloned());
             }
         } else {
-            add_maker(&mut sim, edge.clone(), queue_size, edge.delay, rng.random(), &shared, &control);
+            add_maker(
+                &mut sim,
+                edge.clone(),
+                queue_size,
+                edge.delay,
+                rng.random(),
+                &shared,
+                &control,
+            );
             copiers.push(edge.maker_host());
         }
     }
@@ -204,7 +250,11 @@ pub fn run_seed(
     }
     add_checker(
         &mut sim,
-        names.iter().zip(&clusters).map(|(n, c)| (*n, c.model.clone())).collect(),
+        names
+            .iter()
+            .zip(&clusters)
+            .map(|(n, c)| (*n, c.model.clone()))
+            .collect(),
         &shared,
         &control,
     );
@@ -228,7 +278,17 @@ pub fn run_seed(
         copiers: &copiers,
     };
     let expect = expected(options.topology, rename);
-    let result = drive(&mut sim, &mut links, &control, two, &options, seed, &shared, &expect, &mut report);
+    let result = drive(
+        &mut sim,
+        &mut links,
+        &control,
+        two,
+        &options,
+        seed,
+        &shared,
+        &expect,
+        &mut report,
+    );
     if result.is_ok() && control.violation().is_none() {
         let reads = state(&shared).read.clone();
         if let Some(reads) = reads {
@@ -376,7 +436,8 @@ fn judge(
             format!("{cluster} {topic} holds a message no producer sent: {payload:?}"),
         );
     }
-    let sent: std::collections::BTreeSet<(String, u64)> = state(shared).sent.iter().cloned().collect();
+    let sent: std::collections::BTreeSet<(String, u64)> =
+        state(shared).sent.iter().cloned().collect();
     let faults: u32 = report.faults.values().sum();
     let starts: u32 = state(shared).starts.values().sum();
     let bound = 1 + faults as usize + starts as usize;
@@ -424,7 +485,11 @@ fn judge(
         );
     }
     for (origin, cluster, _) in expect {
-        let acked = state(shared).acked.iter().filter(|(o, _)| o == origin).count();
+        let acked = state(shared)
+            .acked
+            .iter()
+            .filter(|(o, _)| o == origin)
+            .count();
         *report
             .delivered
             .entry((origin.to_string(), cluster.to_string()))
