@@ -97,10 +97,10 @@ pub enum OriginsError {
 pub struct LoopRefused {
     /// The source topic.
     pub topic: TopicName,
-    /// The cluster copied from.
-    pub source_cluster: Hop,
-    /// The cluster copied into.
-    pub target: Hop,
+    /// The cluster copied from (its name, else its id).
+    pub source_cluster: String,
+    /// The cluster copied into (its name, else its id).
+    pub target: String,
     /// The route, as text (`west → east → here`).
     pub route: String,
 }
@@ -292,8 +292,8 @@ pub fn check_copy(
             text.push(Hop(source.clone()).to_string());
             Err(LoopRefused {
                 topic: topic.clone(),
-                source_cluster: Hop(source.clone()),
-                target: Hop(target.clone()),
+                source_cluster: Hop(source.clone()).to_string(),
+                target: Hop(target.clone()).to_string(),
                 route: text.join(" → "),
             })
         }

@@ -104,10 +104,13 @@ fn check_cut_response(
             }
             other => panic!("{context}: a cut FETCH body is a shorter valid one, got {other:?}"),
         },
-        Response::Offsets(_) | Response::AckedProduce(_) | Response::ClusterIdentity(_) => {
+        Response::Offsets(_)
+        | Response::AckedProduce(_)
+        | Response::ClusterIdentity(_)
+        | Response::TopicOrigins(_) => {
             assert!(
                 decoded.is_err(),
-                "{context}: a cut OFFSETS/ACKED_PRODUCE/CLUSTER_IDENTITY body must be refused, got {decoded:?}"
+                "{context}: a cut OFFSETS/ACKED_PRODUCE/CLUSTER_IDENTITY/TOPIC_ORIGINS body must be refused, got {decoded:?}"
             )
         }
         Response::MultiFetch(m) => {

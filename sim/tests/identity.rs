@@ -243,7 +243,9 @@ fn a_running_mirror_whose_source_becomes_another_cluster_stops_and_says_so() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
     add_cluster(&mut sim, &ClusterSpec::new("src", 1, 1), &mut rng, &control);
     add_cluster(&mut sim, &ClusterSpec::new("dst", 1, 1), &mut rng, &control);
-    let outcome: Arc<Mutex<Option<(Result<(), String>, Duration)>>> = Arc::default();
+    /// How the run ended, and how long after the change.
+    type Outcome = (Result<(), String>, Duration);
+    let outcome: Arc<Mutex<Option<Outcome>>> = Arc::default();
     let told = outcome.clone();
     sim.client("maker", async move {
         tokio::time::sleep(Duration::from_secs(2)).await;

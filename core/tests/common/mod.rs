@@ -8,7 +8,7 @@ use tributary_core::message::{CompressionCodec, Magic, Message, MessageSetBuilde
 use tributary_core::wire::{
     AckedProduceResponse, ClusterIdentityResponse, ErrorCode, FetchRequest, FetchResponse,
     MultiFetchResponse, OffsetsRequest, OffsetsResponse, ProduceAck, ProduceRequest, Request,
-    Response, TopicName,
+    Response, TopicName, TopicOriginsRequest, TopicOriginsResponse,
 };
 
 pub fn rng(seed: u64) -> ChaCha8Rng {
@@ -102,7 +102,11 @@ pub fn fetch(rng: &mut ChaCha8Rng) -> FetchRequest {
 }
 
 pub fn request(rng: &mut ChaCha8Rng) -> Request {
-    match rng.random_range(0..7) {
+    match rng.random_range(0..8) {
+        7 => Request::TopicOrigins(TopicOriginsRequest {
+            topic: topic(rng),
+            merge: origin_record(rng),
+        }),
         6 => Request::ClusterIdentity,
         5 => Request::AckedProduce((0..rng.random_range(0..4)).map(|_| produce(rng)).collect()),
         0 => Request::Produce(produce(rng)),
@@ -118,6 +122,20 @@ pub fn request(rng: &mut ChaCha8Rng) -> Request {
             },
             max_offsets: rng.random(),
         }),
+    }
+}
+
+/// An origin record's bytes as the wire carries them (empty, or a record's JSON).
+pub fn origin_record(rng: &mut ChaCha8Rng) -> Bytes {
+    let routes: Vec<String> = (0..rng.random_range(0..4))
+        .map(|i| format!("[\"c{i}\",\"d{}\"]", rng.random_range(0..100)))
+        .collect();
+    match routes.is_empty() {
+        true => Bytes::new(),
+        false => Bytes::from(format!(
+            "{{\"version\":1,\"routes\":[{}]}}",
+            routes.join(",")
+        )),
     }
 }
 
@@ -139,7 +157,11 @@ pub fn fetch_response(rng: &mut ChaCha8Rng) -> FetchResponse {
 }
 
 pub fn response(rng: &mut ChaCha8Rng) -> Response {
-    match rng.random_range(0..5) {
+    match rng.random_range(0..6) {
+        5 => Response::TopicOrigins(TopicOriginsResponse {
+            error: error_code(rng),
+            record: origin_record(rng),
+        }),
         4 => Response::ClusterIdentity(ClusterIdentityResponse {
             error: error_code(rng),
             id: (0..rng.random_range(0..30))
