@@ -9,8 +9,10 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties};
+use crate::identity::ClusterIdentity;
 use crate::log::{Log, LogManager, MemFs, TopicPartition};
 use crate::message::{validate_set, DeepIter, ShallowIter, ValidationLimits};
+use crate::origin::Origins;
 use crate::wire::{Request, RequestDecoder, Response, ResponseDecoder, ResponseKind};
 
 /// Largest frame the fuzz targets accept: small, so that lengths near it are reachable.
@@ -216,4 +218,24 @@ pub fn log_recovery(data: &[u8]) {
 
 fn unreachable_topic() -> ! {
     panic!("\"t\" is a valid topic name")
+}
+
+/// Decodes a cluster's ZooKeeper records (its identity at `/cluster/id`, a topic's origin routes
+/// at `/cluster/origins/<topic>`; the latter also arrive in TOPIC_ORIGINS): never a panic, and
+/// whatever decodes re-encodes to a record that decodes to the same value.
+pub fn cluster_records(data: &[u8]) {
+    if let Ok(identity) = ClusterIdentity::decode(data) {
+        assert_eq!(
+            ClusterIdentity::decode(&identity.encode()).ok(),
+            Some(identity),
+            "identity re-encode"
+        );
+    }
+    if let Ok(origins) = Origins::decode(data) {
+        assert_eq!(
+            Origins::decode(&origins.encode()).ok(),
+            Some(origins),
+            "origins re-encode"
+        );
+    }
 }

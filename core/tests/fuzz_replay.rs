@@ -20,12 +20,13 @@ const MUTATIONS_PER_TARGET: usize = 3000;
 
 type Target = (&'static str, fn(&[u8]));
 
-const TARGETS: [Target; 5] = [
+const TARGETS: [Target; 6] = [
     ("request_frames", fuzzing::request_stream),
     ("response_frames", fuzzing::response_frame),
     ("message_set", fuzzing::message_set),
     ("properties", fuzzing::properties),
     ("log_recovery", fuzzing::log_recovery),
+    ("cluster_records", fuzzing::cluster_records),
 ];
 
 fn corpus_dir(target: &str) -> PathBuf {
@@ -49,6 +50,12 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
                 }
             }
             "response_frames" => response(&mut rng).to_bytes().unwrap().to_vec(),
+            "cluster_records" => match seed % 3 {
+                0 => format!("{{\"version\":\"1\",\"id\":\"id{seed}\",\"name\":\"dc{seed}\"}}")
+                    .into_bytes(),
+                1 => format!("{{\"version\":\"1\",\"id\":\"id{seed}\"}}").into_bytes(),
+                _ => origin_record(&mut rng).to_vec(),
+            },
             "message_set" => {
                 let codec = [
                     CompressionCodec::None,
