@@ -1290,20 +1290,28 @@ fn named_cluster(name: &str) -> Cluster {
 }
 
 /// A mirror maker copying every topic matching `whitelist` from `from` into `to` (its files in
-/// `dir`, its log `<from>-<to>.log`), renaming or not.
+/// `dir`, its log `<from>-<to>.log`), renaming or not; its producer finds `to` by its ZooKeeper,
+/// or by `broker.list` (`via_brokers`: the origin records then go through TOPIC_ORIGINS).
 fn maker_between(
     dir: &Path,
     from: (&str, &Cluster),
     to: (&str, &Cluster),
     whitelist: &str,
-    rename: bool,
+    (rename, via_brokers): (bool, bool),
 ) -> (KilledOnDrop, std::path::PathBuf) {
     let name = format!("{}-{}", from.0, to.0);
     let consumer = dir.join(format!("{name}-consumer.properties"));
     let extra = format!("groupid=mirror-{name}\nmirror.rename.topics={rename}\n");
     std::fs::write(&consumer, mirror_consumer(&from.1.zk, &extra)).unwrap();
     let producer = dir.join(format!("{name}-producer.properties"));
-    std::fs::write(&producer, mirror_producer(&to.1.zk, 50)).unwrap();
+    let mut producer_text = mirror_producer(&to.1.zk, 50);
+    if via_brokers {
+        producer_text = producer_text.replace(
+            &format!("zk.connect={}", to.1.zk.connect_string()),
+            &format!("broker.list=0:127.0.0.1:{}", to.1.brokers[0].port),
+        );
+    }
+    std::fs::write(&producer, producer_text).unwrap();
     let log = dir.join(format!("{name}.log"));
     let maker = mirror_maker(&consumer, &producer, &["--whitelist", whitelist], &log);
     (KilledOnDrop(maker), log)
@@ -1324,7 +1332,8 @@ async fn send_to_loop(producer: &Producer<TokioEnv>, prefix: &str) {
 }
 
 /// Issue 24's repro: two mirror makers, east → west and west → east, both `--whitelist loop`,
-/// copied 10 messages into 60 / 120 / 220 copies after 5 / 10 / 20 s. Each direction now
+/// copied 10 messages into 60 / 120 / 220 copies after 5 / 10 / 20 s (west → east given the
+/// mirror cluster's `broker.list`, so its records go through TOPIC_ORIGINS). Each direction now
 /// records where `loop` came from and refuses a topic whose messages came from its target: one
 /// direction (or both, when they start together) refuses, says why, and nothing multiplies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1336,10 +1345,20 @@ async fn two_mirrors_in_opposite_directions_refuse_the_loop_instead_of_multiplyi
     let (east_producer, west_producer) = (producer(&east.zk).await, producer(&west.zk).await);
     send_to_loop(&east_producer, "east-a").await;
     send_to_loop(&west_producer, "west-a").await;
-    let (_east_west, east_west_log) =
-        maker_between(dir.path(), ("east", &east), ("west", &west), "loop", false);
-    let (_west_east, west_east_log) =
-        maker_between(dir.path(), ("west", &west), ("east", &east), "loop", false);
+    let (_east_west, east_west_log) = maker_between(
+        dir.path(),
+        ("east", &east),
+        ("west", &west),
+        "loop",
+        (false, false),
+    );
+    let (_west_east, west_east_log) = maker_between(
+        dir.path(),
+        ("west", &west),
+        ("east", &east),
+        "loop",
+        (false, true),
+    );
     send_to_loop(&east_producer, "east-b").await;
     send_to_loop(&west_producer, "west-b").await;
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -1419,7 +1438,7 @@ async fn active_active_with_renaming_loses_nothing_under_kill_9_and_copies_nothi
     let west = named_cluster("west");
     let dir = tempfile::tempdir().unwrap();
     let start = |from: (&str, &Cluster), to: (&str, &Cluster)| {
-        maker_between(dir.path(), from, to, ".*", true)
+        maker_between(dir.path(), from, to, ".*", (true, from.0 == "west"))
     };
     let mut east_west = start(("east", &east), ("west", &west));
     let mut west_east = start(("west", &west), ("east", &east));
