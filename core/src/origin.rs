@@ -147,11 +147,15 @@ impl Origins {
         if self.routes.len() > ROUTES_MAX {
             return Err(OriginsError::TooBig("more than 64 routes"));
         }
+        // A record this could not read back is never written.
+        if self.encode().len() > ORIGINS_BYTES_MAX {
+            return Err(OriginsError::TooBig("more than 16 KiB"));
+        }
         Ok(())
     }
 
     /// This record and `other`'s routes together: what a record holds after a mirror recorded
-    /// `other` in it. Names learnt later are kept (equal hops are equal by id).
+    /// `other` in it (equal hops are equal by id; a route already here keeps its names).
     pub fn merged(&self, other: &Origins) -> Result<Origins, OriginsError> {
         let mut merged = self.clone();
         for route in &other.routes {

@@ -117,6 +117,17 @@ fn malformed_and_oversized_records_are_refused_not_read_as_empty() {
         Origins::decode(&vec![b' '; 20_000]),
         Err(OriginsError::TooBig(_))
     ));
+    // Within the counts but past 16 KiB once encoded (64-character ids and names): refused
+    // when built, so a record that could not be read back is never written.
+    let long = |i: usize| {
+        let id = format!("{i:0>64}");
+        Hop(cluster(&id, Some(&format!("n{id}")[..64])))
+    };
+    let big = (0..ROUTES_MAX).map(|r| (0..HOPS_MAX).map(|h| long(r * HOPS_MAX + h)).collect());
+    assert!(matches!(
+        Origins::from_routes(big),
+        Err(OriginsError::TooBig(_))
+    ));
 }
 
 #[test]

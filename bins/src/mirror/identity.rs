@@ -278,7 +278,8 @@ pub fn refuse_loops(
         if tributary_core::planted::active(tributary_core::planted::Bug::IdentityIgnored) {
             continue;
         }
-        if *source == identities.target {
+        // By id: a name recorded since one of them was read changes nothing.
+        if source.id == identities.target.id {
             return Err(MirrorError::Config(format!(
                 "the source at {zk} and the mirror cluster are the same cluster, {source}: a cluster cannot be mirrored into itself; point the producer at the mirror cluster"
             )));
@@ -286,7 +287,7 @@ pub fn refuse_loops(
         if let Some(earlier) = identities
             .sources
             .get(..index)
-            .and_then(|s| s.iter().position(|e| e == source))
+            .and_then(|s| s.iter().position(|e| e.id == source.id))
         {
             let other = sources
                 .get(earlier)
@@ -339,6 +340,12 @@ mod tests {
             target: cluster("xyz", Some("west")),
         };
         assert!(refuse_loops(&elsewhere, &sources).is_ok());
+        // A name recorded after one side was read: the same cluster.
+        let named_since = Identities {
+            sources: vec![cluster("abc", Some("east"))],
+            target: cluster("abc", None),
+        };
+        assert!(refuse_loops(&named_since, &sources).is_err());
         // Same name, other id: names do not decide.
         let renamed = Identities {
             sources: vec![cluster("abc", Some("east"))],

@@ -7,8 +7,9 @@
 //!
 //! Decisions are kept and made again every [`RECHECK_EVERY`] (so a topology changed later, or a
 //! cycle of three mirrors started at once, is caught then). The first decision fails closed: a
-//! topic whose routes cannot be read or recorded waits. A later check that cannot reach a
-//! ZooKeeper keeps the decision it has.
+//! topic whose routes cannot be read or recorded waits (that topic alone: each has its own
+//! lock). A later check that cannot reach a ZooKeeper keeps the decision it has; a damaged
+//! record refuses the topic until it is fixed.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -53,6 +54,22 @@ pub enum OriginsAccessError {
     /// No broker of `broker.list` could be reached.
     #[error("no broker of broker.list could be reached ({0})")]
     Unreachable(String),
+}
+
+impl OriginsAccessError {
+    /// Whether trying again later may succeed (a ZooKeeper or broker that cannot be reached,
+    /// a race lost); a damaged record is not, until someone fixes it.
+    pub fn transient(&self) -> bool {
+        match self {
+            OriginsAccessError::Store(OriginsStoreError::Damaged { .. }) => false,
+            OriginsAccessError::Store(_) => true,
+            OriginsAccessError::Broker { source, .. } => matches!(
+                source,
+                OriginsQueryError::Call(_) | OriginsQueryError::Refused
+            ),
+            OriginsAccessError::Unreachable(_) => true,
+        }
+    }
 }
 
 type Access<'a> = Pin<Box<dyn Future<Output = Result<Origins, OriginsAccessError>> + Send + 'a>>;
@@ -104,6 +121,7 @@ impl<E: Env> BrokerOrigins<E> {
         add: Option<&Origins>,
     ) -> Result<Origins, OriginsAccessError> {
         let mut unreachable = Vec::new();
+        let mut refused = None;
         for broker in &self.brokers {
             let at = format!("broker {} at {}:{}", broker.id, broker.host, broker.port);
             let mut conn = match connect(&self.env, &broker.host, broker.port, self.timeout).await {
@@ -114,14 +132,15 @@ impl<E: Env> BrokerOrigins<E> {
                 }
             };
             // A connection is used for one call and dropped: a failed call's is never reused.
+            // Another broker of the list may answer (one without ZooKeeper never does).
             match topic_origins(&mut conn, topic, add).await {
                 Ok(origins) => return Ok(origins),
                 Err(source) => {
-                    return Err(OriginsAccessError::Broker { broker: at, source });
+                    refused.get_or_insert(OriginsAccessError::Broker { broker: at, source });
                 }
             }
         }
-        Err(OriginsAccessError::Unreachable(unreachable.join("; ")))
+        Err(refused.unwrap_or_else(|| OriginsAccessError::Unreachable(unreachable.join("; "))))
     }
 }
 
@@ -176,7 +195,8 @@ pub struct OriginGate {
     in_source: Arc<dyn OriginsAccess>,
     in_target: Arc<dyn OriginsAccess>,
     now_ms: Arc<dyn Fn() -> i64 + Send + Sync>,
-    decided: Mutex<BTreeMap<TopicName, Decided>>,
+    /// Per topic, its decision behind a lock of its own (held while it is made).
+    decided: std::sync::Mutex<BTreeMap<TopicName, Arc<Mutex<Option<Decided>>>>>,
 }
 
 impl std::fmt::Debug for OriginGate {
@@ -205,6 +225,16 @@ enum Undecided {
     },
 }
 
+impl Undecided {
+    fn transient(&self) -> bool {
+        match self {
+            Undecided::Source { source, .. } | Undecided::Target { source, .. } => {
+                source.transient()
+            }
+        }
+    }
+}
+
 impl OriginGate {
     /// The gate for copies from `source` into `target`.
     pub fn new(
@@ -222,7 +252,7 @@ impl OriginGate {
             in_source,
             in_target,
             now_ms,
-            decided: Mutex::new(BTreeMap::new()),
+            decided: std::sync::Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -230,10 +260,15 @@ impl OriginGate {
     /// why every 30 s, while none can be made) — and the flag that says when it must be made
     /// again (the source's record changed). Cancel-safe: cancelling leaves nothing half decided.
     pub async fn verdict(&self, topic: &TopicName) -> (Verdict, Arc<AtomicBool>) {
-        let mut decided = self.decided.lock().await;
+        // One lock per topic: a topic that cannot be decided holds up only its own streams.
+        let slot = crate::sync::lock(&self.decided, "origin gate")
+            .entry(topic.clone())
+            .or_default()
+            .clone();
+        let mut decided = slot.lock().await;
         let now = (self.now_ms)();
         let recheck_ms = i64::try_from(RECHECK_EVERY.as_millis()).unwrap_or(i64::MAX);
-        if let Some(kept) = decided.get(topic) {
+        if let Some(kept) = decided.as_ref() {
             let fresh = now >= kept.at_ms && now.saturating_sub(kept.at_ms) < recheck_ms;
             if fresh && !kept.stale.load(Ordering::Acquire) {
                 return (kept.verdict.clone(), kept.stale.clone());
@@ -241,35 +276,19 @@ impl OriginGate {
         }
         let mut said_at: Option<i64> = None;
         loop {
-            match self.decide(topic).await {
-                Ok((verdict, watch)) => {
-                    let changed = decided.get(topic).map(|k| &k.verdict) != Some(&verdict);
-                    if changed {
-                        self.say(topic, &verdict);
-                    }
-                    let stale = Arc::new(AtomicBool::new(false));
-                    if let Some(watch) = watch {
-                        let stale = stale.clone();
-                        // Ends when the record changes, or gives up after two rechecks'
-                        // time (the recheck has made a new watch by then).
-                        tokio::spawn(async move {
-                            let _ = tokio::time::timeout(RECHECK_EVERY * 2, watch).await;
-                            stale.store(true, Ordering::Release);
-                        });
-                    }
-                    decided.insert(
-                        topic.clone(),
-                        Decided {
-                            verdict: verdict.clone(),
-                            at_ms: (self.now_ms)(),
-                            stale: stale.clone(),
-                        },
-                    );
-                    return (verdict, stale);
-                }
+            let decision = match self.decide(topic).await {
+                Ok(decision) => decision,
+                // A record that cannot be read or written as it is: refused (and said) until it
+                // is fixed, looked at again every 30 s.
+                Err(e) if !e.transient() => (
+                    Verdict::Refused(format!(
+                        "topic {topic}: {e}; it is not copied until the record is fixed"
+                    )),
+                    None,
+                ),
                 Err(e) => {
                     let now = (self.now_ms)();
-                    if let Some(kept) = decided.get_mut(topic) {
+                    if let Some(kept) = decided.as_mut() {
                         // A later check: keep going as decided; try again in a second (not at
                         // every message: the ZooKeeper that failed is not asked at that rate).
                         tracing::warn!("mirror: topic {topic}: {e}; it goes on as decided and is checked again shortly");
@@ -284,8 +303,30 @@ impl OriginGate {
                         said_at = Some(now);
                     }
                     tokio::time::sleep(RETRY_EVERY).await;
+                    continue;
                 }
+            };
+            let (verdict, watch) = decision;
+            let changed = decided.as_ref().map(|k| &k.verdict) != Some(&verdict);
+            if changed {
+                self.say(topic, &verdict);
             }
+            let stale = Arc::new(AtomicBool::new(false));
+            if let Some(watch) = watch {
+                let stale = stale.clone();
+                // Ends when the record changes, or gives up after two rechecks' time (the
+                // recheck has made a new watch by then).
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(RECHECK_EVERY * 2, watch).await;
+                    stale.store(true, Ordering::Release);
+                });
+            }
+            *decided = Some(Decided {
+                verdict: verdict.clone(),
+                at_ms: (self.now_ms)(),
+                stale: stale.clone(),
+            });
+            return (verdict, stale);
         }
     }
 
@@ -360,7 +401,16 @@ impl OriginGate {
             return Ok((Verdict::Refused(refused.to_string()), watch));
         }
         // Routes recorded upstream since the first read go downstream now.
-        let again = routes_into(&self.source, &in_source).unwrap_or_else(|_| add.clone());
+        let again = match routes_into(&self.source, &in_source) {
+            Ok(again) => again,
+            Err(e) => {
+                let why = format!(
+                    "topic {topic}: its routes cannot be recorded in {}: {e}",
+                    self.target
+                );
+                return Ok((Verdict::Refused(why), watch));
+            }
+        };
         if again != add {
             self.in_target
                 .merge(&target_topic, &again)

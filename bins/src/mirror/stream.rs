@@ -267,20 +267,26 @@ async fn forward(
     verdicts: &mut StreamVerdicts,
     message: ConsumedMessage,
 ) -> Result<bool, MirrorError> {
+    let key = keys.key(context.source, &message.topic, message.partition);
     let target_topic = match verdicts.verdict(&context.gate, &message.topic).await {
         Verdict::Copy(name) => name,
         Verdict::Refused(_) => {
-            // Said by the gate. The partition stops (it starts again from its commit at the
-            // next rebalance, and is refused again unless the topology changed); nothing of it
-            // is forwarded or committed from here.
+            // Said by the gate. The partition stops in this epoch — in the window too, so that
+            // nothing after this message is forwarded or committed even if a later decision
+            // allows the topic — and starts again from its commit at the next rebalance.
             context.stats.refused.fetch_add(1, Ordering::Relaxed);
+            let room = {
+                let mut state = context.window.lock();
+                state.on_withdrawn(&key, message.generation);
+                state.has_room()
+            };
             context
                 .connector
                 .stop_partition(&message.topic, message.partition);
-            return Ok(context.window.has_room());
+            context.window.changed();
+            return Ok(room);
         }
     };
-    let key = keys.key(context.source, &message.topic, message.partition);
     let (seq, room) = {
         let mut state = context.window.lock();
         match state.on_message(&key, message.generation, message.offset) {
