@@ -330,10 +330,6 @@ impl Mirror {
         let queue_size = producer_config.queue_size.max(1) as usize;
         let mut stream_index = 0;
         let in_target = origins::target_access(&env, &producer_config);
-        let now_ms: Arc<dyn Fn() -> i64 + Send + Sync> = {
-            let env = env.clone();
-            Arc::new(move || env.now_ms())
-        };
         for (index, (source, identity)) in
             settings.sources.iter().zip(&identities.sources).enumerate()
         {
@@ -349,7 +345,6 @@ impl Mirror {
                     Duration::from_millis(source.zk.connection_timeout_ms.into()),
                 )),
                 in_target.clone(),
-                now_ms.clone(),
             ));
             let subscription = match &settings.filter {
                 Subscription::Whitelist(f, _) => {

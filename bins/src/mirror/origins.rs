@@ -182,9 +182,26 @@ pub enum Verdict {
 
 struct Decided {
     verdict: Verdict,
-    at_ms: i64,
-    /// Set when the source's record changed since (its watch fired): decide again.
+    /// Set when the decision must be made again: the source's record changed (its watch
+    /// fired), or [`RECHECK_EVERY`] passed (sooner after a failed check). See [`arm`].
     stale: Arc<AtomicBool>,
+}
+
+/// A fresh staleness flag, set once `watch` fires or `after` passes, whichever comes first.
+fn arm(watch: Option<Watch>, after: Duration) -> Arc<AtomicBool> {
+    let stale = Arc::new(AtomicBool::new(false));
+    let flag = stale.clone();
+    tokio::spawn(async move {
+        match watch {
+            Some(watch) => tokio::select! {
+                () = watch => {}
+                () = tokio::time::sleep(after) => {}
+            },
+            None => tokio::time::sleep(after).await,
+        }
+        flag.store(true, Ordering::Release);
+    });
+    stale
 }
 
 /// One source's decisions, shared by its streams.
@@ -194,7 +211,6 @@ pub struct OriginGate {
     rename: Option<RenameRule>,
     in_source: Arc<dyn OriginsAccess>,
     in_target: Arc<dyn OriginsAccess>,
-    now_ms: Arc<dyn Fn() -> i64 + Send + Sync>,
     /// Per topic, its decision behind a lock of its own (held while it is made).
     decided: std::sync::Mutex<BTreeMap<TopicName, Arc<Mutex<Option<Decided>>>>>,
 }
@@ -243,7 +259,6 @@ impl OriginGate {
         rename: Option<RenameRule>,
         in_source: Arc<dyn OriginsAccess>,
         in_target: Arc<dyn OriginsAccess>,
-        now_ms: Arc<dyn Fn() -> i64 + Send + Sync>,
     ) -> Self {
         OriginGate {
             source,
@@ -251,7 +266,6 @@ impl OriginGate {
             rename,
             in_source,
             in_target,
-            now_ms,
             decided: std::sync::Mutex::new(BTreeMap::new()),
         }
     }
@@ -266,15 +280,12 @@ impl OriginGate {
             .or_default()
             .clone();
         let mut decided = slot.lock().await;
-        let now = (self.now_ms)();
-        let recheck_ms = i64::try_from(RECHECK_EVERY.as_millis()).unwrap_or(i64::MAX);
         if let Some(kept) = decided.as_ref() {
-            let fresh = now >= kept.at_ms && now.saturating_sub(kept.at_ms) < recheck_ms;
-            if fresh && !kept.stale.load(Ordering::Acquire) {
+            if !kept.stale.load(Ordering::Acquire) {
                 return (kept.verdict.clone(), kept.stale.clone());
             }
         }
-        let mut said_at: Option<i64> = None;
+        let mut attempts: u64 = 0;
         loop {
             let decision = match self.decide(topic).await {
                 Ok(decision) => decision,
@@ -287,21 +298,18 @@ impl OriginGate {
                     None,
                 ),
                 Err(e) => {
-                    let now = (self.now_ms)();
                     if let Some(kept) = decided.as_mut() {
                         // A later check: keep going as decided; try again in a second (not at
                         // every message: the ZooKeeper that failed is not asked at that rate).
                         tracing::warn!("mirror: topic {topic}: {e}; it goes on as decided and is checked again shortly");
-                        kept.at_ms = now
-                            .saturating_sub(recheck_ms)
-                            .saturating_add(i64::try_from(RETRY_EVERY.as_millis()).unwrap_or(0));
-                        kept.stale.store(false, Ordering::Release);
+                        kept.stale = arm(None, RETRY_EVERY);
                         return (kept.verdict.clone(), kept.stale.clone());
                     }
-                    if said_at.is_none_or(|at| now.saturating_sub(at) >= 30_000) {
+                    // Said at once, then every 30 tries (about 30 s).
+                    if attempts.is_multiple_of(30) {
                         tracing::warn!("mirror: topic {topic}: {e}; it is not copied until its routes are known (retrying)");
-                        said_at = Some(now);
                     }
+                    attempts += 1;
                     tokio::time::sleep(RETRY_EVERY).await;
                     continue;
                 }
@@ -311,19 +319,9 @@ impl OriginGate {
             if changed {
                 self.say(topic, &verdict);
             }
-            let stale = Arc::new(AtomicBool::new(false));
-            if let Some(watch) = watch {
-                let stale = stale.clone();
-                // Ends when the record changes, or gives up after two rechecks' time (the
-                // recheck has made a new watch by then).
-                tokio::spawn(async move {
-                    let _ = tokio::time::timeout(RECHECK_EVERY * 2, watch).await;
-                    stale.store(true, Ordering::Release);
-                });
-            }
+            let stale = arm(watch, RECHECK_EVERY);
             *decided = Some(Decided {
                 verdict: verdict.clone(),
-                at_ms: (self.now_ms)(),
                 stale: stale.clone(),
             });
             return (verdict, stale);
@@ -425,29 +423,22 @@ impl OriginGate {
 }
 
 /// A stream's last decision, so that a run of messages of one topic does not ask the gate for
-/// each (one atomic load a message instead: whether the source's record changed).
+/// each: a topic comparison and one atomic load a message (whether the decision went stale).
 #[derive(Default)]
 pub struct StreamVerdicts {
-    last: Option<(TopicName, Verdict, Arc<AtomicBool>, i64)>,
+    last: Option<(TopicName, Verdict, Arc<AtomicBool>)>,
 }
 
 impl StreamVerdicts {
-    /// `topic`'s verdict: the one kept when it is `topic`'s, recent and not stale, else the
-    /// gate's.
+    /// `topic`'s verdict: the one kept when it is `topic`'s and not stale, else the gate's.
     pub async fn verdict(&mut self, gate: &OriginGate, topic: &TopicName) -> Verdict {
-        let now = (gate.now_ms)();
-        let recheck_ms = i64::try_from(RECHECK_EVERY.as_millis()).unwrap_or(i64::MAX);
-        if let Some((kept, verdict, stale, at)) = &self.last {
-            if kept == topic
-                && now >= *at
-                && now - at < recheck_ms
-                && !stale.load(Ordering::Acquire)
-            {
+        if let Some((kept, verdict, stale)) = &self.last {
+            if kept == topic && !stale.load(Ordering::Acquire) {
                 return verdict.clone();
             }
         }
         let (verdict, stale) = gate.verdict(topic).await;
-        self.last = Some((topic.clone(), verdict.clone(), stale, now));
+        self.last = Some((topic.clone(), verdict.clone(), stale));
         verdict
     }
 }
