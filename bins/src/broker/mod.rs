@@ -221,7 +221,7 @@ impl Broker {
             handler: Handler::with_acks(env.clone(), logs.clone(), flush_requests)
                 .with_zero_copy(config.fetch_zero_copy)
                 .with_identity(identity.clone())
-                .with_origins(origins)
+                .with_origins(origins.clone())
                 .with_meter(meter),
             request_bytes_max: request_bytes_max(&config),
             read_chunk_bytes: config.socket_receive_buffer_bytes as usize,
@@ -234,6 +234,7 @@ impl Broker {
             committer_stop,
             metrics_server,
             metrics: metrics.clone(),
+            origins,
         };
         let done = tokio::spawn(run(
             env,
@@ -295,12 +296,14 @@ fn flatten(finished: Result<Result<(), BrokerError>, JoinError>) -> Result<(), B
 }
 
 /// The broker's long-lived tasks besides connections and timers.
-struct Tasks {
+struct Tasks<E: Env> {
     registration: Option<Registration>,
     committer: tokio::task::JoinHandle<()>,
     committer_stop: watch::Sender<bool>,
     metrics_server: Option<MetricsServer>,
     metrics: MaybeMetrics,
+    /// TOPIC_ORIGINS's ZooKeeper session, closed at shutdown.
+    origins: Option<Arc<OriginStore<E>>>,
 }
 
 /// Sets each partition's end and flushed end before every scrape, while the logs live.
@@ -334,7 +337,7 @@ async fn run<E: Env>(
     shared: Arc<Shared<E>>,
     logs: Arc<Logs<E::Fs>>,
     mut shutdown: watch::Receiver<bool>,
-    tasks: Tasks,
+    tasks: Tasks<E>,
 ) -> Result<(), BrokerError> {
     let Tasks {
         mut registration,
@@ -342,6 +345,7 @@ async fn run<E: Env>(
         committer_stop,
         mut metrics_server,
         metrics,
+        origins,
     } = tasks;
     let meter = shared.handler.meter().clone();
     // Connections and timers stop on this, whether the stop came from outside or a failure.
@@ -469,6 +473,9 @@ async fn run<E: Env>(
     let closed = logs::close(&env, &logs, env.now_ms(), failure.is_none()).await;
     if let Some(registration) = registration {
         registration.stop().await;
+    }
+    if let Some(origins) = origins {
+        origins.close().await;
     }
     if let Some(server) = metrics_server {
         server.stop().await;

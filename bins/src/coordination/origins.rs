@@ -14,6 +14,9 @@ use tributary_core::wire::TopicName;
 use super::{CoordError, Coordination, NodeKind, Watch};
 use crate::env::Env;
 
+/// How long closing a session may take.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
 /// How often a lost race (another mirror merged between our read and our write) is retried.
 const RACES_MAX: usize = 8;
 
@@ -245,10 +248,20 @@ impl<E: Env> OriginStore<E> {
         Ok(session.insert(coord))
     }
 
-    /// Closes the session (bounded by the caller).
+    /// Closes the session, if one is open, within [`CLOSE_GRACE`]; a ZooKeeper that does not
+    /// answer leaves it to expire (it holds no ephemeral node), said in the log.
     pub async fn close(&self) {
-        if let Some(coord) = self.session.lock().await.take() {
-            coord.close().await;
+        let Some(coord) = self.session.lock().await.take() else {
+            return;
+        };
+        if tokio::time::timeout(CLOSE_GRACE, coord.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "{}: ZooKeeper did not answer within {CLOSE_GRACE:?}; the origin records' session is left to expire",
+                self.connect
+            );
         }
     }
 }

@@ -230,6 +230,9 @@ pub struct Mirror {
     summary: Option<tokio::task::JoinHandle<()>>,
     /// The identities' recheck (`None` once it ended and was looked at).
     recheck: Option<tokio::task::JoinHandle<Result<(), MirrorError>>>,
+    /// The origin-record stores (target's, then each source's): their sessions close at
+    /// shutdown.
+    records: Vec<Arc<dyn origins::OriginsAccess>>,
 }
 
 impl std::fmt::Debug for Mirror {
@@ -330,20 +333,24 @@ impl Mirror {
         let queue_size = producer_config.queue_size.max(1) as usize;
         let mut stream_index = 0;
         let in_target = origins::target_access(&env, &producer_config);
+        // Every origin-record store, closed at shutdown.
+        let mut records: Vec<Arc<dyn origins::OriginsAccess>> = vec![in_target.clone()];
         for (index, (source, identity)) in
             settings.sources.iter().zip(&identities.sources).enumerate()
         {
             let config = mirror_consumer(source.clone());
+            let in_source: Arc<dyn origins::OriginsAccess> = Arc::new(OriginStore::new(
+                env.clone(),
+                source.zk_connect.clone(),
+                Duration::from_millis(source.zk.session_timeout_ms.into()),
+                Duration::from_millis(source.zk.connection_timeout_ms.into()),
+            ));
+            records.push(in_source.clone());
             let gate = Arc::new(OriginGate::new(
                 identity.clone(),
                 identities.target.clone(),
                 source.mirror.rename.clone(),
-                Arc::new(OriginStore::new(
-                    env.clone(),
-                    source.zk_connect.clone(),
-                    Duration::from_millis(source.zk.session_timeout_ms.into()),
-                    Duration::from_millis(source.zk.connection_timeout_ms.into()),
-                )),
+                in_source,
                 in_target.clone(),
             ));
             let subscription = match &settings.filter {
@@ -462,6 +469,7 @@ impl Mirror {
             stats,
             summary: Some(summary),
             recheck: Some(recheck),
+            records,
         })
     }
 
@@ -570,6 +578,9 @@ impl Mirror {
         .await;
         if drained.is_err() {
             tracing::warn!("mirror: the mirror cluster did not take the last of {queued} queued messages within {LEAVE_DEADLINE:?}; they were not committed at the source and are sent again on restart");
+        }
+        for records in self.records.drain(..) {
+            records.close().await;
         }
         tracing::info!(
             "mirror stopped: {} messages sent, {} acknowledged, {} commits",

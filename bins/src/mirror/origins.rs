@@ -87,6 +87,10 @@ pub trait OriginsAccess: Send + Sync {
     }
     /// Merges `add` into `topic`'s record.
     fn merge<'a>(&'a self, topic: &'a TopicName, add: &'a Origins) -> Access<'a>;
+    /// Lets go of what it holds open (a ZooKeeper session), bounded; nothing by default.
+    fn close(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async {})
+    }
 }
 
 impl<E: Env> OriginsAccess for OriginStore<E> {
@@ -99,6 +103,10 @@ impl<E: Env> OriginsAccess for OriginStore<E> {
             let (origins, watch) = OriginStore::read_and_watch(self, topic).await?;
             Ok((origins, Some(watch)))
         })
+    }
+
+    fn close(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(OriginStore::close(self))
     }
 
     fn merge<'a>(&'a self, topic: &'a TopicName, add: &'a Origins) -> Access<'a> {
