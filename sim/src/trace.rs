@@ -183,3 +183,27 @@ impl Visit for Message {
         }
     }
 }
+
+/// Where two traces' kept lines first differ, for a determinism test's failure message: the
+/// index and both lines, or which one is longer. Only the lines given are compared (a report
+/// keeps its last 40 unless `TRIBUTARY_FULL_TRACE` is set, which compares whole traces).
+pub fn first_difference(first: &[String], second: &[String]) -> String {
+    let at = first
+        .iter()
+        .zip(second)
+        .position(|(a, b)| a != b)
+        .unwrap_or(first.len().min(second.len()));
+    let line = |lines: &[String]| lines.get(at).cloned().unwrap_or_else(|| "(ended)".into());
+    if at == first.len() && at == second.len() {
+        return format!(
+            "the {at} lines compared are equal; set TRIBUTARY_FULL_TRACE=1 to compare whole traces"
+        );
+    }
+    format!(
+        "first difference at line {at} of the {} and {} compared:\n  first:  {}\n  second: {}",
+        first.len(),
+        second.len(),
+        line(first),
+        line(second)
+    )
+}

@@ -73,9 +73,10 @@ fn the_same_seed_gives_the_same_trace_broker_events_included() {
             .map_err(|(v, _)| v)
             .unwrap();
         assert_eq!(
-            first.trace_hash, second.trace_hash,
-            "seed {seed}: traces differ\n{:?}\n{:?}",
-            first.trace_tail, second.trace_tail
+            first.trace_hash,
+            second.trace_hash,
+            "seed {seed}: traces differ; {}",
+            tributary_sim::trace::first_difference(&first.trace_tail, &second.trace_tail)
         );
         assert_eq!(
             (first.produced, first.entries_checked, first.trace_lines),

@@ -120,9 +120,10 @@ fn the_same_seed_gives_the_same_trace() {
         };
         let (first, second) = (run(seed), run(seed));
         assert_eq!(
-            first.trace_hash, second.trace_hash,
-            "seed {seed}: traces differ\n{:?}\n{:?}",
-            first.trace_tail, second.trace_tail
+            first.trace_hash,
+            second.trace_hash,
+            "seed {seed}: traces differ; {}",
+            tributary_sim::trace::first_difference(&first.trace_tail, &second.trace_tail)
         );
         assert_eq!(
             (first.acked, first.duplicates, first.commits_checked),

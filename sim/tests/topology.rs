@@ -88,9 +88,10 @@ fn the_same_seed_gives_the_same_trace() {
         };
         let (first, second) = (run(), run());
         assert_eq!(
-            first.trace_hash, second.trace_hash,
-            "{topology:?}: traces differ\n{:?}\n{:?}",
-            first.trace_tail, second.trace_tail
+            first.trace_hash,
+            second.trace_hash,
+            "{topology:?}: traces differ; {}",
+            tributary_sim::trace::first_difference(&first.trace_tail, &second.trace_tail)
         );
     }
 }

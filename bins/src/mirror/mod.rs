@@ -839,3 +839,63 @@ async fn summarize<E: Env>(
         last = (sent, bytes);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(source: &str, source_end: i64, position: i64) -> LagSample {
+        LagSample {
+            source: source.into(),
+            topic: "orders".into(),
+            partition: "0-0".into(),
+            source_end,
+            position,
+        }
+    }
+
+    /// Fan-in: two source clusters that both have `orders` partition `0-0` are two lag series,
+    /// each with its own lag, and an owned partition missing from a round keeps its last sample
+    /// under its own source.
+    #[test]
+    fn two_sources_with_one_topic_partition_are_two_lag_series() {
+        let metrics = crate::metrics::Metrics::new();
+        let mut gauges = MirrorGauges {
+            mirror: metrics.mirror(),
+            producer: metrics.producer(),
+            lag: LagGauges::default(),
+            updated: false,
+            last: BTreeMap::new(),
+        };
+        let owned = |source: &str| (source.to_string(), "orders".to_string(), "0-0".to_string());
+        gauges.update(
+            0,
+            &[sample("east", 100, 40), sample("west", 100, 90)],
+            &[owned("east"), owned("west")],
+            0,
+            0,
+        );
+        let text = metrics.render().unwrap();
+        for (source, lag) in [("east", 60), ("west", 10)] {
+            let series = format!(
+                "tributary_mirror_lag_bytes{{partition=\"0-0\",source=\"{source}\",topic=\"orders\"}} {lag}"
+            );
+            assert!(text.contains(&series), "{series} missing:\n{text}");
+        }
+        // West's broker did not answer this round: its owned partition keeps its last lag.
+        gauges.update(
+            1_000,
+            &[sample("east", 100, 100)],
+            &[owned("east"), owned("west")],
+            0,
+            0,
+        );
+        let text = metrics.render().unwrap();
+        assert!(text.contains(
+            "tributary_mirror_lag_bytes{partition=\"0-0\",source=\"west\",topic=\"orders\"} 10"
+        ));
+        assert!(text.contains(
+            "tributary_mirror_lag_bytes{partition=\"0-0\",source=\"east\",topic=\"orders\"} 0"
+        ));
+    }
+}
