@@ -14,13 +14,14 @@
 //!   restored); [`conformance`] is the suite it shares with a real ZooKeeper.
 //! - [`world`]: clusters of production servers (`tributary::server::run`) with their ZooKeeper,
 //!   the run's control (faults, stops, links); [`invariants`]: every invariant the scenarios
-//!   check, numbered S1 to S22 as docs/ARCHITECTURE.md numbers them.
+//!   check, numbered S1 to S25 as docs/ARCHITECTURE.md numbers them.
 //! - [`trace`]: the run's trace (scenario lines and the code's own `tracing` events).
 //!
 //! The scenarios (under [`scenarios`], re-exported here), each with its checkers: [`cluster`] (brokers, producers, the produce
 //! [`history`] checker), [`clients`] (consumer groups), [`mirror`] (two clusters and the mirror,
 //! with [`metrics_check`]), [`replica`] (replica mode and failover), [`long_link`] (the mirror
-//! over the link proxy), [`log_crash`] (a crash at any file-system operation, then recovery) and
+//! over the link proxy), [`topology`] (three clusters mirrored active-active or in a chain,
+//! loops refused), [`log_crash`] (a crash at any file-system operation, then recovery) and
 //! [`retention_restart`]. [`two_clusters`] holds the faults the two-cluster scenarios share
 //! (what each is, which comes next, when each begins and ends).
 

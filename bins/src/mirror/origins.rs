@@ -202,6 +202,7 @@ fn arm(watch: Option<Watch>, after: Duration) -> Arc<AtomicBool> {
     tokio::spawn(async move {
         match watch {
             Some(watch) => tokio::select! {
+                biased;
                 () = watch => {}
                 () = tokio::time::sleep(after) => {}
             },
