@@ -6,10 +6,12 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use tributary::cli::{mirror_maker, server, Cli, Command, LogFormat};
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
+use tributary::cli::{mirror_maker, server, Cli, Command, LogFormat, LogStream};
 use tributary::tools::{
-    check_config, cluster_id, console_consumer, console_producer, dump_log, get_offsets,
-    link_proxy, mirror_status, offset_checker, perf, promote, simple_consumer, simple_perf,
+    check_config, cluster_id, console_consumer, console_producer, dump_log, get_offsets, jmx_tool,
+    link_proxy, mirror_status, offset_checker, perf, promote, replay, shells, simple_consumer,
+    simple_perf, update_offsets, verify_rebalance, zk_offsets,
 };
 
 fn main() -> ExitCode {
@@ -18,18 +20,28 @@ fn main() -> ExitCode {
     // check-config prints its own warnings.
     let default_level = match cli.command {
         Command::Server(_) | Command::MirrorMaker(_) | Command::LinkProxy(_) => "info",
+        // 0.7.2's shell writes what it consumed as log lines; they are its output.
+        Command::SimpleConsumerShell(_) => "warn,kafka.tools.SimpleConsumerShell$=info",
         Command::CheckConfig(_) => "error",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| default_level.into());
+    let (writer, terminal) = match cli.log_to {
+        LogStream::Stderr => (
+            BoxMakeWriter::new(std::io::stderr),
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        ),
+        LogStream::Stdout => (
+            BoxMakeWriter::new(std::io::stdout),
+            std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        ),
+    };
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     match cli.log_format {
-        LogFormat::Text => logs
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
+        LogFormat::Text => logs.with_ansi(terminal).init(),
         LogFormat::Json => {
             logs.json().with_ansi(false).init();
             // A panic's report goes to the log shipper as JSON too.
@@ -68,5 +80,14 @@ fn run(command: Command) -> Result<ExitCode, String> {
         Command::LinkProxy(args) => link_proxy::run_cli(args),
         Command::CheckConfig(args) => check_config::run_cli(args),
         Command::DumpLog(args) => dump_log::run_cli(args),
+        Command::ExportZkOffsets(args) => zk_offsets::run_export_cli(args),
+        Command::ImportZkOffsets(args) => zk_offsets::run_import_cli(args),
+        Command::UpdateOffsetsInZk(args) => update_offsets::run_cli(args),
+        Command::VerifyConsumerRebalance(args) => verify_rebalance::run_cli(args),
+        Command::JmxTool(args) => jmx_tool::run_cli(args),
+        Command::SimpleConsumerShell(args) => simple_consumer::run_shell_cli(args),
+        Command::ProducerShell(args) => shells::run_producer_cli(args),
+        Command::ConsumerShell(args) => shells::run_consumer_cli(args),
+        Command::ReplayLogProducer(args) => replay::run_cli(args),
     }
 }

@@ -38,6 +38,9 @@ pub struct MirrorMakerArgs {
     /// Serve Prometheus metrics at http://0.0.0.0:PORT/metrics (off when not given).
     #[arg(long = "metrics.port")]
     pub metrics_port: Option<u16>,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    #[command(flatten)]
+    pub stray: crate::cli::StrayWords,
 }
 
 /// Runs the mirror maker until SIGINT or SIGTERM, then stops it gracefully (in-flight messages
@@ -52,7 +55,9 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
         num_streams,
         num_producers,
         metrics_port,
+        stray,
     } = args;
+    stray.warn("mirror-maker");
     let sources = consumer_config
         .iter()
         .map(|p| load_consumer(p))

@@ -25,13 +25,19 @@ use crate::tools::console_consumer::ConsoleConsumerArgs;
 use crate::tools::console_producer::ConsoleProducerArgs;
 use crate::tools::dump_log::DumpLogArgs;
 use crate::tools::get_offsets::GetOffsetsArgs;
+use crate::tools::jmx_tool::JmxToolArgs;
 use crate::tools::link_proxy::LinkProxyArgs;
 use crate::tools::mirror_status::MirrorStatusArgs;
 use crate::tools::offset_checker::ConsumerOffsetCheckerArgs;
 use crate::tools::perf::{ConsumerPerfArgs, ProducerPerfArgs};
 use crate::tools::promote::PromoteArgs;
-use crate::tools::simple_consumer::SimpleConsumerArgs;
+use crate::tools::replay::ReplayLogProducerArgs;
+use crate::tools::shells::{ConsumerShellArgs, ProducerShellArgs};
+use crate::tools::simple_consumer::{SimpleConsumerArgs, SimpleConsumerShellArgs};
 use crate::tools::simple_perf::SimpleConsumerPerfArgs;
+use crate::tools::update_offsets::UpdateOffsetsArgs;
+use crate::tools::verify_rebalance::VerifyConsumerRebalanceArgs;
+use crate::tools::zk_offsets::{ExportZkOffsetsArgs, ImportZkOffsetsArgs};
 
 /// The whole command line: the global `--log-format` and one subcommand.
 #[derive(Debug, Parser)]
@@ -45,6 +51,11 @@ pub struct Cli {
     /// line) for log shippers. RUST_LOG sets the level either way.
     #[arg(long = "log-format", global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Where log lines go: `stderr` (the default) or `stdout`, where Kafka 0.7's default log4j
+    /// configuration sends them (bin/kafka-run-class.sh asks for it, so scripts that read a
+    /// tool's log from its standard output keep working).
+    #[arg(long = "log-to", global = true, value_enum, default_value_t = LogStream::Stderr)]
+    pub log_to: LogStream,
     /// The subcommand and its arguments.
     #[command(subcommand)]
     pub command: Command,
@@ -59,6 +70,15 @@ pub enum LogFormat {
     Json,
 }
 
+/// Where log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogStream {
+    /// Standard error.
+    Stderr,
+    /// Standard output.
+    Stdout,
+}
+
 /// Which broker and partition a tool talks to.
 #[derive(Debug, clap::Args)]
 pub struct PartitionArgs {
@@ -71,6 +91,28 @@ pub struct PartitionArgs {
     /// The partition.
     #[arg(long, default_value_t = 0)]
     pub partition: i32,
+}
+
+/// Words that are not options, which Kafka 0.7's tools accept anywhere and ignore (jopt-simple
+/// collects them and no tool reads them; 0.7.2's own producer-performance test passes one). A
+/// tool that takes them says so in one warning line instead of refusing to run.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct StrayWords {
+    /// Ignored, as 0.7's tools ignore them.
+    #[arg(hide = true, value_name = "IGNORED")]
+    pub words: Vec<String>,
+}
+
+impl StrayWords {
+    /// Logs one warning naming the ignored words, if any, for `tool`.
+    pub fn warn(&self, tool: &str) {
+        if !self.words.is_empty() {
+            tracing::warn!(
+                "{tool}: ignoring {} (not options; Kafka 0.7's tools ignore such words too)",
+                self.words.join(" ")
+            );
+        }
+    }
 }
 
 /// The subcommands, each with the arguments of its tool.
@@ -112,7 +154,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  tributary console-consumer --zookeeper localhost:2181 --topic test --from-beginning\n  \
         tributary console-consumer --zookeeper localhost:2181 --whitelist 'orders.*,clicks' --consumer-timeout-ms 5000\n  \
-        tributary console-consumer --zookeeper localhost:2181 --topic test --formatter kafka.consumer.ChecksumMessageFormatter --property topic=test"
+        tributary console-consumer --zookeeper localhost:2181 --topic test --formatter 'kafka.consumer.ConsoleConsumer$ChecksumMessageFormatter' --property topic=test"
     )]
     ConsoleConsumer(ConsoleConsumerArgs),
     /// Show a consumer group's committed offsets, owners and lag per partition (Kafka's
@@ -186,6 +228,66 @@ pub enum Command {
         after_help = "Example:\n  tributary dump-log /tmp/tributary-logs/test-0/00000000000000000000.kafka"
     )]
     DumpLog(DumpLogArgs),
+    /// Write consumer groups' committed offsets to a file (Kafka 0.7.2's ExportZkOffsets).
+    #[command(
+        name = "export-zk-offsets",
+        after_help = "Examples:\n  tributary export-zk-offsets --zkconnect source-zk:2181 --group orders --output-file orders.offsets\n  \
+        tributary export-zk-offsets --zkconnect localhost:2181 --output-file all-groups.offsets   # every group"
+    )]
+    ExportZkOffsets(ExportZkOffsetsArgs),
+    /// Write the offsets of a file from export-zk-offsets into a ZooKeeper (Kafka 0.7.2's
+    /// ImportZkOffsets); stop the group first.
+    #[command(
+        name = "import-zk-offsets",
+        after_help = "Examples:\n  tributary import-zk-offsets --zkconnect replica-zk:2181 --input-file orders.offsets"
+    )]
+    ImportZkOffsets(ImportZkOffsetsArgs),
+    /// Set a group's offsets of a topic to each partition's earliest or latest offset (Kafka
+    /// 0.7.2's kafka.utils.UpdateOffsetsInZK).
+    #[command(
+        name = "update-offsets-in-zk",
+        after_help = "Examples:\n  tributary update-offsets-in-zk latest config/consumer.properties orders   # skip the backlog\n  \
+        tributary update-offsets-in-zk earliest config/consumer.properties orders   # read everything still held"
+    )]
+    UpdateOffsetsInZk(UpdateOffsetsArgs),
+    /// Check that every partition of a group is owned by a live member subscribed to its topic
+    /// (Kafka 0.7.2's VerifyConsumerRebalance).
+    #[command(
+        name = "verify-consumer-rebalance",
+        after_help = "Examples:\n  tributary verify-consumer-rebalance --zk.connect localhost:2181 --group orders"
+    )]
+    VerifyConsumerRebalance(VerifyConsumerRebalanceArgs),
+    /// Fetch a partition without end, logging each message (`consumed: <payload>`) and offset
+    /// (`next offset = <n>`) as Kafka 0.7.2's SimpleConsumerShell does.
+    #[command(
+        name = "simple-consumer-shell",
+        after_help = "Examples:\n  tributary simple-consumer-shell --server kafka://localhost:9092 --topic test --partition 0 --print-messages --print-offsets"
+    )]
+    SimpleConsumerShell(SimpleConsumerShellArgs),
+    /// Send each line of standard input to a topic with a producer properties file, printing
+    /// `Sent: <line> (<n> bytes)` once delivered (Kafka 0.7.2's ProducerShell).
+    #[command(
+        name = "producer-shell",
+        after_help = "Examples:\n  tributary producer-shell --props config/producer.properties --topic test"
+    )]
+    ProducerShell(ProducerShellArgs),
+    /// Consume a topic with a consumer properties file, printing `consumed: <payload>` per
+    /// message (Kafka 0.7.2's ConsumerShell).
+    #[command(
+        name = "consumer-shell",
+        after_help = "Examples:\n  tributary consumer-shell --props config/consumer.properties --topic test --partitions 2"
+    )]
+    ConsumerShell(ConsumerShellArgs),
+    /// Copy a topic's messages, from its start, into another topic of this cluster or another
+    /// (Kafka 0.7.2's ReplayLogProducer).
+    #[command(
+        name = "replay-log-producer",
+        after_help = "Examples:\n  tributary replay-log-producer --zookeeper localhost:2181 --inputtopic orders --outputtopic orders-replay --brokerinfo zk.connect=localhost:2181"
+    )]
+    ReplayLogProducer(ReplayLogProducerArgs),
+    /// What replaces Kafka 0.7.2's JmxTool (the metrics endpoint); exits 1.
+    #[command(name = "jmx-tool")]
+    JmxTool(JmxToolArgs),
 }
 
 /// The target of the log lines the entry points write themselves: the binary's, as when they

@@ -15,9 +15,45 @@ use crate::consumer::{ConsumerConnector, ConsumerError, StartError, Subscription
 use crate::coordination::{CoordError, Coordination};
 use crate::env::{Env, TokioEnv};
 
+/// 0.7.2's default formatter, by its class name.
+pub const NEWLINE_FORMATTER: &str = "kafka.consumer.ConsoleConsumer$NewlineMessageFormatter";
+
+/// 0.7.2's checksum formatter, by its class name.
+pub const CHECKSUM_FORMATTER: &str = "kafka.consumer.ConsoleConsumer$ChecksumMessageFormatter";
+
+/// `--property` values that are not `key=value`, as 0.7.2 words it: every value that does not
+/// split on `=` into exactly a key and a value (a lone `=` is skipped), all values quoted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Invalid parser arguments: {}", .0.join(" "))]
+pub struct InvalidProperties(
+    /// Every `--property` value given.
+    pub Vec<String>,
+);
+
+/// Parses `--property` values as 0.7.2's ConsoleConsumer does (Java's `split("=")`: trailing
+/// empty pieces dropped, so `a=` is one piece and refused, `a=b=c` is three and refused, `=` is
+/// none and skipped; nothing is trimmed).
+pub fn parse_properties(values: &[String]) -> Result<BTreeMap<String, String>, InvalidProperties> {
+    let mut parsed = BTreeMap::new();
+    for value in values {
+        let mut pieces: Vec<&str> = value.split('=').collect();
+        while pieces.last() == Some(&"") {
+            pieces.pop();
+        }
+        match pieces.as_slice() {
+            [] => continue,
+            [key, val] => {
+                parsed.insert((*key).to_string(), (*val).to_string());
+            }
+            _ => return Err(InvalidProperties(values.to_vec())),
+        }
+    }
+    Ok(parsed)
+}
+
 /// A `--formatter` that is neither of 0.7's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown formatter {0}: use kafka.consumer.DefaultMessageFormatter or kafka.consumer.ChecksumMessageFormatter")]
+#[error("unknown formatter {0}: use kafka.consumer.ConsoleConsumer$NewlineMessageFormatter (the default; short name newline) or kafka.consumer.ConsoleConsumer$ChecksumMessageFormatter (short name checksum)")]
 pub struct UnknownFormatter(
     /// The name given.
     pub String,
@@ -57,10 +93,10 @@ pub enum ConsumeError {
 /// How each message is printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Formatter {
-    /// The payload and a newline (0.7's DefaultMessageFormatter).
+    /// The payload and a newline byte (0.7.2's `ConsoleConsumer$NewlineMessageFormatter`).
     Default,
-    /// `[<topic>-]checksum:<crc>` (0.7's ChecksumMessageFormatter; the prefix from `--property
-    /// topic=<topic>`).
+    /// `[<topic>-]checksum:<crc>` (0.7.2's `ConsoleConsumer$ChecksumMessageFormatter`; the
+    /// prefix from `--property topic=<topic>`; the CRC as an unsigned decimal).
     Checksum {
         /// The prefix, `<topic>-` or empty.
         prefix: String,
@@ -68,20 +104,28 @@ pub enum Formatter {
 }
 
 impl Formatter {
-    /// The formatter named `name` (0.7's class names or `default` / `checksum`), configured
-    /// from `properties`.
+    /// The formatter named `name`, configured from `properties`: 0.7.2's class names
+    /// (`kafka.consumer.ConsoleConsumer$NewlineMessageFormatter`, `…$ChecksumMessageFormatter`),
+    /// the top-level names Tributary accepted before (`kafka.consumer.DefaultMessageFormatter`,
+    /// `kafka.consumer.ChecksumMessageFormatter`) and the short names `newline` (or `default`)
+    /// and `checksum`.
     pub fn named(
         name: &str,
         properties: &BTreeMap<String, String>,
     ) -> Result<Self, UnknownFormatter> {
         match name {
-            "kafka.consumer.DefaultMessageFormatter" | "default" => Ok(Formatter::Default),
-            "kafka.consumer.ChecksumMessageFormatter" | "checksum" => Ok(Formatter::Checksum {
-                prefix: properties
-                    .get("topic")
-                    .map(|t| format!("{t}-"))
-                    .unwrap_or_default(),
-            }),
+            NEWLINE_FORMATTER
+            | "kafka.consumer.DefaultMessageFormatter"
+            | "newline"
+            | "default" => Ok(Formatter::Default),
+            CHECKSUM_FORMATTER | "kafka.consumer.ChecksumMessageFormatter" | "checksum" => {
+                Ok(Formatter::Checksum {
+                    prefix: properties
+                        .get("topic")
+                        .map(|t| format!("{t}-"))
+                        .unwrap_or_default(),
+                })
+            }
             other => Err(UnknownFormatter(other.to_string())),
         }
     }
@@ -183,7 +227,7 @@ pub async fn consume(
 }
 
 /// Removes the group's state (offsets, owners) so it starts over, as 0.7's `--from-beginning`.
-async fn forget_group(config: &ConsumerConfig) -> Result<(), ConsumeError> {
+pub(crate) async fn forget_group(config: &ConsumerConfig) -> Result<(), ConsumeError> {
     let timeout = std::time::Duration::from_millis(config.zk.session_timeout_ms.into());
     let coord = TokioEnv
         .coordinate(&config.zk_connect, timeout, timeout)
@@ -260,13 +304,17 @@ pub struct ConsoleConsumerArgs {
     /// Print an error and go on when a message cannot be read (default: stop).
     #[arg(long = "skip-message-on-error")]
     pub skip_message_on_error: bool,
-    /// kafka.consumer.DefaultMessageFormatter (the payload per line) or
-    /// kafka.consumer.ChecksumMessageFormatter (checksum:<crc> per line).
-    #[arg(long, default_value = "kafka.consumer.DefaultMessageFormatter")]
+    /// kafka.consumer.ConsoleConsumer$NewlineMessageFormatter (the payload per line; short
+    /// name newline) or kafka.consumer.ConsoleConsumer$ChecksumMessageFormatter
+    /// ([<topic>-]checksum:<crc> per line; short name checksum).
+    #[arg(long, default_value = NEWLINE_FORMATTER)]
     pub formatter: String,
     /// A formatter property, key=value (repeatable), e.g. topic=<name> for the checksum one.
     #[arg(long = "property")]
     pub properties: Vec<String>,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    #[command(flatten)]
+    pub stray: crate::cli::StrayWords,
 }
 
 /// Consumes as `args` asks, printing each message to standard output, then says on standard
@@ -287,7 +335,9 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
         skip_message_on_error,
         formatter,
         properties,
+        stray,
     } = args;
+    stray.warn("console-consumer");
     let zookeeper = ZkConnect::parse(&zookeeper).map_err(|e| format!("--zookeeper: {e}"))?;
     let subscription = match (topic, whitelist, blacklist) {
         (Some(t), _, _) => Subscription::Topics([(t, 1)].into_iter().collect()),
@@ -295,14 +345,14 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
         (None, None, Some(b)) => Subscription::Blacklist(b, 1),
         (None, None, None) => return Err("give --topic, --whitelist or --blacklist".into()),
     };
-    let properties: BTreeMap<String, String> = properties
-        .iter()
-        .map(|p| {
-            p.split_once('=')
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .ok_or_else(|| format!("--property {p}: expected key=value"))
-        })
-        .collect::<Result<_, _>>()?;
+    let properties = match parse_properties(&properties) {
+        Ok(parsed) => parsed,
+        Err(invalid) => {
+            // 0.7.2 says this on standard error and exits 1.
+            eprintln!("{invalid}");
+            return Ok(ExitCode::from(1));
+        }
+    };
     let group =
         group.unwrap_or_else(|| format!("console-consumer-{}", TokioEnv.rng_seed() % 100_000));
     let mut settings = vec![
@@ -330,7 +380,7 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
         formatter: Formatter::named(&formatter, &properties).map_err(|e| e.to_string())?,
     };
     let consumed = runtime(Some(2))?
-        .block_on(consume(&options, &mut std::io::stdout().lock()))
+        .block_on(consume(&options, &mut std::io::stdout()))
         .map_err(|e| e.to_string())?;
     eprintln!("Consumed {consumed} messages");
     Ok(ExitCode::SUCCESS)

@@ -167,6 +167,9 @@ pub struct ConsoleProducerArgs {
     /// Another producer setting, key=value (repeatable), e.g. num.retries=5.
     #[arg(long = "property")]
     pub properties: Vec<String>,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    #[command(flatten)]
+    pub stray: crate::cli::StrayWords,
 }
 
 /// Sends standard input's lines as `args` asks and says on standard error how many were
@@ -183,7 +186,9 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
         timeout,
         acks,
         properties,
+        stray,
     } = args;
+    stray.warn("console-producer");
     CompressionCodec::from_id(compress)
         .ok_or_else(|| format!("--compress {compress}: expected 0, 1 or 2"))?;
     let discovery = match (zookeeper, broker_list) {

@@ -57,12 +57,21 @@ pub struct GetOffsetsArgs {
     /// How many offsets.
     #[arg(long, default_value_t = 1)]
     pub offsets: i32,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    #[command(flatten)]
+    pub stray: crate::cli::StrayWords,
 }
 
 /// Asks the broker and prints `get <n> results`, then one offset per line, to standard output.
 /// `Err` when the broker cannot be asked or answers otherwise.
 pub fn run_cli(args: GetOffsetsArgs) -> Result<ExitCode, String> {
-    let GetOffsetsArgs { at, time, offsets } = args;
+    let GetOffsetsArgs {
+        at,
+        time,
+        offsets,
+        stray,
+    } = args;
+    stray.warn("get-offsets");
     let found = runtime(Some(1))?
         .block_on(get_offsets(
             &at.server,

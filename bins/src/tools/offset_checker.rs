@@ -255,6 +255,9 @@ pub struct ConsumerOffsetCheckerArgs {
     /// Topics, comma-separated (default: every topic of the group).
     #[arg(long)]
     pub topic: Option<String>,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    #[command(flatten)]
+    pub stray: crate::cli::StrayWords,
 }
 
 /// Writes the group's report to standard output. `Err` for a wrong flag, or when ZooKeeper
@@ -264,7 +267,9 @@ pub fn run_cli(args: ConsumerOffsetCheckerArgs) -> Result<ExitCode, String> {
         group,
         zkconnect,
         topic,
+        stray,
     } = args;
+    stray.warn("consumer-offset-checker");
     let options = CheckOptions {
         group: group.parse().map_err(|e| format!("--group: {e}"))?,
         zk_connect: ZkConnect::parse(&zkconnect).map_err(|e| format!("--zkconnect: {e}"))?,
@@ -278,7 +283,7 @@ pub fn run_cli(args: ConsumerOffsetCheckerArgs) -> Result<ExitCode, String> {
             .unwrap_or_default(),
     };
     runtime(Some(1))?
-        .block_on(check(&options, &mut std::io::stdout().lock()))
+        .block_on(check(&options, &mut std::io::stdout()))
         .map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -99,6 +99,7 @@ pub async fn producer_perf(
         Arc::new(AtomicU64::new(0)),
     );
     let threads = options.threads.max(1) as u64;
+    let seed = TokioEnv.rng_seed();
     let mut tasks = Vec::new();
     for thread in 0..threads {
         let count = options.messages / threads + u64::from(thread < options.messages % threads);
@@ -114,14 +115,17 @@ pub async fn producer_perf(
             let mut pending = std::collections::VecDeque::new();
             let mut lines = Vec::new();
             let thread_start = Instant::now();
+            let mut payloads = Payloads::new(&options, seed.wrapping_add(thread));
+            tracing::debug!(target: CHECKSUM_TARGET, "Messages per thread = {count}");
             for i in 0..count {
-                let size = if options.vary_message_size {
-                    1 + (i as usize * 7919) % options.message_size.max(1)
-                } else {
-                    options.message_size
-                };
+                let payload = payloads.next();
+                let size = payload.len();
+                if tracing::enabled!(target: CHECKSUM_TARGET, tracing::Level::DEBUG) {
+                    let crc = tributary_core::message::Message::new(payload.clone()).crc;
+                    tracing::debug!(target: CHECKSUM_TARGET, "{}-checksum:{crc}", options.topic);
+                }
                 let delivery = producer
-                    .send(Record::new(options.topic.clone(), vec![b'x'; size]))
+                    .send(Record::new(options.topic.clone(), payload))
                     .await?;
                 pending.push_back((delivery, size as u64));
                 // Bounded in-flight: settle the oldest when many are waiting.
@@ -177,6 +181,46 @@ pub async fn producer_perf(
         )?;
     }
     Ok((sent, failed.load(Ordering::Relaxed)))
+}
+
+/// The log target of the per-message checksum line (`<topic>-checksum:<crc>`, debug), named
+/// after the logger 0.7.2's broker-failure test enables for it, so `RUST_LOG=kafka=debug`,
+/// `RUST_LOG=kafka.perf.ProducerPerformance$=debug` and the full name all turn it on.
+pub const CHECKSUM_TARGET: &str = "kafka.perf.ProducerPerformance$ProducerThread";
+
+/// One sending task's payloads, as 0.7.2's ProducerPerformance makes them: `--message-size`
+/// zero bytes each, or with `--vary-message-size` random bytes of a random size below
+/// `--message-size` (a draw of 0 gives 5 bytes), so every varied message has its own checksum.
+struct Payloads {
+    fixed: Option<bytes::Bytes>,
+    size_bound: usize,
+    rng: rand_chacha::ChaCha8Rng,
+}
+
+impl Payloads {
+    fn new(options: &ProducerPerfArgs, seed: u64) -> Self {
+        use rand::SeedableRng;
+        Payloads {
+            fixed: (!options.vary_message_size)
+                .then(|| bytes::Bytes::from(vec![0u8; options.message_size])),
+            size_bound: options.message_size.max(1),
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+        }
+    }
+
+    fn next(&mut self) -> bytes::Bytes {
+        use rand::{Rng, RngCore};
+        if let Some(fixed) = &self.fixed {
+            return fixed.clone();
+        }
+        let size = match self.rng.random_range(0..self.size_bound) {
+            0 => 5,
+            size => size,
+        };
+        let mut payload = vec![0u8; size];
+        self.rng.fill_bytes(&mut payload);
+        payload.into()
+    }
 }
 
 async fn settle(
@@ -342,12 +386,16 @@ pub struct ProducerPerfArgs {
     /// Do not print the header line.
     #[arg(long = "hide-header")]
     pub hide_header: bool,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    #[command(flatten)]
+    pub stray: crate::cli::StrayWords,
 }
 
 /// Runs `producer-perf` as `args` asks, printing 0.7.1's columns to standard output. Exit code
 /// 1 (after saying how many on standard error) when any message was not delivered; `Err` for a
 /// wrong `--brokerinfo` or a run that could not start.
 pub fn run_producer_perf_cli(args: ProducerPerfArgs) -> Result<ExitCode, String> {
+    args.stray.warn("producer-perf");
     if !(args.brokerinfo.starts_with("zk.connect=") || args.brokerinfo.starts_with("broker.list="))
     {
         return Err(format!(
@@ -356,7 +404,7 @@ pub fn run_producer_perf_cli(args: ProducerPerfArgs) -> Result<ExitCode, String>
         ));
     }
     let (_, failed) = runtime(None)?
-        .block_on(producer_perf(&args, &mut std::io::stdout().lock()))
+        .block_on(producer_perf(&args, &mut std::io::stdout()))
         .map_err(|e| e.to_string())?;
     if failed > 0 {
         eprintln!("{failed} messages not delivered");
@@ -395,6 +443,9 @@ pub struct ConsumerPerfArgs {
     /// Do not print the header line.
     #[arg(long = "hide-header")]
     pub hide_header: bool,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    #[command(flatten)]
+    pub stray: crate::cli::StrayWords,
 }
 
 /// Runs `consumer-perf` as `args` asks, printing 0.7.1's columns to standard output. `Err` when
@@ -410,7 +461,9 @@ pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String>
         threads,
         messages,
         hide_header,
+        stray,
     } = args;
+    stray.warn("consumer-perf");
     let group = group.unwrap_or_else(|| format!("perf-consumer-{}", TokioEnv.rng_seed() % 100_000));
     let options = ConsumerPerfOptions {
         zookeeper,
@@ -424,7 +477,7 @@ pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String>
         hide_header,
     };
     runtime(None)?
-        .block_on(consumer_perf(&options, &mut std::io::stdout().lock()))
+        .block_on(consumer_perf(&options, &mut std::io::stdout()))
         .map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -200,7 +200,7 @@ pub fn run_cli(args: PromoteArgs) -> Result<ExitCode, String> {
         wait: Duration::from_secs(wait),
     };
     runtime(Some(1))?
-        .block_on(promote(&TokioEnv, &options, &mut std::io::stdout().lock()))
+        .block_on(promote(&TokioEnv, &options, &mut std::io::stdout()))
         .map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -73,7 +73,28 @@ pub struct ConsumeOptions {
     pub max_messages: Option<u64>,
     /// Stop at the first empty fetch instead of polling.
     pub stop_at_end: bool,
+    /// How each message is shown.
+    pub style: Style,
 }
+
+/// How each message is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// Its payload on a line of standard output (with `next offset = <n>: ` before it under
+    /// `--print-offsets`).
+    Payloads,
+    /// As 0.7.2's SimpleConsumerShell logs it, at `info` under the log target
+    /// [`SHELL_TARGET`]: `consumed: <payload>` and `next offset = <n>`, each when asked.
+    Shell {
+        /// Log `consumed: <payload>`.
+        print_messages: bool,
+        /// Log `next offset = <n>`.
+        print_offsets: bool,
+    },
+}
+
+/// The log target of `simple-consumer-shell`'s lines: 0.7.2's logger name.
+pub const SHELL_TARGET: &str = "kafka.tools.SimpleConsumerShell$";
 
 /// Consumes per `options`, printing to `out`; returns the number of messages printed.
 pub async fn consume(
@@ -116,11 +137,30 @@ pub async fn consume(
             DECOMPRESSED_BYTES_MAX_DEFAULT,
         ) {
             let entry = entry?;
-            if options.print_offsets {
-                write!(out, "next offset = {}: ", entry.next_offset)?;
+            match options.style {
+                Style::Payloads => {
+                    if options.print_offsets {
+                        write!(out, "next offset = {}: ", entry.next_offset)?;
+                    }
+                    out.write_all(&entry.message.payload)
+                        .and_then(|()| out.write_all(b"\n"))?;
+                }
+                Style::Shell {
+                    print_messages,
+                    print_offsets,
+                } => {
+                    if print_messages {
+                        tracing::info!(
+                            target: SHELL_TARGET,
+                            "consumed: {}",
+                            String::from_utf8_lossy(&entry.message.payload)
+                        );
+                    }
+                    if print_offsets {
+                        tracing::info!(target: SHELL_TARGET, "next offset = {}", entry.next_offset);
+                    }
+                }
             }
-            out.write_all(&entry.message.payload)
-                .and_then(|()| out.write_all(b"\n"))?;
             printed += 1;
             if options.max_messages.is_some_and(|max| printed >= max) {
                 return Ok(printed);
@@ -177,6 +217,9 @@ pub struct SimpleConsumerArgs {
     /// Stop at the end of the log instead of waiting for more.
     #[arg(long = "stop-at-end")]
     pub stop_at_end: bool,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    #[command(flatten)]
+    pub stray: crate::cli::StrayWords,
 }
 
 /// Prints the partition's messages to standard output as `args` asks. `Err` when the broker
@@ -189,7 +232,9 @@ pub fn run_cli(args: SimpleConsumerArgs) -> Result<ExitCode, String> {
         print_offsets,
         max_messages,
         stop_at_end,
+        stray,
     } = args;
+    stray.warn("simple-consumer");
     let PartitionArgs {
         server,
         topic,
@@ -204,9 +249,68 @@ pub fn run_cli(args: SimpleConsumerArgs) -> Result<ExitCode, String> {
         print_offsets,
         max_messages,
         stop_at_end,
+        style: Style::Payloads,
     };
     runtime(Some(1))?
-        .block_on(consume(&options, &mut std::io::stdout().lock()))
+        .block_on(consume(&options, &mut std::io::stdout()))
+        .map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tributary simple-consumer-shell`'s arguments: 0.7.2's SimpleConsumerShell, option for
+/// option. `--print-messages` and `--print-offsets` take an optional value that 0.7.2 never
+/// reads (given at all, they are on).
+#[derive(Debug, clap::Args)]
+pub struct SimpleConsumerShellArgs {
+    /// The broker and partition read.
+    #[command(flatten)]
+    pub at: PartitionArgs,
+    /// The offset to start from.
+    #[arg(long, default_value_t = 0)]
+    pub offset: i64,
+    /// Bytes per fetch.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub fetchsize: i32,
+    /// Log `consumed: <payload>` for each message.
+    #[arg(long = "print-messages", num_args = 0..=1, default_missing_value = "true", value_name = "Boolean")]
+    pub print_messages: Option<String>,
+    /// Log `next offset = <n>` after each message.
+    #[arg(long = "print-offsets", num_args = 0..=1, default_missing_value = "true", value_name = "Boolean")]
+    pub print_offsets: Option<String>,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    #[command(flatten)]
+    pub stray: crate::cli::StrayWords,
+}
+
+/// Fetches as 0.7.2's SimpleConsumerShell does, without end, logging what `args` asks at
+/// `info` (the command's default level). `Err` when the broker cannot be reached or refuses.
+pub fn run_shell_cli(args: SimpleConsumerShellArgs) -> Result<ExitCode, String> {
+    let SimpleConsumerShellArgs {
+        at,
+        offset,
+        fetchsize,
+        print_messages,
+        print_offsets,
+        stray,
+    } = args;
+    stray.warn("simple-consumer-shell");
+    tracing::info!(target: SHELL_TARGET, "Starting consumer...");
+    let options = ConsumeOptions {
+        server: at.server,
+        topic: at.topic,
+        partition: at.partition,
+        offset,
+        fetch_bytes: fetchsize,
+        print_offsets: false,
+        max_messages: None,
+        stop_at_end: false,
+        style: Style::Shell {
+            print_messages: print_messages.is_some(),
+            print_offsets: print_offsets.is_some(),
+        },
+    };
+    runtime(Some(1))?
+        .block_on(consume(&options, &mut std::io::stdout()))
         .map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -356,6 +356,9 @@ pub struct SimpleConsumerPerfArgs {
     /// Do not print the header line.
     #[arg(long = "hide-header")]
     pub hide_header: bool,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    #[command(flatten)]
+    pub stray: crate::cli::StrayWords,
 }
 
 /// Reads the partition as `args` asks, printing 0.7.1's columns to standard output. `Err` for
@@ -369,7 +372,9 @@ pub fn run_cli(args: SimpleConsumerPerfArgs) -> Result<ExitCode, String> {
         show_detailed_stats,
         reporting_interval,
         hide_header,
+        stray,
     } = args;
+    stray.warn("simple-consumer-perf");
     let options = SimplePerfOptions {
         server: at.server,
         topic: at.topic,
@@ -384,7 +389,7 @@ pub fn run_cli(args: SimpleConsumerPerfArgs) -> Result<ExitCode, String> {
         .block_on(simple_consumer_perf(
             &TokioEnv,
             &options,
-            &mut std::io::stdout().lock(),
+            &mut std::io::stdout(),
         ))
         .map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)

@@ -9,7 +9,7 @@ use super::reference::ConfigKind;
 use super::replica::{self, ReplicaConfig};
 use super::zk::{read_connect, require_connect, ZkConfig, ZkConnect};
 use crate::identity::ClusterName;
-use crate::wire::{TopicName, TOPIC_NAME_BYTES_MAX};
+use crate::wire::TopicName;
 
 const I32_MAX: i64 = i32::MAX as i64;
 /// The smallest `log.file.size`: one magic-0 message header.
@@ -152,7 +152,9 @@ impl BrokerConfig {
             max_topic_name_bytes: f.int(
                 "max.topic.name.length",
                 255,
-                1..=TOPIC_NAME_BYTES_MAX as i64,
+                // 0.7.2's range; names past TOPIC_NAME_BYTES_MAX (249) are refused whatever
+                // this says (docs/compatibility.md).
+                1..=255,
             )?,
             acks_flush_delay_ms: f.int("acks.flush.delay.ms", 5, 0..=60_000)?,
             fetch_zero_copy: f.bool("fetch.zero.copy", true)?,

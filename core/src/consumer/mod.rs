@@ -6,6 +6,7 @@
 mod assignment;
 mod filter;
 mod offsets;
+pub mod offsets_file;
 mod registration;
 
 pub use assignment::{assign, BrokerPartition};

@@ -4,8 +4,13 @@
 use std::fmt;
 use std::sync::Arc;
 
-/// The longest topic name accepted, in bytes (0.7.2's `max.topic.name.length`).
-pub const TOPIC_NAME_BYTES_MAX: usize = 255;
+/// The longest topic name accepted, in bytes. A partition's log directory is
+/// `<topic>-<partition>`, and a file name holds at most 255 bytes on Linux's file systems; a
+/// partition number has at most 5 digits (fewer than 65,536 partitions), so 249 bytes is the
+/// longest name whose every directory fits (Kafka 0.10+ chose the same limit). 0.7.2 accepted
+/// up to 255 (`max.topic.name.length`) and then failed to create the directory of a 250- to
+/// 255-byte name; such a name is refused here, where it is read, naming the limit.
+pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 
 /// A topic name that is non-empty, at most [`TOPIC_NAME_BYTES_MAX`] bytes, made only of
 /// `[A-Za-z0-9._-]`, and neither `.` nor `..`. Such a name is safe as a directory name.
@@ -21,7 +26,7 @@ pub enum TopicError {
     #[error("topic name is empty")]
     Empty,
     /// The name is longer than [`TOPIC_NAME_BYTES_MAX`].
-    #[error("topic name is {0} bytes long; the limit is 255")]
+    #[error("topic name is {0} bytes long; the limit is 249 (its log directory <topic>-<partition> must fit the file system's 255-byte file names)")]
     TooLong(usize),
     /// The name is `.` or `..`.
     #[error("topic name may not be \".\" or \"..\"")]
@@ -89,5 +94,24 @@ impl fmt::Display for TopicName {
 impl AsRef<str> for TopicName {
     fn as_ref(&self) -> &str {
         &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The longest name's directory for the highest partition fits a 255-byte file name; one
+    /// byte more is refused, naming the limit (0.7.2 took it and failed creating the directory).
+    #[test]
+    fn the_longest_name_leaves_room_for_every_partition_directory() {
+        let longest = "t".repeat(TOPIC_NAME_BYTES_MAX);
+        let name = TopicName::from_bytes(longest.as_bytes()).unwrap();
+        let highest = crate::config::PARTITIONS_PER_TOPIC_MAX - 1;
+        assert_eq!(format!("{name}-{highest}").len(), 255);
+        let error = TopicName::from_bytes(format!("{longest}t").as_bytes()).unwrap_err();
+        assert_eq!(error, TopicError::TooLong(250));
+        assert!(error.to_string().contains("the limit is 249"), "{error}");
     }
 }

@@ -65,7 +65,7 @@ pub fn run_cli(args: MirrorStatusArgs) -> Result<ExitCode, String> {
         until_caught_up,
         in_place: std::io::IsTerminal::is_terminal(&std::io::stdout()),
     };
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = std::io::stdout();
     runtime(Some(1))?
         .block_on(async {
             tokio::select! {

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# Kafka 0.7.2's bin/kafka-simple-consumer-shell.sh, for Tributary: runs kafka.tools.SimpleConsumerShell (see kafka-run-class.sh).
+exec "$(dirname "$0")/kafka-run-class.sh" kafka.tools.SimpleConsumerShell "$@"

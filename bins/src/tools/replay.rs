@@ -1,0 +1,215 @@
+//! `replay-log-producer`: Kafka 0.7.2's ReplayLogProducer. Reads a topic from the start (as the
+//! group `replay-log-producer`, whose saved state is removed first) and sends every message to
+//! another topic, of the same cluster or another (`--brokerinfo`), until no message came for
+//! 10 s (0.7.2's `consumer.timeout.ms`) or `--messages` per stream were sent.
+//!
+//! Better than 0.7.2: every message sent is waited for, and one that was not delivered is
+//! counted and said (exit code 1) instead of logged as skipped; the end says how many were
+//! sent and delivered.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
+use tributary_core::wire::TopicName;
+
+use crate::cli::{runtime, StrayWords};
+use crate::consumer::{ConsumerConnector, ConsumerError, Subscription};
+use crate::env::TokioEnv;
+use crate::producer::{Delivery, Producer, Record};
+use crate::tools::console_consumer::forget_group;
+
+/// The group the replay reads as (0.7.2's).
+pub const GROUP: &str = "replay-log-producer";
+/// Deliveries awaited at once, at most, per stream.
+const SETTLE_EVERY: usize = 10_000;
+
+/// `tributary replay-log-producer`'s arguments (0.7.2's ReplayLogProducer flags).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplayLogProducerArgs {
+    /// ZooKeeper of the cluster read: host:port[,host:port...][/chroot].
+    #[arg(long, default_value = "127.0.0.1:2181")]
+    pub zookeeper: String,
+    /// Where to send: zk.connect=host:port[/chroot] or broker.list=id:host:port,...
+    #[arg(long)]
+    pub brokerinfo: String,
+    /// The topic read.
+    #[arg(long)]
+    pub inputtopic: TopicName,
+    /// The topic written.
+    #[arg(long)]
+    pub outputtopic: TopicName,
+    /// Messages sent per stream at most (-1: all).
+    #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+    pub messages: i64,
+    /// Send with the async producer.
+    #[arg(long = "async")]
+    pub async_mode: bool,
+    /// Pause after each --batch-size messages, in ms.
+    #[arg(long = "delay-btw-batch-ms", default_value_t = 0)]
+    pub delay_btw_batch_ms: u64,
+    /// The producer's batch.size, and the messages between pauses.
+    #[arg(long = "batch-size", default_value_t = 200)]
+    pub batch_size: u32,
+    /// Streams, each with its own producer.
+    #[arg(long, default_value_t = 1)]
+    pub threads: u32,
+    /// Read and not used (as in 0.7.2).
+    #[arg(long = "reporting-interval", default_value_t = 5000)]
+    pub reporting_interval: u64,
+    /// 0 none, 1 gzip, 2 snappy.
+    #[arg(long = "compression-codec", default_value_t = 0)]
+    pub compression_codec: u8,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    #[command(flatten)]
+    pub stray: StrayWords,
+}
+
+impl ReplayLogProducerArgs {
+    fn consumer_config(&self) -> Result<ConsumerConfig, String> {
+        let text = format!(
+            "zk.connect={}\ngroupid={GROUP}\nconsumer.timeout.ms=10000\nautooffset.reset=smallest\nfetch.size=1048576\nsocket.buffersize=2097152\n",
+            self.zookeeper
+        );
+        let props =
+            Properties::parse("replay-log-producer options", &text).map_err(|e| e.to_string())?;
+        ConsumerConfig::from_properties(&props).map_err(|e| format!("--zookeeper: {e}"))
+    }
+
+    fn producer_config(&self) -> Result<ProducerConfig, String> {
+        let discovery = match self.brokerinfo.split_once('=') {
+            Some(("zk.connect", value)) => format!("zk.connect={value}"),
+            Some((_, value)) => format!("broker.list={value}"),
+            None => {
+                return Err(format!(
+                "--brokerinfo {}: expected zk.connect=HOST:PORT or broker.list=id:host:port,...",
+                self.brokerinfo
+            ))
+            }
+        };
+        let text = format!(
+            "{discovery}\nproducer.type={}\nbatch.size={}\ncompression.codec={}\nqueue.enqueueTimeout.ms=-1\nnum.retries=3\n",
+            if self.async_mode { "async" } else { "sync" },
+            self.batch_size.max(1),
+            self.compression_codec
+        );
+        let props =
+            Properties::parse("replay-log-producer options", &text).map_err(|e| e.to_string())?;
+        ProducerConfig::from_properties(&props).map_err(|e| format!("--brokerinfo: {e}"))
+    }
+}
+
+/// Counts of one replay.
+#[derive(Debug, Default)]
+struct Counts {
+    sent: AtomicU64,
+    delivered: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// Replays as `args` asks; says on standard error how many were sent and delivered. Exit code
+/// 1 when any was not delivered.
+pub fn run_cli(args: ReplayLogProducerArgs) -> Result<ExitCode, String> {
+    args.stray.warn("replay-log-producer");
+    let consumer_config = args.consumer_config()?;
+    let producer_config = args.producer_config()?;
+    let counts = Arc::new(Counts::default());
+    runtime(None)?.block_on(async {
+        tracing::info!("Cleaning up temporary zookeeper data under /consumers/{GROUP}.");
+        forget_group(&consumer_config)
+            .await
+            .map_err(|e| e.to_string())?;
+        let streams = args.threads.max(1);
+        let subscription =
+            Subscription::Topics([(args.inputtopic.clone(), streams)].into_iter().collect());
+        let (connector, streams) =
+            ConsumerConnector::start(TokioEnv, consumer_config, subscription)
+                .await
+                .map_err(|e| e.to_string())?;
+        let mut threads = tokio::task::JoinSet::new();
+        for mut stream in streams {
+            let (args, config, counts) = (args.clone(), producer_config.clone(), counts.clone());
+            threads.spawn(async move {
+                let producer = Producer::start(TokioEnv, config)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let mut pending: Vec<Delivery> = Vec::new();
+                let mut sent = 0i64;
+                while args.messages < 0 || sent < args.messages {
+                    let message = match stream.next().await {
+                        Ok(message) => message,
+                        Err(ConsumerError::Timeout(_) | ConsumerError::Closed) => break,
+                        Err(e) => {
+                            tracing::error!(
+                                "replay-log-producer: reading {}: {e}",
+                                args.inputtopic
+                            );
+                            break;
+                        }
+                    };
+                    match producer
+                        .send(Record::new(args.outputtopic.clone(), message.payload))
+                        .await
+                    {
+                        Ok(delivery) => pending.push(delivery),
+                        Err(e) => {
+                            tracing::error!("replay-log-producer: not sent: {e}");
+                            counts.failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    sent += 1;
+                    counts.sent.fetch_add(1, Ordering::Relaxed);
+                    if pending.len() >= SETTLE_EVERY {
+                        settle(std::mem::take(&mut pending), &counts).await;
+                    }
+                    if args.delay_btw_batch_ms > 0 && sent % i64::from(args.batch_size.max(1)) == 0
+                    {
+                        tokio::time::sleep(Duration::from_millis(args.delay_btw_batch_ms)).await;
+                    }
+                }
+                producer.close().await;
+                settle(pending, &counts).await;
+                tracing::info!("Sent {sent} messages");
+                Ok::<(), String>(())
+            });
+        }
+        let mut result = Ok(());
+        while let Some(ended) = threads.join_next().await {
+            match ended {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => result = Err(e),
+                Err(e) => result = Err(format!("a replay stream failed: {e}")),
+            }
+        }
+        connector.shutdown().await;
+        result
+    })?;
+    let (sent, delivered, failed) = (
+        counts.sent.load(Ordering::Relaxed),
+        counts.delivered.load(Ordering::Relaxed),
+        counts.failed.load(Ordering::Relaxed),
+    );
+    eprintln!(
+        "replayed {sent} messages of {} into {}: {delivered} delivered, {failed} not",
+        args.inputtopic, args.outputtopic
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+async fn settle(deliveries: Vec<Delivery>, counts: &Counts) {
+    for delivery in deliveries {
+        match delivery.await {
+            Ok(_) => counts.delivered.fetch_add(1, Ordering::Relaxed),
+            Err(e) => {
+                tracing::error!("replay-log-producer: not delivered: {e}");
+                counts.failed.fetch_add(1, Ordering::Relaxed)
+            }
+        };
+    }
+}

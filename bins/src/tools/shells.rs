@@ -1,0 +1,158 @@
+//! `consumer-shell` and `producer-shell`: Kafka 0.7.2's ConsumerShell and ProducerShell, small
+//! interactive tools driven by a client properties file.
+//!
+//! - `producer-shell --props producer.properties --topic t`: sends each line of standard input
+//!   (trimmed) and prints `Sent: <line> (<n> bytes)`, as 0.7.2 does, once the message is
+//!   delivered (0.7.2 printed it once handed over; a line that is not delivered is said on
+//!   standard error instead, and the exit code is 1).
+//! - `consumer-shell --props consumer.properties --topic t [--partitions n]`: joins the group of
+//!   the properties with `n` streams and prints 0.7.2's lines: `Starting consumer...`, then per
+//!   stream `Starting consumer thread..`, `consumed: <payload>` per message, and at the stream's
+//!   end (`consumer.timeout.ms` reached, or ^C) `Received <n> messages` and `thread shutdown !`;
+//!   after ^C, `consumer threads shutted down`.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tributary_core::wire::TopicName;
+
+use crate::cli::{load_consumer, load_producer, runtime, wait_for_signal, StrayWords};
+use crate::consumer::{ConsumerConnector, ConsumerError, Subscription};
+use crate::env::TokioEnv;
+use crate::producer::{Producer, Record};
+
+/// `tributary producer-shell`'s arguments (0.7.2's ProducerShell flags).
+#[derive(Debug, clap::Args)]
+pub struct ProducerShellArgs {
+    /// The producer properties file.
+    #[arg(long)]
+    pub props: PathBuf,
+    /// The topic.
+    #[arg(long)]
+    pub topic: TopicName,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    #[command(flatten)]
+    pub stray: StrayWords,
+}
+
+/// Sends standard input's lines, one message each, printing 0.7.2's line for each delivered.
+pub fn run_producer_cli(args: ProducerShellArgs) -> Result<ExitCode, String> {
+    args.stray.warn("producer-shell");
+    let config = load_producer(&args.props)?;
+    let failed = runtime(Some(1))?.block_on(async {
+        let producer = Producer::start(TokioEnv, config)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        let mut failed = 0u64;
+        while let Some(line) = lines
+            .next_line()
+            .await
+            .map_err(|e| format!("reading standard input: {e}"))?
+        {
+            let message = line.trim().to_string();
+            let bytes = message.len();
+            let delivered = match producer
+                .send(Record::new(args.topic.clone(), message.into_bytes()))
+                .await
+            {
+                Ok(delivery) => delivery.await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match delivered {
+                Ok(_) => {
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "Sent: {line} ({bytes} bytes)");
+                    let _ = out.flush();
+                }
+                Err(e) => {
+                    eprintln!("not delivered: {line}: {e}");
+                    failed += 1;
+                }
+            }
+        }
+        producer.close().await;
+        Ok::<u64, String>(failed)
+    })?;
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `tributary consumer-shell`'s arguments (0.7.2's ConsumerShell flags).
+#[derive(Debug, clap::Args)]
+pub struct ConsumerShellArgs {
+    /// The consumer properties file (groupid, zk.connect, consumer.timeout.ms, ...).
+    #[arg(long)]
+    pub props: PathBuf,
+    /// The topic.
+    #[arg(long)]
+    pub topic: TopicName,
+    /// Streams (0.7.2: threads), each printing its own messages.
+    #[arg(long, default_value_t = 1)]
+    pub partitions: u32,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    #[command(flatten)]
+    pub stray: StrayWords,
+}
+
+/// Consumes as `args` asks, printing 0.7.2's lines, until every stream ends or ^C.
+pub fn run_consumer_cli(args: ConsumerShellArgs) -> Result<ExitCode, String> {
+    args.stray.warn("consumer-shell");
+    let config = load_consumer(&args.props)?;
+    let streams = args.partitions.max(1);
+    runtime(None)?.block_on(async {
+        println!("Starting consumer...");
+        let subscription =
+            Subscription::Topics([(args.topic.clone(), streams)].into_iter().collect());
+        let (connector, streams) = ConsumerConnector::start(TokioEnv, config, subscription)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut threads = tokio::task::JoinSet::new();
+        for mut stream in streams {
+            threads.spawn(async move {
+                println!("Starting consumer thread..");
+                let mut received = 0u64;
+                loop {
+                    match stream.next().await {
+                        Ok(message) => {
+                            received += 1;
+                            let mut out = std::io::stdout().lock();
+                            let _ = out.write_all(b"consumed: ");
+                            let _ = out.write_all(&message.payload);
+                            let _ = out.write_all(b"\n");
+                            let _ = out.flush();
+                        }
+                        Err(ConsumerError::Timeout(_) | ConsumerError::Closed) => break,
+                        Err(e) => {
+                            tracing::error!("error in consumer-shell stream: {e}");
+                            break;
+                        }
+                    }
+                }
+                println!("Received {received} messages");
+                println!("thread shutdown !");
+            });
+        }
+        let interrupted = tokio::select! {
+            biased;
+            () = wait_for_signal() => true,
+            () = async { while threads.join_next().await.is_some() {} } => false,
+        };
+        connector.shutdown().await;
+        while let Some(ended) = threads.join_next().await {
+            if let Err(e) = ended {
+                return Err(format!("a consumer-shell stream failed: {e}"));
+            }
+        }
+        if interrupted {
+            println!("consumer threads shutted down");
+        }
+        Ok::<(), String>(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,793 @@
+//! Kafka 0.7.2's tools as 0.7 operators and their scripts call them: through the `bin/`
+//! launcher scripts, with 0.7.2's class names, arguments and output, against a real ZooKeeper
+//! and real brokers.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tributary_tests::broker::{tributary_binary, BrokerProcess};
+use tributary_tests::zookeeper::{free_port, ZooKeeper};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A `bin/` script, with the binary under test and no inherited log settings.
+fn script(name: &str) -> Command {
+    let mut command = Command::new(repo_root().join("bin").join(name));
+    command
+        .env("TRIBUTARY_BIN", tributary_binary())
+        .env_remove("RUST_LOG")
+        .env_remove("KAFKA_OPTS")
+        .env_remove("KAFKA_JMX_OPTS")
+        .env_remove("JMX_PORT");
+    command
+}
+
+fn run(command: &mut Command, stdin: &str) -> Output {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn ok(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed ({:?}):\n{}\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+struct Cluster {
+    zk: ZooKeeper,
+    broker: BrokerProcess,
+    dir: tempfile::TempDir,
+}
+
+/// ZooKeeper and one broker with two partitions per topic, every message flushed.
+fn cluster() -> Cluster {
+    let zk = ZooKeeper::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let properties = format!(
+        "brokerid=0\nhostname=127.0.0.1\nport={port}\nlog.dir={}\nnum.partitions=2\nlog.flush.interval=1\n\
+         zk.connect={}\nzk.sessiontimeout.ms=2000\nzk.connectiontimeout.ms=10000\n",
+        dir.path().join("logs").display(),
+        zk.connect_string()
+    );
+    let broker = BrokerProcess::start(dir.path(), port, &properties);
+    Cluster { zk, broker, dir }
+}
+
+impl Cluster {
+    fn zk(&self) -> String {
+        self.zk.connect_string()
+    }
+
+    fn file(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+
+    /// The latest offset of a partition, as 0.7.2's scripts read it (GetOffsetShell | tail -1).
+    fn latest(&self, topic: &str, partition: u32) -> i64 {
+        let out = run(
+            script("kafka-run-class.sh").args([
+                "kafka.tools.GetOffsetShell",
+                "--server",
+                &format!("kafka://127.0.0.1:{}", self.broker.port),
+                "--topic",
+                topic,
+                "--partition",
+                &partition.to_string(),
+                "--time",
+                "-1",
+                "--offsets",
+                "1",
+            ]),
+            "",
+        );
+        let stdout = ok(&out, "GetOffsetShell");
+        stdout.lines().last().unwrap().trim().parse().unwrap()
+    }
+
+    fn export(&self, group: &str, name: &str) -> String {
+        let path = self.dir.path().join(name);
+        let out = run(
+            script("kafka-run-class.sh").args([
+                "kafka.tools.ExportZkOffsets",
+                "--zkconnect",
+                &self.zk(),
+                "--group",
+                group,
+                "--output-file",
+                path.to_str().unwrap(),
+            ]),
+            "",
+        );
+        ok(&out, "ExportZkOffsets");
+        assert_eq!(
+            text(&out.stdout),
+            "",
+            "ExportZkOffsets prints nothing on stdout"
+        );
+        std::fs::read_to_string(path).unwrap()
+    }
+}
+
+/// The numbers of every whitespace-separated word holding `checksum`, after its first `:` —
+/// the pipeline 0.7.2's broker-failure test runs on producer-perf's log.
+fn producer_checksums(log: &str) -> Vec<u32> {
+    log.split_whitespace()
+        .filter(|w| w.contains("checksum"))
+        .map(|w| w.split_once(':').unwrap().1.parse().unwrap())
+        .collect()
+}
+
+/// Lines that begin with `checksum:` (ChecksumMessageFormatter without a topic), as 0.7.2's
+/// broker-failure test reads the consumers' output.
+fn consumer_checksums(out: &str) -> Vec<u32> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("checksum:"))
+        .map(|n| n.trim().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn producer_perf_checksums_match_a_checksum_formatter_consumer_through_the_scripts() {
+    let c = cluster();
+    // 0.7.2's broker-failure test turns the checksum line on with its own log4j file.
+    let log4j = c.file(
+        "log4j.properties",
+        "log4j.rootLogger=WARN, stdout\nlog4j.appender.stdout=org.apache.log4j.ConsoleAppender\n\
+         log4j.logger.kafka.perf.ProducerPerformance$ProducerThread=DEBUG\n",
+    );
+    // As 0.7.2's producer_perf test calls it, stray word included.
+    let out = run(
+        script("kafka-producer-perf-test.sh")
+            .env(
+                "KAFKA_OPTS",
+                format!("-Xmx512M -Dlog4j.configuration=file:{}", log4j.display()),
+            )
+            .args([
+                "--brokerinfo",
+                &format!("zk.connect={}", c.zk()),
+                "--topic",
+                "perf",
+                "--messages",
+                "60",
+                "--message-size",
+                "500",
+                "--batch-size",
+                "10",
+                "--vary-message-size",
+                "--threads",
+                "1",
+                "--reporting-interval",
+                "100000",
+                "num_messages",
+                "--async",
+            ]),
+        "",
+    );
+    let stdout = ok(&out, "kafka-producer-perf-test.sh");
+    let stderr = text(&out.stderr);
+    // This log4j file sends log lines to standard output, as 0.7.2's did.
+    assert!(stdout.contains("ignoring num_messages"), "{stdout}");
+    assert!(
+        stderr.contains("ignoring JVM-only settings") && stderr.contains("-Xmx512M"),
+        "{stderr}"
+    );
+    let produced = producer_checksums(&stdout);
+    assert_eq!(produced.len(), 60, "{stdout}");
+    let unique: BTreeSet<u32> = produced.iter().copied().collect();
+    assert!(
+        unique.len() > 55,
+        "varied messages have their own checksums: {unique:?}"
+    );
+
+    let out = run(
+        script("kafka-console-consumer.sh").args([
+            "--zookeeper",
+            &c.zk(),
+            "--topic",
+            "perf",
+            "--group",
+            "source",
+            "--from-beginning",
+            "--consumer-timeout-ms",
+            "4000",
+            "--formatter",
+            "kafka.consumer.ConsoleConsumer$ChecksumMessageFormatter",
+        ]),
+        "",
+    );
+    let consumed = consumer_checksums(&ok(&out, "kafka-console-consumer.sh"));
+    let consumed_unique: BTreeSet<u32> = consumed.iter().copied().collect();
+    assert_eq!(consumed.len(), 60);
+    assert_eq!(
+        consumed_unique, unique,
+        "every produced checksum consumed, none other"
+    );
+
+    // The topic property prefixes each line, as 0.7.2's formatter does.
+    let out = run(
+        script("kafka-console-consumer.sh").args([
+            "--zookeeper",
+            &c.zk(),
+            "--topic",
+            "perf",
+            "--from-beginning",
+            "--max-messages",
+            "1",
+            "--formatter",
+            "kafka.consumer.ConsoleConsumer$ChecksumMessageFormatter",
+            "--property",
+            "topic=perf",
+        ]),
+        "",
+    );
+    assert!(ok(&out, "consumer").starts_with("perf-checksum:"));
+    // 0.7.2's --property parsing: not key=value is refused with its words and exit 1.
+    let out = run(
+        script("kafka-console-consumer.sh").args([
+            "--zookeeper",
+            &c.zk(),
+            "--topic",
+            "perf",
+            "--property",
+            "topic=a=b",
+        ]),
+        "",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("Invalid parser arguments: topic=a=b"));
+}
+
+#[test]
+fn offsets_export_import_update_and_verify_through_the_scripts() {
+    let c = cluster();
+    let out = run(
+        script("kafka-console-producer.sh").args([
+            "--zookeeper",
+            &c.zk(),
+            "--topic",
+            "orders",
+            "--sync",
+        ]),
+        &(0..40).map(|i| format!("order {i}\n")).collect::<String>(),
+    );
+    ok(&out, "kafka-console-producer.sh");
+    let consumer = c.file(
+        "consumer.properties",
+        &format!(
+            "zk.connect={}\ngroupid=billing\nzk.sessiontimeout.ms=2000\nautooffset.reset=smallest\nconsumer.timeout.ms=3000\n",
+            c.zk()
+        ),
+    );
+
+    // No member yet: the rebalance is not complete; 0.7.2 exits 0 either way.
+    let verify = || {
+        run(
+            script("kafka-run-class.sh").args([
+                "kafka.tools.VerifyConsumerRebalance",
+                "--zk.connect",
+                &c.zk(),
+                "--group",
+                "billing",
+            ]),
+            "",
+        )
+    };
+    let out = verify();
+    assert_eq!(
+        ok(&out, "VerifyConsumerRebalance"),
+        "Rebalance operation failed !\n"
+    );
+
+    // ConsumerShell reads everything as group billing, then commits and leaves.
+    let out = run(
+        script("kafka-consumer-shell.sh").args([
+            "--props",
+            consumer.to_str().unwrap(),
+            "--topic",
+            "orders",
+            "--partitions",
+            "2",
+        ]),
+        "",
+    );
+    let shell = ok(&out, "kafka-consumer-shell.sh");
+    assert!(shell.starts_with("Starting consumer...\n"), "{shell}");
+    assert_eq!(
+        shell.matches("Starting consumer thread..\n").count(),
+        2,
+        "{shell}"
+    );
+    assert_eq!(shell.matches("consumed: order ").count(), 40, "{shell}");
+    assert_eq!(shell.matches("thread shutdown !\n").count(), 2, "{shell}");
+    let received: u64 = shell
+        .lines()
+        .filter_map(|l| l.strip_prefix("Received "))
+        .map(|l| l.trim_end_matches(" messages").parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(received, 40);
+
+    // Export: one 0.7.2 line per partition, at the partition's end.
+    let exported = c.export("billing", "billing.offsets");
+    let expected: String = (0..2)
+        .map(|p| {
+            format!(
+                "/consumers/billing/offsets/orders/0-{p}:{}\n",
+                c.latest("orders", p)
+            )
+        })
+        .collect();
+    assert_eq!(exported, expected);
+
+    // Import a rewound copy: every offset back to 0.
+    let rewound: String = exported
+        .lines()
+        .map(|l| format!("{}:0\n", l.rsplit_once(':').unwrap().0))
+        .collect();
+    let file = c.file("rewound.offsets", &rewound);
+    let out = run(
+        script("kafka-run-class.sh").args([
+            "kafka.tools.ImportZkOffsets",
+            "--zkconnect",
+            &c.zk(),
+            "--input-file",
+            file.to_str().unwrap(),
+        ]),
+        "",
+    );
+    ok(&out, "ImportZkOffsets");
+    assert_eq!(c.export("billing", "after-import.offsets"), rewound);
+
+    // A bad line refuses the whole file, naming the line; nothing is written.
+    let bad = c.file(
+        "bad.offsets",
+        "/consumers/billing/offsets/orders/0-0:7\n/consumers/billing/offsets/orders/0-1:seven\n",
+    );
+    let out = run(
+        script("kafka-run-class.sh").args([
+            "kafka.tools.ImportZkOffsets",
+            "--zkconnect",
+            &c.zk(),
+            "--input-file",
+            bad.to_str().unwrap(),
+        ]),
+        "",
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("line 2: offset \"seven\""),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(c.export("billing", "after-bad.offsets"), rewound);
+
+    // UpdateOffsetsInZK: 0.7.2's positional words and lines.
+    let out = run(
+        script("kafka-run-class.sh").args([
+            "kafka.utils.UpdateOffsetsInZK",
+            "latest",
+            consumer.to_str().unwrap(),
+            "orders",
+        ]),
+        "",
+    );
+    let mut expected_lines = String::new();
+    for p in 0..2 {
+        expected_lines.push_str(&format!(
+            "updating partition 0-{p} with new offset: {}\n",
+            c.latest("orders", p)
+        ));
+    }
+    expected_lines.push_str("updated the offset for 2 partitions\n");
+    assert_eq!(ok(&out, "UpdateOffsetsInZK"), expected_lines);
+    assert_eq!(c.export("billing", "after-update.offsets"), exported);
+    let out = run(
+        script("kafka-run-class.sh").args(["kafka.utils.UpdateOffsetsInZK", "sideways", "x", "y"]),
+        "",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stdout),
+        "USAGE: kafka.utils.UpdateOffsetsInZK$ [earliest | latest] consumer.properties topic\n"
+    );
+
+    // A live member owning every partition: the rebalance is complete.
+    let mut member = script("kafka-console-consumer.sh")
+        .args([
+            "--zookeeper",
+            &c.zk(),
+            "--topic",
+            "orders",
+            "--group",
+            "billing",
+            "--consumer-timeout-ms",
+            "30000",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = verify();
+        if ok(&out, "VerifyConsumerRebalance") == "Rebalance operation successful !\n" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never complete: {}",
+            text(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let _ = member.kill();
+    let _ = member.wait();
+}
+
+/// Reads `child`'s stderr until `wanted` lines hold `needle` or `timeout` passes.
+fn read_until(child: &mut Child, needle: &str, wanted: usize, timeout: Duration) -> Vec<String> {
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + timeout;
+    let mut lines = Vec::new();
+    while lines
+        .iter()
+        .filter(|l: &&String| l.contains(needle))
+        .count()
+        < wanted
+    {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => lines.push(line),
+            Err(_) => break,
+        }
+    }
+    lines
+}
+
+#[test]
+fn shells_replay_jmx_and_unknown_classes_through_the_scripts() {
+    let c = cluster();
+    let producer = c.file(
+        "producer.properties",
+        &format!("zk.connect={}\nproducer.type=sync\n", c.zk()),
+    );
+    // ProducerShell: each line trimmed and sent; 0.7.2's line printed once delivered.
+    let out = run(
+        script("kafka-producer-shell.sh").args([
+            "--props",
+            producer.to_str().unwrap(),
+            "--topic",
+            "shell",
+        ]),
+        "  hello  \nworld\n",
+    );
+    assert_eq!(
+        ok(&out, "kafka-producer-shell.sh"),
+        "Sent:   hello   (5 bytes)\nSent: world (5 bytes)\n"
+    );
+
+    // SimpleConsumerShell never ends; its lines are log lines, on standard error with the
+    // default config/log4j.properties.
+    // Read the partition holding more of the two messages (each 15 bytes in the log).
+    let (partition, bytes) = (0..2)
+        .map(|p| (p, c.latest("shell", p)))
+        .max_by_key(|(_, bytes)| *bytes)
+        .unwrap();
+    let expected = usize::try_from(bytes / 15).unwrap();
+    assert!(expected >= 1);
+    let mut shell = script("kafka-simple-consumer-shell.sh")
+        .args([
+            "--server",
+            &format!("kafka://127.0.0.1:{}", c.broker.port),
+            "--topic",
+            "shell",
+            "--partition",
+            &partition.to_string(),
+            "--print-messages",
+            "--print-offsets",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = read_until(
+        &mut shell,
+        "next offset = ",
+        expected,
+        Duration::from_secs(15),
+    );
+    let _ = shell.kill();
+    let _ = shell.wait();
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("consumed: ")).count(),
+        expected,
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("Starting consumer...")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.ends_with(&format!("next offset = {bytes}"))),
+        "{lines:?}"
+    );
+
+    // ReplayLogProducer copies the topic, then stops 10 s after the last message.
+    let out = run(
+        script("kafka-replay-log-producer.sh").args([
+            "--zookeeper",
+            &c.zk(),
+            "--brokerinfo",
+            &format!("zk.connect={}", c.zk()),
+            "--inputtopic",
+            "shell",
+            "--outputtopic",
+            "replayed",
+        ]),
+        "",
+    );
+    ok(&out, "kafka-replay-log-producer.sh");
+    assert!(
+        text(&out.stderr)
+            .contains("replayed 2 messages of shell into replayed: 2 delivered, 0 not"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(
+        script("kafka-console-consumer.sh").args([
+            "--zookeeper",
+            &c.zk(),
+            "--topic",
+            "replayed",
+            "--from-beginning",
+            "--consumer-timeout-ms",
+            "3000",
+        ]),
+        "",
+    );
+    let mut replayed: Vec<String> = ok(&out, "consumer").lines().map(String::from).collect();
+    replayed.sort();
+    assert_eq!(replayed, ["hello", "world"]);
+
+    // A name whose log directory would not fit the file system is refused before anything is
+    // sent (0.7.2 took it and failed creating the directory).
+    let out = run(
+        script("kafka-console-producer.sh").args([
+            "--zookeeper",
+            &c.zk(),
+            "--topic",
+            &"t".repeat(250),
+        ]),
+        "lost?\n",
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("the limit is 249"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // JmxTool says what replaces it; an unknown class names the known ones; both exit 1.
+    let out = run(
+        script("kafka-run-class.sh").args(["kafka.tools.JmxTool", "--object-name", "kafka:*"]),
+        "",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("metrics endpoint"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(
+        script("kafka-run-class.sh").args(["kafka.tools.NoSuchTool"]),
+        "",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("kafka.tools.NoSuchTool is not a Kafka 0.7 class"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("kafka.tools.GetOffsetShell -> tributary get-offsets"),
+        "{stderr}"
+    );
+    let out = run(&mut script("kafka-run-class.sh"), "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("USAGE: "));
+}
+
+/// 0.7.2's `system_test/producer_perf`, through the scripts only: ZooKeeper and a broker
+/// started by their start scripts, ProducerPerformance with its arguments (the stray word
+/// included), the log's size polled with GetOffsetShell until it settles, then checked:
+/// every message is its payload plus 10 bytes of header. Then both stop scripts.
+#[test]
+fn producer_perf_system_test_through_the_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (zk_port, broker_port) = (free_port(), free_port());
+    let zk_config = dir.path().join("zookeeper.properties");
+    std::fs::write(
+        &zk_config,
+        format!(
+            "dataDir={}\nclientPort={zk_port}\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\ntickTime=500\n",
+            dir.path().join("zookeeper").display()
+        ),
+    )
+    .unwrap();
+    let server_config = dir.path().join("server.properties");
+    std::fs::write(
+        &server_config,
+        format!(
+            "brokerid=0\nhostname=127.0.0.1\nport={broker_port}\nnum.partitions=1\nlog.dir={}\nlog.flush.interval=600\n\
+             log.default.flush.interval.ms=1000\nlog.default.flush.scheduler.interval.ms=1000\n\
+             enable.zookeeper=true\nzk.connect=127.0.0.1:{zk_port}\nzk.connectiontimeout.ms=1000000\n",
+            dir.path().join("kafka-logs").display()
+        ),
+    )
+    .unwrap();
+    let spawn = |name: &str, arg: &Path, log: &str| {
+        script(name)
+            .arg(arg)
+            .stdout(std::fs::File::create(dir.path().join(log)).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut zookeeper = spawn("zookeeper-server-start.sh", &zk_config, "zookeeper.log");
+    wait_for_port(zk_port);
+    let mut broker = spawn("kafka-server-start.sh", &server_config, "kafka.log");
+    wait_for_port(broker_port);
+
+    let (messages, size) = (20_000u64, 200u64);
+    let out = run(
+        script("kafka-run-class.sh").args([
+            "kafka.tools.ProducerPerformance",
+            "--brokerinfo",
+            &format!("broker.list=0:127.0.0.1:{broker_port}"),
+            "--topic",
+            "test01",
+            "--messages",
+            &messages.to_string(),
+            "--message-size",
+            &size.to_string(),
+            "--batch-size",
+            "200",
+            "--threads",
+            "1",
+            "--reporting-interval",
+            "100000",
+            "num_messages",
+            "--async",
+        ]),
+        "",
+    );
+    let report = ok(&out, "ProducerPerformance");
+    assert!(report.starts_with("start.time, end.time, compression, message.size, batch.size, total.data.sent.in.MB, MB.sec, total.data.sent.in.nMsg, nMsg.sec\n"), "{report}");
+
+    let latest = || {
+        let out = run(
+            script("kafka-run-class.sh").args([
+                "kafka.tools.GetOffsetShell",
+                "--server",
+                &format!("kafka://127.0.0.1:{broker_port}"),
+                "--topic",
+                "test01",
+                "--partition",
+                "0",
+                "--time",
+                "-1",
+                "--offsets",
+                "1",
+            ]),
+            "",
+        );
+        ok(&out, "GetOffsetShell")
+            .lines()
+            .last()
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    // "wait for data to be persisted", as 0.7.2's test does: two equal readings 2 s apart,
+    // then 2 s more and a last reading (the broker flushes every second).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = latest();
+    loop {
+        std::thread::sleep(Duration::from_secs(2));
+        let now = latest();
+        if now == last && now > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the log never settled ({now})");
+        last = now;
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let actual = latest();
+    assert_eq!(
+        actual,
+        messages * (size + 10),
+        "test failed: actual size {actual}"
+    );
+
+    let out = run(script("kafka-server-stop.sh").arg(&server_config), "");
+    ok(&out, "kafka-server-stop.sh");
+    assert!(
+        text(&out.stderr).contains("asked 1 broker(s) to stop"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        exits_within(&mut broker, Duration::from_secs(20)),
+        "the broker did not stop"
+    );
+    let out = run(script("zookeeper-server-stop.sh").arg(&zk_config), "");
+    ok(&out, "zookeeper-server-stop.sh");
+    assert!(
+        exits_within(&mut zookeeper, Duration::from_secs(20)),
+        "ZooKeeper did not stop"
+    );
+}
+
+fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn exits_within(child: &mut Child, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
