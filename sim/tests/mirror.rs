@@ -177,3 +177,17 @@ fn each_planted_mirror_bug_is_caught_by_its_invariant_and_the_clean_build_passes
         run_seed(seed, options(faults)).err().map(|(v, _)| v)
     });
 }
+
+/// Mirror seed 7830 (the batch past the suite's range, on ea86d9d): a stream waited for its
+/// topic's first origin decision (the source's ZooKeeper session had expired) holding a message
+/// of clicks/1-0 while a rebalance moved the partition to another stream of the same member, in
+/// the same epoch; that stream forwarded 24 later messages, then the held one went out after
+/// them (S17 MirrorOrder: offset 25 after 625). A held message whose partition moved is now
+/// withdrawn and the partition starts again from its commit.
+#[test]
+fn a_message_held_while_its_topic_is_decided_is_not_forwarded_after_the_next_stream() {
+    let report = run_seed(7830, options(Faults::Mixed))
+        .map_err(|(violation, _)| violation)
+        .unwrap();
+    assert!(report.acked > 0);
+}

@@ -33,7 +33,34 @@ pub struct ConsumedMessage {
     pub generation: u64,
     /// The payload.
     pub payload: Bytes,
+    /// Whether the stream that handed this message out still holds its partition.
+    pub holder: Holder,
 }
+
+/// The hold a stream has on the partition of a message it handed out: current until a
+/// rebalance takes the partition from that stream — lost to another member, or moved to
+/// another stream of this member in the same epoch, which then goes on after this message. A
+/// caller that held a message across a wait (the mirror, deciding a topic) checks it before
+/// handing the message on: a message no longer current may be behind what the other stream
+/// already handed on.
+#[derive(Debug, Clone)]
+pub struct Holder(Arc<PartitionState>);
+
+impl Holder {
+    /// Whether the partition is still this stream's, as when the message was handed out.
+    pub fn is_current(&self) -> bool {
+        self.0.is_owned()
+    }
+}
+
+/// Two holds are equal when they are the same hold (one stream's, of one ownership).
+impl PartialEq for Holder {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Holder {}
 
 /// One of the streams a consumer was created with.
 #[derive(Debug)]
@@ -101,6 +128,7 @@ impl MessageStream {
                             offset: entry.next_offset,
                             generation: partition.epoch,
                             payload: entry.message.payload,
+                            holder: Holder(partition.clone()),
                         });
                     }
                     Some(Err(e)) => {

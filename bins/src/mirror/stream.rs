@@ -287,6 +287,32 @@ async fn forward(
             return Ok(room);
         }
     };
+    if !message.holder.is_current() {
+        // The decision took a while, and meanwhile a rebalance moved the partition to another
+        // stream of this member (in the same epoch: it goes on after this message) or to
+        // another member. Forwarding it now could put it after what the other stream already
+        // forwarded. Withdrawn instead, as a refused message is (nothing of the partition is
+        // forwarded or committed after it in this epoch), and the partition starts again from
+        // its commit, in a new epoch, at a rebalance asked for now.
+        let room = {
+            let mut state = context.window.lock();
+            state.on_withdrawn(&key, message.generation);
+            state.has_room()
+        };
+        if context
+            .connector
+            .stop_partition(&message.topic, message.partition)
+        {
+            tracing::info!(
+                "mirror: {}/{}: moved to another stream while its topic was being decided; it starts again from its commit",
+                message.topic,
+                message.partition
+            );
+            context.connector.rejoin();
+        }
+        context.window.changed();
+        return Ok(room);
+    }
     let (seq, room) = {
         let mut state = context.window.lock();
         match state.on_message(&key, message.generation, message.offset) {
