@@ -272,11 +272,15 @@ fn producer_perf_checksums_match_a_checksum_formatter_consumer_through_the_scrip
 fn offsets_export_import_update_and_verify_through_the_scripts() {
     let c = cluster();
     let out = run(
+        // 0.7.2's flags: --compress alone (gzip), the default encoder named.
         script("kafka-console-producer.sh").args([
             "--zookeeper",
             &c.zk(),
             "--topic",
             "orders",
+            "--compress",
+            "--message-encoder",
+            "kafka.serializer.StringEncoder",
             "--sync",
         ]),
         &(0..40).map(|i| format!("order {i}\n")).collect::<String>(),
@@ -419,6 +423,40 @@ fn offsets_export_import_update_and_verify_through_the_scripts() {
     assert_eq!(
         text(&out.stdout),
         "USAGE: kafka.utils.UpdateOffsetsInZK$ [earliest | latest] consumer.properties topic\n"
+    );
+
+    // DumpLogSegments with 0.7.2's single-dash -noprint: the gzip wrappers as stored.
+    let segment = c
+        .dir
+        .path()
+        .join("logs/orders-0/00000000000000000000.kafka");
+    let out = run(
+        script("kafka-run-class.sh").args([
+            "kafka.tools.DumpLogSegments",
+            segment.to_str().unwrap(),
+            "-noprint",
+        ]),
+        "",
+    );
+    let dump = ok(&out, "DumpLogSegments");
+    assert!(
+        dump.starts_with(&format!(
+            "Dumping {}\nStarting offset: 0\n",
+            segment.display()
+        )),
+        "{dump}"
+    );
+    assert!(
+        dump.contains("compresscodec: GZIPCompressionCodec"),
+        "{dump}"
+    );
+    assert!(!dump.contains("payload:"), "{dump}");
+    assert!(
+        dump.ends_with(&format!(
+            "tail of the log is at offset: {}\n",
+            c.latest("orders", 0)
+        )),
+        "{dump}"
     );
 
     // A live member owning every partition: the rebalance is complete.

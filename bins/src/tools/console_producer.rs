@@ -152,8 +152,8 @@ pub struct ConsoleProducerArgs {
     /// Send each line in its own request, waiting for it (default: async batches).
     #[arg(long)]
     pub sync: bool,
-    /// Compression codec: 0 none, 1 gzip, 2 snappy.
-    #[arg(long, default_value_t = 0)]
+    /// Compression codec: 0 none, 1 gzip, 2 snappy; `--compress` alone is gzip (0.7.2's flag).
+    #[arg(long, default_value_t = 0, num_args = 0..=1, default_missing_value = "1")]
     pub compress: u8,
     /// Messages per request (async).
     #[arg(long = "batch-size", default_value_t = 200)]
@@ -164,6 +164,14 @@ pub struct ConsoleProducerArgs {
     /// Wait until the brokers have the lines durably (Tributary's acknowledged produce).
     #[arg(long)]
     pub acks: bool,
+    /// How a line becomes a message: 0.7.2's kafka.serializer.StringEncoder (the default) or
+    /// kafka.serializer.DefaultEncoder; both send the line's bytes.
+    #[arg(long = "message-encoder", default_value = STRING_ENCODER)]
+    pub message_encoder: String,
+    /// How standard input becomes lines: 0.7.2's
+    /// kafka.producer.ConsoleProducer$LineMessageReader (the only one).
+    #[arg(long = "line-reader", default_value = LINE_READER)]
+    pub line_reader: String,
     /// Another producer setting, key=value (repeatable), e.g. num.retries=5.
     #[arg(long = "property")]
     pub properties: Vec<String>,
@@ -171,6 +179,11 @@ pub struct ConsoleProducerArgs {
     #[command(flatten)]
     pub stray: crate::cli::StrayWords,
 }
+
+/// 0.7.2's default `--message-encoder`.
+pub const STRING_ENCODER: &str = "kafka.serializer.StringEncoder";
+/// 0.7.2's `--line-reader`.
+pub const LINE_READER: &str = "kafka.producer.ConsoleProducer$LineMessageReader";
 
 /// Sends standard input's lines as `args` asks and says on standard error how many were
 /// delivered. Exit code 1 when any line was not delivered; `Err` for a wrong flag or a producer
@@ -185,10 +198,20 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
         batch_size,
         timeout,
         acks,
+        message_encoder,
+        line_reader,
         properties,
         stray,
     } = args;
     stray.warn("console-producer");
+    if message_encoder != STRING_ENCODER && message_encoder != "kafka.serializer.DefaultEncoder" {
+        return Err(format!("--message-encoder {message_encoder}: Tributary sends each line's bytes; use {STRING_ENCODER} (the default) or kafka.serializer.DefaultEncoder"));
+    }
+    if line_reader != LINE_READER {
+        return Err(format!(
+            "--line-reader {line_reader}: Tributary reads lines; use {LINE_READER} (the default)"
+        ));
+    }
     CompressionCodec::from_id(compress)
         .ok_or_else(|| format!("--compress {compress}: expected 0, 1 or 2"))?;
     let discovery = match (zookeeper, broker_list) {
