@@ -829,3 +829,296 @@ fn exits_within(child: &mut Child, timeout: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A server started by a `bin/` script, stopped (SIGTERM, as 0.7.2's tests' kill -15) when
+/// bounced or dropped.
+struct Started {
+    script: &'static str,
+    args: Vec<String>,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Started {
+    fn start(script_name: &'static str, args: &[String], log: PathBuf) -> Started {
+        let mut started = Started {
+            script: script_name,
+            args: args.to_vec(),
+            log,
+            child: None,
+        };
+        started.spawn();
+        started
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        self.child = Some(
+            script(self.script)
+                .args(&self.args)
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        );
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            if !exits_within(&mut child, Duration::from_secs(30)) {
+                panic!("{} {:?} did not stop on SIGTERM", self.script, self.args);
+            }
+        }
+    }
+
+    fn bounce(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// 0.7.2's `system_test/broker_failure`, through the scripts only and with 0.7.2's arguments:
+/// two source brokers, two target brokers and two mirror makers (`--whitelist=".*"`, quotes
+/// included), producer-perf sending batches in the background with its checksum line on
+/// (log4j file in KAFKA_OPTS), while a source broker, a mirror maker and a target broker are
+/// bounced in turn (SIGTERM, then started again). Then the mirror's lag is waited to zero with
+/// ConsumerOffsetChecker, and the unique checksums read from the source and from the target
+/// with ChecksumMessageFormatter consumers are compared: 0.7.2's test passes when they are
+/// equal and not empty; here also nothing reaches either cluster that the producer did not
+/// send.
+#[test]
+fn broker_failure_system_test_through_the_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let write = |name: &str, text: String| {
+        std::fs::write(path(name), text).unwrap();
+        path(name).to_str().unwrap().to_string()
+    };
+    let (source_zk, target_zk) = (free_port(), free_port());
+    let mut servers = Vec::new();
+    for (name, port) in [
+        ("zookeeper_source", source_zk),
+        ("zookeeper_target", target_zk),
+    ] {
+        let config = write(
+            &format!("{name}.properties"),
+            format!(
+                "dataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\ntickTime=500\n",
+                path(name).display()
+            ),
+        );
+        servers.push(Started::start(
+            "zookeeper-server-start.sh",
+            &[config],
+            path(&format!("{name}.log")),
+        ));
+        wait_for_port(port);
+    }
+    let broker = |name: &str, id: u32, zk: u16| {
+        let port = free_port();
+        let config = write(
+            &format!("server_{name}.properties"),
+            format!(
+                "brokerid={id}\nhostname=127.0.0.1\nport={port}\nnum.partitions=2\nlog.dir={}\nlog.file.size=10000000\n\
+                 log.flush.interval=600\nlog.default.flush.interval.ms=1000\nlog.default.flush.scheduler.interval.ms=1000\n\
+                 zk.connect=127.0.0.1:{zk}\nzk.connectiontimeout.ms=1000000\nzk.sessiontimeout.ms=3000\n",
+                path(&format!("kafka-{name}-logs")).display()
+            ),
+        );
+        let started = Started::start(
+            "kafka-server-start.sh",
+            &[config],
+            path(&format!("kafka_{name}.log")),
+        );
+        wait_for_port(port);
+        started
+    };
+    let mut sources = vec![
+        broker("source1", 1, source_zk),
+        broker("source2", 2, source_zk),
+    ];
+    let mut targets = vec![
+        broker("target1", 1, target_zk),
+        broker("target2", 2, target_zk),
+    ];
+    let consumer = write(
+        "whitelisttest.consumer.properties",
+        format!("zk.connect=127.0.0.1:{source_zk}\nzk.connectiontimeout.ms=1000000\ngroupid=group1\nmirror.topics.whitelist=test_1,test_2\nautooffset.reset=smallest\n"),
+    );
+    let producer = write(
+        "mirror_producer.properties",
+        format!("zk.connect=127.0.0.1:{target_zk}\nzk.connectiontimeout.ms=1000000\nproducer.type=async\nqueue.enqueueTimeout.ms=-1\n"),
+    );
+    let maker_args = vec![
+        "kafka.tools.MirrorMaker".to_string(),
+        "--consumer.config".into(),
+        consumer,
+        "--producer.config".into(),
+        producer,
+        "--whitelist=\".*\"".into(),
+    ];
+    let mut makers: Vec<Started> = (1..=2)
+        .map(|i| {
+            Started::start(
+                "kafka-run-class.sh",
+                &maker_args,
+                path(&format!("kafka_mirrormaker_{i}.log")),
+            )
+        })
+        .collect();
+
+    // The background producer: batches of 500 until told to stop, its checksum lines kept.
+    let log4j = write(
+        "log4j.properties",
+        "log4j.rootLogger=WARN, stdout\nlog4j.logger.kafka=DEBUG\nlog4j.logger.kafka.perf.ProducerPerformance$ProducerThread=DEBUG\n".into(),
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let background = {
+        let (stop, log4j) = (stop.clone(), log4j.clone());
+        std::thread::spawn(move || {
+            let mut log = String::new();
+            let mut batches = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let out = run(
+                    script("kafka-producer-perf-test.sh")
+                        .env("KAFKA_OPTS", format!("-Dlog4j.configuration=file:{log4j}"))
+                        .args([
+                            "--brokerinfo",
+                            &format!("zk.connect=127.0.0.1:{source_zk}"),
+                            "--topic",
+                            "test01",
+                            "--messages",
+                            "500",
+                            "--message-size",
+                            "500",
+                            "--batch-size",
+                            "50",
+                            "--vary-message-size",
+                            "--threads",
+                            "1",
+                            "--reporting-interval",
+                            "500",
+                            "--async",
+                        ]),
+                    "",
+                );
+                log.push_str(&text(&out.stdout));
+                batches += 1;
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            (log, batches)
+        })
+    };
+
+    // Bounce, as 0.7.2's test does with -s 123: a source broker, a mirror maker, a target broker.
+    std::thread::sleep(Duration::from_secs(3));
+    sources[0].bounce();
+    std::thread::sleep(Duration::from_secs(3));
+    makers[1].bounce();
+    std::thread::sleep(Duration::from_secs(3));
+    targets[1].bounce();
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (producer_log, batches) = background.join().unwrap();
+    assert!(batches >= 3, "the producer ran {batches} batches");
+
+    // wait_for_zero_consumer_lags: the mirror group's lag on the source, summed as 0.7.2's
+    // script sums it (grep "Consumer lag", strip spaces, the number after "="), zero 4 times.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut zeros = 0;
+    while zeros < 4 {
+        let out = run(
+            script("kafka-run-class.sh").args([
+                "kafka.tools.ConsumerOffsetChecker",
+                "--group",
+                "group1",
+                "--zkconnect",
+                &format!("127.0.0.1:{source_zk}"),
+                "--topic",
+                "test01",
+            ]),
+            "",
+        );
+        let report = ok(&out, "ConsumerOffsetChecker");
+        let lags: Vec<i64> = report
+            .lines()
+            .filter(|l| l.contains("Consumer lag"))
+            .map(|l| {
+                l.replace(' ', "")
+                    .split('=')
+                    .nth(1)
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        if !lags.is_empty() && lags.iter().sum::<i64>() == 0 {
+            zeros += 1;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the mirror never caught up:\n{report}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+
+    let consume = |zk: u16, group: &str| {
+        let out = run(
+            script("kafka-console-consumer.sh").args([
+                "--zookeeper",
+                &format!("127.0.0.1:{zk}"),
+                "--topic",
+                "test01",
+                "--group",
+                group,
+                "--from-beginning",
+                "--consumer-timeout-ms",
+                "5000",
+                "--formatter",
+                "kafka.consumer.ConsoleConsumer$ChecksumMessageFormatter",
+            ]),
+            "",
+        );
+        consumer_checksums(&ok(&out, "kafka-console-consumer.sh"))
+    };
+    let produced: BTreeSet<u32> = producer_checksums(&producer_log).into_iter().collect();
+    let in_source: BTreeSet<u32> = consume(source_zk, "source").into_iter().collect();
+    let in_target: BTreeSet<u32> = consume(target_zk, "target").into_iter().collect();
+    assert!(!in_source.is_empty());
+    assert_eq!(
+        in_source.len(),
+        in_target.len(),
+        "source/mirror uniq msg count diff: {} only in the source, {} only in the mirror",
+        in_source.difference(&in_target).count(),
+        in_target.difference(&in_source).count()
+    );
+    assert_eq!(in_source, in_target, "## Test FAILED");
+    assert!(
+        in_source.is_subset(&produced),
+        "a checksum no producer sent"
+    );
+    for mut server in makers
+        .into_iter()
+        .chain(targets)
+        .chain(sources)
+        .chain(servers)
+    {
+        server.stop();
+    }
+}
