@@ -1122,3 +1122,160 @@ fn broker_failure_system_test_through_the_scripts() {
         server.stop();
     }
 }
+
+/// 0.7.2's `system_test/mirror_maker` (its whitelist test), through the scripts only: two
+/// source clusters and a target cluster, one MirrorMaker with both sources'
+/// `--consumer.config` and `--whitelist="white.*" --num.streams 2`, ProducerPerformance into
+/// `whitetopic01` on both sources, `whitetopic02` on one and `blacktopic01` on the other; then
+/// its `cmp_logs`: each white topic's log size in the target (GetOffsetShell, time -1) equals
+/// the sum of its sizes in the sources, and the black topic is not mirrored.
+#[test]
+fn mirror_maker_system_test_through_the_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let write = |name: &str, text: String| {
+        std::fs::write(path(name), text).unwrap();
+        path(name).to_str().unwrap().to_string()
+    };
+    let mut servers = Vec::new();
+    let mut clusters = Vec::new();
+    for name in ["source_1", "source_2", "target"] {
+        let (zk, port) = (free_port(), free_port());
+        let config = write(
+            &format!("zookeeper_{name}.properties"),
+            format!(
+                "dataDir={}\nclientPort={zk}\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\ntickTime=500\n",
+                path(&format!("zookeeper_{name}")).display()
+            ),
+        );
+        servers.push(Started::start(
+            "zookeeper-server-start.sh",
+            &[config],
+            path(&format!("zookeeper_{name}.log")),
+        ));
+        wait_for_port(zk);
+        let config = write(
+            &format!("server_{name}.properties"),
+            format!(
+                "brokerid=1\nhostname=127.0.0.1\nport={port}\nnum.partitions=1\nlog.dir={}\nlog.flush.interval=600\n\
+                 log.default.flush.interval.ms=1000\nlog.default.flush.scheduler.interval.ms=1000\n\
+                 zk.connect=127.0.0.1:{zk}\nzk.connectiontimeout.ms=1000000\n",
+                path(&format!("kafka-{name}-logs")).display()
+            ),
+        );
+        servers.push(Started::start(
+            "kafka-server-start.sh",
+            &[config],
+            path(&format!("kafka_{name}.log")),
+        ));
+        wait_for_port(port);
+        clusters.push((zk, port));
+    }
+    let (target_zk, target_port) = clusters[2];
+    let consumers: Vec<String> = (0..2)
+        .map(|i| {
+            write(
+                &format!("whitelisttest_{}.consumer.properties", i + 1),
+                format!("zk.connect=127.0.0.1:{}\nzk.connectiontimeout.ms=1000000\ngroupid=group1\nshallowiterator.enable=true\n", clusters[i].0),
+            )
+        })
+        .collect();
+    let producer = write(
+        "mirror_producer.properties",
+        format!("zk.connect=127.0.0.1:{target_zk}\nproducer.type=async\nqueue.enqueueTimeout.ms=-1\nnum.producers.per.broker=2\n"),
+    );
+    let maker = Started::start(
+        "kafka-run-class.sh",
+        &[
+            "kafka.tools.MirrorMaker".to_string(),
+            "--consumer.config".into(),
+            consumers[0].clone(),
+            "--consumer.config".into(),
+            consumers[1].clone(),
+            "--producer.config".into(),
+            producer,
+            "--whitelist=\"white.*\"".into(),
+            "--num.streams".into(),
+            "2".into(),
+        ],
+        path("kafka_mirrormaker_1.log"),
+    );
+    for (topic, cluster) in [
+        ("whitetopic01", 0),
+        ("whitetopic01", 1),
+        ("whitetopic02", 0),
+        ("blacktopic01", 1),
+    ] {
+        let out = run(
+            script("kafka-run-class.sh").args([
+                "kafka.perf.ProducerPerformance",
+                "--brokerinfo",
+                &format!("zk.connect=127.0.0.1:{}", clusters[cluster].0),
+                "--topic",
+                topic,
+                "--messages",
+                "2000",
+                "--message-size",
+                "100",
+                "--batch-size",
+                "200",
+                "--vary-message-size",
+                "--threads",
+                "1",
+                "--reporting-interval",
+                "2000",
+                "--async",
+            ]),
+            "",
+        );
+        ok(&out, "ProducerPerformance");
+    }
+    let size = |port: u16, topic: &str| -> u64 {
+        let out = run(
+            script("kafka-run-class.sh").args([
+                "kafka.tools.GetOffsetShell",
+                "--server",
+                &format!("kafka://127.0.0.1:{port}"),
+                "--topic",
+                topic,
+                "--partition",
+                "0",
+                "--time",
+                "-1",
+                "--offsets",
+                "1",
+            ]),
+            "",
+        );
+        // An empty answer counts as 0, as cmp_logs counts it.
+        ok(&out, "GetOffsetShell")
+            .lines()
+            .last()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    for topic in ["whitetopic01", "whitetopic02"] {
+        let expected: u64 = (0..2).map(|c| size(clusters[c].1, topic)).sum();
+        assert!(expected > 0);
+        // wait_partition_done on the target: until the size stops changing, within a bound.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let actual = size(target_port, topic);
+            if actual == expected {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{topic}: source size: {expected} target size: {actual}"
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+    assert_eq!(
+        size(target_port, "blacktopic01"),
+        0,
+        "a topic outside the whitelist was mirrored"
+    );
+    drop(maker);
+    drop(servers);
+}
