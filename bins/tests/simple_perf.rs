@@ -9,6 +9,7 @@ mod support;
 use bytes::Bytes;
 use tributary::client::connect;
 use tributary::env::TokioEnv;
+use tributary::tools::date_format::DateFormat;
 use tributary::tools::simple_perf::{simple_consumer_perf, SimplePerfOptions};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, Response};
@@ -31,6 +32,7 @@ fn options(port: u16) -> SimplePerfOptions {
         messages: None,
         report_every: None,
         hide_header: false,
+        dates: DateFormat::perf_default(),
     }
 }
 

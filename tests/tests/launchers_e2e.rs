@@ -234,6 +234,41 @@ fn producer_perf_checksums_match_a_checksum_formatter_consumer_through_the_scrip
         "every produced checksum consumed, none other"
     );
 
+    // ConsumerPerformance's detailed rows, in a date format of the caller's: one stream, a row
+    // every 20 messages and one at its end, 0.7.2's columns after its six-name header.
+    let out = run(
+        script("kafka-consumer-perf-test.sh").args([
+            "--zookeeper",
+            &c.zk(),
+            "--topic",
+            "perf",
+            "--threads",
+            "1",
+            "--show-detailed-stats",
+            "--reporting-interval",
+            "20",
+            "--date-format",
+            "yyyy-MM-dd'T'HH:mm",
+        ]),
+        "",
+    );
+    let report = ok(&out, "kafka-consumer-perf-test.sh");
+    let mut lines = report.lines();
+    assert_eq!(
+        lines.next(),
+        Some("time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(", ").collect()).collect();
+    assert_eq!(rows.len(), 4, "{report}");
+    for (row, read) in rows.iter().zip([20, 40, 60, 60]) {
+        assert_eq!(row.len(), 7, "{report}");
+        assert_eq!((row[0].len(), &row[0][10..11]), (16, "T"), "{report}");
+        assert_eq!(
+            (row[1], row[2], row[5]),
+            ("0", "1048576", read.to_string().as_str())
+        );
+    }
+
     // The topic property prefixes each line, as 0.7.2's formatter does.
     let out = run(
         script("kafka-console-consumer.sh").args([

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime};
 
 use tributary_core::config::{ConsumerConfig, LoadError, ProducerConfig, Properties};
 use tributary_core::wire::TopicName;
@@ -14,6 +14,7 @@ use crate::cli::runtime;
 use crate::consumer::{self, ConsumerConnector, ConsumerError, Subscription};
 use crate::env::{Env, TokioEnv};
 use crate::producer::{self, Producer, Record, SendError};
+use crate::tools::date_format::{DateFormat, DateFormatError, PERF_DEFAULT};
 
 /// Why `producer-perf` or `consumer-perf` could not run.
 #[derive(Debug, thiserror::Error)]
@@ -36,32 +37,14 @@ pub enum PerfError {
     /// The output could not be written.
     #[error(transparent)]
     Output(#[from] std::io::Error),
+    /// `--date-format` has a letter that is not formatted.
+    #[error(transparent)]
+    DateFormat(#[from] DateFormatError),
 }
 
 /// 0.7's default date format, `yyyy-MM-dd HH:mm:ss:SSS`, in UTC.
 pub fn format_time(at: SystemTime) -> String {
-    let ms = at
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0) as i64;
-    let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s, milli) = (
-        ms_of_day / 3_600_000,
-        ms_of_day / 60_000 % 60,
-        ms_of_day / 1000 % 60,
-        ms_of_day % 1000,
-    );
-    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}:{milli:03}")
+    DateFormat::perf_default().format(at)
 }
 
 /// Bytes in MB as 0.7's perf tools count them (2^20).
@@ -84,6 +67,7 @@ pub async fn producer_perf(
     );
     let props = Properties::parse("producer-perf options", &text).map_err(LoadError::from)?;
     let config = ProducerConfig::from_properties(&props).map_err(LoadError::from)?;
+    let dates = DateFormat::parse(&options.date_format)?;
     if !options.hide_header {
         let header = if options.show_detailed_stats {
             "time, compression, thread.id, message.size, batch.size, total.data.sent.in.MB, MB.sec, total.data.sent.in.nMsg, nMsg.sec"
@@ -103,12 +87,13 @@ pub async fn producer_perf(
     let mut tasks = Vec::new();
     for thread in 0..threads {
         let count = options.messages / threads + u64::from(thread < options.messages % threads);
-        let (config, options, bytes, delivered, failed) = (
+        let (config, options, bytes, delivered, failed, dates) = (
             config.clone(),
             options.clone(),
             bytes.clone(),
             delivered.clone(),
             failed.clone(),
+            dates.clone(),
         );
         tasks.push(tokio::spawn(async move {
             let producer = Producer::start(TokioEnv, config).await?;
@@ -137,7 +122,7 @@ pub async fn producer_perf(
                     let sent = bytes.load(Ordering::Relaxed);
                     lines.push(format!(
                         "{}, {}, {thread}, {}, {}, {:.2}, {:.4}, {}, {:.4}",
-                        format_time(SystemTime::now()),
+                        dates.format(SystemTime::now()),
                         options.compression_codec,
                         options.message_size,
                         options.batch_size,
@@ -170,8 +155,8 @@ pub async fn producer_perf(
         writeln!(
             out,
             "{}, {}, {}, {}, {}, {:.2}, {:.4}, {sent}, {:.4}",
-            format_time(started),
-            format_time(SystemTime::now()),
+            dates.format(started),
+            dates.format(SystemTime::now()),
             options.compression_codec,
             options.message_size,
             options.batch_size,
@@ -264,6 +249,11 @@ pub struct ConsumerPerfOptions {
     pub messages: Option<u64>,
     /// No header line.
     pub hide_header: bool,
+    /// A row per stream every this many messages it read (and at its end), instead of the
+    /// summary row (`--show-detailed-stats`).
+    pub report_every: Option<u64>,
+    /// How times are printed.
+    pub dates: DateFormat,
 }
 
 /// Runs `consumer-perf`; prints 0.7.1's columns; returns (messages, bytes).
@@ -291,32 +281,60 @@ pub async fn consumer_perf(
     let (started, start) = (SystemTime::now(), Instant::now());
     let last = Arc::new(std::sync::Mutex::new(start));
     let mut tasks = Vec::new();
-    for mut stream in streams {
-        let (messages, bytes, limit, last) = (
+    for (thread, mut stream) in streams.into_iter().enumerate() {
+        let (messages, bytes, limit, last, options) = (
             messages.clone(),
             bytes.clone(),
             options.messages,
             last.clone(),
+            options.clone(),
         );
         tasks.push(tokio::spawn(async move {
+            // This stream's own counts, for its detailed rows (0.7.2's columns: time, thread,
+            // fetch size, MB so far, MB/s and messages/s over the interval, messages so far).
+            let mut rows = Vec::new();
+            let (mut read, mut read_bytes) = (0u64, 0u64);
+            let (mut since, mut since_read, mut since_bytes) = (Instant::now(), 0u64, 0u64);
+            let mut row = |read: u64, read_bytes: u64| {
+                let secs = since.elapsed().as_secs_f64().max(1e-3);
+                rows.push(format!(
+                    "{}, {thread}, {}, {:.4}, {:.4}, {read}, {:.4}",
+                    options.dates.format(SystemTime::now()),
+                    options.fetch_size,
+                    mb(read_bytes),
+                    mb(read_bytes - since_bytes) / secs,
+                    (read - since_read) as f64 / secs
+                ));
+                (since, since_read, since_bytes) = (Instant::now(), read, read_bytes);
+            };
             loop {
                 if limit.is_some_and(|l| messages.load(Ordering::Relaxed) >= l) {
-                    return;
+                    break;
                 }
                 match stream.next().await {
                     Ok(m) => {
                         bytes.fetch_add(m.payload.len() as u64, Ordering::Relaxed);
                         messages.fetch_add(1, Ordering::Relaxed);
                         *crate::sync::lock(&last, "the consumer-perf clock") = Instant::now();
+                        read += 1;
+                        read_bytes += m.payload.len() as u64;
+                        if options.report_every.is_some_and(|every| read % every == 0) {
+                            row(read, read_bytes);
+                        }
                     }
-                    Err(ConsumerError::Timeout(_)) | Err(ConsumerError::Closed) => return,
+                    Err(ConsumerError::Timeout(_)) | Err(ConsumerError::Closed) => break,
                     Err(e) => eprintln!("{e}"),
                 }
             }
+            if options.report_every.is_some() {
+                row(read, read_bytes);
+            }
+            rows
         }));
     }
+    let mut rows = Vec::new();
     for task in tasks {
-        task.await?;
+        rows.extend(task.await?);
     }
     connector.shutdown().await;
     // Like 0.7, the time counts until the last message (not the final timeout).
@@ -328,13 +346,25 @@ pub async fn consumer_perf(
         bytes.load(Ordering::Relaxed),
     );
     if !options.hide_header {
-        writeln!(out, "start.time, end.time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec")?;
+        // 0.7.2's detailed header names six columns for rows of seven (the thread is the
+        // second); kept as 0.7.2 prints it.
+        let header = match options.report_every {
+            Some(_) => "time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec",
+            None => "start.time, end.time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec",
+        };
+        writeln!(out, "{header}")?;
+    }
+    if options.report_every.is_some() {
+        for row in rows {
+            writeln!(out, "{row}")?;
+        }
+        return Ok((n, b));
     }
     writeln!(
         out,
         "{}, {}, {}, {:.4}, {:.4}, {n}, {:.4}",
-        format_time(started),
-        format_time(ended),
+        options.dates.format(started),
+        options.dates.format(ended),
         options.fetch_size,
         mb(b),
         mb(b) / secs,
@@ -386,6 +416,9 @@ pub struct ProducerPerfArgs {
     /// Do not print the header line.
     #[arg(long = "hide-header")]
     pub hide_header: bool,
+    /// How times are printed (Java's SimpleDateFormat letters, in UTC).
+    #[arg(long = "date-format", default_value = PERF_DEFAULT)]
+    pub date_format: String,
     /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
     #[command(flatten)]
     pub stray: crate::cli::StrayWords,
@@ -444,6 +477,15 @@ pub struct ConsumerPerfArgs {
     #[arg(long = "hide-header")]
     pub hide_header: bool,
     /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    /// Messages a stream reads between its detailed rows.
+    #[arg(long = "reporting-interval", default_value_t = 5000)]
+    pub reporting_interval: u64,
+    /// A row per stream every --reporting-interval messages, instead of the summary.
+    #[arg(long = "show-detailed-stats")]
+    pub show_detailed_stats: bool,
+    /// How times are printed (Java's SimpleDateFormat letters, in UTC).
+    #[arg(long = "date-format", default_value = PERF_DEFAULT)]
+    pub date_format: String,
     #[command(flatten)]
     pub stray: crate::cli::StrayWords,
 }
@@ -461,9 +503,13 @@ pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String>
         threads,
         messages,
         hide_header,
+        reporting_interval,
+        show_detailed_stats,
+        date_format,
         stray,
     } = args;
     stray.warn("consumer-perf");
+    let dates = DateFormat::parse(&date_format).map_err(|e| e.to_string())?;
     let group = group.unwrap_or_else(|| format!("perf-consumer-{}", TokioEnv.rng_seed() % 100_000));
     let options = ConsumerPerfOptions {
         zookeeper,
@@ -475,6 +521,8 @@ pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String>
         threads,
         messages,
         hide_header,
+        report_every: show_detailed_stats.then_some(reporting_interval.max(1)),
+        dates,
     };
     runtime(None)?
         .block_on(consumer_perf(&options, &mut std::io::stdout()))
@@ -485,7 +533,7 @@ pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn times_print_in_0_7s_default_format() {

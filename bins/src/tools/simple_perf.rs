@@ -14,7 +14,8 @@ use tributary_core::message::{
 };
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
 
-use super::perf::{format_time, mb};
+use super::date_format::{DateFormat, PERF_DEFAULT};
+use super::perf::mb;
 use crate::cli::{runtime, PartitionArgs};
 use crate::client::{connect, parse_server, ClientError, Connection, ServerAddressError};
 use crate::env::{Env, TokioEnv};
@@ -142,6 +143,8 @@ pub struct SimplePerfOptions {
     pub report_every: Option<u64>,
     /// No header line.
     pub hide_header: bool,
+    /// How times are printed.
+    pub dates: DateFormat,
 }
 
 /// What one run read.
@@ -199,7 +202,9 @@ pub async fn simple_consumer_perf<E: Env>(
                 let secs = ((now_ms - last_report_ms) as f64 / 1000.0).max(1e-3);
                 let line = format!(
                     "{}, {}, {:.4}, {:.4}, {messages}, {:.4}",
-                    format_time(started + Duration::from_millis((now_ms - start_ms).max(0) as u64)),
+                    options
+                        .dates
+                        .format(started + Duration::from_millis((now_ms - start_ms).max(0) as u64)),
                     options.fetch_size,
                     mb(bytes),
                     mb(bytes - reported_bytes) / secs,
@@ -218,8 +223,10 @@ pub async fn simple_consumer_perf<E: Env>(
         let secs = (elapsed_ms as f64 / 1000.0).max(1e-3);
         let line = format!(
             "{}, {}, {}, {:.4}, {:.4}, {messages}, {:.4}",
-            format_time(started),
-            format_time(started + Duration::from_millis(elapsed_ms as u64)),
+            options.dates.format(started),
+            options
+                .dates
+                .format(started + Duration::from_millis(elapsed_ms as u64)),
             options.fetch_size,
             mb(bytes),
             mb(bytes) / secs,
@@ -357,6 +364,9 @@ pub struct SimpleConsumerPerfArgs {
     #[arg(long = "hide-header")]
     pub hide_header: bool,
     /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
+    /// How times are printed (Java's SimpleDateFormat letters, in UTC).
+    #[arg(long = "date-format", default_value = PERF_DEFAULT)]
+    pub date_format: String,
     #[command(flatten)]
     pub stray: crate::cli::StrayWords,
 }
@@ -372,6 +382,7 @@ pub fn run_cli(args: SimpleConsumerPerfArgs) -> Result<ExitCode, String> {
         show_detailed_stats,
         reporting_interval,
         hide_header,
+        date_format,
         stray,
     } = args;
     stray.warn("simple-consumer-perf");
@@ -384,6 +395,7 @@ pub fn run_cli(args: SimpleConsumerPerfArgs) -> Result<ExitCode, String> {
         messages,
         report_every: show_detailed_stats.then_some(reporting_interval.max(1)),
         hide_header,
+        dates: DateFormat::parse(&date_format).map_err(|e| e.to_string())?,
     };
     runtime(Some(1))?
         .block_on(simple_consumer_perf(
