@@ -494,6 +494,21 @@ fn offsets_export_import_update_and_verify_through_the_scripts() {
         "{dump}"
     );
 
+    // zookeeper-shell.sh: ZooKeeper's own shell on the cluster's ZooKeeper.
+    let out = run(
+        script("zookeeper-shell.sh").arg(c.zk()),
+        "ls /consumers/billing/offsets\nquit\n",
+    );
+    assert!(
+        text(&out.stdout).contains("[orders]"),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let out = run(&mut script("zookeeper-shell.sh"), "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("zookeeper_host:port[/path]"));
+
     // A live member owning every partition: the rebalance is complete.
     let mut member = script("kafka-console-consumer.sh")
         .args([
