@@ -65,6 +65,10 @@ pub enum Bug {
     /// from the target cluster is copied back into it (two mirrors in opposite directions copy
     /// each other's messages for ever).
     LoopCheckDisabled = 1048576,
+    /// The mirror forwards a message it held while its topic was being decided whatever
+    /// happened to its partition meanwhile (moved to another stream of the member in the same
+    /// epoch, which went on after it): the message goes out after later ones.
+    HeldMessageForwarded = 2097152,
 }
 
 #[cfg(feature = "planted-bugs")]

@@ -43,7 +43,7 @@ pub use self::error::{
 };
 pub use self::group::write_offset;
 pub use self::offset_node::read_offset_node;
-pub use self::stream::{ConsumedMessage, MessageStream};
+pub use self::stream::{ConsumedMessage, Hold, Holder, MessageStream};
 use crate::env::Env;
 use crate::metrics::clients::ConsumerSnapshot;
 
@@ -197,10 +197,13 @@ impl ConsumerConnector {
             .consumer_timeout_ms
             .map(|ms| Duration::from_millis(ms.into()));
         let handed_out = Arc::new(AtomicU64::new(0));
+        let shared = Arc::new(state::Shared::new(gap_sink));
         let (senders, streams): (Vec<_>, Vec<_>) = (0..stream_count)
             .map(|_| {
                 let (tx, rx) = mpsc::channel(config.queued_chunks_max.max(1) as usize);
-                (tx, MessageStream::new(rx, timeout, handed_out.clone()))
+                let stream =
+                    MessageStream::new(rx, timeout, handed_out.clone(), Arc::downgrade(&shared));
+                (tx, stream)
             })
             .unzip();
         let session = Duration::from_millis(config.zk.session_timeout_ms.into());
@@ -208,7 +211,6 @@ impl ConsumerConnector {
         let coord = env
             .coordinate(&config.zk_connect, session, connection)
             .await?;
-        let shared = Arc::new(state::Shared::new(gap_sink));
         let zombies = Arc::new(state::Shared::new(None));
         let member = group::Member {
             env,

@@ -261,6 +261,20 @@ impl Shared {
         self.settled.store(true, Ordering::SeqCst);
     }
 
+    /// Who holds `partition` of `topic` now: `None` while a rebalance is under way, else the
+    /// state of this member's ownership of it (`Some(None)`: this member does not own it).
+    pub fn holder_of(
+        &self,
+        topic: &TopicName,
+        partition: BrokerPartition,
+    ) -> Option<Option<Arc<PartitionState>>> {
+        let owned = self.owned();
+        if !self.settled.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(owned.get(&(topic.clone(), partition)).cloned())
+    }
+
     /// Every owned partition and the generation this is as of, or `None` while a rebalance is
     /// under way (what is owned then is not the whole truth: partitions kept through it are
     /// missing until it installs them).

@@ -5,7 +5,7 @@
 //! from the committed offset.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,7 +14,7 @@ use tributary_core::consumer::BrokerPartition;
 use tributary_core::message::{DeepIter, DECOMPRESSED_BYTES_MAX_DEFAULT};
 use tributary_core::wire::TopicName;
 
-use super::state::{Chunk, PartitionState};
+use super::state::{Chunk, PartitionState, Shared};
 use super::ConsumerError;
 
 /// A message handed to the application.
@@ -33,30 +33,64 @@ pub struct ConsumedMessage {
     pub generation: u64,
     /// The payload.
     pub payload: Bytes,
-    /// Whether the stream that handed this message out still holds its partition.
+    /// The handing stream's hold on the partition (see [`Holder::now`]).
     pub holder: Holder,
 }
 
-/// The hold a stream has on the partition of a message it handed out: current until a
-/// rebalance takes the partition from that stream — lost to another member, or moved to
-/// another stream of this member in the same epoch, which then goes on after this message. A
-/// caller that held a message across a wait (the mirror, deciding a topic) checks it before
-/// handing the message on: a message no longer current may be behind what the other stream
-/// already handed on.
+/// The hold a stream has on the partition of a message it handed out. A caller that held a
+/// message across a wait (the mirror, deciding a topic) asks [`Holder::now`] before handing it
+/// on: a rebalance meanwhile may have moved the partition to another stream of this member in
+/// the same epoch (which then goes on after this message, so this one would come after what
+/// that stream handed on), or ended the ownership (the next owner reads the message again
+/// from the committed offset).
 #[derive(Debug, Clone)]
-pub struct Holder(Arc<PartitionState>);
+pub struct Holder {
+    state: Arc<PartitionState>,
+    shared: Weak<Shared>,
+}
+
+/// Where a held message's partition is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Still with the stream that handed the message out, in its epoch: hand it on.
+    Held,
+    /// With another stream of this member, in the same epoch: that stream goes on after the
+    /// message.
+    Moved,
+    /// Not owned in that epoch by this member any more: its next ownership starts from the
+    /// committed offset, which is not past this message.
+    Gone,
+    /// A rebalance is under way: ask again once it is done.
+    Unsettled,
+}
 
 impl Holder {
-    /// Whether the partition is still this stream's, as when the message was handed out.
-    pub fn is_current(&self) -> bool {
-        self.0.is_owned()
+    /// Where the partition is now (one atomic load while nothing changed).
+    pub fn now(&self) -> Hold {
+        if self.state.is_owned() {
+            return Hold::Held;
+        }
+        let Some(shared) = self.shared.upgrade() else {
+            return Hold::Gone;
+        };
+        match shared.holder_of(&self.state.topic, self.state.partition) {
+            None => Hold::Unsettled,
+            Some(Some(now)) if now.epoch == self.state.epoch => {
+                if now.stream == self.state.stream {
+                    Hold::Held
+                } else {
+                    Hold::Moved
+                }
+            }
+            Some(_) => Hold::Gone,
+        }
     }
 }
 
 /// Two holds are equal when they are the same hold (one stream's, of one ownership).
 impl PartialEq for Holder {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.state, &other.state)
     }
 }
 
@@ -75,6 +109,8 @@ pub struct MessageStream {
     handed_out: Arc<AtomicU64>,
     /// Messages handed out from the current chunk, not yet added to `handed_out`.
     uncounted: u64,
+    /// The consumer's shared state, for the holds of the messages handed out.
+    shared: Weak<Shared>,
 }
 
 impl Drop for MessageStream {
@@ -88,6 +124,7 @@ impl MessageStream {
         rx: mpsc::Receiver<Chunk>,
         timeout: Option<Duration>,
         handed_out: Arc<AtomicU64>,
+        shared: Weak<Shared>,
     ) -> Self {
         MessageStream {
             rx,
@@ -95,6 +132,7 @@ impl MessageStream {
             timeout,
             handed_out,
             uncounted: 0,
+            shared,
         }
     }
 
@@ -128,7 +166,10 @@ impl MessageStream {
                             offset: entry.next_offset,
                             generation: partition.epoch,
                             payload: entry.message.payload,
-                            holder: Holder(partition.clone()),
+                            holder: Holder {
+                                state: partition.clone(),
+                                shared: self.shared.clone(),
+                            },
                         });
                     }
                     Some(Err(e)) => {

@@ -26,7 +26,7 @@ use super::window::SourceWindow;
 use super::{
     MirrorError, MirrorEvent, MirrorObserver, MirrorStats, ProducerHandle, SHUTDOWN_ACK_WAIT,
 };
-use crate::consumer::{ConsumedMessage, ConsumerConnector, ConsumerError, MessageStream};
+use crate::consumer::{ConsumedMessage, ConsumerConnector, ConsumerError, Hold, MessageStream};
 use crate::producer::{Delivered, Delivery, Record, SendError};
 
 /// What a stream task works with.
@@ -64,6 +64,9 @@ impl StreamContext {
         }
     }
 }
+
+/// How often a message held across a rebalance asks again where its partition is.
+const HOLD_RECHECK: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// The most acknowledgements handled under one lock of the window.
 const ACK_BATCH_MAX: usize = 4096;
@@ -287,31 +290,53 @@ async fn forward(
             return Ok(room);
         }
     };
-    if !message.holder.is_current() {
-        // The decision took a while, and meanwhile a rebalance moved the partition to another
-        // stream of this member (in the same epoch: it goes on after this message) or to
-        // another member. Forwarding it now could put it after what the other stream already
-        // forwarded. Withdrawn instead, as a refused message is (nothing of the partition is
-        // forwarded or committed after it in this epoch), and the partition starts again from
-        // its commit, in a new epoch, at a rebalance asked for now.
-        let room = {
-            let mut state = context.window.lock();
-            state.on_withdrawn(&key, message.generation);
-            state.has_room()
-        };
-        if context
-            .connector
-            .stop_partition(&message.topic, message.partition)
-        {
-            tracing::info!(
-                "mirror: {}/{}: moved to another stream while its topic was being decided; it starts again from its commit",
+    // A message held across the decision's wait: a rebalance may have moved its partition
+    // meanwhile. No await from here to the window's record of it, so what is decided holds.
+    let mut hold = message.holder.now();
+    if tributary_core::planted::active(tributary_core::planted::Bug::HeldMessageForwarded) {
+        hold = Hold::Held;
+    }
+    while hold == Hold::Unsettled {
+        tokio::time::sleep(HOLD_RECHECK).await;
+        hold = message.holder.now();
+    }
+    match hold {
+        Hold::Held | Hold::Unsettled => {}
+        Hold::Gone => {
+            // The ownership it was handed out in is over; the next one starts from the commit,
+            // which is not past it.
+            tracing::debug!(
+                "mirror: {}/{}: its ownership ended while its topic was being decided; its next owner reads it again",
                 message.topic,
                 message.partition
             );
-            context.connector.rejoin();
+            return Ok(context.window.lock().has_room());
         }
-        context.window.changed();
-        return Ok(room);
+        Hold::Moved => {
+            // Another stream of this member goes on after it in the same epoch and may have
+            // forwarded later messages already: forwarding it now would put it after them.
+            // Withdrawn instead, as a refused message is (nothing of the partition is forwarded
+            // or committed after it in this epoch); the partition starts again from its commit,
+            // in a new epoch, at a rebalance asked for now.
+            let room = {
+                let mut state = context.window.lock();
+                state.on_withdrawn(&key, message.generation);
+                state.has_room()
+            };
+            if context
+                .connector
+                .stop_partition(&message.topic, message.partition)
+            {
+                tracing::info!(
+                    "mirror: {}/{}: moved to another stream of this mirror while its topic was being decided; it starts again from its commit",
+                    message.topic,
+                    message.partition
+                );
+                context.connector.rejoin();
+            }
+            context.window.changed();
+            return Ok(room);
+        }
     }
     let (seq, room) = {
         let mut state = context.window.lock();

@@ -250,7 +250,9 @@ impl SourceMirror {
     /// Stops `partition` in `epoch`, dropping its window if it is of that epoch (one a newer
     /// epoch started meanwhile is not this stop's); the messages dropped.
     fn stop(&mut self, partition: &SourcePartition, epoch: u64) -> usize {
-        self.stopped.insert(partition.clone(), epoch);
+        // A late stop of an older epoch never un-stops a newer one.
+        let stopped = self.stopped.entry(partition.clone()).or_insert(epoch);
+        *stopped = (*stopped).max(epoch);
         if self.epochs.get(partition) == Some(&epoch) {
             self.window.lost(partition)
         } else {
