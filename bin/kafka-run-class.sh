@@ -69,7 +69,9 @@ case "$class" in
   kafka.tools.JmxTool) subcommand=jmx-tool ;;
   org.apache.zookeeper.server.quorum.QuorumPeerMain | org.apache.zookeeper.ZooKeeperMain)
     # ZooKeeper is Debian's (scripts/install-deps.sh installs it); it runs on Java.
-    exec java -cp "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar" "$class" "$@"
+    # ZooKeeper 3.5+ starts an admin server on port 8080, which a second server on the machine
+    # cannot take (0.7's configs and system tests run several); 0.7's ZooKeeper had none.
+    exec java -Dzookeeper.admin.enableServer=false -cp "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar" "$class" "$@"
     ;;
   *)
     {
@@ -104,16 +106,23 @@ if [ -f "$log4j" ]; then
   if [ -z "${RUST_LOG:-}" ]; then
     # Levels lowercased (log4j's FATAL is error, ALL is trace); logger names kept as written.
     directives=$(awk '
-      function level(l) { l = tolower(l); if (l == "fatal") return "error"; if (l == "all") return "trace"; return l }
+      function level(l) {
+        l = tolower(l)
+        if (l == "fatal") return "error"
+        if (l == "all") return "trace"
+        if (l == "trace" || l == "debug" || l == "info" || l == "warn" || l == "error" || l == "off") return l
+        printf "note: %s: log4j level \"%s\" is not one Tributary knows (TRACE DEBUG INFO WARN ERROR FATAL OFF ALL); that line is ignored\n", FILENAME, l > "/dev/stderr"
+        return ""
+      }
       /^[[:space:]]*#/ { next }
       match($0, /^[[:space:]]*log4j\.rootLogger[[:space:]]*=[[:space:]]*[A-Za-z]+/) {
-        split(substr($0, RSTART, RLENGTH), kv, "="); gsub(/[[:space:]]/, "", kv[2]); print level(kv[2]); next
+        split(substr($0, RSTART, RLENGTH), kv, "="); gsub(/[[:space:]]/, "", kv[2]); l = level(kv[2]); if (l != "") print l; next
       }
       match($0, /^[[:space:]]*log4j\.logger\.[^=[:space:]]+[[:space:]]*=[[:space:]]*[A-Za-z]+/) {
         line = substr($0, RSTART, RLENGTH); eq = index(line, "=")
         name = substr(line, 1, eq - 1); sub(/^[[:space:]]*log4j\.logger\./, "", name); gsub(/[[:space:]]/, "", name)
         lvl = substr(line, eq + 1); gsub(/[[:space:]]/, "", lvl)
-        print name "=" level(lvl)
+        l = level(lvl); if (l != "") print name "=" l
       }' "$log4j" | paste -sd, -)
     [ -n "$directives" ] && export RUST_LOG="$directives"
   fi

@@ -25,8 +25,18 @@ fn main() -> ExitCode {
         Command::CheckConfig(_) => "error",
         _ => "warn",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| default_level.into());
+    // A RUST_LOG that does not parse is said, not dropped without a word.
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(directives) if !directives.is_empty() => {
+            tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(|e| {
+                eprintln!(
+                    "warning: RUST_LOG={directives} is not understood ({e}); using {default_level}"
+                );
+                default_level.into()
+            })
+        }
+        _ => default_level.into(),
+    };
     let (writer, terminal) = match cli.log_to {
         LogStream::Stderr => (
             BoxMakeWriter::new(std::io::stderr),

@@ -430,6 +430,28 @@ fn offsets_export_import_update_and_verify_through_the_scripts() {
     );
     assert_eq!(c.export("billing", "after-bad.offsets"), rewound);
 
+    // A named group without offsets (a typo) is an error, and the file is left as it was.
+    let kept = c.file("kept.offsets", "kept\n");
+    let out = run(
+        script("kafka-run-class.sh").args([
+            "kafka.tools.ExportZkOffsets",
+            "--zkconnect",
+            &c.zk(),
+            "--group",
+            "bililng",
+            "--output-file",
+            kept.to_str().unwrap(),
+        ]),
+        "",
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("group bililng has no committed offsets"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "kept\n");
+
     // UpdateOffsetsInZK: 0.7.2's positional words and lines.
     let out = run(
         script("kafka-run-class.sh").args([

@@ -34,14 +34,20 @@ const DAYS: [&str; 7] = [
     "Wednesday",
 ];
 
-/// A pattern letter Tributary does not format.
+/// A pattern Tributary does not format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("--date-format {pattern}: pattern letter '{letter}' is not supported (supported: y M d H h k K m s S E a z Z, and 'quoted text')")]
-pub struct DateFormatError {
-    /// The pattern.
-    pub pattern: String,
-    /// The letter.
-    pub letter: char,
+pub enum DateFormatError {
+    /// A letter outside those formatted.
+    #[error("--date-format {pattern}: pattern letter '{letter}' is not supported (supported: y M d H h k K m s S E a z Z, and 'quoted text')")]
+    Letter {
+        /// The pattern.
+        pattern: String,
+        /// The letter.
+        letter: char,
+    },
+    /// A quote that is never closed (Java refuses it too).
+    #[error("--date-format {0}: a quote is not closed")]
+    UnclosedQuote(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +74,7 @@ impl DateFormat {
                     continue;
                 }
                 // Quoted text up to the closing quote ('' inside is a quote).
+                let mut closed = false;
                 while let Some(q) = chars.next() {
                     if q == '\'' {
                         if chars.peek() == Some(&'\'') {
@@ -75,9 +82,13 @@ impl DateFormat {
                             text.push('\'');
                             continue;
                         }
+                        closed = true;
                         break;
                     }
                     text.push(q);
+                }
+                if !closed {
+                    return Err(DateFormatError::UnclosedQuote(pattern.to_string()));
                 }
                 continue;
             }
@@ -86,7 +97,7 @@ impl DateFormat {
                 continue;
             }
             if !"yMdHhkKmsSEazZ".contains(c) {
-                return Err(DateFormatError {
+                return Err(DateFormatError::Letter {
                     pattern: pattern.to_string(),
                     letter: c,
                 });
@@ -235,7 +246,11 @@ mod tests {
     #[test]
     fn an_unsupported_letter_is_refused_naming_it() {
         let error = DateFormat::parse("yyyy-ww").unwrap_err();
-        assert_eq!(error.letter, 'w');
+        assert!(matches!(error, DateFormatError::Letter { letter: 'w', .. }));
         assert!(error.to_string().contains("'w' is not supported"));
+        assert_eq!(
+            DateFormat::parse("HH 'at").unwrap_err(),
+            DateFormatError::UnclosedQuote("HH 'at".into())
+        );
     }
 }

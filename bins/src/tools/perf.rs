@@ -277,35 +277,48 @@ pub async fn consumer_perf(
             .collect(),
     );
     let (connector, streams) = ConsumerConnector::start(TokioEnv, config, subscription).await?;
+    if !options.hide_header {
+        // 0.7.2's detailed header names six columns for rows of seven (the thread is the
+        // second); kept as 0.7.2 prints it.
+        let header = match options.report_every {
+            Some(_) => "time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec",
+            None => "start.time, end.time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec",
+        };
+        writeln!(out, "{header}")?;
+    }
     let (messages, bytes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let (started, start) = (SystemTime::now(), Instant::now());
     let last = Arc::new(std::sync::Mutex::new(start));
+    // Detailed rows go out as they are made, as 0.7.2 printed them (a bounded queue: a slow
+    // output slows the streams rather than filling memory).
+    let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<String>(1024);
     let mut tasks = Vec::new();
     for (thread, mut stream) in streams.into_iter().enumerate() {
-        let (messages, bytes, limit, last, options) = (
+        let (messages, bytes, limit, last, options, rows) = (
             messages.clone(),
             bytes.clone(),
             options.messages,
             last.clone(),
             options.clone(),
+            rows_tx.clone(),
         );
         tasks.push(tokio::spawn(async move {
             // This stream's own counts, for its detailed rows (0.7.2's columns: time, thread,
             // fetch size, MB so far, MB/s and messages/s over the interval, messages so far).
-            let mut rows = Vec::new();
             let (mut read, mut read_bytes) = (0u64, 0u64);
             let (mut since, mut since_read, mut since_bytes) = (Instant::now(), 0u64, 0u64);
             let mut row = |read: u64, read_bytes: u64| {
                 let secs = since.elapsed().as_secs_f64().max(1e-3);
-                rows.push(format!(
+                let line = format!(
                     "{}, {thread}, {}, {:.4}, {:.4}, {read}, {:.4}",
                     options.dates.format(SystemTime::now()),
                     options.fetch_size,
                     mb(read_bytes),
                     mb(read_bytes - since_bytes) / secs,
                     (read - since_read) as f64 / secs
-                ));
+                );
                 (since, since_read, since_bytes) = (Instant::now(), read, read_bytes);
+                line
             };
             loop {
                 if limit.is_some_and(|l| messages.load(Ordering::Relaxed) >= l) {
@@ -319,7 +332,8 @@ pub async fn consumer_perf(
                         read += 1;
                         read_bytes += m.payload.len() as u64;
                         if options.report_every.is_some_and(|every| read % every == 0) {
-                            row(read, read_bytes);
+                            // The receiver lives until every task ended.
+                            let _ = rows.send(row(read, read_bytes)).await;
                         }
                     }
                     Err(ConsumerError::Timeout(_)) | Err(ConsumerError::Closed) => break,
@@ -327,14 +341,16 @@ pub async fn consumer_perf(
                 }
             }
             if options.report_every.is_some() {
-                row(read, read_bytes);
+                let _ = rows.send(row(read, read_bytes)).await;
             }
-            rows
         }));
     }
-    let mut rows = Vec::new();
+    drop(rows_tx);
+    while let Some(row) = rows_rx.recv().await {
+        writeln!(out, "{row}")?;
+    }
     for task in tasks {
-        rows.extend(task.await?);
+        task.await?;
     }
     connector.shutdown().await;
     // Like 0.7, the time counts until the last message (not the final timeout).
@@ -345,19 +361,7 @@ pub async fn consumer_perf(
         messages.load(Ordering::Relaxed),
         bytes.load(Ordering::Relaxed),
     );
-    if !options.hide_header {
-        // 0.7.2's detailed header names six columns for rows of seven (the thread is the
-        // second); kept as 0.7.2 prints it.
-        let header = match options.report_every {
-            Some(_) => "time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec",
-            None => "start.time, end.time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec",
-        };
-        writeln!(out, "{header}")?;
-    }
     if options.report_every.is_some() {
-        for row in rows {
-            writeln!(out, "{row}")?;
-        }
         return Ok((n, b));
     }
     writeln!(
@@ -389,7 +393,7 @@ pub struct ProducerPerfArgs {
     /// Bytes per message.
     #[arg(long = "message-size", default_value_t = 100)]
     pub message_size: usize,
-    /// Vary message sizes between 1 and --message-size.
+    /// Random sizes below --message-size (a draw of 0 gives 5 bytes) and random bytes, as 0.7.2.
     #[arg(long = "vary-message-size")]
     pub vary_message_size: bool,
     /// Use the async producer.
@@ -476,7 +480,6 @@ pub struct ConsumerPerfArgs {
     /// Do not print the header line.
     #[arg(long = "hide-header")]
     pub hide_header: bool,
-    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
     /// Messages a stream reads between its detailed rows.
     #[arg(long = "reporting-interval", default_value_t = 5000)]
     pub reporting_interval: u64,
@@ -486,6 +489,7 @@ pub struct ConsumerPerfArgs {
     /// How times are printed (Java's SimpleDateFormat letters, in UTC).
     #[arg(long = "date-format", default_value = PERF_DEFAULT)]
     pub date_format: String,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
     #[command(flatten)]
     pub stray: crate::cli::StrayWords,
 }

@@ -106,7 +106,7 @@ pub fn run_consumer_cli(args: ConsumerShellArgs) -> Result<ExitCode, String> {
     let config = load_consumer(&args.props)?;
     let streams = args.partitions.max(1);
     runtime(None)?.block_on(async {
-        println!("Starting consumer...");
+        say("Starting consumer...")?;
         let subscription =
             Subscription::Topics([(args.topic.clone(), streams)].into_iter().collect());
         let (connector, streams) = ConsumerConnector::start(TokioEnv, config, subscription)
@@ -115,44 +115,72 @@ pub fn run_consumer_cli(args: ConsumerShellArgs) -> Result<ExitCode, String> {
         let mut threads = tokio::task::JoinSet::new();
         for mut stream in streams {
             threads.spawn(async move {
-                println!("Starting consumer thread..");
+                say("Starting consumer thread..")?;
                 let mut received = 0u64;
-                loop {
+                let ended = loop {
                     match stream.next().await {
                         Ok(message) => {
                             received += 1;
                             let mut out = std::io::stdout().lock();
-                            let _ = out.write_all(b"consumed: ");
-                            let _ = out.write_all(&message.payload);
-                            let _ = out.write_all(b"\n");
-                            let _ = out.flush();
+                            let written = out
+                                .write_all(b"consumed: ")
+                                .and_then(|()| out.write_all(&message.payload))
+                                .and_then(|()| out.write_all(b"\n"))
+                                .and_then(|()| out.flush());
+                            if let Err(e) = written {
+                                break Err(format!("writing standard output: {e}"));
+                            }
                         }
-                        Err(ConsumerError::Timeout(_) | ConsumerError::Closed) => break,
-                        Err(e) => {
-                            tracing::error!("error in consumer-shell stream: {e}");
-                            break;
-                        }
+                        Err(ConsumerError::Timeout(_) | ConsumerError::Closed) => break Ok(()),
+                        // Said and counted in the exit code (0.7.2 logged it and went on).
+                        Err(e) => break Err(e.to_string()),
                     }
-                }
-                println!("Received {received} messages");
-                println!("thread shutdown !");
+                };
+                say(&format!("Received {received} messages"))?;
+                say("thread shutdown !")?;
+                ended
             });
         }
+        let mut failed = None;
         let interrupted = tokio::select! {
             biased;
             () = wait_for_signal() => true,
-            () = async { while threads.join_next().await.is_some() {} } => false,
+            () = async {
+                while let Some(ended) = threads.join_next().await {
+                    note_failure(&mut failed, ended);
+                }
+            } => false,
         };
         connector.shutdown().await;
         while let Some(ended) = threads.join_next().await {
-            if let Err(e) = ended {
-                return Err(format!("a consumer-shell stream failed: {e}"));
-            }
+            note_failure(&mut failed, ended);
         }
         if interrupted {
-            println!("consumer threads shutted down");
+            say("consumer threads shutted down")?;
         }
-        Ok::<(), String>(())
+        failed.map_or(Ok(()), Err)
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a line of the shell's own; an error (a closed pipe) instead of a panic.
+fn say(line: &str) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("writing standard output: {e}"))
+}
+
+/// Keeps the first failure of a stream's task.
+fn note_failure(
+    failed: &mut Option<String>,
+    ended: Result<Result<(), String>, tokio::task::JoinError>,
+) {
+    let failure = match ended {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e,
+        Err(e) => format!("a consumer-shell stream failed: {e}"),
+    };
+    tracing::error!("consumer-shell: {failure}");
+    failed.get_or_insert(failure);
 }

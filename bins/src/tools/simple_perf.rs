@@ -363,10 +363,10 @@ pub struct SimpleConsumerPerfArgs {
     /// Do not print the header line.
     #[arg(long = "hide-header")]
     pub hide_header: bool,
-    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
     /// How times are printed (Java's SimpleDateFormat letters, in UTC).
     #[arg(long = "date-format", default_value = PERF_DEFAULT)]
     pub date_format: String,
+    /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
     #[command(flatten)]
     pub stray: crate::cli::StrayWords,
 }

@@ -76,6 +76,9 @@ pub enum UpdateOffsetsError {
     /// No broker registers the topic (0.7.2: "Can't find topic").
     #[error("Can't find topic {0}: no broker registers it")]
     NoTopic(TopicName),
+    /// A broker's registration of the topic is not `<broker id>` holding a partition count.
+    #[error("{0}: not a broker's registration of the topic (a broker id holding its partition count); no offset was updated")]
+    Unreadable(String),
     /// A partition's broker is not registered or cannot be parsed.
     #[error("Broker {0} is unavailable. Cannot issue getOffsetsBefore request")]
     BrokerUnavailable(i32),
@@ -144,13 +147,16 @@ async fn update_with<E: Env>(
     };
     let mut partitions = Vec::new();
     for broker in brokers {
-        let Ok(broker_id) = broker.parse::<i32>() else {
-            continue;
-        };
         let path = format!("{topic_path}/{broker}");
+        // Every registered broker's partitions, or nothing: a node that cannot be read stops
+        // the update before anything is written (0.7.2 would have moved only some).
+        let Ok(broker_id) = broker.parse::<i32>() else {
+            return Err(UpdateOffsetsError::Unreadable(path));
+        };
         let count = match coord.get(&path).await {
             Ok((data, _)) => String::from_utf8_lossy(&data).trim().parse::<u32>().ok(),
-            Err(CoordError::NoNode(_)) => None,
+            // Gone since the listing: that broker no longer has the topic.
+            Err(CoordError::NoNode(_)) => continue,
             Err(source) => return Err(zk(path)(source)),
         };
         match count {
@@ -160,7 +166,7 @@ async fn update_with<E: Env>(
                     partition,
                 }))
             }
-            _ => tracing::error!("{path}: unreadable partition count; skipped"),
+            _ => return Err(UpdateOffsetsError::Unreadable(path)),
         }
     }
     if partitions.is_empty() {

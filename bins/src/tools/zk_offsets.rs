@@ -71,6 +71,22 @@ pub enum ZkOffsetsError {
         /// Its size.
         bytes: u64,
     },
+    /// A group named with `--group` has no committed offsets: the file was left as it was.
+    #[error("group {group} has no committed offsets in {connect} (a typo, or another ZooKeeper or chroot?); {} was left as it was", file.display())]
+    NoOffsets {
+        /// The group.
+        group: GroupId,
+        /// Where it was looked for.
+        connect: ZkConnect,
+        /// The file not written.
+        file: PathBuf,
+    },
+    /// The offsets file holds no offset; nothing was written.
+    #[error("{}: no offsets in the file; nothing was imported", path.display())]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
     /// A line of the offsets file is not `<offset node>:<offset>`; nothing was written.
     #[error("{}: {source}; nothing was imported", path.display())]
     Parse {
@@ -252,10 +268,16 @@ pub fn read_file(path: &Path) -> Result<Vec<OffsetLine>, ZkOffsetsError> {
         });
     }
     let text = std::fs::read_to_string(path).map_err(failed)?;
-    offsets_file::parse(&text).map_err(|source| ZkOffsetsError::Parse {
+    let lines = offsets_file::parse(&text).map_err(|source| ZkOffsetsError::Parse {
         path: path.to_path_buf(),
         source,
-    })
+    })?;
+    if lines.is_empty() {
+        return Err(ZkOffsetsError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(lines)
 }
 
 /// `tributary export-zk-offsets`'s arguments (0.7.2's ExportZkOffsets flags).
@@ -292,6 +314,16 @@ pub fn run_export_cli(args: ExportZkOffsetsArgs) -> Result<ExitCode, String> {
     let exported = runtime(Some(1))?
         .block_on(export(&TokioEnv, &connect, &groups))
         .map_err(|e| e.to_string())?;
+    // A group asked for by name that has nothing is a mistake to say, not an empty file to
+    // import later; among all groups, an empty one is only named.
+    if let Some(group) = exported.empty_groups.iter().find(|g| groups.contains(g)) {
+        return Err(ZkOffsetsError::NoOffsets {
+            group: group.clone(),
+            connect,
+            file: output_file,
+        }
+        .to_string());
+    }
     write_file(&output_file, &exported.lines).map_err(|e| e.to_string())?;
     for group in &exported.empty_groups {
         tracing::warn!("group {group} has no committed offsets in {connect}");

@@ -6,8 +6,8 @@
 //! first empty line without a word): every line must name a committed-offset node of the 0.7
 //! layout and hold a non-negative decimal offset, a path given twice must agree, and the first
 //! bad line refuses the whole file, named by its line number, before anything is written.
-//! Reading still stops at the first empty line, as 0.7.2's does, so files it accepted read the
-//! same.
+//! 0.7.2 stopped reading at the first empty line; here empty lines at the end are ignored and
+//! offsets after an empty line refuse the file (0.7.2 would have dropped them without a word).
 
 use std::collections::BTreeMap;
 
@@ -79,6 +79,15 @@ pub enum OffsetsFileError {
         /// The second offset.
         second: i64,
     },
+    /// Lines after an empty line (0.7.2 stops reading at an empty line, so they would be
+    /// dropped without a word).
+    #[error("line {line}: offsets after the empty line {empty}; 0.7.2 would drop them: remove the empty line or the lines after it")]
+    AfterEmptyLine {
+        /// The first non-empty line after it.
+        line: usize,
+        /// The empty line.
+        empty: usize,
+    },
     /// More than [`LINES_MAX`] lines.
     #[error("more than {LINES_MAX} lines")]
     TooLong,
@@ -87,10 +96,15 @@ pub enum OffsetsFileError {
 /// Parses a file's text: the lines up to the first empty one (or the end), sorted by node.
 pub fn parse(text: &str) -> Result<Vec<OffsetLine>, OffsetsFileError> {
     let mut read: BTreeMap<String, (usize, OffsetLine)> = BTreeMap::new();
+    let mut empty = None;
     for (index, raw) in text.lines().enumerate() {
         let line = index + 1;
-        if raw.is_empty() {
-            break;
+        if raw.trim().is_empty() {
+            empty.get_or_insert(line);
+            continue;
+        }
+        if let Some(empty) = empty {
+            return Err(OffsetsFileError::AfterEmptyLine { line, empty });
         }
         if index >= LINES_MAX {
             return Err(OffsetsFileError::TooLong);
@@ -139,7 +153,10 @@ fn parse_line(raw: &str, line: usize) -> Result<OffsetLine, OffsetsFileError> {
     Ok(OffsetLine {
         group: group.parse().map_err(|_| malformed())?,
         topic: topic.parse().map_err(|_| malformed())?,
-        partition: BrokerPartition::parse(partition).ok_or_else(malformed)?,
+        // Only the node's own spelling ("01-0" would write node 1-0, which the line does not name).
+        partition: BrokerPartition::parse(partition)
+            .filter(|p| p.to_string() == *partition)
+            .ok_or_else(malformed)?,
         offset,
     })
 }
@@ -160,10 +177,23 @@ mod tests {
     }
 
     #[test]
-    fn stops_at_the_first_empty_line_as_0_7_2_does() {
-        let lines =
-            parse("/consumers/g/offsets/t/0-0:5\n\n/consumers/g/offsets/t/0-1:oops\n").unwrap();
+    fn empty_lines_at_the_end_are_ignored_but_offsets_after_one_refuse_the_file() {
+        let lines = parse("/consumers/g/offsets/t/0-0:5\n\n\n").unwrap();
         assert_eq!(lines.len(), 1);
+        let error =
+            parse("/consumers/g/offsets/t/0-0:5\n\n/consumers/g/offsets/t/0-1:6\n").unwrap_err();
+        assert_eq!(
+            error,
+            OffsetsFileError::AfterEmptyLine { line: 3, empty: 2 }
+        );
+    }
+
+    #[test]
+    fn a_partition_must_be_written_as_its_node_is_named() {
+        for bad in ["01-0", "+1-0", "1-00"] {
+            let text = format!("/consumers/g/offsets/t/{bad}:5\n");
+            assert!(parse(&text).is_err(), "{bad} was taken");
+        }
     }
 
     #[test]

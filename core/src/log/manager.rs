@@ -109,7 +109,26 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         for entry in fs.list_dir(&log_dir).map_err(|e| io("list", &log_dir, e))? {
             let tp = TopicPartition::from_dir_name(&entry.name).filter(|_| entry.is_dir);
             let Some(tp) = tp else {
-                if !entry.name.starts_with('.') {
+                let over_limit = entry.is_dir
+                    && entry.name.rsplit_once('-').is_some_and(|(topic, _)| {
+                        topic.len() > crate::wire::TOPIC_NAME_BYTES_MAX
+                            && topic
+                                .get(..crate::wire::TOPIC_NAME_BYTES_MAX)
+                                .is_some_and(|head| {
+                                    TopicPartition::from_dir_name(&format!("{head}-0")).is_some()
+                                })
+                    });
+                if over_limit {
+                    // A 0.7 broker could create these (names up to 255 bytes, directories up to
+                    // 255): said loudly, since their data is not served.
+                    tracing::error!(
+                        "not serving {} in {}: its topic name is longer than {} bytes (docs/migrating.md: rename the topic, and this directory, to serve its data)",
+                        entry.name,
+                        log_dir.display(),
+                        crate::wire::TOPIC_NAME_BYTES_MAX
+                    );
+                    report.ignored.push(entry.name);
+                } else if !entry.name.starts_with('.') {
                     tracing::warn!(
                         "ignoring {} in {}: not a <topic>-<partition> directory",
                         entry.name,
