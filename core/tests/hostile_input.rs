@@ -305,7 +305,12 @@ fn invalid_topic_names_are_refused_before_any_use() {
             Err(DecodeError::InvalidTopic(expected))
         );
     }
-    assert!(decode_all_requests(&frame(&fetch_body(&[b'a'; 255]))).is_ok());
+    // 249 bytes is the longest name (its `<topic>-<partition>` directories fit 255 bytes).
+    assert!(decode_all_requests(&frame(&fetch_body(&[b'a'; 249]))).is_ok());
+    assert_eq!(
+        decode_all_requests(&frame(&fetch_body(&[b'a'; 250]))),
+        Err(DecodeError::InvalidTopic(TopicError::TooLong(250)))
+    );
     assert!(decode_all_requests(&frame(&fetch_body(b"my.topic_name-1"))).is_ok());
 }
 
