@@ -109,6 +109,20 @@ impl BrokerProcess {
         wait_until_listening(child, self.port, &self.log, "broker");
     }
 
+    /// Waits (up to 30 s) until the broker says it registered in ZooKeeper: it listens before
+    /// it registers, as 0.7's broker does, so a port that answers is not yet a registration.
+    pub fn wait_until_registered(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.log_text().contains("registered broker ") {
+            assert!(
+                Instant::now() < deadline,
+                "the broker did not register within 30 s:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The broker's log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

@@ -352,11 +352,14 @@ async fn a_second_broker_with_the_same_id_refuses_to_start() {
     let zk = ZooKeeper::start();
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let port_a = free_port();
-    let _a = BrokerProcess::start(
+    let a = BrokerProcess::start(
         dir_a.path(),
         port_a,
         &properties(dir_a.path(), port_a, &zk, ""),
     );
+    // The first broker listens before it registers: a second one started in between could
+    // register first (and then run for ever), as it did once under load.
+    a.wait_until_registered();
     let port_b = free_port();
     let config_b = dir_b.path().join("server.properties");
     std::fs::write(&config_b, properties(dir_b.path(), port_b, &zk, "")).unwrap();
