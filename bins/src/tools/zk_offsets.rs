@@ -113,13 +113,7 @@ pub async fn export<E: Env>(
     connect: &ZkConnect,
     groups: &[GroupId],
 ) -> Result<Exported, ZkOffsetsError> {
-    let coord = env
-        .coordinate(connect, ZK_TIMEOUT, ZK_TIMEOUT)
-        .await
-        .map_err(|source| ZkOffsetsError::Connect {
-            connect: connect.clone(),
-            source,
-        })?;
+    let coord = open_session(env, connect).await?;
     let groups = if groups.is_empty() {
         children(&coord, "/consumers")
             .await?
@@ -191,13 +185,7 @@ pub async fn import<E: Env>(
     connect: &ZkConnect,
     lines: &[OffsetLine],
 ) -> Result<Imported, ZkOffsetsError> {
-    let coord = env
-        .coordinate(connect, ZK_TIMEOUT, ZK_TIMEOUT)
-        .await
-        .map_err(|source| ZkOffsetsError::Connect {
-            connect: connect.clone(),
-            source,
-        })?;
+    let coord = open_session(env, connect).await?;
     let mut imported = Imported {
         written: 0,
         live_groups: Vec::new(),
@@ -219,6 +207,16 @@ pub async fn import<E: Env>(
     }
     coord.close().await;
     Ok(imported)
+}
+
+/// A session on the ZooKeeper at `connect`, 0.7.2's timeouts.
+async fn open_session<E: Env>(env: &E, connect: &ZkConnect) -> Result<E::Coord, ZkOffsetsError> {
+    env.coordinate(connect, ZK_TIMEOUT, ZK_TIMEOUT)
+        .await
+        .map_err(|source| ZkOffsetsError::Connect {
+            connect: connect.clone(),
+            source,
+        })
 }
 
 /// A node's children, sorted; none when it does not exist.
