@@ -33,6 +33,7 @@ compile_error!("build the simulator with --cfg tokio_unstable (.cargo/config.tom
 pub mod conformance;
 pub mod env;
 pub mod history;
+pub mod host;
 pub mod invariants;
 pub mod metrics_check;
 pub mod scenarios;

@@ -199,11 +199,15 @@ pub fn first_difference(first: &[String], second: &[String]) -> String {
             "the {at} lines compared are equal; set TRIBUTARY_FULL_TRACE=1 to compare whole traces"
         );
     }
+    let before = first[at.saturating_sub(CONTEXT_LINES)..at].join("\n  ");
     format!(
-        "first difference at line {at} of the {} and {} compared:\n  first:  {}\n  second: {}",
+        "first difference at line {at} of the {} and {} compared, after:\n  {before}\n  first:  {}\n  second: {}",
         first.len(),
         second.len(),
         line(first),
         line(second)
     )
 }
+
+/// Lines shared by both traces shown before their first difference.
+const CONTEXT_LINES: usize = 12;

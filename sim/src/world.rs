@@ -160,7 +160,7 @@ pub fn add_cluster(
     let model: SharedModel = Arc::new(Mutex::new(ModelState::default()));
     let zk_host = spec.host("zk");
     let zk_model = model.clone();
-    sim.host(zk_host.as_str(), move || {
+    crate::host::add(sim, zk_host.as_str(), move || {
         let m = zk_model.clone();
         async move { serve(ZK_PORT, m).await.map_err(Into::into) }
     });
@@ -227,7 +227,7 @@ fn add_broker(
     mirror: Option<MirrorPlan>,
 ) {
     let name = host.clone();
-    sim.host(name.as_str(), move || {
+    crate::host::add(sim, name.as_str(), move || {
         let (config, control, disk, host, mirror) = (
             config.clone(),
             control.clone(),

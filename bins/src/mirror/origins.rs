@@ -193,13 +193,26 @@ struct Decided {
     /// Set when the decision must be made again: the source's record changed (its watch
     /// fired), or [`RECHECK_EVERY`] passed (sooner after a failed check). See [`arm`].
     stale: Arc<AtomicBool>,
+    /// The task that sets `stale`, stopped with this decision: a decision replaced or a gate
+    /// dropped (the mirror stopped) leaves no timer running.
+    _timer: Timer,
 }
 
-/// A fresh staleness flag, set once `watch` fires or `after` passes, whichever comes first.
-fn arm(watch: Option<Watch>, after: Duration) -> Arc<AtomicBool> {
+/// A task aborted when this is dropped.
+struct Timer(tokio::task::AbortHandle);
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A fresh staleness flag, set once `watch` fires or `after` passes, whichever comes first,
+/// and the task that sets it.
+fn arm(watch: Option<Watch>, after: Duration) -> (Arc<AtomicBool>, Timer) {
     let stale = Arc::new(AtomicBool::new(false));
     let flag = stale.clone();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         match watch {
             Some(watch) => tokio::select! {
                 biased;
@@ -210,7 +223,7 @@ fn arm(watch: Option<Watch>, after: Duration) -> Arc<AtomicBool> {
         }
         flag.store(true, Ordering::Release);
     });
-    stale
+    (stale, Timer(task.abort_handle()))
 }
 
 /// One source's decisions, shared by its streams.
@@ -311,7 +324,7 @@ impl OriginGate {
                         // A later check: keep going as decided; try again in a second (not at
                         // every message: the ZooKeeper that failed is not asked at that rate).
                         tracing::warn!("mirror: topic {topic}: {e}; it goes on as decided and is checked again shortly");
-                        kept.stale = arm(None, RETRY_EVERY);
+                        (kept.stale, kept._timer) = arm(None, RETRY_EVERY);
                         return (kept.verdict.clone(), kept.stale.clone());
                     }
                     // Said at once, then every 30 tries (about 30 s).
@@ -328,10 +341,11 @@ impl OriginGate {
             if changed {
                 self.say(topic, &verdict);
             }
-            let stale = arm(watch, RECHECK_EVERY);
+            let (stale, timer) = arm(watch, RECHECK_EVERY);
             *decided = Some(Decided {
                 verdict: verdict.clone(),
                 stale: stale.clone(),
+                _timer: timer,
             });
             return (verdict, stale);
         }

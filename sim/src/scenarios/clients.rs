@@ -155,7 +155,7 @@ pub fn run_seed(
 
 fn add_producer(sim: &mut turmoil::Sim<'_>, seed: u64, shared: &Shared, control: &Arc<Control>) {
     let (shared, control) = (shared.clone(), control.clone());
-    sim.host("producer", move || {
+    crate::host::add(sim, "producer", move || {
         let (shared, control) = (shared.clone(), control.clone());
         async move {
             let producer = Arc::new(
@@ -216,7 +216,7 @@ fn add_consumer(
     control: &Arc<Control>,
 ) {
     let (shared, control, name) = (shared.clone(), control.clone(), host.to_string());
-    sim.host(host, move || {
+    crate::host::add(sim, host, move || {
         let (shared, control, name) = (shared.clone(), control.clone(), name.clone());
         async move {
             let subscription = Subscription::Topics([(topic(), 1)].into_iter().collect());

@@ -186,7 +186,7 @@ pub fn run_seed(seed: u64) -> Result<CrashReport, String> {
     let phase = Arc::new(AtomicU8::new(0));
     {
         let (model, phase, crash) = (model.clone(), phase.clone(), crash.clone());
-        sim.host("broker", move || {
+        crate::host::add(&mut sim, "broker", move || {
             let (model, phase, crash) = (model.clone(), phase.clone(), crash.clone());
             async move {
                 if phase.load(Ordering::SeqCst) == 0 {

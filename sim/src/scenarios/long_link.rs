@@ -154,7 +154,7 @@ pub fn run(seed: u64, options: &Options) -> Result<LinkReport, String> {
     let spec = LinkSpec::new(options.round_trip, Some(options.link_rate));
     {
         let (shared, upstream) = (shared.clone(), source_broker.clone());
-        sim.host(LINK, move || {
+        crate::host::add(&mut sim, LINK, move || {
             let (shared, upstream) = (shared.clone(), upstream.clone());
             async move {
                 let proxy = LinkProxy::start(
@@ -188,7 +188,7 @@ pub fn run(seed: u64, options: &Options) -> Result<LinkReport, String> {
     {
         let (shared, control) = (shared.clone(), control.clone());
         let options = options.clone();
-        sim.host("mirrormaker", move || {
+        crate::host::add(&mut sim, "mirrormaker", move || {
             let (shared, control, options) = (shared.clone(), control.clone(), options.clone());
             async move {
                 while state(&shared).loaded.is_none() {

@@ -292,12 +292,15 @@ fn add_producer(
     control: &Arc<Control>,
 ) {
     let (shared, control, name) = (shared.clone(), control.clone(), format!("producer{index}"));
-    sim.host(name.clone().as_str(), move || {
+    crate::host::add(sim, name.clone().as_str(), move || {
         let (shared, control, name) = (shared.clone(), control.clone(), name.clone());
         async move {
             let text = format!("zk.connect=src-zk:{ZK_PORT}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nproducer.type=sync\ndurable.acks=true\nnum.retries=3\nsocket.timeout.ms=2000\ncompression.codec={}\n", index);
             let config = scenario_config("producer", &text, ProducerConfig::from_properties);
-            let producer = until_started(&name, &control, || Producer::start(SimEnv::new(seed), config.clone())).await;
+            let producer = until_started(&name, &control, || {
+                Producer::start(SimEnv::new(seed), config.clone())
+            })
+            .await;
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             loop {
                 let seq = {
@@ -309,7 +312,9 @@ fn add_producer(
                     s.next_seq
                 };
                 let topic = TOPICS[rng.random_range(0..TOPICS.len())];
-                let Ok(t) = topic.parse::<TopicName>() else { continue };
+                let Ok(t) = topic.parse::<TopicName>() else {
+                    continue;
+                };
                 let records: Vec<Record> = (0..rng.random_range(1..4))
                     .map(|i| Record::new(t.clone(), format!("r {seq}.{i}").into_bytes()))
                     .collect();
@@ -341,7 +346,7 @@ fn add_promoter(
     control: &Arc<Control>,
 ) {
     let (shared, control) = (shared.clone(), control.clone());
-    sim.host("promoter", move || {
+    crate::host::add(sim, "promoter", move || {
         let (shared, control) = (shared.clone(), control.clone());
         async move {
             let env = SimEnv::new(seed);
@@ -362,7 +367,10 @@ fn add_promoter(
                         Ok(()) => "Ok(())".to_string(),
                         Err(e) => format!("Err({e})"),
                     };
-                    control.trace.push(&format!("promoter: {outcome}: {}", String::from_utf8_lossy(&out).trim()));
+                    control.trace.push(&format!(
+                        "promoter: {outcome}: {}",
+                        String::from_utf8_lossy(&out).trim()
+                    ));
                     if result.is_ok() {
                         break;
                     }
@@ -372,14 +380,20 @@ fn add_promoter(
             }
             let text = format!("zk.connect=dst-zk:{ZK_PORT}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nproducer.type=sync\ndurable.acks=true\nnum.retries=3\nsocket.timeout.ms=2000\n");
             let config = scenario_config("producer", &text, ProducerConfig::from_properties);
-            let producer = until_started("promoter", &control, || Producer::start(env.clone(), config.clone())).await;
+            let producer = until_started("promoter", &control, || {
+                Producer::start(env.clone(), config.clone())
+            })
+            .await;
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let mut seq = 0u64;
             while !state(&shared).stop_producing {
                 seq += 1;
                 let mut payload = FAILOVER_PREFIX.to_vec();
                 payload.extend_from_slice(seq.to_string().as_bytes());
-                match producer.send_all(vec![Record::new(topic.clone(), payload)]).await {
+                match producer
+                    .send_all(vec![Record::new(topic.clone(), payload)])
+                    .await
+                {
                     Ok(deliveries) => {
                         for d in deliveries {
                             if d.await.is_ok() {
@@ -402,12 +416,19 @@ fn add_promoter(
 /// sync).
 fn add_consumer(sim: &mut turmoil::Sim<'_>, seed: u64, control: &Arc<Control>) {
     let control = control.clone();
-    sim.host("consumer", move || {
+    crate::host::add(sim, "consumer", move || {
         let control = control.clone();
         async move {
             let text = format!("zk.connect=src-zk:{ZK_PORT}\ngroupid={GROUP}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nautooffset.reset=smallest\nfetcher.backoff.ms=100\nautocommit.interval.ms=200\nconsumer.timeout.ms=1000\nsocket.timeout.ms=2000\n");
             let config = scenario_config("consumer", &text, ConsumerConfig::from_properties);
-            let (connector, mut streams) = until_started("consumer", &control, || ConsumerConnector::start(SimEnv::new(seed), config.clone(), Subscription::Whitelist(".*".into(), 1))).await;
+            let (connector, mut streams) = until_started("consumer", &control, || {
+                ConsumerConnector::start(
+                    SimEnv::new(seed),
+                    config.clone(),
+                    Subscription::Whitelist(".*".into(), 1),
+                )
+            })
+            .await;
             let mut stream = streams.remove(0);
             loop {
                 match stream.next().await {
@@ -433,8 +454,13 @@ fn add_checker(
 ) {
     let (shared, control) = (shared.clone(), control.clone());
     let (source_model, replica_model) = (source.model.clone(), replica.model.clone());
-    sim.host("checker", move || {
-        let (shared, control, source_model, replica_model) = (shared.clone(), control.clone(), source_model.clone(), replica_model.clone());
+    crate::host::add(sim, "checker", move || {
+        let (shared, control, source_model, replica_model) = (
+            shared.clone(),
+            control.clone(),
+            source_model.clone(),
+            replica_model.clone(),
+        );
         async move {
             loop {
                 if state(&shared).check {

@@ -67,7 +67,7 @@ pub fn run_seed(seed: u64) -> Result<(), String> {
     let phase = Arc::new(AtomicU8::new(0));
     {
         let (shared, phase) = (shared.clone(), phase.clone());
-        sim.host("broker", move || {
+        crate::host::add(&mut sim, "broker", move || {
             let (shared, phase) = (shared.clone(), phase.clone());
             async move {
                 let outcome = if phase.load(Ordering::SeqCst) == 0 {

@@ -284,22 +284,22 @@ async fn serve_connection(
     let Some(tx) = guard(&shared.out).clone() else {
         return last_heard;
     };
-    let writer_task = tokio::spawn(async move {
+    let writer_task = AbortOnDrop(tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             if send_client(&mut writer, &msg).await.is_err() {
                 return;
             }
         }
-    });
+    }));
     let ping = tx.clone();
-    let pinger = tokio::spawn(async move {
+    let pinger = AbortOnDrop(tokio::spawn(async move {
         loop {
             tokio::time::sleep(timeout / 3).await;
             if ping.send(ClientMsg::Ping).is_err() {
                 return;
             }
         }
-    });
+    }));
     loop {
         let msg = match tokio::time::timeout(timeout * 2 / 3, recv_server(&mut reader)).await {
             Ok(Ok(msg)) => msg,
@@ -326,9 +326,21 @@ async fn serve_connection(
         }
     }
     *guard(&shared.out) = None;
-    pinger.abort();
-    writer_task.abort();
+    drop((pinger, writer_task));
     last_heard
+}
+
+/// A connection's task, aborted when this is dropped: whether the connection ends or the whole
+/// session task is aborted (the client was dropped), its writer and pinger go with it, and the
+/// connection closes, as a real client's does. (Left running, they would keep pinging a
+/// session its owner dropped, and a restarted host's runtime would drop them in an order set by
+/// tokio's process-wide task ids, which depend on what other tests run at the same time.)
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Drop for ModelCoordination {

@@ -161,7 +161,7 @@ pub(super) fn add_maker(
     control: &Arc<Control>,
 ) {
     let (shared, control) = (shared.clone(), control.clone());
-    sim.host(MAKER, move || {
+    crate::host::add(sim, MAKER, move || {
         let (shared, control) = (shared.clone(), control.clone());
         async move {
             // A graceful stop of the maker is asked through the control, as for brokers.
@@ -197,13 +197,16 @@ pub(super) fn add_producer(
     control: &Arc<Control>,
 ) {
     let (shared, control, name) = (shared.clone(), control.clone(), format!("producer{index}"));
-    sim.host(name.clone().as_str(), move || {
+    crate::host::add(sim, name.clone().as_str(), move || {
         let (shared, control, name) = (shared.clone(), control.clone(), name.clone());
         async move {
             let durable = index + 1 < PRODUCERS;
             let text = format!("zk.connect=src-zk:{ZK_PORT}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nproducer.type=sync\ndurable.acks={durable}\nnum.retries=3\nsocket.timeout.ms=2000\n");
             let config = scenario_config("producer", &text, ProducerConfig::from_properties);
-            let producer = until_started(&name, &control, || Producer::start(SimEnv::new(seed), config.clone())).await;
+            let producer = until_started(&name, &control, || {
+                Producer::start(SimEnv::new(seed), config.clone())
+            })
+            .await;
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             loop {
                 let seq = {
@@ -220,19 +223,35 @@ pub(super) fn add_producer(
                 };
                 // The second topic appears a third of the way in.
                 let late = turmoil::sim_elapsed().unwrap_or_default() > duration / 3;
-                let topic = if late && rng.random_bool(0.5) { TOPICS[1] } else { TOPICS[0] };
-                let Ok(t) = topic.parse::<TopicName>() else { continue };
+                let topic = if late && rng.random_bool(0.5) {
+                    TOPICS[1]
+                } else {
+                    TOPICS[0]
+                };
+                let Ok(t) = topic.parse::<TopicName>() else {
+                    continue;
+                };
                 let bytes = payload(seq);
                 let len = bytes.len() as i64;
                 match producer.send(Record::new(t, bytes)).await {
                     Ok(delivery) => match delivery.await {
                         Ok(d) => match d.offset {
                             Some(start) => {
-                                let part = (topic.to_string(), format!("{}-{}", d.broker_id, d.partition));
-                                control.trace.push(&format!("acked m {seq} at {}/{} {start}..{}", part.0, part.1, start + 10 + len));
+                                let part = (
+                                    topic.to_string(),
+                                    format!("{}-{}", d.broker_id, d.partition),
+                                );
+                                control.trace.push(&format!(
+                                    "acked m {seq} at {}/{} {start}..{}",
+                                    part.0,
+                                    part.1,
+                                    start + 10 + len
+                                ));
                                 state(&shared).acked.insert(seq, Acked { part, start });
                             }
-                            None if durable => control.trace.push(&format!("m {seq} delivered without an offset")),
+                            None if durable => control
+                                .trace
+                                .push(&format!("m {seq} delivered without an offset")),
                             None => {}
                         },
                         Err(e) => control.trace.push(&format!("m {seq} not delivered: {e}")),
@@ -259,17 +278,25 @@ pub(super) fn add_reader(
     control: &Arc<Control>,
 ) {
     let (shared, control) = (shared.clone(), control.clone());
-    sim.host("reader", move || {
+    crate::host::add(sim, "reader", move || {
         let (shared, control) = (shared.clone(), control.clone());
         async move {
             let text = format!("zk.connect=dst-zk:{ZK_PORT}\ngroupid=readers\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nautooffset.reset=smallest\nfetcher.backoff.ms=200\nconsumer.timeout.ms=1000\nsocket.timeout.ms=2000\n");
             let config = scenario_config("consumer", &text, ConsumerConfig::from_properties);
-            let (connector, mut streams) = until_started("reader", &control, || ConsumerConnector::start(SimEnv::new(seed), config.clone(), Subscription::Whitelist(".*".into(), 1))).await;
+            let (connector, mut streams) = until_started("reader", &control, || {
+                ConsumerConnector::start(
+                    SimEnv::new(seed),
+                    config.clone(),
+                    Subscription::Whitelist(".*".into(), 1),
+                )
+            })
+            .await;
             let mut stream = streams.remove(0);
             loop {
                 match stream.next().await {
                     Ok(m) => {
-                        let known = parse_payload(&m.payload).is_some_and(|seq| state(&shared).sent.contains(&seq));
+                        let known = parse_payload(&m.payload)
+                            .is_some_and(|seq| state(&shared).sent.contains(&seq));
                         if !known {
                             control.violate(Invariant::MirrorNoPhantom, format!("the mirror cluster served {}/{} a message no producer sent: {:?}", m.topic, m.partition, String::from_utf8_lossy(&m.payload)));
                         }
@@ -297,8 +324,13 @@ pub(super) fn add_checker(
     let (shared, control) = (shared.clone(), control.clone());
     let (source_model, mirror_model) = (source.model.clone(), mirror.model.clone());
     let mirror_hosts = mirror_hosts.to_vec();
-    sim.host("checker", move || {
-        let (shared, control, source_model, mirror_model) = (shared.clone(), control.clone(), source_model.clone(), mirror_model.clone());
+    crate::host::add(sim, "checker", move || {
+        let (shared, control, source_model, mirror_model) = (
+            shared.clone(),
+            control.clone(),
+            source_model.clone(),
+            mirror_model.clone(),
+        );
         let mirror_hosts = mirror_hosts.clone();
         async move {
             loop {
@@ -309,7 +341,11 @@ pub(super) fn add_checker(
                             // Stamped before asking: the answer holds for that moment or later.
                             let at = turmoil::sim_elapsed().unwrap_or_default();
                             if let Ok((earliest, _)) = range_of(&part, "src").await {
-                                state(&shared).earliest_seen.entry(part).or_default().push((at, earliest));
+                                state(&shared)
+                                    .earliest_seen
+                                    .entry(part)
+                                    .or_default()
+                                    .push((at, earliest));
                             }
                         }
                     }
@@ -326,11 +362,16 @@ pub(super) fn add_checker(
                     Phase::Check => {
                         // A broker restarted at healing may still be registering: read again
                         // (for up to 30 s) before calling what cannot be read a problem.
-                        let known: BTreeSet<Part> = state(&shared).acked.values().map(|a| a.part.clone()).collect();
+                        let known: BTreeSet<Part> = state(&shared)
+                            .acked
+                            .values()
+                            .map(|a| a.part.clone())
+                            .collect();
                         let read_all = || async {
                             let mut read = read_everything(&source_model, &mirror_model).await;
                             for part in known.iter().filter(|p| !read.source.contains_key(*p)) {
-                                read.problems.push(format!("source {}/{}: not registered", part.0, part.1));
+                                read.problems
+                                    .push(format!("source {}/{}: not registered", part.0, part.1));
                             }
                             read
                         };
@@ -356,12 +397,20 @@ pub(super) fn add_checker(
                         let endpoints: Vec<(String, u16)> = mirror_hosts
                             .iter()
                             .map(|h| {
-                                let port = if h == MAKER { MIRROR_METRICS_PORT } else { BROKER_METRICS_PORT };
+                                let port = if h == MAKER {
+                                    MIRROR_METRICS_PORT
+                                } else {
+                                    BROKER_METRICS_PORT
+                                };
                                 (h.clone(), port)
                             })
                             .collect();
                         let problems = metrics_check::check(&latest, "src", &endpoints).await;
-                        control.trace.push(&format!("checker: metrics of {} source partitions read, {} disagreements", latest.len(), problems.len()));
+                        control.trace.push(&format!(
+                            "checker: metrics of {} source partitions read, {} disagreements",
+                            latest.len(),
+                            problems.len()
+                        ));
                         let mut s = state(&shared);
                         s.metrics_problems = problems;
                         s.final_read = Some(read);

@@ -84,12 +84,15 @@ pub(super) fn add_producer(
 ) {
     let (shared, control) = (shared.clone(), control.clone());
     let host = format!("prod-{cluster}");
-    sim.host(host.clone().as_str(), move || {
+    crate::host::add(sim, host.clone().as_str(), move || {
         let (shared, control, host) = (shared.clone(), control.clone(), host.clone());
         async move {
             let text = format!("zk.connect={cluster}-zk:{ZK_PORT}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nproducer.type=sync\ndurable.acks=true\nnum.retries=0\nsocket.timeout.ms=2000\n");
             let config = scenario_config("producer", &text, ProducerConfig::from_properties);
-            let producer = until_started(&host, &control, || Producer::start(SimEnv::new(seed), config.clone())).await;
+            let producer = until_started(&host, &control, || {
+                Producer::start(SimEnv::new(seed), config.clone())
+            })
+            .await;
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let Ok(topic) = TOPIC.parse::<TopicName>() else {
                 return Ok(());
@@ -101,14 +104,21 @@ pub(super) fn add_producer(
                 }
                 seq += 1;
                 state(&shared).sent.push((cluster.to_string(), seq));
-                match producer.send(Record::new(topic.clone(), payload(cluster, seq))).await {
+                match producer
+                    .send(Record::new(topic.clone(), payload(cluster, seq)))
+                    .await
+                {
                     Ok(delivery) => match delivery.await {
                         Ok(d) if d.offset.is_some() => {
                             control.trace.push(&format!("{host}: acked {seq}"));
                             state(&shared).acked.push((cluster.to_string(), seq));
                         }
-                        Ok(_) => control.trace.push(&format!("{host}: {seq} delivered without an offset")),
-                        Err(e) => control.trace.push(&format!("{host}: {seq} not delivered: {e}")),
+                        Ok(_) => control
+                            .trace
+                            .push(&format!("{host}: {seq} delivered without an offset")),
+                        Err(e) => control
+                            .trace
+                            .push(&format!("{host}: {seq} not delivered: {e}")),
                     },
                     Err(e) => control.trace.push(&format!("{host}: {seq} not sent: {e}")),
                 }
@@ -221,7 +231,7 @@ pub(super) fn add_maker(
 ) {
     let (shared, control) = (shared.clone(), control.clone());
     let host = edge.maker_host();
-    sim.host(host.clone().as_str(), move || {
+    crate::host::add(sim, host.clone().as_str(), move || {
         let (shared, control, host, edge) =
             (shared.clone(), control.clone(), host.clone(), edge.clone());
         async move {
@@ -253,7 +263,7 @@ pub(super) fn add_checker(
     control: &Arc<Control>,
 ) {
     let (shared, control) = (shared.clone(), control.clone());
-    sim.host("checker", move || {
+    crate::host::add(sim, "checker", move || {
         let (shared, control, clusters) = (shared.clone(), control.clone(), clusters.clone());
         async move {
             loop {
