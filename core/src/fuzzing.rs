@@ -9,6 +9,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties};
+use crate::consumer::offsets_file;
 use crate::identity::ClusterIdentity;
 use crate::log::{Log, LogManager, MemFs, TopicPartition};
 use crate::message::{validate_set, DeepIter, ShallowIter, ValidationLimits};
@@ -236,6 +237,23 @@ pub fn cluster_records(data: &[u8]) {
             Origins::decode(&origins.encode()).ok(),
             Some(origins),
             "origins re-encode"
+        );
+    }
+}
+
+/// Reads a file of committed offsets (what `export-zk-offsets` writes and `import-zk-offsets`
+/// reads, as 0.7.2's tools do): never a panic, and whatever is read writes back, one line each
+/// in 0.7.2's format, to a file that reads as the same offsets.
+pub fn offsets_file(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(lines) = offsets_file::parse(text) {
+        let written: String = lines.iter().map(|l| l.format() + "\n").collect();
+        assert_eq!(
+            offsets_file::parse(&written).ok(),
+            Some(lines),
+            "offsets file re-read"
         );
     }
 }
