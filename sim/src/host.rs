@@ -1,18 +1,22 @@
-//! Simulated hosts whose software runs as a task of the host's own runtime, so that a crash
-//! or a restart drops it in simulated time.
+//! Simulated hosts that stop cleanly and are dropped in simulated time.
 //!
-//! turmoil runs a host's software on a `LocalSet` beside the host's tokio runtime. When the
-//! host is crashed or bounced it drops the runtime first and the `LocalSet` after it, outside
-//! any runtime. Whatever the software's future still owned is then dropped with no runtime
-//! clock: `tokio::time::Instant::now()` falls back to the machine's clock, so turmoil's time
-//! (`turmoil::sim_elapsed`, which the trace stamps and the environment's clock read, and the
-//! file modification times of its file system) comes out as how long the process has really
-//! run. A drop that logs, reads the clock or touches a file then makes the seed's run depend on
-//! how loaded the machine is: the same seed gave two traces under a full test run.
+//! Two ways a host made a seed's run depend on the machine rather than the seed:
+//! - **Tasks left running.** Software that returns while tasks it started still run leaves them
+//!   to be dropped at the host's next restart, when turmoil drops the old runtime; a runtime
+//!   drops its tasks in the order of tokio's task ids, which are counted for the whole process
+//!   and so depend on what other tests spawn meanwhile. (The ZooKeeper model's client left its
+//!   pinger running this way; the order of the socket closes moved a later delay by 1 ms, and
+//!   replica seed 2 gave two traces under a full test run.) [`add`] fails the simulation when
+//!   software returns with tasks still running, naming the host.
+//! - **The machine's clock at a crash.** turmoil runs a host's software on a `LocalSet` and, at
+//!   a crash or restart, drops the runtime first and the `LocalSet` after it, outside any
+//!   runtime, where `tokio::time::Instant::now()` falls back to the machine's clock: turmoil's
+//!   time (`turmoil::sim_elapsed`, which trace stamps and the environment's clock read, and its
+//!   file system's modification times) then reads how long the process has really run. [`add`]
+//!   runs the software as a task of the host's runtime, whose shutdown drops it in the runtime's
+//!   context, where the clock is still the simulated one.
 //!
-//! [`add`] spawns the software on the runtime instead: the runtime's shutdown drops it inside
-//! the runtime's context, where the clock is still the simulated one. Every host of a scenario
-//! that can be crashed or restarted is added through it.
+//! Every host of a scenario that can be crashed or restarted is added through [`add`].
 
 use std::error::Error;
 use std::future::Future;
