@@ -83,3 +83,36 @@ pub fn half_of(seeds: u64, half: u64) -> std::ops::Range<u64> {
         middle..seeds
     }
 }
+
+/// What a determinism test compares of one run: its trace's hash, the trace's last lines (for
+/// the report) and the figures the run must reproduce.
+pub struct Traced<F> {
+    /// The hash of the whole trace.
+    pub hash: u64,
+    /// The trace's last lines.
+    pub tail: Vec<String>,
+    /// Figures that must come out the same.
+    pub figures: F,
+}
+
+/// Runs `run`, then again after each task-id shift in `shifts`
+/// (`tributary_sim::host::shift_task_ids`), and requires every run to give the first's trace
+/// and figures; `what` names the run in a failure.
+pub fn assert_same_trace<F: PartialEq + std::fmt::Debug>(
+    what: &str,
+    shifts: &[usize],
+    run: impl Fn() -> Traced<F>,
+) {
+    let first = run();
+    for &shift in shifts {
+        tributary_sim::host::shift_task_ids(shift);
+        let again = run();
+        assert_eq!(
+            first.hash,
+            again.hash,
+            "{what}: traces differ after a task-id shift of {shift}; {}",
+            tributary_sim::trace::first_difference(&first.tail, &again.tail)
+        );
+        assert_eq!(first.figures, again.figures, "{what}: figures differ");
+    }
+}
