@@ -355,3 +355,36 @@ async fn flushed_appended_bytes_go_out_as_a_file_range_unless_zero_copy_is_off()
     assert_eq!(bytes[0], bytes[1]);
     assert_eq!(bytes[0], set(1, 5));
 }
+
+/// A renamed mirror copy takes its source's count (learnt before its first partition here) over
+/// `num.partitions`, but not over `topic.partition.count.map`; a count in use never changes;
+/// and a restart with fewer partitions configured than stored keeps every stored one.
+#[test]
+fn a_renamed_copy_takes_its_sources_count_and_no_stored_partition_is_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "num.partitions=2\ntopic.partition.count.map=east.pinned:3\n";
+    let (logs, _) = Logs::open(RealFs, config(dir.path(), extra), T0).unwrap();
+    let copy: tributary_core::wire::TopicName = "east.orders".parse().unwrap();
+    let pinned: tributary_core::wire::TopicName = "east.pinned".parse().unwrap();
+    assert_eq!(logs.partition_count(&copy), 2);
+    assert!(logs.set_renamed_count(&copy, 5));
+    assert!(logs.set_renamed_count(&pinned, 5));
+    assert_eq!(logs.partition_count(&copy), 5);
+    assert_eq!(logs.partition_count(&pinned), 3, "the operator's map wins");
+    logs.get_or_create(&tp("east.orders", 4), T0).unwrap();
+    // In use: the count stays.
+    assert!(!logs.set_renamed_count(&copy, 7));
+    assert_eq!(logs.partition_count(&copy), 5);
+    assert!(matches!(
+        logs.get_or_create(&tp("east.orders", 5), T0),
+        Err(LogError::UnknownPartition { count: 5, .. })
+    ));
+    drop(logs);
+    // Started again without the record (its ZooKeeper unreadable): partition 4 is on disk, so
+    // the topic keeps 5 partitions, not num.partitions' 2.
+    let (logs, _) = Logs::open(RealFs, config(dir.path(), extra), T0).unwrap();
+    assert_eq!(logs.partition_count(&copy), 2);
+    assert_eq!(logs.keep_partitions_on_disk(), vec![(copy.clone(), 2, 5)]);
+    assert_eq!(logs.partition_count(&copy), 5);
+    assert!(logs.get(&tp("east.orders", 4)).is_some());
+}

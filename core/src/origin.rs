@@ -7,6 +7,11 @@
 //! written to locally. It lives at [`ORIGINS_PATH`]`/<topic>` under the chroot, as
 //! `{"version":1,"routes":[["<hop>",…],…]}` where a hop is `<id>` or `<id>/<name>`.
 //!
+//! A topic copied under another name also records how many partitions each broker of its
+//! source gives it: `{"version":1,"routes":[…],"partitions":<n>}`. The mirror cluster's brokers
+//! create the renamed topic with that many (see [`Origins::partitions`]), so `east.orders` in
+//! `west` has the partitions `orders` has in `east`.
+//!
 //! A mirror copying topic `T` from cluster `X` into `Y` (under the name `T'`) calls
 //! [`plan_copy`]: the routes of `T'` in `Y` are `[X]` (what producers wrote into `X`) and every
 //! route of `T` in `X` extended with `X`. When `Y` is already on one of `T`'s routes in `X`,
@@ -34,6 +39,8 @@ pub const ROUTES_MAX: usize = 64;
 pub const HOPS_MAX: usize = 16;
 /// The most bytes a record may hold; a bigger one is refused unread (it fits a 0.7 int16 string).
 pub const ORIGINS_BYTES_MAX: usize = 16 * 1024;
+/// The largest per-broker partition count a record may carry (`num.partitions`' own limit).
+pub const PARTITIONS_MAX: u32 = 65_536;
 
 /// One cluster a route passed through. Equal by id alone: a name is for people.
 #[derive(Debug, Clone)]
@@ -74,6 +81,7 @@ pub type Route = Vec<Hop>;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Origins {
     routes: BTreeSet<Route>,
+    partitions: Option<u32>,
 }
 
 /// What is wrong with a record.
@@ -122,7 +130,23 @@ impl Origins {
 
     /// Whether no route is recorded (a local topic).
     pub fn is_empty(&self) -> bool {
-        self.routes.is_empty()
+        self.routes.is_empty() && self.partitions.is_none()
+    }
+
+    /// How many partitions each broker gives the topic, as its source has it: set by a mirror
+    /// that copies the topic under another name (the mirror cluster's per-topic settings name
+    /// the source's topic, not the copy). `None`: the brokers' own settings decide.
+    pub fn partitions(&self) -> Option<u32> {
+        self.partitions
+    }
+
+    /// This record, asking for `count` partitions per broker (1 to [`PARTITIONS_MAX`]).
+    pub fn with_partitions(mut self, count: u32) -> Result<Self, OriginsError> {
+        if count == 0 || count > PARTITIONS_MAX {
+            return Err(OriginsError::TooBig("a partition count not in 1..=65536"));
+        }
+        self.partitions = Some(count);
+        Ok(self)
     }
 
     /// Whether `cluster` is on any route.
@@ -155,18 +179,21 @@ impl Origins {
     }
 
     /// This record and `other`'s routes together: what a record holds after a mirror recorded
-    /// `other` in it (equal hops are equal by id; a route already here keeps its names).
+    /// `other` in it (equal hops are equal by id; a route already here keeps its names). Of two
+    /// partition counts the larger is kept: 0.7 partitions are never removed.
     pub fn merged(&self, other: &Origins) -> Result<Origins, OriginsError> {
         let mut merged = self.clone();
+        merged.partitions = self.partitions.max(other.partitions);
         for route in &other.routes {
             merged.add(route.clone())?;
         }
         Ok(merged)
     }
 
-    /// Whether every route of `other` is already here (nothing to write).
+    /// Whether every route of `other` is already here, and its partition count too (nothing to
+    /// write).
     pub fn covers(&self, other: &Origins) -> bool {
-        other.routes.is_subset(&self.routes)
+        other.routes.is_subset(&self.routes) && other.partitions <= self.partitions
     }
 
     /// The node's data.
@@ -185,11 +212,20 @@ impl Origins {
                 format!("[{}]", hops.join(","))
             })
             .collect();
-        format!("{{\"version\":1,\"routes\":[{}]}}", routes.join(",")).into_bytes()
+        let partitions = match self.partitions {
+            Some(count) => format!(",\"partitions\":{count}"),
+            None => String::new(),
+        };
+        format!(
+            "{{\"version\":1,\"routes\":[{}]{partitions}}}",
+            routes.join(",")
+        )
+        .into_bytes()
     }
 
-    /// Reads a node's data (empty data: no routes). Other keys than `version` and `routes` are
-    /// refused, so a record this version cannot read is never taken for an empty one.
+    /// Reads a node's data (empty data: no routes). Other keys than `version`, `routes` and
+    /// `partitions` (last, when present) are refused, so a record this version cannot read is
+    /// never taken for an empty one.
     pub fn decode(data: &[u8]) -> Result<Self, OriginsError> {
         if data.len() > ORIGINS_BYTES_MAX {
             return Err(OriginsError::TooBig("more than 16 KiB"));
@@ -210,13 +246,33 @@ impl Origins {
                 in_string || !c.is_whitespace()
             })
             .collect();
-        let body = compact
+        const NOT_A_RECORD: OriginsError =
+            OriginsError::Malformed("not {\"version\":1,\"routes\":[…]} or {…,\"partitions\":<n>}");
+        let inner = compact
             .strip_prefix("{\"version\":1,\"routes\":[")
-            .and_then(|rest| rest.strip_suffix("]}"))
-            .ok_or(OriginsError::Malformed(
-                "not {\"version\":1,\"routes\":[…]}",
-            ))?;
+            .ok_or(NOT_A_RECORD)?;
+        // Hops are ids and names, which hold no bracket: the last `],"partitions":` ends them.
+        let (body, partitions) = match inner.rfind("],\"partitions\":") {
+            Some(at) => {
+                let count = inner[at + "],\"partitions\":".len()..]
+                    .strip_suffix('}')
+                    .ok_or(NOT_A_RECORD)?;
+                if count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(OriginsError::Malformed(
+                        "a partition count that is not a number",
+                    ));
+                }
+                let count: u32 = count
+                    .parse()
+                    .map_err(|_| OriginsError::TooBig("a partition count not in 1..=65536"))?;
+                (&inner[..at], Some(count))
+            }
+            None => (inner.strip_suffix("]}").ok_or(NOT_A_RECORD)?, None),
+        };
         let mut origins = Origins::default();
+        if let Some(count) = partitions {
+            origins = origins.with_partitions(count)?;
+        }
         if body.is_empty() {
             return Ok(origins);
         }

@@ -69,6 +69,9 @@ pub enum Bug {
     /// happened to its partition meanwhile (moved to another stream of the member in the same
     /// epoch, which went on after it): the message goes out after later ones.
     HeldMessageForwarded = 2097152,
+    /// A broker creates a renamed mirror copy with its own `num.partitions`, not its source's
+    /// count from the origin record.
+    RenamedCountIgnored = 4194304,
 }
 
 #[cfg(feature = "planted-bugs")]

@@ -83,6 +83,39 @@ fn records_merge_by_cluster_id_and_read_back_what_they_wrote() {
 }
 
 #[test]
+fn a_renamed_copy_records_its_sources_partition_count_and_merging_keeps_the_larger() {
+    let a = cluster("A", Some("east"));
+    let plain = copied(&a, &Origins::default());
+    assert_eq!(plain.partitions(), None);
+    let three = plain.clone().with_partitions(3).unwrap();
+    assert_eq!(
+        String::from_utf8(three.encode()).unwrap(),
+        r#"{"version":1,"routes":[["A/east"]],"partitions":3}"#
+    );
+    assert_eq!(Origins::decode(&three.encode()).unwrap(), three);
+    // A record with no route yet still carries its count.
+    let only = Origins::default().with_partitions(8).unwrap();
+    assert!(!only.is_empty());
+    assert_eq!(
+        Origins::decode(&only.encode()).unwrap().partitions(),
+        Some(8)
+    );
+    let spaced = Origins::decode(b"{ \"version\":1, \"routes\":[[\"A\"]], \"partitions\": 5 }");
+    assert_eq!(spaced.unwrap().partitions(), Some(5));
+    // A count is something to write until the record has it (or more); never lowered.
+    assert!(!plain.covers(&three));
+    assert!(three.covers(&plain));
+    let five = plain.clone().with_partitions(5).unwrap();
+    assert_eq!(three.merged(&five).unwrap().partitions(), Some(5));
+    assert_eq!(five.merged(&three).unwrap().partitions(), Some(5));
+    assert_eq!(five.merged(&plain).unwrap().partitions(), Some(5));
+    assert!(five.covers(&three));
+    for bad in [0, 65_537] {
+        assert!(plain.clone().with_partitions(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
 fn malformed_and_oversized_records_are_refused_not_read_as_empty() {
     for bad in [
         &b"{\"version\":2,\"routes\":[]}"[..],
@@ -93,6 +126,14 @@ fn malformed_and_oversized_records_are_refused_not_read_as_empty() {
         b"{\"version\":1,\"routes\":[[\"A\"][\"B\"]]}",
         b"{\"version\":1,\"routes\":[[[\"A\"]]]}",
         b"{\"version\":1,\"routes\":[[\"a b\"]]}",
+        b"{\"version\":1,\"routes\":[[\"A\"]],\"partitions\":0}",
+        b"{\"version\":1,\"routes\":[[\"A\"]],\"partitions\":65537}",
+        b"{\"version\":1,\"routes\":[[\"A\"]],\"partitions\":-1}",
+        b"{\"version\":1,\"routes\":[[\"A\"]],\"partitions\":}",
+        b"{\"version\":1,\"routes\":[[\"A\"]],\"partitions\":\"3\"}",
+        b"{\"version\":1,\"routes\":[[\"A\"]],\"partitions\":99999999999}",
+        b"{\"version\":1,\"routes\":[[\"A\"]],\"partitions\":3,\"x\":1}",
+        b"{\"version\":1,\"routes\":[[\"A\"]],\"partitions\":3",
         b"\xff",
     ] {
         assert!(

@@ -71,11 +71,15 @@ pub enum Invariant {
     /// S25 (topology): no message has more copies in a cluster than the faults of its run can
     /// explain (a loop multiplies them without end).
     TopologyNoAmplification,
+    /// S26 (topology): a renamed copy has, on each broker of its cluster, the partition count
+    /// its topic has per broker in its source (unless that broker said it could not read the
+    /// copy's origin record when it created the copy).
+    TopologyPartitionCount,
 }
 
 impl Invariant {
     /// Every invariant, in number order.
-    pub const ALL: [Invariant; 25] = [
+    pub const ALL: [Invariant; 26] = [
         Invariant::VisibleIsDurable,
         Invariant::NoCorruptRead,
         Invariant::LatestNeverGoesBack,
@@ -101,6 +105,7 @@ impl Invariant {
         Invariant::TopologyNoLoss,
         Invariant::TopologyNoCopyBack,
         Invariant::TopologyNoAmplification,
+        Invariant::TopologyPartitionCount,
     ];
 
     /// Its number: `S<n>` in docs/ARCHITECTURE.md.

@@ -1,6 +1,7 @@
 //! The topology scenarios: active-active (with and without renaming) and a chain whose cycle is
 //! closed late. A batch of mixed-fault seeds on the clean build, determinism, and proof that the
-//! copy-back invariant catches a mirror whose loop check is disabled.
+//! copy-back invariant catches a mirror whose loop check is disabled, and the partition-count
+//! invariant a broker that gives a renamed copy its own count.
 
 mod support;
 
@@ -116,6 +117,22 @@ fn a_mirror_without_its_loop_check_is_caught_copying_back() {
             Invariant::TopologyNoCopyBack,
         ),
     ];
+    assert_each_caught(&cases, PLANTED_SEEDS_MAX, |seed, (topology, rename)| {
+        run_seed(seed, options(topology, Faults::Mixed, rename))
+            .err()
+            .map(|(v, _)| v)
+    });
+}
+
+#[test]
+fn a_broker_that_gives_a_renamed_copy_its_own_count_is_caught() {
+    // Each cluster draws its own num.partitions: west's brokers would create `east.orders` with
+    // west's count instead of the count `orders` has in east.
+    let cases = [(
+        Bug::RenamedCountIgnored,
+        (Topology::ActiveActive, Some(true)),
+        Invariant::TopologyPartitionCount,
+    )];
     assert_each_caught(&cases, PLANTED_SEEDS_MAX, |seed, (topology, rename)| {
         run_seed(seed, options(topology, Faults::Mixed, rename))
             .err()

@@ -163,7 +163,7 @@ async fn read_all(
     seen
 }
 
-/// Every copy of every message of `topics` in `cluster` (each broker, partitions 0 and 1, read
+/// Every copy of every message of `topics` in `cluster` (each broker, partitions 0 to 3, read
 /// end to end with FETCH): message → copies. Exact, unlike a consumer group, which may itself
 /// deliver a message twice across a rebalance.
 async fn copies(cluster: &Cluster, topics: &[&str]) -> BTreeMap<String, usize> {
@@ -180,7 +180,7 @@ async fn copies(cluster: &Cluster, topics: &[&str]) -> BTreeMap<String, usize> {
         .await
         .unwrap();
         for t in topics {
-            for partition in 0..2 {
+            for partition in 0..4 {
                 let mut offset = 0i64;
                 loop {
                     let fetch = Request::Fetch(FetchRequest {
@@ -1431,10 +1431,16 @@ async fn two_mirrors_in_opposite_directions_refuse_the_loop_instead_of_multiplyi
 /// every topic (`.*`), so it also meets the other's renamed copy of its own messages — refused,
 /// by their origin route. A mirror maker in each direction is killed (SIGKILL) and started
 /// again mid-run: nothing acknowledged is lost, nothing is copied back, and duplicates stay
-/// within the in-flight bound.
+/// within the in-flight bound. East's brokers give topics 3 partitions and west's 2: each
+/// renamed copy has its source's count, not its cluster's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn active_active_with_renaming_loses_nothing_under_kill_9_and_copies_nothing_back() {
-    let east = named_cluster("east");
+    let east = source_cluster(
+        1,
+        "cluster.name=east
+num.partitions=3
+",
+    );
     let west = named_cluster("west");
     let dir = tempfile::tempdir().unwrap();
     let start = |from: (&str, &Cluster), to: (&str, &Cluster)| {
@@ -1558,4 +1564,15 @@ async fn active_active_with_renaming_loses_nothing_under_kill_9_and_copies_nothi
         logs.contains("not mirrored from"),
         "the renamed copies were not refused on their way back:\n{logs}"
     );
+    // Each renamed copy registered with its source's count: 3 for east's, 2 for west's.
+    for (cluster, copy, count) in [(&west, "east.orders", "3"), (&east, "west.orders", "2")] {
+        let zk = zookeeper_client::Client::connect(&cluster.zk.connect_string())
+            .await
+            .unwrap();
+        let (data, _) = zk
+            .get_data(&format!("/brokers/topics/{copy}/0"))
+            .await
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&data), count, "{copy}\n{logs}");
+    }
 }

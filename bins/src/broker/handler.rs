@@ -277,6 +277,14 @@ impl<E: Env> Handler<E> {
 
     /// Reads a topic's origin record, merging the request's routes into it first. A failure
     /// answers `Unknown` with no record (the mirror asking fails closed) and is logged here.
+    /// Before the first partition of `topic` here: a renamed mirror copy's source count
+    /// (see `broker::renamed`). Nothing without ZooKeeper.
+    async fn learn_renamed_count(&self, topic: &TopicName) {
+        if let Some(store) = &self.origins {
+            super::renamed::learn_before_creating(store, &self.logs, topic).await;
+        }
+    }
+
     async fn topic_origins(&self, request: TopicOriginsRequest) -> TopicOriginsResponse {
         let failed = TopicOriginsResponse {
             error: ErrorCode::Unknown,
@@ -384,6 +392,7 @@ impl<E: Env> Handler<E> {
             );
             return Err(READ_ONLY_REPLICA);
         }
+        self.learn_renamed_count(&p.topic).await;
         let count = self.logs.partition_count(&p.topic);
         let partition = if p.partition == PARTITION_BROKER_PICKS {
             rng.random_range(0..count) as i32
@@ -455,6 +464,7 @@ impl<E: Env> Handler<E> {
         if self.logs.is_replica(&p.topic) {
             return Err(CloseReason::ReplicaTopic { topic: p.topic });
         }
+        self.learn_renamed_count(&p.topic).await;
         let count = self.logs.partition_count(&p.topic);
         let partition = if p.partition == PARTITION_BROKER_PICKS {
             rng.random_range(0..count) as i32

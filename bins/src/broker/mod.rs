@@ -18,6 +18,7 @@ pub mod limits;
 pub mod logs;
 pub mod pending;
 pub mod registration;
+pub mod renamed;
 pub mod reply;
 mod scheduler;
 
@@ -60,6 +61,9 @@ pub enum StartError {
     /// ZooKeeper registration failed.
     #[error("cannot register in ZooKeeper: {0}")]
     Registration(#[from] registration::RegistrationError),
+    /// The origin records (renamed mirror copies' partition counts) could not be read.
+    #[error("cannot read the origin records in ZooKeeper: {0}")]
+    Origins(#[from] crate::coordination::origins::OriginsStoreError),
     /// The metrics port could not be bound.
     #[error("cannot serve metrics on {addr} (metrics.port): {source}")]
     Metrics {
@@ -171,6 +175,25 @@ impl Broker {
                 }
             }
         }
+        // The origin records: renamed mirror copies' partition counts (read here for the topics
+        // held, and before creating a new one), and TOPIC_ORIGINS. Its own session, opened when
+        // first needed.
+        let origins = config
+            .zk_connect
+            .clone()
+            .filter(|_| config.enable_zookeeper)
+            .map(|connect| {
+                Arc::new(OriginStore::new(
+                    env.clone(),
+                    connect,
+                    std::time::Duration::from_millis(config.zk.session_timeout_ms.into()),
+                    std::time::Duration::from_millis(config.zk.connection_timeout_ms.into()),
+                ))
+            });
+        match &origins {
+            Some(store) => renamed::learn_at_startup(store, &logs).await?,
+            None => renamed::keep_on_disk(&logs),
+        }
         let (registration, new_topics) = if config.enable_zookeeper {
             let (topics_tx, topics_rx) = pending::pending();
             let counted = logs.clone();
@@ -204,19 +227,6 @@ impl Broker {
             meter.cluster(identity);
             tracing::info!("broker {} is in cluster {identity}", config.broker_id);
         }
-        // TOPIC_ORIGINS opens its own session, when first asked.
-        let origins = config
-            .zk_connect
-            .clone()
-            .filter(|_| config.enable_zookeeper)
-            .map(|connect| {
-                Arc::new(OriginStore::new(
-                    env.clone(),
-                    connect,
-                    std::time::Duration::from_millis(config.zk.session_timeout_ms.into()),
-                    std::time::Duration::from_millis(config.zk.connection_timeout_ms.into()),
-                ))
-            });
         let shared = Arc::new(Shared {
             handler: Handler::with_acks(env.clone(), logs.clone(), flush_requests)
                 .with_zero_copy(config.fetch_zero_copy)

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tributary_core::config::ZkConnect;
-use tributary_core::origin::{Origins, OriginsError, ORIGINS_PATH};
+use tributary_core::origin::{Origins, OriginsError, ORIGINS_PATH, PARTITIONS_MAX};
 use tributary_core::wire::TopicName;
+use tributary_core::zk_layout::broker_topic_path;
 
 use super::{CoordError, Coordination, NodeKind, Watch};
 use crate::env::Env;
@@ -108,6 +109,55 @@ pub async fn read_and_watch(
     Err(OriginsStoreError::Contended(path))
 }
 
+/// How many partitions the brokers registered for `topic` give it: the largest count one broker
+/// registered (`/brokers/topics/<topic>/<broker>`), `None` when no broker has registered it.
+/// A count that is not a number, or above [`PARTITIONS_MAX`], is skipped and said (as the
+/// consumer skips it).
+pub async fn registered_partitions(
+    coord: &impl Coordination,
+    topic: &TopicName,
+) -> Result<Option<u32>, OriginsStoreError> {
+    let topic_path = broker_topic_path(topic);
+    let zk = |path: &str, source| OriginsStoreError::ZooKeeper {
+        path: path.to_string(),
+        source,
+    };
+    let brokers = match coord.children(&topic_path).await {
+        Ok(brokers) => brokers,
+        Err(CoordError::NoNode(_)) => return Ok(None),
+        Err(e) => return Err(zk(&topic_path, e)),
+    };
+    let mut most = None;
+    for broker in brokers {
+        let path = format!("{topic_path}/{broker}");
+        match coord.get(&path).await {
+            Ok((data, _)) => match String::from_utf8_lossy(&data).trim().parse::<u32>() {
+                Ok(count) if (1..=PARTITIONS_MAX).contains(&count) => {
+                    most = most.max(Some(count));
+                }
+                _ => tracing::error!(
+                    "{path}: not a partition count of 1 to {PARTITIONS_MAX}; that broker's registration is skipped"
+                ),
+            },
+            Err(CoordError::NoNode(_)) => {}
+            Err(e) => return Err(zk(&path, e)),
+        }
+    }
+    Ok(most)
+}
+
+/// Every topic with a record (the children of [`ORIGINS_PATH`]; none when it does not exist).
+pub async fn recorded_topics(coord: &impl Coordination) -> Result<Vec<String>, OriginsStoreError> {
+    match coord.children(ORIGINS_PATH).await {
+        Ok(topics) => Ok(topics),
+        Err(CoordError::NoNode(_)) => Ok(Vec::new()),
+        Err(source) => Err(OriginsStoreError::ZooKeeper {
+            path: ORIGINS_PATH.to_string(),
+            source,
+        }),
+    }
+}
+
 /// Merges `add` into `topic`'s record; returns the record as written (or as found, when it
 /// already covered `add`).
 pub async fn merge_origins(
@@ -198,7 +248,7 @@ impl<E: Env> OriginStore<E> {
     /// `topic`'s record.
     pub async fn read(&self, topic: &TopicName) -> Result<Origins, OriginsStoreError> {
         let mut session = self.session.lock().await;
-        let coord = self.session(&mut session, topic).await?;
+        let coord = self.session(&mut session, &origins_path(topic)).await?;
         let read = read_origins(coord, topic).await;
         forget_after_failure(&mut session, &read);
         read
@@ -210,8 +260,30 @@ impl<E: Env> OriginStore<E> {
         topic: &TopicName,
     ) -> Result<(Origins, Watch), OriginsStoreError> {
         let mut session = self.session.lock().await;
-        let coord = self.session(&mut session, topic).await?;
+        let coord = self.session(&mut session, &origins_path(topic)).await?;
         let read = read_and_watch(coord, topic).await;
+        forget_after_failure(&mut session, &read);
+        read
+    }
+
+    /// How many partitions each broker gives `topic` in this cluster (see
+    /// [`registered_partitions`]).
+    pub async fn registered_partitions(
+        &self,
+        topic: &TopicName,
+    ) -> Result<Option<u32>, OriginsStoreError> {
+        let mut session = self.session.lock().await;
+        let coord = self.session(&mut session, &origins_path(topic)).await?;
+        let read = registered_partitions(coord, topic).await;
+        forget_after_failure(&mut session, &read);
+        read
+    }
+
+    /// Every topic with a record in this cluster (see [`recorded_topics`]).
+    pub async fn recorded_topics(&self) -> Result<Vec<String>, OriginsStoreError> {
+        let mut session = self.session.lock().await;
+        let coord = self.session(&mut session, ORIGINS_PATH).await?;
+        let read = recorded_topics(coord).await;
         forget_after_failure(&mut session, &read);
         read
     }
@@ -223,7 +295,7 @@ impl<E: Env> OriginStore<E> {
         add: &Origins,
     ) -> Result<Origins, OriginsStoreError> {
         let mut session = self.session.lock().await;
-        let coord = self.session(&mut session, topic).await?;
+        let coord = self.session(&mut session, &origins_path(topic)).await?;
         let merged = merge_origins(coord, topic, add).await;
         forget_after_failure(&mut session, &merged);
         merged
@@ -232,7 +304,7 @@ impl<E: Env> OriginStore<E> {
     async fn session<'a>(
         &self,
         session: &'a mut Option<E::Coord>,
-        topic: &TopicName,
+        path: &str,
     ) -> Result<&'a E::Coord, OriginsStoreError> {
         let coord = match session.take() {
             Some(coord) => coord,
@@ -241,7 +313,7 @@ impl<E: Env> OriginStore<E> {
                 .coordinate(&self.connect, self.session_timeout, self.connection_timeout)
                 .await
                 .map_err(|source| OriginsStoreError::ZooKeeper {
-                    path: origins_path(topic),
+                    path: path.to_string(),
                     source,
                 })?,
         };

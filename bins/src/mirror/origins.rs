@@ -75,6 +75,8 @@ impl OriginsAccessError {
 type Access<'a> = Pin<Box<dyn Future<Output = Result<Origins, OriginsAccessError>> + Send + 'a>>;
 type WatchedAccess<'a> =
     Pin<Box<dyn Future<Output = Result<(Origins, Option<Watch>), OriginsAccessError>> + Send + 'a>>;
+type CountAccess<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<u32>, OriginsAccessError>> + Send + 'a>>;
 
 /// One cluster's origin records, however they are reached.
 pub trait OriginsAccess: Send + Sync {
@@ -87,6 +89,12 @@ pub trait OriginsAccess: Send + Sync {
     }
     /// Merges `add` into `topic`'s record.
     fn merge<'a>(&'a self, topic: &'a TopicName, add: &'a Origins) -> Access<'a>;
+    /// How many partitions each broker of the cluster gives `topic`, where the brokers'
+    /// registrations can be read (a ZooKeeper); `None` when unknown.
+    fn registered_partitions<'a>(&'a self, topic: &'a TopicName) -> CountAccess<'a> {
+        let _ = topic;
+        Box::pin(async { Ok(None) })
+    }
     /// Lets go of what it holds open (a ZooKeeper session), bounded; nothing by default.
     fn close(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async {})
@@ -111,6 +119,10 @@ impl<E: Env> OriginsAccess for OriginStore<E> {
 
     fn merge<'a>(&'a self, topic: &'a TopicName, add: &'a Origins) -> Access<'a> {
         Box::pin(async move { Ok(OriginStore::merge(self, topic, add).await?) })
+    }
+
+    fn registered_partitions<'a>(&'a self, topic: &'a TopicName) -> CountAccess<'a> {
+        Box::pin(async move { Ok(OriginStore::registered_partitions(self, topic).await?) })
     }
 }
 
@@ -390,7 +402,27 @@ impl OriginGate {
         if let Err(refused) = check_copy(topic, &self.source, &self.target, &in_source) {
             return Ok((Verdict::Refused(refused.to_string()), None));
         }
-        let add = match routes_into(&self.source, &in_source) {
+        // A renamed copy takes the source's partition count with it: the mirror cluster's
+        // per-topic settings name `topic`, not the copy (see `core::origin`).
+        let partitions = if target_topic == *topic {
+            None
+        } else {
+            self.in_source
+                .registered_partitions(topic)
+                .await
+                .map_err(|source| Undecided::Source {
+                    cluster: self.source.to_string(),
+                    source,
+                })?
+        };
+        let routes = |in_source: &Origins| {
+            let add = routes_into(&self.source, in_source)?;
+            match partitions {
+                Some(count) => add.with_partitions(count),
+                None => Ok(add),
+            }
+        };
+        let add = match routes(&in_source) {
             Ok(add) => add,
             Err(e) => {
                 let why = format!(
@@ -422,7 +454,7 @@ impl OriginGate {
             return Ok((Verdict::Refused(refused.to_string()), watch));
         }
         // Routes recorded upstream since the first read go downstream now.
-        let again = match routes_into(&self.source, &in_source) {
+        let again = match routes(&in_source) {
             Ok(again) => again,
             Err(e) => {
                 let why = format!(

@@ -47,6 +47,12 @@ struct Replicas {
     counts: BTreeMap<TopicName, u32>,
     /// Topics promoted: no longer copied, they take produces.
     promoted: std::collections::BTreeSet<TopicName>,
+    /// The source's per-broker partition count of each renamed mirror copy, from its origin
+    /// record (`core::origin`), learnt before the copy's first partition here.
+    renamed: BTreeMap<TopicName, u32>,
+    /// Topics with more partitions on disk at startup than their count said: the count kept
+    /// there, so that no stored partition is hidden.
+    on_disk: BTreeMap<TopicName, u32>,
 }
 
 /// All partition logs of a broker, each in a cell `C` of the caller's choosing (a lock the
@@ -205,13 +211,66 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         LogPolicy::for_topic(&self.config, topic)
     }
 
-    /// Partitions `topic` has on this broker: a replica topic's source count, else the
-    /// per-topic override, else `num.partitions`.
+    /// Partitions `topic` has on this broker: a replica topic's source count; else the
+    /// per-topic override (`topic.partition.count.map`); else a renamed mirror copy's source
+    /// count; else `num.partitions` — and never fewer than were found on disk at startup.
     pub fn partition_count(&self, topic: &TopicName) -> u32 {
-        match self.replicas().counts.get(topic) {
+        let replicas = self.replicas();
+        let count = match replicas.counts.get(topic) {
             Some(count) => *count,
-            None => self.config.partitions_for(topic),
+            None => match replicas.renamed.get(topic) {
+                Some(count)
+                    if !self.config.topic_partition_count.contains_key(topic)
+                        && !crate::planted::active(crate::planted::Bug::RenamedCountIgnored) =>
+                {
+                    *count
+                }
+                _ => self.config.partitions_for(topic),
+            },
+        };
+        count.max(replicas.on_disk.get(topic).copied().unwrap_or(0))
+    }
+
+    /// Records a renamed mirror copy's source count (its origin record's), which decides its
+    /// partition count here unless `topic.partition.count.map` names it. `false` (and nothing
+    /// recorded) once the topic has a partition here: a count in use never changes while the
+    /// broker runs (as a changed `num.partitions` waits for a restart).
+    #[expect(
+        clippy::panic,
+        reason = "a poisoned creation lock means a creation panicked: a bug; stopping loudly is the point"
+    )]
+    pub fn set_renamed_count(&self, topic: &TopicName, count: u32) -> bool {
+        // Under the creation lock: no partition of the topic is being created meanwhile.
+        let _creating = self.creating.lock().unwrap_or_else(|_| {
+            panic!("the partition creation lock was poisoned by a panic while it was held")
+        });
+        let refused = self.refused.keys().any(|tp| tp.topic == *topic);
+        if self.has_topic(topic) || refused {
+            return false;
         }
+        self.replicas().renamed.insert(topic.clone(), count);
+        true
+    }
+
+    /// At startup, before the broker serves: records the source count of a renamed mirror
+    /// copy it already holds (read from the copy's origin record).
+    pub fn set_renamed_count_at_startup(&self, topic: &TopicName, count: u32) {
+        self.replicas().renamed.insert(topic.clone(), count);
+    }
+
+    /// At startup, after every renamed count was recorded: each topic with more partitions on
+    /// disk than its count keeps them all (they are served and registered, not hidden). Returns
+    /// those topics, with the count they had and the count kept.
+    pub fn keep_partitions_on_disk(&self) -> Vec<(TopicName, u32, u32)> {
+        let mut kept = Vec::new();
+        for (topic, on_disk) in self.local_counts() {
+            let count = self.partition_count(&topic);
+            if on_disk > count {
+                self.replicas().on_disk.insert(topic.clone(), on_disk);
+                kept.push((topic, count, on_disk));
+            }
+        }
+        kept
     }
 
     /// Replica mode: every topic `filter` allows is copied from the source, read-only here
@@ -325,6 +384,14 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         });
         if let Some(log) = self.get(tp) {
             return Ok((log, false));
+        }
+        // Again under the lock: a renamed copy's count may have been learnt meanwhile.
+        let count = self.partition_count(&tp.topic);
+        if tp.partition >= count {
+            return Err(LogError::UnknownPartition {
+                partition: tp.to_string(),
+                count,
+            });
         }
         let log = Log::create_at(
             self.fs.clone(),

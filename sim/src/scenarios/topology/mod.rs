@@ -19,8 +19,10 @@
 //! drain: S23 `TopologyNoLoss` (every acknowledged message is where the topology copies it,
 //! under its name there), S24 `TopologyNoCopyBack` (no message in its own cluster twice, or
 //! under another topic), S25 `TopologyNoAmplification` (no message in more copies in a cluster
-//! than one plus the run's faults and mirror starts), and every message read is one a producer
-//! sent, intact.
+//! than one plus the run's faults and mirror starts), S26 `TopologyPartitionCount` (a renamed
+//! copy has its source topic's per-broker partition count; each cluster draws its own
+//! `num.partitions`, so the brokers' own count would differ), and every message read is one a
+//! producer sent, intact.
 
 mod hosts;
 
@@ -211,7 +213,7 @@ pub fn run_seed(
     let shared: Shared = Arc::default();
     let mut clusters: Vec<Cluster> = Vec::new();
     for name in &names {
-        let mut spec = ClusterSpec::new(name, 2, 2);
+        let mut spec = ClusterSpec::new(name, 2, rng.random_range(1..=4));
         spec.extra_config = format!("cluster.name={name}\n");
         if embedded_mode {
             if let Some(edge) = edges.iter().find(|e| e.to == *name) {
@@ -294,6 +296,9 @@ pub fn run_seed(
         if let Some(reads) = reads {
             judge(&reads, &shared, &expect, &control, &mut report);
         }
+    }
+    if result.is_ok() && control.violation().is_none() {
+        judge_counts(&clusters, &expect, &control);
     }
     report.refusals = control.trace.grep("would loop forever").len();
     {
@@ -494,5 +499,63 @@ fn judge(
             .delivered
             .entry((origin.to_string(), cluster.to_string()))
             .or_default() += acked;
+    }
+}
+
+/// A topic's per-broker partition counts as its brokers registered them in `cluster`'s
+/// ZooKeeper: broker id → count.
+fn registered_counts(cluster: &Cluster, topic: &str) -> BTreeMap<String, Option<u32>> {
+    let model = match cluster.model.lock() {
+        Ok(model) => model,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let path = format!("/brokers/topics/{topic}");
+    model
+        .children(&path)
+        .into_iter()
+        .map(|broker| {
+            let count = model
+                .data(&format!("{path}/{broker}"))
+                .and_then(|d| String::from_utf8_lossy(&d).trim().parse().ok());
+            (broker, count)
+        })
+        .collect()
+}
+
+/// S26: every renamed copy, on every broker that registered it, has the per-broker count its
+/// topic has in the cluster it came from — except on a broker that said it created the copy
+/// without reading its record (a ZooKeeper it could not reach then; the source's count applies
+/// from its next restart).
+fn judge_counts(clusters: &[Cluster], expect: &Expect, control: &Control) {
+    for (origin, cluster, topic) in expect {
+        if topic == TOPIC {
+            continue;
+        }
+        let (Some(source), Some(target)) = (
+            clusters.iter().find(|c| c.name == *origin),
+            clusters.iter().find(|c| c.name == *cluster),
+        ) else {
+            continue;
+        };
+        let Some(want) = registered_counts(source, TOPIC)
+            .values()
+            .flatten()
+            .max()
+            .copied()
+        else {
+            continue;
+        };
+        let unread = !control
+            .trace
+            .grep(&format!("{topic}: its origin record"))
+            .is_empty();
+        for (broker, count) in registered_counts(target, topic) {
+            if count != Some(want) && !unread {
+                return control.violate(
+                    Invariant::TopologyPartitionCount,
+                    format!("{cluster} broker {broker} registers {topic} with {count:?} partitions; {TOPIC} has {want} per broker in {origin}"),
+                );
+            }
+        }
     }
 }
