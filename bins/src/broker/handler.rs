@@ -95,8 +95,11 @@ pub struct Handler<E: Env> {
     meter: BrokerMeter,
     /// The cluster's identity, for CLUSTER_IDENTITY (`None`: a broker without ZooKeeper).
     identity: Option<ClusterIdentity>,
-    /// The cluster's origin records, for TOPIC_ORIGINS (`None`: a broker without ZooKeeper).
+    /// The cluster's origin records, for TOPIC_ORIGINS and renamed copies' partition counts
+    /// (`None`: a broker without ZooKeeper).
     origins: Option<Arc<OriginStore<E>>>,
+    /// When reading a record before creating a topic last failed (shared by the connections).
+    renamed_reads: Arc<super::renamed::Reads>,
 }
 
 /// The file type of an environment's logs.
@@ -112,6 +115,7 @@ impl<E: Env> Clone for Handler<E> {
             meter: self.meter.clone(),
             identity: self.identity.clone(),
             origins: self.origins.clone(),
+            renamed_reads: self.renamed_reads.clone(),
         }
     }
 }
@@ -135,6 +139,7 @@ impl<E: Env> Handler<E> {
             meter: BrokerMeter::default(),
             identity: None,
             origins: None,
+            renamed_reads: Arc::default(),
         }
     }
 
@@ -148,6 +153,7 @@ impl<E: Env> Handler<E> {
             meter: BrokerMeter::default(),
             identity: None,
             origins: None,
+            renamed_reads: Arc::default(),
         }
     }
 
@@ -275,16 +281,23 @@ impl<E: Env> Handler<E> {
         }
     }
 
-    /// Reads a topic's origin record, merging the request's routes into it first. A failure
-    /// answers `Unknown` with no record (the mirror asking fails closed) and is logged here.
     /// Before the first partition of `topic` here: a renamed mirror copy's source count
     /// (see `broker::renamed`). Nothing without ZooKeeper.
     async fn learn_renamed_count(&self, topic: &TopicName) {
         if let Some(store) = &self.origins {
-            super::renamed::learn_before_creating(store, &self.logs, topic).await;
+            super::renamed::learn_before_creating(
+                &self.env,
+                store,
+                &self.logs,
+                &self.renamed_reads,
+                topic,
+            )
+            .await;
         }
     }
 
+    /// Reads a topic's origin record, merging the request's routes into it first. A failure
+    /// answers `Unknown` with no record (the mirror asking fails closed) and is logged here.
     async fn topic_origins(&self, request: TopicOriginsRequest) -> TopicOriginsResponse {
         let failed = TopicOriginsResponse {
             error: ErrorCode::Unknown,

@@ -191,7 +191,11 @@ impl Broker {
                 ))
             });
         match &origins {
-            Some(store) => renamed::learn_at_startup(store, &logs).await?,
+            Some(store) => {
+                let timeout =
+                    std::time::Duration::from_millis(config.zk.connection_timeout_ms.into());
+                renamed::learn_at_startup(store, &logs, timeout).await?
+            }
             None => renamed::keep_on_disk(&logs),
         }
         let (registration, new_topics) = if config.enable_zookeeper {

@@ -273,7 +273,9 @@ impl<E: Env> OriginStore<E> {
         topic: &TopicName,
     ) -> Result<Option<u32>, OriginsStoreError> {
         let mut session = self.session.lock().await;
-        let coord = self.session(&mut session, &origins_path(topic)).await?;
+        let coord = self
+            .session(&mut session, &broker_topic_path(topic))
+            .await?;
         let read = registered_partitions(coord, topic).await;
         forget_after_failure(&mut session, &read);
         read

@@ -95,6 +95,11 @@ pub trait OriginsAccess: Send + Sync {
         let _ = topic;
         Box::pin(async { Ok(None) })
     }
+    /// Whether [`OriginsAccess::registered_partitions`] can read counts here (`None` from it
+    /// then means no broker registers the topic now); `false` by default.
+    fn counts_partitions(&self) -> bool {
+        false
+    }
     /// Lets go of what it holds open (a ZooKeeper session), bounded; nothing by default.
     fn close(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async {})
@@ -123,6 +128,10 @@ impl<E: Env> OriginsAccess for OriginStore<E> {
 
     fn registered_partitions<'a>(&'a self, topic: &'a TopicName) -> CountAccess<'a> {
         Box::pin(async move { Ok(OriginStore::registered_partitions(self, topic).await?) })
+    }
+
+    fn counts_partitions(&self) -> bool {
+        true
     }
 }
 
@@ -273,6 +282,10 @@ enum Undecided {
         #[source]
         source: OriginsAccessError,
     },
+    /// Renamed: the copy takes the source's partition count, and no broker of the source has
+    /// registered the topic right now (a broker's session expiring).
+    #[error("no broker of the source cluster {cluster} registers it now, so its partition count for the renamed copy is unknown")]
+    Unregistered { cluster: String },
 }
 
 impl Undecided {
@@ -281,6 +294,7 @@ impl Undecided {
             Undecided::Source { source, .. } | Undecided::Target { source, .. } => {
                 source.transient()
             }
+            Undecided::Unregistered { .. } => true,
         }
     }
 }
@@ -407,13 +421,25 @@ impl OriginGate {
         let partitions = if target_topic == *topic {
             None
         } else {
-            self.in_source
+            let count = self
+                .in_source
                 .registered_partitions(topic)
                 .await
                 .map_err(|source| Undecided::Source {
                     cluster: self.source.to_string(),
                     source,
-                })?
+                })?;
+            // Where the count can be read (a ZooKeeper), the topic being consumed is registered
+            // by some broker: none now is a broker's session expiring; wait for it.
+            match count {
+                Some(count) => Some(count),
+                None if self.in_source.counts_partitions() => {
+                    return Err(Undecided::Unregistered {
+                        cluster: self.source.to_string(),
+                    })
+                }
+                None => None,
+            }
         };
         let routes = |in_source: &Origins| {
             let add = routes_into(&self.source, in_source)?;

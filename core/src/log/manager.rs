@@ -244,8 +244,7 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         let _creating = self.creating.lock().unwrap_or_else(|_| {
             panic!("the partition creation lock was poisoned by a panic while it was held")
         });
-        let refused = self.refused.keys().any(|tp| tp.topic == *topic);
-        if self.has_topic(topic) || refused {
+        if self.has_topic(topic) || self.has_refused(topic) {
             return false;
         }
         self.replicas().renamed.insert(topic.clone(), count);
@@ -258,12 +257,26 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         self.replicas().renamed.insert(topic.clone(), count);
     }
 
-    /// At startup, after every renamed count was recorded: each topic with more partitions on
-    /// disk than its count keeps them all (they are served and registered, not hidden). Returns
-    /// those topics, with the count they had and the count kept.
+    /// Whether a partition of `topic` was refused at startup.
+    pub fn has_refused(&self, topic: &TopicName) -> bool {
+        self.refused
+            .range(TopicPartition::new(topic.clone(), 0)..)
+            .next()
+            .is_some_and(|(tp, _)| tp.topic == *topic)
+    }
+
+    /// At startup, after every renamed count was recorded: each topic with more served
+    /// partitions on disk than its count keeps them all (they are served and registered, not
+    /// hidden; a partition refused at startup does not count). Returns those topics, with the
+    /// count they had and the count kept.
     pub fn keep_partitions_on_disk(&self) -> Vec<(TopicName, u32, u32)> {
+        let mut served: BTreeMap<TopicName, u32> = BTreeMap::new();
+        for tp in self.logs().keys() {
+            let n = served.entry(tp.topic.clone()).or_insert(0);
+            *n = (*n).max(tp.partition + 1);
+        }
         let mut kept = Vec::new();
-        for (topic, on_disk) in self.local_counts() {
+        for (topic, on_disk) in served {
             let count = self.partition_count(&topic);
             if on_disk > count {
                 self.replicas().on_disk.insert(topic.clone(), on_disk);

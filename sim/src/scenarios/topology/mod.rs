@@ -212,8 +212,12 @@ pub fn run_seed(
     control.trace.push(&format!("seed {seed}: {shape}"));
     let shared: Shared = Arc::default();
     let mut clusters: Vec<Cluster> = Vec::new();
+    // Each cluster its own num.partitions (1 to 4, no two alike), so that a renamed copy given
+    // its cluster's count instead of its source's is seen (S26).
+    let mut counts: Vec<u32> = (1..=4).collect();
     for name in &names {
-        let mut spec = ClusterSpec::new(name, 2, rng.random_range(1..=4));
+        let count = counts.remove(rng.random_range(0..counts.len()));
+        let mut spec = ClusterSpec::new(name, 2, count);
         spec.extra_config = format!("cluster.name={name}\n");
         if embedded_mode {
             if let Some(edge) = edges.iter().find(|e| e.to == *name) {
@@ -298,7 +302,7 @@ pub fn run_seed(
         }
     }
     if result.is_ok() && control.violation().is_none() {
-        judge_counts(&clusters, &expect, &control);
+        judge_counts(&clusters, &expect, &shared, &control);
     }
     report.refusals = control.trace.grep("would loop forever").len();
     {
@@ -525,8 +529,8 @@ fn registered_counts(cluster: &Cluster, topic: &str) -> BTreeMap<String, Option<
 /// S26: every renamed copy, on every broker that registered it, has the per-broker count its
 /// topic has in the cluster it came from — except on a broker that said it created the copy
 /// without reading its record (a ZooKeeper it could not reach then; the source's count applies
-/// from its next restart).
-fn judge_counts(clusters: &[Cluster], expect: &Expect, control: &Control) {
+/// from its next restart). A copy of acknowledged messages is registered somewhere.
+fn judge_counts(clusters: &[Cluster], expect: &Expect, shared: &Shared, control: &Control) {
     for (origin, cluster, topic) in expect {
         if topic == TOPIC {
             continue;
@@ -545,11 +549,21 @@ fn judge_counts(clusters: &[Cluster], expect: &Expect, control: &Control) {
         else {
             continue;
         };
-        let unread = !control
-            .trace
-            .grep(&format!("{topic}: its origin record"))
-            .is_empty();
-        for (broker, count) in registered_counts(target, topic) {
+        let registered = registered_counts(target, topic);
+        let owed = state(shared).acked.iter().any(|(o, _)| o == origin);
+        if registered.is_empty() && owed {
+            return control.violate(
+                Invariant::TopologyPartitionCount,
+                format!("no broker of {cluster} registers {topic}, the copy of {origin}'s acknowledged {TOPIC}"),
+            );
+        }
+        for (broker, count) in registered {
+            let unread = !control
+                .trace
+                .grep(&format!(
+                    "broker {broker}: {topic}: its origin record was not read"
+                ))
+                .is_empty();
             if count != Some(want) && !unread {
                 return control.violate(
                     Invariant::TopologyPartitionCount,
