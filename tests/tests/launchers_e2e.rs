@@ -1332,9 +1332,26 @@ fn mirror_maker_system_test_through_the_scripts() {
             .and_then(|l| l.trim().parse().ok())
             .unwrap_or(0)
     };
+    // wait_partition_done on the sources: until a source's size has not moved for 3 s. What a
+    // broker answers is its flushed end, which follows the producer's last write by up to
+    // log.default.flush.interval.ms + its scheduler's interval (2 s here).
+    let settled = |port: u16, topic: &str| -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = size(port, topic);
+        let mut since = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = size(port, topic);
+            if now != last {
+                (last, since) = (now, Instant::now());
+            } else if since.elapsed() >= Duration::from_secs(3) || Instant::now() >= deadline {
+                return now;
+            }
+        }
+    };
     // cmp_logs: the target's size of `topic` reaches the sum of the sources' (within a bound).
     let until_mirrored = |topic: &str| {
-        let expected: u64 = (0..2).map(|c| size(clusters[c].1, topic)).sum();
+        let expected: u64 = (0..2).map(|c| settled(clusters[c].1, topic)).sum();
         assert!(expected > 0);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
