@@ -72,6 +72,10 @@ pub enum Bug {
     /// A broker creates a renamed mirror copy with its own `num.partitions`, not its source's
     /// count from the origin record.
     RenamedCountIgnored = 4194304,
+    /// Origin records are read without a ZooKeeper `sync` first: a session served by a
+    /// follower that is behind misses a record another mirror has just written (two mirrors
+    /// started at once in opposite directions can then both copy).
+    OriginReadNotSynced = 8388608,
 }
 
 #[cfg(feature = "planted-bugs")]

@@ -29,6 +29,7 @@ where
     nodes_and_versions(&a, base).await?;
     sequential_nodes(&a, base).await?;
     watches_fire_once_on_change(&a, &b, base).await?;
+    a_read_after_sync_sees_what_was_written(&a, &b, base).await?;
     ephemeral_owner_is_the_creating_session(&a, &b, base).await?;
     ephemeral_nodes_go_with_their_session(a, &b, base).await?;
     Ok(())
@@ -270,6 +271,25 @@ async fn sequential_nodes(a: &impl Coordination, base: &str) -> Result<(), Strin
         "ephemeral nodes cannot have children",
     )?;
     Ok(())
+}
+
+/// `sync` answers, on an existing node and on one that does not exist, and a read after it
+/// sees another session's completed write (on a single server always; the model's lagging
+/// followers are what make the sync necessary).
+async fn a_read_after_sync_sees_what_was_written(
+    a: &impl Coordination,
+    b: &impl Coordination,
+    base: &str,
+) -> Result<(), String> {
+    let e = |e: CoordError| e.to_string();
+    let node = format!("{base}/synced");
+    b.create(&node, b"1", NodeKind::Persistent)
+        .await
+        .map_err(e)?;
+    a.sync(&node).await.map_err(e)?;
+    a.sync(&format!("{base}/never-created")).await.map_err(e)?;
+    let (data, _) = a.get(&node).await.map_err(e)?;
+    check(data == b"1", "a read after sync sees another session's write")
 }
 
 async fn watches_fire_once_on_change(

@@ -4,6 +4,8 @@
 //! invariant a broker that gives a renamed copy its own count.
 
 mod support;
+#[path = "directed/origin_race.rs"]
+mod origin_race;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -139,3 +141,4 @@ fn a_broker_that_gives_a_renamed_copy_its_own_count_is_caught() {
             .map(|(v, _)| v)
     });
 }
+

@@ -115,6 +115,11 @@ pub trait Coordination: Send + Sync + 'static {
         path: &str,
         version: Option<i32>,
     ) -> impl Future<Output = Result<(), CoordError>> + Send;
+    /// ZooKeeper's `sync`: returns once this session's server has applied every write
+    /// completed (by any session) before the call, so that a read made after it sees them. A
+    /// read without it may lag other sessions' writes: in an ensemble a follower serves reads
+    /// from what it has applied so far (this session's own writes are always seen).
+    fn sync(&self, path: &str) -> impl Future<Output = Result<(), CoordError>> + Send;
     /// A node's children, sorted.
     fn children(&self, path: &str) -> impl Future<Output = Result<Vec<String>, CoordError>> + Send;
     /// A node's children, sorted, and a watch that fires when they change.

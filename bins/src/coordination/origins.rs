@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tributary_core::config::ZkConnect;
 use tributary_core::origin::{Origins, OriginsError, ORIGINS_PATH, PARTITIONS_MAX};
+use tributary_core::planted::{self, Bug};
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::broker_topic_path;
 
@@ -245,46 +246,46 @@ impl<E: Env> OriginStore<E> {
         &self.connect
     }
 
-    /// `topic`'s record.
+    /// `topic`'s record, as of the end of the last write to it (see [`OriginStore::latest`]).
     pub async fn read(&self, topic: &TopicName) -> Result<Origins, OriginsStoreError> {
         let mut session = self.session.lock().await;
-        let coord = self.session(&mut session, &origins_path(topic)).await?;
+        let coord = self.latest(&mut session, &origins_path(topic)).await?;
         let read = read_origins(coord, topic).await;
         forget_after_failure(&mut session, &read);
         read
     }
 
-    /// `topic`'s record and a watch on it (see [`read_and_watch`]).
+    /// `topic`'s record, as of the end of the last write to it, and a watch on it (see
+    /// [`read_and_watch`] and [`OriginStore::latest`]).
     pub async fn read_and_watch(
         &self,
         topic: &TopicName,
     ) -> Result<(Origins, Watch), OriginsStoreError> {
         let mut session = self.session.lock().await;
-        let coord = self.session(&mut session, &origins_path(topic)).await?;
+        let coord = self.latest(&mut session, &origins_path(topic)).await?;
         let read = read_and_watch(coord, topic).await;
         forget_after_failure(&mut session, &read);
         read
     }
 
     /// How many partitions each broker gives `topic` in this cluster (see
-    /// [`registered_partitions`]).
+    /// [`registered_partitions`]), as of the end of the last registration.
     pub async fn registered_partitions(
         &self,
         topic: &TopicName,
     ) -> Result<Option<u32>, OriginsStoreError> {
         let mut session = self.session.lock().await;
-        let coord = self
-            .session(&mut session, &broker_topic_path(topic))
-            .await?;
+        let coord = self.latest(&mut session, &broker_topic_path(topic)).await?;
         let read = registered_partitions(coord, topic).await;
         forget_after_failure(&mut session, &read);
         read
     }
 
-    /// Every topic with a record in this cluster (see [`recorded_topics`]).
+    /// Every topic with a record in this cluster (see [`recorded_topics`]), as of the end of
+    /// the last record's creation.
     pub async fn recorded_topics(&self) -> Result<Vec<String>, OriginsStoreError> {
         let mut session = self.session.lock().await;
-        let coord = self.session(&mut session, ORIGINS_PATH).await?;
+        let coord = self.latest(&mut session, ORIGINS_PATH).await?;
         let read = recorded_topics(coord).await;
         forget_after_failure(&mut session, &read);
         read
@@ -301,6 +302,31 @@ impl<E: Env> OriginStore<E> {
         let merged = merge_origins(coord, topic, add).await;
         forget_after_failure(&mut session, &merged);
         merged
+    }
+
+    /// The session, synced (ZooKeeper's `sync` on `path`) so that what it reads next reflects
+    /// every write any session completed before: a read served by a follower that is behind
+    /// could otherwise miss a record another mirror has just written, and two mirrors started
+    /// at once in opposite directions could each miss the other's (see
+    /// [`Coordination::sync`]). A sync that fails drops the session, as a failed read does.
+    async fn latest<'a>(
+        &self,
+        session: &'a mut Option<E::Coord>,
+        path: &str,
+    ) -> Result<&'a E::Coord, OriginsStoreError> {
+        let synced = match self.session(session, path).await {
+            Ok(_) if planted::active(Bug::OriginReadNotSynced) => Ok(()),
+            Ok(coord) => coord.sync(path).await,
+            Err(e) => return Err(e),
+        };
+        if let Err(source) = synced {
+            session.take();
+            return Err(OriginsStoreError::ZooKeeper {
+                path: path.to_string(),
+                source,
+            });
+        }
+        self.session(session, path).await
     }
 
     async fn session<'a>(

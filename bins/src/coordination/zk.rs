@@ -179,6 +179,10 @@ impl Coordination for ZkCoordination {
         self.bounded(path, self.client.delete(path, version)).await
     }
 
+    async fn sync(&self, path: &str) -> Result<(), CoordError> {
+        self.bounded(path, self.client.sync(path)).await
+    }
+
     async fn children(&self, path: &str) -> Result<Vec<String>, CoordError> {
         let mut children = self.bounded(path, self.client.list_children(path)).await?;
         children.sort();

@@ -618,6 +618,8 @@ fn kind(fault: &Fault) -> &'static str {
         Fault::Restart(_) => "replica broker graceful restart",
         Fault::ZooKeeper(true) => "source zookeeper restart",
         Fault::ZooKeeper(false) => "replica zookeeper restart",
+        Fault::ZooKeeperLag(true) => "source zookeeper followers behind",
+        Fault::ZooKeeperLag(false) => "replica zookeeper followers behind",
     }
 }
 

@@ -42,6 +42,11 @@ pub enum Fault {
     /// A cluster's ZooKeeper server killed (`true`: the source's) and started again on its data
     /// when the fault ends.
     ZooKeeper(bool),
+    /// A cluster's ZooKeeper followers behind (`true`: the source's): each session reads what
+    /// it last caught up to until it writes or syncs, or the fault ends
+    /// ([`lag_followers`](crate::zk_model::lag_followers)). Drawn only by schedules built
+    /// [`with_follower_lag`](FaultSchedule::with_follower_lag).
+    ZooKeeperLag(bool),
 }
 
 /// Cuts (`cut`) or repairs every link between the copying hosts and the source cluster's hosts
@@ -84,6 +89,14 @@ pub fn begin(
             };
             crate::zk_model::crash_and_restart(&cluster.model, length);
         }
+        Fault::ZooKeeperLag(source) => {
+            let cluster = if *source {
+                clusters.source
+            } else {
+                clusters.destination
+            };
+            crate::zk_model::lag_followers(&cluster.model, length);
+        }
         Fault::Between => cut_between(sim, links, clusters, true),
         Fault::Link(a, b) => links.partition(sim, a, b),
         Fault::Crash(h) => links.crash(sim, h),
@@ -103,8 +116,8 @@ pub fn end(
         Fault::Between => cut_between(sim, links, clusters, false),
         Fault::Link(a, b) => links.repair(sim, a, b),
         Fault::Crash(h) => links.bounce(sim, h),
-        // Back on its own when its outage ends.
-        Fault::ZooKeeper(_) => {}
+        // Back on its own when its outage (its lag) ends.
+        Fault::ZooKeeper(_) | Fault::ZooKeeperLag(_) => {}
         Fault::Restart(h) => {
             control.forget_stop(h);
             // A graceful stop ended the host's work: start it again (isolated first, as every
@@ -118,13 +131,16 @@ pub fn end(
 /// Draws the next fault, among those `faults` allows: a ZooKeeper restart (either cluster's),
 /// the link between the clusters cut, a copier or source broker cut from a ZooKeeper (a source
 /// broker only from its own), a source broker crash (not in gap seeds, where a restart would
-/// start the source's cleanup timer over), a copier crash or graceful restart. Up to ten draws;
-/// `None` if none was allowed.
+/// start the source's cleanup timer over), a copier crash or graceful restart, and with `lag` a
+/// cluster's ZooKeeper followers falling behind (without it the draws are as they were before
+/// that fault existed, so the scenarios that do not ask for it keep their seeds' runs). Up to
+/// ten draws; `None` if none was allowed.
 pub fn pick_fault(
     rng: &mut ChaCha8Rng,
     clusters: TwoClusters<'_>,
     faults: Faults,
     gap_seed: bool,
+    lag: bool,
 ) -> Option<Fault> {
     let pick =
         |rng: &mut ChaCha8Rng, from: &[String]| from[rng.random_range(0..from.len())].clone();
@@ -132,8 +148,10 @@ pub fn pick_fault(
     let crash = matches!(faults, Faults::Crash | Faults::Mixed);
     let source = clusters.source;
     for _ in 0..10 {
-        let fault = match rng.random_range(0..12) {
-            10.. if crash => Fault::ZooKeeper(rng.random_bool(0.5)),
+        let kinds = if lag { 14 } else { 12 };
+        let fault = match rng.random_range(0..kinds) {
+            12.. if network => Fault::ZooKeeperLag(rng.random_bool(0.5)),
+            10..12 if crash => Fault::ZooKeeper(rng.random_bool(0.5)),
             0..3 if network => Fault::Between,
             3..5 if network => {
                 let mut hosts: Vec<String> = clusters.copiers.to_vec();
@@ -169,6 +187,8 @@ pub struct FaultSchedule {
     gap_cut: Option<(Duration, Duration)>,
     next_fault: Duration,
     active: Vec<(Duration, Fault)>,
+    /// Whether ZooKeeper followers may fall behind ([`Fault::ZooKeeperLag`]).
+    lag: bool,
 }
 
 impl FaultSchedule {
@@ -183,7 +203,14 @@ impl FaultSchedule {
             gap_cut: gap_seed.then_some((Duration::from_secs(35), Duration::from_secs(70))),
             next_fault,
             active: Vec::new(),
+            lag: false,
         }
+    }
+
+    /// The same schedule, drawing [`Fault::ZooKeeperLag`] among the others.
+    pub fn with_follower_lag(mut self) -> Self {
+        self.lag = true;
+        self
     }
 
     /// When the faults are over: the run's length, or past the gap cut in gap seeds.
@@ -221,7 +248,13 @@ impl FaultSchedule {
             self.next_fault = self.next_fault.max(until + Duration::from_secs(1));
         }
         if now >= self.next_fault && now < self.duration && self.faults != Faults::None {
-            let fault = pick_fault(&mut self.rng, clusters, self.faults, self.gap_seed);
+            let fault = pick_fault(
+                &mut self.rng,
+                clusters,
+                self.faults,
+                self.gap_seed,
+                self.lag,
+            );
             let length = Duration::from_millis(self.rng.random_range(1000..10_000));
             self.next_fault =
                 now + length + Duration::from_millis(self.rng.random_range(1000..5000));

@@ -459,6 +459,13 @@ impl Coordination for ModelCoordination {
         }
     }
 
+    async fn sync(&self, path: &str) -> Result<(), CoordError> {
+        match self.call(Op::Sync { path: path.into() }, path).await? {
+            Reply::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
     async fn children(&self, path: &str) -> Result<Vec<String>, CoordError> {
         match self
             .call(

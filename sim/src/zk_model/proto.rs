@@ -43,6 +43,9 @@ pub enum Op {
     Delete { path: String, version: i32 },
     /// List children, optionally leaving a child watch.
     Children { path: String, watch: bool },
+    /// ZooKeeper's `sync`: answered once the session's server has every write completed
+    /// before it.
+    Sync { path: String },
 }
 
 /// A successful reply.
@@ -194,6 +197,10 @@ impl ClientMsg {
                         put_bytes(out, path.as_bytes());
                         out.put_u8(u8::from(*watch));
                     }
+                    Op::Sync { path } => {
+                        out.put_u8(5);
+                        put_bytes(out, path.as_bytes());
+                    }
                 }
             }
             ClientMsg::Close => out.put_u8(3),
@@ -244,6 +251,9 @@ impl ClientMsg {
                     4 => Op::Children {
                         path: get_string(b)?,
                         watch: get_u8(b)? == 1,
+                    },
+                    5 => Op::Sync {
+                        path: get_string(b)?,
                     },
                     _ => return None,
                 };

@@ -15,6 +15,16 @@
 //! afresh from the restart: a client that comes back within its timeout keeps its session and
 //! its ephemeral nodes; one that does not (or that gave its session up meanwhile) has them
 //! deleted when the restored session expires.
+//!
+//! Its followers can fall behind ([`lag_followers`]), as an ensemble's do: for a while each
+//! session reads from its own view of the tree, frozen when the lag began. ZooKeeper's
+//! guarantees still hold, and nothing more: a session's view only moves forward; it catches up
+//! to every write completed so far when it writes (whatever the write's outcome: the leader
+//! orders even a failed one, and the follower answers after applying what came before) or
+//! calls `sync`, and when the lag ends; a watch event waits until its session's view holds the
+//! change (the follower sends it when it applies the change), and a watch set on a stale view
+//! fires when the view catches up past a change made before it was set. Two sessions can thus
+//! each miss the other's write unless one of them syncs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -66,6 +76,28 @@ pub struct ModelState {
     outage: Option<Duration>,
     /// Wakes the server to crash.
     crash: Arc<Notify>,
+    /// A lag of the followers asked for ([`lag_followers`]), with its length; it begins at the
+    /// server's next expiry check.
+    lag_asked: Option<Duration>,
+    /// While the followers lag: until when.
+    lag_until: Option<Instant>,
+    /// While the followers lag: what each session sees.
+    views: BTreeMap<u64, View>,
+    /// The tree as of a zxid, shared by the views taken at it.
+    snapshot: Option<(u64, Arc<Tree>)>,
+    /// Lags begun so far (for traces and checks).
+    pub lags: u64,
+}
+
+type Tree = BTreeMap<String, Node>;
+
+/// What one session sees while the followers lag: the tree as of `zxid`, and the watch events
+/// of changes made after it, sent when the session catches up.
+#[derive(Debug)]
+struct View {
+    zxid: u64,
+    nodes: Arc<Tree>,
+    events: Vec<ServerMsg>,
 }
 
 impl Default for ModelState {
@@ -93,6 +125,11 @@ impl Default for ModelState {
             restarts: 0,
             outage: None,
             crash: Arc::new(Notify::new()),
+            lag_asked: None,
+            lag_until: None,
+            views: BTreeMap::new(),
+            snapshot: None,
+            lags: 0,
         }
     }
 }
@@ -109,20 +146,25 @@ fn valid(path: &str) -> bool {
     path.starts_with('/') && (path == "/" || (!path.ends_with('/') && !path.contains("//")))
 }
 
+/// Children names of `path` in `nodes`, sorted.
+fn children_in(nodes: &Tree, path: &str) -> Vec<String> {
+    let prefix = if path == "/" {
+        "/".to_string()
+    } else {
+        format!("{path}/")
+    };
+    nodes
+        .range(prefix.clone()..)
+        .take_while(|(k, _)| k.starts_with(&prefix))
+        .filter(|(k, _)| k.len() > prefix.len() && !k[prefix.len()..].contains('/'))
+        .map(|(k, _)| k[prefix.len()..].to_string())
+        .collect()
+}
+
 impl ModelState {
-    /// Children names of `path`, sorted.
+    /// Children names of `path`, sorted (the leader's tree).
     pub fn children(&self, path: &str) -> Vec<String> {
-        let prefix = if path == "/" {
-            "/".to_string()
-        } else {
-            format!("{path}/")
-        };
-        self.nodes
-            .range(prefix.clone()..)
-            .take_while(|(k, _)| k.starts_with(&prefix))
-            .filter(|(k, _)| k.len() > prefix.len() && !k[prefix.len()..].contains('/'))
-            .map(|(k, _)| k[prefix.len()..].to_string())
-            .collect()
+        children_in(&self.nodes, path)
     }
 
     /// Data of `path`, if it exists.
@@ -146,19 +188,44 @@ impl ModelState {
                     children,
                 };
                 // A session without a connection has no watches here (they went with its
-                // connection); its client sets them again, with `SetWatches`, on reconnect.
-                if let Some(conn) = &session.conn {
+                // connection); its client sets them again, with `SetWatches`, on reconnect. A
+                // lagging session hears of the change when its view holds it.
+                if let Some(view) = self.views.get_mut(&id) {
+                    view.events.push(event);
+                } else if let Some(conn) = &session.conn {
                     let _lost_with_the_connection = conn.send(event).is_err();
                 }
             }
         }
     }
 
+    /// Applies `op` for `session`. A write (and a sync) brings a lagging session's view up to
+    /// date before it is answered, whatever its outcome.
     fn apply(&mut self, session: u64, op: Op) -> Result<Reply, ErrCode> {
+        let reads = matches!(op, Op::Get { .. } | Op::Children { .. });
+        let result = self.apply_op(session, op);
+        if !reads {
+            self.catch_up(session);
+        }
+        result
+    }
+
+    /// The tree `session` reads: its view while the followers lag, else the leader's.
+    fn seen_by(&self, session: u64) -> &Tree {
+        self.views.get(&session).map_or(&self.nodes, |v| &v.nodes)
+    }
+
+    /// The last zxid `session`'s reads reflect.
+    fn zxid_seen_by(&self, session: u64) -> u64 {
+        self.views.get(&session).map_or(self.zxid, |v| v.zxid)
+    }
+
+    fn apply_op(&mut self, session: u64, op: Op) -> Result<Reply, ErrCode> {
         match op {
+            Op::Sync { .. } => Ok(Reply::Done),
             Op::Create { path, data, kind } => self.create(session, path, data, kind),
             Op::Get { path, watch } => {
-                let node = self.nodes.get(&path).ok_or(ErrCode::NoNode)?;
+                let node = self.seen_by(session).get(&path).ok_or(ErrCode::NoNode)?;
                 let reply = Reply::Data(node.data.clone(), node.version, node.owner.unwrap_or(0));
                 if watch {
                     self.data_watches.entry(path).or_default().insert(session);
@@ -194,16 +261,18 @@ impl ModelState {
                 Ok(Reply::Done)
             }
             Op::Children { path, watch } => {
-                if !self.nodes.contains_key(&path) {
+                let nodes = self.seen_by(session);
+                if !nodes.contains_key(&path) {
                     return Err(ErrCode::NoNode);
                 }
+                let children = children_in(nodes, &path);
                 if watch {
                     self.child_watches
                         .entry(path.clone())
                         .or_default()
                         .insert(session);
                 }
-                Ok(Reply::Children(self.children(&path)))
+                Ok(Reply::Children(children))
             }
         }
     }
@@ -273,6 +342,7 @@ impl ModelState {
         let Some(session) = self.sessions.remove(&id) else {
             return;
         };
+        self.views.remove(&id);
         if let Some(conn) = session.conn {
             let _ = conn.send(ServerMsg::Expired);
         }
@@ -301,11 +371,18 @@ impl ModelState {
         }
         self.data_watches.clear();
         self.child_watches.clear();
+        // Every server restarted: none is behind.
+        self.views.clear();
+        self.snapshot = None;
+        self.lag_until = None;
     }
 
     /// Drops every watch of `session` (its connection is gone, as ZooKeeper drops a
     /// connection's watches).
     fn drop_watches(&mut self, session: u64) {
+        if let Some(view) = self.views.get_mut(&session) {
+            view.events.clear();
+        }
         for watches in [&mut self.data_watches, &mut self.child_watches] {
             watches.values_mut().for_each(|s| {
                 s.remove(&session);
@@ -371,6 +448,97 @@ impl ModelState {
         }
         stale.len()
     }
+
+    /// The tree as it is now, shared.
+    fn snapshot(&mut self) -> (u64, Arc<Tree>) {
+        match &self.snapshot {
+            Some((zxid, tree)) if *zxid == self.zxid => (*zxid, tree.clone()),
+            _ => {
+                let tree = Arc::new(self.nodes.clone());
+                self.snapshot = Some((self.zxid, tree.clone()));
+                (self.zxid, tree)
+            }
+        }
+    }
+
+    /// A view of the tree as it is now, for `session` (while the followers lag).
+    fn fresh_view(&mut self, session: u64) {
+        if self.lag_until.is_some() {
+            let (zxid, nodes) = self.snapshot();
+            let view = View {
+                zxid,
+                nodes,
+                events: Vec::new(),
+            };
+            self.views.insert(session, view);
+        }
+    }
+
+    /// Brings `session`'s view up to date (nothing when it has none): the watch events it was
+    /// owed first, then the watches it set on its stale view on nodes changed since.
+    fn catch_up(&mut self, session: u64) {
+        let Some(old) = self.views.get(&session).map(|v| v.zxid) else {
+            return;
+        };
+        let (zxid, nodes) = self.snapshot();
+        let Some(view) = self.views.get_mut(&session) else {
+            return;
+        };
+        assert!(zxid >= old, "a session's view went back: {old} -> {zxid}");
+        let mut events = std::mem::take(&mut view.events);
+        (view.zxid, view.nodes) = (zxid, nodes);
+        let conn = self.sessions.get(&session).and_then(|s| s.conn.clone());
+        for for_children in [false, true] {
+            let watches = if for_children {
+                &mut self.child_watches
+            } else {
+                &mut self.data_watches
+            };
+            for (path, sessions) in watches.iter_mut() {
+                let changed = self.nodes.get(path).is_none_or(|n| {
+                    let zxid = if for_children { n.pzxid } else { n.mzxid };
+                    zxid > old
+                });
+                if changed && sessions.remove(&session) {
+                    events.push(ServerMsg::Watch {
+                        path: path.clone(),
+                        children: for_children,
+                    });
+                }
+            }
+            watches.retain(|_, s| !s.is_empty());
+        }
+        if let Some(conn) = conn {
+            for event in events {
+                let _lost_with_the_connection = conn.send(event).is_err();
+            }
+        }
+    }
+
+    /// Begins or ends a lag of the followers, as asked and as due.
+    fn lag_tick(&mut self, now: Instant) {
+        if let Some(length) = self.lag_asked.take() {
+            if self.lag_until.is_none() {
+                self.lag_until = Some(now + length);
+                self.lags += 1;
+                let ids: Vec<u64> = self.sessions.keys().copied().collect();
+                for id in ids {
+                    self.fresh_view(id);
+                }
+                tracing::info!("zk model: the followers fall behind for {length:?}");
+            }
+        }
+        if self.lag_until.is_some_and(|until| now >= until) {
+            let ids: Vec<u64> = self.views.keys().copied().collect();
+            for id in ids {
+                self.catch_up(id);
+            }
+            self.views.clear();
+            self.snapshot = None;
+            self.lag_until = None;
+            tracing::info!("zk model: the followers caught up");
+        }
+    }
 }
 
 /// A shared handle to the model's state (to inspect it from checks).
@@ -394,6 +562,15 @@ pub fn crash_and_restart(model: &SharedModel, down: Duration) {
     crash.notify_one();
 }
 
+/// Makes the followers of the server serving `model` fall behind for `length` (see the module's
+/// documentation), from its next expiry check. Asking again while they lag has no effect.
+pub fn lag_followers(model: &SharedModel, length: Duration) {
+    let mut state = lock(model);
+    if state.lag_until.is_none() {
+        state.lag_asked = Some(length);
+    }
+}
+
 /// Serves the model on `port` until the host stops, crashing and restarting when asked
 /// ([`crash_and_restart`]).
 pub async fn serve(port: u16, model: SharedModel) -> std::io::Result<()> {
@@ -405,7 +582,11 @@ pub async fn serve(port: u16, model: SharedModel) -> std::io::Result<()> {
         tasks.spawn(async move {
             loop {
                 tokio::time::sleep(EXPIRY_CHECK).await;
-                let expired = lock(&expiry_model).expire(Instant::now());
+                let expired = {
+                    let mut state = lock(&expiry_model);
+                    state.lag_tick(Instant::now());
+                    state.expire(Instant::now())
+                };
                 if expired > 0 {
                     tracing::info!("zk model: expired {expired} sessions");
                 }
@@ -476,6 +657,8 @@ async fn connection(stream: turmoil::net::TcpStream, model: SharedModel) {
                 s.last_heard = Instant::now();
                 let _ = tx.send(ServerMsg::Connected { session: id });
                 s.conn = Some(tx.clone());
+                // A server the client may connect to is at least as far as what it saw.
+                state.fresh_view(id);
             }
             None => {
                 let _ = tx.send(ServerMsg::Expired);
@@ -514,7 +697,7 @@ async fn reader_side(
             }
             ClientMsg::Request { xid, op } => {
                 let result = state.apply(id, op);
-                let zxid = state.zxid;
+                let zxid = state.zxid_seen_by(id);
                 let _ = tx.send(ServerMsg::Reply { xid, zxid, result });
             }
             ClientMsg::SetWatches {

@@ -50,6 +50,8 @@ fn kind(fault: &Fault) -> &'static str {
         Fault::Restart(_) => "mirror broker graceful restart",
         Fault::ZooKeeper(true) => "source zookeeper restart",
         Fault::ZooKeeper(false) => "mirror zookeeper restart",
+        Fault::ZooKeeperLag(true) => "source zookeeper followers behind",
+        Fault::ZooKeeperLag(false) => "mirror zookeeper followers behind",
     }
 }
 

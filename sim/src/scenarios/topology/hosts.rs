@@ -14,12 +14,15 @@ use tributary::mirror::{supervise, MirrorError, MirrorSettings};
 use tributary::producer::{Producer, Record};
 use tributary::server::EmbeddedMirror;
 use tributary_core::config::{ConsumerConfig, ProducerConfig};
+use tributary_core::identity::{ClusterIdentity, CLUSTER_ID_PATH};
+use tributary_core::origin::{Origins, ORIGINS_PATH};
 use tributary_core::wire::TopicName;
 
 use super::{Edge, TOPIC};
 use crate::env::SimEnv;
 use crate::scenarios::mirror::{read_whole, registered_settled};
 use crate::world::{scenario_config, until_started, Control, MirrorPlan, ZK_PORT};
+use crate::zk_model::SharedModel;
 
 /// What the hosts record.
 #[derive(Debug, Default)]
@@ -218,13 +221,14 @@ pub(super) fn embedded(
     }))
 }
 
-/// `edge`'s mirror maker on its own host, from `delay` on, under an operator's supervisor
-/// (started again after every failure).
+/// `edge`'s mirror maker on its own host, from its delay on (and, given `cycle` = its source's
+/// and its target's ZooKeeper models, once the cycle it closes is recorded whole: see
+/// [`Edge`]), under an operator's supervisor (started again after every failure).
 pub(super) fn add_maker(
     sim: &mut turmoil::Sim<'_>,
     edge: Edge,
     queue_size: u32,
-    delay: Duration,
+    cycle: Option<(SharedModel, SharedModel)>,
     seed: u64,
     shared: &Shared,
     control: &Arc<Control>,
@@ -232,11 +236,21 @@ pub(super) fn add_maker(
     let (shared, control) = (shared.clone(), control.clone());
     let host = edge.maker_host();
     crate::host::add(sim, host.clone().as_str(), move || {
-        let (shared, control, host, edge) =
-            (shared.clone(), control.clone(), host.clone(), edge.clone());
+        let (shared, control, host, edge, cycle) = (
+            shared.clone(),
+            control.clone(),
+            host.clone(),
+            edge.clone(),
+            cycle.clone(),
+        );
         async move {
             let since_start = turmoil::sim_elapsed().unwrap_or_default();
-            tokio::time::sleep(delay.saturating_sub(since_start)).await;
+            tokio::time::sleep(edge.delay.saturating_sub(since_start)).await;
+            if let Some((source, target)) = &cycle {
+                while !recorded_through(source, target) {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
             let mut backoff = supervise::BACKOFF_MIN;
             loop {
                 let (env, settings) = start(&host, &edge, queue_size, seed, &shared, &control);
@@ -252,6 +266,22 @@ pub(super) fn add_maker(
             }
         }
     });
+}
+
+/// Whether `source`'s origin record of the topic shows a route through `target` (both read
+/// from the models' state, as an operator would look before adding a mirror).
+fn recorded_through(source: &SharedModel, target: &SharedModel) -> bool {
+    let id = {
+        let state = target.lock().unwrap_or_else(|p| p.into_inner());
+        state.data(CLUSTER_ID_PATH)
+    };
+    let record = {
+        let state = source.lock().unwrap_or_else(|p| p.into_inner());
+        state.data(&format!("{ORIGINS_PATH}/{TOPIC}"))
+    };
+    let id = id.and_then(|d| ClusterIdentity::decode(&d).ok());
+    let record = record.and_then(|d| Origins::decode(&d).ok());
+    matches!((id, record), (Some(id), Some(record)) if record.passed_through(&id.id))
 }
 
 /// Reads every cluster end to end when the driver asks (again every second until the driver

@@ -1,7 +1,8 @@
 //! The topology scenarios: several clusters (two brokers and a ZooKeeper model each, named by
 //! `cluster.name`) that all take writes, and mirrors between them, under seeded faults (both
 //! ZooKeepers restarting, the link between the clusters cut, hosts cut from a ZooKeeper, broker
-//! and mirror crashes and graceful restarts). Every cluster's producer writes origin-tagged,
+//! and mirror crashes and graceful restarts, a ZooKeeper's followers falling behind — from the
+//! start in half the seeds). Every cluster's producer writes origin-tagged,
 //! checksummed messages to `orders` with durable acknowledgements and no retries, so a message
 //! is in its own cluster at most once.
 //!
@@ -13,7 +14,8 @@
 //!   a loop, which the origin check refuses in at least one direction (two mirrors started at
 //!   once cannot both miss each other's record).
 //! - [`Topology::Chain`]: `east → west → north` from the start, and `north → east` started a
-//!   third of the way in, closing a cycle: refused, since `north`'s `orders` came through `east`.
+//!   third of the way in (or later, once `north`'s record of `orders` shows `east`'s route),
+//!   closing a cycle: refused, since `north`'s `orders` came through `east`.
 //!
 //! Invariants, checked on every cluster read end to end after the faults heal and the mirrors
 //! drain: S23 `TopologyNoLoss` (every acknowledged message is where the topology copies it,
@@ -75,6 +77,12 @@ pub(crate) struct Edge {
     rename: bool,
     /// When it starts (the chain's closing edge starts late).
     delay: Duration,
+    /// Starts only once its source's record of the topic shows a route through its target:
+    /// the cycle it closes is recorded whole, so it is refused before its first message (a
+    /// mirror added to a running chain). Without the wait the chain's own edges may decide
+    /// after it (a mirror blind to its source for a while), and the cycle is then broken at
+    /// another edge — as guaranteed, but not what the chain's expectations model.
+    after_cycle: bool,
 }
 
 impl Edge {
@@ -125,6 +133,8 @@ fn kind(fault: &Fault) -> &'static str {
         Fault::Restart(_) => "mirror graceful restart",
         Fault::ZooKeeper(true) => "east zookeeper restart",
         Fault::ZooKeeper(false) => "west zookeeper restart",
+        Fault::ZooKeeperLag(true) => "east zookeeper followers behind",
+        Fault::ZooKeeperLag(false) => "west zookeeper followers behind",
     }
 }
 
@@ -150,12 +160,14 @@ pub fn run_seed(
                     to: "west",
                     rename,
                     delay: Duration::ZERO,
+                    after_cycle: false,
                 },
                 Edge {
                     from: "west",
                     to: "east",
                     rename,
                     delay: Duration::ZERO,
+                    after_cycle: false,
                 },
             ],
         ),
@@ -167,18 +179,21 @@ pub fn run_seed(
                     to: "west",
                     rename: false,
                     delay: Duration::ZERO,
+                    after_cycle: false,
                 },
                 Edge {
                     from: "west",
                     to: "north",
                     rename: false,
                     delay: Duration::ZERO,
+                    after_cycle: false,
                 },
                 Edge {
                     from: "north",
                     to: "east",
                     rename: false,
                     delay: options.duration / 3,
+                    after_cycle: true,
                 },
             ],
         ),
@@ -239,11 +254,19 @@ pub fn run_seed(
                 copiers.extend(target.brokers.iter().cloned());
             }
         } else {
+            let model = |name: &str| {
+                let index = names.iter().position(|n| *n == name);
+                index.map(|i| clusters[i].model.clone())
+            };
+            let cycle = match (edge.after_cycle, model(edge.from), model(edge.to)) {
+                (true, Some(from), Some(to)) => Some((from, to)),
+                _ => None,
+            };
             add_maker(
                 &mut sim,
                 edge.clone(),
                 queue_size,
-                edge.delay,
+                cycle,
                 rng.random(),
                 &shared,
                 &control,
@@ -338,7 +361,23 @@ fn drive(
         options.faults,
         options.duration,
         false,
-    );
+    )
+    .with_follower_lag();
+    // In half the seeds both ZooKeepers' followers are behind from the start, while the mirrors
+    // make their first decisions: two mirrors started at once must not both miss each other's
+    // origin record (each reads after a sync).
+    let mut lag_rng = ChaCha8Rng::seed_from_u64(seed ^ 0x1a9_f011);
+    if matches!(options.faults, Faults::Network | Faults::Mixed) && lag_rng.random_bool(0.5) {
+        for (source, cluster) in [(true, clusters.source), (false, clusters.destination)] {
+            let length = Duration::from_millis(lag_rng.random_range(5000..15_000));
+            let fault = Fault::ZooKeeperLag(source);
+            control
+                .trace
+                .push_at(sim.elapsed(), &format!("fault {fault:?} at the start for {length:?}"));
+            *report.faults.entry(kind(&fault)).or_default() += 1;
+            crate::zk_model::lag_followers(&cluster.model, length);
+        }
+    }
     while sim.elapsed() < schedule.end_at() {
         schedule.step(sim, links, control, clusters, kind, &mut report.faults);
         if control.violation().is_some() {
