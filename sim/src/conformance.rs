@@ -289,7 +289,10 @@ async fn a_read_after_sync_sees_what_was_written(
     a.sync(&node).await.map_err(e)?;
     a.sync(&format!("{base}/never-created")).await.map_err(e)?;
     let (data, _) = a.get(&node).await.map_err(e)?;
-    check(data == b"1", "a read after sync sees another session's write")
+    check(
+        data == b"1",
+        "a read after sync sees another session's write",
+    )
 }
 
 async fn watches_fire_once_on_change(

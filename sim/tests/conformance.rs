@@ -163,7 +163,8 @@ fn a_watch_whose_event_is_lost_with_its_connection_fires_after_the_reconnect() {
 }
 
 /// The model alone (a single real server never lags): while the followers are behind, a
-/// session reads what it last caught up to, so it misses another session's write, and a watch
+/// session reads what it last caught up to (a session opened during the lag, the tree as the
+/// lag began), so it misses another session's write, and a watch
 /// it set on that stale view fires once it catches up; its own writes and a `sync` bring it up
 /// to date, its reads never go back, and when the lag ends every session sees everything.
 #[test]
@@ -182,27 +183,55 @@ fn lagging_followers_give_zookeepers_guarantees_and_no_more() {
             tokio::time::sleep(Duration::from_millis(300)).await;
             b.set("/l", b"1", None).await?;
             assert_eq!(b.get("/l").await?.0, b"1", "a session reads its own write");
-            assert_eq!(a.get("/l").await?.0, b"0", "a lagging session misses another's write");
+            assert_eq!(
+                a.get("/l").await?.0,
+                b"0",
+                "a lagging session misses another's write"
+            );
+            let c = ModelCoordination::connect("zk", 2181, SESSION, SESSION).await?;
+            assert_eq!(
+                c.get("/l").await?.0,
+                b"0",
+                "a session opened during the lag may be shown the tree as the lag began"
+            );
+            c.sync("/l").await?;
+            assert_eq!(c.get("/l").await?.0, b"1", "and catches up on sync");
             let (_, _, watch) = a.get_and_watch("/l").await?;
             a.sync("/l").await?;
             assert!(
-                tokio::time::timeout(Duration::from_millis(100), watch).await.is_ok(),
+                tokio::time::timeout(Duration::from_millis(100), watch)
+                    .await
+                    .is_ok(),
                 "a watch set on a stale view fires when the session catches up"
             );
-            assert_eq!(a.get("/l").await?.0, b"1", "a read after sync sees the write");
+            assert_eq!(
+                a.get("/l").await?.0,
+                b"1",
+                "a read after sync sees the write"
+            );
             b.set("/l", b"2", None).await?;
             assert_eq!(a.get("/l").await?.0, b"1", "still behind after the sync");
             a.create("/other", b"", NodeKind::Persistent).await?;
-            assert_eq!(a.get("/l").await?.0, b"2", "a session's own write catches it up");
+            assert_eq!(
+                a.get("/l").await?.0,
+                b"2",
+                "a session's own write catches it up"
+            );
             let (_, _, watch) = a.get_and_watch("/l").await?;
             b.set("/l", b"3", None).await?;
             tokio::time::sleep(Duration::from_secs(1)).await;
             assert_eq!(a.get("/l").await?.0, b"2", "behind while the lag lasts");
             assert!(
-                tokio::time::timeout(Duration::from_secs(25), watch).await.is_ok(),
+                tokio::time::timeout(Duration::from_secs(25), watch)
+                    .await
+                    .is_ok(),
                 "a watch fires when the lag ends"
             );
-            assert_eq!(a.get("/l").await?.0, b"3", "every session sees everything after");
+            assert_eq!(
+                a.get("/l").await?.0,
+                b"3",
+                "every session sees everything after"
+            );
             *done.lock().unwrap() = true;
             Ok(())
         });

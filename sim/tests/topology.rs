@@ -3,9 +3,9 @@
 //! copy-back invariant catches a mirror whose loop check is disabled, and the partition-count
 //! invariant a broker that gives a renamed copy its own count.
 
-mod support;
 #[path = "directed/origin_race.rs"]
 mod origin_race;
+mod support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -141,4 +141,3 @@ fn a_broker_that_gives_a_renamed_copy_its_own_count_is_caught() {
             .map(|(v, _)| v)
     });
 }
-

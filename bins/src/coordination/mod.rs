@@ -118,7 +118,9 @@ pub trait Coordination: Send + Sync + 'static {
     /// ZooKeeper's `sync`: returns once this session's server has applied every write
     /// completed (by any session) before the call, so that a read made after it sees them. A
     /// read without it may lag other sessions' writes: in an ensemble a follower serves reads
-    /// from what it has applied so far (this session's own writes are always seen).
+    /// from what it has applied so far (this session's own writes are always seen). ZooKeeper's
+    /// sync is not itself agreed by a quorum: across a change of leader between the sync and
+    /// the read the promise can fail (ZOOKEEPER-1675, -2136).
     fn sync(&self, path: &str) -> impl Future<Output = Result<(), CoordError>> + Send;
     /// A node's children, sorted.
     fn children(&self, path: &str) -> impl Future<Output = Result<Vec<String>, CoordError>> + Send;

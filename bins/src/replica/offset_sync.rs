@@ -34,6 +34,10 @@ where
         let Ok(group) = name.parse::<GroupId>() else {
             continue;
         };
+        // What follows reads this cluster as of the end of every write made so far (a member
+        // that joined here, a commit of the failed-over group), not as a follower that is
+        // behind may still serve it.
+        here.sync(&consumer_ids_path(&group)).await?;
         match here.children(&consumer_ids_path(&group)).await {
             Ok(members) if !members.is_empty() => continue,
             Ok(_) | Err(CoordError::NoNode(_)) => {}
@@ -75,13 +79,32 @@ where
                 // What this syncer last wrote there, kept beside it: a different value now means
                 // the group committed here itself (it failed over) — never overwrite that.
                 let marker = format!("{SYNCED_PATH}/{name}/{topic}/{own_id}-{partition}");
-                let current = data_of(here, &to).await?;
+                let current = versioned_data_of(here, &to).await?;
                 let last = data_of(here, &marker).await?;
-                if group_commits_here(current.as_deref(), last.as_deref()) {
+                let current_data = current.as_ref().map(|(data, _)| data.as_slice());
+                if group_commits_here(current_data, last.as_deref()) {
                     continue;
                 }
                 let value = offset.to_string();
-                put(here, &to, value.as_bytes()).await?;
+                // Only over what was looked at: a commit of the group's own between the look
+                // and the write makes the write fail, and the next round leaves the group alone.
+                let written = match current {
+                    Some((_, version)) => here
+                        .set(&to, value.as_bytes(), Some(version))
+                        .await
+                        .map(drop),
+                    None => {
+                        here.ensure_parents(&to).await?;
+                        here.create(&to, value.as_bytes(), NodeKind::Persistent)
+                            .await
+                            .map(drop)
+                    }
+                };
+                match written {
+                    Ok(()) => {}
+                    Err(CoordError::BadVersion(_) | CoordError::NodeExists(_)) => continue,
+                    Err(e) => return Err(e),
+                }
                 put(here, &marker, value.as_bytes()).await?;
                 synced.insert(key, offset);
             }
@@ -100,6 +123,18 @@ pub(super) async fn put<C: Coordination>(
     match coord.create(path, data, NodeKind::Persistent).await {
         Ok(_) => Ok(()),
         Err(CoordError::NodeExists(_)) => coord.set(path, data, None).await.map(drop),
+        Err(e) => Err(e),
+    }
+}
+
+/// The data of `path` and its version, `None` when it does not exist.
+async fn versioned_data_of<C: Coordination>(
+    coord: &C,
+    path: &str,
+) -> Result<Option<(Vec<u8>, i32)>, CoordError> {
+    match coord.get(path).await {
+        Ok(found) => Ok(Some(found)),
+        Err(CoordError::NoNode(_)) => Ok(None),
         Err(e) => Err(e),
     }
 }

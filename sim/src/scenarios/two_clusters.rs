@@ -95,12 +95,21 @@ pub fn begin(
             } else {
                 clusters.destination
             };
-            crate::zk_model::lag_followers(&cluster.model, length);
+            let _already_lagging = !crate::zk_model::lag_followers(&cluster.model, length);
         }
         Fault::Between => cut_between(sim, links, clusters, true),
         Fault::Link(a, b) => links.partition(sim, a, b),
         Fault::Crash(h) => links.crash(sim, h),
         Fault::Restart(h) => control.request_stop(h),
+    }
+}
+
+/// Whether beginning `fault` now changes anything (a lag of followers already behind does not).
+fn takes_effect(clusters: TwoClusters<'_>, fault: &Fault) -> bool {
+    match fault {
+        Fault::ZooKeeperLag(true) => !crate::zk_model::lagging(&clusters.source.model),
+        Fault::ZooKeeperLag(false) => !crate::zk_model::lagging(&clusters.destination.model),
+        _ => true,
     }
 }
 
@@ -258,7 +267,8 @@ impl FaultSchedule {
             let length = Duration::from_millis(self.rng.random_range(1000..10_000));
             self.next_fault =
                 now + length + Duration::from_millis(self.rng.random_range(1000..5000));
-            if let Some(fault) = fault {
+            // A lag drawn while the followers already lag would change nothing: not counted.
+            if let Some(fault) = fault.filter(|f| takes_effect(clusters, f)) {
                 control
                     .trace
                     .push_at(now, &format!("fault {fault:?} for {length:?}"));

@@ -17,14 +17,19 @@
 //! deleted when the restored session expires.
 //!
 //! Its followers can fall behind ([`lag_followers`]), as an ensemble's do: for a while each
-//! session reads from its own view of the tree, frozen when the lag began. ZooKeeper's
-//! guarantees still hold, and nothing more: a session's view only moves forward; it catches up
-//! to every write completed so far when it writes (whatever the write's outcome: the leader
-//! orders even a failed one, and the follower answers after applying what came before) or
-//! calls `sync`, and when the lag ends; a watch event waits until its session's view holds the
-//! change (the follower sends it when it applies the change), and a watch set on a stale view
-//! fires when the view catches up past a change made before it was set. Two sessions can thus
-//! each miss the other's write unless one of them syncs.
+//! session reads from its own view of the tree — the tree as the lag began, for a session open
+//! then or opened during the lag (a new session may attach to a follower however far behind);
+//! a session resuming keeps its view (a server never takes back what a client has seen).
+//! ZooKeeper's guarantees still hold: a session's view only moves forward; it catches up to
+//! every write completed so far when it writes (whatever the write's outcome: the leader orders
+//! even a failed one, and the follower answers after applying what came before) or calls
+//! `sync`, and when the lag ends; a watch event waits until its session's view holds the change
+//! (the follower sends it when it applies the change), a watch set on a stale view fires when
+//! the view catches up past a change made before it was set, and `SetWatches` is answered from
+//! the session's view. Two sessions can thus each miss the other's write unless one of them
+//! syncs. Not modelled: catching up takes no time (a sync or write through a follower far
+//! behind returns at once, where a real one waits for the backlog), and events of several paths
+//! owed at one catch-up are not ordered by zxid among themselves.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -85,6 +90,8 @@ pub struct ModelState {
     views: BTreeMap<u64, View>,
     /// The tree as of a zxid, shared by the views taken at it.
     snapshot: Option<(u64, Arc<Tree>)>,
+    /// While the followers lag: the tree as the lag began (what a new session is shown).
+    lag_start: Option<(u64, Arc<Tree>)>,
     /// Lags begun so far (for traces and checks).
     pub lags: u64,
 }
@@ -129,6 +136,7 @@ impl Default for ModelState {
             lag_until: None,
             views: BTreeMap::new(),
             snapshot: None,
+            lag_start: None,
             lags: 0,
         }
     }
@@ -374,6 +382,7 @@ impl ModelState {
         // Every server restarted: none is behind.
         self.views.clear();
         self.snapshot = None;
+        self.lag_start = None;
         self.lag_until = None;
     }
 
@@ -402,7 +411,9 @@ impl ModelState {
     ) {
         for (paths, for_children) in [(data, false), (children, true)] {
             for path in paths {
-                let changed = self.nodes.get(&path).is_none_or(|n| {
+                // As the session's server sees it: a change its view does not hold yet fires
+                // when the view catches up (the watch is set again meanwhile).
+                let changed = self.seen_by(session).get(&path).is_none_or(|n| {
                     let zxid = if for_children { n.pzxid } else { n.mzxid };
                     zxid > last_zxid
                 });
@@ -461,9 +472,23 @@ impl ModelState {
         }
     }
 
-    /// A view of the tree as it is now, for `session` (while the followers lag).
-    fn fresh_view(&mut self, session: u64) {
-        if self.lag_until.is_some() {
+    /// While the followers lag, `session` (new, or open when the lag began) is shown the tree
+    /// as the lag began.
+    fn stale_view(&mut self, session: u64) {
+        if let Some((zxid, nodes)) = self.lag_start.clone() {
+            let view = View {
+                zxid,
+                nodes,
+                events: Vec::new(),
+            };
+            self.views.insert(session, view);
+        }
+    }
+
+    /// While the followers lag, a session resuming keeps its view; one without a view (none
+    /// lagged when it last read) is shown the tree as it is now, never older than what it saw.
+    fn resumed_view(&mut self, session: u64) {
+        if self.lag_until.is_some() && !self.views.contains_key(&session) {
             let (zxid, nodes) = self.snapshot();
             let view = View {
                 zxid,
@@ -472,6 +497,11 @@ impl ModelState {
             };
             self.views.insert(session, view);
         }
+    }
+
+    /// Whether the followers lag now, or are about to.
+    fn lagging(&self) -> bool {
+        self.lag_until.is_some() || self.lag_asked.is_some()
     }
 
     /// Brings `session`'s view up to date (nothing when it has none): the watch events it was
@@ -520,10 +550,11 @@ impl ModelState {
         if let Some(length) = self.lag_asked.take() {
             if self.lag_until.is_none() {
                 self.lag_until = Some(now + length);
+                self.lag_start = Some(self.snapshot());
                 self.lags += 1;
                 let ids: Vec<u64> = self.sessions.keys().copied().collect();
                 for id in ids {
-                    self.fresh_view(id);
+                    self.stale_view(id);
                 }
                 tracing::info!("zk model: the followers fall behind for {length:?}");
             }
@@ -535,6 +566,7 @@ impl ModelState {
             }
             self.views.clear();
             self.snapshot = None;
+            self.lag_start = None;
             self.lag_until = None;
             tracing::info!("zk model: the followers caught up");
         }
@@ -563,12 +595,20 @@ pub fn crash_and_restart(model: &SharedModel, down: Duration) {
 }
 
 /// Makes the followers of the server serving `model` fall behind for `length` (see the module's
-/// documentation), from its next expiry check. Asking again while they lag has no effect.
-pub fn lag_followers(model: &SharedModel, length: Duration) {
+/// documentation), from its next expiry check. Asking again while they lag (or are about to)
+/// has no effect: `false`.
+pub fn lag_followers(model: &SharedModel, length: Duration) -> bool {
     let mut state = lock(model);
-    if state.lag_until.is_none() {
-        state.lag_asked = Some(length);
+    if state.lagging() {
+        return false;
     }
+    state.lag_asked = Some(length);
+    true
+}
+
+/// Whether the followers of the server serving `model` lag now, or are about to.
+pub fn lagging(model: &SharedModel) -> bool {
+    lock(model).lagging()
 }
 
 /// Serves the model on `port` until the host stops, crashing and restarting when asked
@@ -637,7 +677,8 @@ async fn connection(stream: turmoil::net::TcpStream, model: SharedModel) {
     let (tx, mut rx) = mpsc::unbounded_channel::<ServerMsg>();
     let id = {
         let mut state = lock(&model);
-        let id = if session == 0 {
+        let new = session == 0;
+        let id = if new {
             let id = state.next_session;
             state.next_session += 1;
             state.sessions.insert(
@@ -657,8 +698,11 @@ async fn connection(stream: turmoil::net::TcpStream, model: SharedModel) {
                 s.last_heard = Instant::now();
                 let _ = tx.send(ServerMsg::Connected { session: id });
                 s.conn = Some(tx.clone());
-                // A server the client may connect to is at least as far as what it saw.
-                state.fresh_view(id);
+                if new {
+                    state.stale_view(id);
+                } else {
+                    state.resumed_view(id);
+                }
             }
             None => {
                 let _ = tx.send(ServerMsg::Expired);

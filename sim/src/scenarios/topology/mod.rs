@@ -1,8 +1,8 @@
 //! The topology scenarios: several clusters (two brokers and a ZooKeeper model each, named by
 //! `cluster.name`) that all take writes, and mirrors between them, under seeded faults (both
 //! ZooKeepers restarting, the link between the clusters cut, hosts cut from a ZooKeeper, broker
-//! and mirror crashes and graceful restarts, a ZooKeeper's followers falling behind — from the
-//! start in half the seeds). Every cluster's producer writes origin-tagged,
+//! and mirror crashes and graceful restarts, a ZooKeeper's followers falling behind — and, in
+//! half the seeds, every cluster's from the start). Every cluster's producer writes origin-tagged,
 //! checksummed messages to `orders` with durable acknowledgements and no retries, so a message
 //! is in its own cluster at most once.
 //!
@@ -307,6 +307,23 @@ pub fn run_seed(
         copiers: &copiers,
     };
     let expect = expected(options.topology, rename);
+    // In half the seeds (with network faults) every cluster's ZooKeeper followers are behind
+    // from the start for 5–15 s, while the mirrors start and make their first decisions.
+    let mut lag_rng = ChaCha8Rng::seed_from_u64(seed ^ 0x1a9_f011);
+    if matches!(options.faults, Faults::Network | Faults::Mixed) && lag_rng.random_bool(0.5) {
+        for (name, cluster) in names.iter().zip(&clusters) {
+            let length = Duration::from_millis(lag_rng.random_range(5000..15_000));
+            control.trace.push_at(
+                sim.elapsed(),
+                &format!("fault {name} zookeeper followers behind from the start for {length:?}"),
+            );
+            *report
+                .faults
+                .entry("zookeeper followers behind from the start")
+                .or_default() += 1;
+            let _asked = crate::zk_model::lag_followers(&cluster.model, length);
+        }
+    }
     let result = drive(
         &mut sim,
         &mut links,
@@ -363,21 +380,6 @@ fn drive(
         false,
     )
     .with_follower_lag();
-    // In half the seeds both ZooKeepers' followers are behind from the start, while the mirrors
-    // make their first decisions: two mirrors started at once must not both miss each other's
-    // origin record (each reads after a sync).
-    let mut lag_rng = ChaCha8Rng::seed_from_u64(seed ^ 0x1a9_f011);
-    if matches!(options.faults, Faults::Network | Faults::Mixed) && lag_rng.random_bool(0.5) {
-        for (source, cluster) in [(true, clusters.source), (false, clusters.destination)] {
-            let length = Duration::from_millis(lag_rng.random_range(5000..15_000));
-            let fault = Fault::ZooKeeperLag(source);
-            control
-                .trace
-                .push_at(sim.elapsed(), &format!("fault {fault:?} at the start for {length:?}"));
-            *report.faults.entry(kind(&fault)).or_default() += 1;
-            crate::zk_model::lag_followers(&cluster.model, length);
-        }
-    }
     while sim.elapsed() < schedule.end_at() {
         schedule.step(sim, links, control, clusters, kind, &mut report.faults);
         if control.violation().is_some() {
