@@ -126,7 +126,9 @@ if [ -f "$log4j" ]; then
       }' "$log4j" | paste -sd, -)
     [ -n "$directives" ] && export RUST_LOG="$directives"
   fi
-  if grep -Eq '^[[:space:]]*log4j\.appender\.[^=]*\.Target[[:space:]]*=[[:space:]]*System\.err' "$log4j"; then
+  # log4j reads the property as `Target` or `target` and its value in any case (0.7.2's own
+  # bin/kafka-console-consumer-log4j.properties writes `target`); `key: value` is a property too.
+  if grep -Eiq '^[[:space:]]*log4j\.appender\.[^=:[:space:]]*\.target[[:space:]]*[=:][[:space:]]*System\.err[[:space:]]*$' "$log4j"; then
     log_to=stderr
   fi
 elif [ -n "$kafka_opts_log4j" ]; then

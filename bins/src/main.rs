@@ -15,7 +15,15 @@ use tributary::tools::{
 };
 
 fn main() -> ExitCode {
-    let cli = Cli::parse_from(single_dash_noprint(std::env::args_os()));
+    // Read as Kafka 0.7.2's tools read their options (abbreviations, `-topic`, `--max -1`).
+    let args = match tributary::cli::jopt::as_jopt_reads(std::env::args_os().collect()) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(args);
     // The broker logs what it does; the tools only what went wrong (RUST_LOG overrides both).
     // check-config prints its own warnings.
     let default_level = match cli.command {
@@ -69,21 +77,6 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// 0.7.2's DumpLogSegments takes `-noprint` (any case) among its files; clap reads long
-/// options with two dashes, so `dump-log`'s `-noprint` is read as `--noprint`.
-fn single_dash_noprint(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    let args: Vec<std::ffi::OsString> = args.collect();
-    if !args.iter().any(|a| a == "dump-log") {
-        return args;
-    }
-    args.into_iter()
-        .map(|a| match a.to_str() {
-            Some(word) if word.eq_ignore_ascii_case("-noprint") => "--noprint".into(),
-            _ => a,
-        })
-        .collect()
 }
 
 /// Runs the subcommand's entry point.

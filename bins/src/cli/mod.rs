@@ -7,6 +7,7 @@
 //! tools in [`crate::tools`], the broker in [`server`], the mirror maker in [`mirror_maker`].
 //! `main.rs` parses, sets up logging and calls the entry point.
 
+pub mod jopt;
 pub mod mirror_maker;
 pub mod server;
 
@@ -308,25 +309,15 @@ pub fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime, String> 
         .map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
-/// Resolves at the first SIGTERM or SIGINT (at ctrl-c when those handlers cannot be installed).
-/// Must be awaited inside a runtime.
+/// Waits for SIGTERM or SIGINT (^C). If they cannot be listened for, says so and waits for ^C
+/// alone; if even that fails, says so and never returns (the process is then stopped with
+/// SIGKILL).
 pub async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
+    match StopSignals::listen() {
+        Ok(mut signals) => {
+            signals.next().await;
         }
-        (term, int) => {
-            let why = term
-                .err()
-                .or(int.err())
-                .map_or_else(String::new, |e| e.to_string());
+        Err(why) => {
             tracing::warn!(target: LOG_TARGET, "cannot listen for SIGTERM ({why}); only ^C stops this gracefully");
             if let Err(e) = tokio::signal::ctrl_c().await {
                 // Returning would stop at once: wait for a kill instead, and say so.
@@ -334,6 +325,75 @@ pub async fn wait_for_signal() {
                 std::future::pending::<()>().await;
             }
         }
+    }
+}
+
+/// A signal asking the process to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    /// SIGINT (^C).
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+}
+
+impl StopSignal {
+    /// The exit code a JVM gives after running its shutdown hooks for this signal (128 + the
+    /// signal's number), which is what scripts that stopped Kafka 0.7's tools saw.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            StopSignal::Interrupt => 130,
+            StopSignal::Terminate => 143,
+        }
+    }
+}
+
+/// SIGINT and SIGTERM, listened for from creation on: once listened for, they no longer stop
+/// the process at once, so a tool creates this before it starts work it must finish (0.7.2's
+/// shutdown hooks), and every signal that arrives afterwards is seen by [`StopSignals::next`].
+#[derive(Debug)]
+pub struct StopSignals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Starts listening (within a tokio runtime). The error says why the signals cannot be
+    /// listened for; they then keep their default action (the process stops at once).
+    pub fn listen() -> Result<Self, std::io::Error> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// The next signal.
+    pub async fn next(&mut self) -> StopSignal {
+        tokio::select! {
+            _ = self.terminate.recv() => StopSignal::Terminate,
+            _ = self.interrupt.recv() => StopSignal::Interrupt,
+        }
+    }
+}
+
+/// Listens for stop signals if it can; if not, says so once (the tool then stops at once on a
+/// signal, without finishing what it was doing) and returns `None`.
+pub fn listen_for_stop(tool: &str) -> Option<StopSignals> {
+    match StopSignals::listen() {
+        Ok(signals) => Some(signals),
+        Err(e) => {
+            tracing::warn!(target: LOG_TARGET, "{tool}: cannot listen for SIGINT/SIGTERM ({e}); a signal stops it without finishing");
+            None
+        }
+    }
+}
+
+/// The next stop signal of `signals`; never, when there are none.
+pub async fn next_stop(signals: &mut Option<StopSignals>) -> StopSignal {
+    match signals {
+        Some(signals) => signals.next().await,
+        None => std::future::pending().await,
     }
 }
 

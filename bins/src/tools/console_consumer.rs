@@ -1,6 +1,8 @@
 //! `console-consumer`: 0.7.2's ConsoleConsumer on the ZooKeeper consumer group. Prints every
 //! message of a topic (or of a whitelist/blacklist) with a formatter, commits as it goes, and on
-//! exit (`--max-messages`, `--consumer-timeout-ms`, end of input) leaves the group cleanly.
+//! exit (`--max-messages`, `--consumer-timeout-ms`, ^C or SIGTERM) leaves the group cleanly: a
+//! final commit, its registrations removed, and a group made up for the run (no `--group`)
+//! removed altogether — what 0.7.2's shutdown hook does.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -8,9 +10,8 @@ use std::process::ExitCode;
 
 use tributary_core::config::{ConsumerConfig, LoadError, Properties, ZkConnect};
 use tributary_core::message::Message;
-use tributary_core::wire::TopicName;
 
-use crate::cli::runtime;
+use crate::cli::{listen_for_stop, next_stop, runtime, StopSignal, StopSignals};
 use crate::consumer::{ConsumerConnector, ConsumerError, StartError, Subscription};
 use crate::coordination::{CoordError, Coordination};
 use crate::env::{Env, TokioEnv};
@@ -167,6 +168,8 @@ pub struct ConsoleConsumerOptions {
     pub skip_message_on_error: bool,
     /// The formatter.
     pub formatter: Formatter,
+    /// The group was made up for this run (no `--group`): its state is removed at the end.
+    pub forget_group_at_exit: bool,
 }
 
 impl ConsoleConsumerOptions {
@@ -189,31 +192,68 @@ impl ConsoleConsumerOptions {
     }
 }
 
-/// Consumes per `options` into `out`; returns how many messages were printed.
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Consumed {
+    /// Messages printed.
+    pub printed: u64,
+    /// The signal that stopped the run, if one did (the group was then left as at any end).
+    pub stopped_by: Option<StopSignal>,
+}
+
+/// Consumes per `options` into `out` until `--max-messages`, the consumer timeout, or a stop
+/// signal from `signals`; then leaves the group cleanly (a final offset commit; its
+/// registrations removed), as 0.7.2's shutdown hook does, and removes a throw-away group's
+/// state ([`ConsoleConsumerOptions::forget_group_at_exit`]). A second signal while leaving
+/// stops at once, saying what was not done.
 pub async fn consume(
     options: &ConsoleConsumerOptions,
     out: &mut impl Write,
-) -> Result<u64, ConsumeError> {
+    signals: &mut Option<StopSignals>,
+) -> Result<Consumed, ConsumeError> {
     let config = options.config()?;
     if options.from_beginning {
         forget_group(&config).await?;
     }
-    let (connector, mut streams) =
-        ConsumerConnector::start(TokioEnv, config, options.subscription.clone()).await?;
+    let mut consumed = Consumed {
+        printed: 0,
+        stopped_by: None,
+    };
+    let started = tokio::select! {
+        started = ConsumerConnector::start(TokioEnv, config.clone(), options.subscription.clone()) => started?,
+        signal = next_stop(signals) => {
+            consumed.stopped_by = Some(signal);
+            leave_throw_away_group(options, &config, signals).await;
+            return Ok(consumed);
+        }
+    };
+    let (connector, mut streams) = started;
     let Some(stream) = streams.first_mut() else {
+        connector.shutdown().await;
         return Err(ConsumeError::NoStream);
     };
-    let mut printed = 0u64;
     let result = loop {
-        if options.max_messages.is_some_and(|max| printed >= max) {
+        if options
+            .max_messages
+            .is_some_and(|max| consumed.printed >= max)
+        {
             break Ok(());
         }
-        match stream.next().await {
+        // `next` is cancel-safe: a message is handed out (and counted for the commit) only
+        // when it is returned, so one interrupted by a signal is read again next time.
+        let next = tokio::select! {
+            next = stream.next() => next,
+            signal = next_stop(signals) => {
+                consumed.stopped_by = Some(signal);
+                break Ok(());
+            }
+        };
+        match next {
             Ok(message) => {
                 if let Err(e) = options.formatter.write(&message.payload, out) {
                     break Err(ConsumeError::Output(e));
                 }
-                printed += 1;
+                consumed.printed += 1;
             }
             Err(ConsumerError::Timeout(_)) => break Ok(()),
             Err(ConsumerError::Closed) => break Ok(()),
@@ -222,8 +262,39 @@ pub async fn consume(
         }
     };
     let _ = out.flush();
-    connector.shutdown().await;
-    result.map(|()| printed)
+    tokio::select! {
+        () = connector.shutdown() => {}
+        signal = next_stop(signals) => {
+            eprintln!("{signal:?} again: stopping without the final offset commit (the group re-reads what was printed since the last one)");
+            return result.map(|()| consumed);
+        }
+    }
+    leave_throw_away_group(options, &config, signals).await;
+    result.map(|()| consumed)
+}
+
+/// Removes the group's state when it was made up for this run (no `--group`), as 0.7.2's
+/// shutdown hook does, so ZooKeeper does not fill with `console-consumer-<n>` groups and a later
+/// run that draws the same number does not resume at old offsets. A failure is said, not fatal
+/// (the messages were printed); a signal meanwhile stops the clean-up.
+async fn leave_throw_away_group(
+    options: &ConsoleConsumerOptions,
+    config: &ConsumerConfig,
+    signals: &mut Option<StopSignals>,
+) {
+    if !options.forget_group_at_exit {
+        return;
+    }
+    tokio::select! {
+        forgotten = forget_group(config) => {
+            if let Err(e) = forgotten {
+                eprintln!("warning: could not remove the throw-away group {}: {e}", config.group_id);
+            }
+        }
+        _ = next_stop(signals) => {
+            eprintln!("warning: stopped before removing the throw-away group {}", config.group_id);
+        }
+    }
 }
 
 /// Removes the group's state (offsets, owners) so it starts over, as 0.7's `--from-beginning`.
@@ -271,9 +342,9 @@ pub struct ConsoleConsumerArgs {
     /// ZooKeeper of the cluster: HOST:PORT[/CHROOT].
     #[arg(long)]
     pub zookeeper: String,
-    /// The topic.
+    /// The topic: as in 0.7.2, a whitelist (`a,b` or `logs.*` consume several topics).
     #[arg(long, conflicts_with_all = ["whitelist", "blacklist"], required_unless_present_any = ["whitelist", "blacklist"])]
-    pub topic: Option<TopicName>,
+    pub topic: Option<String>,
     /// Consume every topic this regex matches (commas mean "or"; quotes are stripped).
     #[arg(long, conflicts_with = "blacklist")]
     pub whitelist: Option<String>,
@@ -286,9 +357,9 @@ pub struct ConsoleConsumerArgs {
     /// Start from the earliest message (the group's saved state is removed first).
     #[arg(long = "from-beginning")]
     pub from_beginning: bool,
-    /// Stop after this many messages.
+    /// Stop after this many messages (a negative number: no limit, as 0.7.2's -1).
     #[arg(long = "max-messages")]
-    pub max_messages: Option<u64>,
+    pub max_messages: Option<i64>,
     /// Bytes per partition per fetch.
     #[arg(long = "fetch-size", default_value_t = 1024 * 1024)]
     pub fetch_size: u32,
@@ -340,8 +411,8 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
     stray.warn("console-consumer");
     let zookeeper = ZkConnect::parse(&zookeeper).map_err(|e| format!("--zookeeper: {e}"))?;
     let subscription = match (topic, whitelist, blacklist) {
-        (Some(t), _, _) => Subscription::Topics([(t, 1)].into_iter().collect()),
-        (None, Some(w), _) => Subscription::Whitelist(w, 1),
+        // 0.7.2 reads --topic as a whitelist too (a plain name matches only itself).
+        (Some(w), _, _) | (None, Some(w), _) => Subscription::Whitelist(w, 1),
         (None, None, Some(b)) => Subscription::Blacklist(b, 1),
         (None, None, None) => return Err("give --topic, --whitelist or --blacklist".into()),
     };
@@ -353,6 +424,7 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
             return Ok(ExitCode::from(1));
         }
     };
+    let forget_group_at_exit = group.is_none();
     let group =
         group.unwrap_or_else(|| format!("console-consumer-{}", TokioEnv.rng_seed() % 100_000));
     let mut settings = vec![
@@ -374,14 +446,27 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
         subscription,
         group,
         from_beginning,
-        max_messages,
+        max_messages: max_messages.and_then(|max| u64::try_from(max).ok()),
         settings,
         skip_message_on_error,
         formatter: Formatter::named(&formatter, &properties).map_err(|e| e.to_string())?,
+        forget_group_at_exit,
     };
-    let consumed = runtime(Some(2))?
-        .block_on(consume(&options, &mut std::io::stdout()))
-        .map_err(|e| e.to_string())?;
-    eprintln!("Consumed {consumed} messages");
-    Ok(ExitCode::SUCCESS)
+    let consumed = match runtime(Some(2))?.block_on(async {
+        let mut signals = listen_for_stop("console-consumer");
+        consume(&options, &mut std::io::stdout(), &mut signals).await
+    }) {
+        Ok(consumed) => consumed,
+        // 0.7.2's words and exit code when nobody reads the output any more (`| head`).
+        Err(ConsumeError::Output(_)) => {
+            eprintln!("Unable to write to standard out, closing consumer.");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    eprintln!("Consumed {} messages", consumed.printed);
+    // Stopped by a signal: the exit code a JVM gives after its shutdown hooks.
+    Ok(consumed.stopped_by.map_or(ExitCode::SUCCESS, |signal| {
+        ExitCode::from(signal.exit_code())
+    }))
 }

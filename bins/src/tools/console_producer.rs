@@ -1,19 +1,23 @@
 //! `console-producer`: lines of standard input to a topic, through the producer (0.7.2's
 //! ConsoleProducer): async by default (`--sync` for one request per line), optional compression
 //! and durable acknowledgements. Every line's fate is known at the end: the tool says how many
-//! were delivered and fails if any was not.
+//! were delivered and fails if any was not. ^C or SIGTERM ends the input and, as 0.7.2's
+//! shutdown hook does, sends what is queued before exiting (a killed `tail -f | console-producer`
+//! loses nothing it had read). Lines are split as Java's `readLine` splits them and sent as the
+//! bytes they are ([`crate::tools::line_reader`]).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::AsyncBufRead;
 use tributary_core::config::{BrokerEndpoint, LoadError, ProducerConfig, Properties, ZkConnect};
 use tributary_core::message::CompressionCodec;
 use tributary_core::wire::TopicName;
 
-use crate::cli::runtime;
+use crate::cli::{listen_for_stop, next_stop, runtime, StopSignal, StopSignals};
 use crate::env::TokioEnv;
 use crate::producer::{Producer, Record, StartError};
+use crate::tools::line_reader::{Line, LineReader};
 
 /// Why standard input could not be sent.
 #[derive(Debug, thiserror::Error)]
@@ -24,9 +28,6 @@ pub enum ProduceError {
     /// The producer could not start.
     #[error(transparent)]
     Start(#[from] StartError),
-    /// Standard input could not be read.
-    #[error("reading standard input: {0}")]
-    Input(#[source] std::io::Error),
 }
 
 /// How to send.
@@ -50,13 +51,19 @@ pub struct ConsoleProducerOptions {
     pub properties: Vec<String>,
 }
 
-/// What was sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What was sent, and how the run ended.
+#[derive(Debug, Default)]
 pub struct Sent {
     /// Lines delivered.
     pub delivered: u64,
     /// Lines that could not be delivered (each reported on standard error).
     pub failed: u64,
+    /// Lines handed to the producer whose outcome was not awaited (a second stop signal).
+    pub unconfirmed: u64,
+    /// The signal that ended the input early, if one did.
+    pub stopped_by: Option<StopSignal>,
+    /// Why standard input could not be read to its end, if it could not.
+    pub input_error: Option<std::io::Error>,
 }
 
 impl ConsoleProducerOptions {
@@ -81,18 +88,51 @@ impl ConsoleProducerOptions {
     }
 }
 
-/// Sends standard input's lines per `options`.
-pub async fn produce_stdin(options: &ConsoleProducerOptions) -> Result<Sent, ProduceError> {
-    let producer = Producer::start(TokioEnv, options.config()?).await?;
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    let mut deliveries = Vec::new();
-    let mut sent = Sent {
-        delivered: 0,
-        failed: 0,
+/// Sends the lines of `input` per `options` until its end, a read error or a stop signal from
+/// `signals`; then, as 0.7.2's shutdown hook does, closes the producer (what is queued is sent)
+/// and waits for every line's outcome. A second signal stops the waiting; the lines not yet
+/// confirmed are counted in [`Sent::unconfirmed`], never dropped without a word.
+pub async fn produce(
+    options: &ConsoleProducerOptions,
+    input: impl AsyncBufRead + Unpin,
+    signals: &mut Option<StopSignals>,
+) -> Result<Sent, ProduceError> {
+    let config = options.config()?;
+    let limit = usize::try_from(config.max_message_bytes).unwrap_or(usize::MAX);
+    let mut sent = Sent::default();
+    let producer = tokio::select! {
+        producer = Producer::start(TokioEnv, config) => producer?,
+        signal = next_stop(signals) => {
+            sent.stopped_by = Some(signal);
+            return Ok(sent);
+        }
     };
-    while let Some(line) = lines.next_line().await.map_err(ProduceError::Input)? {
+    let mut lines = LineReader::new(input, limit);
+    let mut deliveries = Vec::new();
+    loop {
+        // `next_line` is cancel-safe: a signal never loses part of a line already read.
+        let line = tokio::select! {
+            line = lines.next_line() => line,
+            signal = next_stop(signals) => {
+                sent.stopped_by = Some(signal);
+                break;
+            }
+        };
+        let line = match line {
+            Ok(Some(Line::Bytes(line))) => line,
+            Ok(Some(Line::TooLong { number, bytes })) => {
+                eprintln!("not sent: line {number} is {bytes} bytes, more than max.message.size ({limit})");
+                sent.failed += 1;
+                continue;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                sent.input_error = Some(e);
+                break;
+            }
+        };
         match producer
-            .send(Record::new(options.topic.clone(), line.into_bytes()))
+            .send(Record::new(options.topic.clone(), line))
             .await
         {
             Ok(delivery) => deliveries.push(delivery),
@@ -103,11 +143,14 @@ pub async fn produce_stdin(options: &ConsoleProducerOptions) -> Result<Sent, Pro
         }
         // Keep memory bounded on long inputs: settle what was handed over so far.
         if deliveries.len() >= SETTLE_EVERY {
-            settle(std::mem::take(&mut deliveries), &mut sent).await;
+            settle(&mut deliveries, &mut sent, signals).await;
         }
     }
-    producer.close().await;
-    settle(deliveries, &mut sent).await;
+    tokio::select! {
+        () = producer.close() => {}
+        signal = next_stop(signals) => eprintln!("{signal:?} again: not waiting for the producer to send what it holds"),
+    }
+    settle(&mut deliveries, &mut sent, signals).await;
     Ok(sent)
 }
 
@@ -116,10 +159,25 @@ const SETTLE_EVERY: usize = 10_000;
 /// How long one delivery may take to resolve before the tool gives up on it.
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Waits for every delivery, counting outcomes (each failure said on standard error).
-async fn settle(deliveries: Vec<crate::producer::Delivery>, sent: &mut Sent) {
-    for delivery in deliveries {
-        match tokio::time::timeout(DELIVERY_TIMEOUT, delivery).await {
+/// Waits for every delivery, counting outcomes (each failure said on standard error). A stop
+/// signal meanwhile ends the wait: what is left is counted as unconfirmed.
+async fn settle(
+    deliveries: &mut Vec<crate::producer::Delivery>,
+    sent: &mut Sent,
+    signals: &mut Option<StopSignals>,
+) {
+    let mut pending = std::mem::take(deliveries).into_iter();
+    while let Some(delivery) = pending.next() {
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout(DELIVERY_TIMEOUT, delivery) => outcome,
+            signal = next_stop(signals) => {
+                let left = 1 + pending.len() as u64;
+                eprintln!("{signal:?}: stopped waiting for {left} lines (not confirmed delivered)");
+                sent.unconfirmed += left;
+                return;
+            }
+        };
+        match outcome {
             Ok(Ok(_)) => sent.delivered += 1,
             Ok(Err(e)) => {
                 eprintln!("not delivered: {e}");
@@ -239,16 +297,29 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
         properties,
     };
     let sent = runtime(Some(2))?
-        .block_on(produce_stdin(&options))
+        .block_on(async {
+            let mut signals = listen_for_stop("console-producer");
+            let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+            produce(&options, stdin, &mut signals).await
+        })
         .map_err(|e| e.to_string())?;
     let durably = if acks { " (durable)" } else { "" };
+    let unconfirmed = match sent.unconfirmed {
+        0 => String::new(),
+        n => format!("; {n} not confirmed"),
+    };
     eprintln!(
-        "delivered {} messages to {topic}{durably}; {} not delivered",
+        "delivered {} messages to {topic}{durably}; {} not delivered{unconfirmed}",
         sent.delivered, sent.failed
     );
-    Ok(if sent.failed > 0 {
+    if let Some(e) = sent.input_error {
+        return Err(format!("reading standard input: {e}"));
+    }
+    Ok(if sent.failed > 0 || sent.unconfirmed > 0 {
         ExitCode::from(1)
     } else {
-        ExitCode::SUCCESS
+        sent.stopped_by.map_or(ExitCode::SUCCESS, |signal| {
+            ExitCode::from(signal.exit_code())
+        })
     })
 }

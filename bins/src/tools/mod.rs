@@ -8,6 +8,7 @@ pub mod date_format;
 pub mod dump_log;
 pub mod get_offsets;
 pub mod jmx_tool;
+pub mod line_reader;
 pub mod link_proxy;
 pub mod mirror_status;
 pub mod offset_checker;

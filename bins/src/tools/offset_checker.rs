@@ -111,6 +111,15 @@ pub enum OffsetCheckError {
     /// The report could not be written.
     #[error(transparent)]
     Output(#[from] std::io::Error),
+    /// No `--topic` was given and the group has committed no offsets in this ZooKeeper: a
+    /// misspelt group, ZooKeeper or chroot (0.7.2 fails here too, exit 1).
+    #[error("group {group} has no committed offsets here ({path} does not exist): check --group and the --zkconnect address and chroot")]
+    NoGroup {
+        /// The group.
+        group: String,
+        /// The node that is missing.
+        path: String,
+    },
 }
 
 /// What to check.
@@ -135,13 +144,25 @@ pub async fn check(
         .await
         .map_err(OffsetCheckError::Connect)?;
     let group = &options.group;
-    let topics = if options.topics.is_empty() {
+    let mut topics: Vec<TopicName> = if options.topics.is_empty() {
         let path = format!("/consumers/{group}/offsets");
-        let names = children(&coord, &path).await?;
+        let names = match coord.children(&path).await {
+            Ok(names) => names,
+            Err(CoordError::NoNode(_)) => {
+                coord.close().await;
+                return Err(OffsetCheckError::NoGroup {
+                    group: group.to_string(),
+                    path,
+                });
+            }
+            Err(source) => return Err(OffsetCheckError::ZooKeeper { path, source }),
+        };
         names.iter().filter_map(|t| t.parse().ok()).collect()
     } else {
         options.topics.clone()
     };
+    // 0.7.2 sorts the topics (as strings), whether listed or given.
+    topics.sort_by(|a, b| a.as_str().cmp(b.as_str()));
     let mut brokers: BTreeMap<i32, Option<(String, u16)>> = BTreeMap::new();
     for topic in topics {
         let offsets_path = consumer_offsets_path(group, &topic);
@@ -282,10 +303,14 @@ pub fn run_cli(args: ConsumerOffsetCheckerArgs) -> Result<ExitCode, String> {
             .transpose()?
             .unwrap_or_default(),
     };
-    runtime(Some(1))?
-        .block_on(check(&options, &mut std::io::stdout()))
-        .map_err(|e| e.to_string())?;
-    Ok(ExitCode::SUCCESS)
+    match runtime(Some(1))?.block_on(check(&options, &mut std::io::stdout())) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e @ OffsetCheckError::NoGroup { .. }) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(1))
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[cfg(test)]

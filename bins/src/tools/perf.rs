@@ -40,6 +40,9 @@ pub enum PerfError {
     /// `--date-format` has a letter that is not formatted.
     #[error(transparent)]
     DateFormat(#[from] DateFormatError),
+    /// The group's state from an earlier run could not be removed.
+    #[error(transparent)]
+    ForgetGroup(#[from] crate::tools::console_consumer::ConsumeError),
 }
 
 /// 0.7's default date format, `yyyy-MM-dd HH:mm:ss:SSS`, in UTC.
@@ -256,7 +259,8 @@ pub struct ConsumerPerfOptions {
     pub dates: DateFormat,
 }
 
-/// Runs `consumer-perf`; prints 0.7.1's columns; returns (messages, bytes).
+/// Runs `consumer-perf`: removes the group's state first (as 0.7.2 does), then reads and
+/// prints 0.7.1's columns; returns (messages, bytes).
 pub async fn consumer_perf(
     options: &ConsumerPerfOptions,
     out: &mut impl Write,
@@ -271,6 +275,8 @@ pub async fn consumer_perf(
     );
     let props = Properties::parse("consumer-perf options", &text).map_err(LoadError::from)?;
     let config = ConsumerConfig::from_properties(&props).map_err(LoadError::from)?;
+    // As 0.7.2: every run starts from the group's reset point, not where the last one stopped.
+    crate::tools::console_consumer::forget_group(&config).await?;
     let subscription = Subscription::Topics(
         [(options.topic.clone(), options.threads.max(1))]
             .into_iter()

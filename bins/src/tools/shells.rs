@@ -2,9 +2,10 @@
 //! interactive tools driven by a client properties file.
 //!
 //! - `producer-shell --props producer.properties --topic t`: sends each line of standard input
-//!   (trimmed) and prints `Sent: <line> (<n> bytes)`, as 0.7.2 does, once the message is
-//!   delivered (0.7.2 printed it once handed over; a line that is not delivered is said on
-//!   standard error instead, and the exit code is 1).
+//!   (trimmed as Java trims) and prints `Sent: <line> (<n> bytes)`, as 0.7.2 does, once the
+//!   message is delivered (0.7.2 printed it once handed over; a line that is not delivered is
+//!   said on standard error instead, and the exit code is 1). Lines are the bytes they are
+//!   (0.7.2 re-encoded what was not valid in its charset).
 //! - `consumer-shell --props consumer.properties --topic t [--partitions n]`: joins the group of
 //!   the properties with `n` streams and prints 0.7.2's lines: `Starting consumer...`, then per
 //!   stream `Starting consumer thread..`, `consumed: <payload>` per message, and at the stream's
@@ -15,13 +16,14 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::BufReader;
 use tributary_core::wire::TopicName;
 
 use crate::cli::{load_consumer, load_producer, runtime, wait_for_signal, StrayWords};
 use crate::consumer::{ConsumerConnector, ConsumerError, Subscription};
 use crate::env::TokioEnv;
 use crate::producer::{Producer, Record};
+use crate::tools::line_reader::{Line, LineReader};
 
 /// `tributary producer-shell`'s arguments (0.7.2's ProducerShell flags).
 #[derive(Debug, clap::Args)]
@@ -41,21 +43,35 @@ pub struct ProducerShellArgs {
 pub fn run_producer_cli(args: ProducerShellArgs) -> Result<ExitCode, String> {
     args.stray.warn("producer-shell");
     let config = load_producer(&args.props)?;
+    let max_message_bytes = config.max_message_bytes;
     let failed = runtime(Some(1))?.block_on(async {
         let producer = Producer::start(TokioEnv, config)
             .await
             .map_err(|e| e.to_string())?;
-        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        let limit = usize::try_from(max_message_bytes).unwrap_or(usize::MAX);
+        let mut lines = LineReader::new(BufReader::new(tokio::io::stdin()), limit);
         let mut failed = 0u64;
-        while let Some(line) = lines
-            .next_line()
-            .await
-            .map_err(|e| format!("reading standard input: {e}"))?
-        {
-            let message = line.trim().to_string();
+        let mut input_error = None;
+        loop {
+            let line = match lines.next_line().await {
+                Ok(Some(Line::Bytes(line))) => line,
+                Ok(Some(Line::TooLong { number, bytes })) => {
+                    eprintln!("not sent: line {number} is {bytes} bytes, more than max.message.size ({limit})");
+                    failed += 1;
+                    continue;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    input_error = Some(format!("reading standard input: {e}"));
+                    break;
+                }
+            };
+            // Java's `trim`: every character up to U+0020 at either end.
+            let message = java_trim(&line).to_vec();
             let bytes = message.len();
+            let shown = String::from_utf8_lossy(&line);
             let delivered = match producer
-                .send(Record::new(args.topic.clone(), message.into_bytes()))
+                .send(Record::new(args.topic.clone(), message))
                 .await
             {
                 Ok(delivery) => delivery.await.map_err(|e| e.to_string()),
@@ -64,16 +80,19 @@ pub fn run_producer_cli(args: ProducerShellArgs) -> Result<ExitCode, String> {
             match delivered {
                 Ok(_) => {
                     let mut out = std::io::stdout().lock();
-                    let _ = writeln!(out, "Sent: {line} ({bytes} bytes)");
+                    let _ = writeln!(out, "Sent: {shown} ({bytes} bytes)");
                     let _ = out.flush();
                 }
                 Err(e) => {
-                    eprintln!("not delivered: {line}: {e}");
+                    eprintln!("not delivered: {shown}: {e}");
                     failed += 1;
                 }
             }
         }
         producer.close().await;
+        if let Some(e) = input_error {
+            return Err(e);
+        }
         Ok::<u64, String>(failed)
     })?;
     Ok(if failed == 0 {
@@ -105,7 +124,7 @@ pub fn run_consumer_cli(args: ConsumerShellArgs) -> Result<ExitCode, String> {
     args.stray.warn("consumer-shell");
     let config = load_consumer(&args.props)?;
     let streams = args.partitions.max(1);
-    runtime(None)?.block_on(async {
+    let failed = runtime(None)?.block_on(async {
         say("Starting consumer...")?;
         let subscription =
             Subscription::Topics([(args.topic.clone(), streams)].into_iter().collect());
@@ -158,9 +177,23 @@ pub fn run_consumer_cli(args: ConsumerShellArgs) -> Result<ExitCode, String> {
         if interrupted {
             say("consumer threads shutted down")?;
         }
-        failed.map_or(Ok(()), Err)
+        Ok::<_, String>(failed)
     })?;
-    Ok(ExitCode::SUCCESS)
+    // A stream that failed was logged (ERROR) when it ended; the exit code says so too.
+    Ok(match failed {
+        Some(_) => ExitCode::from(1),
+        None => ExitCode::SUCCESS,
+    })
+}
+
+/// `bytes` without what Java's `String.trim` removes: every byte up to 0x20 at either end.
+fn java_trim(bytes: &[u8]) -> &[u8] {
+    let start = bytes.iter().position(|b| *b > b' ').unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| *b > b' ')
+        .map_or(start, |at| at + 1);
+    &bytes[start..end]
 }
 
 /// Prints a line of the shell's own; an error (a closed pipe) instead of a panic.

@@ -1,0 +1,390 @@
+//! Kafka 0.7.2's console tools as operators and their scripts stop and call them, against a real
+//! ZooKeeper and broker: ^C and SIGTERM finish the work (0.7.2's shutdown hooks: the producer
+//! sends what it queued, the consumer commits, leaves its group and removes a made-up one),
+//! jopt-simple's option spellings, input that is not UTF-8, a misspelt group.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use tributary_tests::broker::{tributary_binary, BrokerProcess};
+use tributary_tests::zookeeper::{free_port, ZooKeeper};
+
+struct Cluster {
+    zk: ZooKeeper,
+    _broker: BrokerProcess,
+    dir: tempfile::TempDir,
+}
+
+/// ZooKeeper and one broker with two partitions per topic, every message flushed.
+fn cluster() -> Cluster {
+    let zk = ZooKeeper::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let properties = format!(
+        "brokerid=0\nhostname=127.0.0.1\nport={port}\nlog.dir={}\nnum.partitions=2\nlog.flush.interval=1\n\
+         zk.connect={}\nzk.sessiontimeout.ms=2000\nzk.connectiontimeout.ms=10000\n",
+        dir.path().join("logs").display(),
+        zk.connect_string()
+    );
+    let broker = BrokerProcess::start(dir.path(), port, &properties);
+    Cluster {
+        zk,
+        _broker: broker,
+        dir,
+    }
+}
+
+fn tributary(args: &[&str]) -> Command {
+    let mut command = Command::new(tributary_binary());
+    command.args(args).env_remove("RUST_LOG");
+    command
+}
+
+/// A running tool: its standard input (kept open until dropped), its output lines as they come
+/// and its standard error once it ends.
+struct Running {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<Vec<u8>>,
+    stdout: Vec<Vec<u8>>,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+fn spawn(command: &mut Command) -> Running {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || loop {
+        let mut line = Vec::new();
+        match out.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let mut err = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = err.read_to_string(&mut text);
+        text
+    });
+    Running {
+        child,
+        stdin,
+        lines,
+        stdout: Vec::new(),
+        stderr,
+    }
+}
+
+impl Running {
+    /// Waits until `count` output lines came (at most `limit`).
+    fn read_lines(&mut self, count: usize, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.stdout.len() < count {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.stdout.push(line),
+                Err(_) => panic!(
+                    "{} of {count} lines within {limit:?}: {:?}",
+                    self.stdout.len(),
+                    self.stdout
+                ),
+            }
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        let sent = Command::new("kill")
+            .args(["-s", name, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -s {name}");
+    }
+
+    /// Waits for the end (at most `limit`); the exit code (`None`: killed by a signal), every
+    /// output line and standard error.
+    fn finish(mut self, limit: Duration) -> (Option<i32>, Vec<Vec<u8>>, String) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("still running after {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.stdout.push(line);
+        }
+        (status.code(), self.stdout, self.stderr.join().unwrap())
+    }
+}
+
+/// Runs a tool to its end with `stdin` as input.
+fn run(command: &mut Command, stdin: &[u8]) -> (Option<i32>, Vec<Vec<u8>>, String) {
+    let mut running = spawn(command);
+    running.stdin.as_mut().unwrap().write_all(stdin).unwrap();
+    running.finish(Duration::from_secs(60))
+}
+
+fn produce(cluster: &Cluster, topic: &str, lines: usize) {
+    let input: String = (0..lines).map(|i| format!("{topic}-{i}\n")).collect();
+    let (code, _, stderr) = run(
+        tributary(&[
+            "console-producer",
+            "--zookeeper",
+            &cluster.zk.connect_string(),
+        ])
+        .args(["--topic", topic, "--acks"]),
+        input.as_bytes(),
+    );
+    assert_eq!(code, Some(0), "console-producer: {stderr}");
+}
+
+/// Every group's committed offsets, as export-zk-offsets writes them.
+fn exported(cluster: &Cluster) -> String {
+    let file = cluster.dir.path().join("all.offsets");
+    let (code, _, stderr) = run(
+        tributary(&[
+            "export-zk-offsets",
+            "--zkconnect",
+            &cluster.zk.connect_string(),
+        ])
+        .arg("--output-file")
+        .arg(&file),
+        b"",
+    );
+    assert_eq!(code, Some(0), "export-zk-offsets: {stderr}");
+    std::fs::read_to_string(Path::new(&file)).unwrap()
+}
+
+fn sorted(mut lines: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    lines.sort();
+    lines
+}
+
+#[test]
+fn console_producer_sends_what_it_queued_when_stopped() {
+    let cluster = cluster();
+    let zk = cluster.zk.connect_string();
+    // Batches of 1,000 lines or a minute: nothing is sent before the signal.
+    let mut producer = spawn(&mut tributary(&[
+        "console-producer",
+        "--zookeeper",
+        &zk,
+        "--topic",
+        "stopped",
+        "--batch-size",
+        "1000",
+        "--timeout",
+        "60000",
+    ]));
+    let input: String = (0..100).map(|i| format!("stopped-{i}\n")).collect();
+    let stdin = producer.stdin.as_mut().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    // As `tail -f log | console-producer` is stopped: input still open.
+    std::thread::sleep(Duration::from_secs(2));
+    producer.signal("TERM");
+    let (code, _, stderr) = producer.finish(Duration::from_secs(60));
+    assert_eq!(code, Some(143), "SIGTERM's exit code; stderr: {stderr}");
+    assert!(
+        stderr.contains("delivered 100 messages to stopped; 0 not delivered"),
+        "{stderr}"
+    );
+    let (code, out, stderr) = run(
+        tributary(&["console-consumer", "--zookeeper", &zk, "--topic", "stopped"]).args([
+            "--from-beginning",
+            "--consumer-timeout-ms",
+            "3000",
+        ]),
+        b"",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let want: Vec<Vec<u8>> = (0..100)
+        .map(|i| format!("stopped-{i}\n").into_bytes())
+        .collect();
+    assert_eq!(sorted(out), sorted(want));
+}
+
+#[test]
+fn console_consumer_commits_and_leaves_when_stopped_and_removes_a_group_it_made_up() {
+    let cluster = cluster();
+    let zk = cluster.zk.connect_string();
+    produce(&cluster, "c", 20);
+    let consumer = |group: Option<&str>| {
+        let mut command = tributary(&["console-consumer", "--zookeeper", &zk, "--topic", "c"]);
+        command.arg("--from-beginning");
+        if let Some(group) = group {
+            command.args(["--group", group]);
+        }
+        command
+    };
+    // With a group: ^C after everything was printed, well before the 10 s autocommit.
+    let mut kept = spawn(&mut consumer(Some("kept")));
+    kept.read_lines(20, Duration::from_secs(30));
+    kept.signal("INT");
+    let (code, out, stderr) = kept.finish(Duration::from_secs(30));
+    assert_eq!(code, Some(130), "^C's exit code; stderr: {stderr}");
+    assert_eq!(out.len(), 20);
+    assert!(stderr.contains("Consumed 20 messages"), "{stderr}");
+    // The final commit: no lag left on either partition.
+    let (code, report, stderr) = run(
+        &mut tributary(&[
+            "consumer-offset-checker",
+            "--zkconnect",
+            &zk,
+            "--group",
+            "kept",
+        ]),
+        b"",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let report: String = report.iter().map(|l| String::from_utf8_lossy(l)).collect();
+    let lags: Vec<&str> = report
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Consumer lag = "))
+        .collect();
+    assert_eq!(lags, ["0", "0"], "{report}");
+    // Without a group: the made-up group is gone at a normal end and after ^C.
+    let (code, out, stderr) = run(consumer(None).args(["--consumer-timeout-ms", "2000"]), b"");
+    assert_eq!((code, out.len()), (Some(0), 20), "{stderr}");
+    let mut throw_away = spawn(&mut consumer(None));
+    throw_away.read_lines(20, Duration::from_secs(30));
+    throw_away.signal("INT");
+    let (code, _, stderr) = throw_away.finish(Duration::from_secs(30));
+    assert_eq!(code, Some(130), "{stderr}");
+    let groups = exported(&cluster);
+    assert!(groups.contains("/consumers/kept/"), "{groups}");
+    assert!(!groups.contains("console-consumer-"), "{groups}");
+}
+
+#[test]
+fn jopt_spellings_raw_bytes_a_misspelt_group_and_consumer_perf_reruns() {
+    let cluster = cluster();
+    let zk = cluster.zk.connect_string();
+    // Single-dash and abbreviated options; a Latin-1 byte and a CR LF.
+    let (code, _, stderr) = run(
+        &mut tributary(&[
+            "console-producer",
+            "-zookeeper",
+            &zk,
+            "-top",
+            "bytes",
+            "--ack",
+        ]),
+        b"caf\xe9\nplain\r\n",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("delivered 2 messages"), "{stderr}");
+    let (code, out, stderr) = run(
+        tributary(&["console-consumer", "-zoo", &zk, "-topic", "bytes", "-from"]).args([
+            "--max-messages",
+            "-1",
+            "--consumer-timeout-ms",
+            "3000",
+        ]),
+        b"",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        sorted(out),
+        [b"caf\xe9\n".to_vec(), b"plain\n".to_vec()],
+        "the bytes as they were sent"
+    );
+    // An ambiguous abbreviation is refused, naming what it could be.
+    let (code, _, stderr) = run(
+        &mut tributary(&["console-consumer", "--zookeeper", &zk, "--f", "x"]),
+        b"",
+    );
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("--f is ambiguous: it could be --from-beginning, --fetch-size"),
+        "{stderr}"
+    );
+    // A misspelt group is an error, not an empty report.
+    let (code, out, stderr) = run(
+        &mut tributary(&[
+            "consumer-offset-checker",
+            "--zkconnect",
+            &zk,
+            "--group",
+            "nosuch",
+        ]),
+        b"",
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(out.is_empty(), "{out:?}");
+    assert!(
+        stderr.contains("group nosuch has no committed offsets"),
+        "{stderr}"
+    );
+    // consumer-perf starts over every run, as 0.7.2's does.
+    for run_number in 1..=2 {
+        let (code, out, stderr) = run(
+            tributary(&["consumer-perf", "--zookeeper", &zk, "--topic", "bytes"]).args([
+                "--group",
+                "perf",
+                "--messages",
+                "2",
+                "--hide-header",
+            ]),
+            b"",
+        );
+        assert_eq!(code, Some(0), "{stderr}");
+        let row = String::from_utf8_lossy(&out[0]).into_owned();
+        let messages = row.split(", ").nth(5).map(str::trim);
+        assert_eq!(messages, Some("2"), "run {run_number}: {row}");
+    }
+}
+
+#[test]
+fn a_log4j_file_that_writes_target_in_lower_case_still_sends_log_lines_to_stderr() {
+    // As 0.7.2's own bin/kafka-console-consumer-log4j.properties spells it, with `:` as separator.
+    let dir = tempfile::tempdir().unwrap();
+    let log4j = dir.path().join("log4j.properties");
+    std::fs::write(
+        &log4j,
+        "log4j.rootLogger=WARN, stderr\nlog4j.appender.stderr=org.apache.log4j.ConsoleAppender\n\
+         log4j.appender.stderr.target: system.err\n",
+    )
+    .unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let dead = free_port().to_string();
+    // A stray word makes the tool log one warning before it fails to connect.
+    let (_, out, stderr) = run(
+        Command::new(root.join("bin/kafka-run-class.sh"))
+            .args(["kafka.tools.GetOffsetShell", "--server"])
+            .arg(format!("127.0.0.1:{dead}"))
+            .args(["--topic", "t", "--time", "-1", "stray"])
+            .env("TRIBUTARY_BIN", tributary_binary())
+            .env(
+                "KAFKA_OPTS",
+                format!("-Dlog4j.configuration=file:{}", log4j.display()),
+            )
+            .env_remove("RUST_LOG"),
+        b"",
+    );
+    assert!(stderr.contains("ignoring stray"), "{stderr}");
+    let out: String = out.iter().map(|l| String::from_utf8_lossy(l)).collect();
+    assert!(
+        !out.contains("ignoring"),
+        "log lines in the tool's output: {out}"
+    );
+}
