@@ -9,7 +9,7 @@ use tributary_core::planted::Bug;
 use tributary_sim::cluster::{run_seed, stop_while_zookeeper_is_unreachable, Faults, Options};
 use tributary_sim::invariants::Invariant;
 
-const BATCH_SEEDS: u64 = 200;
+const BATCH_SEEDS: u64 = 120;
 const SIM_SECONDS: u64 = 60;
 /// Seeds a planted bug gets to show up in.
 const PLANTED_SEEDS_MAX: u64 = 40;
