@@ -68,7 +68,7 @@ fn check_config_names_file_line_and_key_of_a_bad_value() {
 }
 
 #[test]
-fn dump_log_prints_entries_and_stops_at_corruption() {
+fn dump_log_prints_entries_and_lists_past_a_bad_crc() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = MessageSetBuilder::new();
     b.push(&b"hello"[..]).push(&b"world"[..]);
@@ -100,20 +100,46 @@ fn dump_log_prints_entries_and_stops_at_corruption() {
         format!("tail of the log is at offset: {}", 1000 + bytes.len())
     );
 
+    // As 0.7.2: a bad CRC is listed as invalid and the listing goes on; Tributary names the
+    // first one and exits 1.
     bytes[15 + 12] ^= 0xff; // corrupt "world"
     let bad = dir.path().join("00000000000000000000.kafka");
     std::fs::write(&bad, &bytes).unwrap();
-    let (code, stdout, _) = tributary(&["dump-log", "--noprint", bad.to_str().unwrap()]);
+    let (code, stdout, _) = tributary(&["dump-log", "-noprint", bad.to_str().unwrap()]);
     assert_eq!(code, 1);
-    assert!(
-        stdout.contains("offset: 15 isvalid: false (message at offset 15: CRC mismatch"),
-        "{stdout}"
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[3],
+        "offset: 15 isvalid: false payloadsize: 5 magic: 1 compresscodec: NoCompressionCodec"
     );
+    assert!(lines[4].starts_with("offset: 30 isvalid: true"), "{stdout}");
     assert!(
-        stdout.ends_with("tail of the log is at offset: 15\n"),
+        stdout.ends_with(&format!(
+            "first entry with a bad CRC at offset: 15 (a broker's recovery cuts the log there)\n\
+             tail of the log is at offset: {}\n",
+            bytes.len()
+        )),
         "{stdout}"
     );
     assert!(!stdout.contains("payload:"));
+    // A copy named as 0.7.2 allows, and a broken length: listed up to it, then why.
+    let copy = dir.path().join("7.kafka.bak");
+    let mut broken = bytes[..15].to_vec();
+    broken.extend_from_slice(&[0, 0, 0, 1, 0]);
+    std::fs::write(&copy, &broken).unwrap();
+    let (code, stdout, _) = tributary(&["dump-log", "--noprint", copy.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains("Starting offset: 7\noffset: 7 isvalid: true"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("offset: 22 isvalid: false (message at offset 22: length 1"),
+        "{stdout}"
+    );
+    // No file: nothing, as 0.7.2.
+    let (code, stdout, _) = tributary(&["dump-log"]);
+    assert_eq!((code, stdout.as_str()), (0, ""));
 }
 
 #[test]

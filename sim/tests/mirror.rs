@@ -17,7 +17,7 @@ use tributary_sim::cluster::Faults;
 use tributary_sim::invariants::Invariant;
 use tributary_sim::mirror::{run_seed, Options};
 
-const BATCH_SEEDS: u64 = 80;
+const BATCH_SEEDS: u64 = 60;
 const SIM_SECONDS: u64 = 60;
 /// Seeds a planted bug gets to show up in (the issue asks for at most 100).
 const PLANTED_SEEDS_MAX: u64 = 100;
@@ -116,18 +116,19 @@ fn mixed_faults_never_break_a_mirror_invariant(half: u64) {
 
 #[test]
 fn the_same_seed_gives_the_same_trace() {
-    for seed in [2, 5] {
-        assert_same_trace(&format!("seed {seed}"), &[2], || {
-            let r = run_seed(seed, options(Faults::Mixed))
-                .map_err(|(v, _)| v)
-                .unwrap();
-            Traced {
-                hash: r.trace_hash,
-                tail: r.trace_tail,
-                figures: (r.acked, r.duplicates, r.commits_checked),
-            }
-        });
-    }
+    // One seed (two were run before stop 33; CI time): the replica and cluster suites check
+    // determinism on their own seeds, and every scenario runs on the same simulated host.
+    let seed = 2;
+    assert_same_trace(&format!("seed {seed}"), &[2], || {
+        let r = run_seed(seed, options(Faults::Mixed))
+            .map_err(|(v, _)| v)
+            .unwrap();
+        Traced {
+            hash: r.trace_hash,
+            tail: r.trace_tail,
+            figures: (r.acked, r.duplicates, r.commits_checked),
+        }
+    });
 }
 
 #[test]

@@ -14,7 +14,7 @@ use tributary_tests::zookeeper::{free_port, ZooKeeper};
 
 struct Cluster {
     zk: ZooKeeper,
-    _broker: BrokerProcess,
+    broker: BrokerProcess,
     dir: tempfile::TempDir,
 }
 
@@ -30,11 +30,7 @@ fn cluster() -> Cluster {
         zk.connect_string()
     );
     let broker = BrokerProcess::start(dir.path(), port, &properties);
-    Cluster {
-        zk,
-        _broker: broker,
-        dir,
-    }
+    Cluster { zk, broker, dir }
 }
 
 fn tributary(args: &[&str]) -> Command {
@@ -199,10 +195,12 @@ fn console_producer_sends_what_it_queued_when_stopped() {
     let stdin = producer.stdin.as_mut().unwrap();
     stdin.write_all(input.as_bytes()).unwrap();
     stdin.flush().unwrap();
-    // As `tail -f log | console-producer` is stopped: input still open.
+    // As `tail -f log | console-producer` is stopped: input still open until it has exited.
+    let input_kept_open = producer.stdin.take();
     std::thread::sleep(Duration::from_secs(2));
     producer.signal("TERM");
     let (code, _, stderr) = producer.finish(Duration::from_secs(60));
+    drop(input_kept_open);
     assert_eq!(code, Some(143), "SIGTERM's exit code; stderr: {stderr}");
     assert!(
         stderr.contains("delivered 100 messages to stopped; 0 not delivered"),
@@ -335,6 +333,37 @@ fn jopt_spellings_raw_bytes_a_misspelt_group_and_consumer_perf_reruns() {
         stderr.contains("group nosuch has no committed offsets"),
         "{stderr}"
     );
+    // kafka-simple-consumer-perf-test.sh reads each partition from its start: 2 in all.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let server = format!("kafka://127.0.0.1:{}", cluster.broker.port);
+    let mut read = 0;
+    for partition in ["0", "1"] {
+        let (code, out, stderr) = run(
+            Command::new(root.join("bin/kafka-simple-consumer-perf-test.sh"))
+                .args([
+                    "--server",
+                    &server,
+                    "--topic",
+                    "bytes",
+                    "--partition",
+                    partition,
+                ])
+                .arg("--hide-header")
+                .env("TRIBUTARY_BIN", tributary_binary())
+                .env_remove("RUST_LOG"),
+            b"",
+        );
+        assert_eq!(code, Some(0), "{stderr}");
+        let row = String::from_utf8_lossy(&out[0]).into_owned();
+        read += row
+            .split(", ")
+            .nth(5)
+            .unwrap()
+            .trim()
+            .parse::<u32>()
+            .unwrap();
+    }
+    assert_eq!(read, 2);
     // consumer-perf starts over every run, as 0.7.2's does.
     for run_number in 1..=2 {
         let (code, out, stderr) = run(
@@ -386,5 +415,123 @@ fn a_log4j_file_that_writes_target_in_lower_case_still_sends_log_lines_to_stderr
     assert!(
         !out.contains("ignoring"),
         "log lines in the tool's output: {out}"
+    );
+}
+
+#[test]
+fn producer_perf_in_sync_mode_sends_batch_size_messages_per_request() {
+    let cluster = cluster();
+    let brokers = format!("broker.list=0:127.0.0.1:{}", cluster.broker.port);
+    // 0.7.2's sync ProducerPerformance: one request per --batch-size messages. Compressed, a
+    // request becomes one wrapper per partition it touches, so the log shows the requests.
+    let (code, out, stderr) = run(
+        tributary(&["producer-perf", "--brokerinfo", &brokers, "--topic", "perf"]).args([
+            "--messages",
+            "1000",
+            "--threads",
+            "1",
+            "--batch-size",
+            "100",
+            "--compression-codec",
+            "1",
+            "--show-detailed-stats",
+            "--reporting-interval",
+            "100",
+            "--hide-header",
+        ]),
+        b"",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let rows: Vec<String> = out
+        .iter()
+        .map(|l| String::from_utf8_lossy(l).trim_end().to_string())
+        .collect();
+    // A row per 100 messages, this thread's own count in column 8.
+    let counts: Vec<&str> = rows.iter().filter_map(|r| r.split(", ").nth(7)).collect();
+    let want: Vec<String> = (1..=10).map(|i| (i * 100).to_string()).collect();
+    assert_eq!(counts, want, "{rows:?}");
+    let mut wrappers = 0;
+    let mut segments = 0;
+    for partition in 0..2 {
+        let segment = cluster
+            .dir
+            .path()
+            .join(format!("logs/perf-{partition}/00000000000000000000.kafka"));
+        if !segment.exists() {
+            continue;
+        }
+        let (code, out, stderr) = run(tributary(&["dump-log", "-noprint"]).arg(&segment), b"");
+        assert_eq!(code, Some(0), "{stderr}");
+        wrappers += out
+            .iter()
+            .filter(|l| String::from_utf8_lossy(l).contains("GZIPCompressionCodec"))
+            .count();
+        segments += 1;
+    }
+    assert!(segments > 0, "no segment written");
+    // 10 requests, each at most one wrapper per partition (one message per request: 1,000).
+    assert!(
+        wrappers <= 20,
+        "{wrappers} compressed wrappers for 10 requests"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_consumer_rebalance_logs_0_7_2s_lines() {
+    let cluster = cluster();
+    let zk_connect = cluster.zk.connect_string();
+    produce(&cluster, "v", 10);
+    let zk = zookeeper_client::Client::connect(&zk_connect)
+        .await
+        .unwrap();
+    let persistent =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    for path in ["/consumers", "/consumers/g", "/consumers/g/ids"] {
+        let _ = zk.create(path, b"", &persistent).await;
+    }
+    // A member subscribed to `v`, and no owner for any partition.
+    zk.create("/consumers/g/ids/g_m1", br#"{ "v": 1 }"#, &persistent)
+        .await
+        .unwrap();
+    let verify = || {
+        tributary(&[
+            "verify-consumer-rebalance",
+            "--zk.connect",
+            &zk_connect,
+            "--group",
+            "g",
+        ])
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap()
+    };
+    let out = verify();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Rebalance operation failed !\n"
+    );
+    assert!(
+        stderr.contains("No owners for any partitions for topic v"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("No owner for topic v partition 0-0"),
+        "{stderr}"
+    );
+    // One partition owned by a thread of no registered member: 0.7.2's "valid member" words.
+    for path in ["/consumers/g/owners", "/consumers/g/owners/v"] {
+        let _ = zk.create(path, b"", &persistent).await;
+    }
+    zk.create("/consumers/g/owners/v/0-0", b"g_ghost-0", &persistent)
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&verify().stderr).into_owned();
+    assert!(!stderr.contains("No owners for any partitions"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "Owner g_ghost-0 for topic v partition 0-0 is not a valid member of consumer group g"
+        ),
+        "{stderr}"
     );
 }

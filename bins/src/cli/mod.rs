@@ -348,6 +348,15 @@ impl StopSignal {
     }
 }
 
+impl std::fmt::Display for StopSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopSignal::Interrupt => "SIGINT",
+            StopSignal::Terminate => "SIGTERM",
+        })
+    }
+}
+
 /// SIGINT and SIGTERM, listened for from creation on: once listened for, they no longer stop
 /// the process at once, so a tool creates this before it starts work it must finish (0.7.2's
 /// shutdown hooks), and every signal that arrives afterwards is seen by [`StopSignals::next`].
@@ -385,6 +394,29 @@ pub fn listen_for_stop(tool: &str) -> Option<StopSignals> {
         Err(e) => {
             tracing::warn!(target: LOG_TARGET, "{tool}: cannot listen for SIGINT/SIGTERM ({e}); a signal stops it without finishing");
             None
+        }
+    }
+}
+
+/// Runs `work` to its end, as a shutdown hook runs: a stop signal meanwhile is recorded in
+/// `stopped_by` if none was yet (the work goes on), and a second one cuts the work short
+/// (`None`; the caller says what was left undone).
+pub async fn finish_unless_stopped_twice<T>(
+    work: impl std::future::Future<Output = T>,
+    signals: &mut Option<StopSignals>,
+    stopped_by: &mut Option<StopSignal>,
+) -> Option<T> {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            done = &mut work => return Some(done),
+            signal = next_stop(signals) => {
+                if stopped_by.is_none() {
+                    *stopped_by = Some(signal);
+                    continue;
+                }
+                return None;
+            }
         }
     }
 }

@@ -11,7 +11,9 @@ use std::process::ExitCode;
 use tributary_core::config::{ConsumerConfig, LoadError, Properties, ZkConnect};
 use tributary_core::message::Message;
 
-use crate::cli::{listen_for_stop, next_stop, runtime, StopSignal, StopSignals};
+use crate::cli::{
+    finish_unless_stopped_twice, listen_for_stop, next_stop, runtime, StopSignal, StopSignals,
+};
 use crate::consumer::{ConsumerConnector, ConsumerError, StartError, Subscription};
 use crate::coordination::{CoordError, Coordination};
 use crate::env::{Env, TokioEnv};
@@ -204,8 +206,8 @@ pub struct Consumed {
 /// Consumes per `options` into `out` until `--max-messages`, the consumer timeout, or a stop
 /// signal from `signals`; then leaves the group cleanly (a final offset commit; its
 /// registrations removed), as 0.7.2's shutdown hook does, and removes a throw-away group's
-/// state ([`ConsoleConsumerOptions::forget_group_at_exit`]). A second signal while leaving
-/// stops at once, saying what was not done.
+/// state ([`ConsoleConsumerOptions::forget_group_at_exit`]). A signal while leaving is recorded
+/// (the leaving goes on); a second one stops at once, saying what was not done.
 pub async fn consume(
     options: &ConsoleConsumerOptions,
     out: &mut impl Write,
@@ -223,7 +225,7 @@ pub async fn consume(
         started = ConsumerConnector::start(TokioEnv, config.clone(), options.subscription.clone()) => started?,
         signal = next_stop(signals) => {
             consumed.stopped_by = Some(signal);
-            leave_throw_away_group(options, &config, signals).await;
+            leave_throw_away_group(options, &config, signals, &mut consumed.stopped_by).await;
             return Ok(consumed);
         }
     };
@@ -262,38 +264,39 @@ pub async fn consume(
         }
     };
     let _ = out.flush();
-    tokio::select! {
-        () = connector.shutdown() => {}
-        signal = next_stop(signals) => {
-            eprintln!("{signal:?} again: stopping without the final offset commit (the group re-reads what was printed since the last one)");
-            return result.map(|()| consumed);
-        }
+    let left =
+        finish_unless_stopped_twice(connector.shutdown(), signals, &mut consumed.stopped_by).await;
+    if left.is_none() {
+        eprintln!("stopped again: no final offset commit (the group reads again what was printed since the last one)");
+        return result.map(|()| consumed);
     }
-    leave_throw_away_group(options, &config, signals).await;
+    leave_throw_away_group(options, &config, signals, &mut consumed.stopped_by).await;
     result.map(|()| consumed)
 }
 
 /// Removes the group's state when it was made up for this run (no `--group`), as 0.7.2's
 /// shutdown hook does, so ZooKeeper does not fill with `console-consumer-<n>` groups and a later
 /// run that draws the same number does not resume at old offsets. A failure is said, not fatal
-/// (the messages were printed); a signal meanwhile stops the clean-up.
+/// (the messages were printed); a second stop signal cuts the clean-up short, saying so.
 async fn leave_throw_away_group(
     options: &ConsoleConsumerOptions,
     config: &ConsumerConfig,
     signals: &mut Option<StopSignals>,
+    stopped_by: &mut Option<StopSignal>,
 ) {
     if !options.forget_group_at_exit {
         return;
     }
-    tokio::select! {
-        forgotten = forget_group(config) => {
-            if let Err(e) = forgotten {
-                eprintln!("warning: could not remove the throw-away group {}: {e}", config.group_id);
-            }
-        }
-        _ = next_stop(signals) => {
-            eprintln!("warning: stopped before removing the throw-away group {}", config.group_id);
-        }
+    match finish_unless_stopped_twice(forget_group(config), signals, stopped_by).await {
+        Some(Ok(())) => {}
+        Some(Err(e)) => eprintln!(
+            "warning: could not remove the throw-away group {}: {e}",
+            config.group_id
+        ),
+        None => eprintln!(
+            "warning: stopped again before removing the throw-away group {}",
+            config.group_id
+        ),
     }
 }
 

@@ -14,7 +14,9 @@ use tributary_core::config::{BrokerEndpoint, LoadError, ProducerConfig, Properti
 use tributary_core::message::CompressionCodec;
 use tributary_core::wire::TopicName;
 
-use crate::cli::{listen_for_stop, next_stop, runtime, StopSignal, StopSignals};
+use crate::cli::{
+    finish_unless_stopped_twice, listen_for_stop, next_stop, runtime, StopSignal, StopSignals,
+};
 use crate::env::TokioEnv;
 use crate::producer::{Producer, Record, StartError};
 use crate::tools::line_reader::{Line, LineReader};
@@ -144,11 +146,14 @@ pub async fn produce(
         // Keep memory bounded on long inputs: settle what was handed over so far.
         if deliveries.len() >= SETTLE_EVERY {
             settle(&mut deliveries, &mut sent, signals).await;
+            if sent.stopped_by.is_some() {
+                break;
+            }
         }
     }
-    tokio::select! {
-        () = producer.close() => {}
-        signal = next_stop(signals) => eprintln!("{signal:?} again: not waiting for the producer to send what it holds"),
+    let closed = finish_unless_stopped_twice(producer.close(), signals, &mut sent.stopped_by).await;
+    if closed.is_none() {
+        eprintln!("stopped again: not waiting for the producer to send what it holds");
     }
     settle(&mut deliveries, &mut sent, signals).await;
     Ok(sent)
@@ -159,8 +164,9 @@ const SETTLE_EVERY: usize = 10_000;
 /// How long one delivery may take to resolve before the tool gives up on it.
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Waits for every delivery, counting outcomes (each failure said on standard error). A stop
-/// signal meanwhile ends the wait: what is left is counted as unconfirmed.
+/// Waits for every delivery, counting outcomes (each failure said on standard error). A first
+/// stop signal meanwhile is recorded and the wait goes on; a second ends it, and what is left
+/// is counted as unconfirmed.
 async fn settle(
     deliveries: &mut Vec<crate::producer::Delivery>,
     sent: &mut Sent,
@@ -168,14 +174,13 @@ async fn settle(
 ) {
     let mut pending = std::mem::take(deliveries).into_iter();
     while let Some(delivery) = pending.next() {
-        let outcome = tokio::select! {
-            outcome = tokio::time::timeout(DELIVERY_TIMEOUT, delivery) => outcome,
-            signal = next_stop(signals) => {
-                let left = 1 + pending.len() as u64;
-                eprintln!("{signal:?}: stopped waiting for {left} lines (not confirmed delivered)");
-                sent.unconfirmed += left;
-                return;
-            }
+        let wait = tokio::time::timeout(DELIVERY_TIMEOUT, delivery);
+        let Some(outcome) = finish_unless_stopped_twice(wait, signals, &mut sent.stopped_by).await
+        else {
+            let left = 1 + pending.len() as u64;
+            eprintln!("stopped again: not waiting for {left} lines (not confirmed delivered)");
+            sent.unconfirmed += left;
+            return;
         };
         match outcome {
             Ok(Ok(_)) => sent.delivered += 1,
@@ -296,13 +301,16 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
         acks,
         properties,
     };
-    let sent = runtime(Some(2))?
-        .block_on(async {
-            let mut signals = listen_for_stop("console-producer");
-            let stdin = tokio::io::BufReader::new(tokio::io::stdin());
-            produce(&options, stdin, &mut signals).await
-        })
-        .map_err(|e| e.to_string())?;
+    let runtime = runtime(Some(2))?;
+    let sent = runtime.block_on(async {
+        let mut signals = listen_for_stop("console-producer");
+        let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+        produce(&options, stdin, &mut signals).await
+    });
+    // Standard input is read by a blocking thread that cannot be cancelled: after a signal it
+    // may still wait for input (`tail -f`), so the runtime is not waited for.
+    runtime.shutdown_background();
+    let sent = sent.map_err(|e| e.to_string())?;
     let durably = if acks { " (durable)" } else { "" };
     let unconfirmed = match sent.unconfirmed {
         0 => String::new(),

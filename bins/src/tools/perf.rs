@@ -85,69 +85,94 @@ pub async fn producer_perf(
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
     );
+    if options.vary_message_size {
+        tracing::info!(target: "kafka.perf.ProducerPerformance$", "WARN: Throughput will be slower due to changing message size per request");
+    }
     let threads = options.threads.max(1) as u64;
     let seed = TokioEnv.rng_seed();
+    // Detailed rows are printed as the threads make them, as 0.7.2's threads print them.
+    let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<String>(1024);
     let mut tasks = Vec::new();
     for thread in 0..threads {
         let count = options.messages / threads + u64::from(thread < options.messages % threads);
-        let (config, options, bytes, delivered, failed, dates) = (
+        let (config, options, bytes, delivered, failed, dates, rows) = (
             config.clone(),
             options.clone(),
             bytes.clone(),
             delivered.clone(),
             failed.clone(),
             dates.clone(),
+            rows_tx.clone(),
         );
         tasks.push(tokio::spawn(async move {
             let producer = Producer::start(TokioEnv, config).await?;
             let mut pending = std::collections::VecDeque::new();
-            let mut lines = Vec::new();
-            let thread_start = Instant::now();
             let mut payloads = Payloads::new(&options, seed.wrapping_add(thread));
+            let mut progress = ThreadProgress::new(Instant::now());
             tracing::debug!(target: CHECKSUM_TARGET, "Messages per thread = {count}");
-            for i in 0..count {
-                let payload = payloads.next();
-                let size = payload.len();
-                if tracing::enabled!(target: CHECKSUM_TARGET, tracing::Level::DEBUG) {
-                    let crc = tributary_core::message::Message::new(payload.clone()).crc;
-                    tracing::debug!(target: CHECKSUM_TARGET, "{}-checksum:{crc}", options.topic);
+            // Sync: `--batch-size` messages per request, each request waited for (0.7.2's
+            // sync ProducerPerformance). Async: one message at a time into the queue.
+            let per_request = if options.async_mode {
+                1
+            } else {
+                options.batch_size.max(1) as u64
+            };
+            let mut left = count;
+            while left > 0 {
+                let n = left.min(per_request);
+                left -= n;
+                let mut records = Vec::new();
+                let mut sizes = Vec::new();
+                for _ in 0..n {
+                    let payload = payloads.next();
+                    if tracing::enabled!(target: CHECKSUM_TARGET, tracing::Level::DEBUG) {
+                        let crc = tributary_core::message::Message::new(payload.clone()).crc;
+                        tracing::debug!(target: CHECKSUM_TARGET, "{}-checksum:{crc}", options.topic);
+                    }
+                    sizes.push(payload.len() as u64);
+                    records.push(Record::new(options.topic.clone(), payload));
                 }
-                let delivery = producer
-                    .send(Record::new(options.topic.clone(), payload))
-                    .await?;
-                pending.push_back((delivery, size as u64));
+                let deliveries = producer.send_all(records).await?;
+                for (delivery, size) in deliveries.into_iter().zip(sizes) {
+                    progress.handed_over(size);
+                    pending.push_back((delivery, size));
+                }
                 // Bounded in-flight: settle the oldest when many are waiting.
                 while pending.len() > 10_000 || (!options.async_mode && !pending.is_empty()) {
                     settle(pending.pop_front(), &bytes, &delivered, &failed).await;
                 }
-                if options.show_detailed_stats && (i + 1) % options.reporting_interval.max(1) == 0 {
-                    let secs = thread_start.elapsed().as_secs_f64().max(1e-9);
-                    let sent = bytes.load(Ordering::Relaxed);
-                    lines.push(format!(
-                        "{}, {}, {thread}, {}, {}, {:.2}, {:.4}, {}, {:.4}",
+                if options.show_detailed_stats
+                    && progress
+                        .messages
+                        .is_multiple_of(options.reporting_interval.max(1))
+                {
+                    let (mb_per_sec, messages_per_sec) = progress.interval(Instant::now());
+                    let row = format!(
+                        "{}, {}, {thread}, {}, {}, {:.2}, {mb_per_sec:.4}, {}, {messages_per_sec:.4}",
                         dates.format(SystemTime::now()),
                         options.compression_codec,
                         options.message_size,
                         options.batch_size,
-                        mb(sent),
-                        mb(sent) / secs,
-                        i + 1,
-                        (i + 1) as f64 / secs
-                    ));
+                        mb(progress.bytes),
+                        progress.messages,
+                    );
+                    // The receiver lives until every task ended.
+                    let _ = rows.send(row).await;
                 }
             }
             while let Some(next) = pending.pop_front() {
                 settle(Some(next), &bytes, &delivered, &failed).await;
             }
             producer.close().await;
-            Ok::<_, PerfError>(lines)
+            Ok::<_, PerfError>(())
         }));
     }
+    drop(rows_tx);
+    while let Some(row) = rows_rx.recv().await {
+        writeln!(out, "{row}")?;
+    }
     for task in tasks {
-        let lines = task.await??;
-        for line in lines {
-            writeln!(out, "{line}")?;
-        }
+        task.await??;
     }
     let secs = start.elapsed().as_secs_f64().max(1e-9);
     let (sent_bytes, sent) = (
@@ -169,6 +194,40 @@ pub async fn producer_perf(
         )?;
     }
     Ok((sent, failed.load(Ordering::Relaxed)))
+}
+
+/// One sending thread's progress for its detailed rows, as 0.7.2 counts it: what it handed to
+/// its producer so far, and the rates over the last reporting interval.
+struct ThreadProgress {
+    bytes: u64,
+    messages: u64,
+    last: (Instant, u64, u64),
+}
+
+impl ThreadProgress {
+    fn new(now: Instant) -> Self {
+        ThreadProgress {
+            bytes: 0,
+            messages: 0,
+            last: (now, 0, 0),
+        }
+    }
+
+    fn handed_over(&mut self, size: u64) {
+        self.bytes += size;
+        self.messages += 1;
+    }
+
+    /// MB/s and messages/s since the last call (or the start), which becomes the new start.
+    fn interval(&mut self, now: Instant) -> (f64, f64) {
+        let (at, bytes, messages) = self.last;
+        let secs = now.duration_since(at).as_secs_f64().max(1e-9);
+        self.last = (now, self.bytes, self.messages);
+        (
+            mb(self.bytes - bytes) / secs,
+            (self.messages - messages) as f64 / secs,
+        )
+    }
 }
 
 /// The log target of the per-message checksum line (`<topic>-checksum:<crc>`, debug), named

@@ -122,10 +122,11 @@ pub struct ConsumerShellArgs {
 /// Consumes as `args` asks, printing 0.7.2's lines, until every stream ends or ^C.
 pub fn run_consumer_cli(args: ConsumerShellArgs) -> Result<ExitCode, String> {
     args.stray.warn("consumer-shell");
+    // As 0.7.2: the first line comes before the properties file is read.
+    say("Starting consumer...")?;
     let config = load_consumer(&args.props)?;
     let streams = args.partitions.max(1);
     let failed = runtime(None)?.block_on(async {
-        say("Starting consumer...")?;
         let subscription =
             Subscription::Topics([(args.topic.clone(), streams)].into_iter().collect());
         let (connector, streams) = ConsumerConnector::start(TokioEnv, config, subscription)

@@ -174,9 +174,8 @@ pub async fn simple_consumer_perf<E: Env>(
         Ok(conn) => conn,
         Err(source) => return Err(SimplePerfError::Connect { host, port, source }),
     };
-    let time = if options.from_latest { -1 } else { -2 };
-    let mut offset = first_offset(&mut conn, options, time).await?;
     let write = |out: &mut dyn Write, line: String| writeln!(out, "{line}");
+    // As 0.7.2: the header first, then the starting offset is asked.
     if !options.hide_header {
         let header = if options.report_every.is_some() {
             "time, fetch.size, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec"
@@ -185,6 +184,8 @@ pub async fn simple_consumer_perf<E: Env>(
         };
         write(out, header.to_string())?;
     }
+    let time = if options.from_latest { -1 } else { -2 };
+    let mut offset = first_offset(&mut conn, options, time).await?;
     // Times from the environment's clock (the simulator's, in a simulation).
     let start_ms = env.now_ms();
     let started: SystemTime = UNIX_EPOCH + Duration::from_millis(start_ms.max(0) as u64);
@@ -192,12 +193,15 @@ pub async fn simple_consumer_perf<E: Env>(
     let (mut last_report_ms, mut reported_messages, mut reported_bytes) = (start_ms, 0u64, 0u64);
     loop {
         let (read, read_bytes, valid_bytes) = fetch_once(&mut conn, options, offset).await?;
+        // 0.7.2 compares the count before this fetch with --messages (so one more fetch is
+        // read past it), and counts that fetch either way.
+        let done = read == 0 || options.messages.is_some_and(|limit| messages > limit);
         messages += read;
         bytes += read_bytes;
-        let done = read == 0 || options.messages.is_some_and(|limit| messages > limit);
         offset += valid_bytes as i64;
         if let Some(every) = options.report_every {
-            if messages - reported_messages >= every || (done && messages > reported_messages) {
+            // A row once more than `every` messages came since the last; none at the end.
+            if messages - reported_messages > every {
                 let now_ms = env.now_ms();
                 let secs = ((now_ms - last_report_ms) as f64 / 1000.0).max(1e-3);
                 let line = format!(

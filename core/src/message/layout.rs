@@ -55,13 +55,19 @@ pub struct MessageRef<'a> {
     pub magic: Magic,
     /// The attributes byte (0 for magic 0).
     pub attributes: u8,
-    /// The stored CRC, equal to the CRC of `payload`.
+    /// The stored CRC, equal to the CRC of `payload` when parsed with the CRC checked.
     pub crc: u32,
     /// The payload (for a compressed message, the compressed inner set).
     pub payload: &'a [u8],
 }
 
 impl<'a> MessageRef<'a> {
+    /// Whether the stored CRC is the payload's: always, for a message parsed with its CRC
+    /// checked; the question to ask of one parsed without (dump-log lists such entries).
+    pub fn crc_matches(&self) -> bool {
+        crc32fast::hash(self.payload) == self.crc
+    }
+
     /// Parses and validates the bytes after an entry's length field. `offset` names the entry in
     /// errors. Checks: length covers the header, magic is 0 or 1, codec is known, CRC matches.
     pub fn parse(body: &'a [u8], offset: i64) -> Result<Self, MessageError> {
