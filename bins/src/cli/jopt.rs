@@ -9,7 +9,8 @@
 //! - an exact option name always wins; otherwise a prefix names the one option it starts, and a
 //!   prefix several options start is refused, naming them ([`JoptError::Ambiguous`]);
 //! - `-word` is read as the long option `word` when `word` names one (exactly or as a unique
-//!   prefix); otherwise it is left as it was (clap's one-letter options, `-v`, `-h`);
+//!   prefix), refused when it starts several, and otherwise left as it was (clap's one-letter
+//!   options, `-v`, `-h`, are never looked up);
 //! - `--option=value` and `-option=value` carry their value;
 //! - the word after an option that requires a value is that value, whatever it starts with;
 //! - after `--`, nothing is rewritten.

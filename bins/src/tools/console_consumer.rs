@@ -199,7 +199,8 @@ impl ConsoleConsumerOptions {
 pub struct Consumed {
     /// Messages printed.
     pub printed: u64,
-    /// The signal that stopped the run, if one did (the group was then left as at any end).
+    /// The signal that stopped the run, if one did (the group was then left as at any end,
+    /// unless a second signal cut the leaving short, which is said on standard error).
     pub stopped_by: Option<StopSignal>,
 }
 
@@ -221,23 +222,24 @@ pub async fn consume(
         printed: 0,
         stopped_by: None,
     };
-    let started = tokio::select! {
-        started = ConsumerConnector::start(TokioEnv, config.clone(), options.subscription.clone()) => started?,
-        signal = next_stop(signals) => {
-            consumed.stopped_by = Some(signal);
-            leave_throw_away_group(options, &config, signals, &mut consumed.stopped_by).await;
-            return Ok(consumed);
-        }
+    // Joining is short, and left half-done it would leave a member registered until its
+    // session expires: a first signal lets it finish (nothing is consumed after it).
+    let start = ConsumerConnector::start(TokioEnv, config.clone(), options.subscription.clone());
+    let Some(started) = finish_unless_stopped_twice(start, signals, &mut consumed.stopped_by).await
+    else {
+        eprintln!("stopped again while joining the group: its registration ends with the ZooKeeper session");
+        return Ok(consumed);
     };
-    let (connector, mut streams) = started;
+    let (connector, mut streams) = started?;
     let Some(stream) = streams.first_mut() else {
         connector.shutdown().await;
         return Err(ConsumeError::NoStream);
     };
     let result = loop {
-        if options
-            .max_messages
-            .is_some_and(|max| consumed.printed >= max)
+        if consumed.stopped_by.is_some()
+            || options
+                .max_messages
+                .is_some_and(|max| consumed.printed >= max)
         {
             break Ok(());
         }

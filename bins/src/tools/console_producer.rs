@@ -2,8 +2,8 @@
 //! ConsoleProducer): async by default (`--sync` for one request per line), optional compression
 //! and durable acknowledgements. Every line's fate is known at the end: the tool says how many
 //! were delivered and fails if any was not. ^C or SIGTERM ends the input and, as 0.7.2's
-//! shutdown hook does, sends what is queued before exiting (a killed `tail -f | console-producer`
-//! loses nothing it had read). Lines are split as Java's `readLine` splits them and sent as the
+//! shutdown hook does, sends what is queued before exiting: the lines already read are sent,
+//! input not yet read stays unread, and a line begun but not ended is said on standard error. Lines are split as Java's `readLine` splits them and sent as the
 //! bytes they are ([`crate::tools::line_reader`]).
 
 use std::process::ExitCode;
@@ -91,9 +91,10 @@ impl ConsoleProducerOptions {
 }
 
 /// Sends the lines of `input` per `options` until its end, a read error or a stop signal from
-/// `signals`; then, as 0.7.2's shutdown hook does, closes the producer (what is queued is sent)
-/// and waits for every line's outcome. A second signal stops the waiting; the lines not yet
-/// confirmed are counted in [`Sent::unconfirmed`], never dropped without a word.
+/// `signals`. As 0.7.2's shutdown hook does, a first signal ends the input (the lines already
+/// read are sent; nothing more is read), closes the producer (what is queued is sent) and
+/// waits for every line's outcome. A second signal stops all waiting: the lines whose outcome
+/// is not known yet are counted in [`Sent::unconfirmed`], never dropped without a word.
 pub async fn produce(
     options: &ConsoleProducerOptions,
     input: impl AsyncBufRead + Unpin,
@@ -102,22 +103,28 @@ pub async fn produce(
     let config = options.config()?;
     let limit = usize::try_from(config.max_message_bytes).unwrap_or(usize::MAX);
     let mut sent = Sent::default();
-    let producer = tokio::select! {
-        producer = Producer::start(TokioEnv, config) => producer?,
-        signal = next_stop(signals) => {
-            sent.stopped_by = Some(signal);
-            return Ok(sent);
-        }
+    let start = Producer::start(TokioEnv, config);
+    let Some(producer) = finish_unless_stopped_twice(start, signals, &mut sent.stopped_by).await
+    else {
+        return Ok(sent);
     };
+    let producer = producer?;
+    tracing::debug!("console-producer: reading standard input");
     let mut lines = LineReader::new(input, limit);
     let mut deliveries = Vec::new();
+    // A second signal came: nothing more is waited for.
+    let mut cut = false;
     loop {
-        // `next_line` is cancel-safe: a signal never loses part of a line already read.
-        let line = tokio::select! {
-            line = lines.next_line() => line,
-            signal = next_stop(signals) => {
-                sent.stopped_by = Some(signal);
-                break;
+        let line = if sent.stopped_by.is_some() {
+            lines.next_buffered_line().await
+        } else {
+            // `next_line` is cancel-safe: a signal never loses part of a line already read.
+            tokio::select! {
+                line = lines.next_line() => line,
+                signal = next_stop(signals) => {
+                    sent.stopped_by = Some(signal);
+                    continue;
+                }
             }
         };
         let line = match line {
@@ -133,29 +140,45 @@ pub async fn produce(
                 break;
             }
         };
-        match producer
-            .send(Record::new(options.topic.clone(), line))
-            .await
-        {
-            Ok(delivery) => deliveries.push(delivery),
-            Err(e) => {
+        // Handing over waits while the queue is full: signals are seen meanwhile too.
+        let send = producer.send(Record::new(options.topic.clone(), line));
+        match finish_unless_stopped_twice(send, signals, &mut sent.stopped_by).await {
+            Some(Ok(delivery)) => deliveries.push(delivery),
+            Some(Err(e)) => {
                 eprintln!("not sent: {e}");
                 sent.failed += 1;
             }
-        }
-        // Keep memory bounded on long inputs: settle what was handed over so far.
-        if deliveries.len() >= SETTLE_EVERY {
-            settle(&mut deliveries, &mut sent, signals).await;
-            if sent.stopped_by.is_some() {
+            None => {
+                sent.unconfirmed += 1;
+                cut = true;
                 break;
             }
         }
+        // Keep memory bounded on long inputs: settle what was handed over so far.
+        if deliveries.len() >= SETTLE_EVERY && !settle(&mut deliveries, &mut sent, signals).await {
+            cut = true;
+            break;
+        }
     }
-    let closed = finish_unless_stopped_twice(producer.close(), signals, &mut sent.stopped_by).await;
-    if closed.is_none() {
-        eprintln!("stopped again: not waiting for the producer to send what it holds");
+    if sent.stopped_by.is_some() && lines.partial_bytes() > 0 {
+        eprintln!(
+            "not sent: a line begun but not ended when stopped ({} bytes)",
+            lines.partial_bytes()
+        );
     }
-    settle(&mut deliveries, &mut sent, signals).await;
+    if !cut {
+        let close = producer.close();
+        cut = finish_unless_stopped_twice(close, signals, &mut sent.stopped_by)
+            .await
+            .is_none();
+    }
+    if cut || !settle(&mut deliveries, &mut sent, signals).await {
+        take_known(deliveries, &mut sent);
+        eprintln!(
+            "stopped again: {} lines not confirmed delivered",
+            sent.unconfirmed
+        );
+    }
     Ok(sent)
 }
 
@@ -165,22 +188,21 @@ const SETTLE_EVERY: usize = 10_000;
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Waits for every delivery, counting outcomes (each failure said on standard error). A first
-/// stop signal meanwhile is recorded and the wait goes on; a second ends it, and what is left
-/// is counted as unconfirmed.
+/// stop signal meanwhile is recorded and the wait goes on; a second ends it (`false`): the
+/// delivery being waited for counts as unconfirmed and the rest are left in `deliveries`.
 async fn settle(
     deliveries: &mut Vec<crate::producer::Delivery>,
     sent: &mut Sent,
     signals: &mut Option<StopSignals>,
-) {
+) -> bool {
     let mut pending = std::mem::take(deliveries).into_iter();
     while let Some(delivery) = pending.next() {
         let wait = tokio::time::timeout(DELIVERY_TIMEOUT, delivery);
         let Some(outcome) = finish_unless_stopped_twice(wait, signals, &mut sent.stopped_by).await
         else {
-            let left = 1 + pending.len() as u64;
-            eprintln!("stopped again: not waiting for {left} lines (not confirmed delivered)");
-            sent.unconfirmed += left;
-            return;
+            sent.unconfirmed += 1;
+            deliveries.extend(pending);
+            return false;
         };
         match outcome {
             Ok(Ok(_)) => sent.delivered += 1,
@@ -192,6 +214,21 @@ async fn settle(
                 eprintln!("not delivered: no outcome within {DELIVERY_TIMEOUT:?}");
                 sent.failed += 1;
             }
+        }
+    }
+    true
+}
+
+/// Counts the outcomes already known, without waiting; the rest are unconfirmed.
+fn take_known(deliveries: Vec<crate::producer::Delivery>, sent: &mut Sent) {
+    for mut delivery in deliveries {
+        match delivery.try_take() {
+            Some(Ok(_)) => sent.delivered += 1,
+            Some(Err(e)) => {
+                eprintln!("not delivered: {e}");
+                sent.failed += 1;
+            }
+            None => sent.unconfirmed += 1,
         }
     }
 }

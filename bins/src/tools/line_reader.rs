@@ -57,7 +57,26 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
 
     /// The next line; `None` at the end of input.
     pub async fn next_line(&mut self) -> std::io::Result<Option<Line>> {
+        self.read_line(true).await
+    }
+
+    /// The next line if it is complete in what was already read (or at the end of input),
+    /// without waiting for more input; `None` otherwise. For a tool told to stop: it sends what
+    /// it had read, and nothing more.
+    pub async fn next_buffered_line(&mut self) -> std::io::Result<Option<Line>> {
+        self.read_line(false).await
+    }
+
+    /// Bytes of a line begun but not ended (no terminator, input not at its end).
+    pub fn partial_bytes(&self) -> u64 {
+        self.length
+    }
+
+    async fn read_line(&mut self, wait: bool) -> std::io::Result<Option<Line>> {
         loop {
+            if !wait && !self.input_ready().await {
+                return Ok(None);
+            }
             let buf = self.inner.fill_buf().await?;
             if buf.is_empty() {
                 return Ok(self.begun.then(|| self.take()));
@@ -84,6 +103,15 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
                 None => self.inner.consume(taken),
             }
         }
+    }
+
+    /// Whether reading would not wait: bytes are buffered, or the input ended or failed.
+    async fn input_ready(&mut self) -> bool {
+        let inner = &mut self.inner;
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::pin::Pin::new(&mut *inner).poll_fill_buf(cx).is_ready())
+        })
+        .await
     }
 
     /// Ends the current line.
@@ -188,6 +216,37 @@ mod tests {
         );
         // Exactly at the limit is a line.
         assert_eq!(lines(b"12345", 2, 5), bytes(&[b"12345"]));
+    }
+
+    #[test]
+    fn buffered_lines_are_taken_without_waiting_and_a_partial_one_is_left() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            // Input that never ends: what is read is "a\nb\npar".
+            let (mut writer, reader) = tokio::io::duplex(64);
+            tokio::io::AsyncWriteExt::write_all(&mut writer, b"a\nb\npar")
+                .await
+                .expect("write");
+            let mut lines = LineReader::new(tokio::io::BufReader::new(reader), 100);
+            assert_eq!(
+                lines.next_line().await.expect("read"),
+                Some(Line::Bytes(b"a".to_vec()))
+            );
+            assert_eq!(
+                lines.next_buffered_line().await.expect("read"),
+                Some(Line::Bytes(b"b".to_vec()))
+            );
+            assert_eq!(lines.next_buffered_line().await.expect("read"), None);
+            assert_eq!(lines.partial_bytes(), 3);
+            drop(writer);
+            // At the end of input the partial line is a line.
+            assert_eq!(
+                lines.next_buffered_line().await.expect("read"),
+                Some(Line::Bytes(b"par".to_vec()))
+            );
+        });
     }
 
     #[test]

@@ -64,9 +64,11 @@ impl<'a> ShallowIter<'a> {
         }
     }
 
-    /// Iterates `buf` without comparing CRCs again: for bytes this process has already iterated
-    /// with CRCs checked (the same immutable buffer, e.g. a consumer's chunk its fetcher
-    /// validated). Lengths, magic and codec are still checked and every read is still bounded.
+    /// Iterates `buf` without comparing CRCs: for bytes this process has already iterated with
+    /// CRCs checked (the same immutable buffer, e.g. a consumer's chunk its fetcher validated),
+    /// or for a caller that compares each entry's CRC itself ([`MessageRef::crc_matches`];
+    /// dump-log lists entries past a bad one). Lengths, magic and codec are still checked and
+    /// every read is still bounded.
     pub fn prechecked(buf: &'a [u8], base_offset: i64) -> Self {
         ShallowIter {
             check_crc: false,
