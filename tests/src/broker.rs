@@ -18,6 +18,17 @@ pub fn tributary_binary() -> PathBuf {
     binary
 }
 
+/// `server.properties` for a one-broker test cluster: broker 0 on 127.0.0.1:`port`, logs under
+/// `log_dir`, two partitions per topic, every message flushed at once (so tools that read the
+/// files or ask for offsets see everything acknowledged), a 2 s ZooKeeper session.
+pub fn one_broker_properties(port: u16, log_dir: &Path, zk_connect: &str) -> String {
+    format!(
+        "brokerid=0\nhostname=127.0.0.1\nport={port}\nlog.dir={}\nnum.partitions=2\nlog.flush.interval=1\n\
+         zk.connect={zk_connect}\nzk.sessiontimeout.ms=2000\nzk.connectiontimeout.ms=10000\n",
+        log_dir.display()
+    )
+}
+
 /// A broker process; killed when dropped.
 #[derive(Debug)]
 pub struct BrokerProcess {

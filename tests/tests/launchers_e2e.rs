@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use tributary_tests::broker::{tributary_binary, BrokerProcess};
+use tributary_tests::broker::{one_broker_properties, tributary_binary, BrokerProcess};
 use tributary_tests::zookeeper::{free_port, ZooKeeper};
 
 fn repo_root() -> PathBuf {
@@ -72,12 +72,7 @@ fn cluster() -> Cluster {
     let zk = ZooKeeper::start();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let properties = format!(
-        "brokerid=0\nhostname=127.0.0.1\nport={port}\nlog.dir={}\nnum.partitions=2\nlog.flush.interval=1\n\
-         zk.connect={}\nzk.sessiontimeout.ms=2000\nzk.connectiontimeout.ms=10000\n",
-        dir.path().join("logs").display(),
-        zk.connect_string()
-    );
+    let properties = one_broker_properties(port, &dir.path().join("logs"), &zk.connect_string());
     let broker = BrokerProcess::start(dir.path(), port, &properties);
     Cluster { zk, broker, dir }
 }
