@@ -525,6 +525,25 @@ async fn scaling_cases(produce_bytes: usize, fetch: Option<(&std::path::Path, u6
     let cases = [(1, 4), (100, 4), (1000, 4), (100, 1), (100, 16), (100, 64)];
     for (partitions, connections) in cases {
         let topic: TopicName = format!("scale-{partitions}").parse().expect("topic");
+        // Creating a partition (its directory and first segment, each made durable) is a
+        // one-time cost: timed on its own, before the produce rate is measured.
+        let created = Instant::now();
+        let new = tokio::task::block_in_place(|| {
+            let topic = topic.clone();
+            on_client_thread(move || create_partitions(port, topic, partitions))
+        });
+        if new {
+            let secs = created.elapsed().as_secs_f64();
+            println!(
+                "scaling: create {partitions} partitions (first produce to each)   {:.3} s, {:.2} ms each",
+                secs,
+                secs * 1000.0 / partitions as f64
+            );
+            println!(
+                "@@\tscaling: create {partitions} partitions, per partition\t{:.2} ms\t-\t-",
+                secs * 1000.0 / partitions as f64
+            );
+        }
         let cpu_before = worker_cpu_ns();
         let start = Instant::now();
         let bytes = tokio::task::block_in_place(|| {
@@ -548,6 +567,41 @@ async fn scaling_cases(produce_bytes: usize, fetch: Option<(&std::path::Path, u6
     }
     broker.shutdown().await.expect("shutdown");
     tokio::task::block_in_place(recovery_case);
+}
+
+/// Produces one small message to every partition of `topic` not produced to yet (so each is
+/// created), on one connection; `false` when the topic's partitions already existed.
+async fn create_partitions(port: u16, topic: TopicName, partitions: usize) -> bool {
+    static DONE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    {
+        let mut done = DONE.lock().expect("created topics");
+        if done.contains(&topic.to_string()) {
+            return false;
+        }
+        done.push(topic.to_string());
+    }
+    let mut conn = bench_connect(port).await;
+    let one = {
+        let mut b = MessageSetBuilder::new();
+        b.push(&b"create"[..]);
+        b.build(CompressionCodec::None)
+    };
+    for partition in 0..partitions {
+        let request = Request::Produce(ProduceRequest {
+            topic: topic.clone(),
+            partition: partition as i32,
+            messages: one.clone(),
+        });
+        conn.send(&request).await.expect("produce");
+    }
+    let request = Request::Offsets(OffsetsRequest {
+        topic,
+        partition: partitions as i32 - 1,
+        time: -1,
+        max_offsets: 1,
+    });
+    conn.call(&request).await.expect("offsets");
+    true
 }
 
 /// `connections` connections producing `total` bytes of 1 KiB sets to `partitions` partitions
