@@ -516,28 +516,43 @@ const RECOVERY_SEGMENTS: usize = 3;
 /// time with 1,000 partitions, and memory with many idle connections or a fetch backlog.
 async fn scaling_cases(produce_bytes: usize, fetch: Option<(&std::path::Path, u64)>) {
     let dir = tempfile::tempdir_in("target").expect("temp dir");
-    let extra = "topic.partition.count.map=scale-1:1,scale-100:100,scale-1000:1000\n";
+    let extra =
+        "topic.partition.count.map=scale-1:1,scale-100:100,scale-1000:1000,scale-10000:10000\n";
     let broker = Broker::start(TokioEnv, config_with(dir.path(), true, extra))
         .await
         .expect("broker");
     let port = broker.addr.port();
     let ceiling = best_ceiling().await;
-    let cases = [(1, 4), (100, 4), (1000, 4), (100, 1), (100, 16), (100, 64)];
+    let cases = [
+        (1, 4),
+        (100, 4),
+        (1000, 4),
+        (10_000, 4),
+        (100, 1),
+        (100, 16),
+        (100, 64),
+    ];
     for (partitions, connections) in cases {
         let topic: TopicName = format!("scale-{partitions}").parse().expect("topic");
         // Creating a partition (its directory and first segment, each made durable) is a
         // one-time cost: timed on its own, before the produce rate is measured.
-        let created = Instant::now();
+        let (created, (rss_before, _)) = (Instant::now(), bench::rss());
         let new = tokio::task::block_in_place(|| {
             let topic = topic.clone();
             on_client_thread(move || create_partitions(port, topic, partitions))
         });
         if new {
             let secs = created.elapsed().as_secs_f64();
+            // What an idle partition holds (its log, segment, index and file handle; the
+            // broker and the client are in this process, the client holds nothing per
+            // partition once its requests are answered).
+            let per_partition =
+                bench::rss().0.saturating_sub(rss_before) as f64 / partitions as f64;
             println!(
-                "scaling: create {partitions} partitions (first produce to each)   {:.3} s, {:.2} ms each",
+                "scaling: create {partitions} partitions (first produce to each)   {:.3} s, {:.2} ms each, {:.1} KiB RSS each",
                 secs,
-                secs * 1000.0 / partitions as f64
+                secs * 1000.0 / partitions as f64,
+                per_partition / 1024.0
             );
             println!(
                 "@@\tscaling: create {partitions} partitions, per partition\t{:.2} ms\t-\t-",
