@@ -409,6 +409,8 @@ pub async fn finish_unless_stopped_twice<T>(
     tokio::pin!(work);
     loop {
         tokio::select! {
+            // The work first: what is done when a signal comes counts as done.
+            biased;
             done = &mut work => return Some(done),
             signal = next_stop(signals) => {
                 if stopped_by.is_none() {

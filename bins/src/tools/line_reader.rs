@@ -7,7 +7,7 @@
 //! Bounded: a line longer than the limit is not buffered; it is skipped to its end and reported
 //! as [`Line::TooLong`] with its number and size, so the caller can count it as not sent.
 
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 /// One line read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,11 +23,12 @@ pub enum Line {
     },
 }
 
-/// Reads [`Line`]s from `inner`. [`LineReader::next_line`] is cancel-safe: a line partly read
-/// when its future is dropped is kept and finished by the next call.
+/// Reads [`Line`]s from `inner` through its own buffer. [`LineReader::next_line`] is
+/// cancel-safe: a line partly read when its future is dropped is kept and finished by the next
+/// call.
 #[derive(Debug)]
 pub struct LineReader<R> {
-    inner: R,
+    inner: BufReader<R>,
     limit: usize,
     /// The current line's bytes so far (empty once it went past the limit).
     partial: Vec<u8>,
@@ -41,11 +42,11 @@ pub struct LineReader<R> {
     lines: u64,
 }
 
-impl<R: AsyncBufRead + Unpin> LineReader<R> {
+impl<R: AsyncRead + Unpin> LineReader<R> {
     /// Lines of `inner`, each at most `limit` bytes.
     pub fn new(inner: R, limit: usize) -> Self {
         LineReader {
-            inner,
+            inner: BufReader::new(inner),
             limit,
             partial: Vec::new(),
             length: 0,
@@ -60,9 +61,9 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
         self.read_line(true).await
     }
 
-    /// The next line if it is complete in what was already read (or at the end of input),
-    /// without waiting for more input; `None` otherwise. For a tool told to stop: it sends what
-    /// it had read, and nothing more.
+    /// The next line if it is complete in what was already read into the buffer; `None`
+    /// otherwise. Never reads from the input (so it ends even on an endless one): for a tool
+    /// told to stop, which sends what it had read and nothing more.
     pub async fn next_buffered_line(&mut self) -> std::io::Result<Option<Line>> {
         self.read_line(false).await
     }
@@ -74,7 +75,7 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
 
     async fn read_line(&mut self, wait: bool) -> std::io::Result<Option<Line>> {
         loop {
-            if !wait && !self.input_ready().await {
+            if !wait && self.inner.buffer().is_empty() {
                 return Ok(None);
             }
             let buf = self.inner.fill_buf().await?;
@@ -103,15 +104,6 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
                 None => self.inner.consume(taken),
             }
         }
-    }
-
-    /// Whether reading would not wait: bytes are buffered, or the input ended or failed.
-    async fn input_ready(&mut self) -> bool {
-        let inner = &mut self.inner;
-        std::future::poll_fn(|cx| {
-            std::task::Poll::Ready(std::pin::Pin::new(&mut *inner).poll_fill_buf(cx).is_ready())
-        })
-        .await
     }
 
     /// Ends the current line.
@@ -152,7 +144,7 @@ mod tests {
             .expect("runtime");
         let chunks = Chunks(input.chunks(piece).map(<[u8]>::to_vec).collect());
         rt.block_on(async {
-            let mut reader = LineReader::new(tokio::io::BufReader::new(chunks), limit);
+            let mut reader = LineReader::new(chunks, limit);
             let mut out = Vec::new();
             while let Some(line) = reader.next_line().await.expect("read") {
                 out.push(line);
@@ -229,7 +221,7 @@ mod tests {
             tokio::io::AsyncWriteExt::write_all(&mut writer, b"a\nb\npar")
                 .await
                 .expect("write");
-            let mut lines = LineReader::new(tokio::io::BufReader::new(reader), 100);
+            let mut lines = LineReader::new(reader, 100);
             assert_eq!(
                 lines.next_line().await.expect("read"),
                 Some(Line::Bytes(b"a".to_vec()))
@@ -240,10 +232,11 @@ mod tests {
             );
             assert_eq!(lines.next_buffered_line().await.expect("read"), None);
             assert_eq!(lines.partial_bytes(), 3);
+            // Nothing more is taken without reading; reading, the end makes it a line.
             drop(writer);
-            // At the end of input the partial line is a line.
+            assert_eq!(lines.next_buffered_line().await.expect("read"), None);
             assert_eq!(
-                lines.next_buffered_line().await.expect("read"),
+                lines.next_line().await.expect("read"),
                 Some(Line::Bytes(b"par".to_vec()))
             );
         });

@@ -16,7 +16,6 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use tokio::io::BufReader;
 use tributary_core::wire::TopicName;
 
 use crate::cli::{load_consumer, load_producer, runtime, wait_for_signal, StrayWords};
@@ -49,7 +48,7 @@ pub fn run_producer_cli(args: ProducerShellArgs) -> Result<ExitCode, String> {
             .await
             .map_err(|e| e.to_string())?;
         let limit = usize::try_from(max_message_bytes).unwrap_or(usize::MAX);
-        let mut lines = LineReader::new(BufReader::new(tokio::io::stdin()), limit);
+        let mut lines = LineReader::new(tokio::io::stdin(), limit);
         let mut failed = 0u64;
         let mut input_error = None;
         loop {
