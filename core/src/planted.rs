@@ -76,7 +76,21 @@ pub enum Bug {
     /// follower that is behind misses a record another mirror has just written (two mirrors
     /// started at once in opposite directions can then both copy).
     OriginReadNotSynced = 8388608,
+    /// A broker registering everything (at start, or with a new ZooKeeper session) registers
+    /// its first [`REGISTRATION_CAP`] topics and forgets the rest (a batch size taken for the
+    /// whole): only a broker with many topics leaves some unregistered.
+    RegistrationCapped = 16777216,
+    /// A consumer's commit request writes its first [`COMMIT_CAP`] partitions and answers the
+    /// rest as written (a batch size taken for the whole): only a member committing many
+    /// partitions at once leaves offsets behind in ZooKeeper.
+    CommitCapped = 33554432,
 }
+
+/// The partitions of one commit request [`Bug::CommitCapped`] writes.
+pub const COMMIT_CAP: usize = 16;
+
+/// The topics [`Bug::RegistrationCapped`] registers.
+pub const REGISTRATION_CAP: usize = 8;
 
 #[cfg(feature = "planted-bugs")]
 thread_local! {

@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use tributary_sim::cluster::{run_seed, schedule, Faults, Options};
+use tributary_sim::cluster::{run_seed, schedule, Faults, Layout, Options};
 
 struct Args {
     scenario: Scenario,
@@ -15,6 +15,8 @@ struct Args {
     one: Option<u64>,
     faults: Faults,
     duration_secs: u64,
+    /// `None`: each seed draws its layout.
+    layout: Option<Layout>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -25,6 +27,7 @@ fn parse() -> Result<Args, String> {
         one: None,
         faults: Faults::Mixed,
         duration_secs: 60,
+        layout: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -53,11 +56,12 @@ fn parse() -> Result<Args, String> {
             }
             "--seed" => args.one = Some(value()?.parse().map_err(|_| "--seed takes a number")?),
             "--faults" => args.faults = value()?.parse()?,
+            "--layout" => args.layout = Some(value()?.parse()?),
             "--duration" => {
                 args.duration_secs = value()?.parse().map_err(|_| "--duration takes seconds")?
             }
             "--help" | "-h" => {
-                println!("usage: tributary-sim [--scenario cluster|mirror|replica|long-link|active-active|chain] [--seeds N] [--first-seed S] [--seed S] [--faults none|network|crash|mixed] [--duration SECS]");
+                println!("usage: tributary-sim [--scenario cluster|mirror|replica|long-link|active-active|chain] [--seeds N] [--first-seed S] [--seed S] [--faults none|network|crash|mixed] [--duration SECS] [--layout few|many] (cluster and mirror: the seed draws many partitions one time in five unless told)");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}; see --help")),
@@ -130,6 +134,7 @@ fn main() -> ExitCode {
     let options = Options {
         duration_secs: args.duration_secs,
         faults: Some(args.faults),
+        layout: args.layout,
     };
     if let Some(seed) = args.one {
         for (t, fault) in schedule(
@@ -157,9 +162,11 @@ fn main() -> ExitCode {
         (0.0, 0u64, 0u64, 0usize, 0u64);
     let (mut messages, mut sync_failures) = (0u64, 0u64);
     let mut faults = std::collections::BTreeMap::new();
+    let mut many = 0u64;
     for seed in args.first..args.first + args.seeds {
         match run_seed(seed, options) {
             Ok(r) => {
+                many += u64::from(r.layout == Layout::Many);
                 simulated += r.simulated.as_secs_f64();
                 produced += r.produced;
                 checked += r.entries_checked;
@@ -185,7 +192,7 @@ fn main() -> ExitCode {
     }
     let wall = start.elapsed().as_secs_f64();
     println!(
-        "{} seeds ({:?} faults, {} s each): {failures} failed; {simulated:.0} simulated s in {wall:.1} wall s ({:.1} sim s per wall s, {:.0} seeds/min); faults {faults:?}, {sync_failures} failed fsyncs; {produced} messages produced, {messages} placed by the history checker, {checked} entries re-checked, {expired} ZooKeeper sessions expired",
+        "{} seeds ({:?} faults, {} s each): {failures} failed ({many} passed with many partitions); {simulated:.0} simulated s in {wall:.1} wall s ({:.1} sim s per wall s, {:.0} seeds/min); faults {faults:?}, {sync_failures} failed fsyncs; {produced} messages produced, {messages} placed by the history checker, {checked} entries re-checked, {expired} ZooKeeper sessions expired",
         args.seeds, args.faults, args.duration_secs, simulated / wall, args.seeds as f64 * 60.0 / wall
     );
     if failures > 0 {
@@ -343,6 +350,7 @@ fn run_mirror(args: &Args) -> ExitCode {
         duration: std::time::Duration::from_secs(args.duration_secs),
         faults: args.faults,
         mode: None,
+        layout: None,
     };
     let replay = |seed| {
         format!("cargo run -p tributary-sim --profile sim -- --scenario mirror --seed {seed} --faults {} --duration {}", format!("{:?}", args.faults).to_lowercase(), args.duration_secs)

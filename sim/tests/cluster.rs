@@ -4,12 +4,17 @@
 
 mod support;
 
-use support::{assert_each_caught, assert_same_trace, half_of, Traced};
+use support::{
+    assert_each_caught, assert_same_trace, first_seed_caught_by, half_of, Caught, Traced,
+};
+use tributary_core::planted::plant;
 use tributary_core::planted::Bug;
-use tributary_sim::cluster::{run_seed, stop_while_zookeeper_is_unreachable, Faults, Options};
+use tributary_sim::cluster::{
+    run_seed, stop_while_zookeeper_is_unreachable, Faults, Layout, Options,
+};
 use tributary_sim::invariants::Invariant;
 
-const BATCH_SEEDS: u64 = 120;
+const BATCH_SEEDS: u64 = 96;
 const SIM_SECONDS: u64 = 60;
 /// Seeds a planted bug gets to show up in.
 const PLANTED_SEEDS_MAX: u64 = 40;
@@ -18,6 +23,7 @@ fn options(faults: Faults) -> Options {
     Options {
         duration_secs: SIM_SECONDS,
         faults: Some(faults),
+        layout: None,
     }
 }
 
@@ -41,9 +47,11 @@ fn mixed_faults_never_break_an_invariant(half: u64) {
     let seeds = range.end - range.start;
     let (mut crashes, mut partitions, mut expired, mut sync_failures, mut messages) =
         (0, 0, 0, 0, 0);
+    let mut many = 0;
     for seed in range {
         match run_seed(seed, options(Faults::Mixed)) {
             Ok(r) => {
+                many += u32::from(r.layout == Layout::Many);
                 crashes += r.faults.get("crash").copied().unwrap_or(0);
                 partitions += r.faults.get("partition").copied().unwrap_or(0);
                 expired += r.sessions_expired;
@@ -56,10 +64,15 @@ fn mixed_faults_never_break_an_invariant(half: u64) {
             ),
         }
     }
-    eprintln!("{seeds} seeds x {SIM_SECONDS} s: {crashes} crashes, {partitions} partitions, {expired} sessions expired, {sync_failures} failed fsyncs, {messages} messages placed by the history checker");
+    eprintln!("{seeds} seeds x {SIM_SECONDS} s ({many} with many partitions): {crashes} crashes, {partitions} partitions, {expired} sessions expired, {sync_failures} failed fsyncs, {messages} messages placed by the history checker");
     assert!(
-        crashes > 0 && partitions > 0 && expired > 0 && sync_failures > 0 && messages > 0,
-        "the batch must inject every kind of fault and check messages"
+        crashes > 0
+            && partitions > 0
+            && expired > 0
+            && sync_failures > 0
+            && messages > 0
+            && many > 0,
+        "the batch must inject every kind of fault, check messages and run many partitions"
     );
 }
 
@@ -110,6 +123,40 @@ fn each_planted_bug_is_caught_by_its_invariant_and_the_clean_build_passes_the_sa
     assert_each_caught(&cases, PLANTED_SEEDS_MAX, |seed, faults| {
         run_seed(seed, options(faults)).err().map(|(v, _)| v)
     });
+}
+
+/// A bug only many partitions show: the many-partitions layout catches it, the clean build
+/// passes the seed that does, and so does that seed with the bug planted when it runs the
+/// usual four partitions a broker.
+#[test]
+fn a_planted_scale_bug_is_caught_by_the_many_partitions_layout() {
+    let run = |seed, layout| {
+        let options = Options {
+            layout: Some(layout),
+            ..options(Faults::Mixed)
+        };
+        run_seed(seed, options).err().map(|(v, _)| v)
+    };
+    let bug = Bug::RegistrationCapped;
+    let Caught {
+        seed,
+        detail,
+        others,
+    } = first_seed_caught_by(bug, Invariant::RegistryMatches, PLANTED_SEEDS_MAX, |seed| {
+        run(seed, Layout::Many)
+    })
+    .unwrap_or_else(|| panic!("{bug:?} was not caught within {PLANTED_SEEDS_MAX} seeds"));
+    eprintln!("{bug:?} caught by seed {seed} (many partitions): {detail} (earlier: {others:?})");
+    assert!(others.len() <= 3, "other invariants first: {others:?}");
+    let clean = run(seed, Layout::Many);
+    assert!(clean.is_none(), "clean build fails seed {seed}: {clean:?}");
+    plant(&[bug]);
+    let few = run(seed, Layout::Few);
+    plant(&[]);
+    assert!(
+        few.is_none(),
+        "seed {seed} with four partitions a broker and the bug planted: {few:?}"
+    );
 }
 
 #[test]

@@ -11,9 +11,11 @@ mod held_message;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use support::{assert_each_caught, assert_same_trace, half_of, Traced};
-use tributary_core::planted::Bug;
-use tributary_sim::cluster::Faults;
+use support::{
+    assert_each_caught, assert_same_trace, first_seed_caught_by, half_of, Caught, Traced,
+};
+use tributary_core::planted::{plant, Bug};
+use tributary_sim::cluster::{Faults, Layout};
 use tributary_sim::invariants::Invariant;
 use tributary_sim::mirror::{run_seed, Options};
 
@@ -27,6 +29,7 @@ fn options(faults: Faults) -> Options {
         duration: Duration::from_secs(SIM_SECONDS),
         faults,
         mode: None,
+        layout: None,
     }
 }
 
@@ -79,6 +82,7 @@ fn mixed_faults_never_break_a_mirror_invariant(half: u64) {
                     r.mirror_failures
                 );
                 *modes.entry(format!("{:?}", r.mode)).or_insert(0) += 1;
+                *modes.entry(format!("{:?}", r.layout)).or_insert(0) += 1;
             }
             Err((violation, r)) => panic!(
                 "mirror seed {seed} failed: {violation}\n{}\nreplay: cargo run -p tributary-sim --profile sim -- --scenario mirror --seed {seed} --faults mixed --duration {SIM_SECONDS}",
@@ -100,6 +104,10 @@ fn mixed_faults_never_break_a_mirror_invariant(half: u64) {
     assert!(
         acked > 0 && commits > 0 && gaps > 0,
         "the batch must mirror, commit and meet gaps"
+    );
+    assert!(
+        modes.contains_key("Many"),
+        "the batch never ran many partitions: {modes:?}"
     );
     for kind in [
         "link between the clusters cut",
@@ -175,4 +183,38 @@ fn each_planted_mirror_bug_is_caught_by_its_invariant_and_the_clean_build_passes
     assert_each_caught(&cases, PLANTED_SEEDS_MAX, |seed, faults| {
         run_seed(seed, options(faults)).err().map(|(v, _)| v)
     });
+}
+
+/// A bug only many partitions show: the many-partitions layout catches it, the clean build
+/// passes the seed that does, and so does that seed with the bug planted when the source has
+/// the usual eight partitions.
+#[test]
+fn a_planted_scale_bug_is_caught_by_the_many_partitions_layout() {
+    let run = |seed, layout| {
+        let options = Options {
+            layout: Some(layout),
+            ..options(Faults::Mixed)
+        };
+        run_seed(seed, options).err().map(|(v, _)| v)
+    };
+    let bug = Bug::CommitCapped;
+    let Caught {
+        seed,
+        detail,
+        others,
+    } = first_seed_caught_by(bug, Invariant::MirrorProgress, PLANTED_SEEDS_MAX, |seed| {
+        run(seed, Layout::Many)
+    })
+    .unwrap_or_else(|| panic!("{bug:?} was not caught within {PLANTED_SEEDS_MAX} seeds"));
+    eprintln!("{bug:?} caught by seed {seed} (many partitions): {detail} (earlier: {others:?})");
+    assert!(others.len() <= 3, "other invariants first: {others:?}");
+    let clean = run(seed, Layout::Many);
+    assert!(clean.is_none(), "clean build fails seed {seed}: {clean:?}");
+    plant(&[bug]);
+    let few = run(seed, Layout::Few);
+    plant(&[]);
+    assert!(
+        few.is_none(),
+        "seed {seed} with eight source partitions and the bug planted: {few:?}"
+    );
 }

@@ -299,7 +299,12 @@ impl Registrar {
                 Err(HoldError::Coord(e)) => return Err(e.into()),
             }
         }
-        for (topic, count) in &self.partitions {
+        let capped =
+            tributary_core::planted::active(tributary_core::planted::Bug::RegistrationCapped);
+        for (index, (topic, count)) in self.partitions.iter().enumerate() {
+            if capped && index >= tributary_core::planted::REGISTRATION_CAP {
+                break;
+            }
             register_topic(coord, topic, self.broker_id, *count, &self.retired).await?;
         }
         Ok(())

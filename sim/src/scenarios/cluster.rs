@@ -15,6 +15,10 @@
 //! 6. the produce history ([`crate::history`]): nothing lost, duplicated, reordered, read from
 //!    the wrong partition or invented; and after healing, a message produced to each partition
 //!    of each broker becomes readable.
+//!
+//! One seed in five (or every seed, with [`Options::layout`]) runs the many-partitions layout
+//! ([`Layout::Many`]): hundreds of partitions on each broker instead of four, so recovery,
+//! registration and the final checks handle the per-partition bookkeeping at a larger size.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -42,6 +46,11 @@ use crate::zk_model::SharedModel;
 pub const BROKERS: u32 = 2;
 const TOPICS: [&str; 2] = ["orders", "clicks-2"];
 const PARTITIONS: u32 = 2;
+/// The many-partitions layout: topics and partitions per topic on each broker.
+const MANY_TOPICS: usize = 12;
+const MANY_PARTITIONS: u32 = 16;
+/// The slowest disk operation the many-partitions layout draws.
+const MANY_LATENCY_MAX: Duration = Duration::from_millis(20);
 /// After healing, how long brokers get to serve again and to re-register.
 const HEAL: Duration = Duration::from_secs(25);
 /// Simulated time allowed after the faults for the final checks: five run one after the other,
@@ -101,6 +110,8 @@ pub enum Fault {
 /// What a run did.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterReport {
+    /// The topics and partitions the run had.
+    pub layout: Layout,
     /// Simulated time covered.
     pub simulated: Duration,
     /// Faults injected, by kind.
@@ -132,11 +143,71 @@ pub struct Options {
     pub duration_secs: u64,
     /// The fault mode.
     pub faults: Option<Faults>,
+    /// The topics and partitions (`None`: the seed draws, [`Layout::Many`] one time in five).
+    pub layout: Option<Layout>,
+}
+
+/// How many topics and partitions the brokers hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// Two topics of two partitions on each broker.
+    #[default]
+    Few,
+    /// [`MANY_TOPICS`] topics of [`MANY_PARTITIONS`] partitions on each broker (192).
+    Many,
+}
+
+impl std::str::FromStr for Layout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "few" => Ok(Layout::Few),
+            "many" => Ok(Layout::Many),
+            other => Err(format!("unknown layout {other}: few or many")),
+        }
+    }
+}
+
+impl Layout {
+    /// The seed's layout: drawn from its own generator, so the rest of a seed's draws (and the
+    /// seeds the planted-bug tests rely on) are the same whichever layout it gets.
+    pub fn draw(seed: u64) -> Self {
+        if ChaCha8Rng::seed_from_u64(seed ^ 0x5CA1_E000).random_ratio(1, 5) {
+            Layout::Many
+        } else {
+            Layout::Few
+        }
+    }
+
+    /// Topics on each broker.
+    pub fn topics(self) -> usize {
+        match self {
+            Layout::Few => TOPICS.len(),
+            Layout::Many => MANY_TOPICS,
+        }
+    }
+
+    /// Partitions of each topic on each broker.
+    pub fn partitions(self) -> u32 {
+        match self {
+            Layout::Few => PARTITIONS,
+            Layout::Many => MANY_PARTITIONS,
+        }
+    }
+
+    /// Every (broker, topic, partition) of the run.
+    fn every_partition(self) -> impl Iterator<Item = (u32, TopicName, u32)> {
+        (0..BROKERS).flat_map(move |b| {
+            (0..self.topics())
+                .flat_map(move |t| (0..self.partitions()).map(move |p| (b, topic(t), p)))
+        })
+    }
 }
 
 /// What the client has seen, shared with the final checks.
 #[derive(Debug, Default)]
 struct Seen {
+    layout: Layout,
     /// (broker, topic, partition, offset) → the entry's bytes, as first read.
     entries: BTreeMap<(u32, String, u32, i64), Bytes>,
     /// (broker, topic, partition) → the furthest end any read or OFFSETS showed.
@@ -234,12 +305,23 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (Violation
     let mut sim = builder.build();
     let control = Arc::new(Control::default());
     let _capture = control.trace.capture();
+    let layout = options.layout.unwrap_or_else(|| Layout::draw(seed));
+    let mut disk = disk_faults(&mut rng);
+    if layout == Layout::Many {
+        // Hundreds of partitions are each created with a few synced operations: at up to
+        // 200 ms an operation the final checks alone would take minutes.
+        disk.latency_max = disk.latency_max.min(MANY_LATENCY_MAX);
+    }
     let spec = ClusterSpec {
-        disk: disk_faults(&mut rng),
-        ..ClusterSpec::new("", BROKERS, PARTITIONS)
+        disk,
+        ..ClusterSpec::new("", BROKERS, layout.partitions())
     };
     let cluster = add_cluster(&mut sim, &spec, &mut rng, &control);
     let state: SharedSeen = Arc::default();
+    seen(&state).layout = layout;
+    control
+        .trace
+        .push(&format!("seed {seed}: layout {layout:?}"));
     let client_seed: u64 = rng.random();
     let (st, c, m) = (state.clone(), control.clone(), cluster.model.clone());
     sim.client("client", async move {
@@ -248,7 +330,10 @@ pub fn run_seed(seed: u64, options: Options) -> Result<ClusterReport, (Violation
         seen(&st).final_done = true;
         Ok(())
     });
-    let mut report = ClusterReport::default();
+    let mut report = ClusterReport {
+        layout,
+        ..ClusterReport::default()
+    };
     let result = drive(
         &mut sim,
         &control,
@@ -443,9 +528,13 @@ impl Client {
     }
 }
 
+/// The `i`th topic: [`TOPICS`], then `t2`, `t3`, ...
 fn topic(i: usize) -> TopicName {
-    TOPICS[i % TOPICS.len()]
-        .parse()
+    let name = match TOPICS.get(i) {
+        Some(name) => name.to_string(),
+        None => format!("t{i}"),
+    };
+    name.parse()
         .unwrap_or_else(|_| panic!("scenario topic names are valid"))
 }
 
@@ -453,10 +542,11 @@ async fn workload(seed: u64, st: &SharedSeen, control: &Control) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut client = Client::new();
     let mut serial = 0u64;
+    let layout = seen(st).layout;
     while !seen(st).stop {
         let broker = rng.random_range(0..BROKERS);
-        let t = topic(rng.random_range(0..TOPICS.len()));
-        let partition = rng.random_range(0..PARTITIONS);
+        let t = topic(rng.random_range(0..layout.topics()));
+        let partition = rng.random_range(0..layout.partitions());
         match rng.random_range(0..10) {
             0..5 => {
                 produce(
@@ -683,12 +773,6 @@ async fn latest(
     *end = (*end).max(now);
 }
 
-fn every_partition() -> impl Iterator<Item = (u32, TopicName, u32)> {
-    (0..BROKERS).flat_map(|b| {
-        (0..TOPICS.len()).flat_map(move |t| (0..PARTITIONS).map(move |p| (b, topic(t), p)))
-    })
-}
-
 /// After healing, in order: every broker serves every partition it had (5); every entry ever
 /// read reads back the same (1); every partition reads end to end (2) and the history has no
 /// loss (6); a new message to every partition becomes readable (6); ZooKeeper lists exactly
@@ -698,7 +782,8 @@ async fn final_checks(st: &SharedSeen, control: &Control, model: &SharedModel) {
     let checks = async {
         brokers_serve_again(&mut client, st).await?;
         reread_everything_seen(&mut client, st).await?;
-        for (broker, t, partition) in every_partition() {
+        let layout = seen(st).layout;
+        for (broker, t, partition) in layout.every_partition() {
             read_end_to_end(&mut client, st, broker, &t, partition).await?;
         }
         seen(st)
@@ -726,7 +811,8 @@ fn violation(invariant: Invariant, detail: String) -> Violation {
 /// invariant 1 instead: data that was visible is gone.
 async fn brokers_serve_again(client: &mut Client, st: &SharedSeen) -> Result<(), Violation> {
     let healed_at = sim_now_ms();
-    for (broker, t, partition) in every_partition() {
+    let layout = seen(st).layout;
+    for (broker, t, partition) in layout.every_partition() {
         let seen_end = seen(st)
             .ends
             .get(&(broker, t.to_string(), partition))
@@ -846,13 +932,17 @@ async fn read_end_to_end(
 }
 
 /// Invariant 6 after healing: a message produced to each partition of each broker becomes
-/// readable within [`HEAL`] (a broker that drops produces cannot pass this).
+/// readable within [`HEAL`] (a broker that drops produces cannot pass this). Every message is
+/// sent first, then all are awaited together: each waits for its partition's flush, and
+/// waiting for them one after the other would take a flush interval per partition.
 async fn new_messages_become_readable(
     client: &mut Client,
     st: &SharedSeen,
 ) -> Result<(), Violation> {
     let mut serial = u64::MAX / 2;
-    for (broker, t, partition) in every_partition() {
+    let mut pending = Vec::new();
+    let layout = seen(st).layout;
+    for (broker, t, partition) in layout.every_partition() {
         let start = offsets_at(client, broker, &t, partition, -1).await?;
         serial += 1;
         let location: Location = (broker_host(broker), t.to_string(), partition);
@@ -872,27 +962,33 @@ async fn new_messages_become_readable(
             partition: partition as i32,
             messages: set.build(CompressionCodec::None),
         });
-        let deadline = sim_now_ms() + HEAL.as_millis() as i64;
         let sent = client.send(broker, &request).await;
-        while !seen(st).history.was_read(serial) {
-            if sim_now_ms() > deadline {
-                return Err(violation(Invariant::History, format!("lost: message {serial} produced to {location:?} after healing (sent={sent}) never became readable")));
-            }
+        pending.push((serial, location, sent, broker, t, partition, start));
+    }
+    let deadline = sim_now_ms() + HEAL.as_millis() as i64;
+    loop {
+        pending.retain(|(serial, ..)| !seen(st).history.was_read(*serial));
+        let Some((serial, location, sent, ..)) = pending.first() else {
+            return Ok(());
+        };
+        if sim_now_ms() > deadline {
+            return Err(violation(Invariant::History, format!("lost: message {serial} produced to {location:?} after healing (sent={sent}) never became readable, nor {} other messages sent then", pending.len() - 1)));
+        }
+        for (_, _, _, broker, t, partition, start) in &pending {
             let fetch = Request::Fetch(FetchRequest {
                 topic: t.clone(),
-                partition: partition as i32,
-                offset: start,
+                partition: *partition as i32,
+                offset: *start,
                 max_bytes: 8192,
             });
-            if let Some(Response::Fetch(f)) = client.call(broker, &fetch).await {
+            if let Some(Response::Fetch(f)) = client.call(*broker, &fetch).await {
                 if f.error == ErrorCode::NoError {
-                    record_entries(st, broker, &t, partition, start, &f.messages)?;
+                    record_entries(st, *broker, t, *partition, *start, &f.messages)?;
                 }
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok(())
 }
 
 /// Invariant 4: registrations settle within [`HEAL`] after healing.

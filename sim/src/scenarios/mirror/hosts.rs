@@ -22,7 +22,7 @@ use tributary_core::wire::TopicName;
 use super::history::{state, Acked, Observer, Phase, Shared};
 use super::reads::{partitions_of, range_of, read_everything};
 use super::shape::{settings, Shape};
-use super::{Part, MAKER, PRODUCERS, TOPICS};
+use super::{topic_name, Part, MAKER, PRODUCERS, TOPICS};
 use crate::env::SimEnv;
 use crate::invariants::Invariant;
 use crate::metrics_check::{self, BROKER_METRICS_PORT, MIRROR_METRICS_PORT};
@@ -191,6 +191,7 @@ pub(super) fn add_maker(
 pub(super) fn add_producer(
     sim: &mut turmoil::Sim<'_>,
     index: u32,
+    topics: usize,
     duration: Duration,
     seed: u64,
     shared: &Shared,
@@ -223,10 +224,16 @@ pub(super) fn add_producer(
                 };
                 // The second topic appears a third of the way in.
                 let late = turmoil::sim_elapsed().unwrap_or_default() > duration / 3;
-                let topic = if late && rng.random_bool(0.5) {
-                    TOPICS[1]
+                let topic = if topics > TOPICS.len() {
+                    // Many topics: any of them, but the second still only after a third.
+                    match rng.random_range(0..topics) {
+                        1 if !late => topic_name(0),
+                        i => topic_name(i),
+                    }
+                } else if late && rng.random_bool(0.5) {
+                    topic_name(1)
                 } else {
-                    TOPICS[0]
+                    topic_name(0)
                 };
                 let Ok(t) = topic.parse::<TopicName>() else {
                     continue;

@@ -28,6 +28,11 @@
 //!    of its partition, and every reported gap covers only data the source no longer has;
 //! 7. `MirrorOrder`: one ownership of a partition forwards its messages in source order.
 //!
+//! One seed in five (or every seed, with [`Options::layout`]) gives the source many partitions
+//! ([`Layout::Many`]: 8 topics of 16 partitions on each of its two brokers, 256 in all, instead
+//! of 8), so the mirror group's rebalances, commits and forwarding handle hundreds of partitions
+//! under the same faults.
+//!
 //! The scenario's files: `shape` (the seed's draws and the mirror's configuration), `history`
 //! (what the hosts record, and the mirror's observer), `hosts` (the mirror in either mode, the
 //! producers, the reader and the checker), `reads` (the clusters read from outside), `faults`
@@ -56,7 +61,7 @@ use self::history::{state, Shared};
 use self::hosts::{add_checker, add_maker, add_producer, add_reader, embedded_mirror};
 use self::judge::judge;
 use self::shape::Shape;
-use crate::cluster::Faults;
+use crate::cluster::{Faults, Layout};
 use crate::invariants::Violation;
 use crate::metrics_check::BROKER_METRICS_PORT;
 use crate::sim_fs::{sim_builder, DiskFaults};
@@ -82,6 +87,16 @@ pub fn drain_limit(duration: Duration) -> Duration {
 const TOPICS: [&str; 2] = ["orders", "clicks"];
 /// Partitions per source broker.
 const SOURCE_PARTITIONS: u32 = 2;
+/// The many-partitions layout: source topics, and partitions of each on each source broker.
+const MANY_TOPICS: usize = 8;
+const MANY_SOURCE_PARTITIONS: u32 = 16;
+
+/// The `i`th source topic: [`TOPICS`], then `t2`, `t3`, ...
+pub(crate) fn topic_name(i: usize) -> String {
+    TOPICS
+        .get(i)
+        .map_or_else(|| format!("t{i}"), |name| name.to_string())
+}
 /// Producer hosts: `producer0` and `producer1` wait for durable acknowledgements; the last,
 /// like a plain 0.7 client, does not, so the source always holds unflushed data a crash can take
 /// back (what the mirror must never have copied: invariant 2).
@@ -98,11 +113,16 @@ pub struct Options {
     pub faults: Faults,
     /// How the mirror runs (`None`: the seed chooses).
     pub mode: Option<Mode>,
+    /// The source's topics and partitions (`None`: the seed draws, [`Layout::Many`] one time
+    /// in five).
+    pub layout: Option<Layout>,
 }
 
 /// What a run did.
 #[derive(Debug, Clone, Default)]
 pub struct MirrorReport {
+    /// The source's topics and partitions.
+    pub layout: Layout,
     /// How the mirror ran.
     pub mode: Option<Mode>,
     /// Whether the source had a tiny retention (gap seeds).
@@ -152,6 +172,7 @@ pub(crate) type Part = (String, String);
 pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation, MirrorReport)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let shape = Shape::draw(&mut rng, &options);
+    let layout = options.layout.unwrap_or_else(|| Layout::draw(seed));
     let mut builder = sim_builder(seed);
     builder
         .simulation_duration(options.duration + drain_limit(options.duration) * 2)
@@ -160,10 +181,16 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
     let mut sim = builder.build();
     let control = Arc::new(Control::default());
     let _capture = control.trace.capture();
-    control.trace.push(&format!("seed {seed}: {shape:?}"));
+    control
+        .trace
+        .push(&format!("seed {seed}: {shape:?}, layout {layout:?}"));
     let shared: Shared = Arc::default();
 
-    let mut source_spec = ClusterSpec::new("src", 2, SOURCE_PARTITIONS);
+    let (topics, source_partitions) = match layout {
+        Layout::Few => (TOPICS.len(), SOURCE_PARTITIONS),
+        Layout::Many => (MANY_TOPICS, MANY_SOURCE_PARTITIONS),
+    };
+    let mut source_spec = ClusterSpec::new("src", 2, source_partitions);
     if shape.tiny_retention {
         source_spec.extra_config =
             "log.retention.size=1500\nlog.cleanup.interval.mins=1\nlog.file.size=600\n".into();
@@ -195,6 +222,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
         add_producer(
             &mut sim,
             i,
+            topics,
             options.duration,
             rng.random(),
             &shared,
@@ -226,6 +254,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
     }
     let mut links = Links::new(hosts);
     let mut report = MirrorReport {
+        layout,
         mode: Some(shape.mode),
         tiny_retention: shape.tiny_retention,
         reforward_bound: shape.reforward_bound(),
