@@ -350,7 +350,7 @@ fn run_mirror(args: &Args) -> ExitCode {
         duration: std::time::Duration::from_secs(args.duration_secs),
         faults: args.faults,
         mode: None,
-        layout: None,
+        layout: args.layout,
     };
     let replay = |seed| {
         format!("cargo run -p tributary-sim --profile sim -- --scenario mirror --seed {seed} --faults {} --duration {}", format!("{:?}", args.faults).to_lowercase(), args.duration_secs)

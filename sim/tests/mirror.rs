@@ -19,7 +19,7 @@ use tributary_sim::cluster::{Faults, Layout};
 use tributary_sim::invariants::Invariant;
 use tributary_sim::mirror::{run_seed, Options};
 
-const BATCH_SEEDS: u64 = 80;
+const BATCH_SEEDS: u64 = 72;
 const SIM_SECONDS: u64 = 60;
 /// Seeds a planted bug gets to show up in (the issue asks for at most 100).
 const PLANTED_SEEDS_MAX: u64 = 100;
