@@ -13,7 +13,7 @@ use tributary_sim::cluster::Faults;
 use tributary_sim::invariants::Invariant;
 use tributary_sim::replica::{run_seed, Options};
 
-const BATCH_SEEDS: u64 = 80;
+const BATCH_SEEDS: u64 = 72;
 const SIM_SECONDS: u64 = 60;
 /// Seeds a planted bug gets to show up in.
 const PLANTED_SEEDS_MAX: u64 = 100;
