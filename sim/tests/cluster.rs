@@ -5,9 +5,8 @@
 mod support;
 
 use support::{
-    assert_each_caught, assert_same_trace, first_seed_caught_by, half_of, Caught, Traced,
+    assert_caught_only_with_many_partitions, assert_each_caught, assert_same_trace, half_of, Traced,
 };
-use tributary_core::planted::plant;
 use tributary_core::planted::Bug;
 use tributary_sim::cluster::{
     run_seed, stop_while_zookeeper_is_unreachable, Faults, Layout, Options,
@@ -137,25 +136,11 @@ fn a_planted_scale_bug_is_caught_by_the_many_partitions_layout() {
         };
         run_seed(seed, options).err().map(|(v, _)| v)
     };
-    let bug = Bug::RegistrationCapped;
-    let Caught {
-        seed,
-        detail,
-        others,
-    } = first_seed_caught_by(bug, Invariant::RegistryMatches, PLANTED_SEEDS_MAX, |seed| {
-        run(seed, Layout::Many)
-    })
-    .unwrap_or_else(|| panic!("{bug:?} was not caught within {PLANTED_SEEDS_MAX} seeds"));
-    eprintln!("{bug:?} caught by seed {seed} (many partitions): {detail} (earlier: {others:?})");
-    assert!(others.len() <= 3, "other invariants first: {others:?}");
-    let clean = run(seed, Layout::Many);
-    assert!(clean.is_none(), "clean build fails seed {seed}: {clean:?}");
-    plant(&[bug]);
-    let few = run(seed, Layout::Few);
-    plant(&[]);
-    assert!(
-        few.is_none(),
-        "seed {seed} with four partitions a broker and the bug planted: {few:?}"
+    assert_caught_only_with_many_partitions(
+        Bug::RegistrationCapped,
+        Invariant::RegistryMatches,
+        PLANTED_SEEDS_MAX,
+        run,
     );
 }
 

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use tributary_core::planted::{plant, Bug};
+use tributary_sim::cluster::Layout;
 use tributary_sim::invariants::{Invariant, Violation};
 
 /// The first seed that caught a planted bug: the seed, what the invariant said, and the seeds
@@ -71,6 +72,36 @@ pub fn assert_each_caught<F: Copy + std::fmt::Debug>(
             panic!("clean build fails seed {seed} too: {violation}");
         }
     }
+}
+
+/// For a bug only many partitions show: the first of `seeds` seeds run with
+/// `Layout::Many` that catches `bug` must break `expected` (other invariants first at most 3
+/// times); the clean build must pass that seed, and so must that seed run with `Layout::Few`
+/// and the bug planted — the layout, not the seed, is what catches it. `run` runs one seed in
+/// one layout and returns its violation, if any.
+pub fn assert_caught_only_with_many_partitions(
+    bug: Bug,
+    expected: Invariant,
+    seeds: u64,
+    run: impl Fn(u64, Layout) -> Option<Violation>,
+) {
+    let Caught {
+        seed,
+        detail,
+        others,
+    } = first_seed_caught_by(bug, expected, seeds, |seed| run(seed, Layout::Many))
+        .unwrap_or_else(|| panic!("{bug:?} was not caught by {expected:?} within {seeds} seeds"));
+    eprintln!("{bug:?} caught by seed {seed} (many partitions): {detail} (earlier: {others:?})");
+    assert!(others.len() <= 3, "other invariants first: {others:?}");
+    let clean = run(seed, Layout::Many);
+    assert!(clean.is_none(), "clean build fails seed {seed}: {clean:?}");
+    plant(&[bug]);
+    let few = run(seed, Layout::Few);
+    plant(&[]);
+    assert!(
+        few.is_none(),
+        "seed {seed} with few partitions and {bug:?} planted: {few:?}"
+    );
 }
 
 /// The seeds of half `half` (0 or 1) of a batch of `seeds`. The suites run each batch as two
