@@ -611,11 +611,17 @@ fn shells_replay_jmx_and_unknown_classes_through_the_scripts() {
 
     // SimpleConsumerShell never ends; its lines are log lines, on standard error with the
     // default config/log4j.properties.
-    // Read the partition holding more of the two messages (each 15 bytes in the log).
-    let (partition, bytes) = (0..2)
-        .map(|p| (p, c.latest("shell", p)))
-        .max_by_key(|(_, bytes)| *bytes)
-        .unwrap();
+    // Read the partition holding more of the two messages (each 15 bytes in the log). The
+    // latest offset is the flushed end, which may follow the producer's answer by a moment:
+    // wait until both messages are readable.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (partition, bytes) = loop {
+        let ends: Vec<(u32, i64)> = (0..2).map(|p| (p, c.latest("shell", p))).collect();
+        if ends.iter().map(|(_, bytes)| bytes).sum::<i64>() == 30 || Instant::now() > deadline {
+            break ends.into_iter().max_by_key(|(_, bytes)| *bytes).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     let expected = usize::try_from(bytes / 15).unwrap();
     assert!(expected >= 1);
     let mut shell = script("kafka-simple-consumer-shell.sh")
