@@ -8,7 +8,7 @@
 #                              (once built); its ratios are noisier
 #
 # Benchmarks stay out of the CI test run: on a shared machine they are too noisy to gate on.
-# The clients and mirror benches start ZooKeeper (scripts/install-deps.sh installs it).
+# The clients, mirror and scale benches start ZooKeeper (scripts/install-deps.sh installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +25,7 @@ cargo bench --locked --no-run -p tributary -p tributary-tests 2>"$out/build.log"
   || { cat "$out/build.log" >&2; exit 1; }
 
 start=$(date +%s)
-benches=("tributary log" "tributary broker" "tributary-tests clients" "tributary-tests mirror")
+benches=("tributary log" "tributary broker" "tributary-tests clients" "tributary-tests mirror" "tributary-tests scale")
 for entry in "${benches[@]}"; do
   read -r package bench <<<"$entry"
   echo "running the $bench bench ($mode; $(( $(date +%s) - start )) s so far)..." >&2

@@ -507,13 +507,20 @@ async fn fetch_cases(dir: &std::path::Path, end: u64, fetch_bytes: usize) {
     );
 }
 
-/// Partitions of the recovery case, and segments in each.
-const RECOVERY_PARTITIONS: usize = 1000;
+/// Partitions of each point of the recovery curve (the quick run stops at 1,000), and
+/// segments in each partition.
+fn recovery_shapes() -> &'static [usize] {
+    if quick() {
+        &[10, 100, 1000]
+    } else {
+        &[10, 100, 1000, 10_000]
+    }
+}
 const RECOVERY_SEGMENTS: usize = 3;
 
 /// How cost grows with work: produce over more partitions and more connections (with the
 /// broker's CPU per GiB, which includes the flush scheduler's rounds), broker start (recovery)
-/// time with 1,000 partitions, and memory with many idle connections or a fetch backlog.
+/// time from 10 to 10,000 partitions, and memory with many idle connections or a fetch backlog.
 async fn scaling_cases(produce_bytes: usize, fetch: Option<(&std::path::Path, u64)>) {
     let dir = tempfile::tempdir_in("target").expect("temp dir");
     let extra =
@@ -581,7 +588,9 @@ async fn scaling_cases(produce_bytes: usize, fetch: Option<(&std::path::Path, u6
         fetch_backlog_memory(dir, end).await;
     }
     broker.shutdown().await.expect("shutdown");
-    tokio::task::block_in_place(recovery_case);
+    for &partitions in recovery_shapes() {
+        tokio::task::block_in_place(|| recovery_case(partitions));
+    }
 }
 
 /// Produces one small message to every partition of `topic` not produced to yet (so each is
@@ -739,20 +748,22 @@ async fn fetch_backlog_memory(dir: &std::path::Path, end: u64) {
     broker.shutdown().await.expect("shutdown");
 }
 
-/// Broker start (recovery) with 1,000 partitions of 3 segments each: after a clean shutdown,
-/// after a crash with the recovery checkpoint, and after a crash without it; beside reading
-/// every segment byte once with plain 1 MiB preads in the same run.
-fn recovery_case() {
+/// Broker start (recovery) with `partitions` partitions of 3 segments each: after a clean
+/// shutdown, after a crash with the recovery checkpoint, and after a crash without it; beside
+/// reading every segment byte once with plain 1 MiB preads in the same run. The logs are
+/// written without flushes (each is made durable once, at its close): only the start is timed.
+fn recovery_case(partitions: usize) {
     use tributary::broker::logs::Logs;
     use tributary_core::log::{CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE};
     let dir = tempfile::tempdir_in("target").expect("temp dir");
     let segment_bytes = if quick() { 16 << 10 } else { 64 << 10 };
     let extra = format!("log.file.size={segment_bytes}\n");
     let config = config_with(dir.path(), true, &extra);
+    let writing = config_with(dir.path(), false, &extra);
     let sets: Vec<Bytes> = (0..4).map(small_set).collect();
-    for p in 0..RECOVERY_PARTITIONS {
+    for p in 0..partitions {
         let tp = TopicPartition::new("recovered".parse().expect("topic"), p as u32);
-        let policy = LogPolicy::for_topic(&config, &tp.topic);
+        let policy = LogPolicy::for_topic(&writing, &tp.topic);
         let path = dir.path().join(format!("recovered-{p}"));
         let mut log = Log::create(RealFs, &path, tp, policy, 0).expect("log");
         let mut i = 0;
@@ -798,7 +809,9 @@ fn recovery_case() {
         }
         let (seconds, logs) = open(config.clone());
         drop(logs);
-        let case = format!("scaling: broker start, {RECOVERY_PARTITIONS} partitions x {RECOVERY_SEGMENTS} segments, {name}");
+        let case = format!(
+            "scaling: broker start, {partitions} partitions x {RECOVERY_SEGMENTS} segments, {name}"
+        );
         println!(
             "{case:<40} {:>10.3} s (plain read of every segment {plain:.3} s)",
             seconds

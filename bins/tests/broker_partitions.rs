@@ -2,7 +2,7 @@
 //! invalid first set creates nothing, refused partitions answer with an error, a panicking
 //! operation stops its partition, and `log.dir` belongs to one process.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::atomic::Ordering;

@@ -2,7 +2,7 @@
 //! flushed, many acks share few fsyncs, a full async queue reports every message it could not
 //! take, and a broker that does not know acknowledged produce (Kafka 0.7) is detected.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-mod support;
+use crate::support;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -2,7 +2,7 @@
 //! proof that each invariant's checker catches the bug planted for it. A failure prints the
 //! seed and how to replay it.
 
-mod support;
+use crate::support;
 
 use support::{
     assert_caught_only_with_many_partitions, assert_each_caught, assert_same_trace, half_of, Traced,

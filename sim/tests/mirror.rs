@@ -2,7 +2,7 @@
 //! that each mirror invariant's checker catches the bug planted for it. A failure prints the
 //! seed and how to replay it.
 
-mod support;
+use crate::support;
 
 /// Mirror seed 7830's situation, built step by step (no seed reaches it reliably).
 #[path = "directed/held_message.rs"]

@@ -2,7 +2,7 @@
 //! that each replica invariant's checker catches the bug planted for it. A failure prints the
 //! seed and how to replay it.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

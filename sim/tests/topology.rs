@@ -5,7 +5,7 @@
 
 #[path = "directed/origin_race.rs"]
 mod origin_race;
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -321,8 +321,7 @@ async fn register_topic(
     retired: &RetiredSessions,
 ) -> Result<(), HoldError> {
     let path = broker_topic_partitions_path(topic, broker_id);
-    coord.ensure_parents(&path).await?;
-    ephemeral::hold(coord, &path, count.to_string().as_bytes(), retired)
+    ephemeral::hold_creating_parents(coord, &path, count.to_string().as_bytes(), retired)
         .await
         .map(drop)
 }

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tributary_core::config::{AutoOffsetReset, ConsumerConfig};
@@ -320,66 +321,75 @@ impl<E: Env> Member<E> {
 
     /// Commits the asked partitions this member still owns (in the generation the offsets were
     /// handed out in), never past what was handed out: an outcome per item, in order, up to the
-    /// first write that fails (the items after it are not tried).
+    /// first write that failed. The writes are pipelined on the session (see
+    /// [`COMMIT_WRITES_IN_FLIGHT`]); those after a failed one are abandoned, not reported.
     async fn commit(
         &self,
         coord: &E::Coord,
         items: &[(TopicName, BrokerPartition, Option<i64>, Option<u64>)],
     ) -> CommitBatch {
-        let mut batch = CommitBatch::default();
         let keep_lost =
             tributary_core::planted::active(tributary_core::planted::Bug::KeepLostPartitions);
         let capped = tributary_core::planted::active(tributary_core::planted::Bug::CommitCapped);
-        for (index, (topic, partition, offset, epoch)) in items.iter().enumerate() {
-            if capped && index >= tributary_core::planted::COMMIT_CAP {
-                batch.outcomes.push(CommitOutcome::Written);
-                continue;
-            }
-            let owned = self
-                .shared
-                .get(topic, *partition)
-                .filter(|state| !epoch.is_some_and(|e| e != state.epoch) && state.is_owned());
-            let owned = owned.or_else(|| {
-                keep_lost
-                    .then(|| self.zombies.get(topic, *partition))
-                    .flatten()
-            });
-            let outcome = match owned {
-                None => CommitOutcome::NotOwned,
-                Some(state) if offset.is_some_and(|o| o > state.offsets().consumed()) => {
-                    CommitOutcome::Stale
+        let decided = items
+            .iter()
+            .enumerate()
+            .map(|(index, (topic, partition, offset, epoch))| {
+                if capped && index >= tributary_core::planted::COMMIT_CAP {
+                    return Err(CommitOutcome::Written);
                 }
-                Some(state) => match self.write_commit(coord, &state, *offset).await {
-                    Ok(outcome) => outcome,
-                    Err(e) => {
-                        batch.failed = Some(e);
-                        return batch;
+                let owned = self
+                    .shared
+                    .get(topic, *partition)
+                    .filter(|state| !epoch.is_some_and(|e| e != state.epoch) && state.is_owned());
+                let owned = owned.or_else(|| {
+                    keep_lost
+                        .then(|| self.zombies.get(topic, *partition))
+                        .flatten()
+                });
+                match owned {
+                    None => Err(CommitOutcome::NotOwned),
+                    Some(state) if offset.is_some_and(|o| o > state.offsets().consumed()) => {
+                        Err(CommitOutcome::Stale)
                     }
-                },
-            };
-            batch.outcomes.push(outcome);
-        }
-        batch
+                    Some(state) => Ok((state, *offset)),
+                }
+            });
+        let mut decided = decided;
+        pipelined(std::iter::from_fn(|| {
+            decided
+                .next()
+                .map(|decided| self.write_decided(coord, decided))
+        }))
+        .await
     }
 
-    /// Commits everything handed out for each of `states`, in order, up to the first write that
-    /// fails.
+    /// Writes a commit `commit` decided to write; passes on an outcome it decided without one.
+    async fn write_decided(
+        &self,
+        coord: &E::Coord,
+        decided: Result<(Arc<PartitionState>, Option<i64>), CommitOutcome>,
+    ) -> Result<CommitOutcome, CommitError> {
+        match decided {
+            Err(outcome) => Ok(outcome),
+            Ok((state, offset)) => self.write_commit(coord, &state, offset).await,
+        }
+    }
+
+    /// Commits everything handed out for each of `states`, pipelined as [`commit`](Self::commit)
+    /// is: an outcome per partition, in order, up to the first write that failed.
     async fn commit_partitions(
         &self,
         coord: &E::Coord,
         states: &[Arc<PartitionState>],
     ) -> CommitBatch {
-        let mut batch = CommitBatch::default();
-        for state in states {
-            match self.write_commit(coord, state, None).await {
-                Ok(outcome) => batch.outcomes.push(outcome),
-                Err(e) => {
-                    batch.failed = Some(e);
-                    break;
-                }
-            }
-        }
-        batch
+        let mut states = states.iter();
+        pipelined(std::iter::from_fn(|| {
+            states
+                .next()
+                .map(|state| self.write_commit(coord, state, None))
+        }))
+        .await
     }
 
     /// Writes a partition's offset: `wanted`, or everything handed out; `NothingNew` when that
@@ -1006,13 +1016,20 @@ impl<E: Env> Member<E> {
             consumer_offsets_path(self.group(), topic),
             partition
         );
-        if let Err(source) = coord.ensure_parents(&path).await {
-            return Err(OffsetNodeError::ZooKeeper { path, source });
+        let data = start.to_string();
+        let mut created = coord
+            .create(&path, data.as_bytes(), NodeKind::Persistent)
+            .await;
+        // The ancestors are made only when missing (one round trip per level otherwise).
+        if matches!(created, Err(CoordError::NoNode(_))) {
+            if let Err(source) = coord.ensure_parents(&path).await {
+                return Err(OffsetNodeError::ZooKeeper { path, source });
+            }
+            created = coord
+                .create(&path, data.as_bytes(), NodeKind::Persistent)
+                .await;
         }
-        match coord
-            .create(&path, start.to_string().as_bytes(), NodeKind::Persistent)
-            .await
-        {
+        match created {
             Ok(_) => Ok(None),
             Err(CoordError::NodeExists(_)) => match read_offset_node(coord, path.clone()).await? {
                 Some(offset) => Ok(Some(offset)),
@@ -1103,10 +1120,8 @@ impl<E: Env> Member<E> {
             consumer_owners_path(self.group(), topic),
             partition
         );
-        if let Err(source) = coord.ensure_parents(&path).await {
-            return Err(RebalanceError::ZooKeeper { path, source });
-        }
-        match ephemeral::hold(coord, &path, thread.as_bytes(), &self.retired).await {
+        match ephemeral::hold_creating_parents(coord, &path, thread.as_bytes(), &self.retired).await
+        {
             Ok(_) => Ok(()),
             Err(HoldError::HeldElsewhere { data, .. }) => Err(RebalanceError::OwnedElsewhere {
                 topic: topic.clone(),
@@ -1134,6 +1149,42 @@ async fn children_or_none(
             path: path.to_string(),
             source,
         }),
+    }
+}
+
+/// Offset writes a commit keeps in flight at once on its ZooKeeper session. One write after
+/// another, a commit of 10,000 partitions takes 10,000 round trips (10 s at 1 ms each, longer
+/// than a commit interval); pipelined, about 10,000 / this many. Bounded so a commit of many
+/// partitions holds a bounded number of requests (and their paths) at once.
+pub const COMMIT_WRITES_IN_FLIGHT: usize = 128;
+
+/// Runs `writes`, at most [`COMMIT_WRITES_IN_FLIGHT`] at once, and collects their outcomes in
+/// order up to the first that failed: its error ends the batch and no further write is
+/// started. The writes behind it are not reported: one that completed moved its partition's
+/// committed point (the next commit answers `NothingNew`); one still in flight is abandoned and
+/// may land or not (the committed point stays, so the next commit writes it again). Either way
+/// a node only ever holds an offset the caller asked for.
+async fn pipelined<F>(mut writes: impl Iterator<Item = F>) -> CommitBatch
+where
+    F: std::future::Future<Output = Result<CommitOutcome, CommitError>>,
+{
+    let mut batch = CommitBatch::default();
+    let mut in_flight = futures_util::stream::FuturesOrdered::new();
+    loop {
+        while in_flight.len() < COMMIT_WRITES_IN_FLIGHT {
+            match writes.next() {
+                Some(write) => in_flight.push_back(write),
+                None => break,
+            }
+        }
+        match in_flight.next().await {
+            None => return batch,
+            Some(Ok(outcome)) => batch.outcomes.push(outcome),
+            Some(Err(e)) => {
+                batch.failed = Some(e);
+                return batch;
+            }
+        }
     }
 }
 

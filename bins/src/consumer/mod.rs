@@ -101,7 +101,9 @@ pub struct CommitItem {
 }
 
 /// What a batch of commits did: one outcome per item, in order, up to the first that could not
-/// be written (`failed` says why; that item and the ones after it were not written).
+/// be written (`failed` says why). That item was not written; the ones after it are not reported
+/// (the writes are pipelined: some may have been written, and committing them again is
+/// harmless).
 #[derive(Debug, Default)]
 pub struct CommitBatch {
     /// The outcomes of the items done, in the order asked.

@@ -81,6 +81,24 @@ pub enum Held {
     TakenBack,
 }
 
+/// [`hold`], creating `path`'s missing ancestors first only when its parent is missing: one
+/// round trip in the usual case where they exist (the ancestors' creates, one per level, were
+/// most of the cost of claiming or registering many nodes under one parent).
+pub async fn hold_creating_parents(
+    coord: &impl Coordination,
+    path: &str,
+    data: &[u8],
+    retired: &RetiredSessions,
+) -> Result<Held, HoldError> {
+    match hold(coord, path, data, retired).await {
+        Err(HoldError::Coord(CoordError::NoNode(_))) => {
+            coord.ensure_parents(path).await?;
+            hold(coord, path, data, retired).await
+        }
+        held => held,
+    }
+}
+
 /// Makes `path` an ephemeral node of this session holding `data` (its parent must exist).
 /// Guarantees, on `Ok`, that the node's owner is `coord`'s session: it goes when this session
 /// ends, and not before.

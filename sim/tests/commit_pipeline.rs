@@ -1,0 +1,123 @@
+//! A consumer group member commits many partitions in about the time of a few ZooKeeper round
+//! trips, not one round trip per partition (issue 26): its offset writes are pipelined on the
+//! session. With every simulated link at a fixed 1 ms, one write after another would take at
+//! least 2 ms a partition.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tributary::client::connect;
+use tributary::consumer::{ConsumerConnector, ConsumerError, Subscription};
+use tributary_core::config::{ConsumerConfig, Properties};
+use tributary_core::message::{CompressionCodec, MessageSetBuilder};
+use tributary_core::wire::{ProduceRequest, Request, TopicName};
+use tributary_core::zk_layout::consumer_offsets_path;
+use tributary_sim::env::SimEnv;
+use tributary_sim::sim_fs::sim_builder;
+use tributary_sim::world::{add_cluster, ClusterSpec, Control, BROKER_PORT};
+
+const GROUP: &str = "g";
+const PARTITIONS: u32 = 512;
+const LINK: Duration = Duration::from_millis(1);
+
+fn topic() -> TopicName {
+    "wide".parse().unwrap()
+}
+
+fn consumer_config() -> ConsumerConfig {
+    let text = format!(
+        "zk.connect=zk:2181\ngroupid={GROUP}\nzk.sessiontimeout.ms=6000\nautooffset.reset=smallest\n\
+         autocommit.enable=false\nconsumer.timeout.ms=500\n"
+    );
+    ConsumerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap()
+}
+
+#[test]
+fn committing_many_partitions_takes_a_few_round_trips_not_one_per_partition() {
+    let mut builder = sim_builder(11);
+    builder
+        .simulation_duration(Duration::from_secs(300))
+        .min_message_latency(LINK)
+        .max_message_latency(LINK);
+    let mut sim = builder.build();
+    let control = Arc::new(Control::default());
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let cluster = add_cluster(
+        &mut sim,
+        &ClusterSpec::new("", 1, PARTITIONS),
+        &mut rng,
+        &control,
+    );
+    let took: Arc<Mutex<Option<(Duration, usize)>>> = Arc::default();
+    let answer = took.clone();
+    sim.client("app", async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        // One message to every partition, on one connection (each creates its partition).
+        let env = SimEnv::new(1);
+        let mut conn = connect(&env, "broker0", BROKER_PORT, Duration::from_secs(5)).await?;
+        let one = {
+            let mut b = MessageSetBuilder::new();
+            b.push(Bytes::from_static(b"m"));
+            b.build(CompressionCodec::None)
+        };
+        for partition in 0..PARTITIONS {
+            let request = Request::Produce(ProduceRequest {
+                topic: topic(),
+                partition: partition as i32,
+                messages: one.clone(),
+            });
+            conn.send(&request).await?;
+        }
+        let subscription = Subscription::Topics([(topic(), 1)].into_iter().collect());
+        let (member, mut streams) =
+            ConsumerConnector::start(SimEnv::new(2), consumer_config(), subscription).await?;
+        let mut read = BTreeSet::new();
+        while read.len() < PARTITIONS as usize {
+            match streams[0].next().await {
+                Ok(message) => {
+                    read.insert(message.partition);
+                }
+                Err(ConsumerError::Timeout(_)) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let start = tokio::time::Instant::now();
+        let written = member.commit_offsets().await?;
+        *answer.lock().unwrap() = Some((start.elapsed(), written));
+        member.shutdown().await;
+        Ok(())
+    });
+    sim.run().unwrap();
+    let (elapsed, written) = took.lock().unwrap().take().expect("the commit finished");
+    assert_eq!(
+        written, PARTITIONS as usize,
+        "every partition's offset written"
+    );
+    println!("committing {PARTITIONS} partitions (nodes created) took {elapsed:?}");
+    // One after another: at least a round trip (2 ms) a partition, over a second in all.
+    let serial = LINK * 2 * PARTITIONS;
+    assert!(
+        elapsed * 5 < serial,
+        "committing {PARTITIONS} partitions took {elapsed:?}; one write after another takes {serial:?}"
+    );
+    let model = cluster.model.lock().unwrap();
+    let offsets = consumer_offsets_path(&GROUP.parse().unwrap(), &topic());
+    let children = model.children(&offsets);
+    assert_eq!(
+        children.len(),
+        PARTITIONS as usize,
+        "{offsets}: {children:?}"
+    );
+    for broker_partition in children {
+        let data = model.data(&format!("{offsets}/{broker_partition}"));
+        assert_eq!(
+            data.as_deref(),
+            Some(&b"11"[..]),
+            "{offsets}/{broker_partition}"
+        );
+    }
+}

@@ -1,0 +1,471 @@
+//! Many partitions, end to end against real ZooKeepers (issue 26):
+//! - **mirror at scale:** the same bytes (1 KiB messages) spread over 10, 1,000 and 10,000
+//!   source partitions (topics of 10 partitions each), mirrored by the production engine into
+//!   a second cluster; each rate beside the same mirror's rate on 10 partitions, in this run.
+//!   The mirror commits every second meanwhile; its stop (a final commit of every partition)
+//!   is timed too.
+//! - **a new topic among many:** once the largest shape is mirrored, one message to a new
+//!   topic, timed from the source's answer to the mirror's acknowledgement.
+//! - **a consumer group rebalancing many partitions:** three members join one after another
+//!   over the largest shape: from each arrival to every partition owned by exactly one member.
+//! - **registration:** the source broker restarted on all of it: from its start to every topic
+//!   registered in ZooKeeper.
+//!
+//! `cargo bench -p tributary-tests --bench scale` (needs ZooKeeper: scripts/install-deps.sh);
+//! `TRIBUTARY_BENCH_QUICK=1` stops at 1,000 partitions.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tributary::client::{connect, Connection};
+use tributary::consumer::{ConsumerConnector, Subscription};
+use tributary::coordination::zk::ZkCoordination;
+use tributary::coordination::Coordination;
+use tributary::env::TokioEnv;
+use tributary::mirror::{Mirror, MirrorSettings};
+use tributary_core::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties, ZkConnect};
+use tributary_core::message::{CompressionCodec, MessageSetBuilder};
+use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, Response, TopicName};
+use tributary_core::zk_layout::{broker_topic_partitions_path, BROKER_TOPICS_PATH};
+use tributary_tests::bench::{quick, row, rss};
+use tributary_tests::zookeeper::ZooKeeper;
+
+mod support;
+use support::BenchBroker;
+
+/// Payload of each message.
+const SIZE: usize = 1024;
+/// Partitions of each topic (`num.partitions` of the source broker).
+const PER_TOPIC: usize = 10;
+/// Partitions produced to in one request while loading.
+const LOAD_FANOUT: usize = 100;
+
+type Conn = Connection<<TokioEnv as tributary::env::Env>::Stream>;
+
+/// Source partitions of each shape; the first is the baseline.
+fn shapes() -> Vec<usize> {
+    if quick() {
+        vec![10, 1000]
+    } else {
+        vec![10, 1000, 10_000]
+    }
+}
+
+/// Bytes of payload each shape carries.
+fn shape_bytes() -> usize {
+    if quick() {
+        8 << 20
+    } else {
+        64 << 20
+    }
+}
+
+fn topic(name: &str) -> TopicName {
+    name.parse().expect("topic")
+}
+
+fn prefix(partitions: usize) -> String {
+    format!("p{partitions}-")
+}
+
+fn properties<T>(
+    text: &str,
+    parse: impl Fn(&Properties) -> Result<T, tributary_core::config::ConfigError>,
+) -> T {
+    parse(&Properties::parse("bench", text).expect("properties")).expect("config")
+}
+
+fn broker_config(zk: &ZooKeeper, dir: &std::path::Path, partitions: usize) -> BrokerConfig {
+    let text = format!(
+        "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nnum.partitions={partitions}\nlog.flush.interval=100000\n\
+         log.default.flush.interval.ms=200\nlog.default.flush.scheduler.interval.ms=50\nzk.connect={}\n",
+        dir.display(),
+        zk.connect_string()
+    );
+    properties(&text, BrokerConfig::from_properties)
+}
+
+fn consumer_config(zk: &ZooKeeper, group: &str, reset: &str) -> ConsumerConfig {
+    let text = format!(
+        "zk.connect={}\ngroupid={group}\nautooffset.reset={reset}\nfetch.size=1048576\nsocket.buffersize=1048576\nqueuedchunks.max=10\nfetcher.backoff.ms=10\nconsumer.timeout.ms=5000\n",
+        zk.connect_string()
+    );
+    properties(&text, ConsumerConfig::from_properties)
+}
+
+fn producer_config(zk: &ZooKeeper) -> ProducerConfig {
+    let text = format!("zk.connect={}\nproducer.type=async\nbatch.size=200\nqueue.size=20000\nqueue.time=50\nqueue.enqueueTimeout.ms=-1\ndurable.acks=true\n", zk.connect_string());
+    properties(&text, ProducerConfig::from_properties)
+}
+
+/// Every partition of a shape of `partitions`: (topic, partition).
+fn partitions_of(partitions: usize) -> Vec<(TopicName, i32)> {
+    (0..partitions / PER_TOPIC)
+        .flat_map(|t| {
+            let name = topic(&format!("{}{t}", prefix(partitions)));
+            (0..PER_TOPIC as i32).map(move |p| (name.clone(), p))
+        })
+        .collect()
+}
+
+/// Loads `per_partition` messages into every partition of the shape, then waits until each is
+/// flushed and visible; returns the message count.
+async fn load(conn: &mut Conn, partitions: usize, per_partition: usize) -> usize {
+    let set = {
+        let mut b = MessageSetBuilder::new();
+        (0..per_partition).for_each(|_| {
+            b.push(vec![b's'; SIZE]);
+        });
+        b.build(CompressionCodec::None)
+    };
+    let all = partitions_of(partitions);
+    for chunk in all.chunks(LOAD_FANOUT) {
+        let request = Request::MultiProduce(
+            chunk
+                .iter()
+                .map(|(topic, partition)| ProduceRequest {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    messages: set.clone(),
+                })
+                .collect(),
+        );
+        conn.send(&request).await.expect("load");
+    }
+    let end = (per_partition * (SIZE + 10)) as i64;
+    for (topic, partition) in &all {
+        loop {
+            let request = Request::Offsets(OffsetsRequest {
+                topic: topic.clone(),
+                partition: *partition,
+                time: -1,
+                max_offsets: 1,
+            });
+            let Response::Offsets(o) = conn.call(&request).await.expect("offsets") else {
+                panic!("offsets")
+            };
+            if o.offsets.first().copied().unwrap_or(0) >= end {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    all.len() * per_partition
+}
+
+/// What one mirror run measured.
+struct MirrorRun {
+    /// Messages per second, first sent to last acknowledged.
+    rate: f64,
+    /// Partition commits made while copying.
+    commits: u64,
+    /// Process RSS growth from before the mirror started to when it had caught up.
+    rss_growth: u64,
+    /// Seconds the stop took (the final commit of every partition).
+    stop_seconds: f64,
+    /// For the largest shape: seconds from a new topic's first message to its acknowledgement.
+    new_topic_seconds: Option<f64>,
+}
+
+/// Mirrors the shape of `partitions` (`count` messages) from `source` into `target`; with
+/// `new_topic`, then sends one message to a new topic of the shape through `conn` and times it.
+async fn mirror_shape(
+    source: &ZooKeeper,
+    target: &ZooKeeper,
+    partitions: usize,
+    count: usize,
+    new_topic: Option<&mut Conn>,
+) -> MirrorRun {
+    let settings = MirrorSettings {
+        sources: vec![consumer_config(
+            source,
+            &format!("mirror-{partitions}"),
+            "smallest",
+        )],
+        producer: producer_config(target),
+        filter: Subscription::Whitelist(format!("p{partitions}-.*"), 0),
+        streams: 2,
+        producers: 1,
+        commit_interval: Duration::from_secs(1),
+        summary_interval: Duration::from_secs(3600),
+        observer: None,
+        metrics: None,
+        target_identity: None,
+    };
+    let (rss_before, _) = rss();
+    let mirror = Mirror::start(TokioEnv, settings).await.expect("mirror");
+    let stats = mirror.stats.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(mirror.run_until(async { drop(stopped.await) }));
+    let deadline = Instant::now() + Duration::from_secs(900);
+    let mut first = None;
+    while stats.acked.load(Ordering::Relaxed) < count as u64 {
+        if first.is_none() && stats.sent.load(Ordering::Relaxed) > 0 {
+            first = Some(Instant::now());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the mirror of {partitions} partitions did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let rate = count as f64 / first.expect("no message sent").elapsed().as_secs_f64();
+    let (rss_after, _) = rss();
+    let commits = stats.commits.load(Ordering::Relaxed);
+    let new_topic_seconds = match new_topic {
+        Some(conn) => {
+            let name = topic(&format!("{}new", prefix(partitions)));
+            let mut set = MessageSetBuilder::new();
+            set.push(vec![b'n'; SIZE]);
+            let request = Request::Produce(ProduceRequest {
+                topic: name.clone(),
+                partition: 0,
+                messages: set.build(CompressionCodec::None),
+            });
+            conn.send(&request).await.expect("new topic");
+            // Answered once the produce before it is appended.
+            let offsets = Request::Offsets(OffsetsRequest {
+                topic: name,
+                partition: 0,
+                time: -1,
+                max_offsets: 1,
+            });
+            conn.call(&offsets).await.expect("offsets");
+            let sent = Instant::now();
+            while stats.acked.load(Ordering::Relaxed) < count as u64 + 1 {
+                assert!(
+                    sent.elapsed() < Duration::from_secs(120),
+                    "the new topic was not mirrored"
+                );
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            Some(sent.elapsed().as_secs_f64())
+        }
+        None => None,
+    };
+    let stopping = Instant::now();
+    drop(stop);
+    running.await.expect("mirror task").expect("mirror run");
+    MirrorRun {
+        rate,
+        commits,
+        rss_growth: rss_after.saturating_sub(rss_before),
+        stop_seconds: stopping.elapsed().as_secs_f64(),
+        new_topic_seconds,
+    }
+}
+
+/// Three members of one group join one after another over the shape of `partitions`: the
+/// seconds from each arrival until every partition is owned by exactly one member.
+async fn group_rebalance(zk: &ZooKeeper, partitions: usize) -> Vec<f64> {
+    let subscription = Subscription::Whitelist(format!("p{partitions}-[0-9]+"), 1);
+    let mut members = Vec::new();
+    let mut seconds = Vec::new();
+    for _ in 0..3 {
+        let arrived = Instant::now();
+        let (member, _streams) = ConsumerConnector::start(
+            TokioEnv,
+            consumer_config(zk, "scale-group", "largest"),
+            subscription.clone(),
+        )
+        .await
+        .expect("member");
+        members.push((member, _streams));
+        loop {
+            let owned: Vec<_> = members
+                .iter()
+                .map(|(m, _)| m.ownership().map(|o| o.partitions).unwrap_or_default())
+                .collect();
+            let total: usize = owned.iter().map(Vec::len).sum();
+            let distinct: BTreeSet<_> = owned
+                .iter()
+                .flatten()
+                .map(|(t, p, _)| (t.clone(), *p))
+                .collect();
+            if total == partitions
+                && distinct.len() == partitions
+                && owned.iter().all(|o| !o.is_empty())
+            {
+                break;
+            }
+            assert!(
+                arrived.elapsed() < Duration::from_secs(600),
+                "{} members never owned the {partitions} partitions once each ({total} owned, {} distinct)",
+                members.len(),
+                distinct.len()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        seconds.push(arrived.elapsed().as_secs_f64());
+    }
+    for (member, _) in members {
+        member.shutdown().await;
+    }
+    seconds
+}
+
+/// Seconds from starting a broker on `dir` until each of `topics` is registered under it.
+async fn registration(
+    zk: &ZooKeeper,
+    config: BrokerConfig,
+    topics: &[TopicName],
+) -> (f64, BenchBroker) {
+    let connect = ZkConnect::parse(&zk.connect_string()).expect("zk.connect");
+    let coord = ZkCoordination::connect(&connect, Duration::from_secs(10), Duration::from_secs(10))
+        .await
+        .expect("zookeeper");
+    let start = Instant::now();
+    let broker = tokio::task::spawn_blocking(move || BenchBroker::start(config))
+        .await
+        .expect("broker");
+    let mut left: Vec<&TopicName> = topics.iter().collect();
+    while !left.is_empty() {
+        let registered: BTreeSet<String> = coord
+            .children(BROKER_TOPICS_PATH)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let mut still = Vec::new();
+        for topic in left {
+            let known = registered.contains(topic.as_str())
+                && coord
+                    .get(&broker_topic_partitions_path(topic, 0))
+                    .await
+                    .is_ok();
+            if !known {
+                still.push(topic);
+            }
+        }
+        left = still;
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "{} topics still unregistered",
+            left.len()
+        );
+        if !left.is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    coord.close().await;
+    (seconds, broker)
+}
+
+/// A row of `scripts/bench.sh`'s table with no ceiling: a figure stated on its own.
+fn point(case: &str, figure: &str) {
+    println!("@@\t{case}\t{figure}\t-\t-");
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let (source_zk, target_zk) = (ZooKeeper::start(), ZooKeeper::start());
+    let (source_dir, target_dir) = (
+        tempfile::tempdir_in("target").expect("dir"),
+        tempfile::tempdir_in("target").expect("dir"),
+    );
+    let source_config = broker_config(&source_zk, source_dir.path(), PER_TOPIC);
+    let source = BenchBroker::start(source_config.clone());
+    let target = BenchBroker::start(broker_config(&target_zk, target_dir.path(), 2));
+    let mut conn = connect(&TokioEnv, "127.0.0.1", source.port, Duration::from_secs(30))
+        .await
+        .expect("connect");
+    println!("scale: one source broker -> the mirror (2 streams, commits every second) -> one mirror broker, over loopback; {} MiB of 1 KiB messages per shape", shape_bytes() >> 20);
+    let shapes = shapes();
+    let largest = *shapes.last().expect("shapes");
+    let mut baseline = None;
+    for &partitions in &shapes {
+        let per_partition = (shape_bytes() / SIZE / partitions).max(1);
+        let loading = Instant::now();
+        let count = load(&mut conn, partitions, per_partition).await;
+        let loaded = loading.elapsed().as_secs_f64();
+        let run = mirror_shape(
+            &source_zk,
+            &target_zk,
+            partitions,
+            count,
+            (partitions == largest).then_some(&mut conn),
+        )
+        .await;
+        let mb = run.rate * SIZE as f64 / 1e6;
+        let base = *baseline.get_or_insert(mb);
+        println!(
+            "{partitions:>6} partitions ({count} messages, loaded in {loaded:.1} s): mirrored at {mb:.1} MB/s = {:.2} of 10 partitions; {} partition commits meanwhile; stop with its final commit {:.2} s; RSS growth {:.1} KiB per partition",
+            mb / base,
+            run.commits,
+            run.stop_seconds,
+            run.rss_growth as f64 / 1024.0 / partitions as f64
+        );
+        row(
+            &format!("scale: mirror 1 KiB, {partitions} source partitions"),
+            &format!("{mb:.0} MB/s"),
+            &format!("same mirror on 10 partitions {base:.0} MB/s"),
+            mb / base,
+        );
+        point(
+            &format!("scale: mirror stop (final commit), {partitions} partitions"),
+            &format!("{:.2} s", run.stop_seconds),
+        );
+        point(
+            &format!("scale: mirror RSS growth per source partition, {partitions}"),
+            &format!(
+                "{:.1} KiB",
+                run.rss_growth as f64 / 1024.0 / partitions as f64
+            ),
+        );
+        if let Some(seconds) = run.new_topic_seconds {
+            println!(
+                "a new topic among {} mirrored in {seconds:.3} s (target 1 s)",
+                partitions / PER_TOPIC
+            );
+            row(
+                &format!("scale: new topic among {} mirrored", partitions / PER_TOPIC),
+                &format!("{seconds:.2} s"),
+                "target 1 s",
+                1.0 / seconds,
+            );
+        }
+    }
+    let joins = group_rebalance(&source_zk, largest).await;
+    for (members, seconds) in joins.iter().enumerate() {
+        println!(
+            "group of {} over {largest} partitions: every partition owned once {seconds:.2} s after the member's arrival",
+            members + 1
+        );
+        point(
+            &format!(
+                "scale: group rebalance to {} members, {largest} partitions",
+                members + 1
+            ),
+            &format!("{seconds:.2} s"),
+        );
+    }
+    drop(conn);
+    source.stop();
+    let topics: Vec<TopicName> = shapes
+        .iter()
+        .flat_map(|&n| (0..n / PER_TOPIC).map(move |t| topic(&format!("{}{t}", prefix(n)))))
+        .collect();
+    let (seconds, source) = registration(&source_zk, source_config, &topics).await;
+    let all: usize = shapes.iter().sum();
+    println!(
+        "source broker restarted on {all} partitions ({} topics): all registered {seconds:.2} s after its start",
+        topics.len()
+    );
+    point(
+        &format!(
+            "scale: broker restart to {} topics ({all} partitions) registered",
+            topics.len()
+        ),
+        &format!("{seconds:.2} s"),
+    );
+    source.stop();
+    target.stop();
+}
