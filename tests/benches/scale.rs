@@ -368,8 +368,8 @@ async fn main() {
     }
     let (source_zk, target_zk) = (ZooKeeper::start(), ZooKeeper::start());
     let (source_dir, target_dir) = (
-        tempfile::tempdir_in("target").expect("dir"),
-        tempfile::tempdir_in("target").expect("dir"),
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
     );
     let source_config = broker_config(&source_zk, source_dir.path(), PER_TOPIC);
     let source = BenchBroker::start(source_config.clone());
