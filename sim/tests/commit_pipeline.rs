@@ -1,6 +1,6 @@
-//! A consumer group member commits many partitions in about the time of a few ZooKeeper round
-//! trips, not one round trip per partition (issue 26): its offset writes are pipelined on the
-//! session. With every simulated link at a fixed 1 ms, one write after another would take at
+//! A consumer group member claims and commits many partitions in about the time of a few
+//! ZooKeeper round trips, not one round trip per partition (issue 26): its owner claims,
+//! offset lookups and offset writes are pipelined on the session. With every simulated link at a fixed 1 ms, one write after another would take at
 //! least 2 ms a partition.
 
 use std::collections::BTreeSet;
@@ -37,7 +37,7 @@ fn consumer_config() -> ConsumerConfig {
 }
 
 #[test]
-fn committing_many_partitions_takes_a_few_round_trips_not_one_per_partition() {
+fn claiming_and_committing_many_partitions_take_a_few_round_trips_not_one_per_partition() {
     let mut builder = sim_builder(11);
     builder
         .simulation_duration(Duration::from_secs(300))
@@ -52,7 +52,7 @@ fn committing_many_partitions_takes_a_few_round_trips_not_one_per_partition() {
         &mut rng,
         &control,
     );
-    let took: Arc<Mutex<Option<(Duration, usize)>>> = Arc::default();
+    let took: Arc<Mutex<Option<(Duration, Duration, usize)>>> = Arc::default();
     let answer = took.clone();
     sim.client("app", async move {
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -72,9 +72,19 @@ fn committing_many_partitions_takes_a_few_round_trips_not_one_per_partition() {
             });
             conn.send(&request).await?;
         }
+        // Let every partition's first message be flushed, so the member's start is all ZooKeeper.
+        tokio::time::sleep(Duration::from_secs(5)).await;
         let subscription = Subscription::Topics([(topic(), 1)].into_iter().collect());
+        let joining = tokio::time::Instant::now();
         let (member, mut streams) =
             ConsumerConnector::start(SimEnv::new(2), consumer_config(), subscription).await?;
+        while member
+            .ownership()
+            .is_none_or(|o| o.partitions.len() < PARTITIONS as usize)
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let joined = joining.elapsed();
         let mut read = BTreeSet::new();
         while read.len() < PARTITIONS as usize {
             match streams[0].next().await {
@@ -87,22 +97,32 @@ fn committing_many_partitions_takes_a_few_round_trips_not_one_per_partition() {
         }
         let start = tokio::time::Instant::now();
         let written = member.commit_offsets().await?;
-        *answer.lock().unwrap() = Some((start.elapsed(), written));
+        *answer.lock().unwrap() = Some((joined, start.elapsed(), written));
         member.shutdown().await;
         Ok(())
     });
     sim.run().unwrap();
-    let (elapsed, written) = took.lock().unwrap().take().expect("the commit finished");
+    let (joined, elapsed, written) = took.lock().unwrap().take().expect("the commit finished");
     assert_eq!(
         written, PARTITIONS as usize,
         "every partition's offset written"
     );
-    println!("committing {PARTITIONS} partitions (nodes created) took {elapsed:?}");
+    println!(
+        "joining and owning {PARTITIONS} partitions took {joined:?}; committing them (nodes created) {elapsed:?}"
+    );
     // One after another: at least a round trip (2 ms) a partition, over a second in all.
     let serial = LINK * 2 * PARTITIONS;
     assert!(
         elapsed * 5 < serial,
         "committing {PARTITIONS} partitions took {elapsed:?}; one write after another takes {serial:?}"
+    );
+    // The broker is still asked each partition's start offset one request after another (one
+    // round trip each: `serial`, about 1 s); claims and committed-offset lookups one after
+    // another would add two round trips more per partition (4.1 s in all, measured with one
+    // request in flight; 2.1 s pipelined).
+    assert!(
+        joined < serial * 3,
+        "owning {PARTITIONS} partitions took {joined:?}; one claim after another takes {serial:?}"
     );
     let model = cluster.model.lock().unwrap();
     let offsets = consumer_offsets_path(&GROUP.parse().unwrap(), &topic());

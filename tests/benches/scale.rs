@@ -12,7 +12,8 @@
 //!   registered in ZooKeeper.
 //!
 //! `cargo bench -p tributary-tests --bench scale` (needs ZooKeeper: scripts/install-deps.sh);
-//! `TRIBUTARY_BENCH_QUICK=1` stops at 1,000 partitions.
+//! `TRIBUTARY_BENCH_QUICK=1` stops at 1,000 partitions. The mirror cluster's topics are created
+//! before each mirror run (timed on its own), so the rates compare steady copying.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -38,6 +39,8 @@ use support::BenchBroker;
 const SIZE: usize = 1024;
 /// Partitions of each topic (`num.partitions` of the source broker).
 const PER_TOPIC: usize = 10;
+/// `num.partitions` of the mirror cluster's broker.
+const TARGET_PARTITIONS: i32 = 2;
 /// Partitions produced to in one request while loading.
 const LOAD_FANOUT: usize = 100;
 
@@ -55,9 +58,9 @@ fn shapes() -> Vec<usize> {
 /// Bytes of payload each shape carries.
 fn shape_bytes() -> usize {
     if quick() {
-        8 << 20
+        16 << 20
     } else {
-        64 << 20
+        128 << 20
     }
 }
 
@@ -152,6 +155,46 @@ async fn load(conn: &mut Conn, partitions: usize, per_partition: usize) -> usize
         }
     }
     all.len() * per_partition
+}
+
+/// Creates every topic of the shape in the mirror cluster (one small message to each of its
+/// `TARGET_PARTITIONS` partitions), so that the mirror's rate is its steady rate, not the
+/// mirror cluster's one-time cost of creating hundreds of topics (timed and reported apart).
+async fn precreate(conn: &mut Conn, partitions: usize) -> f64 {
+    let start = Instant::now();
+    let one = {
+        let mut b = MessageSetBuilder::new();
+        b.push(&b"precreated"[..]);
+        b.build(CompressionCodec::None)
+    };
+    let topics: Vec<TopicName> = (0..partitions / PER_TOPIC)
+        .map(|t| topic(&format!("{}{t}", prefix(partitions))))
+        .collect();
+    for chunk in topics.chunks(LOAD_FANOUT) {
+        let request = Request::MultiProduce(
+            chunk
+                .iter()
+                .flat_map(|topic| {
+                    (0..TARGET_PARTITIONS).map(|partition| ProduceRequest {
+                        topic: topic.clone(),
+                        partition,
+                        messages: one.clone(),
+                    })
+                })
+                .collect(),
+        );
+        conn.send(&request).await.expect("precreate");
+    }
+    // Answered once every produce before it on this connection is appended.
+    let last = topics.last().expect("topics").clone();
+    let request = Request::Offsets(OffsetsRequest {
+        topic: last,
+        partition: TARGET_PARTITIONS - 1,
+        time: -1,
+        max_offsets: 1,
+    });
+    conn.call(&request).await.expect("offsets");
+    start.elapsed().as_secs_f64()
 }
 
 /// What one mirror run measured.
@@ -373,7 +416,14 @@ async fn main() {
     );
     let source_config = broker_config(&source_zk, source_dir.path(), PER_TOPIC);
     let source = BenchBroker::start(source_config.clone());
-    let target = BenchBroker::start(broker_config(&target_zk, target_dir.path(), 2));
+    let target = BenchBroker::start(broker_config(
+        &target_zk,
+        target_dir.path(),
+        TARGET_PARTITIONS as usize,
+    ));
+    let mut target_conn = connect(&TokioEnv, "127.0.0.1", target.port, Duration::from_secs(30))
+        .await
+        .expect("connect");
     let mut conn = connect(&TokioEnv, "127.0.0.1", source.port, Duration::from_secs(30))
         .await
         .expect("connect");
@@ -386,6 +436,14 @@ async fn main() {
         let loading = Instant::now();
         let count = load(&mut conn, partitions, per_partition).await;
         let loaded = loading.elapsed().as_secs_f64();
+        let created = precreate(&mut target_conn, partitions).await;
+        point(
+            &format!(
+                "scale: mirror cluster creates the {} topics of {partitions} partitions",
+                partitions / PER_TOPIC
+            ),
+            &format!("{created:.2} s"),
+        );
         let run = mirror_shape(
             &source_zk,
             &target_zk,
@@ -447,7 +505,7 @@ async fn main() {
             &format!("{seconds:.2} s"),
         );
     }
-    drop(conn);
+    drop((conn, target_conn));
     source.stop();
     let topics: Vec<TopicName> = shapes
         .iter()

@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tributary_core::config::{AutoOffsetReset, ConsumerConfig};
@@ -42,6 +41,7 @@ use super::{
     StartOffsetError,
 };
 use crate::coordination::ephemeral::{self, HoldError, RetiredSessions};
+use crate::coordination::pipeline::pipelined;
 use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
 use crate::env::Env;
 
@@ -322,7 +322,7 @@ impl<E: Env> Member<E> {
     /// Commits the asked partitions this member still owns (in the generation the offsets were
     /// handed out in), never past what was handed out: an outcome per item, in order, up to the
     /// first write that failed. The writes are pipelined on the session (see
-    /// [`COMMIT_WRITES_IN_FLIGHT`]); those after a failed one are abandoned, not reported.
+    /// [`REQUESTS_IN_FLIGHT`]); those after a failed one are abandoned, not reported.
     async fn commit(
         &self,
         coord: &E::Coord,
@@ -356,7 +356,7 @@ impl<E: Env> Member<E> {
                 }
             });
         let mut decided = decided;
-        pipelined(std::iter::from_fn(|| {
+        commit_pipelined(std::iter::from_fn(|| {
             decided
                 .next()
                 .map(|decided| self.write_decided(coord, decided))
@@ -384,7 +384,7 @@ impl<E: Env> Member<E> {
         states: &[Arc<PartitionState>],
     ) -> CommitBatch {
         let mut states = states.iter();
-        pipelined(std::iter::from_fn(|| {
+        commit_pipelined(std::iter::from_fn(|| {
             states
                 .next()
                 .map(|state| self.write_commit(coord, state, None))
@@ -417,23 +417,30 @@ impl<E: Env> Member<E> {
 
     /// Deletes the owner nodes of `released` that still name this member's thread (never one
     /// another member has claimed since).
+    /// The nodes are released pipelined on the session (see [`pipelined`]), every one tried.
     async fn release_owners(&self, coord: &E::Coord, released: &[Arc<PartitionState>]) {
-        for state in released {
-            let path = format!(
-                "{}/{}",
-                consumer_owners_path(self.group(), &state.topic),
-                state.partition
-            );
-            match coord.get(&path).await {
-                Ok((owner, version)) if owner == state.owner.as_bytes() => {
-                    match coord.delete(&path, Some(version)).await {
-                        Ok(()) | Err(CoordError::NoNode(_)) | Err(CoordError::BadVersion(_)) => {}
-                        Err(e) => tracing::warn!("releasing {path}: {e}"),
-                    }
+        let mut states = released.iter();
+        let releases =
+            std::iter::from_fn(|| states.next().map(|state| self.release_owner(coord, state)));
+        pipelined(releases, |()| std::ops::ControlFlow::Continue(())).await;
+    }
+
+    /// Deletes `state`'s owner node if it still names this member's thread.
+    async fn release_owner(&self, coord: &E::Coord, state: &PartitionState) {
+        let path = format!(
+            "{}/{}",
+            consumer_owners_path(self.group(), &state.topic),
+            state.partition
+        );
+        match coord.get(&path).await {
+            Ok((owner, version)) if owner == state.owner.as_bytes() => {
+                match coord.delete(&path, Some(version)).await {
+                    Ok(()) | Err(CoordError::NoNode(_)) | Err(CoordError::BadVersion(_)) => {}
+                    Err(e) => tracing::warn!("releasing {path}: {e}"),
                 }
-                Ok(_) | Err(CoordError::NoNode(_)) => {}
-                Err(e) => tracing::warn!("releasing {path}: {e}"),
             }
+            Ok(_) | Err(CoordError::NoNode(_)) => {}
+            Err(e) => tracing::warn!("releasing {path}: {e}"),
         }
     }
 
@@ -830,6 +837,29 @@ impl<E: Env> Member<E> {
         held: &mut Vec<(TopicName, BrokerPartition)>,
     ) -> Result<ClaimedPlan, RebalanceError> {
         let mut claimed = ClaimedPlan::default();
+        // Every owner node first, pipelined on the session (one round trip each, one after
+        // another, was most of a rebalance of many partitions). Each is held from before its
+        // claim: ZooKeeper may make the node even when the claim fails (a connection lost after
+        // the create was applied, or a claim abandoned in flight when another failed).
+        held.extend(plan.iter().map(|p| (p.topic.clone(), p.partition)));
+        let mut failed = None;
+        let mut planned = plan.iter();
+        let claims = std::iter::from_fn(|| {
+            planned
+                .next()
+                .map(|p| self.claim(coord, &p.topic, p.partition, &p.thread))
+        });
+        pipelined(claims, |claim| match claim {
+            Ok(()) => std::ops::ControlFlow::Continue(()),
+            Err(e) => {
+                failed = Some(e);
+                std::ops::ControlFlow::Break(())
+            }
+        })
+        .await;
+        if let Some(e) = failed {
+            return Err(e);
+        }
         for Planned {
             topic,
             partition,
@@ -873,10 +903,6 @@ impl<E: Env> Member<E> {
                     }
                 },
             };
-            // Held from before the claim: ZooKeeper may make the node even when the claim
-            // fails (a connection lost after the create was applied).
-            held.push((topic.clone(), partition));
-            self.claim(coord, &topic, partition, &thread).await?;
             if let Some(start) = committed_start {
                 // The previous owner may have committed between our read of the start and its
                 // release of the node (it serves the commits asked for before its own
@@ -1152,40 +1178,28 @@ async fn children_or_none(
     }
 }
 
-/// Offset writes a commit keeps in flight at once on its ZooKeeper session. One write after
-/// another, a commit of 10,000 partitions takes 10,000 round trips (10 s at 1 ms each, longer
-/// than a commit interval); pipelined, about 10,000 / this many. Bounded so a commit of many
-/// partitions holds a bounded number of requests (and their paths) at once.
-pub const COMMIT_WRITES_IN_FLIGHT: usize = 128;
-
-/// Runs `writes`, at most [`COMMIT_WRITES_IN_FLIGHT`] at once, and collects their outcomes in
-/// order up to the first that failed: its error ends the batch and no further write is
-/// started. The writes behind it are not reported: one that completed moved its partition's
-/// committed point (the next commit answers `NothingNew`); one still in flight is abandoned and
-/// may land or not (the committed point stays, so the next commit writes it again). Either way
-/// a node only ever holds an offset the caller asked for.
-async fn pipelined<F>(mut writes: impl Iterator<Item = F>) -> CommitBatch
+/// Pipelines commit writes (see [`pipelined`]) and collects their outcomes in order up to the
+/// first that failed: its error ends the batch. The writes behind it are not reported: one that
+/// completed moved its partition's committed point (the next commit answers `NothingNew`); one
+/// abandoned in flight may land or not (the committed point stays, so the next commit writes it
+/// again). Either way a node only ever holds an offset the caller asked for.
+async fn commit_pipelined<F>(writes: impl Iterator<Item = F>) -> CommitBatch
 where
     F: std::future::Future<Output = Result<CommitOutcome, CommitError>>,
 {
     let mut batch = CommitBatch::default();
-    let mut in_flight = futures_util::stream::FuturesOrdered::new();
-    loop {
-        while in_flight.len() < COMMIT_WRITES_IN_FLIGHT {
-            match writes.next() {
-                Some(write) => in_flight.push_back(write),
-                None => break,
-            }
+    pipelined(writes, |written| match written {
+        Ok(outcome) => {
+            batch.outcomes.push(outcome);
+            std::ops::ControlFlow::Continue(())
         }
-        match in_flight.next().await {
-            None => return batch,
-            Some(Ok(outcome)) => batch.outcomes.push(outcome),
-            Some(Err(e)) => {
-                batch.failed = Some(e);
-                return batch;
-            }
+        Err(e) => {
+            batch.failed = Some(e);
+            std::ops::ControlFlow::Break(())
         }
-    }
+    })
+    .await;
+    batch
 }
 
 /// Writes a committed offset (persistent, decimal), creating the node and its parents.

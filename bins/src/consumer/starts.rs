@@ -17,6 +17,7 @@ use tributary_core::zk_layout::consumer_offsets_path;
 
 use super::{OffsetNodeError, StartOffsetError};
 use crate::client::{connect, ClientError};
+use crate::coordination::pipeline::pipelined;
 use crate::coordination::Coordination;
 use crate::env::Env;
 
@@ -42,8 +43,22 @@ pub async fn read_starts<E: Env>(
 ) -> BTreeMap<Key, Start> {
     let mut starts = BTreeMap::new();
     let mut ask: BTreeMap<(String, u16), Vec<Key>> = BTreeMap::new();
-    for (key, address) in partitions {
-        match committed_offset(coord, group, &key).await {
+    // The group's committed offsets, read pipelined on the session.
+    let partitions: Vec<(Key, (String, u16))> = partitions.into_iter().collect();
+    let mut reading = partitions.iter();
+    let reads = std::iter::from_fn(|| {
+        reading
+            .next()
+            .map(|(key, _)| committed_offset(coord, group, key))
+    });
+    let mut read = Vec::with_capacity(partitions.len());
+    pipelined(reads, |committed| {
+        read.push(committed);
+        std::ops::ControlFlow::Continue(())
+    })
+    .await;
+    for ((key, address), committed) in partitions.into_iter().zip(read) {
+        match committed {
             Ok(Some(offset)) => drop(starts.insert(key, Ok((offset, true)))),
             Ok(None) => ask.entry(address).or_default().push(key),
             Err(e) => drop(starts.insert(key, Err(StartOffsetError::Committed(e)))),

@@ -5,6 +5,7 @@
 pub mod ephemeral;
 pub mod identity;
 pub mod origins;
+pub mod pipeline;
 pub mod zk;
 
 use std::future::Future;
