@@ -322,11 +322,41 @@ impl<E: Env> Member<E> {
     /// Commits the asked partitions this member still owns (in the generation the offsets were
     /// handed out in), never past what was handed out: an outcome per item, in order, up to the
     /// first write that failed. The writes are pipelined on the session (see
-    /// [`REQUESTS_IN_FLIGHT`]); those after a failed one are abandoned, not reported.
+    /// [`REQUESTS_IN_FLIGHT`](crate::coordination::pipeline::REQUESTS_IN_FLIGHT)); those after a failed one are abandoned, not reported.
     async fn commit(
         &self,
         coord: &E::Coord,
         items: &[(TopicName, BrokerPartition, Option<i64>, Option<u64>)],
+    ) -> CommitBatch {
+        // Items are pipelined in runs without a repeated partition: two writes of one
+        // partition in flight together could land in either order (a lower offset last), where
+        // one after the other the second is decided knowing what the first committed.
+        let mut batch = CommitBatch::default();
+        let mut start = 0;
+        while start < items.len() {
+            let mut seen = std::collections::BTreeSet::new();
+            let end = items[start..]
+                .iter()
+                .position(|(topic, partition, _, _)| !seen.insert((topic, *partition)))
+                .map_or(items.len(), |repeated| start + repeated);
+            let run = self.commit_run(coord, &items[start..end], start).await;
+            batch.outcomes.extend(run.outcomes);
+            if run.failed.is_some() {
+                batch.failed = run.failed;
+                return batch;
+            }
+            start = end;
+        }
+        batch
+    }
+
+    /// [`commit`](Self::commit) of `items`, no partition twice, pipelined; `first` is the
+    /// index of the first in the whole request.
+    async fn commit_run(
+        &self,
+        coord: &E::Coord,
+        items: &[(TopicName, BrokerPartition, Option<i64>, Option<u64>)],
+        first: usize,
     ) -> CommitBatch {
         let keep_lost =
             tributary_core::planted::active(tributary_core::planted::Bug::KeepLostPartitions);
@@ -335,7 +365,7 @@ impl<E: Env> Member<E> {
             .iter()
             .enumerate()
             .map(|(index, (topic, partition, offset, epoch))| {
-                if capped && index >= tributary_core::planted::COMMIT_CAP {
+                if capped && first + index >= tributary_core::planted::COMMIT_CAP {
                     return Err(CommitOutcome::Written);
                 }
                 let owned = self
@@ -838,16 +868,18 @@ impl<E: Env> Member<E> {
     ) -> Result<ClaimedPlan, RebalanceError> {
         let mut claimed = ClaimedPlan::default();
         // Every owner node first, pipelined on the session (one round trip each, one after
-        // another, was most of a rebalance of many partitions). Each is held from before its
-        // claim: ZooKeeper may make the node even when the claim fails (a connection lost after
-        // the create was applied, or a claim abandoned in flight when another failed).
-        held.extend(plan.iter().map(|p| (p.topic.clone(), p.partition)));
+        // another, was most of a rebalance of many partitions). Each is held from the moment its
+        // claim is made: ZooKeeper may make the node even when the claim fails (a connection lost
+        // after the create was applied, or a claim abandoned in flight when another failed);
+        // claims never started are not held.
         let mut failed = None;
         let mut planned = plan.iter();
         let claims = std::iter::from_fn(|| {
-            planned
-                .next()
-                .map(|p| self.claim(coord, &p.topic, p.partition, &p.thread))
+            planned.next().map(|p| {
+                // Held from the moment its claim is made, before its request is sent.
+                held.push((p.topic.clone(), p.partition));
+                self.claim(coord, &p.topic, p.partition, &p.thread)
+            })
         });
         pipelined(claims, |claim| match claim {
             Ok(()) => std::ops::ControlFlow::Continue(()),
@@ -1110,25 +1142,50 @@ impl<E: Env> Member<E> {
         coord: &E::Coord,
         claimed: Vec<(TopicName, BrokerPartition)>,
     ) -> Vec<(TopicName, BrokerPartition)> {
+        let mut releasing = claimed.iter();
+        let releases = std::iter::from_fn(|| {
+            releasing
+                .next()
+                .map(|(topic, partition)| self.release_stray(coord, topic, *partition))
+        });
+        let mut released = Vec::with_capacity(claimed.len());
+        pipelined(releases, |outcome| {
+            released.push(outcome);
+            std::ops::ControlFlow::Continue(())
+        })
+        .await;
         let mut left = Vec::new();
-        for (topic, partition) in claimed {
-            let path = format!("{}/{partition}", consumer_owners_path(self.group(), &topic));
-            let outcome = match coord.get_with_owner(&path).await {
-                Ok(node) if node.owner == Some(coord.session_id()) => {
-                    coord.delete(&path, Some(node.version)).await
-                }
-                Ok(_) => Ok(()),
-                Err(e) => Err(e),
-            };
-            match outcome {
-                Ok(()) | Err(CoordError::NoNode(_)) | Err(CoordError::BadVersion(_)) => {}
-                Err(e) => {
-                    tracing::warn!("releasing {path} after a failed attempt: {e}; tried again");
-                    left.push((topic, partition));
-                }
+        for (stray, kept) in claimed.into_iter().zip(released) {
+            if !kept {
+                left.push(stray);
             }
         }
         left
+    }
+
+    /// Deletes a stray owner node if this session holds it; `false` when that could not be
+    /// settled (to try again).
+    async fn release_stray(
+        &self,
+        coord: &E::Coord,
+        topic: &TopicName,
+        partition: BrokerPartition,
+    ) -> bool {
+        let path = format!("{}/{partition}", consumer_owners_path(self.group(), topic));
+        let outcome = match coord.get_with_owner(&path).await {
+            Ok(node) if node.owner == Some(coord.session_id()) => {
+                coord.delete(&path, Some(node.version)).await
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(()) | Err(CoordError::NoNode(_)) | Err(CoordError::BadVersion(_)) => true,
+            Err(e) => {
+                tracing::warn!("releasing {path} after a failed attempt: {e}; tried again");
+                false
+            }
+        }
     }
 
     /// Creates the owner node (ephemeral, our thread id); one this session holds already counts
