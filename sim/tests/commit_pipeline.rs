@@ -75,7 +75,9 @@ fn claiming_and_committing_many_partitions_take_a_few_round_trips_not_one_per_pa
         // Let every partition's first message be flushed, so the member's start is all ZooKeeper.
         tokio::time::sleep(Duration::from_secs(5)).await;
         let subscription = Subscription::Topics([(topic(), 1)].into_iter().collect());
-        let joining = tokio::time::Instant::now();
+        // Time is the simulation's (as `group_commits` reads it), never the host's clock.
+        let now = || turmoil::sim_elapsed().unwrap_or_default();
+        let joining = now();
         let (member, mut streams) =
             ConsumerConnector::start(SimEnv::new(2), consumer_config(), subscription).await?;
         while member
@@ -84,7 +86,7 @@ fn claiming_and_committing_many_partitions_take_a_few_round_trips_not_one_per_pa
         {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        let joined = joining.elapsed();
+        let joined = now() - joining;
         let mut read = BTreeSet::new();
         while read.len() < PARTITIONS as usize {
             match streams[0].next().await {
@@ -95,9 +97,9 @@ fn claiming_and_committing_many_partitions_take_a_few_round_trips_not_one_per_pa
                 Err(e) => return Err(e.into()),
             }
         }
-        let start = tokio::time::Instant::now();
+        let start = now();
         let written = member.commit_offsets().await?;
-        *answer.lock().unwrap() = Some((joined, start.elapsed(), written));
+        *answer.lock().unwrap() = Some((joined, now() - start, written));
         member.shutdown().await;
         Ok(())
     });
