@@ -11,7 +11,9 @@ use bytes::Bytes;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tributary::client::connect;
-use tributary::consumer::{ConsumerConnector, ConsumerError, Subscription};
+use tributary::consumer::{
+    CommitItem, CommitOutcome, ConsumerConnector, ConsumerError, Subscription,
+};
 use tributary_core::config::{ConsumerConfig, Properties};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{ProduceRequest, Request, TopicName};
@@ -142,4 +144,81 @@ fn claiming_and_committing_many_partitions_take_a_few_round_trips_not_one_per_pa
             "{offsets}/{broker_partition}"
         );
     }
+}
+
+/// Two items of one partition in one commit request: the second (lower) is decided after the
+/// first is written, so the node keeps the higher offset. Pipelined together, both writes were
+/// decided at once and the lower one, sent last, was what ZooKeeper kept.
+#[test]
+fn a_partition_asked_twice_in_one_commit_keeps_the_higher_offset() {
+    let mut sim = sim_builder(12).build();
+    let control = Arc::new(Control::default());
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let cluster = add_cluster(&mut sim, &ClusterSpec::new("", 1, 1), &mut rng, &control);
+    type Asked = (Vec<CommitOutcome>, i64);
+    let asked: Arc<Mutex<Option<Asked>>> = Arc::default();
+    let answer = asked.clone();
+    sim.client("app", async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut conn = connect(
+            &SimEnv::new(1),
+            "broker0",
+            BROKER_PORT,
+            Duration::from_secs(5),
+        )
+        .await?;
+        for text in [&b"first"[..], b"second"] {
+            let mut set = MessageSetBuilder::new();
+            set.push(Bytes::from_static(text));
+            let request = Request::Produce(ProduceRequest {
+                topic: topic(),
+                partition: 0,
+                messages: set.build(CompressionCodec::None),
+            });
+            conn.send(&request).await?;
+        }
+        let subscription = Subscription::Topics([(topic(), 1)].into_iter().collect());
+        let (member, mut streams) =
+            ConsumerConnector::start(SimEnv::new(2), consumer_config(), subscription).await?;
+        let mut read = Vec::new();
+        while read.len() < 2 {
+            match streams[0].next().await {
+                Ok(message) => read.push(CommitItem {
+                    topic: message.topic.clone(),
+                    partition: message.partition,
+                    offset: message.offset,
+                    generation: message.generation,
+                }),
+                Err(ConsumerError::Timeout(_)) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let (first, second) = (read[0].clone(), read[1].clone());
+        let batch = member.commit_each(&[second.clone(), first]).await;
+        assert!(batch.failed.is_none(), "{:?}", batch.failed);
+        *answer.lock().unwrap() = Some((batch.outcomes, second.offset));
+        member.shutdown().await;
+        Ok(())
+    });
+    sim.run().unwrap();
+    let (outcomes, higher) = asked
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the commit was answered");
+    assert_eq!(
+        outcomes,
+        [CommitOutcome::Written, CommitOutcome::NothingNew],
+        "{outcomes:?}"
+    );
+    let path = format!(
+        "{}/0-0",
+        consumer_offsets_path(&GROUP.parse().unwrap(), &topic())
+    );
+    let kept = cluster.model.lock().unwrap().data(&path);
+    assert_eq!(
+        kept.as_deref(),
+        Some(higher.to_string().as_bytes()),
+        "{path} after committing offset {higher} then a lower one in one request"
+    );
 }
