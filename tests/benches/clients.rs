@@ -62,12 +62,7 @@ fn topic(name: &str) -> TopicName {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .init();
-    }
+    support::trace_from_env();
     let zk = ZooKeeper::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let text = format!(

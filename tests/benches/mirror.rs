@@ -32,13 +32,13 @@ use tributary::consumer::{ConsumerConnector, Subscription};
 use tributary::env::TokioEnv;
 use tributary::mirror::{Mirror, MirrorSettings};
 use tributary::producer::{Producer, Record};
-use tributary_core::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties};
+use tributary_core::config::{BrokerConfig, ConsumerConfig};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, Response, TopicName};
 use tributary_tests::zookeeper::{free_port, ZooKeeper};
 
 mod support;
-use support::BenchBroker;
+use support::{mirror_consumer_config, mirror_producer_config, properties, BenchBroker};
 
 /// Bytes of payload copied per size (the message count follows).
 /// Bytes loaded per message size: 48 MiB, or 8 MiB in the quick run.
@@ -54,13 +54,6 @@ const LOAD_BATCH: usize = 200;
 
 fn topic(name: &str) -> TopicName {
     name.parse().expect("topic")
-}
-
-fn properties<T>(
-    text: &str,
-    parse: impl Fn(&Properties) -> Result<T, tributary_core::config::ConfigError>,
-) -> T {
-    parse(&Properties::parse("bench", text).expect("properties")).expect("config")
 }
 
 /// A broker of `zk`'s cluster on its own runtime, with `extra` lines of configuration.
@@ -132,28 +125,13 @@ async fn wait_for_end(
     }
 }
 
-/// The mirror's consumer of the source (the seed's tuning: 1 MiB fetches).
-fn consumer_config(zk: &ZooKeeper, group: &str) -> ConsumerConfig {
-    let text = format!(
-        "zk.connect={}\ngroupid={group}\nautooffset.reset=smallest\nfetch.size=1048576\nsocket.buffersize=1048576\nqueuedchunks.max=10\nfetcher.backoff.ms=10\nconsumer.timeout.ms=5000\n",
-        zk.connect_string()
-    );
-    properties(&text, ConsumerConfig::from_properties)
-}
-
-/// The mirror's producer into the mirror cluster (async, durable acks, as the mirror runs it).
-fn producer_config(zk: &ZooKeeper) -> ProducerConfig {
-    let text = format!("zk.connect={}\nproducer.type=async\nbatch.size=200\nqueue.size=20000\nqueue.time=50\nqueue.enqueueTimeout.ms=-1\ndurable.acks=true\n", zk.connect_string());
-    properties(&text, ProducerConfig::from_properties)
-}
-
 /// The source fetch rate: a consumer group with the mirror's settings reads all `count`
 /// messages (msg/s from the first message to the last).
 async fn source_fetch_rate(zk: &ZooKeeper, name: &str, count: usize) -> f64 {
     let subscription = Subscription::Topics([(topic(name), 2)].into_iter().collect());
     let (consumer, streams) = ConsumerConnector::start(
         TokioEnv,
-        consumer_config(zk, &format!("fetch-{name}")),
+        mirror_consumer_config(zk, &format!("fetch-{name}"), "smallest"),
         subscription,
     )
     .await
@@ -197,7 +175,7 @@ async fn source_fetch_rate(zk: &ZooKeeper, name: &str, count: usize) -> f64 {
 /// The mirror produce rate: the mirror's producer writes `count` messages of `size` bytes into
 /// the mirror cluster, every one durably acknowledged.
 async fn mirror_produce_rate(zk: &ZooKeeper, name: &str, size: usize, count: usize) -> f64 {
-    let producer = Producer::start(TokioEnv, producer_config(zk))
+    let producer = Producer::start(TokioEnv, mirror_producer_config(zk))
         .await
         .expect("producer");
     let payload = bytes::Bytes::from(vec![b'p'; size]);
@@ -239,7 +217,7 @@ async fn mirror_rate(
     let not_broker = |thread: &str| thread != tributary_tests::bench::BROKER_THREAD_NAME;
     let settings = MirrorSettings {
         sources: vec![consumer],
-        producer: producer_config(target),
+        producer: mirror_producer_config(target),
         filter: Subscription::Whitelist(regex_escape(name), 0),
         streams: 2,
         producers: 1,
@@ -293,12 +271,7 @@ fn regex_escape(name: &str) -> String {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .init();
-    }
+    support::trace_from_env();
     let (source_zk, target_zk) = (ZooKeeper::start(), ZooKeeper::start());
     let (source_dir, target_dir) = (
         tempfile::tempdir().expect("dir"),
@@ -333,7 +306,7 @@ async fn main() {
         let fetch = source_fetch_rate(&source_zk, &name, count).await;
         let produce =
             mirror_produce_rate(&target_zk, &format!("produce-{size}"), size, count).await;
-        let consumer = consumer_config(&source_zk, &format!("mirror-{name}"));
+        let consumer = mirror_consumer_config(&source_zk, &format!("mirror-{name}"), "smallest");
         let (mirror, cores) = mirror_rate(consumer, &target_zk, &name, count).await;
         let mb = |rate: f64| rate * size as f64 / 1e6;
         println!("{count} messages of {size} B:");

@@ -22,18 +22,18 @@ use std::time::{Duration, Instant};
 use tributary::client::{connect, Connection};
 use tributary::consumer::{ConsumerConnector, Subscription};
 use tributary::coordination::zk::ZkCoordination;
-use tributary::coordination::Coordination;
+use tributary::coordination::{CoordError, Coordination};
 use tributary::env::TokioEnv;
 use tributary::mirror::{Mirror, MirrorSettings};
-use tributary_core::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties, ZkConnect};
+use tributary_core::config::{BrokerConfig, ZkConnect};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, Response, TopicName};
-use tributary_core::zk_layout::{broker_topic_partitions_path, BROKER_TOPICS_PATH};
+use tributary_core::zk_layout::{broker_id_path, broker_topic_partitions_path, BROKER_TOPICS_PATH};
 use tributary_tests::bench::{quick, row, rss};
 use tributary_tests::zookeeper::ZooKeeper;
 
 mod support;
-use support::BenchBroker;
+use support::{mirror_consumer_config, mirror_producer_config, properties, BenchBroker};
 
 /// Payload of each message.
 const SIZE: usize = 1024;
@@ -72,13 +72,6 @@ fn prefix(partitions: usize) -> String {
     format!("p{partitions}-")
 }
 
-fn properties<T>(
-    text: &str,
-    parse: impl Fn(&Properties) -> Result<T, tributary_core::config::ConfigError>,
-) -> T {
-    parse(&Properties::parse("bench", text).expect("properties")).expect("config")
-}
-
 fn broker_config(zk: &ZooKeeper, dir: &std::path::Path, partitions: usize) -> BrokerConfig {
     let text = format!(
         "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nnum.partitions={partitions}\nlog.flush.interval=100000\n\
@@ -87,19 +80,6 @@ fn broker_config(zk: &ZooKeeper, dir: &std::path::Path, partitions: usize) -> Br
         zk.connect_string()
     );
     properties(&text, BrokerConfig::from_properties)
-}
-
-fn consumer_config(zk: &ZooKeeper, group: &str, reset: &str) -> ConsumerConfig {
-    let text = format!(
-        "zk.connect={}\ngroupid={group}\nautooffset.reset={reset}\nfetch.size=1048576\nsocket.buffersize=1048576\nqueuedchunks.max=10\nfetcher.backoff.ms=10\nconsumer.timeout.ms=5000\n",
-        zk.connect_string()
-    );
-    properties(&text, ConsumerConfig::from_properties)
-}
-
-fn producer_config(zk: &ZooKeeper) -> ProducerConfig {
-    let text = format!("zk.connect={}\nproducer.type=async\nbatch.size=200\nqueue.size=20000\nqueue.time=50\nqueue.enqueueTimeout.ms=-1\ndurable.acks=true\n", zk.connect_string());
-    properties(&text, ProducerConfig::from_properties)
 }
 
 /// Every partition of a shape of `partitions`: (topic, partition).
@@ -221,12 +201,12 @@ async fn mirror_shape(
     new_topic: Option<&mut Conn>,
 ) -> MirrorRun {
     let settings = MirrorSettings {
-        sources: vec![consumer_config(
+        sources: vec![mirror_consumer_config(
             source,
             &format!("mirror-{partitions}"),
             "smallest",
         )],
-        producer: producer_config(target),
+        producer: mirror_producer_config(target),
         filter: Subscription::Whitelist(format!("p{partitions}-.*"), 0),
         streams: 2,
         producers: 1,
@@ -307,14 +287,15 @@ async fn group_rebalance(zk: &ZooKeeper, partitions: usize) -> Vec<f64> {
     let mut seconds = Vec::new();
     for _ in 0..3 {
         let arrived = Instant::now();
-        let (member, _streams) = ConsumerConnector::start(
+        let (member, streams) = ConsumerConnector::start(
             TokioEnv,
-            consumer_config(zk, "scale-group", "largest"),
+            mirror_consumer_config(zk, "scale-group", "largest"),
             subscription.clone(),
         )
         .await
         .expect("member");
-        members.push((member, _streams));
+        // The streams are held (not read) so that the member keeps running.
+        members.push((member, streams));
         loop {
             let owned: Vec<_> = members
                 .iter()
@@ -358,25 +339,36 @@ async fn registration(
     let coord = ZkCoordination::connect(&connect, Duration::from_secs(10), Duration::from_secs(10))
         .await
         .expect("zookeeper");
+    assert!(
+        matches!(
+            coord.get(&broker_id_path(0)).await,
+            Err(CoordError::NoNode(_))
+        ),
+        "the stopped broker is still registered: its registration would be counted as new"
+    );
     let start = Instant::now();
     let broker = tokio::task::spawn_blocking(move || BenchBroker::start(config))
         .await
         .expect("broker");
     let mut left: Vec<&TopicName> = topics.iter().collect();
     while !left.is_empty() {
+        // A topic counts once this broker's node for it is back (the stopped broker closed its
+        // session, so its nodes were gone: checked before the start). Any other error fails.
         let registered: BTreeSet<String> = coord
             .children(BROKER_TOPICS_PATH)
             .await
-            .unwrap_or_default()
+            .expect("the children of /brokers/topics")
             .into_iter()
             .collect();
         let mut still = Vec::new();
         for topic in left {
+            let path = broker_topic_partitions_path(topic, 0);
             let known = registered.contains(topic.as_str())
-                && coord
-                    .get(&broker_topic_partitions_path(topic, 0))
-                    .await
-                    .is_ok();
+                && match coord.get(&path).await {
+                    Ok(_) => true,
+                    Err(CoordError::NoNode(_)) => false,
+                    Err(e) => panic!("reading {path}: {e}"),
+                };
             if !known {
                 still.push(topic);
             }
@@ -403,12 +395,7 @@ fn point(case: &str, figure: &str) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .init();
-    }
+    support::trace_from_env();
     let (source_zk, target_zk) = (ZooKeeper::start(), ZooKeeper::start());
     let (source_dir, target_dir) = (
         tempfile::tempdir().expect("dir"),

@@ -1,8 +1,45 @@
-//! What the benches that run brokers in-process share.
+//! What the benches that run brokers in-process share (each bench uses some of it).
+
+#![allow(dead_code)]
 
 use tributary::broker::Broker;
 use tributary::env::TokioEnv;
-use tributary_core::config::BrokerConfig;
+use tributary_core::config::{
+    BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig, Properties,
+};
+use tributary_tests::zookeeper::ZooKeeper;
+
+/// Logs to standard error, filtered by `RUST_LOG`, when it is set (benches are quiet otherwise).
+pub fn trace_from_env() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
+}
+
+/// A configuration parsed from `.properties` text; a bench's own text that does not parse is
+/// the bench's bug, so it panics.
+pub fn properties<T>(text: &str, parse: impl Fn(&Properties) -> Result<T, ConfigError>) -> T {
+    parse(&Properties::parse("bench", text).expect("properties")).expect("config")
+}
+
+/// The mirror's consumer of a source in `zk` (the seed's tuning: 1 MiB fetches), group
+/// `group`, starting at `reset` (`smallest` or `largest`) without a commit.
+pub fn mirror_consumer_config(zk: &ZooKeeper, group: &str, reset: &str) -> ConsumerConfig {
+    let text = format!(
+        "zk.connect={}\ngroupid={group}\nautooffset.reset={reset}\nfetch.size=1048576\nsocket.buffersize=1048576\nqueuedchunks.max=10\nfetcher.backoff.ms=10\nconsumer.timeout.ms=5000\n",
+        zk.connect_string()
+    );
+    properties(&text, ConsumerConfig::from_properties)
+}
+
+/// The mirror's producer into the cluster of `zk` (async, durable acks, as the mirror runs it).
+pub fn mirror_producer_config(zk: &ZooKeeper) -> ProducerConfig {
+    let text = format!("zk.connect={}\nproducer.type=async\nbatch.size=200\nqueue.size=20000\nqueue.time=50\nqueue.enqueueTimeout.ms=-1\ndurable.acks=true\n", zk.connect_string());
+    properties(&text, ProducerConfig::from_properties)
+}
 
 /// A broker on a thread and runtime of its own (as in its own process), its threads named
 /// [`tributary_tests::bench::BROKER_THREAD_NAME`] so that their CPU time can be told apart from
