@@ -38,7 +38,9 @@ use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, Response, To
 use tributary_tests::zookeeper::{free_port, ZooKeeper};
 
 mod support;
-use support::{mirror_consumer_config, mirror_producer_config, properties, BenchBroker};
+use support::{
+    mirror_consumer_config, mirror_producer_config, properties, wait_until_flushed, BenchBroker,
+};
 
 /// Bytes of payload copied per size (the message count follows).
 /// Bytes loaded per message size: 48 MiB, or 8 MiB in the quick run.
@@ -107,21 +109,7 @@ async fn wait_for_end(
     end: i64,
 ) {
     for partition in 0..partitions {
-        loop {
-            let offsets = Request::Offsets(OffsetsRequest {
-                topic: topic(name),
-                partition,
-                time: -1,
-                max_offsets: 1,
-            });
-            let Response::Offsets(o) = conn.call(&offsets).await.expect("offsets") else {
-                panic!("offsets")
-            };
-            if o.offsets.first().copied().unwrap_or(0) >= end {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_until_flushed(conn, &topic(name), partition, end).await;
     }
 }
 

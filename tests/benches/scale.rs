@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tributary::client::{connect, Connection};
+use tributary::client::connect;
 use tributary::consumer::{ConsumerConnector, Subscription};
 use tributary::coordination::zk::ZkCoordination;
 use tributary::coordination::{CoordError, Coordination};
@@ -27,13 +27,16 @@ use tributary::env::TokioEnv;
 use tributary::mirror::{Mirror, MirrorSettings};
 use tributary_core::config::{BrokerConfig, ZkConnect};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
-use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, Response, TopicName};
+use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, TopicName};
 use tributary_core::zk_layout::{broker_id_path, broker_topic_partitions_path, BROKER_TOPICS_PATH};
 use tributary_tests::bench::{quick, row, rss};
 use tributary_tests::zookeeper::ZooKeeper;
 
 mod support;
-use support::{mirror_consumer_config, mirror_producer_config, properties, BenchBroker};
+use support::{
+    mirror_consumer_config, mirror_producer_config, properties, wait_until_flushed, BenchBroker,
+    Conn,
+};
 
 /// Payload of each message.
 const SIZE: usize = 1024;
@@ -43,8 +46,6 @@ const PER_TOPIC: usize = 10;
 const TARGET_PARTITIONS: i32 = 2;
 /// Partitions produced to in one request while loading.
 const LOAD_FANOUT: usize = 100;
-
-type Conn = Connection<<TokioEnv as tributary::env::Env>::Stream>;
 
 /// Source partitions of each shape; the first is the baseline.
 fn shapes() -> Vec<usize> {
@@ -118,21 +119,7 @@ async fn load(conn: &mut Conn, partitions: usize, per_partition: usize) -> usize
     }
     let end = (per_partition * (SIZE + 10)) as i64;
     for (topic, partition) in &all {
-        loop {
-            let request = Request::Offsets(OffsetsRequest {
-                topic: topic.clone(),
-                partition: *partition,
-                time: -1,
-                max_offsets: 1,
-            });
-            let Response::Offsets(o) = conn.call(&request).await.expect("offsets") else {
-                panic!("offsets")
-            };
-            if o.offsets.first().copied().unwrap_or(0) >= end {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_until_flushed(conn, topic, *partition, end).await;
     }
     all.len() * per_partition
 }

@@ -7,7 +7,30 @@ use tributary::env::TokioEnv;
 use tributary_core::config::{
     BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig, Properties,
 };
+use tributary_core::wire::{OffsetsRequest, Request, Response, TopicName};
 use tributary_tests::zookeeper::ZooKeeper;
+
+/// A connection of a bench's client.
+pub type Conn = tributary::client::Connection<<TokioEnv as tributary::env::Env>::Stream>;
+
+/// Waits until `topic`'s `partition` ends at `end` or later: flushed and visible to readers.
+pub async fn wait_until_flushed(conn: &mut Conn, topic: &TopicName, partition: i32, end: i64) {
+    loop {
+        let offsets = Request::Offsets(OffsetsRequest {
+            topic: topic.clone(),
+            partition,
+            time: -1,
+            max_offsets: 1,
+        });
+        let Response::Offsets(o) = conn.call(&offsets).await.expect("offsets") else {
+            panic!("the broker answered OFFSETS with another response")
+        };
+        if o.offsets.first().copied().unwrap_or(0) >= end {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
 
 /// Logs to standard error, filtered by `RUST_LOG`, when it is set (benches are quiet otherwise).
 pub fn trace_from_env() {
