@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use tributary::client::{connect, Connection};
 use tributary::consumer::{ConsumerConnector, Subscription};
 use tributary::env::TokioEnv;
-use tributary::mirror::{Mirror, MirrorSettings};
+use tributary::mirror::Mirror;
 use tributary::producer::{Producer, Record};
 use tributary_core::config::{BrokerConfig, ConsumerConfig};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
@@ -39,7 +39,8 @@ use tributary_tests::zookeeper::{free_port, ZooKeeper};
 
 mod support;
 use support::{
-    mirror_consumer_config, mirror_producer_config, properties, wait_until_flushed, BenchBroker,
+    bench_mirror_settings, mirror_consumer_config, mirror_producer_config, properties,
+    wait_until_flushed, BenchBroker,
 };
 
 /// Bytes of payload copied per size (the message count follows).
@@ -203,18 +204,7 @@ async fn mirror_rate(
     count: usize,
 ) -> (f64, f64) {
     let not_broker = |thread: &str| thread != tributary_tests::bench::BROKER_THREAD_NAME;
-    let settings = MirrorSettings {
-        sources: vec![consumer],
-        producer: mirror_producer_config(target),
-        filter: Subscription::Whitelist(regex_escape(name), 0),
-        streams: 2,
-        producers: 1,
-        commit_interval: Duration::from_secs(1),
-        summary_interval: Duration::from_secs(3600),
-        observer: None,
-        metrics: None,
-        target_identity: None,
-    };
+    let settings = bench_mirror_settings(consumer, target, regex_escape(name));
     let mirror = Mirror::start(TokioEnv, settings).await.expect("mirror");
     let stats = mirror.stats.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -24,7 +24,7 @@ use tributary::consumer::{ConsumerConnector, Subscription};
 use tributary::coordination::zk::ZkCoordination;
 use tributary::coordination::{CoordError, Coordination};
 use tributary::env::TokioEnv;
-use tributary::mirror::{Mirror, MirrorSettings};
+use tributary::mirror::Mirror;
 use tributary_core::config::{BrokerConfig, ZkConnect};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, TopicName};
@@ -34,7 +34,7 @@ use tributary_tests::zookeeper::ZooKeeper;
 
 mod support;
 use support::{
-    mirror_consumer_config, mirror_producer_config, properties, wait_until_flushed, BenchBroker,
+    bench_mirror_settings, mirror_consumer_config, properties, wait_until_flushed, BenchBroker,
     Conn,
 };
 
@@ -187,22 +187,11 @@ async fn mirror_shape(
     count: usize,
     new_topic: Option<&mut Conn>,
 ) -> MirrorRun {
-    let settings = MirrorSettings {
-        sources: vec![mirror_consumer_config(
-            source,
-            &format!("mirror-{partitions}"),
-            "smallest",
-        )],
-        producer: mirror_producer_config(target),
-        filter: Subscription::Whitelist(format!("p{partitions}-.*"), 0),
-        streams: 2,
-        producers: 1,
-        commit_interval: Duration::from_secs(1),
-        summary_interval: Duration::from_secs(3600),
-        observer: None,
-        metrics: None,
-        target_identity: None,
-    };
+    let settings = bench_mirror_settings(
+        mirror_consumer_config(source, &format!("mirror-{partitions}"), "smallest"),
+        target,
+        format!("p{partitions}-.*"),
+    );
     let (rss_before, _) = rss();
     let mirror = Mirror::start(TokioEnv, settings).await.expect("mirror");
     let stats = mirror.stats.clone();

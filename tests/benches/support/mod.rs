@@ -108,3 +108,25 @@ impl BenchBroker {
         self.thread.join().expect("the broker thread panicked");
     }
 }
+
+/// How the benches run the mirror: `consumer` reading the source, the mirror's producer into
+/// the cluster of `target`, topics by `whitelist`, 2 streams, one producer, a commit every
+/// second, no summary lines, no observer, metrics or identity check.
+pub fn bench_mirror_settings(
+    consumer: ConsumerConfig,
+    target: &ZooKeeper,
+    whitelist: String,
+) -> tributary::mirror::MirrorSettings {
+    tributary::mirror::MirrorSettings {
+        sources: vec![consumer],
+        producer: mirror_producer_config(target),
+        filter: tributary::consumer::Subscription::Whitelist(whitelist, 0),
+        streams: 2,
+        producers: 1,
+        commit_interval: std::time::Duration::from_secs(1),
+        summary_interval: std::time::Duration::from_secs(3600),
+        observer: None,
+        metrics: None,
+        target_identity: None,
+    }
+}
