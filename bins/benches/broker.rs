@@ -27,7 +27,7 @@ use tributary_core::wire::{
 #[path = "../../tests/src/bench.rs"]
 #[allow(dead_code)]
 mod bench;
-use bench::{quick, row};
+use bench::{point, quick, row};
 
 const BATCH_MESSAGES: usize = 200;
 const FETCH_BYTES: i32 = 1 << 20;
@@ -561,9 +561,9 @@ async fn scaling_cases(produce_bytes: usize, fetch: Option<(&std::path::Path, u6
                 secs * 1000.0 / partitions as f64,
                 per_partition / 1024.0
             );
-            println!(
-                "@@\tscaling: create {partitions} partitions, per partition\t{:.2} ms\t-\t-",
-                secs * 1000.0 / partitions as f64
+            point(
+                &format!("scaling: create {partitions} partitions, per partition"),
+                &format!("{:.2} ms", secs * 1000.0 / partitions as f64),
             );
         }
         let cpu_before = worker_cpu_ns();

@@ -29,7 +29,7 @@ use tributary_core::config::{BrokerConfig, ZkConnect};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, TopicName};
 use tributary_core::zk_layout::{broker_id_path, broker_topic_partitions_path, BROKER_TOPICS_PATH};
-use tributary_tests::bench::{quick, row, rss};
+use tributary_tests::bench::{point, quick, row, rss};
 use tributary_tests::zookeeper::ZooKeeper;
 
 mod support;
@@ -362,11 +362,6 @@ async fn registration(
     let seconds = start.elapsed().as_secs_f64();
     coord.close().await;
     (seconds, broker)
-}
-
-/// A row of `scripts/bench.sh`'s table with no ceiling: a figure stated on its own.
-fn point(case: &str, figure: &str) {
-    println!("@@\t{case}\t{figure}\t-\t-");
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,11 @@ pub fn row(case: &str, figure: &str, ceiling: &str, ratio: f64) {
     println!("@@\t{case}\t{figure}\t{ceiling}\t{ratio:.2}");
 }
 
+/// A row of the table with no ceiling: a figure stated on its own (ceiling and ratio `-`).
+pub fn point(case: &str, figure: &str) {
+    println!("@@\t{case}\t{figure}\t-\t-");
+}
+
 /// CPU time (ns) spent so far by this process's threads whose name `counts` accepts, from
 /// `/proc/self/task/*/schedstat` (a thread's name is its first 15 bytes).
 /// Threads that exit meanwhile drop out (their time with them); a thread that exits between
