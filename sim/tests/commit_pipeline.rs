@@ -1,7 +1,7 @@
 //! A consumer group member claims and commits many partitions in about the time of a few
 //! ZooKeeper round trips, not one round trip per partition (issue 26): its owner claims,
-//! offset lookups and offset writes are pipelined on the session. With every simulated link at a fixed 1 ms, one write after another would take at
-//! least 2 ms a partition.
+//! offset lookups and offset writes are pipelined on the session. With every simulated link at
+//! a fixed 1 ms, one write after another would take at least 2 ms a partition.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

@@ -322,7 +322,8 @@ impl<E: Env> Member<E> {
     /// Commits the asked partitions this member still owns (in the generation the offsets were
     /// handed out in), never past what was handed out: an outcome per item, in order, up to the
     /// first write that failed. The writes are pipelined on the session (see
-    /// [`REQUESTS_IN_FLIGHT`](crate::coordination::pipeline::REQUESTS_IN_FLIGHT)); those after a failed one are abandoned, not reported.
+    /// [`REQUESTS_IN_FLIGHT`](crate::coordination::pipeline::REQUESTS_IN_FLIGHT)); those after
+    /// a failed one are abandoned, not reported.
     async fn commit(
         &self,
         coord: &E::Coord,
@@ -385,13 +386,7 @@ impl<E: Env> Member<E> {
                     Some(state) => Ok((state, *offset)),
                 }
             });
-        let mut decided = decided;
-        commit_pipelined(std::iter::from_fn(|| {
-            decided
-                .next()
-                .map(|decided| self.write_decided(coord, decided))
-        }))
-        .await
+        commit_pipelined(decided.map(|decided| self.write_decided(coord, decided))).await
     }
 
     /// Writes a commit `commit` decided to write; passes on an outcome it decided without one.
@@ -413,12 +408,11 @@ impl<E: Env> Member<E> {
         coord: &E::Coord,
         states: &[Arc<PartitionState>],
     ) -> CommitBatch {
-        let mut states = states.iter();
-        commit_pipelined(std::iter::from_fn(|| {
+        commit_pipelined(
             states
-                .next()
-                .map(|state| self.write_commit(coord, state, None))
-        }))
+                .iter()
+                .map(|state| self.write_commit(coord, state, None)),
+        )
         .await
     }
 
@@ -449,9 +443,9 @@ impl<E: Env> Member<E> {
     /// another member has claimed since).
     /// The nodes are released pipelined on the session (see [`pipelined`]), every one tried.
     async fn release_owners(&self, coord: &E::Coord, released: &[Arc<PartitionState>]) {
-        let mut states = released.iter();
-        let releases =
-            std::iter::from_fn(|| states.next().map(|state| self.release_owner(coord, state)));
+        let releases = released
+            .iter()
+            .map(|state| self.release_owner(coord, state));
         pipelined(releases, |()| std::ops::ControlFlow::Continue(())).await;
     }
 
@@ -873,13 +867,10 @@ impl<E: Env> Member<E> {
         // after the create was applied, or a claim abandoned in flight when another failed);
         // claims never started are not held.
         let mut failed = None;
-        let mut planned = plan.iter();
-        let claims = std::iter::from_fn(|| {
-            planned.next().map(|p| {
-                // Held from the moment its claim is made, before its request is sent.
-                held.push((p.topic.clone(), p.partition));
-                self.claim(coord, &p.topic, p.partition, &p.thread)
-            })
+        let claims = plan.iter().map(|p| {
+            // Held from the moment its claim is made, before its request is sent.
+            held.push((p.topic.clone(), p.partition));
+            self.claim(coord, &p.topic, p.partition, &p.thread)
         });
         pipelined(claims, |claim| match claim {
             Ok(()) => std::ops::ControlFlow::Continue(()),
@@ -1142,12 +1133,9 @@ impl<E: Env> Member<E> {
         coord: &E::Coord,
         claimed: Vec<(TopicName, BrokerPartition)>,
     ) -> Vec<(TopicName, BrokerPartition)> {
-        let mut releasing = claimed.iter();
-        let releases = std::iter::from_fn(|| {
-            releasing
-                .next()
-                .map(|(topic, partition)| self.release_stray(coord, topic, *partition))
-        });
+        let releases = claimed
+            .iter()
+            .map(|(topic, partition)| self.release_stray(coord, topic, *partition));
         let mut released = Vec::with_capacity(claimed.len());
         pipelined(releases, |outcome| {
             released.push(outcome);

@@ -45,12 +45,9 @@ pub async fn read_starts<E: Env>(
     let mut ask: BTreeMap<(String, u16), Vec<Key>> = BTreeMap::new();
     // The group's committed offsets, read pipelined on the session.
     let partitions: Vec<(Key, (String, u16))> = partitions.into_iter().collect();
-    let mut reading = partitions.iter();
-    let reads = std::iter::from_fn(|| {
-        reading
-            .next()
-            .map(|(key, _)| committed_offset(coord, group, key))
-    });
+    let reads = partitions
+        .iter()
+        .map(|(key, _)| committed_offset(coord, group, key));
     let mut read = Vec::with_capacity(partitions.len());
     pipelined(reads, |committed| {
         read.push(committed);
