@@ -5,9 +5,9 @@
 use futures_util::StreamExt;
 
 /// Requests kept in flight at once on one ZooKeeper session when many partitions are
-/// committed, claimed, released or looked up. One after another, 10,000 partitions take 10,000 round
-/// trips (10 s at 1 ms each, longer than a commit interval); pipelined, about 10,000 / this
-/// many. Bounded so that many partitions hold a bounded number of requests at once.
+/// committed, claimed, released or looked up. One after another, 10,000 partitions take 10,000
+/// round trips (10 s at 1 ms each, longer than a commit interval); pipelined, about 10,000 /
+/// this many. Bounded so that many partitions hold a bounded number of requests at once.
 pub const REQUESTS_IN_FLIGHT: usize = 128;
 
 /// Runs `requests`, at most [`REQUESTS_IN_FLIGHT`] at once on the session (ZooKeeper applies
@@ -35,5 +35,75 @@ pub async fn pipelined<F: std::future::Future>(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::ops::ControlFlow;
+
+    use super::*;
+
+    /// A request that takes `yields` turns of the scheduler, counting how many are in flight.
+    async fn request(
+        index: usize,
+        yields: usize,
+        in_flight: &Cell<usize>,
+        most: &Cell<usize>,
+    ) -> usize {
+        in_flight.set(in_flight.get() + 1);
+        most.set(most.get().max(in_flight.get()));
+        for _ in 0..yields {
+            tokio::task::yield_now().await;
+        }
+        in_flight.set(in_flight.get() - 1);
+        index
+    }
+
+    #[tokio::test]
+    async fn outcomes_come_in_order_with_at_most_the_bound_in_flight() {
+        let (in_flight, most) = (Cell::new(0), Cell::new(0));
+        let count = REQUESTS_IN_FLIGHT * 3;
+        // Later requests finish sooner: the order handed out is still the order asked.
+        let requests = (0..count).map(|i| request(i, count - i, &in_flight, &most));
+        let mut seen = Vec::new();
+        pipelined(requests, |index| {
+            seen.push(index);
+            ControlFlow::Continue(())
+        })
+        .await;
+        assert_eq!(seen, (0..count).collect::<Vec<_>>());
+        assert_eq!(
+            most.get(),
+            REQUESTS_IN_FLIGHT,
+            "never more than the bound, and the bound used"
+        );
+    }
+
+    #[tokio::test]
+    async fn nothing_more_is_started_once_an_outcome_breaks() {
+        let (in_flight, most) = (Cell::new(0), Cell::new(0));
+        let started = Cell::new(0);
+        let requests = (0..REQUESTS_IN_FLIGHT * 4).map(|i| {
+            started.set(started.get() + 1);
+            request(i, 1, &in_flight, &most)
+        });
+        let mut seen = Vec::new();
+        pipelined(requests, |index| {
+            seen.push(index);
+            if index == 0 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .await;
+        assert_eq!(seen, [0]);
+        assert_eq!(
+            started.get(),
+            REQUESTS_IN_FLIGHT,
+            "only the first window was started"
+        );
     }
 }
