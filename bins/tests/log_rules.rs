@@ -405,6 +405,26 @@ async fn recovery_truncates_a_torn_tail_of_the_active_segment() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_partition_directory_gone_under_the_checkpoints_promise_is_reported_not_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = manager(dir.path(), "");
+    write_through(&m, &tp("t", 0), &set(1, 3, 10));
+    write_through(&m, &tp("u", 0), &set(1, 3, 10));
+    flush_due(&m, T0 + 10_000).await;
+    drop(m);
+    // How 0.7 deletes a topic (or how a disk loses a directory): the promise is left behind.
+    std::fs::remove_dir_all(dir.path().join("t-0")).unwrap();
+    let (m, report) = manager(dir.path(), "");
+    assert_eq!(report.missing, vec![(tp("t", 0), 60)]);
+    assert!(report.refused.is_empty(), "{:?}", report.refused);
+    assert!(m.get(&tp("u", 0)).is_some());
+    assert!(
+        m.get_or_create(&tp("t", 0), T0).is_ok(),
+        "a deleted topic can be written again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn corruption_below_the_checkpoint_refuses_the_partition_and_deletes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = manager(dir.path(), "");

@@ -2,6 +2,11 @@
 //! 5037 and 5276): bytes the failed fsync left only in the page cache survive the process
 //! restart, so recovery finds them; if it served and checkpointed them without syncing, the
 //! machine crash took them back and the next start refused the partition for good.
+//!
+//! The same shape with a segment instead of bytes (cluster seed 42,321): a log's creation
+//! whose segment sync fails leaves the empty segment in the page cache only; the restart
+//! finds it, and if its first flushes synced the file but never the directory holding it, the
+//! machine crash took the whole segment back — with the data the checkpoint promised.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -108,9 +113,53 @@ fn after_the_crash(tp: &TopicPartition) -> Result<(Vec<String>, Option<u64>), St
     Ok((refused, end))
 }
 
+/// Phase 0: creating the log fails at its segment's sync (the empty segment is in the page
+/// cache only); the process stops cleanly; a new one finds the segment, appends, flushes and
+/// checkpoints.
+fn after_a_failed_creation(disk: &Arc<Disk>, tp: &TopicPartition) -> Result<u64, String> {
+    let fs = SimFs::on_disk(disk.clone());
+    {
+        let (manager, _) =
+            Manager::open(fs.clone(), config(), now_ms()).map_err(|e| e.to_string())?;
+        disk.fail_syncs_after(0);
+        if manager.get_or_create(tp, now_ms()).is_ok() {
+            return Err("a log was created on a disk whose syncs fail".into());
+        }
+        disk.fail_syncs_after(u64::MAX);
+        manager.write_clean_marker().map_err(|e| e.to_string())?;
+    }
+    let (manager, report) = Manager::open(fs, config(), now_ms()).map_err(|e| e.to_string())?;
+    if !report.opened.contains(tp) {
+        return Err(format!(
+            "the restart did not find the segment the failed creation left: {report:?}"
+        ));
+    }
+    let (log, _) = manager
+        .get_or_create(tp, now_ms())
+        .map_err(|e| e.to_string())?;
+    {
+        let mut log = log.lock().map_err(|e| e.to_string())?;
+        log.append(&set("flushed after the restart"), now_ms())
+            .map_err(|e| e.to_string())?;
+        log.flush(now_ms()).map_err(|e| e.to_string())?;
+    }
+    checkpoint(&manager)
+}
+
 #[test]
 fn a_machine_crash_after_a_failed_fsync_and_a_restart_takes_back_nothing_the_restart_served() {
-    let mut builder = sim_builder(732);
+    crash_after(732, before_the_crash);
+}
+
+#[test]
+fn a_machine_crash_after_a_failed_creation_and_a_restart_takes_back_nothing_the_restart_served() {
+    crash_after(42_321, after_a_failed_creation);
+}
+
+/// Runs `before` on a host, crashes the machine, and checks that the next start serves
+/// everything `before` served and checkpointed.
+fn crash_after(seed: u64, before: fn(&Arc<Disk>, &TopicPartition) -> Result<u64, String>) {
+    let mut builder = sim_builder(seed);
     builder.simulation_duration(Duration::from_secs(600));
     let mut sim = builder.build();
     let seen = Arc::new(Mutex::new(Seen::default()));
@@ -125,7 +174,7 @@ fn a_machine_crash_after_a_failed_fsync_and_a_restart_takes_back_nothing_the_res
                 {
                     let mut seen = seen.lock().expect("seen");
                     let result = if phase.load(Ordering::SeqCst) == 0 {
-                        before_the_crash(&disk, &tp).map(|end| seen.served_end = Some(end))
+                        before(&disk, &tp).map(|end| seen.served_end = Some(end))
                     } else {
                         after_the_crash(&tp).map(|after| seen.after_crash = Some(after))
                     };

@@ -47,7 +47,9 @@ pub enum LockError {
 }
 
 /// The directory operations of the log.
-pub trait LogFs: std::fmt::Debug {
+///
+/// Clone is cheap (a handle): a log hands a clone to its flush tickets.
+pub trait LogFs: std::fmt::Debug + Clone {
     /// The file type.
     type File: LogFile;
     /// An exclusive lock on a directory, released when dropped (or when the process dies).

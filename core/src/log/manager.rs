@@ -36,6 +36,10 @@ pub struct OpenReport {
     pub refused: Vec<(TopicPartition, String)>,
     /// Entries of `log.dir` that are not partition directories, left alone.
     pub ignored: Vec<String>,
+    /// Partitions the recovery checkpoint promised data for (with that end) whose directories
+    /// are gone: logged as errors; not refused, since removing a topic's directories while the
+    /// broker is stopped is how 0.7 deletes a topic.
+    pub missing: Vec<(TopicPartition, u64)>,
 }
 
 /// Replica mode's view of the topics (see [`LogManager::is_replica`]).
@@ -169,12 +173,24 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
                 }
             }
         }
+        for (tp, end) in checkpoints.iter().flatten() {
+            if *end > 0 && !logs.contains_key(tp) && !refused.contains_key(tp) {
+                tracing::error!(
+                    "{tp}: the recovery checkpoint promised data up to {end}, but {} is gone (removed by hand, or lost by the disk); the partition starts empty if written again",
+                    log_dir.join(tp.dir_name()).display()
+                );
+                report.missing.push((tp.clone(), *end));
+            }
+        }
         if report.clean_shutdown {
             fs.remove_file(&marker)
                 .map_err(|e| io("remove", &marker, e))?;
-            fs.sync_dir(&log_dir)
-                .map_err(|e| io("sync directory", &log_dir, e))?;
         }
+        // Once per start, whatever the last stop was: every partition directory found here may
+        // be there only because the page cache kept it (its creation's directory sync failed),
+        // and the logs' first flushes sync only their own directories.
+        fs.sync_dir(&log_dir)
+            .map_err(|e| io("sync directory", &log_dir, e))?;
         let manager = LogManager {
             fs,
             config,

@@ -105,21 +105,32 @@ impl ValidatedSet {
     }
 }
 
-/// The first step of a two-step flush: the file to sync and the end it makes visible.
+/// The first step of a two-step flush: the file to sync (and the log's directory, the first
+/// time) and the end it makes visible.
 #[derive(Debug)]
-pub struct FlushTicket<File> {
-    file: Arc<File>,
+pub struct FlushTicket<F: LogFs> {
+    file: Arc<F::File>,
     path: PathBuf,
+    /// The log's directory, when its entries are not known durable yet: synced after the file.
+    dir: Option<(F, PathBuf)>,
     end: u64,
     /// The log's appended-message total when the ticket was issued.
     messages: u64,
     issued_ms: i64,
 }
 
-impl<File: LogFile> FlushTicket<File> {
-    /// Syncs the file (call it without holding the log's lock).
+impl<F: LogFs> FlushTicket<F> {
+    /// Syncs the file, then the log's directory if the ticket carries it (call it without
+    /// holding the log's lock). A synced file whose directory entry is not durable can vanish
+    /// whole in a machine crash.
     pub fn sync(&self) -> std::io::Result<()> {
-        self.file.sync()
+        self.file.sync()?;
+        if let Some((fs, dir)) = &self.dir {
+            fs.sync_dir(dir).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("sync directory {}: {e}", dir.display()))
+            })?;
+        }
+        Ok(())
     }
 
     /// The end that becomes visible once the sync succeeded.
@@ -145,6 +156,12 @@ pub struct Log<F: LogFs> {
     pub(crate) flushed_messages: u64,
     /// Flush tickets handed out and not finished yet.
     pub(crate) flushes_in_flight: u32,
+    /// Whether every segment's directory entry is known durable (the directory was synced
+    /// since the log was opened and after its newest segment was made). A log opened from disk
+    /// starts `false` — a segment may be there only because the page cache kept it, as after a
+    /// creation whose sync failed (cluster seed 42,321) — and its first flush syncs the directory
+    /// before any of its data counts as flushed.
+    pub(crate) dir_synced: bool,
     /// When the oldest unflushed append happened; `None` when everything is flushed.
     pub(crate) first_unflushed_ms: Option<i64>,
     pub(crate) poisoned: Option<String>,
@@ -198,6 +215,7 @@ impl<F: LogFs> Log<F> {
             appended_messages: 0,
             flushed_messages: 0,
             flushes_in_flight: 0,
+            dir_synced: false,
             first_unflushed_ms: None,
             poisoned: None,
             failed: None,
@@ -500,7 +518,7 @@ impl<F: LogFs> Log<F> {
 
     /// First step of a two-step flush: what to sync to make everything written so far visible,
     /// or `None` when everything is already visible.
-    pub fn begin_flush(&mut self, now_ms: i64) -> Result<Option<FlushTicket<F::File>>, LogError> {
+    pub fn begin_flush(&mut self, now_ms: i64) -> Result<Option<FlushTicket<F>>, LogError> {
         self.check_writable()?;
         let end = self.written_end();
         if self.flushed_end == end {
@@ -510,9 +528,11 @@ impl<F: LogFs> Log<F> {
             return Ok(None);
         };
         self.flushes_in_flight += 1;
+        let dir = (!self.dir_synced).then(|| (self.fs.clone(), self.dir.clone()));
         Ok(Some(FlushTicket {
             file: active.file.clone(),
             path: active.path.clone(),
+            dir,
             end,
             messages: self.appended_messages,
             issued_ms: now_ms,
@@ -527,7 +547,7 @@ impl<F: LogFs> Log<F> {
     /// dirty pages, so a later successful one proves nothing about the bytes before it.
     pub fn finish_flush(
         &mut self,
-        ticket: FlushTicket<F::File>,
+        ticket: FlushTicket<F>,
         synced: std::io::Result<()>,
     ) -> Result<(), LogError> {
         self.flushes_in_flight = self.flushes_in_flight.saturating_sub(1);
@@ -542,6 +562,9 @@ impl<F: LogFs> Log<F> {
             ticket.end <= self.written_end(),
             "a flush ticket ends past the written end"
         );
+        if ticket.dir.is_some() {
+            self.dir_synced = true;
+        }
         if ticket.end > self.flushed_end {
             self.flushed_end = ticket.end;
             self.flushed_messages = self.flushed_messages.max(ticket.messages);
@@ -602,6 +625,7 @@ impl<F: LogFs> Log<F> {
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
+        self.dir_synced = true;
         self.segments
             .push(Segment::new(start, Arc::new(file), path, 0, now_ms));
         Ok(())

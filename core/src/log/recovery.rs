@@ -68,13 +68,14 @@ impl<F: LogFs> Log<F> {
             appended_messages: 0,
             flushed_messages: 0,
             flushes_in_flight: 0,
+            dir_synced: false,
             first_unflushed_ms: None,
             poisoned: None,
             failed: None,
         };
         log.recover(hints)?;
         if !hints.clean_shutdown {
-            log.sync_recovered(hints.checkpoint.unwrap_or(0))?;
+            log.dir_synced = log.sync_recovered(hints.checkpoint.unwrap_or(0))?;
         }
         log.flushed_end = log.written_end();
         debug_assert!(log.invariants_hold());
@@ -86,7 +87,9 @@ impl<F: LogFs> Log<F> {
     /// cache (the previous process stopped without syncing them, or its fsync failed), and a
     /// machine crash now would take back what this run serves and checkpoints (cluster seed 732
     /// of the build before issue 22: the partition was then refused for good).
-    fn sync_recovered(&self, promised: u64) -> Result<(), LogError> {
+    ///
+    /// Whether it synced the directory (when it synced any segment).
+    fn sync_recovered(&self, promised: u64) -> Result<bool, LogError> {
         let mut synced = false;
         for segment in self.segments.iter().filter(|s| s.end() > promised) {
             segment
@@ -100,7 +103,7 @@ impl<F: LogFs> Log<F> {
                 .sync_dir(&self.dir)
                 .map_err(|e| self.io("sync directory", &self.dir, e))?;
         }
-        Ok(())
+        Ok(synced)
     }
 
     fn recover(&mut self, hints: RecoveryHints) -> Result<(), LogError> {
