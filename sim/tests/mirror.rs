@@ -5,6 +5,8 @@
 use crate::support;
 
 /// Mirror seed 7830's situation, built step by step (no seed reaches it reliably).
+#[path = "directed/decide_ahead.rs"]
+mod decide_ahead;
 #[path = "directed/held_message.rs"]
 mod held_message;
 

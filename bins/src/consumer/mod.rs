@@ -280,6 +280,13 @@ impl ConsumerConnector {
             .collect()
     }
 
+    /// The rebalance generation whose ownership is installed, or `None` while a rebalance is
+    /// under way: when it changes, what [`ConsumerConnector::owned`] says may have changed.
+    /// Cheap (no allocation): for callers that follow ownership message by message.
+    pub fn settled_generation(&self) -> Option<u64> {
+        self.shared.settled_generation()
+    }
+
     /// The partitions this member owns with their ownership epochs, as of a rebalance
     /// generation; `None` while a rebalance is under way.
     pub fn ownership(&self) -> Option<Ownership> {

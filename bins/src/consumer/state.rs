@@ -252,6 +252,14 @@ impl Shared {
         ))
     }
 
+    /// The generation whose ownership is installed, or `None` while a rebalance is under way
+    /// (two atomic loads: cheap enough to ask at every message).
+    pub fn settled_generation(&self) -> Option<u64> {
+        self.settled
+            .load(Ordering::SeqCst)
+            .then(|| self.generation())
+    }
+
     /// Installs what a successful rebalance claimed.
     pub fn install(&self, partitions: Vec<Arc<PartitionState>>) {
         let mut owned = self.owned();

@@ -4,6 +4,7 @@
 //! A record that cannot be read is never overwritten, and never taken for an empty one (which
 //! would let a loop through): the caller fails closed.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Mutex;
@@ -206,14 +207,16 @@ pub async fn merge_origins(
 }
 
 /// One cluster's origin records, over a ZooKeeper session opened when first needed and opened
-/// again after a failure (a session that failed mid-operation is never reused). Operations are
-/// one at a time.
+/// again after a failure (a session that failed mid-operation is never reused). Operations may
+/// run at once on the one session (a mirror decides many topics together): ZooKeeper applies
+/// them in the order sent, and each operation's own steps are sent one after another.
 pub struct OriginStore<E: Env> {
     env: E,
     connect: ZkConnect,
     session_timeout: Duration,
     connection_timeout: Duration,
-    session: Mutex<Option<E::Coord>>,
+    /// Held only to hand out (or open) the session, not across operations.
+    session: Mutex<Option<Arc<E::Coord>>>,
 }
 
 impl<E: Env> std::fmt::Debug for OriginStore<E> {
@@ -248,10 +251,11 @@ impl<E: Env> OriginStore<E> {
 
     /// `topic`'s record, as of the end of the last write to it (see [`OriginStore::latest`]).
     pub async fn read(&self, topic: &TopicName) -> Result<Origins, OriginsStoreError> {
-        let mut session = self.session.lock().await;
-        let coord = self.latest(&mut session, &origins_path(topic)).await?;
-        let read = read_origins(coord, topic).await;
-        forget_after_failure(&mut session, &read);
+        let coord = self.latest(&origins_path(topic)).await?;
+        let read = read_origins(&*coord, topic).await;
+        if zookeeper_failed(&read) {
+            self.forget(&coord).await;
+        }
         read
     }
 
@@ -261,10 +265,11 @@ impl<E: Env> OriginStore<E> {
         &self,
         topic: &TopicName,
     ) -> Result<(Origins, Watch), OriginsStoreError> {
-        let mut session = self.session.lock().await;
-        let coord = self.latest(&mut session, &origins_path(topic)).await?;
-        let read = read_and_watch(coord, topic).await;
-        forget_after_failure(&mut session, &read);
+        let coord = self.latest(&origins_path(topic)).await?;
+        let read = read_and_watch(&*coord, topic).await;
+        if zookeeper_failed(&read) {
+            self.forget(&coord).await;
+        }
         read
     }
 
@@ -274,20 +279,22 @@ impl<E: Env> OriginStore<E> {
         &self,
         topic: &TopicName,
     ) -> Result<Option<u32>, OriginsStoreError> {
-        let mut session = self.session.lock().await;
-        let coord = self.latest(&mut session, &broker_topic_path(topic)).await?;
-        let read = registered_partitions(coord, topic).await;
-        forget_after_failure(&mut session, &read);
+        let coord = self.latest(&broker_topic_path(topic)).await?;
+        let read = registered_partitions(&*coord, topic).await;
+        if zookeeper_failed(&read) {
+            self.forget(&coord).await;
+        }
         read
     }
 
     /// Every topic with a record in this cluster (see [`recorded_topics`]), as of the end of
     /// the last record's creation.
     pub async fn recorded_topics(&self) -> Result<Vec<String>, OriginsStoreError> {
-        let mut session = self.session.lock().await;
-        let coord = self.latest(&mut session, ORIGINS_PATH).await?;
-        let read = recorded_topics(coord).await;
-        forget_after_failure(&mut session, &read);
+        let coord = self.latest(ORIGINS_PATH).await?;
+        let read = recorded_topics(&*coord).await;
+        if zookeeper_failed(&read) {
+            self.forget(&coord).await;
+        }
         read
     }
 
@@ -297,10 +304,11 @@ impl<E: Env> OriginStore<E> {
         topic: &TopicName,
         add: &Origins,
     ) -> Result<Origins, OriginsStoreError> {
-        let mut session = self.session.lock().await;
-        let coord = self.session(&mut session, &origins_path(topic)).await?;
-        let merged = merge_origins(coord, topic, add).await;
-        forget_after_failure(&mut session, &merged);
+        let coord = self.session(&origins_path(topic)).await?;
+        let merged = merge_origins(&*coord, topic, add).await;
+        if zookeeper_failed(&merged) {
+            self.forget(&coord).await;
+        }
         merged
     }
 
@@ -309,49 +317,61 @@ impl<E: Env> OriginStore<E> {
     /// could otherwise miss a record another mirror has just written, and two mirrors started
     /// at once in opposite directions could each miss the other's (see
     /// [`Coordination::sync`]). A sync that fails drops the session, as a failed read does.
-    async fn latest<'a>(
-        &self,
-        session: &'a mut Option<E::Coord>,
-        path: &str,
-    ) -> Result<&'a E::Coord, OriginsStoreError> {
-        let synced = match self.session(session, path).await {
-            Ok(_) if planted::active(Bug::OriginReadNotSynced) => Ok(()),
-            Ok(coord) => coord.sync(path).await,
-            Err(e) => return Err(e),
-        };
-        if let Err(source) = synced {
-            session.take();
+    async fn latest(&self, path: &str) -> Result<Arc<E::Coord>, OriginsStoreError> {
+        let coord = self.session(path).await?;
+        if planted::active(Bug::OriginReadNotSynced) {
+            return Ok(coord);
+        }
+        if let Err(source) = coord.sync(path).await {
+            self.forget(&coord).await;
             return Err(OriginsStoreError::ZooKeeper {
                 path: path.to_string(),
                 source,
             });
         }
-        self.session(session, path).await
+        Ok(coord)
     }
 
-    async fn session<'a>(
-        &self,
-        session: &'a mut Option<E::Coord>,
-        path: &str,
-    ) -> Result<&'a E::Coord, OriginsStoreError> {
-        let coord = match session.take() {
-            Some(coord) => coord,
-            None => self
-                .env
-                .coordinate(&self.connect, self.session_timeout, self.connection_timeout)
-                .await
-                .map_err(|source| OriginsStoreError::ZooKeeper {
-                    path: path.to_string(),
-                    source,
-                })?,
-        };
-        Ok(session.insert(coord))
+    /// The open session, or a new one (opened under the lock: concurrent callers share it).
+    async fn session(&self, path: &str) -> Result<Arc<E::Coord>, OriginsStoreError> {
+        let mut session = self.session.lock().await;
+        if let Some(coord) = session.as_ref() {
+            return Ok(coord.clone());
+        }
+        let coord = self
+            .env
+            .coordinate(&self.connect, self.session_timeout, self.connection_timeout)
+            .await
+            .map_err(|source| OriginsStoreError::ZooKeeper {
+                path: path.to_string(),
+                source,
+            })?;
+        Ok(session.insert(Arc::new(coord)).clone())
+    }
+
+    /// Drops `coord` as the session (if it still is: another caller may have replaced it).
+    async fn forget(&self, coord: &Arc<E::Coord>) {
+        let mut session = self.session.lock().await;
+        if session
+            .as_ref()
+            .is_some_and(|open| Arc::ptr_eq(open, coord))
+        {
+            session.take();
+        }
     }
 
     /// Closes the session, if one is open, within [`CLOSE_GRACE`]; a ZooKeeper that does not
-    /// answer leaves it to expire (it holds no ephemeral node), said in the log.
+    /// answer, or a session still in use by an operation, is left to expire (it holds no
+    /// ephemeral node), said in the log.
     pub async fn close(&self) {
         let Some(coord) = self.session.lock().await.take() else {
+            return;
+        };
+        let Ok(coord) = Arc::try_unwrap(coord) else {
+            tracing::warn!(
+                "{}: the origin records' session is still in use at close; it is left to expire",
+                self.connect
+            );
             return;
         };
         if tokio::time::timeout(CLOSE_GRACE, coord.close())
@@ -366,9 +386,8 @@ impl<E: Env> OriginStore<E> {
     }
 }
 
-/// A ZooKeeper failure drops the session (the next operation opens another).
-fn forget_after_failure<C, T>(session: &mut Option<C>, outcome: &Result<T, OriginsStoreError>) {
-    if let Err(OriginsStoreError::ZooKeeper { .. }) = outcome {
-        session.take();
-    }
+/// Whether an operation failed in ZooKeeper (its session is then dropped: the next operation
+/// opens another).
+fn zookeeper_failed<T>(outcome: &Result<T, OriginsStoreError>) -> bool {
+    matches!(outcome, Err(OriginsStoreError::ZooKeeper { .. }))
 }

@@ -33,6 +33,11 @@ use crate::producer::targets::how;
 
 /// How often a decision is made again.
 pub const RECHECK_EVERY: Duration = Duration::from_secs(30);
+/// Decisions a stream makes ahead at once (see [`DecideAhead`]).
+pub const AHEAD_IN_FLIGHT: usize = 16;
+/// How long a decision made ahead is waited for before it is left to the stream that needs it
+/// (a topic that cannot be decided now does not hold a slot).
+const AHEAD_WAIT: Duration = Duration::from_secs(5);
 /// How long the first decision waits between attempts while a ZooKeeper or broker cannot say.
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 
@@ -318,6 +323,24 @@ impl OriginGate {
         }
     }
 
+    /// Whether `topic` has a decision that is not stale, or one is being made now (its lock is
+    /// held): then deciding it ahead would only wait.
+    fn decided_or_deciding(&self, topic: &TopicName) -> bool {
+        let Some(slot) = crate::sync::lock(&self.decided, "origin gate")
+            .get(topic)
+            .cloned()
+        else {
+            return false;
+        };
+        let decided = match slot.try_lock() {
+            Ok(decided) => decided,
+            Err(_) => return true,
+        };
+        decided
+            .as_ref()
+            .is_some_and(|kept| !kept.stale.load(Ordering::Acquire))
+    }
+
     /// What `topic`'s messages become — the decision kept, or a new one (waiting, and saying
     /// why every 30 s, while none can be made) — and the flag that says when it must be made
     /// again (the source's record changed). Cancel-safe: cancelling leaves nothing half decided.
@@ -521,5 +544,55 @@ impl StreamVerdicts {
         let (verdict, stale) = gate.verdict(topic).await;
         self.last = Some((topic.clone(), verdict.clone(), stale));
         verdict
+    }
+}
+
+/// Decisions made before a stream needs them. Without it a stream waits for each topic's
+/// decision (three ZooKeeper round trips, one a write) at that topic's first message, one topic
+/// after another: a mirror of 100 new topics spent half a second on it (scale bench, issue 26).
+/// A stream follows its member's ownership: at each settled generation it decides every owned
+/// topic without a decision, [`AHEAD_IN_FLIGHT`] at a time, in a task of its own that ends
+/// with the generation or the stream (decisions are cancel-safe). The streams of a source share
+/// the work: a topic whose decision is being made is skipped.
+#[derive(Default)]
+pub struct DecideAhead {
+    generation: Option<u64>,
+    task: Option<Timer>,
+}
+
+impl DecideAhead {
+    /// Starts deciding the topics `owned` gives once `generation` (the member's settled
+    /// generation; `None` while it rebalances) is one not followed yet.
+    pub fn follow(
+        &mut self,
+        gate: &Arc<OriginGate>,
+        generation: Option<u64>,
+        owned: impl FnOnce() -> Vec<TopicName>,
+    ) {
+        let Some(generation) = generation else {
+            return;
+        };
+        if self.generation == Some(generation) {
+            return;
+        }
+        self.generation = Some(generation);
+        let topics: std::collections::BTreeSet<TopicName> = owned().into_iter().collect();
+        let gate = gate.clone();
+        let task = tokio::spawn(async move {
+            use futures_util::StreamExt;
+            futures_util::stream::iter(topics)
+                .for_each_concurrent(AHEAD_IN_FLIGHT, |topic| {
+                    let gate = gate.clone();
+                    async move {
+                        if !gate.decided_or_deciding(&topic) {
+                            // Not decided in time: the stream that needs it waits, as before.
+                            let _ = tokio::time::timeout(AHEAD_WAIT, gate.verdict(&topic)).await;
+                        }
+                    }
+                })
+                .await;
+        });
+        // Replacing the task aborts the previous generation's.
+        self.task = Some(Timer(task.abort_handle()));
     }
 }

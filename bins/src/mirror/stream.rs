@@ -21,7 +21,7 @@ use tributary_core::mirror::source::{AckEffect, AckOutcome, Admission, Reset};
 use tributary_core::mirror::SourcePartition;
 use tributary_core::wire::TopicName;
 
-use super::origins::{OriginGate, StreamVerdicts, Verdict};
+use super::origins::{DecideAhead, OriginGate, StreamVerdicts, Verdict};
 use super::window::SourceWindow;
 use super::{
     MirrorError, MirrorEvent, MirrorObserver, MirrorStats, ProducerHandle, SHUTDOWN_ACK_WAIT,
@@ -203,6 +203,7 @@ pub(super) async fn run_stream(
     let mut acks = Deliveries::default();
     let mut keys = Keys::default();
     let mut verdicts = StreamVerdicts::default();
+    let mut ahead = DecideAhead::default();
     let mut changes = context.window.changes();
     // Whether this stream may take another message: known after every step that changes the
     // window (each computes it under the lock it holds anyway), looked up after a wake-up.
@@ -219,6 +220,9 @@ pub(super) async fn run_stream(
             Ok(()) = changes.changed(), if !room => room = context.window.has_room(),
             next = stream.next(), if room => match next {
                 Ok(message) => {
+                    ahead.follow(&context.gate, context.connector.settled_generation(), || {
+                        context.connector.owned().into_iter().map(|(topic, _, _)| topic).collect()
+                    });
                     // Waiting for room in a full producer queue ends on stop: the message is
                     // then not sent and its offset stays uncommitted.
                     tokio::select! {
