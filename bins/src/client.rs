@@ -22,6 +22,9 @@ pub const RESPONSE_BYTES_MAX: usize = 256 * 1024 * 1024;
 const CANCELLED: &str = "a call on it was abandoned before it finished";
 /// Bytes read from the socket at once.
 const READ_CHUNK_BYTES: usize = 1024 * 1024;
+/// Most requests [`Connection::call_pipelined`] sends at once: 128 OFFSETS answers of one
+/// offset are about 3 KiB, far inside any socket buffer.
+pub const PIPELINED_REQUESTS_MAX: usize = 128;
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +63,14 @@ pub enum ClientError {
     /// was sent. Use `send` for those.
     #[error("a {0:?} request has no response: send it with `send`, not `call` (nothing was sent)")]
     NoResponse(tributary_core::wire::RequestType),
+    /// `call_pipelined` was given more requests than it sends at once; nothing was sent.
+    #[error("{requests} requests cannot be pipelined at once (at most {max}); nothing was sent")]
+    TooManyPipelined {
+        /// How many were given.
+        requests: usize,
+        /// The most sent at once.
+        max: usize,
+    },
     /// An earlier call failed mid-way on this connection; a late answer could be mistaken for
     /// the next one, so the connection is never used again.
     #[error("connection to {peer} is unusable after an earlier failure ({cause}); reconnect")]
@@ -75,7 +86,12 @@ impl ClientError {
     /// Whether the error came from the connection (and the caller should reconnect), rather than
     /// from a request that could never be sent.
     pub fn is_connection_failure(&self) -> bool {
-        !matches!(self, ClientError::Encode(_) | ClientError::NoResponse(_))
+        !matches!(
+            self,
+            ClientError::Encode(_)
+                | ClientError::NoResponse(_)
+                | ClientError::TooManyPipelined { .. }
+        )
     }
 }
 
@@ -216,6 +232,47 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             Ok(()) => self.read_response(kind).await,
             Err(e) => Err(e),
         };
+        self.poisoned = None;
+        self.poison(result)
+    }
+
+    /// Sends `requests` together and reads their responses, in order (0.7 brokers answer a
+    /// connection's requests in the order they came). For requests with small answers
+    /// (OFFSETS): every request is written before any answer is read, so the caller keeps the
+    /// answers of one batch within the socket buffers — at most [`PIPELINED_REQUESTS_MAX`]
+    /// requests (refused beyond it, before anything is sent). Produce requests are refused.
+    /// Any failure after sending poisons the connection; the answers before it are lost with it.
+    pub async fn call_pipelined(
+        &mut self,
+        requests: &[Request],
+    ) -> Result<Vec<Response>, ClientError> {
+        self.check_usable()?;
+        if requests.len() > PIPELINED_REQUESTS_MAX {
+            return Err(ClientError::TooManyPipelined {
+                requests: requests.len(),
+                max: PIPELINED_REQUESTS_MAX,
+            });
+        }
+        let mut kinds = Vec::with_capacity(requests.len());
+        let mut bytes = Vec::new();
+        for request in requests {
+            kinds.push(
+                ResponseKind::for_request(request.request_type())
+                    .ok_or(ClientError::NoResponse(request.request_type()))?,
+            );
+            bytes.extend_from_slice(&request.to_bytes()?);
+        }
+        // Poisoned until every response is read (see `call`).
+        self.poisoned = Some(CANCELLED.to_string());
+        let result = async {
+            self.write(&bytes).await?;
+            let mut responses = Vec::with_capacity(kinds.len());
+            for kind in kinds {
+                responses.push(self.read_response(kind).await?);
+            }
+            Ok(responses)
+        }
+        .await;
         self.poisoned = None;
         self.poison(result)
     }

@@ -140,3 +140,88 @@ async fn a_call_abandoned_mid_way_poisons_the_connection() {
         other => panic!("an abandoned call's connection was reused: {other:?}"),
     }
 }
+
+/// A broker stand-in that reads `requests` requests before answering any (so only a client that
+/// sent them together is answered), then answers them in order, `answered` of them, and closes.
+async fn batch_broker(requests: usize, answered: usize) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut offsets = Vec::new();
+        for _ in 0..requests {
+            let body = read_request(&mut stream).await;
+            // FETCH body: type (2), topic (2 + 1), partition (4), offset (8), max bytes (4).
+            offsets.push(i64::from_be_bytes(body[9..17].try_into().unwrap()));
+        }
+        for offset in offsets.into_iter().take(answered) {
+            let _ = stream
+                .write_all(&fetch_response(&format!("answer to offset {offset}")))
+                .await;
+        }
+    });
+    port
+}
+
+/// The answer's payload: the text after the message header (one uncompressed message).
+fn payload(response: &Response) -> String {
+    match response {
+        Response::Fetch(f) => {
+            let text = String::from_utf8_lossy(&f.messages);
+            let at = text.find("answer").expect("an answer");
+            text[at..].to_string()
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn pipelined_requests_are_sent_together_and_answered_in_order() {
+    let port = batch_broker(5, 5).await;
+    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(2))
+        .await
+        .unwrap();
+    let requests: Vec<Request> = (10..15).map(fetch).collect();
+    let answers = conn.call_pipelined(&requests).await.unwrap();
+    let payloads: Vec<String> = answers.iter().map(payload).collect();
+    assert_eq!(
+        payloads,
+        (10..15)
+            .map(|o| format!("answer to offset {o}"))
+            .collect::<Vec<_>>()
+    );
+    assert!(!conn.is_poisoned());
+}
+
+#[tokio::test]
+async fn a_pipelined_batch_cut_short_poisons_the_connection() {
+    let port = batch_broker(4, 2).await;
+    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(2))
+        .await
+        .unwrap();
+    let requests: Vec<Request> = (0..4).map(fetch).collect();
+    let cut = conn.call_pipelined(&requests).await;
+    assert!(matches!(cut, Err(ClientError::Closed(_))), "{cut:?}");
+    assert!(conn.is_poisoned());
+    let next = conn.call(&fetch(9)).await;
+    assert!(matches!(next, Err(ClientError::Poisoned { .. })), "{next:?}");
+}
+
+#[tokio::test]
+async fn too_many_requests_to_pipeline_are_refused_before_anything_is_sent() {
+    let port = batch_broker(1, 1).await;
+    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(2))
+        .await
+        .unwrap();
+    let too_many: Vec<Request> = (0..=tributary::client::PIPELINED_REQUESTS_MAX as i64)
+        .map(fetch)
+        .collect();
+    let refused = conn.call_pipelined(&too_many).await;
+    assert!(
+        matches!(refused, Err(ClientError::TooManyPipelined { .. })),
+        "{refused:?}"
+    );
+    assert!(!conn.is_poisoned());
+    let answer = conn.call(&fetch(7)).await.unwrap();
+    assert_eq!(payload(&answer), "answer to offset 7");
+}

@@ -874,9 +874,11 @@ fn producer_perf_system_test_through_the_scripts() {
     );
     let out = run(script("zookeeper-server-stop.sh").arg(&zk_config), "");
     ok(&out, "zookeeper-server-stop.sh");
+    // The JVM's stop is not what is tested (the script's signal is); on a loaded 2-core
+    // machine it once took more than 20 s (README run of stop 36, all tests at once).
     assert!(
-        exits_within(&mut zookeeper, Duration::from_secs(20)),
-        "ZooKeeper did not stop"
+        exits_within(&mut zookeeper, Duration::from_secs(60)),
+        "ZooKeeper did not stop within 60 s of SIGINT"
     );
 }
 

@@ -764,24 +764,52 @@ impl<E: Env> Member<E> {
         let mine = self
             .registration
             .streams_for(topics.iter().map(String::as_str));
+        // Every member's streams per topic, worked out once (not once per topic: with a
+        // wildcard that is topics x topics pattern checks a member, seconds at 1,000 topics).
+        let mut streams_of_members: Vec<(&String, BTreeMap<String, u32>)> =
+            Vec::with_capacity(registrations.len());
+        for (member, r) in &registrations {
+            streams_of_members.push((member, r.streams_for(topics.iter().map(String::as_str))));
+        }
         let generation = self.shared.generation();
+        // Each topic's partitions, read pipelined (one round trip or two per topic, one after
+        // another, is most of a join over 1,000 topics).
+        let wanted: Vec<(String, TopicName, u32)> = mine
+            .into_iter()
+            .filter_map(|(name, streams)| Some((name.clone(), name.parse().ok()?, streams)))
+            .collect();
+        let reads = wanted.iter().map(|(_, topic, _)| async move {
+            let topic_path = broker_topic_path(topic);
+            let (registered, watch) = children_or_none(coord, &topic_path).await?;
+            let partitions = self.partitions_of(coord, &topic_path, registered).await?;
+            Ok::<_, RebalanceError>((watch, partitions))
+        });
+        let mut read: Vec<(Watch, Vec<BrokerPartition>)> = Vec::with_capacity(wanted.len());
+        let mut failed = None;
+        pipelined(reads, |outcome| match outcome {
+            Ok(found) => {
+                read.push(found);
+                std::ops::ControlFlow::Continue(())
+            }
+            Err(e) => {
+                failed = Some(e);
+                std::ops::ControlFlow::Break(())
+            }
+        })
+        .await;
+        if let Some(e) = failed {
+            return Err(e);
+        }
         // What this member is assigned (ZooKeeper only).
         let mut plan: Vec<Planned> = Vec::new();
-        for (topic_name, streams) in mine {
-            let Ok(topic) = topic_name.parse::<TopicName>() else {
-                continue;
-            };
-            let topic_path = broker_topic_path(&topic);
-            let (registered, watch) = children_or_none(coord, &topic_path).await?;
+        // Each broker's address read once per attempt, not once per partition (one round trip
+        // each: most of a member's join over 512 partitions).
+        let mut addresses: BTreeMap<i32, (String, u16)> = BTreeMap::new();
+        for ((topic_name, topic, streams), (watch, partitions)) in wanted.into_iter().zip(read) {
             watches.spawn(watch);
-            let partitions = self.partitions_of(coord, &topic_path, registered).await?;
             let mut threads: Vec<String> = Vec::new();
-            for (member, r) in &registrations {
-                let n = r
-                    .streams_for(topics.iter().map(String::as_str))
-                    .get(&topic_name)
-                    .copied()
-                    .unwrap_or(0);
+            for (member, counts) in &streams_of_members {
+                let n = counts.get(&topic_name).copied().unwrap_or(0);
                 if n > COUNT_MAX {
                     return Err(RebalanceError::TooManyStreams {
                         path: format!("{ids_path}/{member}"),
@@ -796,12 +824,20 @@ impl<E: Env> Member<E> {
             for i in 0..streams {
                 let thread = thread_id(&self.consumer_id, i);
                 for partition in assignment.get(&thread).cloned().unwrap_or_default() {
+                    let address = match addresses.get(&partition.broker_id) {
+                        Some(address) => address.clone(),
+                        None => {
+                            let address = self.broker_address(coord, partition.broker_id).await?;
+                            addresses.insert(partition.broker_id, address.clone());
+                            address
+                        }
+                    };
                     plan.push(Planned {
                         topic: topic.clone(),
                         partition,
                         thread: thread.clone(),
                         stream: (self.stream_of)(&topic_name, i),
-                        address: self.broker_address(coord, partition.broker_id).await?,
+                        address,
                     });
                 }
             }
