@@ -204,7 +204,10 @@ async fn a_pipelined_batch_cut_short_poisons_the_connection() {
     assert!(matches!(cut, Err(ClientError::Closed(_))), "{cut:?}");
     assert!(conn.is_poisoned());
     let next = conn.call(&fetch(9)).await;
-    assert!(matches!(next, Err(ClientError::Poisoned { .. })), "{next:?}");
+    assert!(
+        matches!(next, Err(ClientError::Poisoned { .. })),
+        "{next:?}"
+    );
 }
 
 #[tokio::test]

@@ -268,10 +268,7 @@ fn joining_many_topics_reads_them_pipelined() {
         let (member, _streams) =
             ConsumerConnector::start(SimEnv::new(2), consumer_config(), subscription).await?;
         let want = (TOPICS * 2) as usize;
-        while member
-            .ownership()
-            .is_none_or(|o| o.partitions.len() < want)
-        {
+        while member.ownership().is_none_or(|o| o.partitions.len() < want) {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         let owned = member.ownership().map_or(0, |o| o.partitions.len());
@@ -287,5 +284,143 @@ fn joining_many_topics_reads_them_pipelined() {
     assert!(
         joined * 4 < serial,
         "owning {TOPICS} topics took {joined:?}; reading them one after another takes {serial:?}"
+    );
+}
+
+/// A member joins while another session holds partition 0-0's owner node; the holder changes
+/// the node `changes` times (each change wakes the blocked member early) and deletes it after
+/// `held`. Returns how long after joining the member owned all four partitions and the
+/// rebalance errors its stream was told of.
+fn blocked_join(
+    seed: u64,
+    held: Duration,
+    changes: u32,
+    retries_max: u32,
+) -> (Duration, Vec<String>) {
+    use tributary::coordination::{Coordination, NodeKind};
+    use tributary::env::Env;
+    use tributary_core::config::ZkConnect;
+    use tributary_core::zk_layout::consumer_owners_path;
+
+    let mut builder = sim_builder(seed);
+    builder
+        .simulation_duration(Duration::from_secs(300))
+        .min_message_latency(LINK)
+        .max_message_latency(LINK);
+    let mut sim = builder.build();
+    let control = Arc::new(Control::default());
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let _cluster = add_cluster(&mut sim, &ClusterSpec::new("", 1, 4), &mut rng, &control);
+    type Found = (Duration, Vec<String>);
+    let took: Arc<Mutex<Option<Found>>> = Arc::default();
+    let answer = took.clone();
+    sim.client("app", async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut conn = connect(
+            &SimEnv::new(1),
+            "broker0",
+            BROKER_PORT,
+            Duration::from_secs(5),
+        )
+        .await?;
+        let mut set = MessageSetBuilder::new();
+        set.push(Bytes::from_static(b"m"));
+        conn.send(&Request::Produce(ProduceRequest {
+            topic: topic(),
+            partition: 0,
+            messages: set.build(CompressionCodec::None),
+        }))
+        .await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        // Another session holds partition 0-0's owner node (a member that has not let go yet).
+        let blocker = SimEnv::new(3)
+            .coordinate(
+                &ZkConnect::parse("zk:2181")?,
+                Duration::from_secs(6),
+                Duration::from_secs(6),
+            )
+            .await?;
+        let owner = format!("{}/0-0", consumer_owners_path(&GROUP.parse()?, &topic()));
+        blocker.ensure_parents(&owner).await?;
+        blocker
+            .create(&owner, b"someone-else-0", NodeKind::Ephemeral)
+            .await?;
+        let text = format!(
+            "zk.connect=zk:2181\ngroupid={GROUP}\nzk.sessiontimeout.ms=6000\nautooffset.reset=smallest\n\
+             autocommit.enable=false\nconsumer.timeout.ms=500\nrebalance.backoff.ms={BACKOFF_MS}\n\
+             rebalance.retries.max={retries_max}\n"
+        );
+        let config = ConsumerConfig::from_properties(&Properties::parse("test", &text)?)?;
+        let now = || turmoil::sim_elapsed().unwrap_or_default();
+        let joining = now();
+        let subscription = Subscription::Topics([(topic(), 1)].into_iter().collect());
+        let (member, mut streams) =
+            ConsumerConnector::start(SimEnv::new(2), config, subscription).await?;
+        for change in 0..changes {
+            tokio::time::sleep(held / (changes + 1)).await;
+            blocker
+                .set(&owner, format!("someone-else-{change}").as_bytes(), None)
+                .await?;
+        }
+        tokio::time::sleep(held / (changes + 1)).await;
+        assert!(
+            member.ownership().is_none_or(|o| o.partitions.is_empty()),
+            "the member owned partitions while one of them was held elsewhere"
+        );
+        blocker.delete(&owner, None).await?;
+        while member.ownership().is_none_or(|o| o.partitions.len() < 4) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let joined = now() - joining;
+        let mut errors = Vec::new();
+        loop {
+            match streams[0].next().await {
+                Ok(_) | Err(ConsumerError::Timeout(_)) => break,
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        *answer.lock().unwrap() = Some((joined, errors));
+        member.shutdown().await;
+        blocker.close().await;
+        Ok(())
+    });
+    sim.run().unwrap();
+    let found = took
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the member owned every partition");
+    found
+}
+
+const BACKOFF_MS: u64 = 10_000;
+
+/// A rebalance attempt blocked by a partition another member still owns is tried again as soon
+/// as that owner node goes, not a whole `rebalance.backoff.ms` later (0.7 sleeps the backoff:
+/// a member joining a group over 1,000 partitions waited about 2 s for the others to let go).
+/// Seen red with the backoff slept: 10.06 s.
+#[test]
+fn a_blocked_rebalance_claims_as_soon_as_the_owner_lets_go() {
+    let held = Duration::from_secs(1);
+    let (joined, errors) = blocked_join(14, held, 0, 4);
+    println!("owned every partition {joined:?} after joining; the owner let go after {held:?}");
+    assert!(
+        joined < held + Duration::from_millis(100),
+        "owned every partition {joined:?} after joining, the owner let go after {held:?}: it waited for the backoff ({BACKOFF_MS} ms)"
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+}
+
+/// Retries woken early (the blocking node changed, and is still held) do not count as
+/// attempts: a member with two attempts, woken five times, has not given up (seen red counting
+/// them: "could not join the group's partitions after 2 rebalance attempts").
+#[test]
+fn early_retries_do_not_use_up_the_attempts() {
+    let held = Duration::from_secs(1);
+    let (joined, errors) = blocked_join(15, held, 5, 2);
+    assert!(errors.is_empty(), "the rebalance gave up: {errors:?}");
+    assert!(
+        joined < held + Duration::from_millis(100),
+        "owned every partition {joined:?} after joining, the owner let go after {held:?}"
     );
 }
