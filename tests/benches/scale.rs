@@ -46,6 +46,8 @@ const PER_TOPIC: usize = 10;
 const TARGET_PARTITIONS: i32 = 2;
 /// Partitions produced to in one request while loading.
 const LOAD_FANOUT: usize = 100;
+/// Most payload bytes a load request carries.
+const LOAD_REQUEST_BYTES: usize = 32 << 20;
 
 /// Source partitions of each shape; the first is the baseline.
 fn shapes() -> Vec<usize> {
@@ -104,7 +106,10 @@ async fn load(conn: &mut Conn, partitions: usize, per_partition: usize) -> usize
         b.build(CompressionCodec::None)
     };
     let all = partitions_of(partitions);
-    for chunk in all.chunks(LOAD_FANOUT) {
+    // Requests of at most LOAD_REQUEST_BYTES (the broker closes a connection whose request is
+    // over `max.socket.request.bytes`, 100 MiB: 10 partitions of a full shape are 135 MB).
+    let fanout = (LOAD_REQUEST_BYTES / set.len().max(1)).clamp(1, LOAD_FANOUT);
+    for chunk in all.chunks(fanout) {
         let request = Request::MultiProduce(
             chunk
                 .iter()
