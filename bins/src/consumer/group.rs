@@ -549,23 +549,24 @@ impl<E: Env> Member<E> {
             };
             match attempted {
                 Ok((claimed, watches, brokers)) => {
+                    // What this attempt claimed, to look up (a scan of the claimed per partition
+                    // owned before was 10^8 comparisons at 10,000 partitions).
+                    let claimed_keys: std::collections::BTreeSet<(TopicName, BrokerPartition)> =
+                        claimed
+                            .iter()
+                            .map(|c| (c.topic.clone(), c.partition))
+                            .collect();
                     // What was owned before and is not claimed now: its node must be gone (a
                     // release that failed before this attempt is tried once more).
                     let given_away: Vec<Arc<PartitionState>> = owned_before
                         .iter()
-                        .filter(|(key, _)| {
-                            !claimed
-                                .iter()
-                                .any(|c| c.topic == key.0 && c.partition == key.1)
-                        })
+                        .filter(|(key, _)| !claimed_keys.contains(key))
                         .map(|(_, p)| p.clone())
                         .collect();
                     self.release_owners(coord, &given_away).await;
                     let stray: Vec<(TopicName, BrokerPartition)> = std::mem::take(&mut strays)
                         .into_iter()
-                        .filter(|(t, p)| {
-                            !claimed.iter().any(|c| c.topic == *t && c.partition == *p)
-                        })
+                        .filter(|key| !claimed_keys.contains(key))
                         .collect();
                     let left = self.release_claimed(coord, stray).await;
                     if !left.is_empty() {
@@ -601,11 +602,7 @@ impl<E: Env> Member<E> {
                     ) {
                         let lost: Vec<Arc<PartitionState>> = held
                             .values()
-                            .filter(|p| {
-                                !claimed
-                                    .iter()
-                                    .any(|c| c.topic == p.topic && c.partition == p.partition)
-                            })
+                            .filter(|p| !claimed_keys.contains(&(p.topic.clone(), p.partition)))
                             .cloned()
                             .collect();
                         self.keep_fetching(lost);
