@@ -424,3 +424,18 @@ fn early_retries_do_not_use_up_the_attempts() {
         "owned every partition {joined:?} after joining, the owner let go after {held:?}"
     );
 }
+
+/// Once its early retries are used up, a blocked member waits out the backoff before each
+/// counted attempt, however often the blocking node changes: woken 20 times with two attempts,
+/// it has not given up (seen red with the early-retry bug a review found: "the rebalance gave
+/// up").
+#[test]
+fn after_the_early_retries_only_the_backoff_ends_a_wait() {
+    let held = Duration::from_secs(1);
+    let (joined, errors) = blocked_join(16, held, 20, 2);
+    assert!(errors.is_empty(), "the rebalance gave up: {errors:?}");
+    assert!(
+        joined >= Duration::from_millis(BACKOFF_MS),
+        "owned every partition {joined:?} after joining: a counted attempt came before the backoff ({BACKOFF_MS} ms) ended"
+    );
+}

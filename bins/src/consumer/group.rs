@@ -6,9 +6,11 @@
 //! take each new partition's offset (committed, or `autooffset.reset`); claim the owner nodes
 //! (a node held by someone else fails the attempt: ours are deleted, and after
 //! `rebalance.backoff.ms` it is tried again, `rebalance.retries.max` times, then logged as an
-//! error and retried on the next change; unlike 0.7, it is tried again as soon as that node
-//! goes, without counting as an attempt); a claimed partition's committed offset is read again,
-//! so a commit its previous owner made meanwhile is not delivered again. A partition kept
+//! error and retried on the next change). Unlike 0.7, a blocked attempt is tried again as soon
+//! as the blocking node goes, without counting as an attempt (at most 16 such early tries a
+//! rebalance; every counted attempt still waits out its backoff). A claimed partition's
+//! committed offset is read again, so a commit its previous owner made meanwhile is not
+//! delivered again. A partition kept
 //! through a rebalance resumes after what was handed out, not from ZooKeeper. Commits asked for
 //! before a rebalance are served before it releases anything.
 //!
@@ -42,7 +44,7 @@ use super::{
     StartOffsetError,
 };
 use crate::coordination::ephemeral::{self, HoldError, RetiredSessions};
-use crate::coordination::pipeline::pipelined;
+use crate::coordination::pipeline::{pipelined, pipelined_draining};
 use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
 use crate::env::Env;
 
@@ -636,14 +638,19 @@ impl<E: Env> Member<E> {
                     // every attempt still at most `rebalance.backoff.ms` apart).
                     let deadline =
                         *window_end.get_or_insert_with(|| tokio::time::Instant::now() + backoff);
-                    let gone = self.owner_gone(coord, &e).await;
+                    // Once the early tries are used up, only the backoff ends the wait.
+                    let gone: Watch = if early_retries < EARLY_RETRIES_MAX {
+                        self.owner_gone(coord, &e).await
+                    } else {
+                        Box::pin(std::future::pending())
+                    };
                     let woke_early = tokio::select! {
                         biased;
                         _ = stop.changed() => return None,
                         () = tokio::time::sleep_until(deadline) => false,
                         () = gone => true,
                     };
-                    if woke_early && early_retries < EARLY_RETRIES_MAX {
+                    if woke_early {
                         early_retries += 1;
                         attempt -= 1;
                         continue;
@@ -1019,13 +1026,16 @@ impl<E: Env> Member<E> {
                 Ok((planned, offsets, epoch, unreadable))
             }
         });
-        pipelined(settles, |outcome| match outcome {
+        // Drained on a failure: a start recorded by a request in flight is seen, and its gap
+        // reported; abandoned, it could land unseen and the next attempt would take it as
+        // recorded by someone else, never reporting the gap.
+        pipelined_draining(settles, |outcome| match outcome {
             Ok(one) => {
                 settled.push(one);
                 std::ops::ControlFlow::Continue(())
             }
             Err(e) => {
-                failed = Some(e);
+                failed.get_or_insert(e);
                 std::ops::ControlFlow::Break(())
             }
         })
@@ -1262,9 +1272,6 @@ impl<E: Env> Member<E> {
         }
     }
 
-    /// Creates the owner node (ephemeral, our thread id); one this session holds already counts
-    /// as success, one another session holds (even with our thread id: a session of ours that a
-    /// restarted ZooKeeper restored, which will expire) fails the attempt.
     /// A watch that fires when the owner node that failed an attempt (`OwnedElsewhere`) goes
     /// or changes: at once when it is already gone, never for any other failure.
     async fn owner_gone(&self, coord: &E::Coord, failure: &RebalanceError) -> Watch {
@@ -1287,6 +1294,9 @@ impl<E: Env> Member<E> {
         }
     }
 
+    /// Creates the owner node (ephemeral, our thread id); one this session holds already counts
+    /// as success, one another session holds (even with our thread id: a session of ours that a
+    /// restarted ZooKeeper restored, which will expire) fails the attempt.
     async fn claim(
         &self,
         coord: &E::Coord,

@@ -38,6 +38,34 @@ pub async fn pipelined<F: std::future::Future>(
     }
 }
 
+/// As [`pipelined`], but once `each` breaks, the requests already in flight are still awaited
+/// (and handed to `each`, whose answer no longer matters); only the ones not yet started are
+/// dropped. For requests whose completion has a side effect that must not be lost when they
+/// land unseen (a start recorded in ZooKeeper whose gap report is made on its answer).
+pub async fn pipelined_draining<F: std::future::Future>(
+    mut requests: impl Iterator<Item = F>,
+    mut each: impl FnMut(F::Output) -> std::ops::ControlFlow<()>,
+) {
+    let mut in_flight = futures_util::stream::FuturesOrdered::new();
+    let mut broken = false;
+    loop {
+        while !broken && in_flight.len() < REQUESTS_IN_FLIGHT {
+            match requests.next() {
+                Some(request) => in_flight.push_back(request),
+                None => break,
+            }
+        }
+        match in_flight.next().await {
+            None => return,
+            Some(outcome) => {
+                if each(outcome).is_break() {
+                    broken = true;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::cell::Cell;
@@ -105,5 +133,36 @@ mod tests {
             REQUESTS_IN_FLIGHT,
             "only the first window was started"
         );
+    }
+
+    #[tokio::test]
+    async fn a_draining_pipeline_awaits_what_is_in_flight_and_starts_nothing_more() {
+        let (in_flight, most) = (Cell::new(0), Cell::new(0));
+        let started = Cell::new(0);
+        let requests = (0..REQUESTS_IN_FLIGHT * 4).map(|i| {
+            started.set(started.get() + 1);
+            request(i, 1, &in_flight, &most)
+        });
+        let mut seen = Vec::new();
+        pipelined_draining(requests, |index| {
+            seen.push(index);
+            if index == 0 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .await;
+        assert_eq!(
+            started.get(),
+            REQUESTS_IN_FLIGHT,
+            "only the first window was started"
+        );
+        assert_eq!(
+            seen,
+            (0..REQUESTS_IN_FLIGHT).collect::<Vec<_>>(),
+            "every request in flight when the first broke was awaited, in order"
+        );
+        assert_eq!(in_flight.get(), 0, "none abandoned half-way");
     }
 }
