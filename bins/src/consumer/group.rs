@@ -10,9 +10,8 @@
 //! as the blocking node goes, without counting as an attempt (at most 16 such early tries a
 //! rebalance; every counted attempt still waits out its backoff). A claimed partition's
 //! committed offset is read again, so a commit its previous owner made meanwhile is not
-//! delivered again. A partition kept
-//! through a rebalance resumes after what was handed out, not from ZooKeeper. Commits asked for
-//! before a rebalance are served before it releases anything.
+//! delivered again. A partition kept through a rebalance resumes after what was handed out, not
+//! from ZooKeeper. Commits asked for before a rebalance are served before it releases anything.
 //!
 //! Triggers: members joining or leaving (`/consumers/<g>/ids`), brokers registering or losing a
 //! subscribed topic (`/brokers/topics/<t>`), new topics for a wildcard (`/brokers/topics`), and
@@ -634,8 +633,8 @@ impl<E: Env> Member<E> {
                     // A partition still owned by another member (which gives it up in its own
                     // rebalance) is tried again as soon as its owner node goes, not a whole
                     // backoff later; such an early retry does not count as an attempt, so a
-                    // member blocked by several others in turn still has every attempt (and
-                    // every attempt still at most `rebalance.backoff.ms` apart).
+                    // member blocked by several others in turn still has every attempt, and
+                    // every counted attempt still waits out its `rebalance.backoff.ms`.
                     let deadline =
                         *window_end.get_or_insert_with(|| tokio::time::Instant::now() + backoff);
                     // Once the early tries are used up, only the backoff ends the wait.
@@ -788,7 +787,7 @@ impl<E: Env> Member<E> {
             .registration
             .streams_for(topics.iter().map(String::as_str));
         // Every member's streams per topic, worked out once (not once per topic: with a
-        // wildcard that is topics x topics pattern checks a member, seconds at 1,000 topics).
+        // wildcard that was topics x topics pattern checks a member).
         let mut streams_of_members: Vec<(&String, BTreeMap<String, u32>)> =
             Vec::with_capacity(registrations.len());
         for (member, r) in &registrations {
