@@ -497,8 +497,9 @@ impl<E: Env> Member<E> {
         // attempt and once more after success.
         let mut strays: Vec<(TopicName, BrokerPartition)> = Vec::new();
         let mut attempt = 0;
-        // When the current attempt's backoff ends, and how many retries came early.
-        let mut window_end: Option<tokio::time::Instant> = None;
+        // The current attempt's backoff (started at its first failure; no clock is read), and
+        // how many retries came early.
+        let mut window: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
         let mut early_retries = 0;
         let last = loop {
             attempt += 1;
@@ -635,8 +636,8 @@ impl<E: Env> Member<E> {
                     // backoff later; such an early retry does not count as an attempt, so a
                     // member blocked by several others in turn still has every attempt, and
                     // every counted attempt still waits out its `rebalance.backoff.ms`.
-                    let deadline =
-                        *window_end.get_or_insert_with(|| tokio::time::Instant::now() + backoff);
+                    let backoff_ends =
+                        window.get_or_insert_with(|| Box::pin(tokio::time::sleep(backoff)));
                     // Once the early tries are used up, only the backoff ends the wait.
                     let gone: Watch = if early_retries < EARLY_RETRIES_MAX {
                         self.owner_gone(coord, &e).await
@@ -646,7 +647,7 @@ impl<E: Env> Member<E> {
                     let woke_early = tokio::select! {
                         biased;
                         _ = stop.changed() => return None,
-                        () = tokio::time::sleep_until(deadline) => false,
+                        () = backoff_ends.as_mut() => false,
                         () = gone => true,
                     };
                     if woke_early {
@@ -654,7 +655,7 @@ impl<E: Env> Member<E> {
                         attempt -= 1;
                         continue;
                     }
-                    window_end = None;
+                    window = None;
                     if attempt >= attempts {
                         break e;
                     }

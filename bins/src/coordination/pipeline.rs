@@ -16,26 +16,10 @@ pub const REQUESTS_IN_FLIGHT: usize = 128;
 /// or not: callers only pipeline requests that are safe either way, and a later request of the
 /// session is applied after them).
 pub async fn pipelined<F: std::future::Future>(
-    mut requests: impl Iterator<Item = F>,
-    mut each: impl FnMut(F::Output) -> std::ops::ControlFlow<()>,
+    requests: impl Iterator<Item = F>,
+    each: impl FnMut(F::Output) -> std::ops::ControlFlow<()>,
 ) {
-    let mut in_flight = futures_util::stream::FuturesOrdered::new();
-    loop {
-        while in_flight.len() < REQUESTS_IN_FLIGHT {
-            match requests.next() {
-                Some(request) => in_flight.push_back(request),
-                None => break,
-            }
-        }
-        match in_flight.next().await {
-            None => return,
-            Some(outcome) => {
-                if each(outcome).is_break() {
-                    return;
-                }
-            }
-        }
-    }
+    run(requests, each, false).await
 }
 
 /// As [`pipelined`], but once `each` breaks, the requests already in flight are still awaited
@@ -43,8 +27,17 @@ pub async fn pipelined<F: std::future::Future>(
 /// dropped. For requests whose completion has a side effect that must not be lost when they
 /// land unseen (a start recorded in ZooKeeper whose gap report is made on its answer).
 pub async fn pipelined_draining<F: std::future::Future>(
+    requests: impl Iterator<Item = F>,
+    each: impl FnMut(F::Output) -> std::ops::ControlFlow<()>,
+) {
+    run(requests, each, true).await
+}
+
+/// Both pipelines: after a break, `drain` awaits what is in flight, otherwise it is abandoned.
+async fn run<F: std::future::Future>(
     mut requests: impl Iterator<Item = F>,
     mut each: impl FnMut(F::Output) -> std::ops::ControlFlow<()>,
+    drain: bool,
 ) {
     let mut in_flight = futures_util::stream::FuturesOrdered::new();
     let mut broken = false;
@@ -59,6 +52,9 @@ pub async fn pipelined_draining<F: std::future::Future>(
             None => return,
             Some(outcome) => {
                 if each(outcome).is_break() {
+                    if !drain {
+                        return;
+                    }
                     broken = true;
                 }
             }

@@ -132,25 +132,27 @@ fn topics_owned_are_decided_ahead_many_at_once() {
         ));
         // Sessions open and the records' parents exist before anything is timed.
         gate.verdict(&"warm".parse()?).await;
-        let started = tokio::time::Instant::now();
+        // Time is the simulation's (as commit_pipeline reads it), never a clock read here.
+        let now = || turmoil::sim_elapsed().unwrap_or_default();
+        let started = now();
         gate.verdict(&"alone".parse()?).await;
-        let alone = started.elapsed();
+        let alone = now() - started;
         let topics: Vec<TopicName> = (0..TOPICS)
             .map(|i| format!("t{i}").parse())
             .collect::<Result<_, _>>()?;
         let before = target.merges.load(Ordering::SeqCst);
         source.most.store(0, Ordering::SeqCst);
         let mut ahead = DecideAhead::default();
-        let started = tokio::time::Instant::now();
+        let started = now();
         ahead.follow(&gate, None, || panic!("no generation: nothing is asked"));
         ahead.follow(&gate, Some(1), || topics.clone());
         while target.merges.load(Ordering::SeqCst) < before + TOPICS {
-            if started.elapsed() > Duration::from_secs(30) {
+            if now() - started > Duration::from_secs(30) {
                 return Err("the topics were not decided ahead within 30 s".into());
             }
             tokio::time::sleep(Duration::from_micros(100)).await;
         }
-        let took = started.elapsed();
+        let took = now() - started;
         ahead.follow(&gate, Some(1), || {
             panic!("the same generation is not followed again")
         });
