@@ -102,8 +102,13 @@ fn topic() -> TopicName {
 }
 
 fn set(payload_bytes: usize, k: u8) -> Bytes {
+    set_of(payload_bytes, BATCH_MESSAGES, k)
+}
+
+/// A set of `messages` messages of `payload_bytes` bytes, varied by `k`.
+fn set_of(payload_bytes: usize, messages: usize, k: u8) -> Bytes {
     let mut b = MessageSetBuilder::new();
-    for i in 0..BATCH_MESSAGES {
+    for i in 0..messages {
         b.push(
             (0..payload_bytes)
                 .map(|j| (i + j) as u8 ^ k)
@@ -511,35 +516,54 @@ async fn fetch_cases(dir: &std::path::Path, end: u64, fetch_bytes: usize) {
 /// segments in each partition.
 fn recovery_shapes() -> &'static [usize] {
     if quick() {
-        &[10, 100, 1000]
+        &[1, 10, 100, 1000]
     } else {
-        &[10, 100, 1000, 10_000]
+        &[1, 10, 100, 1000, 10_000]
     }
 }
 const RECOVERY_SEGMENTS: usize = 3;
 
-/// How cost grows with work: produce over more partitions and more connections (with the
-/// broker's CPU per GiB, which includes the flush scheduler's rounds), broker start (recovery)
-/// time from 10 to 10,000 partitions, and memory with many idle connections or a fetch backlog.
+/// The produce curves: (partitions, connections, payload bytes) of each point. Partitions
+/// 1 to 10,000 (4 connections, 1 KiB), connections 1 to 64 (100 partitions, 1 KiB), messages
+/// 100 B to 100 KiB (100 partitions, 4 connections). The quick run leaves 10,000 partitions out
+/// (creating them takes seconds).
+fn produce_curve() -> Vec<(usize, usize, usize)> {
+    let mut points = Vec::new();
+    for partitions in [1, 10, 100, 1000, 10_000] {
+        if !(quick() && partitions == 10_000) {
+            points.push((partitions, 4, 1024));
+        }
+    }
+    for connections in [1, 16, 64] {
+        points.push((100, connections, 1024));
+    }
+    for payload in [100, 10 * 1024, 100 * 1024] {
+        points.push((100, 4, payload));
+    }
+    points
+}
+
+/// Messages in each produce request of a curve's point: 200 (0.7's batch), fewer for large
+/// messages so that a request stays near 200 KiB.
+fn curve_batch(payload: usize) -> usize {
+    (200 * 1024 / payload).clamp(1, BATCH_MESSAGES)
+}
+
+/// How cost grows with work: produce over more partitions, more connections and larger
+/// messages (with the broker's CPU per GiB, which includes the flush scheduler's rounds), broker
+/// start (recovery) time from 1 to 10,000 partitions, and memory with many idle connections or
+/// a fetch backlog. The partitions curve is reported against the 100-partition rate of the
+/// same run (issue 26's measure), the others against the loopback copy.
 async fn scaling_cases(produce_bytes: usize, fetch: Option<(&std::path::Path, u64)>) {
     let dir = tempfile::tempdir_in("target").expect("temp dir");
-    let extra =
-        "topic.partition.count.map=scale-1:1,scale-100:100,scale-1000:1000,scale-10000:10000\n";
+    let extra = "topic.partition.count.map=scale-1:1,scale-10:10,scale-100:100,scale-1000:1000,scale-10000:10000\n";
     let broker = Broker::start(TokioEnv, config_with(dir.path(), true, extra))
         .await
         .expect("broker");
     let port = broker.addr.port();
     let ceiling = best_ceiling().await;
-    let cases = [
-        (1, 4),
-        (100, 4),
-        (1000, 4),
-        (10_000, 4),
-        (100, 1),
-        (100, 16),
-        (100, 64),
-    ];
-    for (partitions, connections) in cases {
+    let mut by_partitions = Vec::new();
+    for (partitions, connections, payload) in produce_curve() {
         let topic: TopicName = format!("scale-{partitions}").parse().expect("topic");
         // Creating a partition (its directory and first segment, each made durable) is a
         // one-time cost: timed on its own, before the produce rate is measured.
@@ -565,22 +589,58 @@ async fn scaling_cases(produce_bytes: usize, fetch: Option<(&std::path::Path, u6
                 &format!("scaling: create {partitions} partitions, per partition"),
                 &format!("{:.2} ms", secs * 1000.0 / partitions as f64),
             );
+            if partitions >= 1000 {
+                point(
+                    &format!("scaling: RSS per idle partition, {partitions} created"),
+                    &format!("{:.1} KiB", per_partition / 1024.0),
+                );
+            }
         }
         let cpu_before = worker_cpu_ns();
         let start = Instant::now();
         let bytes = tokio::task::block_in_place(|| {
             on_client_thread(move || {
-                spread_produce(port, topic, partitions, connections, produce_bytes)
+                spread_produce(port, topic, partitions, connections, payload, produce_bytes)
             })
         });
         let rate = bytes as f64 / start.elapsed().as_secs_f64();
         let cpu = worker_cpu_ns().saturating_sub(cpu_before) as f64 / bytes as f64;
-        let name = format!("scaling: produce 1 KiB, {partitions} partitions, {connections} conn");
-        line(&name, rate, ceiling, 1.0 / 1034.0);
+        let size = match payload {
+            100 => "100 B".to_string(),
+            p => format!("{} KiB", p / 1024),
+        };
+        let name = format!("scaling: produce {size}, {partitions} partitions, {connections} conn");
         println!(
-            "{:<40} {:>15.2} s broker CPU per GiB",
-            "",
+            "{name:<40} {:>9.0} msg/s {:>7.0} MB/s {:>7.0} MB/s {:>6.2}  {:.2} s broker CPU per GiB",
+            rate / (payload + 10) as f64,
+            rate / 1e6,
+            ceiling / 1e6,
+            rate / ceiling,
             cpu * (1u64 << 30) as f64 / 1e9
+        );
+        if connections == 4 && payload == 1024 {
+            by_partitions.push((name, rate));
+        } else {
+            row(
+                &name,
+                &format!("{:.0} MB/s", rate / 1e6),
+                &format!("loopback copy {:.0} MB/s", ceiling / 1e6),
+                rate / ceiling,
+            );
+        }
+    }
+    // The partitions curve, each point against the 100-partition rate.
+    let hundred = by_partitions
+        .iter()
+        .find(|(name, _)| name.contains(" 100 partitions"))
+        .map(|(_, rate)| *rate)
+        .expect("the 100-partition point");
+    for (name, rate) in &by_partitions {
+        row(
+            name,
+            &format!("{:.0} MB/s", rate / 1e6),
+            &format!("100 partitions {:.0} MB/s", hundred / 1e6),
+            rate / hundred,
         );
     }
     idle_connections(port).await;
@@ -628,16 +688,20 @@ async fn create_partitions(port: u16, topic: TopicName, partitions: usize) -> bo
     true
 }
 
-/// `connections` connections producing `total` bytes of 1 KiB sets to `partitions` partitions
-/// of `topic`, each connection cycling over its share of them.
+/// `connections` connections producing `total` bytes of sets of `payload`-byte messages
+/// ([`curve_batch`] a set) to `partitions` partitions of `topic`, each connection cycling over
+/// its share of them.
 async fn spread_produce(
     port: u16,
     topic: TopicName,
     partitions: usize,
     connections: usize,
+    payload: usize,
     total: usize,
 ) -> usize {
-    let sets: Vec<Bytes> = (0..4).map(|k| set(1024, k)).collect();
+    let sets: Vec<Bytes> = (0..4)
+        .map(|k| set_of(payload, curve_batch(payload), k))
+        .collect();
     let tasks: Vec<_> = (0..connections)
         .map(|c| {
             let (topic, sets) = (topic.clone(), sets.clone());
@@ -868,7 +932,9 @@ async fn ack_cases(produce_bytes: usize) {
     let port = broker.addr.port();
     let start = Instant::now();
     let sent = tokio::task::block_in_place(|| {
-        on_client_thread(move || spread_produce(port, topic(), 4, ACK_CONNECTIONS, produce_bytes))
+        on_client_thread(move || {
+            spread_produce(port, topic(), 4, ACK_CONNECTIONS, 1024, produce_bytes)
+        })
     });
     let unacked = sent as f64 / start.elapsed().as_secs_f64();
     let (acked, latencies) = tokio::task::block_in_place(|| {

@@ -464,6 +464,31 @@ async fn corruption_below_the_checkpoint_refuses_the_partition_and_deletes_nothi
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_checkpoint_is_written_only_when_a_flushed_end_moved() {
+    // At 10,000 partitions the flush timer rewrote and synced the same checkpoint every
+    // interval. The file is taken away behind the broker's back to see whether it is written.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(CHECKPOINT_FILE);
+    let (m, _) = manager(dir.path(), "");
+    write_through(&m, &tp("t", 0), &set(1, 3, 10));
+    flush_due(&m, T0 + 10_000).await;
+    assert!(
+        std::fs::read_to_string(&path).unwrap().contains("t 0 60\n"),
+        "a moved end is checkpointed"
+    );
+    std::fs::remove_file(&path).unwrap();
+    flush_due(&m, T0 + 20_000).await;
+    assert!(!path.exists(), "nothing moved, yet the checkpoint was written again");
+    write_through(&m, &tp("u", 0), &set(2, 1, 10));
+    flush_due(&m, T0 + 30_000).await;
+    let checkpoint = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        checkpoint.contains("t 0 60\n") && checkpoint.contains("u 0 20\n"),
+        "{checkpoint}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_missing_or_damaged_checkpoint_falls_back_to_validating_everything() {
     for damage in ["remove", "garble"] {
         let dir = tempfile::tempdir().unwrap();

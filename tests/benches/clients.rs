@@ -2,7 +2,12 @@
 //! - the async producer (100 B messages, batches of 200), without and with durable acks, beside
 //!   the same messages sent as prebuilt MULTIPRODUCE requests on one connection;
 //! - the consumer group (two streams) beside a plain FETCH loop over the same partitions (a
-//!   topic of their own: 4,000,000 messages, 400,000 when quick).
+//!   topic of their own: 4,000,000 messages, 400,000 when quick);
+//! - the perf tools a user measures with, each beside the raw loop it stands for against the
+//!   same broker: `simple-consumer-perf` (1 MiB fetches of one partition, messages counted as
+//!   0.7 counts them) beside a FETCH loop of that partition that only walks the set's entries,
+//!   and `producer-perf --threads 4 --async` (1 KiB messages) beside 4 connections sending
+//!   prebuilt MULTIPRODUCE requests of the same messages.
 //!
 //! `cargo bench -p tributary-tests --bench clients` (needs ZooKeeper: scripts/install-deps.sh);
 //! `TRIBUTARY_BENCH_ONLY=consumer` runs the consumer cases alone.
@@ -13,6 +18,9 @@ use tributary::client::connect;
 use tributary::consumer::{ConsumerConnector, Subscription};
 use tributary::env::TokioEnv;
 use tributary::producer::{Producer, Record};
+use tributary::tools::date_format::{DateFormat, PERF_DEFAULT};
+use tributary::tools::perf::{producer_perf, ProducerPerfArgs};
+use tributary::tools::simple_perf::{simple_consumer_perf, SimplePerfOptions};
 use tributary_core::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder, ShallowIter};
 use tributary_core::wire::{
@@ -289,5 +297,154 @@ async fn main() {
         rate / fetch_rate,
     );
     consumer.shutdown().await;
+    if std::env::var("TRIBUTARY_BENCH_ONLY").map_or(true, |v| v != "consumer") {
+        perf_tools(port, &ends).await;
+    }
     broker.stop();
+}
+
+/// Messages of the producer-perf case and its raw loop: 1 KiB each, 400 MB (100 MB quick).
+const PERF_MESSAGE_BYTES: usize = 1024;
+const PERF_CONNECTIONS: usize = 4;
+
+/// The perf tools beside their raw loops: `simple-consumer-perf` over partition 0 of the
+/// consumers' topic (whose end is `ends[0]`), `producer-perf --threads 4 --async`.
+async fn perf_tools(port: u16, ends: &[i64]) {
+    // Reading: a raw FETCH loop that walks entries without looking into them, best of two, then
+    // the tool (which decodes every message to count it), best of two.
+    let end = ends[0];
+    let mut raw = 0f64;
+    for _ in 0..2 {
+        let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(30))
+            .await
+            .expect("connect");
+        let start = Instant::now();
+        let mut offset = 0i64;
+        while offset < end {
+            let fetch = Request::Fetch(FetchRequest {
+                topic: topic("consume"),
+                partition: 0,
+                offset,
+                max_bytes: 1 << 20,
+            });
+            let Response::Fetch(f) = conn.call(&fetch).await.expect("fetch") else {
+                panic!("fetch")
+            };
+            let mut entries = ShallowIter::new(&f.messages, offset);
+            assert!(
+                entries.by_ref().filter(|e| e.is_ok()).count() > 0,
+                "no progress at {offset}"
+            );
+            offset += entries.end().valid_bytes as i64;
+        }
+        raw = raw.max(end as f64 / start.elapsed().as_secs_f64());
+    }
+    let mut tool = 0f64;
+    for _ in 0..2 {
+        let options = SimplePerfOptions {
+            server: format!("127.0.0.1:{port}"),
+            topic: topic("consume"),
+            partition: 0,
+            fetch_size: 1 << 20,
+            from_latest: false,
+            messages: None,
+            report_every: None,
+            hide_header: true,
+            dates: DateFormat::perf_default(),
+        };
+        let start = Instant::now();
+        let read = simple_consumer_perf(&TokioEnv, &options, &mut std::io::sink())
+            .await
+            .expect("simple-consumer-perf");
+        assert_eq!(read.end_offset, end, "simple-consumer-perf stopped early");
+        tool = tool.max(end as f64 / start.elapsed().as_secs_f64());
+    }
+    println!(
+        "simple-consumer-perf:         {:>12.1} MB/s  = {:.2} of the raw FETCH loop ({:.1} MB/s)",
+        tool / 1e6,
+        tool / raw,
+        raw / 1e6
+    );
+    tributary_tests::bench::row(
+        "simple-consumer-perf, 1 MiB fetches, one partition",
+        &format!("{:.0} MB/s", tool / 1e6),
+        &format!("raw FETCH loop {:.0} MB/s", raw / 1e6),
+        tool / raw,
+    );
+
+    // Sending: 4 connections of prebuilt requests (2 partitions a request, as the tool's
+    // producers spread over the topic's 2), then the tool with 4 threads, async.
+    let messages = messages();
+    let mut set = MessageSetBuilder::new();
+    (0..BATCH).for_each(|_| {
+        set.push(vec![b'p'; PERF_MESSAGE_BYTES]);
+    });
+    let set = set.build(CompressionCodec::None);
+    let request = Request::MultiProduce(
+        (0..2)
+            .map(|partition| ProduceRequest {
+                topic: topic("perf-raw"),
+                partition,
+                messages: set.clone(),
+            })
+            .collect(),
+    );
+    let start = Instant::now();
+    let loops: Vec<_> = (0..PERF_CONNECTIONS)
+        .map(|_| {
+            let request = request.clone();
+            tokio::spawn(async move {
+                let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(30))
+                    .await
+                    .expect("connect");
+                for _ in 0..messages / (2 * BATCH * PERF_CONNECTIONS) {
+                    conn.send(&request).await.expect("send");
+                }
+            })
+        })
+        .collect();
+    for task in loops {
+        task.await.expect("raw produce loop");
+    }
+    let sent = (messages / (2 * BATCH * PERF_CONNECTIONS)) * 2 * BATCH * PERF_CONNECTIONS;
+    let raw = (sent * PERF_MESSAGE_BYTES) as f64 / start.elapsed().as_secs_f64();
+    let args = ProducerPerfArgs {
+        brokerinfo: format!("broker.list=0:127.0.0.1:{port}"),
+        topic: topic("perf-tool"),
+        messages: sent as u64,
+        message_size: PERF_MESSAGE_BYTES,
+        vary_message_size: false,
+        async_mode: true,
+        batch_size: BATCH as u32,
+        threads: PERF_CONNECTIONS as u32,
+        compression_codec: 0,
+        acks: false,
+        reporting_interval: 5000,
+        show_detailed_stats: false,
+        hide_header: true,
+        date_format: PERF_DEFAULT.to_string(),
+        stray: Default::default(),
+    };
+    let start = Instant::now();
+    let (delivered, failed) = producer_perf(&args, &mut std::io::sink())
+        .await
+        .expect("producer-perf");
+    assert_eq!(
+        (delivered, failed),
+        (sent as u64, 0),
+        "producer-perf lost messages"
+    );
+    let tool = (sent * PERF_MESSAGE_BYTES) as f64 / start.elapsed().as_secs_f64();
+    println!(
+        "producer-perf --threads 4 --async: {:>6.1} MB/s  = {:.2} of 4 raw MULTIPRODUCE loops ({:.1} MB/s)",
+        tool / 1e6,
+        tool / raw,
+        raw / 1e6
+    );
+    tributary_tests::bench::row(
+        "producer-perf --threads 4 --async, 1 KiB",
+        &format!("{:.0} MB/s", tool / 1e6),
+        &format!("4 raw MULTIPRODUCE loops {:.0} MB/s", raw / 1e6),
+        tool / raw,
+    );
 }

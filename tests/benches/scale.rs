@@ -1,9 +1,11 @@
 //! Many partitions, end to end against real ZooKeepers (issue 26):
-//! - **mirror at scale:** the same bytes (1 KiB messages) spread over 10, 1,000 and 10,000
-//!   source partitions (topics of 10 partitions each), mirrored by the production engine into
-//!   a second cluster; each rate beside the same mirror's rate on 10 partitions, in this run.
-//!   The mirror commits every second meanwhile; its stop (a final commit of every partition)
-//!   is timed too.
+//! - **mirror at scale:** the same bytes (1 KiB messages) spread over 1, 10, 100, 1,000 and
+//!   10,000 source partitions (topics of 10 partitions each; the 1-partition shape is one
+//!   topic of one), mirrored by the production engine into a second cluster; each rate beside
+//!   the same mirror's rate on 10 partitions, in this run. The mirror commits every second
+//!   meanwhile; its stop (a final commit of every partition) is timed too.
+//! - **replica at scale:** a replica broker copies the shapes of 10, 100 and 1,000 partitions,
+//!   byte for byte; each rate beside its rate on the 10 partitions of one topic.
 //! - **a new topic among many:** once the largest shape is mirrored, one message to a new
 //!   topic, timed from the source's answer to the mirror's acknowledgement.
 //! - **a consumer group rebalancing many partitions:** three members join one after another
@@ -12,7 +14,7 @@
 //!   registered in ZooKeeper.
 //!
 //! `cargo bench -p tributary-tests --bench scale` (needs ZooKeeper: scripts/install-deps.sh);
-//! `TRIBUTARY_BENCH_QUICK=1` stops at 1,000 partitions. The mirror cluster's topics are created
+//! `TRIBUTARY_BENCH_QUICK=1` stops at 1,000 partitions (and leaves the replica's 1,000 out). The mirror cluster's topics are created
 //! before each mirror run (timed on its own), so the rates compare steady copying.
 
 use std::collections::BTreeSet;
@@ -52,10 +54,26 @@ const LOAD_REQUEST_BYTES: usize = 32 << 20;
 /// Source partitions of each shape; the first is the baseline.
 fn shapes() -> Vec<usize> {
     if quick() {
-        vec![10, 1000]
+        vec![10, 1, 100, 1000]
     } else {
-        vec![10, 1000, 10_000]
+        vec![10, 1, 100, 1000, 10_000]
     }
+}
+
+/// The shapes the replica copies; the first is the baseline. (10,000 partitions are left out:
+/// the replica took over 9 minutes to copy that shape's 128 MiB — docs/performance.md.)
+fn replica_shapes() -> Vec<usize> {
+    if quick() {
+        vec![10, 100]
+    } else {
+        vec![10, 100, 1000]
+    }
+}
+
+/// Topics of a shape of `partitions` and partitions of each (one topic of one partition for the
+/// shape of 1).
+fn layout(partitions: usize) -> (usize, usize) {
+    (partitions.div_ceil(PER_TOPIC), partitions.min(PER_TOPIC))
 }
 
 /// Bytes of payload each shape carries.
@@ -76,21 +94,32 @@ fn prefix(partitions: usize) -> String {
 }
 
 fn broker_config(zk: &ZooKeeper, dir: &std::path::Path, partitions: usize) -> BrokerConfig {
+    broker_config_with(zk, dir, partitions, "brokerid=0\n")
+}
+
+/// [`broker_config`] with `extra` lines (which carry the broker id).
+fn broker_config_with(
+    zk: &ZooKeeper,
+    dir: &std::path::Path,
+    partitions: usize,
+    extra: &str,
+) -> BrokerConfig {
     let text = format!(
-        "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nnum.partitions={partitions}\nlog.flush.interval=100000\n\
-         log.default.flush.interval.ms=200\nlog.default.flush.scheduler.interval.ms=50\nzk.connect={}\n",
+        "port=0\nhostname=127.0.0.1\nlog.dir={}\nnum.partitions={partitions}\nlog.flush.interval=100000\n\
+         log.default.flush.interval.ms=200\nlog.default.flush.scheduler.interval.ms=50\nzk.connect={}\n{extra}",
         dir.display(),
-        zk.connect_string()
+        zk.connect_string(),
     );
     properties(&text, BrokerConfig::from_properties)
 }
 
 /// Every partition of a shape of `partitions`: (topic, partition).
 fn partitions_of(partitions: usize) -> Vec<(TopicName, i32)> {
-    (0..partitions / PER_TOPIC)
+    let (topics, each) = layout(partitions);
+    (0..topics)
         .flat_map(|t| {
             let name = topic(&format!("{}{t}", prefix(partitions)));
-            (0..PER_TOPIC as i32).map(move |p| (name.clone(), p))
+            (0..each as i32).map(move |p| (name.clone(), p))
         })
         .collect()
 }
@@ -98,29 +127,37 @@ fn partitions_of(partitions: usize) -> Vec<(TopicName, i32)> {
 /// Loads `per_partition` messages into every partition of the shape, then waits until each is
 /// flushed and visible; returns the message count.
 async fn load(conn: &mut Conn, partitions: usize, per_partition: usize) -> usize {
-    let set = {
+    let set_of = |messages: usize| {
         let mut b = MessageSetBuilder::new();
-        (0..per_partition).for_each(|_| {
+        (0..messages).for_each(|_| {
             b.push(vec![b's'; SIZE]);
         });
         b.build(CompressionCodec::None)
     };
+    // A partition's messages go in sets of at most LOAD_REQUEST_BYTES (the broker closes a
+    // connection whose request is over `max.socket.request.bytes`, 100 MiB: the shape of one
+    // partition holds 128 MiB), and a request carries as many partitions' sets as fit.
+    let per_set = per_partition.min(LOAD_REQUEST_BYTES / (SIZE + 10)).max(1);
+    let mut sets = vec![set_of(per_set); per_partition / per_set];
+    if per_partition % per_set > 0 {
+        sets.push(set_of(per_partition % per_set));
+    }
     let all = partitions_of(partitions);
-    // Requests of at most LOAD_REQUEST_BYTES (the broker closes a connection whose request is
-    // over `max.socket.request.bytes`, 100 MiB: 10 partitions of a full shape are 135 MB).
-    let fanout = (LOAD_REQUEST_BYTES / set.len().max(1)).clamp(1, LOAD_FANOUT);
-    for chunk in all.chunks(fanout) {
-        let request = Request::MultiProduce(
-            chunk
-                .iter()
-                .map(|(topic, partition)| ProduceRequest {
-                    topic: topic.clone(),
-                    partition: *partition,
-                    messages: set.clone(),
-                })
-                .collect(),
-        );
-        conn.send(&request).await.expect("load");
+    let fanout = (LOAD_REQUEST_BYTES / sets[0].len().max(1)).clamp(1, LOAD_FANOUT);
+    for set in &sets {
+        for chunk in all.chunks(fanout) {
+            let request = Request::MultiProduce(
+                chunk
+                    .iter()
+                    .map(|(topic, partition)| ProduceRequest {
+                        topic: topic.clone(),
+                        partition: *partition,
+                        messages: set.clone(),
+                    })
+                    .collect(),
+            );
+            conn.send(&request).await.expect("load");
+        }
     }
     let end = (per_partition * (SIZE + 10)) as i64;
     for (topic, partition) in &all {
@@ -139,7 +176,7 @@ async fn precreate(conn: &mut Conn, partitions: usize) -> f64 {
         b.push(&b"precreated"[..]);
         b.build(CompressionCodec::None)
     };
-    let topics: Vec<TopicName> = (0..partitions / PER_TOPIC)
+    let topics: Vec<TopicName> = (0..layout(partitions).0)
         .map(|t| topic(&format!("{}{t}", prefix(partitions))))
         .collect();
     for chunk in topics.chunks(LOAD_FANOUT) {
@@ -310,6 +347,108 @@ async fn group_rebalance(zk: &ZooKeeper, partitions: usize) -> Vec<f64> {
     seconds
 }
 
+/// Replica mode over the shapes the mirror read (still on the source broker): for each, a new
+/// replica broker (its own directory, in a ZooKeeper of its own) copies that shape's topics;
+/// its rate from its first bytes visible until every partition ends where the source's does,
+/// beside the same rate on the 10 partitions of one topic.
+async fn replica_shapes_case(source_zk: &ZooKeeper) {
+    let replica_zk = ZooKeeper::start();
+    let mut baseline = None;
+    for (index, &partitions) in replica_shapes().iter().enumerate() {
+        let per_partition = (shape_bytes() / SIZE / partitions).max(1);
+        let end = (per_partition * (SIZE + 10)) as i64;
+        let all = partitions_of(partitions);
+        let dir = tempfile::tempdir().expect("dir");
+        let extra = format!(
+            "brokerid={}\nreplica.source.brokerid=0\nreplica.source.zk.connect={}\nreplica.topics.whitelist={}.*\nreplica.fetch.size=1048576\nreplica.fetch.backoff.ms=10\n",
+            index + 1,
+            source_zk.connect_string(),
+            prefix(partitions)
+        );
+        let config = broker_config_with(&replica_zk, dir.path(), PER_TOPIC, &extra);
+        let (rss_before, _) = rss();
+        let start = Instant::now();
+        let replica = tokio::task::spawn_blocking(move || BenchBroker::start(config))
+            .await
+            .expect("replica broker");
+        let mut conn = connect(
+            &TokioEnv,
+            "127.0.0.1",
+            replica.port,
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("connect");
+        let mut first_visible = None;
+        loop {
+            let copied = copied_bytes(&mut conn, &all).await;
+            if first_visible.is_none() && copied > 0 {
+                first_visible = Some((Instant::now(), copied));
+            }
+            if copied == end * all.len() as i64 {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(600),
+                "the replica of {partitions} partitions did not catch up"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let total = end * all.len() as i64;
+        let from_start = total as f64 / start.elapsed().as_secs_f64() / 1e6;
+        let (visible_at, visible) = first_visible.expect("nothing copied");
+        let steady = (total - visible) as f64 / visible_at.elapsed().as_secs_f64().max(1e-6) / 1e6;
+        let rss_growth = rss().0.saturating_sub(rss_before);
+        // A copy mostly visible at the first look (a small shape, the quick run) has no steady
+        // part to speak of: its rate is then from the replica's start, as the mirror bench's.
+        let (how, rate) = if visible * 2 > total {
+            ("start to caught up", from_start)
+        } else {
+            ("first bytes visible to caught up", steady)
+        };
+        let base = *baseline.get_or_insert(rate);
+        println!(
+            "replica of {partitions:>6} partitions: {rate:.1} MB/s ({how}; {from_start:.1} MB/s from its start) = {:.2} of 10 partitions; RSS growth {:.1} KiB per partition",
+            rate / base,
+            rss_growth as f64 / 1024.0 / partitions as f64
+        );
+        row(
+            &format!("scale: replica copy, {partitions} partitions ({how})"),
+            &format!("{rate:.0} MB/s"),
+            &format!("same replica on 10 partitions {base:.0} MB/s"),
+            rate / base,
+        );
+        drop(conn);
+        replica.stop();
+    }
+}
+
+/// Bytes the broker behind `conn` holds of `partitions` (their latest offsets, summed), asked
+/// in pipelined batches.
+async fn copied_bytes(conn: &mut Conn, partitions: &[(TopicName, i32)]) -> i64 {
+    let mut total = 0;
+    for chunk in partitions.chunks(tributary::client::PIPELINED_REQUESTS_MAX) {
+        let requests: Vec<Request> = chunk
+            .iter()
+            .map(|(topic, partition)| {
+                Request::Offsets(OffsetsRequest {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    time: -1,
+                    max_offsets: 1,
+                })
+            })
+            .collect();
+        for answer in conn.call_pipelined(&requests).await.expect("offsets") {
+            let tributary_core::wire::Response::Offsets(o) = answer else {
+                panic!("the replica answered OFFSETS with another response")
+            };
+            total += o.offsets.first().copied().unwrap_or(0);
+        }
+    }
+    total
+}
+
 /// Seconds from starting a broker on `dir` until each of `topics` is registered under it.
 async fn registration(
     zk: &ZooKeeper,
@@ -377,7 +516,13 @@ async fn main() {
         tempfile::tempdir().expect("dir"),
         tempfile::tempdir().expect("dir"),
     );
-    let source_config = broker_config(&source_zk, source_dir.path(), PER_TOPIC);
+    // The shape of 1 is one topic of one partition.
+    let source_config = broker_config_with(
+        &source_zk,
+        source_dir.path(),
+        PER_TOPIC,
+        &format!("brokerid=0\ntopic.partition.count.map={}0:1\n", prefix(1)),
+    );
     let source = BenchBroker::start(source_config.clone());
     let target = BenchBroker::start(broker_config(
         &target_zk,
@@ -393,20 +538,17 @@ async fn main() {
     println!("scale: one source broker -> the mirror (2 streams, commits every second) -> one mirror broker, over loopback; {} MiB of 1 KiB messages per shape", shape_bytes() >> 20);
     let shapes = shapes();
     let largest = *shapes.last().expect("shapes");
+    // Rows are printed once every shape is measured, smallest first (the baseline, 10, runs
+    // first so that each later shape's ratio is known as it ends).
     let mut baseline = None;
+    let mut rows = Vec::new();
     for &partitions in &shapes {
         let per_partition = (shape_bytes() / SIZE / partitions).max(1);
         let loading = Instant::now();
         let count = load(&mut conn, partitions, per_partition).await;
         let loaded = loading.elapsed().as_secs_f64();
         let created = precreate(&mut target_conn, partitions).await;
-        point(
-            &format!(
-                "scale: mirror cluster creates the {} topics of {partitions} partitions",
-                partitions / PER_TOPIC
-            ),
-            &format!("{created:.2} s"),
-        );
+        let topics = layout(partitions).0;
         let run = mirror_shape(
             &source_zk,
             &target_zk,
@@ -418,12 +560,16 @@ async fn main() {
         let mb = run.rate * SIZE as f64 / 1e6;
         let base = *baseline.get_or_insert(mb);
         println!(
-            "{partitions:>6} partitions ({count} messages, loaded in {loaded:.1} s): mirrored at {mb:.1} MB/s = {:.2} of 10 partitions; {} partition commits meanwhile; stop with its final commit {:.2} s; RSS growth {:.1} KiB per partition",
+            "{partitions:>6} partitions ({count} messages, loaded in {loaded:.1} s; the mirror cluster created its {topics} topics in {created:.2} s): mirrored at {mb:.1} MB/s = {:.2} of 10 partitions; {} partition commits meanwhile; stop with its final commit {:.2} s; RSS growth {:.1} KiB per partition",
             mb / base,
             run.commits,
             run.stop_seconds,
             run.rss_growth as f64 / 1024.0 / partitions as f64
         );
+        rows.push((partitions, created, mb, base, run));
+    }
+    rows.sort_by_key(|(partitions, ..)| *partitions);
+    for (partitions, created, mb, base, run) in &rows {
         row(
             &format!("scale: mirror 1 KiB, {partitions} source partitions"),
             &format!("{mb:.0} MB/s"),
@@ -431,29 +577,40 @@ async fn main() {
             mb / base,
         );
         point(
+            &format!(
+                "scale: mirror cluster creates the {} topics of {partitions} partitions",
+                layout(*partitions).0
+            ),
+            &format!("{created:.2} s"),
+        );
+        point(
             &format!("scale: mirror stop (final commit), {partitions} partitions"),
             &format!("{:.2} s", run.stop_seconds),
         );
-        point(
-            &format!("scale: mirror RSS growth per source partition, {partitions}"),
-            &format!(
-                "{:.1} KiB",
-                run.rss_growth as f64 / 1024.0 / partitions as f64
-            ),
-        );
+        // Below 1,000 partitions the process's fixed costs swamp a per-partition figure.
+        if *partitions >= 1000 {
+            point(
+                &format!("scale: mirror RSS growth per source partition, {partitions}"),
+                &format!(
+                    "{:.1} KiB",
+                    run.rss_growth as f64 / 1024.0 / *partitions as f64
+                ),
+            );
+        }
         if let Some(seconds) = run.new_topic_seconds {
             println!(
                 "a new topic among {} mirrored in {seconds:.3} s (target 1 s)",
-                partitions / PER_TOPIC
+                layout(*partitions).0
             );
             row(
-                &format!("scale: new topic among {} mirrored", partitions / PER_TOPIC),
+                &format!("scale: new topic among {} mirrored", layout(*partitions).0),
                 &format!("{seconds:.2} s"),
                 "target 1 s",
                 1.0 / seconds,
             );
         }
     }
+    replica_shapes_case(&source_zk).await;
     let joins = group_rebalance(&source_zk, largest).await;
     for (members, seconds) in joins.iter().enumerate() {
         println!(
@@ -472,7 +629,7 @@ async fn main() {
     source.stop();
     let topics: Vec<TopicName> = shapes
         .iter()
-        .flat_map(|&n| (0..n / PER_TOPIC).map(move |t| topic(&format!("{}{t}", prefix(n)))))
+        .flat_map(|&n| (0..layout(n).0).map(move |t| topic(&format!("{}{t}", prefix(n)))))
         .collect();
     let (seconds, source) = registration(&source_zk, source_config, &topics).await;
     let all: usize = shapes.iter().sum();

@@ -76,6 +76,13 @@ pub struct LogManager<F: LogFs + Clone, C> {
     /// Serializes creation of new partitions (file-system work), outside the map's lock.
     creating: Mutex<()>,
     refused: BTreeMap<TopicPartition, String>,
+    /// The checkpoint's entries for the partitions refused at startup, as read then: carried
+    /// into every checkpoint written, so their promise is not forgotten.
+    refused_ends: BTreeMap<TopicPartition, u64>,
+    /// What the last checkpoint written holds; `None` until one is written. A checkpoint that
+    /// would hold the same is not written again (at 10,000 partitions, rewriting and syncing an
+    /// unchanged file every flush interval was most of an idle broker's work).
+    checkpointed: Mutex<Option<BTreeMap<TopicPartition, u64>>>,
     /// Replica mode: the source's partition counts of copied topics, and which are promoted.
     replicas: Mutex<Replicas>,
     _dir_lock: F::DirLock,
@@ -191,6 +198,11 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         // and the logs' first flushes sync only their own directories.
         fs.sync_dir(&log_dir)
             .map_err(|e| io("sync directory", &log_dir, e))?;
+        let refused_ends = checkpoints
+            .into_iter()
+            .flatten()
+            .filter(|(tp, _)| refused.contains_key(tp))
+            .collect();
         let manager = LogManager {
             fs,
             config,
@@ -198,6 +210,8 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
             logs: Mutex::new(logs),
             creating: Mutex::new(()),
             refused,
+            refused_ends,
+            checkpointed: Mutex::new(None),
             replicas: Mutex::new(Replicas::default()),
             _dir_lock: dir_lock,
         };
@@ -467,14 +481,16 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
 
     /// Writes the recovery checkpoint atomically: `ends` holds the flushed end of served
     /// partitions (the caller reads them from the logs); partitions refused at startup keep
-    /// their old entries, so their promise is not forgotten.
+    /// their entries, so their promise is not forgotten. When the last checkpoint written holds
+    /// exactly this, nothing is written (the file already says it); a write that failed is
+    /// tried again by the next call.
     pub fn write_checkpoint(&self, ends: BTreeMap<TopicPartition, u64>) -> Result<(), LogError> {
-        let mut all: BTreeMap<TopicPartition, u64> = read_checkpoint(&self.fs, &self.log_dir)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(tp, _)| self.refused.contains_key(tp))
-            .collect();
+        let mut all = self.refused_ends.clone();
         all.extend(ends);
+        let mut checkpointed = self.checkpointed();
+        if checkpointed.as_ref() == Some(&all) {
+            return Ok(());
+        }
         let path = self.log_dir.join(CHECKPOINT_FILE);
         self.fs
             .write_file_atomic(&path, &checkpoint::encode(&all))
@@ -483,7 +499,21 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
                 op: "write checkpoint",
                 path: path.display().to_string(),
                 source,
-            })
+            })?;
+        *checkpointed = Some(all);
+        Ok(())
+    }
+
+    /// What the last checkpoint written holds. Held across a write, so that two writers do not
+    /// interleave; only this module's code runs under it, so a poisoned lock is a bug here.
+    #[expect(
+        clippy::panic,
+        reason = "a poisoned checkpoint lock is a bug in this module; stopping loudly is the point"
+    )]
+    fn checkpointed(&self) -> MutexGuard<'_, Option<BTreeMap<TopicPartition, u64>>> {
+        self.checkpointed.lock().unwrap_or_else(|_| {
+            panic!("the checkpoint lock was poisoned: a checkpoint write panicked")
+        })
     }
 
     /// Writes the clean-shutdown marker, unless a partition was refused at startup (the next
