@@ -137,9 +137,9 @@ async fn load(conn: &mut Conn, partitions: usize, per_partition: usize) -> usize
     // A partition's messages go in sets of at most LOAD_REQUEST_BYTES (the broker closes a
     // connection whose request is over `max.socket.request.bytes`, 100 MiB: the shape of one
     // partition holds 128 MiB), and a request carries as many partitions' sets as fit.
-    let per_set = per_partition.min(LOAD_REQUEST_BYTES / (SIZE + 10)).max(1);
+    let per_set = per_partition.clamp(1, LOAD_REQUEST_BYTES / (SIZE + 10));
     let mut sets = vec![set_of(per_set); per_partition / per_set];
-    if per_partition % per_set > 0 {
+    if !per_partition.is_multiple_of(per_set) {
         sets.push(set_of(per_partition % per_set));
     }
     let all = partitions_of(partitions);
