@@ -478,7 +478,10 @@ async fn a_checkpoint_is_written_only_when_a_flushed_end_moved() {
     );
     std::fs::remove_file(&path).unwrap();
     flush_due(&m, T0 + 20_000).await;
-    assert!(!path.exists(), "nothing moved, yet the checkpoint was written again");
+    assert!(
+        !path.exists(),
+        "nothing moved, yet the checkpoint was written again"
+    );
     write_through(&m, &tp("u", 0), &set(2, 1, 10));
     flush_due(&m, T0 + 30_000).await;
     let checkpoint = std::fs::read_to_string(&path).unwrap();

@@ -359,17 +359,11 @@ async fn perf_tools(port: u16, ends: &[i64]) {
         assert_eq!(read.end_offset, end, "simple-consumer-perf stopped early");
         tool = tool.max(end as f64 / start.elapsed().as_secs_f64());
     }
-    println!(
-        "simple-consumer-perf:         {:>12.1} MB/s  = {:.2} of the raw FETCH loop ({:.1} MB/s)",
-        tool / 1e6,
-        tool / raw,
-        raw / 1e6
-    );
-    tributary_tests::bench::row(
+    tool_row(
         "simple-consumer-perf, 1 MiB fetches, one partition",
-        &format!("{:.0} MB/s", tool / 1e6),
-        &format!("raw FETCH loop {:.0} MB/s", raw / 1e6),
-        tool / raw,
+        tool,
+        "raw FETCH loop",
+        raw,
     );
 
     // Sending: 4 connections of prebuilt requests (2 partitions a request, as the tool's
@@ -435,16 +429,26 @@ async fn perf_tools(port: u16, ends: &[i64]) {
         "producer-perf lost messages"
     );
     let tool = (sent * PERF_MESSAGE_BYTES) as f64 / start.elapsed().as_secs_f64();
+    tool_row(
+        "producer-perf --threads 4 --async, 1 KiB",
+        tool,
+        "4 raw MULTIPRODUCE loops",
+        raw,
+    );
+}
+
+/// Prints a perf tool's rate (bytes per second) beside its raw loop's, and its table row.
+fn tool_row(case: &str, tool: f64, loop_name: &str, raw: f64) {
     println!(
-        "producer-perf --threads 4 --async: {:>6.1} MB/s  = {:.2} of 4 raw MULTIPRODUCE loops ({:.1} MB/s)",
+        "{case}: {:.1} MB/s = {:.2} of the {loop_name} ({:.1} MB/s)",
         tool / 1e6,
         tool / raw,
         raw / 1e6
     );
     tributary_tests::bench::row(
-        "producer-perf --threads 4 --async, 1 KiB",
+        case,
         &format!("{:.0} MB/s", tool / 1e6),
-        &format!("4 raw MULTIPRODUCE loops {:.0} MB/s", raw / 1e6),
+        &format!("{loop_name} {:.0} MB/s", raw / 1e6),
         tool / raw,
     );
 }
