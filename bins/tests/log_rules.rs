@@ -455,10 +455,12 @@ async fn corruption_below_the_checkpoint_refuses_the_partition_and_deletes_nothi
         bytes,
         "nothing was deleted or truncated"
     );
-    logs::checkpoint(&TokioEnv, &m).await.unwrap();
+    // A later checkpoint (another partition's end moved) keeps the promise too.
+    write_through(&m, &tp("u", 0), &set(2, 1, 10));
+    flush_due(&m, T0 + 20_000).await;
     let checkpoint = std::fs::read_to_string(dir.path().join(CHECKPOINT_FILE)).unwrap();
     assert!(
-        checkpoint.contains("t 0 60\n"),
+        checkpoint.contains("t 0 60\n") && checkpoint.contains("u 0 80\n"),
         "the refused partition's promise is kept: {checkpoint}"
     );
 }
@@ -487,6 +489,15 @@ async fn a_checkpoint_is_written_only_when_a_flushed_end_moved() {
     let checkpoint = std::fs::read_to_string(&path).unwrap();
     assert!(
         checkpoint.contains("t 0 60\n") && checkpoint.contains("u 0 20\n"),
+        "{checkpoint}"
+    );
+    // The same partitions, one end moved: written again.
+    std::fs::remove_file(&path).unwrap();
+    write_through(&m, &tp("t", 0), &set(3, 1, 10));
+    flush_due(&m, T0 + 40_000).await;
+    let checkpoint = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        checkpoint.contains("t 0 80\n") && checkpoint.contains("u 0 20\n"),
         "{checkpoint}"
     );
 }

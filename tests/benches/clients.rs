@@ -394,6 +394,15 @@ async fn perf_tools(port: u16, ends: &[i64]) {
                 for _ in 0..messages / (2 * BATCH * PERF_CONNECTIONS) {
                     conn.send(&request).await.expect("send");
                 }
+                // Answered only once every produce before it on this connection is appended,
+                // so the loop's time covers the broker's work, not just the sending.
+                let offsets = Request::Offsets(OffsetsRequest {
+                    topic: topic("perf-raw"),
+                    partition: 0,
+                    time: -1,
+                    max_offsets: 1,
+                });
+                conn.call(&offsets).await.expect("offsets");
             })
         })
         .collect();
