@@ -502,6 +502,30 @@ async fn a_checkpoint_is_written_only_when_a_flushed_end_moved() {
     );
 }
 
+#[test]
+fn a_checkpoint_write_that_failed_is_written_by_the_next_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FlakyFs::default();
+    let (m, _) = tributary_core::log::LogManager::<FlakyFs, std::sync::Mutex<Log<FlakyFs>>>::open(
+        fs.clone(),
+        config(dir.path().to_str().unwrap(), ""),
+        T0,
+    )
+    .unwrap();
+    let path = dir.path().join(CHECKPOINT_FILE);
+    let ends = |end: u64| [(tp("t", 0), end)].into_iter().collect();
+    m.write_checkpoint(ends(60)).unwrap();
+    fs.fail_writes.store(true, Ordering::SeqCst);
+    assert!(m.write_checkpoint(ends(80)).is_err());
+    fs.fail_writes.store(false, Ordering::SeqCst);
+    m.write_checkpoint(ends(80)).unwrap();
+    let checkpoint = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        checkpoint.contains("t 0 80\n"),
+        "the failed write was taken as written: {checkpoint}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_or_damaged_checkpoint_falls_back_to_validating_everything() {
     for damage in ["remove", "garble"] {
