@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo use, when missing: from Debian, a Java runtime, ZooKeeper
 # (the end-to-end tests start their own server on a free port), snappy-java (the codec library of
-# Kafka 0.7's clients) and npm; from the npm registry, node-kafka (a Kafka 0.7 client). Needs
-# root (or sudo) for apt-get.
+# Kafka 0.7's clients), OpenSSL's command line and Python 3 (the TLS tests) and npm; from the npm
+# registry, node-kafka (a Kafka 0.7 client). Needs root (or sudo) for apt-get.
 set -euo pipefail
 
 need=()
@@ -13,6 +13,9 @@ command -v java >/dev/null || need+=(default-jre-headless)
 command -v npm >/dev/null || need+=(npm)
 # A real Prometheus server scrapes a broker and a mirror in tests/tests/metrics_e2e.rs.
 command -v prometheus >/dev/null || need+=(prometheus)
+# The TLS tests make certificates and handshake with OpenSSL's command line and Python's ssl.
+command -v openssl >/dev/null || need+=(openssl)
+command -v python3 >/dev/null || need+=(python3)
 # The demo reads the mirror's metrics endpoint.
 command -v curl >/dev/null || need+=(curl)
 

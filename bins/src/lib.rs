@@ -23,4 +23,5 @@ pub mod real_fs;
 pub mod replica;
 pub mod server;
 pub mod sync;
+pub mod tls;
 pub mod tools;

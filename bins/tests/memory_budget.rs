@@ -11,6 +11,7 @@ use tributary::broker::handler::Handler;
 use tributary::broker::logs::Logs;
 use tributary::env::TokioEnv;
 use tributary::real_fs::RealFs;
+use tributary::tls::link::Link;
 use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::log::TopicPartition;
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
@@ -57,7 +58,7 @@ async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
         while let Ok((stream, peer)) = listener.accept().await {
             seed += 1;
             tokio::spawn(serve::<TokioEnv>(
-                stream,
+                Link::Plain(stream),
                 peer,
                 shared.clone(),
                 stop_rx.clone(),
@@ -149,7 +150,7 @@ async fn a_response_waiting_for_a_slow_reader_keeps_its_share() {
         while let Ok((stream, peer)) = listener.accept().await {
             seed += 1;
             tokio::spawn(serve::<TokioEnv>(
-                stream,
+                Link::Plain(stream),
                 peer,
                 shared.clone(),
                 stop_rx.clone(),

@@ -23,6 +23,17 @@ pub fn broker_id_path(broker_id: i32) -> String {
     format!("{BROKER_IDS_PATH}/{broker_id}")
 }
 
+/// Parent of each broker's endpoints (Tributary): which port speaks what.
+pub const BROKER_ENDPOINTS_PATH: &str = "/tributary/endpoints";
+
+/// `/tributary/endpoints/<id>` (Tributary, ephemeral, registered beside `/brokers/ids/<id>` by
+/// a broker with an SSL listener): `PLAINTEXT://host:port,SSL://host:port`
+/// ([`crate::config::endpoints_registration`]). 0.7 clients never read it; they find the
+/// plaintext listener in `/brokers/ids/<id>` as before.
+pub fn broker_endpoints_path(broker_id: i32) -> String {
+    format!("{BROKER_ENDPOINTS_PATH}/{broker_id}")
+}
+
 /// `/brokers/topics/<topic>`.
 pub fn broker_topic_path(topic: &TopicName) -> String {
     format!("{BROKER_TOPICS_PATH}/{topic}")

@@ -192,6 +192,66 @@ fn broker_errors_name_file_line_key_and_the_fix() {
 }
 
 #[test]
+fn listeners_and_their_tls_settings_are_read_and_checked() {
+    use tributary_core::config::{ClientAuth, ListenerProtocol};
+    // Unset: plaintext on hostname:port, as 0.7.
+    let c = broker(&format!("{BROKER_MIN}hostname=h\nport=9092\n")).unwrap();
+    assert_eq!(c.listeners.specs.len(), 1);
+    assert_eq!(c.listeners.specs[0].to_string(), "PLAINTEXT://h:9092");
+    assert!(c.listeners.tls.is_none());
+    let tls = "ssl.certificate.location=/c/broker.crt\nssl.key.location=/c/broker.key\n";
+    let c = broker(&format!(
+        "{BROKER_MIN}listeners=SSL://:9093,PLAINTEXT://127.0.0.1:9092\n{tls}ssl.client.auth=Required\nssl.ca.location=/c/ca.crt\n"
+    ))
+    .unwrap();
+    let protocols: Vec<_> = c.listeners.specs.iter().map(|s| s.protocol).collect();
+    assert_eq!(
+        protocols,
+        [ListenerProtocol::Plaintext, ListenerProtocol::Ssl]
+    );
+    let settings = c.listeners.tls.unwrap();
+    assert_eq!(settings.client_auth, ClientAuth::Required);
+    assert_eq!(settings.ca.unwrap().to_str(), Some("/c/ca.crt"));
+    // Plaintext off.
+    let c = broker(&format!("{BROKER_MIN}listeners=SSL://:9093\n{tls}")).unwrap();
+    assert!(c.listeners.get(ListenerProtocol::Plaintext).is_none());
+    for (text, expect) in [
+        (
+            "listeners=SSL://:9093\n".to_string(),
+            "ssl.certificate.location in config/server.properties: an SSL listener needs the broker's certificate",
+        ),
+        (
+            "listeners=SSL://:9093\nssl.certificate.location=/c/b.crt\n".to_string(),
+            "ssl.key.location in config/server.properties: an SSL listener needs the private key",
+        ),
+        (
+            format!("listeners=SSL://:9093\n{tls}ssl.client.auth=required\n"),
+            "ssl.ca.location in config/server.properties: ssl.client.auth asks for client certificates",
+        ),
+        (
+            format!("listeners=SSL://:9093\n{tls}ssl.client.auth=always\n"),
+            "ssl.client.auth in config/server.properties line 7: expected none, requested or required, found \"always\"",
+        ),
+        (
+            "listeners=PLAINTEXT://:9092,TLS://:9093\n".to_string(),
+            "listeners in config/server.properties line 4: \"TLS\" in \"TLS://:9093\" is not a protocol",
+        ),
+        (
+            format!("port=9092\nlisteners=SSL://:9093\n{tls}"),
+            "port in config/server.properties line 4: port=9092 is set, but listeners decides",
+        ),
+    ] {
+        let err = broker(&format!("{BROKER_MIN}{text}")).unwrap_err();
+        assert!(err.starts_with(expect), "{text}: {err}");
+    }
+    // The same port in both is no conflict.
+    assert!(broker(&format!(
+        "{BROKER_MIN}port=9092\nlisteners=PLAINTEXT://:9092\n"
+    ))
+    .is_ok());
+}
+
+#[test]
 fn unknown_keys_are_kept_not_fatal() {
     let c = broker(&format!(
         "{BROKER_MIN}kafka.metrics.reporters=x\nsome.future.key=1\n"
@@ -504,6 +564,8 @@ mod reference_table {
             "zk.connect" => "localhost:2182",
             "hostname" => "example",
             "broker.list" => "0:localhost:9092",
+            "listeners" => "PLAINTEXT://:9092",
+            k if k.starts_with("ssl.") && k.ends_with(".location") => "/etc/tributary/x.pem",
             "partitioner.class" | "callback.handler" | "event.handler" => "x.Y",
             _ => "7",
         }

@@ -24,7 +24,8 @@ use super::limits::{
 };
 use super::pending::PendingSender;
 use super::reply::Reply;
-use crate::env::Env;
+use crate::env::{send_file_copying, Env};
+use crate::tls::link::Link;
 
 /// What every connection shares.
 #[derive(Debug)]
@@ -64,7 +65,7 @@ fn response_bytes_bound(request: &Request) -> usize {
 
 /// Serves one connection until the peer leaves, breaks the protocol, stalls, or shutdown.
 pub async fn serve<E: Env>(
-    mut stream: E::Stream,
+    mut stream: Link<E::Stream>,
     peer: SocketAddr,
     shared: Arc<Shared<E>>,
     mut shutdown: watch::Receiver<bool>,
@@ -123,7 +124,7 @@ pub async fn serve<E: Env>(
 /// (peer gone, deadline passed, malformed frame, shutdown while idle). The permit returned
 /// covers the request's bytes in the broker-wide budget.
 async fn next_request<'a, E: Env>(
-    stream: &mut E::Stream,
+    stream: &mut Link<E::Stream>,
     buf: &mut BytesMut,
     shared: &'a Shared<E>,
     shutdown: &mut watch::Receiver<bool>,
@@ -188,7 +189,7 @@ fn close<T>(peer: SocketAddr, why: String) -> Option<T> {
 /// may be written on it: the peer would read a later answer as this one).
 async fn write_reply<E: Env>(
     env: &E,
-    stream: &mut E::Stream,
+    stream: &mut Link<E::Stream>,
     reply: Reply<FileOf<E>>,
     peer: SocketAddr,
 ) -> bool {
@@ -205,10 +206,22 @@ async fn write_reply<E: Env>(
                 ResponseChunk::Header(bytes) | ResponseChunk::Body(Served::Bytes(bytes)) => {
                     stream.write_all(bytes).await?
                 }
-                ResponseChunk::Body(Served::File(range)) => {
-                    env.send_file(stream, &range.file, range.position, range.len)
+                ResponseChunk::Body(Served::File(range)) => match stream {
+                    Link::Plain(plain) => {
+                        env.send_file(plain, &range.file, range.position, range.len)
+                            .await?
+                    }
+                    // Bytes must pass through TLS: read and written, not sent by the kernel.
+                    Link::Tls(tls) => {
+                        send_file_copying(
+                            tls.as_mut(),
+                            range.file.as_ref(),
+                            range.position,
+                            range.len,
+                        )
                         .await?
-                }
+                    }
+                },
             }
         }
         stream.flush().await

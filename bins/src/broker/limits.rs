@@ -16,6 +16,11 @@ pub const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub const RESPONSE_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long an acknowledged produce waits for its data to be flushed before answering an error.
 pub const ACK_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a connection to the SSL listener may take to complete its TLS handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// TLS handshakes in progress at once (each holds rustls's buffers, tens of KiB); a connection
+/// beyond them is closed at once. Bounds what half-open TLS connections can hold.
+pub const TLS_HANDSHAKES_MAX: usize = 2_048;
 /// How long shutdown waits for in-flight requests.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// First retention run after startup (0.7: 60 s).

@@ -28,13 +28,15 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
-use tributary_core::config::BrokerConfig;
+use tributary_core::config::{BrokerConfig, ListenerProtocol};
 use tributary_core::log::{LogError, OpenReport};
 
 use self::budget::Budget;
 use self::connection::Shared;
 use self::handler::Handler;
-use self::limits::{CONNECTIONS_MAX, IN_FLIGHT_BYTES_MAX, SHUTDOWN_GRACE};
+use self::limits::{
+    CONNECTIONS_MAX, IN_FLIGHT_BYTES_MAX, SHUTDOWN_GRACE, TLS_HANDSHAKES_MAX, TLS_HANDSHAKE_TIMEOUT,
+};
 use self::logs::{panic_message, Logs};
 use self::registration::Registration;
 use crate::coordination::origins::OriginStore;
@@ -42,6 +44,8 @@ use crate::env::{Env, Listener};
 use crate::metrics::broker::BrokerMeter;
 use crate::metrics::server::MetricsServer;
 use crate::metrics::{LabelledGauges, MaybeMetrics, Metrics};
+use crate::tls::link::Link;
+use crate::tls::server::ServerTls;
 use tributary_core::identity::ClusterIdentity;
 
 /// Why the broker could not start.
@@ -64,6 +68,9 @@ pub enum StartError {
     /// The origin records (renamed mirror copies' partition counts) could not be read.
     #[error("cannot read the origin records in ZooKeeper: {0}")]
     Origins(#[from] crate::coordination::origins::OriginsStoreError),
+    /// The SSL listener's certificate, key or CA files cannot be used.
+    #[error("cannot use the SSL listener's TLS settings: {0}")]
+    Tls(#[from] crate::tls::TlsError),
     /// The metrics port could not be bound.
     #[error("cannot serve metrics on {addr} (metrics.port): {source}")]
     Metrics {
@@ -109,8 +116,11 @@ impl BrokerError {
 /// A running broker.
 #[derive(Debug)]
 pub struct Broker {
-    /// The address it listens on.
+    /// The address it listens on: the plaintext listener's, or the SSL listener's when the
+    /// plaintext one is off.
     pub addr: SocketAddr,
+    /// The SSL listener's address, when there is one (`listeners`).
+    pub tls_addr: Option<SocketAddr>,
     /// What log recovery found at startup.
     pub report: OpenReport,
     /// Where the metrics endpoint listens (`metrics.port`), if it does.
@@ -148,23 +158,15 @@ impl Broker {
             _ => None,
         };
         let metrics_addr = metrics_server.as_ref().map(|s| s.addr);
-        let bind_addr = format!("{host}:{}", config.port);
-        let listener = env
-            .bind(
-                &host,
-                config.port,
-                config.socket_send_buffer_bytes,
-                config.socket_receive_buffer_bytes,
-            )
-            .await
-            .map_err(|source| StartError::Listen {
-                addr: bind_addr.clone(),
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| StartError::Listen {
-            addr: bind_addr,
-            source,
-        })?;
+        let tls = match config.listeners.tls.clone() {
+            Some(settings) => Some(Arc::new(
+                env.blocking(move || ServerTls::load(settings)).await?,
+            )),
+            None => None,
+        };
+        let listeners = bind_listeners(&env, &config, tls).await?;
+        let addr = listeners.addr();
+        let tls_addr = listeners.ssl.as_ref().map(|l| l.addr);
         if let Some(replica) = &config.replica {
             // Every topic the filter allows is read-only from the start; those already copied
             // keep the source's partition counts (the copier confirms them from the source).
@@ -205,7 +207,10 @@ impl Broker {
             let registration = Registration::start(
                 env.clone(),
                 &config,
-                addr.port(),
+                registration::Ports {
+                    plaintext: listeners.plaintext.as_ref().map(|l| l.addr.port()),
+                    ssl: tls_addr.map(|a| a.port()),
+                },
                 logs.topics(),
                 topics_rx,
                 counts,
@@ -253,15 +258,26 @@ impl Broker {
         let done = tokio::spawn(run(
             env,
             config.clone(),
-            listener,
+            listeners,
             shared,
             logs,
             shutdown_rx,
             tasks,
         ));
-        tracing::info!("broker {} serving on {addr}", config.broker_id);
+        match tls_addr {
+            Some(tls_addr) if tls_addr != addr => tracing::info!(
+                "broker {} serving on {addr} (plaintext) and {tls_addr} (TLS)",
+                config.broker_id
+            ),
+            Some(_) => tracing::info!(
+                "broker {} serving on {addr} (TLS only: no plaintext listener)",
+                config.broker_id
+            ),
+            None => tracing::info!("broker {} serving on {addr}", config.broker_id),
+        }
         Ok(Broker {
             addr,
+            tls_addr,
             report,
             metrics_addr,
             identity,
@@ -344,10 +360,92 @@ fn watch_partitions<F: tributary_core::log::LogFs + Clone + Send + Sync + 'stati
     }));
 }
 
+/// One bound listener.
+struct Bound<L> {
+    listener: L,
+    addr: SocketAddr,
+}
+
+/// The broker's listeners (at least one of the two).
+struct BoundListeners<L> {
+    plaintext: Option<Bound<L>>,
+    /// With the TLS configuration its connections get.
+    ssl: Option<Bound<L>>,
+    tls: Option<Arc<ServerTls>>,
+}
+
+impl<L> BoundListeners<L> {
+    /// The plaintext listener's address, else the SSL listener's.
+    fn addr(&self) -> SocketAddr {
+        match (&self.plaintext, &self.ssl) {
+            (Some(p), _) => p.addr,
+            (None, Some(s)) => s.addr,
+            // `listeners` is never empty (checked when the configuration is read).
+            (None, None) => unreachable!("a broker with no listener"),
+        }
+    }
+}
+
+/// Binds every listener of `config.listeners`.
+async fn bind_listeners<E: Env>(
+    env: &E,
+    config: &BrokerConfig,
+    tls: Option<Arc<ServerTls>>,
+) -> Result<BoundListeners<E::Listener>, StartError> {
+    let mut bound = BoundListeners {
+        plaintext: None,
+        ssl: None,
+        tls,
+    };
+    for spec in &config.listeners.specs {
+        let host = spec.host.clone().unwrap_or_else(|| "0.0.0.0".into());
+        let bind_addr = format!("{host}:{}", spec.port);
+        let listen_error = |source| StartError::Listen {
+            addr: format!("{bind_addr} ({})", spec.protocol),
+            source,
+        };
+        let listener = env
+            .bind(
+                &host,
+                spec.port,
+                config.socket_send_buffer_bytes,
+                config.socket_receive_buffer_bytes,
+            )
+            .await
+            .map_err(listen_error)?;
+        let addr = listener.local_addr().map_err(listen_error)?;
+        let slot = match spec.protocol {
+            ListenerProtocol::Plaintext => &mut bound.plaintext,
+            ListenerProtocol::Ssl => &mut bound.ssl,
+        };
+        *slot = Some(Bound { listener, addr });
+    }
+    assert!(
+        bound.plaintext.is_some() || bound.ssl.is_some(),
+        "a broker with no listener"
+    );
+    assert_eq!(
+        bound.ssl.is_some(),
+        bound.tls.is_some(),
+        "an SSL listener without TLS settings, or settings without the listener"
+    );
+    Ok(bound)
+}
+
+/// The next connection on `listener`; pending forever without one.
+async fn accept_on<L: Listener>(
+    listener: &mut Option<Bound<L>>,
+) -> std::io::Result<(L::Stream, SocketAddr)> {
+    match listener {
+        Some(bound) => bound.listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn run<E: Env>(
     env: E,
     config: BrokerConfig,
-    mut listener: E::Listener,
+    listeners: BoundListeners<E::Listener>,
     shared: Arc<Shared<E>>,
     logs: Arc<Logs<E::Fs>>,
     mut shutdown: watch::Receiver<bool>,
@@ -385,6 +483,19 @@ async fn run<E: Env>(
             stop_rx.clone(),
         ))
     });
+    let BoundListeners {
+        mut plaintext,
+        mut ssl,
+        tls,
+    } = listeners;
+    let mut tls_watch = tls.clone().map(|tls| {
+        tokio::spawn(crate::tls::server::watch_files(
+            env.clone(),
+            tls,
+            stop_rx.clone(),
+        ))
+    });
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(TLS_HANDSHAKES_MAX));
     let mut connections = JoinSet::new();
     let mut seeds = env.rng_seed();
     let failure = loop {
@@ -402,16 +513,17 @@ async fn run<E: Env>(
                 _ => BrokerError::TaskEnded("the flush scheduler or the cleaner"),
             }),
             ended = registration_ended(&mut registration) => break Some(ended),
-            ended = replica_ended(&mut replica) => break Some(ended),
+            ended = task_ended(&mut replica, "the replica copier") => break Some(ended),
+            ended = task_ended(&mut tls_watch, "the SSL listener's certificate watch") => break Some(ended),
             ended = metrics_ended(&mut metrics_server) => break Some(ended),
             ended = &mut committer => break Some(match ended {
                 Err(e) => BrokerError::from_join("the acknowledgement committer", e),
                 Ok(()) => BrokerError::TaskEnded("the acknowledgement committer"),
             }),
-            accepted = listener.accept() => match accepted {
+            accepted = accept_on(&mut plaintext) => match accepted {
                 Ok((stream, peer)) if connections.len() < CONNECTIONS_MAX => {
                     seeds = seeds.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    connections.spawn(connection::serve(stream, peer, shared.clone(), stop_rx.clone(), seeds));
+                    connections.spawn(connection::serve(Link::Plain(stream), peer, shared.clone(), stop_rx.clone(), seeds));
                     meter.connections(connections.len());
                 }
                 Ok((_, peer)) => tracing::warn!("{peer}: refused: {CONNECTIONS_MAX} connections already open"),
@@ -420,12 +532,36 @@ async fn run<E: Env>(
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                 }
             },
+            accepted = accept_on(&mut ssl) => match accepted {
+                Ok((stream, peer)) if connections.len() < CONNECTIONS_MAX => {
+                    let Ok(handshake) = handshakes.clone().try_acquire_owned() else {
+                        tracing::warn!("{peer}: refused: {TLS_HANDSHAKES_MAX} TLS handshakes already in progress");
+                        continue;
+                    };
+                    seeds = seeds.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let (acceptor, shared, stop_rx, seed) = (tls.as_ref().map(|t| t.acceptor()), shared.clone(), stop_rx.clone(), seeds);
+                    connections.spawn(async move {
+                        let Some(acceptor) = acceptor else { return };
+                        let link = crate::tls::server::handshake(acceptor, stream, peer, TLS_HANDSHAKE_TIMEOUT).await;
+                        drop(handshake);
+                        if let Some(link) = link {
+                            connection::serve(link, peer, shared, stop_rx, seed).await;
+                        }
+                    });
+                    meter.connections(connections.len());
+                }
+                Ok((_, peer)) => tracing::warn!("{peer}: refused: {CONNECTIONS_MAX} connections already open"),
+                Err(e) => {
+                    tracing::warn!("accept failed on the SSL listener: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            },
         }
     };
     if let Some(failure) = &failure {
         tracing::error!("{failure}");
     }
-    drop(listener);
+    drop((plaintext, ssl));
     let _ = stop.send(true);
     tracing::info!(
         "shutting down: waiting for {} connections",
@@ -470,6 +606,17 @@ async fn run<E: Env>(
             }
         }
     }
+    if let Some(task) = tls_watch.take() {
+        // It stops at its next wait (the stop was sent); a panic is a failure.
+        if let Err(e) = task.await {
+            if e.is_panic() {
+                failure.get_or_insert(BrokerError::from_join(
+                    "the SSL listener's certificate watch",
+                    e,
+                ));
+            }
+        }
+    }
     if !committer.is_finished() {
         let _already_stopped = committer_stop.send(true).is_err();
         if let Err(e) = (&mut committer).await {
@@ -501,17 +648,20 @@ async fn run<E: Env>(
     }
 }
 
-/// Resolves when the replica copier ends before the broker stops (it never should); pending
-/// without one.
-async fn replica_ended(replica: &mut Option<tokio::task::JoinHandle<()>>) -> BrokerError {
-    match replica {
-        Some(task) => {
-            let joined = task.await;
+/// Resolves when `task` (named `name`: the replica copier, the certificate watch) ends before
+/// the broker stops (it never should); pending without one.
+async fn task_ended(
+    task: &mut Option<tokio::task::JoinHandle<()>>,
+    name: &'static str,
+) -> BrokerError {
+    match task {
+        Some(running) => {
+            let joined = running.await;
             // Finished: never awaited again at shutdown.
-            *replica = None;
+            *task = None;
             match joined {
-                Err(e) => BrokerError::from_join("the replica copier", e),
-                Ok(()) => BrokerError::TaskEnded("the replica copier"),
+                Err(e) => BrokerError::from_join(name, e),
+                Ok(()) => BrokerError::TaskEnded(name),
             }
         }
         None => std::future::pending().await,

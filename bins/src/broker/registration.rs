@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tributary_core::config::{BrokerConfig, ZkConnect};
+use tributary_core::config::{endpoints_registration, BrokerConfig, ListenerProtocol, ZkConnect};
 use tributary_core::identity::{ClusterIdentity, ClusterName};
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{
-    broker_id_path, broker_registration, broker_topic_partitions_path,
+    broker_endpoints_path, broker_id_path, broker_registration, broker_topic_partitions_path,
 };
 
 use super::pending::PendingReceiver;
@@ -37,7 +37,10 @@ struct Registrar {
     connect: ZkConnect,
     broker_id: i32,
     host: String,
+    /// The port in `/brokers/ids/<id>`: the plaintext listener's, else the SSL listener's.
     port: u16,
+    /// `/tributary/endpoints/<id>`'s data, for a broker with an SSL listener.
+    endpoints: Option<String>,
     partitions: BTreeMap<TopicName, u32>,
     session_timeout: Duration,
     connection_timeout: Duration,
@@ -55,6 +58,9 @@ pub enum RegistrationError {
     /// The configuration names no ZooKeeper (`zk.connect`).
     #[error("zk.connect is not set")]
     NoZkConnect,
+    /// The broker listens nowhere (a bug: `listeners` is never empty).
+    #[error("internal error: the broker has no listener to register")]
+    NoListener,
     /// Another live broker holds this broker's id: final, not retried.
     #[error(transparent)]
     IdTaken(IdTaken),
@@ -131,12 +137,21 @@ pub struct Registration {
     finished: bool,
 }
 
+/// The ports the broker listens on, as bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ports {
+    /// The plaintext listener's, if it is on.
+    pub plaintext: Option<u16>,
+    /// The SSL listener's, if there is one.
+    pub ssl: Option<u16>,
+}
+
 impl Registration {
     /// Connects, registers the broker and `topics`, and keeps the registration alive.
     pub async fn start<E: Env>(
         env: E,
         config: &BrokerConfig,
-        port: u16,
+        ports: Ports,
         topics: Vec<TopicName>,
         new_topics: PendingReceiver<TopicName, ()>,
         counts: Counts,
@@ -144,15 +159,30 @@ impl Registration {
         let Some(connect) = config.zk_connect.clone() else {
             return Err(RegistrationError::NoZkConnect);
         };
+        let host = config
+            .advertised_host
+            .clone()
+            .or_else(|| config.hostname.clone())
+            .unwrap_or_else(|| env.host_address());
+        // `advertised.port` is the plaintext listener's (0.7 clients' port).
+        let plaintext = ports.plaintext.map(|p| config.advertised_port.unwrap_or(p));
+        let Some(port) = plaintext.or(ports.ssl) else {
+            return Err(RegistrationError::NoListener);
+        };
+        let endpoints = ports.ssl.map(|ssl| {
+            let mut endpoints = Vec::new();
+            if let Some(plaintext) = plaintext {
+                endpoints.push((ListenerProtocol::Plaintext, host.clone(), plaintext));
+            }
+            endpoints.push((ListenerProtocol::Ssl, host.clone(), ssl));
+            endpoints_registration(&endpoints)
+        });
         let registrar = Registrar {
             connect,
             broker_id: config.broker_id,
-            host: config
-                .advertised_host
-                .clone()
-                .or_else(|| config.hostname.clone())
-                .unwrap_or_else(|| env.host_address()),
-            port: config.advertised_port.unwrap_or(port),
+            host,
+            port,
+            endpoints,
             partitions: topics
                 .into_iter()
                 .map(|t| {
@@ -298,6 +328,17 @@ impl Registrar {
                 Err(HoldError::HeldElsewhere { .. }) => tokio::time::sleep(STALE_RETRY).await,
                 Err(HoldError::Coord(e)) => return Err(e.into()),
             }
+        }
+        if let Some(endpoints) = &self.endpoints {
+            // A node left by an earlier session of this broker is an error to retry (it goes
+            // when that session expires), as a topic's is.
+            ephemeral::hold_creating_parents(
+                coord,
+                &broker_endpoints_path(self.broker_id),
+                endpoints.as_bytes(),
+                &self.retired,
+            )
+            .await?;
         }
         let capped =
             tributary_core::planted::active(tributary_core::planted::Bug::RegistrationCapped);

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::error::ConfigError;
 use super::fields::Fields;
+use super::listeners::{self, Listeners};
 use super::properties::Properties;
 use super::reference::ConfigKind;
 use super::replica::{self, ReplicaConfig};
@@ -91,6 +92,10 @@ pub struct BrokerConfig {
     /// `metrics.port` (unset; Tributary): serve Prometheus metrics over HTTP on this port
     /// (`/metrics`); unset collects nothing. 0 picks a free port (tests).
     pub metrics_port: Option<u16>,
+    /// `listeners` and `ssl.*` (Tributary): where the broker listens, what each listener
+    /// speaks, and the SSL listener's TLS settings. Without `listeners`, plaintext on
+    /// `hostname:port` as in 0.7.
+    pub listeners: Listeners,
     /// `cluster.name` (unset; Tributary): this cluster's readable name, recorded with its
     /// identity in ZooKeeper by the first broker that has one; a broker given another name than
     /// the recorded one refuses to start.
@@ -159,6 +164,10 @@ impl BrokerConfig {
             acks_flush_delay_ms: f.int("acks.flush.delay.ms", 5, 0..=60_000)?,
             fetch_zero_copy: f.bool("fetch.zero.copy", true)?,
             metrics_port: f.optional_int("metrics.port", 0..=65535)?,
+            listeners: Listeners {
+                specs: Vec::new(),
+                tls: None,
+            },
             cluster_name: read_cluster_name(&mut f)?,
             enable_zookeeper: f.bool("enable.zookeeper", true)?,
             zk_connect: None,
@@ -166,12 +175,14 @@ impl BrokerConfig {
             replica: None,
             unknown: BTreeMap::new(),
         };
+        let listeners = listeners::read(&mut f, config.hostname.as_deref(), config.port)?;
         let replica = replica::read(&mut f, config.broker_id)?;
         let zk_connect = match config.enable_zookeeper {
             true => Some(require_connect(&mut f, "when enable.zookeeper=true")?),
             false => read_connect(&mut f)?,
         };
         Ok(BrokerConfig {
+            listeners,
             zk_connect,
             replica,
             unknown: f.warn_unknown(),

@@ -8,6 +8,7 @@ mod broker;
 mod consumer;
 mod error;
 mod fields;
+mod listeners;
 mod producer;
 mod properties;
 pub mod reference;
@@ -19,6 +20,10 @@ pub use broker::{BrokerConfig, PARTITIONS_PER_TOPIC_MAX};
 pub use consumer::{AutoOffsetReset, ConsumerConfig, MirrorOptions, TopicFilter};
 pub use error::ConfigError;
 pub use fields::unknown_key_message;
+pub use listeners::{
+    endpoints_registration, parse_endpoints, parse_listeners, ClientAuth, ListenerProtocol,
+    ListenerSpec, Listeners, TlsServerSettings,
+};
 pub use producer::{
     BrokerEndpoint, BrokerEndpointError, Discovery, EnqueueTimeout, ProducerConfig, ProducerType,
 };

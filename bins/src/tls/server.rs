@@ -1,0 +1,217 @@
+//! The SSL listener's TLS: the server configuration built from `ssl.*` settings, the handshake
+//! of each accepted connection, and certificate rotation (the files are read again when they
+//! change; a change that cannot be used is logged and the previous certificates keep serving).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::TlsAcceptor;
+use tributary_core::config::{ClientAuth, TlsServerSettings};
+
+use super::link::Link;
+use super::pem;
+use super::TlsError;
+use crate::sync::lock;
+
+/// How often the certificate, key and CA files are checked for changes.
+pub const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What identifies one version of a file: its modification time and length (`None`: unreadable).
+type FileStamp = Option<(SystemTime, u64)>;
+
+/// The SSL listener's current TLS configuration, replaced when its files change.
+pub struct ServerTls {
+    settings: TlsServerSettings,
+    current: Mutex<Loaded>,
+}
+
+/// One loaded version of the files.
+struct Loaded {
+    acceptor: TlsAcceptor,
+    stamps: Vec<FileStamp>,
+    /// The files' stamps when they last could not be used: reported once, not every check.
+    refused: Option<Vec<FileStamp>>,
+}
+
+impl std::fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerTls {
+    /// Reads the files of `settings`; an error names the setting and file that cannot be used.
+    pub fn load(settings: TlsServerSettings) -> Result<Self, TlsError> {
+        let stamps = stamps(&settings);
+        let acceptor = TlsAcceptor::from(Arc::new(server_config(&settings)?));
+        Ok(ServerTls {
+            settings,
+            current: Mutex::new(Loaded {
+                acceptor,
+                stamps,
+                refused: None,
+            }),
+        })
+    }
+
+    /// The configuration new connections get.
+    pub fn acceptor(&self) -> TlsAcceptor {
+        lock(&self.current, "the SSL listener's certificates")
+            .acceptor
+            .clone()
+    }
+
+    /// Reads the files again if any changed since they were last read: `Ok(true)` when new
+    /// certificates now serve new connections, `Ok(false)` when nothing changed. On an error
+    /// the previous certificates keep serving; the same files are not reported again, and are
+    /// read again once any of them changes (a rotation may have written the certificate but
+    /// not yet the key).
+    pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
+        let now = stamps(&self.settings);
+        {
+            let current = lock(&self.current, "the SSL listener's certificates");
+            if current.stamps == now || current.refused.as_ref() == Some(&now) {
+                return Ok(false);
+            }
+        }
+        let built = server_config(&self.settings);
+        let mut current = lock(&self.current, "the SSL listener's certificates");
+        match built {
+            Ok(config) => {
+                *current = Loaded {
+                    acceptor: TlsAcceptor::from(Arc::new(config)),
+                    stamps: now,
+                    refused: None,
+                };
+                Ok(true)
+            }
+            Err(e) => {
+                current.refused = Some(now);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The files of `settings`, in a fixed order.
+fn files(settings: &TlsServerSettings) -> Vec<&PathBuf> {
+    let mut files = vec![&settings.certificate, &settings.key];
+    files.extend(settings.ca.as_ref());
+    files
+}
+
+fn stamps(settings: &TlsServerSettings) -> Vec<FileStamp> {
+    files(settings)
+        .into_iter()
+        .map(|path| {
+            let meta = std::fs::metadata(path).ok()?;
+            Some((meta.modified().ok()?, meta.len()))
+        })
+        .collect()
+}
+
+/// The rustls provider: ring, TLS 1.2 and 1.3 (rustls implements nothing older).
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Builds the server configuration of `settings`.
+fn server_config(settings: &TlsServerSettings) -> Result<ServerConfig, TlsError> {
+    let chain = pem::certificates("ssl.certificate.location", &settings.certificate)?;
+    let key = pem::private_key("ssl.key.location", &settings.key)?;
+    let provider = provider();
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let builder = match (settings.client_auth, &settings.ca) {
+        (ClientAuth::None, _) => builder.with_no_client_auth(),
+        (ClientAuth::Requested | ClientAuth::Required, None) => {
+            return Err(TlsError::Config(
+                "ssl.client.auth asks for client certificates but ssl.ca.location is not set"
+                    .into(),
+            ))
+        }
+        (auth, Some(ca)) => {
+            let mut roots = RootCertStore::empty();
+            for cert in pem::certificates("ssl.ca.location", ca)? {
+                roots.add(cert).map_err(|e| TlsError::Content {
+                    setting: "ssl.ca.location",
+                    path: ca.display().to_string(),
+                    problem: format!("a certificate that cannot be a CA: {e}"),
+                })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = match auth {
+                ClientAuth::Requested => verifier.allow_unauthenticated(),
+                _ => verifier,
+            };
+            let verifier = verifier
+                .build()
+                .map_err(|e| TlsError::Config(format!("ssl.ca.location: {e}")))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    builder.with_single_cert(chain, key).map_err(|e| {
+        TlsError::Config(format!(
+            "ssl.certificate.location with ssl.key.location: {e}"
+        ))
+    })
+}
+
+/// Completes the TLS handshake of a connection accepted on the SSL listener within `timeout`;
+/// `None` (logged) when the peer does not, or fails it (no certificate when one is required,
+/// one from an unknown CA or expired, not TLS at all).
+pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
+    acceptor: TlsAcceptor,
+    stream: S,
+    peer: std::net::SocketAddr,
+    timeout: Duration,
+) -> Option<Link<S>> {
+    match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => Some(Link::Tls(Box::new(tokio_rustls::TlsStream::Server(tls)))),
+        Ok(Err(e)) => {
+            tracing::warn!("{peer}: TLS handshake refused: {e}");
+            None
+        }
+        Err(_) => {
+            tracing::warn!("{peer}: closing: TLS handshake not completed within {timeout:?}");
+            None
+        }
+    }
+}
+
+/// Checks the files every [`RELOAD_CHECK_INTERVAL`] until `stop`, logging each rotation and
+/// each change that cannot be used.
+pub async fn watch_files<E: crate::env::Env>(
+    env: E,
+    tls: Arc<ServerTls>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(RELOAD_CHECK_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick is immediate: the files were just read.
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => {}
+        }
+        let checked = tls.clone();
+        match env.blocking(move || checked.reload_if_changed()).await {
+            Ok(true) => tracing::info!(
+                "SSL listener: certificates read again from {} (rotation); new connections use them",
+                tls.settings.certificate.display()
+            ),
+            Ok(false) => {}
+            Err(e) => tracing::error!(
+                "SSL listener: the changed certificate files cannot be used ({e}); the previous certificates keep serving"
+            ),
+        }
+    }
+}

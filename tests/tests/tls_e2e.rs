@@ -1,0 +1,441 @@
+//! The SSL listener of the real `tributary server` against independent TLS clients: OpenSSL's
+//! `s_client`, and a 0.7 client written on Python's `ssl` (tests/python/tls07.py), with
+//! certificates made by scripts/make-tls-certs.sh (the commands docs/security.md shows).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use tributary_tests::broker::BrokerProcess;
+use tributary_tests::zookeeper::{free_port, ZooKeeper};
+
+/// Certificates made by the script into `dir`.
+fn make_certs(dir: &Path) -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make-tls-certs.sh");
+    let status = Command::new(script)
+        .arg(dir)
+        .status()
+        .expect("run make-tls-certs.sh");
+    assert!(status.success(), "make-tls-certs.sh failed");
+    dir.to_path_buf()
+}
+
+/// A standalone broker (no ZooKeeper) with a plaintext and an SSL listener; `extra` adds keys
+/// (`CERTS` in it is the certificates' directory).
+struct TlsBroker {
+    process: BrokerProcess,
+    plain: u16,
+    ssl: u16,
+    certs: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn start(extra: &str) -> TlsBroker {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = make_certs(&dir.path().join("certs"));
+    let (plain, ssl) = (free_port(), free_port());
+    let properties = format!(
+        "brokerid=0\nhostname=127.0.0.1\nlog.dir={}\nenable.zookeeper=false\nlog.flush.interval=1\n\
+         listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl}\n\
+         ssl.certificate.location={c}/broker.crt\nssl.key.location={c}/broker.key\n{}",
+        dir.path().join("logs").display(),
+        extra.replace("CERTS", &certs.display().to_string()),
+        c = certs.display(),
+    );
+    // Waits on the SSL port, the one bound last.
+    let process = BrokerProcess::start(dir.path(), ssl, &properties);
+    TlsBroker {
+        process,
+        plain,
+        ssl,
+        certs,
+        _dir: dir,
+    }
+}
+
+fn python(args: &[&str]) -> Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tls07.py");
+    Command::new("python3")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run python3")
+}
+
+/// `tls07.py handshake` against the SSL port: its printed verdict.
+fn handshake(broker: &TlsBroker, options: &[&str]) -> String {
+    let port = broker.ssl.to_string();
+    let mut args = vec!["handshake", "127.0.0.1", &port];
+    args.extend_from_slice(options);
+    let out = python(&args);
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `tls07.py roundtrip` of `count` messages to `topic` on `port`: the payloads fetched back, or
+/// `None` when it failed.
+fn roundtrip(port: u16, topic: &str, count: usize, options: &[&str]) -> Option<Vec<String>> {
+    let (port, count_text) = (port.to_string(), count.to_string());
+    let mut args = vec!["roundtrip", "127.0.0.1", &port, topic, &count_text];
+    args.extend_from_slice(options);
+    let out = python(&args);
+    out.status.success().then(|| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    })
+}
+
+fn expected(topic: &str, count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("{topic}-{i}")).collect()
+}
+
+fn path(dir: &Path, file: &str) -> String {
+    dir.join(file).display().to_string()
+}
+
+/// `openssl s_client` against the SSL port with `args`: (succeeded, everything it printed).
+fn s_client(broker: &TlsBroker, args: &[&str]) -> (bool, String) {
+    let out = Command::new("openssl")
+        .args(["s_client", "-connect"])
+        .arg(format!("127.0.0.1:{}", broker.ssl))
+        .args(["-brief", "-verify_return_error", "-CAfile"])
+        .arg(broker.certs.join("ca.crt"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run openssl");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn the_ssl_listener_speaks_tls_1_2_and_1_3_and_refuses_older_protocols() {
+    let broker = start("");
+    let ca = path(&broker.certs, "ca.crt");
+    for (flag, version) in [("-tls1_2", "TLSv1.2"), ("-tls1_3", "TLSv1.3")] {
+        let (ok, text) = s_client(&broker, &[flag]);
+        assert!(ok, "openssl s_client {flag} failed:\n{text}");
+        assert!(
+            text.contains(&format!("Protocol version: {version}"))
+                && text.contains("Verification: OK"),
+            "{flag}:\n{text}"
+        );
+    }
+    for flag in ["-tls1", "-tls1_1"] {
+        let (ok, text) = s_client(&broker, &[flag, "-cipher", "DEFAULT@SECLEVEL=0"]);
+        assert!(!ok, "openssl s_client {flag} was served:\n{text}");
+        // rustls answers an old ClientHello with an alert (protocol_version or
+        // handshake_failure, as the offered version allows).
+        assert!(
+            text.contains("alert protocol version") || text.contains("alert handshake failure"),
+            "{flag}:\n{text}"
+        );
+    }
+    for (max, verdict) in [
+        ("1.0", "refused"),
+        ("1.1", "refused"),
+        ("1.2", "ok TLSv1.2"),
+        ("1.3", "ok TLSv1.3"),
+    ] {
+        let said = handshake(&broker, &["--ca", &ca, "--max-version", max]);
+        assert!(said.starts_with(verdict), "TLS at most {max}: {said}");
+    }
+    // A client that does not trust the broker's CA refuses it (the broker is authenticated).
+    let other = path(&broker.certs, "other-ca.crt");
+    let said = handshake(&broker, &["--ca", &other]);
+    assert!(said.starts_with("refused"), "{said}");
+}
+
+#[test]
+fn messages_produced_over_tls_are_the_same_log_that_0_7_clients_read_in_plaintext() {
+    let broker = start("");
+    let ca = path(&broker.certs, "ca.crt");
+    let over_tls = roundtrip(broker.ssl, "secure", 50, &["--ca", &ca]);
+    assert_eq!(over_tls, Some(expected("secure", 50)));
+    let plain = roundtrip(broker.plain, "plain", 20, &["--plain"]);
+    assert_eq!(plain, Some(expected("plain", 20)));
+    // What came in over TLS is read back on the plaintext port, and the other way round
+    // (each roundtrip produces again: the fetch from offset 0 sees the first copies first).
+    let read_plain = roundtrip(broker.plain, "secure", 50, &["--plain"]).unwrap();
+    assert_eq!(read_plain[..50], expected("secure", 50)[..]);
+    let read_tls = roundtrip(broker.ssl, "plain", 20, &["--ca", &ca]).unwrap();
+    assert_eq!(read_tls[..20], expected("plain", 20)[..]);
+    // Plaintext bytes on the SSL port are not a request: the connection is closed.
+    assert!(roundtrip(broker.ssl, "plain-on-ssl", 1, &["--plain"]).is_none());
+}
+
+#[test]
+fn required_client_certificates_refuse_none_an_unknown_ca_and_an_expired_one() {
+    let dir_certs = |b: &TlsBroker, f: &str| path(&b.certs, f);
+    let broker = start("ssl.client.auth=required\nssl.ca.location=CERTS/ca.crt\n");
+    let ca = dir_certs(&broker, "ca.crt");
+    let with = |name: &str| {
+        vec![
+            "--ca".to_string(),
+            ca.clone(),
+            "--cert".to_string(),
+            dir_certs(&broker, &format!("{name}.crt")),
+            "--key".to_string(),
+            dir_certs(&broker, &format!("{name}.key")),
+        ]
+    };
+    let client = with("client");
+    let client: Vec<&str> = client.iter().map(String::as_str).collect();
+    assert_eq!(
+        roundtrip(broker.ssl, "authenticated", 10, &client),
+        Some(expected("authenticated", 10))
+    );
+    for (who, options) in [
+        ("no certificate", vec!["--ca".to_string(), ca.clone()]),
+        ("another CA's certificate", with("stranger")),
+        ("an expired certificate", with("expired")),
+    ] {
+        let options: Vec<&str> = options.iter().map(String::as_str).collect();
+        let said = handshake(&broker, &options);
+        assert!(said.starts_with("refused"), "{who}: {said}");
+        assert!(
+            roundtrip(broker.ssl, "refused", 5, &options).is_none(),
+            "{who} produced and fetched"
+        );
+    }
+    // Nothing the refused clients sent was stored.
+    let stored = roundtrip(broker.plain, "refused", 0, &["--plain"]).unwrap();
+    assert!(stored.is_empty(), "stored from refused clients: {stored:?}");
+    // TLS 1.2: the refusal comes within the handshake, before s_client would report success.
+    let (ok, text) = s_client(&broker, &["-tls1_2"]);
+    assert!(!ok, "s_client without a certificate was served:\n{text}");
+    let client_args = [
+        "-tls1_2",
+        "-cert",
+        &dir_certs(&broker, "client.crt"),
+        "-key",
+        &dir_certs(&broker, "client.key"),
+    ]
+    .map(str::to_string);
+    let client_args: Vec<&str> = client_args.iter().map(String::as_str).collect();
+    let (ok, text) = s_client(&broker, &client_args);
+    assert!(ok, "s_client with the client certificate:\n{text}");
+}
+
+#[test]
+fn requested_client_certificates_admit_a_client_without_one_but_not_a_bad_one() {
+    let broker = start("ssl.client.auth=requested\nssl.ca.location=CERTS/ca.crt\n");
+    let ca = path(&broker.certs, "ca.crt");
+    let said = handshake(&broker, &["--ca", &ca]);
+    assert!(said.starts_with("ok"), "without a certificate: {said}");
+    let (cert, key) = (
+        path(&broker.certs, "client.crt"),
+        path(&broker.certs, "client.key"),
+    );
+    let said = handshake(&broker, &["--ca", &ca, "--cert", &cert, "--key", &key]);
+    assert!(
+        said.starts_with("ok"),
+        "with the client certificate: {said}"
+    );
+    let (cert, key) = (
+        path(&broker.certs, "stranger.crt"),
+        path(&broker.certs, "stranger.key"),
+    );
+    let said = handshake(&broker, &["--ca", &ca, "--cert", &cert, "--key", &key]);
+    assert!(
+        said.starts_with("refused"),
+        "another CA's certificate: {said}"
+    );
+}
+
+/// The broker's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/<pid>/status")
+}
+
+/// Whether the peer closed `stream` (EOF or reset) within `within`.
+fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    stream.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            // An alert, then the close.
+            Ok(_) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return false
+            }
+            Err(_) => return true,
+        }
+    }
+}
+
+#[test]
+fn hostile_input_on_the_ssl_listener_leaves_the_broker_serving_with_bounded_memory() {
+    let mut broker = start("");
+    let ca = path(&broker.certs, "ca.crt");
+    let pid = broker.process.pid().unwrap();
+    // Garbage before any handshake: refused at once.
+    let mut garbage = TcpStream::connect(("127.0.0.1", broker.ssl)).unwrap();
+    garbage.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    assert!(
+        closed_within(&mut garbage, Duration::from_secs(5)),
+        "garbage kept open"
+    );
+    // A handshake cut in the middle: the record header of a ClientHello and part of it.
+    let mut cut = TcpStream::connect(("127.0.0.1", broker.ssl)).unwrap();
+    cut.write_all(&[
+        0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+    ])
+    .unwrap();
+    drop(cut);
+    // A thousand connections that never finish a handshake, half of them mid-record.
+    let before = rss_kib(pid);
+    let mut idle = Vec::new();
+    for i in 0..1_000 {
+        let mut s = TcpStream::connect(("127.0.0.1", broker.ssl)).unwrap();
+        if i % 2 == 0 {
+            s.write_all(&[0x16, 0x03, 0x01, 0x40, 0x00]).unwrap();
+        }
+        idle.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // Real clients are still served, on both listeners, while they hang.
+    assert_eq!(
+        roundtrip(broker.ssl, "meanwhile", 5, &["--ca", &ca]),
+        Some(expected("meanwhile", 5))
+    );
+    assert_eq!(
+        roundtrip(broker.plain, "plain-meanwhile", 5, &["--plain"]),
+        Some(expected("plain-meanwhile", 5))
+    );
+    let grown = rss_kib(pid).saturating_sub(before);
+    assert!(
+        grown < 64 * 1024,
+        "1,000 half-open TLS connections grew the broker by {grown} KiB"
+    );
+    assert!(broker.process.is_running());
+    drop(idle);
+}
+
+#[test]
+fn rotated_certificates_serve_new_connections_without_a_restart() {
+    let broker = start("");
+    let old_ca = path(&broker.certs, "ca.crt");
+    assert!(handshake(&broker, &["--ca", &old_ca]).starts_with("ok"));
+    // A new CA and broker certificate, written over the files the broker reads.
+    let fresh = tempfile::tempdir().unwrap();
+    let fresh = make_certs(fresh.path()).to_path_buf();
+    let new_ca = path(&fresh, "ca.crt");
+    assert!(handshake(&broker, &["--ca", &new_ca]).starts_with("refused"));
+    for file in ["broker.key", "broker.crt"] {
+        std::fs::copy(fresh.join(file), broker.certs.join(file)).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !handshake(&broker, &["--ca", &new_ca]).starts_with("ok") {
+        assert!(
+            Instant::now() < deadline,
+            "the new certificate was not served within 20 s:\n{}",
+            broker.process.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(handshake(&broker, &["--ca", &old_ca]).starts_with("refused"));
+    assert!(
+        broker.process.log_text().contains("read again"),
+        "{}",
+        broker.process.log_text()
+    );
+    // A rotation gone wrong (a truncated certificate) is logged; the last good one keeps serving.
+    std::fs::write(
+        broker.certs.join("broker.crt"),
+        "-----BEGIN CERTIFICATE-----\nAAAA\n",
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !broker.process.log_text().contains("cannot be used") {
+        assert!(
+            Instant::now() < deadline,
+            "the broken certificate was not reported:\n{}",
+            broker.process.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(handshake(&broker, &["--ca", &new_ca]).starts_with("ok"));
+}
+
+/// The data of `path` in the ZooKeeper at `zk`.
+fn zk_data(zk: &ZooKeeper, path: &str) -> String {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = zookeeper_client::Client::connect(&zk.connect_string())
+            .await
+            .unwrap();
+        let (data, _) = client.get_data(path).await.unwrap();
+        String::from_utf8(data).unwrap()
+    })
+}
+
+#[test]
+fn the_endpoints_are_registered_beside_the_0_7_registration() {
+    let zk = ZooKeeper::start();
+    let dir = tempfile::tempdir().unwrap();
+    let certs = make_certs(&dir.path().join("certs"));
+    let (plain, ssl) = (free_port(), free_port());
+    let base = |listeners: &str, logs: &str| {
+        format!(
+            "brokerid=0\nhostname=127.0.0.1\nlog.dir={}\nzk.connect={}\nzk.sessiontimeout.ms=2000\n\
+             listeners={listeners}\nssl.certificate.location={c}/broker.crt\nssl.key.location={c}/broker.key\n",
+            dir.path().join(logs).display(),
+            zk.connect_string(),
+            c = certs.display()
+        )
+    };
+    let broker_dir = dir.path().join("both");
+    std::fs::create_dir_all(&broker_dir).unwrap();
+    let mut both = BrokerProcess::start(
+        &broker_dir,
+        ssl,
+        &base(
+            &format!("PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl}"),
+            "logs-both",
+        ),
+    );
+    both.wait_until_registered();
+    // 0.7 clients find the plaintext listener where they always did.
+    assert!(zk_data(&zk, "/brokers/ids/0").ends_with(&format!(":127.0.0.1:{plain}")));
+    assert_eq!(
+        zk_data(&zk, "/tributary/endpoints/0"),
+        format!("PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl}")
+    );
+    assert!(both.terminate(), "{}", both.log_text());
+    // Plaintext off: the SSL listener is the only one, in both nodes.
+    let only_dir = dir.path().join("only");
+    std::fs::create_dir_all(&only_dir).unwrap();
+    let only_ssl = free_port();
+    let mut only = BrokerProcess::start(
+        &only_dir,
+        only_ssl,
+        &base(&format!("SSL://127.0.0.1:{only_ssl}"), "logs-only"),
+    );
+    only.wait_until_registered();
+    assert!(zk_data(&zk, "/brokers/ids/0").ends_with(&format!(":127.0.0.1:{only_ssl}")));
+    assert_eq!(
+        zk_data(&zk, "/tributary/endpoints/0"),
+        format!("SSL://127.0.0.1:{only_ssl}")
+    );
+    assert!(only.log_text().contains("TLS only"), "{}", only.log_text());
+    assert!(only.terminate(), "{}", only.log_text());
+}
