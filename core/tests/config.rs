@@ -252,6 +252,65 @@ fn listeners_and_their_tls_settings_are_read_and_checked() {
 }
 
 #[test]
+fn client_tls_settings_are_read_and_checked_for_consumers_producers_and_replicas() {
+    let c = consumer(
+        "groupid=g\nzk.connect=h:1\nsecurity.protocol=SSL\nssl.ca.location=/c/ca.crt\n\
+         ssl.certificate.location=/c/me.crt\nssl.key.location=/c/me.key\n\
+         ssl.endpoint.identification.algorithm=none\n",
+    )
+    .unwrap();
+    let tls = c.tls.unwrap();
+    assert_eq!(tls.ca.to_str(), Some("/c/ca.crt"));
+    assert!(tls.identity.is_some() && !tls.verify_hostname);
+    // Plaintext by default, ssl.* keys then ignored.
+    assert!(
+        consumer("groupid=g\nzk.connect=h:1\nssl.ca.location=/c/ca.crt\n")
+            .unwrap()
+            .tls
+            .is_none()
+    );
+    let p = producer("zk.connect=h:1\nsecurity.protocol=ssl\nssl.ca.location=/c/ca.crt\n").unwrap();
+    let tls = p.tls.unwrap();
+    assert!(tls.identity.is_none() && tls.verify_hostname);
+    for (text, expect) in [
+        ("security.protocol=ssl\n", "ssl.ca.location in t: security.protocol=ssl needs the CA certificates"),
+        ("security.protocol=tls\n", "security.protocol in t line 2: expected plaintext or ssl, found \"tls\""),
+        (
+            "security.protocol=ssl\nssl.ca.location=/c\nssl.certificate.location=/c/me.crt\n",
+            "ssl.key.location in t: ssl.certificate.location is set: name its private key too",
+        ),
+        (
+            "security.protocol=ssl\nssl.ca.location=/c\nssl.endpoint.identification.algorithm=dns\n",
+            "ssl.endpoint.identification.algorithm in t line 4: expected https or none",
+        ),
+    ] {
+        let err = ProducerConfig::from_properties(
+            &Properties::parse("t", &format!("zk.connect=h:1\n{text}")).unwrap(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with(expect), "{text}: {err}");
+    }
+    let replica = |extra: &str| {
+        broker(&format!(
+            "{BROKER_MIN}replica.source.zk.connect=src:2181\nreplica.security.protocol=ssl\n{extra}"
+        ))
+    };
+    let err = replica("").unwrap_err();
+    assert!(
+        err.starts_with("replica.ssl.ca.location in config/server.properties: replica.security.protocol=ssl needs"),
+        "{err}"
+    );
+    let tls = replica("replica.ssl.ca.location=/c/ca.crt\n")
+        .unwrap()
+        .replica
+        .unwrap()
+        .tls
+        .unwrap();
+    assert_eq!(tls.key_prefix, "replica.");
+}
+
+#[test]
 fn unknown_keys_are_kept_not_fatal() {
     let c = broker(&format!(
         "{BROKER_MIN}kafka.metrics.reporters=x\nsome.future.key=1\n"

@@ -6,6 +6,11 @@ and of the TLS handshake (OpenSSL, through Python's ssl module).
   tls07.py roundtrip HOST PORT TOPIC COUNT [TLS options]
       produces COUNT messages "<TOPIC>-<i>" to partition 0, then fetches from offset 0 until
       they are all back; prints each payload fetched, one per line. Exit 0 on success.
+  tls07.py produce HOST PORT TOPIC FIRST COUNT [TLS options]
+      sends messages "<TOPIC>-<FIRST>" .. "<TOPIC>-<FIRST+COUNT-1>" to partition 0 (0.7 PRODUCE:
+      no answer); exit 0 once written.
+  tls07.py fetch HOST PORT TOPIC [TLS options]
+      fetches partition 0 from offset 0 (one FETCH of at most 1 MiB); prints each payload.
   tls07.py handshake HOST PORT [TLS options]
       completes a TLS handshake and one FETCH; prints "ok <protocol>" (exit 0) or
       "refused <reason>" (exit 3).
@@ -99,11 +104,32 @@ def fetch(sock, topic, offset):
     return error, payloads
 
 
+def send(sock, topic, payloads):
+    messages = b"".join(message(p) for p in payloads)
+    sock.sendall(request(0, string(topic) + struct.pack(">ii", 0, len(messages)) + messages))
+
+
+def produce(host, port, topic, first, count, opts):
+    sock = connect(host, port, opts)
+    send(sock, topic, [f"{topic}-{i}".encode() for i in range(first, first + count)])
+    # An OFFSETS request's answer shows the produce before it was read.
+    sock.sendall(request(4, string(topic) + struct.pack(">iqi", 0, -1, 1)))
+    size = struct.unpack(">i", read_exactly(sock, 4))[0]
+    read_exactly(sock, size)
+    return 0
+
+
+def fetch_all(host, port, topic, opts):
+    error, got = fetch(connect(host, port, opts), topic, 0)
+    for p in got:
+        print(p.decode())
+    return 0 if error == 0 else 1
+
+
 def roundtrip(host, port, topic, count, opts):
     sock = connect(host, port, opts)
     sent = [f"{topic}-{i}".encode() for i in range(count)]
-    messages = b"".join(message(p) for p in sent)
-    sock.sendall(request(0, string(topic) + struct.pack(">ii", 0, len(messages)) + messages))
+    send(sock, topic, sent)
     deadline = time.time() + 10
     while True:
         error, got = fetch(sock, topic, 0)
@@ -134,6 +160,10 @@ def handshake(host, port, opts):
 def main(argv):
     if argv[1] == "roundtrip":
         return roundtrip(argv[2], int(argv[3]), argv[4], int(argv[5]), options(argv[6:]))
+    if argv[1] == "produce":
+        return produce(argv[2], int(argv[3]), argv[4], int(argv[5]), int(argv[6]), options(argv[7:]))
+    if argv[1] == "fetch":
+        return fetch_all(argv[2], int(argv[3]), argv[4], options(argv[5:]))
     if argv[1] == "handshake":
         return handshake(argv[2], int(argv[3]), options(argv[4:]))
     print(__doc__, file=sys.stderr)

@@ -44,6 +44,7 @@ use crate::env::{Env, Listener};
 use crate::metrics::broker::BrokerMeter;
 use crate::metrics::server::MetricsServer;
 use crate::metrics::{LabelledGauges, MaybeMetrics, Metrics};
+use crate::tls::env::ClientLink;
 use crate::tls::link::Link;
 use crate::tls::server::ServerTls;
 use tributary_core::identity::ClusterIdentity;
@@ -68,8 +69,8 @@ pub enum StartError {
     /// The origin records (renamed mirror copies' partition counts) could not be read.
     #[error("cannot read the origin records in ZooKeeper: {0}")]
     Origins(#[from] crate::coordination::origins::OriginsStoreError),
-    /// The SSL listener's certificate, key or CA files cannot be used.
-    #[error("cannot use the SSL listener's TLS settings: {0}")]
+    /// The TLS settings (the SSL listener's, or the replica copier's) cannot be used.
+    #[error("cannot use the TLS settings: {0}")]
     Tls(#[from] crate::tls::TlsError),
     /// The metrics port could not be bound.
     #[error("cannot serve metrics on {addr} (metrics.port): {source}")]
@@ -164,6 +165,17 @@ impl Broker {
             )),
             None => None,
         };
+        let replica_link = match &config.replica {
+            Some(replica) => ClientLink::load(
+                replica.tls.as_ref(),
+                Some((
+                    &replica.source,
+                    std::time::Duration::from_millis(config.zk.session_timeout_ms.into()),
+                    std::time::Duration::from_millis(config.zk.connection_timeout_ms.into()),
+                )),
+            )?,
+            None => None,
+        };
         let listeners = bind_listeners(&env, &config, tls).await?;
         let addr = listeners.addr();
         let tls_addr = listeners.ssl.as_ref().map(|l| l.addr);
@@ -248,6 +260,7 @@ impl Broker {
             new_topics,
         });
         let tasks = Tasks {
+            replica_link,
             registration,
             committer,
             committer_stop,
@@ -327,6 +340,8 @@ fn flatten(finished: Result<Result<(), BrokerError>, JoinError>) -> Result<(), B
 
 /// The broker's long-lived tasks besides connections and timers.
 struct Tasks<E: Env> {
+    /// The replica copier's TLS to the source (`replica.security.protocol=ssl`).
+    replica_link: Option<ClientLink>,
     registration: Option<Registration>,
     committer: tokio::task::JoinHandle<()>,
     committer_stop: watch::Sender<bool>,
@@ -452,6 +467,7 @@ async fn run<E: Env>(
     tasks: Tasks<E>,
 ) -> Result<(), BrokerError> {
     let Tasks {
+        replica_link,
         mut registration,
         mut committer,
         committer_stop,
@@ -479,6 +495,7 @@ async fn run<E: Env>(
                 new_topics: shared.new_topics.clone(),
                 meter: meter.clone(),
                 metrics: metrics.as_ref().map(|m| m.mirror()),
+                link: replica_link.clone(),
             },
             stop_rx.clone(),
         ))

@@ -109,6 +109,9 @@ pub enum StartError {
     /// A subscription with no stream at all.
     #[error("a consumer needs at least one stream")]
     NoStreams,
+    /// The TLS settings (`security.protocol=ssl`, `ssl.*`) cannot be used.
+    #[error("consumer TLS settings: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// Why a commit was not (wholly) written. Offsets written before the failure stay written.

@@ -22,6 +22,7 @@ mod state;
 mod stream;
 pub mod view;
 
+use crate::tls::env::{ClientLink, SecureEnv};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -153,6 +154,8 @@ pub struct ConsumerConnector {
     commits: mpsc::Sender<group::CommitRequest>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
+    /// Its outbound TLS (`security.protocol=ssl`), for connections made outside the member.
+    link: Option<ClientLink>,
 }
 
 impl std::fmt::Debug for ConsumerConnector {
@@ -210,12 +213,17 @@ impl ConsumerConnector {
             .unzip();
         let session = Duration::from_millis(config.zk.session_timeout_ms.into());
         let connection = Duration::from_millis(config.zk.connection_timeout_ms.into());
+        let link = ClientLink::load(
+            config.tls.as_ref(),
+            Some((&config.zk_connect, session, connection)),
+        )?;
         let coord = env
             .coordinate(&config.zk_connect, session, connection)
             .await?;
         let zombies = Arc::new(state::Shared::new(None));
         let member = group::Member {
-            env,
+            // Fetches go inside TLS when security.protocol=ssl.
+            env: SecureEnv::new(env, link.clone()),
             config,
             consumer_id: id.clone(),
             registration,
@@ -240,6 +248,7 @@ impl ConsumerConnector {
                 commits,
                 stop,
                 task: Some(task),
+                link,
             },
             streams,
         ))
@@ -338,6 +347,7 @@ impl ConsumerConnector {
     /// over one connection (partitions whose broker does not answer are left out; a connection
     /// that failed is not used again).
     pub async fn lag<E: Env>(&self, env: &E) -> Vec<PartitionLag> {
+        let env = &SecureEnv::new(env.clone(), self.link.clone());
         let mut by_broker: BTreeMap<(String, u16), Vec<Arc<state::PartitionState>>> =
             BTreeMap::new();
         for p in self.shared.all() {

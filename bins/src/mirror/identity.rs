@@ -9,6 +9,7 @@
 //! closed, and says what to do (a `broker.list` no broker of which can be reached yet is waited
 //! for, as a mirror maker started before its target).
 
+use crate::tls::env::{ClientLink, SecureEnv};
 use std::time::Duration;
 
 use tributary_core::config::{
@@ -76,7 +77,12 @@ pub async fn learn<E: Env>(
                 ))
             })?
         }
-        (None, Discovery::BrokerList(list)) => from_brokers(env, list, producer).await?,
+        (None, Discovery::BrokerList(list)) => {
+            // Asked over the producer's own links (TLS when its security.protocol=ssl).
+            let link = ClientLink::load(producer.tls.as_ref(), None)
+                .map_err(|e| MirrorError::Config(format!("producer TLS settings: {e}")))?;
+            from_brokers(&SecureEnv::new(env.clone(), link), list, producer).await?
+        }
     };
     Ok(Identities {
         sources: source_identities,

@@ -22,6 +22,7 @@ pub mod directory;
 mod dispatch;
 pub(crate) mod targets;
 
+use crate::tls::env::{ClientLink, SecureEnv};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -175,6 +176,9 @@ pub enum StartError {
     /// ZooKeeper could not be read.
     #[error(transparent)]
     ZooKeeper(#[from] CoordError),
+    /// The TLS settings (`security.protocol=ssl`, `ssl.*`) cannot be used.
+    #[error("producer TLS settings: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// One queued message and where to report its fate.
@@ -186,7 +190,8 @@ struct Queued {
 
 /// A producer; see the module docs.
 pub struct Producer<E: Env> {
-    dispatcher: Arc<Dispatcher<E>>,
+    /// Sends over `E`'s connections, inside TLS when `security.protocol=ssl`.
+    dispatcher: Arc<Dispatcher<SecureEnv<E>>>,
     queue: Option<mpsc::Sender<Queued>>,
     sender: Option<JoinHandle<()>>,
     config: ProducerConfig,
@@ -205,14 +210,20 @@ impl<E: Env> Producer<E> {
     /// Starts a producer: reads the brokers (ZooKeeper or the list) and, in async mode, starts
     /// the sender task.
     pub async fn start(env: E, config: ProducerConfig) -> Result<Self, StartError> {
-        let directory = match &config.discovery {
-            Discovery::BrokerList(list) => Directory::fixed(list),
-            Discovery::ZooKeeper(connect) => {
-                let session = Duration::from_millis(config.zk.session_timeout_ms.into());
-                let connection = Duration::from_millis(config.zk.connection_timeout_ms.into());
-                Directory::from_zookeeper(&env, connect, session, connection).await?
-            }
+        let session = Duration::from_millis(config.zk.session_timeout_ms.into());
+        let connection = Duration::from_millis(config.zk.connection_timeout_ms.into());
+        let (directory, link) = match &config.discovery {
+            // The list's addresses are used as given (SSL ports, with security.protocol=ssl).
+            Discovery::BrokerList(list) => (
+                Directory::fixed(list),
+                ClientLink::load(config.tls.as_ref(), None)?,
+            ),
+            Discovery::ZooKeeper(connect) => (
+                Directory::from_zookeeper(&env, connect, session, connection).await?,
+                ClientLink::load(config.tls.as_ref(), Some((connect, session, connection)))?,
+            ),
         };
+        let env = SecureEnv::new(env, link);
         let dispatcher = Arc::new(Dispatcher::new(env, config.clone(), directory));
         let (queue, sender) = match config.producer_type {
             ProducerType::Sync => (None, None),

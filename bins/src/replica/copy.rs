@@ -20,6 +20,8 @@ pub(super) async fn copy<E: Env>(
         new_topics,
         meter,
         metrics,
+        // Already in `env` (see `replica::run`).
+        link: _,
     } = copier;
     let timeout = Duration::from_millis(replica.socket_timeout_ms.into());
     let backoff = Duration::from_millis(replica.fetch_backoff_ms.into());

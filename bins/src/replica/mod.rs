@@ -29,6 +29,7 @@ use self::error::StopReason;
 use self::offset_sync::sync_offsets;
 use self::probe::{probe_lag, ProbeTargets};
 use self::promote::promotions;
+use crate::tls::env::{ClientLink, SecureEnv};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -109,12 +110,16 @@ pub struct Copier<F: tributary_core::log::LogFs + Clone> {
     pub meter: BrokerMeter,
     /// Lag, copied bytes and gaps (metrics on).
     pub metrics: Option<Arc<MirrorMetrics>>,
+    /// TLS to the source brokers (`replica.security.protocol=ssl`); `None` is plaintext.
+    pub link: Option<ClientLink>,
 }
 
 /// Copies until `stop`; returns only then (every failure is retried, loudly, or stops one
 /// partition). With metrics on, a lag probe runs beside the copier; a panic in it ends this
 /// task with that panic (the broker stops on it).
 pub async fn run<E: Env>(env: E, copier: Copier<E::Fs>, stop: watch::Receiver<bool>) {
+    // Every connection to the source inside TLS when replica.security.protocol=ssl.
+    let env = SecureEnv::new(env, copier.link.clone());
     let (targets, targets_rx) = watch::channel(ProbeTargets::default());
     let Some(metrics) = copier.metrics.clone() else {
         return copy(env, copier, targets, stop).await;

@@ -23,6 +23,44 @@ impl<S> Link<S> {
     }
 }
 
+/// Alerts by which a peer says it refused this side's certificate (or, with TLS 1.3, its
+/// refusal of the client's certificate arrives after the client's handshake has ended, with
+/// the first read).
+fn refuses_certificate(alert: rustls::AlertDescription) -> bool {
+    use rustls::AlertDescription as A;
+    matches!(
+        alert,
+        A::UnknownCA
+            | A::BadCertificate
+            | A::CertificateExpired
+            | A::CertificateRevoked
+            | A::CertificateUnknown
+            | A::CertificateRequired
+            | A::UnsupportedCertificate
+            | A::AccessDenied
+    )
+}
+
+/// `error` with what to do, when it says the peer refused this side's certificate.
+fn explained<S>(stream: &tokio_rustls::TlsStream<S>, error: io::Error) -> io::Error {
+    let alert = match error
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>())
+    {
+        Some(rustls::Error::AlertReceived(alert)) if refuses_certificate(*alert) => *alert,
+        _ => return error,
+    };
+    let why = match stream {
+        tokio_rustls::TlsStream::Client(_) => format!(
+            "the broker refused this client's TLS certificate (alert {alert:?}): ssl.certificate.location must hold a current certificate signed by a CA in the broker's ssl.ca.location"
+        ),
+        tokio_rustls::TlsStream::Server(_) => format!(
+            "the client refused the broker's TLS certificate (alert {alert:?}): its ssl.ca.location must hold the CA of the broker's ssl.certificate.location"
+        ),
+    };
+    io::Error::new(io::ErrorKind::PermissionDenied, why)
+}
+
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Link<S> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -31,7 +69,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Link<S> {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Link::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Link::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Link::Tls(s) => match Pin::new(s.as_mut()).poll_read(cx, buf) {
+                Poll::Ready(Err(e)) => Poll::Ready(Err(explained(s, e))),
+                other => other,
+            },
         }
     }
 }

@@ -6,6 +6,10 @@
 //! from the operating system), so simulated brokers listen in plaintext only: the same code
 //! runs, with [`link::Link::Plain`] on every connection.
 
+pub mod client;
+pub mod endpoints;
+pub mod env;
+mod files;
 pub mod link;
 pub mod pem;
 pub mod server;
@@ -17,7 +21,7 @@ pub enum TlsError {
     #[error("{setting}={path}: cannot read it: {source}")]
     Read {
         /// The setting naming the file.
-        setting: &'static str,
+        setting: String,
         /// The file.
         path: String,
         /// Why.
@@ -27,7 +31,7 @@ pub enum TlsError {
     #[error("{setting}={path}: {problem}")]
     Content {
         /// The setting naming the file.
-        setting: &'static str,
+        setting: String,
         /// The file.
         path: String,
         /// What is wrong, and what would be right.

@@ -13,16 +13,16 @@ use super::TlsError;
 pub const PEM_FILE_BYTES_MAX: u64 = 1024 * 1024;
 
 /// Reads `path` (named by `setting` in errors), at most [`PEM_FILE_BYTES_MAX`] bytes.
-pub fn read_file(setting: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+pub fn read_file(setting: &str, path: &Path) -> Result<Vec<u8>, TlsError> {
     let read_error = |source| TlsError::Read {
-        setting,
+        setting: setting.to_string(),
         path: path.display().to_string(),
         source,
     };
     let len = std::fs::metadata(path).map_err(read_error)?.len();
     if len > PEM_FILE_BYTES_MAX {
         return Err(TlsError::Content {
-            setting,
+            setting: setting.to_string(),
             path: path.display().to_string(),
             problem: format!(
                 "{len} bytes is not a PEM certificate or key (at most {PEM_FILE_BYTES_MAX})"
@@ -33,13 +33,10 @@ pub fn read_file(setting: &'static str, path: &Path) -> Result<Vec<u8>, TlsError
 }
 
 /// Every certificate in the PEM file at `path`; at least one.
-pub fn certificates(
-    setting: &'static str,
-    path: &Path,
-) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub fn certificates(setting: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let bytes = read_file(setting, path)?;
     let content = |problem: String| TlsError::Content {
-        setting,
+        setting: setting.to_string(),
         path: path.display().to_string(),
         problem,
     };
@@ -55,10 +52,10 @@ pub fn certificates(
 }
 
 /// The private key in the PEM file at `path` (PKCS#8, PKCS#1 or SEC1).
-pub fn private_key(setting: &'static str, path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+pub fn private_key(setting: &str, path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     let bytes = read_file(setting, path)?;
     PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| TlsError::Content {
-        setting,
+        setting: setting.to_string(),
         path: path.display().to_string(),
         problem: format!(
             "holds no usable private key (expected -----BEGIN PRIVATE KEY----- or an RSA/EC key): {e}"

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
@@ -12,6 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 use tributary_core::config::{ClientAuth, TlsServerSettings};
 
+use super::files::{FileStamps, Stamp};
 use super::link::Link;
 use super::pem;
 use super::TlsError;
@@ -19,9 +20,6 @@ use crate::sync::lock;
 
 /// How often the certificate, key and CA files are checked for changes.
 pub const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(5);
-
-/// What identifies one version of a file: its modification time and length (`None`: unreadable).
-type FileStamp = Option<(SystemTime, u64)>;
 
 /// The SSL listener's current TLS configuration, replaced when its files change.
 pub struct ServerTls {
@@ -32,9 +30,9 @@ pub struct ServerTls {
 /// One loaded version of the files.
 struct Loaded {
     acceptor: TlsAcceptor,
-    stamps: Vec<FileStamp>,
+    stamps: FileStamps,
     /// The files' stamps when they last could not be used: reported once, not every check.
-    refused: Option<Vec<FileStamp>>,
+    refused: Option<FileStamps>,
 }
 
 impl std::fmt::Debug for ServerTls {
@@ -100,20 +98,14 @@ impl ServerTls {
 }
 
 /// The files of `settings`, in a fixed order.
-fn files(settings: &TlsServerSettings) -> Vec<&PathBuf> {
-    let mut files = vec![&settings.certificate, &settings.key];
-    files.extend(settings.ca.as_ref());
+fn files(settings: &TlsServerSettings) -> Vec<PathBuf> {
+    let mut files = vec![settings.certificate.clone(), settings.key.clone()];
+    files.extend(settings.ca.clone());
     files
 }
 
-fn stamps(settings: &TlsServerSettings) -> Vec<FileStamp> {
-    files(settings)
-        .into_iter()
-        .map(|path| {
-            let meta = std::fs::metadata(path).ok()?;
-            Some((meta.modified().ok()?, meta.len()))
-        })
-        .collect()
+fn stamps(settings: &TlsServerSettings) -> FileStamps {
+    Stamp::of_all(&files(settings))
 }
 
 /// The rustls provider: ring, TLS 1.2 and 1.3 (rustls implements nothing older).
@@ -141,7 +133,7 @@ fn server_config(settings: &TlsServerSettings) -> Result<ServerConfig, TlsError>
             let mut roots = RootCertStore::empty();
             for cert in pem::certificates("ssl.ca.location", ca)? {
                 roots.add(cert).map_err(|e| TlsError::Content {
-                    setting: "ssl.ca.location",
+                    setting: "ssl.ca.location".into(),
                     path: ca.display().to_string(),
                     problem: format!("a certificate that cannot be a CA: {e}"),
                 })?;

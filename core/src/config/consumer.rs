@@ -7,6 +7,7 @@ use super::error::ConfigError;
 use super::fields::Fields;
 use super::properties::Properties;
 use super::reference::ConfigKind;
+use super::tls_client::{self, TlsClientSettings};
 use super::zk::{require_connect, ZkConfig, ZkConnect};
 use crate::group_id::GroupId;
 use crate::wire::TopicName;
@@ -116,6 +117,8 @@ pub struct ConsumerConfig {
     pub shallow_iterator_enable: bool,
     /// The embedded mirror's options.
     pub mirror: MirrorOptions,
+    /// `security.protocol` with `ssl.*` (Tributary): TLS to the brokers; `None` is plaintext.
+    pub tls: Option<TlsClientSettings>,
     /// Keys Tributary does not know, kept as they were.
     pub unknown: BTreeMap<String, String>,
 }
@@ -154,6 +157,7 @@ impl ConsumerConfig {
             rebalance_backoff_ms: f.int("rebalance.backoff.ms", zk.sync_time_ms, 0..=I32_MAX)?,
             shallow_iterator_enable: f.bool("shallowiterator.enable", false)?,
             mirror: read_mirror(&mut f)?,
+            tls: tls_client::read(&mut f, tls_client::CLIENT_KEYS)?,
             zk,
             unknown: BTreeMap::new(),
         };

@@ -13,6 +13,7 @@ mod producer;
 mod properties;
 pub mod reference;
 mod replica;
+mod tls_client;
 mod zk;
 mod zookeeper_server;
 
@@ -30,6 +31,7 @@ pub use producer::{
 pub use properties::{Properties, PropertiesError, Property};
 pub use reference::ConfigKind;
 pub use replica::ReplicaConfig;
+pub use tls_client::TlsClientSettings;
 pub use zk::{ZkConfig, ZkConnect, ZkConnectError, ZkServer};
 pub use zookeeper_server::ZooKeeperServerConfig;
 

@@ -7,6 +7,7 @@ use super::error::ConfigError;
 use super::fields::Fields;
 use super::properties::Properties;
 use super::reference::ConfigKind;
+use super::tls_client::{self, TlsClientSettings};
 use super::zk::{read_connect, ZkConfig, ZkConnect};
 use crate::message::CompressionCodec;
 use crate::wire::TopicName;
@@ -163,6 +164,8 @@ pub struct ProducerConfig {
     /// `durable.acks.fallback` (false; Tributary): when a broker does not know ACKED_PRODUCE (a
     /// Kafka 0.7 broker), send to it without acknowledgements instead of failing.
     pub durable_acks_fallback: bool,
+    /// `security.protocol` with `ssl.*` (Tributary): TLS to the brokers; `None` is plaintext.
+    pub tls: Option<TlsClientSettings>,
     /// Keys Tributary does not know, kept as they were.
     pub unknown: BTreeMap<String, String>,
 }
@@ -219,6 +222,7 @@ impl ProducerConfig {
             event_handler_props: f.string("event.handler.props"),
             durable_acks: f.bool("durable.acks", false)?,
             durable_acks_fallback: f.bool("durable.acks.fallback", false)?,
+            tls: tls_client::read(&mut f, tls_client::CLIENT_KEYS)?,
             unknown: BTreeMap::new(),
         };
         Ok(ProducerConfig {

@@ -3,6 +3,7 @@
 
 use super::error::ConfigError;
 use super::fields::Fields;
+use super::tls_client::{self, TlsClientSettings};
 use super::zk::ZkConnect;
 use crate::consumer::{FilterKind, TopicPattern};
 
@@ -31,6 +32,9 @@ pub struct ReplicaConfig {
     pub offsets_sync_groups: Option<TopicPattern>,
     /// `replica.offsets.sync.interval.ms`: how often offsets are synced (1000).
     pub offsets_sync_interval_ms: u32,
+    /// `replica.security.protocol` with `replica.ssl.*`: TLS to the source brokers; `None` is
+    /// plaintext.
+    pub tls: Option<TlsClientSettings>,
 }
 
 /// Reads the replica keys; `None` when `replica.source.zk.connect` is not set (the other
@@ -53,6 +57,7 @@ pub(crate) fn read(
     let socket_timeout_ms = f.optional_int("replica.socket.timeout.ms", 1..=I32_MAX)?;
     let sync_groups = f.string("replica.offsets.sync.groups");
     let sync_interval_ms = f.optional_int("replica.offsets.sync.interval.ms", 1..=I32_MAX)?;
+    let tls = tls_client::read(f, tls_client::REPLICA_KEYS)?;
     let Some(source) = source else {
         let set = [
             whitelist.is_some(),
@@ -63,6 +68,7 @@ pub(crate) fn read(
             socket_timeout_ms.is_some(),
             sync_groups.is_some(),
             sync_interval_ms.is_some(),
+            tls.is_some(),
         ];
         if set.contains(&true) {
             tracing::warn!("replica.* keys are set but replica.source.zk.connect is not: this broker is not a replica and ignores them");
@@ -98,6 +104,7 @@ pub(crate) fn read(
             None => None,
         },
         offsets_sync_interval_ms: sync_interval_ms.unwrap_or(1000),
+        tls,
     }))
 }
 
