@@ -60,6 +60,7 @@ async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
             tokio::spawn(serve::<TokioEnv>(
                 Link::Plain(stream),
                 peer,
+                tributary::broker::access::Access::unrestricted(),
                 shared.clone(),
                 stop_rx.clone(),
                 seed,
@@ -152,6 +153,7 @@ async fn a_response_waiting_for_a_slow_reader_keeps_its_share() {
             tokio::spawn(serve::<TokioEnv>(
                 Link::Plain(stream),
                 peer,
+                tributary::broker::access::Access::unrestricted(),
                 shared.clone(),
                 stop_rx.clone(),
                 seed,

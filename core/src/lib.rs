@@ -25,6 +25,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![warn(missing_docs)]
 
+pub mod allow_list;
 pub mod config;
 pub mod consumer;
 #[doc(hidden)]

@@ -10,7 +10,8 @@ and of the TLS handshake (OpenSSL, through Python's ssl module).
       sends messages "<TOPIC>-<FIRST>" .. "<TOPIC>-<FIRST+COUNT-1>" to partition 0 (0.7 PRODUCE:
       no answer); exit 0 once written.
   tls07.py fetch HOST PORT TOPIC [TLS options]
-      fetches partition 0 from offset 0 (one FETCH of at most 1 MiB); prints each payload.
+      fetches partition 0 from offset 0 (one FETCH of at most 1 MiB); prints each payload, or
+      "error <code>" (exit 1) when the broker answers an error.
   tls07.py handshake HOST PORT [TLS options]
       completes a TLS handshake and one FETCH; prints "ok <protocol>" (exit 0) or
       "refused <reason>" (exit 3).
@@ -121,9 +122,12 @@ def produce(host, port, topic, first, count, opts):
 
 def fetch_all(host, port, topic, opts):
     error, got = fetch(connect(host, port, opts), topic, 0)
+    if error != 0:
+        print(f"error {error}")
+        return 1
     for p in got:
         print(p.decode())
-    return 0 if error == 0 else 1
+    return 0
 
 
 def roundtrip(host, port, topic, count, opts):

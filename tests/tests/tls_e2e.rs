@@ -33,8 +33,16 @@ struct TlsBroker {
 }
 
 fn start(extra: &str) -> TlsBroker {
+    start_with(extra, &[])
+}
+
+/// [`start`], writing `files` (name, text) beside the certificates first.
+fn start_with(extra: &str, files: &[(&str, &str)]) -> TlsBroker {
     let dir = tempfile::tempdir().unwrap();
     let certs = make_certs(&dir.path().join("certs"));
+    for (name, text) in files {
+        std::fs::write(certs.join(name), text).unwrap();
+    }
     let (plain, ssl) = (free_port(), free_port());
     let properties = format!(
         "brokerid=0\nhostname=127.0.0.1\nlog.dir={}\nenable.zookeeper=false\nlog.flush.interval=1\n\
@@ -438,4 +446,102 @@ fn the_endpoints_are_registered_beside_the_0_7_registration() {
     );
     assert!(only.log_text().contains("TLS only"), "{}", only.log_text());
     assert!(only.terminate(), "{}", only.log_text());
+}
+
+/// `tls07.py <mode> ...` against `port`: (succeeded, what it printed).
+fn tool(mode: &str, port: u16, args: &[&str], options: &[&str]) -> (bool, String) {
+    let port = port.to_string();
+    let mut all = vec![mode, "127.0.0.1", &port];
+    all.extend_from_slice(args);
+    all.extend_from_slice(options);
+    let out = python(&all);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    )
+}
+
+#[test]
+fn the_allow_list_refuses_what_no_rule_allows_and_stores_nothing_of_it() {
+    let broker = start_with(
+        "ssl.client.auth=requested\nssl.ca.location=CERTS/ca.crt\nssl.allow.list.location=CERTS/allow.list\n",
+        &[(
+            "allow.list",
+            "# the client's principal\nall CN=mirror-east,O=Tributary allowed-.*\nfetch * public   # anyone\n",
+        )],
+    );
+    let rules = broker.certs.join("allow.list");
+    let c = &broker.certs;
+    let (ca, cert, key) = (
+        path(c, "ca.crt"),
+        path(c, "client.crt"),
+        path(c, "client.key"),
+    );
+    let client = ["--ca", &ca, "--cert", &cert, "--key", &key];
+    let anonymous = ["--ca", &ca];
+    // The client's principal may do everything to allowed-*; anyone may fetch public.
+    assert_eq!(
+        tool("produce", broker.ssl, &["allowed-1", "0", "5"], &client),
+        (true, String::new())
+    );
+    assert_eq!(
+        tool("fetch", broker.ssl, &["allowed-1"], &client).1,
+        expected("allowed-1", 5).join("\n")
+    );
+    produce_plain(broker.plain, "public", 3);
+    assert_eq!(
+        tool("fetch", broker.ssl, &["public"], &anonymous).1,
+        expected("public", 3).join("\n")
+    );
+    // Not allowed: a produce closes the connection and stores nothing; a fetch answers 29.
+    let (ok, _) = tool("produce", broker.ssl, &["secret", "0", "5"], &client);
+    assert!(!ok, "a produce no rule allows was answered as if stored");
+    let (ok, said) = tool("produce", broker.ssl, &["public", "100", "1"], &anonymous);
+    assert!(!ok, "anonymous produced to public: {said}");
+    produce_plain(broker.plain, "secret-plain", 2);
+    assert_eq!(
+        tool("fetch", broker.ssl, &["secret-plain"], &client),
+        (false, "error 29".to_string())
+    );
+    assert_eq!(
+        tool("fetch", broker.plain, &["secret"], &["--plain"]),
+        (true, String::new()),
+        "a refused produce stored something"
+    );
+    assert_eq!(
+        tool("fetch", broker.plain, &["public"], &["--plain"]).1,
+        expected("public", 3).join("\n"),
+        "a refused produce stored something"
+    );
+    let log = broker.process.log_text();
+    assert!(
+        log.contains("CN=mirror-east,O=Tributary may not produce secret"),
+        "{log}"
+    );
+    assert!(log.contains("ANONYMOUS may not produce public"), "{log}");
+    // The file is read again when it changes: secret becomes allowed without a restart.
+    std::fs::write(
+        &rules,
+        "all CN=mirror-east,O=Tributary allowed-.*|secret\nfetch * public\n",
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !tool("produce", broker.ssl, &["secret", "0", "2"], &client).0 {
+        assert!(
+            Instant::now() < deadline,
+            "the new rules were not in force within 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(
+        tool("fetch", broker.plain, &["secret"], &["--plain"]).1,
+        expected("secret", 2).join("\n")
+    );
+}
+
+/// Sends `count` messages `<topic>-<i>` to partition 0 over plaintext.
+fn produce_plain(port: u16, topic: &str, count: usize) {
+    let count = count.to_string();
+    let (ok, _) = tool("produce", port, &[topic, "0", &count], &["--plain"]);
+    assert!(ok, "plaintext produce to {topic}");
 }

@@ -17,6 +17,7 @@ use tributary_core::wire::{
     split_frame, FrameStatus, Request, ResponseChunk, TopicName, MULTIFETCH_BLOCK_HEADER_BYTES,
 };
 
+use super::access::Access;
 use super::budget::{Budget, BudgetShare};
 use super::handler::{Effects, FileOf, Handler};
 use super::limits::{
@@ -67,6 +68,7 @@ fn response_bytes_bound(request: &Request) -> usize {
 pub async fn serve<E: Env>(
     mut stream: Link<E::Stream>,
     peer: SocketAddr,
+    access: Access,
     shared: Arc<Shared<E>>,
     mut shutdown: watch::Receiver<bool>,
     seed: u64,
@@ -97,7 +99,10 @@ pub async fn serve<E: Env>(
             None
         };
         let mut effects = Effects::default();
-        let handled = shared.handler.handle(request, &mut rng, &mut effects).await;
+        let handled = shared
+            .handler
+            .handle_as(request, &mut rng, &mut effects, &access)
+            .await;
         // Partitions created before a later part of the request failed exist: register them.
         if let Some(registration) = &shared.new_topics {
             for topic in effects.new_topics {

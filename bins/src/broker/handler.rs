@@ -1,6 +1,9 @@
 //! Serving one decoded request against the log manager, with 0.7's responses and error codes.
 
+use super::access::Access;
 use std::sync::Arc;
+use tributary_core::allow_list::Operation;
+use tributary_core::wire::TOPIC_AUTHORIZATION_FAILED;
 
 use bytes::Bytes;
 use rand::Rng;
@@ -46,6 +49,15 @@ pub enum CloseReason {
         /// The topic.
         topic: TopicName,
     },
+    /// The principal on the SSL listener may not produce to the topic (`ssl.allow.list.location`):
+    /// nothing of the request was appended.
+    #[error("{principal} may not produce to {topic} (ssl.allow.list.location); nothing of the request was appended")]
+    Denied {
+        /// The client certificate's subject.
+        principal: String,
+        /// The topic.
+        topic: TopicName,
+    },
     /// The partition was refused at startup (corruption): it takes no writes.
     #[error("{partition}: refused at startup, takes no writes: {reason}")]
     RefusedPartition {
@@ -66,6 +78,7 @@ impl CloseReason {
             CloseReason::Unsupported(_) => "unsupported",
             CloseReason::ReplicaTopic { .. } => "read_only_replica",
             CloseReason::RefusedPartition { .. } => "refused",
+            CloseReason::Denied { .. } => "topic_authorization_failed",
         }
     }
 }
@@ -195,9 +208,22 @@ impl<E: Env> Handler<E> {
         rng: &mut impl Rng,
         effects: &mut Effects,
     ) -> Result<Option<Reply<FileOf<E>>>, CloseReason> {
+        self.handle_as(request, rng, effects, &Access::unrestricted())
+            .await
+    }
+
+    /// [`Handler::handle`] for a client whose `access` may be limited (the SSL listener's
+    /// allow-list): what it may not do is refused (see docs/security.md).
+    pub async fn handle_as(
+        &self,
+        request: Request,
+        rng: &mut impl Rng,
+        effects: &mut Effects,
+        access: &Access,
+    ) -> Result<Option<Reply<FileOf<E>>>, CloseReason> {
         let kind = request_kind(&request);
         self.meter.request(kind);
-        let handled = self.serve(request, rng, effects).await;
+        let handled = self.serve(request, rng, effects, access).await;
         if let Err(reason) = &handled {
             self.meter.error(kind, reason.code_label());
         }
@@ -209,7 +235,26 @@ impl<E: Env> Handler<E> {
         request: Request,
         rng: &mut impl Rng,
         effects: &mut Effects,
+        access: &Access,
     ) -> Result<Option<Reply<FileOf<E>>>, CloseReason> {
+        // Produces are refused whole, before anything is appended (0.7 has no answer to them:
+        // the connection closes).
+        if let Request::Produce(_) | Request::MultiProduce(_) = &request {
+            let topics: Vec<&TopicName> = match &request {
+                Request::Produce(p) => vec![&p.topic],
+                Request::MultiProduce(ps) => ps.iter().map(|p| &p.topic).collect(),
+                _ => Vec::new(),
+            };
+            if let Some(topic) = topics
+                .into_iter()
+                .find(|t| !access.allows(Operation::Produce, t))
+            {
+                return Err(CloseReason::Denied {
+                    principal: access.principal().unwrap_or_default().to_string(),
+                    topic: topic.clone(),
+                });
+            }
+        }
         match request {
             // Planted bug: a quarter of the produce requests vanish without a trace.
             Request::Produce(_)
@@ -227,6 +272,13 @@ impl<E: Env> Handler<E> {
                 }
                 Ok(None)
             }
+            Request::Fetch(f) if !access.allows(Operation::Fetch, &f.topic) => {
+                self.meter
+                    .error("fetch", &code_label(TOPIC_AUTHORIZATION_FAILED));
+                Ok(Some(Reply::Fetch(ServedBlock::empty(
+                    TOPIC_AUTHORIZATION_FAILED,
+                ))))
+            }
             Request::Fetch(f) => Ok(Some(Reply::Fetch(
                 self.fetch(f, RESPONSE_BYTES_MAX, "fetch").await,
             ))),
@@ -234,6 +286,12 @@ impl<E: Env> Handler<E> {
                 let mut budget = RESPONSE_BYTES_MAX;
                 let mut blocks = Vec::with_capacity(fs.len());
                 for f in fs {
+                    if !access.allows(Operation::Fetch, &f.topic) {
+                        self.meter
+                            .error("multifetch", &code_label(TOPIC_AUTHORIZATION_FAILED));
+                        blocks.push(ServedBlock::empty(TOPIC_AUTHORIZATION_FAILED));
+                        continue;
+                    }
                     let block = self.fetch(f, budget, "multifetch").await;
                     budget -= block.data.len().min(budget);
                     blocks.push(block);
@@ -247,6 +305,14 @@ impl<E: Env> Handler<E> {
             {
                 panic!("planted bug: the request handler panicked")
             }
+            Request::Offsets(o) if !access.allows(Operation::Fetch, &o.topic) => {
+                self.meter
+                    .error("offsets", &code_label(TOPIC_AUTHORIZATION_FAILED));
+                Ok(Some(Reply::Response(Response::Offsets(OffsetsResponse {
+                    error: TOPIC_AUTHORIZATION_FAILED,
+                    offsets: Vec::new(),
+                }))))
+            }
             Request::Offsets(o) => self.offsets(o).await.map(|r| {
                 if r.error != ErrorCode::NoError {
                     self.meter.error("offsets", &code_label(r.error));
@@ -254,7 +320,7 @@ impl<E: Env> Handler<E> {
                 Some(Reply::Response(Response::Offsets(r)))
             }),
             Request::AckedProduce(ps) => self
-                .acked_produce(ps, rng, effects)
+                .acked_produce(ps, rng, effects, access)
                 .await
                 .map(|r| Some(Reply::Response(Response::AckedProduce(r)))),
             Request::ClusterIdentity => Ok(Some(Reply::Response(Response::ClusterIdentity(
@@ -275,9 +341,21 @@ impl<E: Env> Handler<E> {
                     },
                 },
             )))),
-            Request::TopicOrigins(o) => Ok(Some(Reply::Response(Response::TopicOrigins(
-                self.topic_origins(o).await,
-            )))),
+            Request::TopicOrigins(o) => {
+                // Merging routes writes the topic's record; reading it is a fetch.
+                let operation = match o.merge.is_empty() {
+                    true => Operation::Fetch,
+                    false => Operation::Produce,
+                };
+                let response = match access.allows(operation, &o.topic) {
+                    true => self.topic_origins(o).await,
+                    false => TopicOriginsResponse {
+                        error: TOPIC_AUTHORIZATION_FAILED,
+                        record: Bytes::new(),
+                    },
+                };
+                Ok(Some(Reply::Response(Response::TopicOrigins(response))))
+            }
         }
     }
 
@@ -343,6 +421,7 @@ impl<E: Env> Handler<E> {
         ps: Vec<ProduceRequest>,
         rng: &mut impl Rng,
         effects: &mut Effects,
+        access: &Access,
     ) -> Result<AckedProduceResponse, CloseReason> {
         let Some(acks) = &self.acks else {
             return Err(CloseReason::Unsupported(
@@ -351,7 +430,10 @@ impl<E: Env> Handler<E> {
         };
         let mut appended = Vec::with_capacity(ps.len());
         for p in ps {
-            appended.push(self.append(p, rng, effects).await);
+            appended.push(match access.allows(Operation::Produce, &p.topic) {
+                true => self.append(p, rng, effects).await,
+                false => Err(TOPIC_AUTHORIZATION_FAILED),
+            });
         }
         // Every partition's flush is asked for first, so one round of the committer covers the
         // whole request; then one deadline for all of them.

@@ -10,6 +10,7 @@
 //! and reports the panic; a partition whose operation panicked is marked failed first, so it
 //! serves nothing in the meantime and is recovered at the next start.
 
+pub mod access;
 pub mod acks;
 pub mod budget;
 pub mod connection;
@@ -31,6 +32,7 @@ use tokio::task::{JoinError, JoinSet};
 use tributary_core::config::{BrokerConfig, ListenerProtocol};
 use tributary_core::log::{LogError, OpenReport};
 
+use self::access::Access;
 use self::budget::Budget;
 use self::connection::Shared;
 use self::handler::Handler;
@@ -505,6 +507,7 @@ async fn run<E: Env>(
         mut ssl,
         tls,
     } = listeners;
+    let allow_list = tls.as_ref().and_then(|t| t.allow_list());
     let mut tls_watch = tls.clone().map(|tls| {
         tokio::spawn(crate::tls::server::watch_files(
             env.clone(),
@@ -540,7 +543,7 @@ async fn run<E: Env>(
             accepted = accept_on(&mut plaintext) => match accepted {
                 Ok((stream, peer)) if connections.len() < CONNECTIONS_MAX => {
                     seeds = seeds.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    connections.spawn(connection::serve(Link::Plain(stream), peer, shared.clone(), stop_rx.clone(), seeds));
+                    connections.spawn(connection::serve(Link::Plain(stream), peer, Access::unrestricted(), shared.clone(), stop_rx.clone(), seeds));
                     meter.connections(connections.len());
                 }
                 Ok((_, peer)) => tracing::warn!("{peer}: refused: {CONNECTIONS_MAX} connections already open"),
@@ -557,13 +560,13 @@ async fn run<E: Env>(
                     };
                     seeds = seeds.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                     let (acceptor, shared, stop_rx, seed) = (tls.as_ref().map(|t| t.acceptor()), shared.clone(), stop_rx.clone(), seeds);
+                    let rules = allow_list.clone();
                     connections.spawn(async move {
                         let Some(acceptor) = acceptor else { return };
                         let link = crate::tls::server::handshake(acceptor, stream, peer, TLS_HANDSHAKE_TIMEOUT).await;
                         drop(handshake);
-                        if let Some(link) = link {
-                            connection::serve(link, peer, shared, stop_rx, seed).await;
-                        }
+                        let Some((link, principal)) = link else { return };
+                        connection::serve(link, peer, Access::of(principal, rules), shared, stop_rx, seed).await;
                     });
                     meter.connections(connections.len());
                 }

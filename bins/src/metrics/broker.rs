@@ -207,6 +207,9 @@ pub fn code_label(code: ErrorCode) -> Cow<'static, str> {
         ErrorCode::InvalidMessage => Cow::Borrowed("invalid_message"),
         ErrorCode::WrongPartition => Cow::Borrowed("wrong_partition"),
         ErrorCode::InvalidFetchSize => Cow::Borrowed("invalid_fetch_size"),
+        code if code == tributary_core::wire::TOPIC_AUTHORIZATION_FAILED => {
+            Cow::Borrowed("topic_authorization_failed")
+        }
         code if code == crate::broker::handler::READ_ONLY_REPLICA => {
             Cow::Borrowed("read_only_replica")
         }

@@ -9,9 +9,10 @@
 pub mod client;
 pub mod endpoints;
 pub mod env;
-mod files;
+pub mod files;
 pub mod link;
 pub mod pem;
+pub mod principal;
 pub mod server;
 
 /// Why TLS settings could not be used.

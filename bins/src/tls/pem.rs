@@ -25,7 +25,7 @@ pub fn read_file(setting: &str, path: &Path) -> Result<Vec<u8>, TlsError> {
             setting: setting.to_string(),
             path: path.display().to_string(),
             problem: format!(
-                "{len} bytes is not a PEM certificate or key (at most {PEM_FILE_BYTES_MAX})"
+                "{len} bytes is more than a certificate, key or allow-list holds (at most {PEM_FILE_BYTES_MAX})"
             ),
         });
     }

@@ -15,8 +15,11 @@ use tributary_core::config::{ClientAuth, TlsServerSettings};
 use super::files::{FileStamps, Stamp};
 use super::link::Link;
 use super::pem;
+use super::principal::subject;
 use super::TlsError;
+use crate::broker::access::AllowListFile;
 use crate::sync::lock;
+use tributary_core::allow_list::ANONYMOUS;
 
 /// How often the certificate, key and CA files are checked for changes.
 pub const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(5);
@@ -25,6 +28,8 @@ pub const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 pub struct ServerTls {
     settings: TlsServerSettings,
     current: Mutex<Loaded>,
+    /// `ssl.allow.list.location`, read.
+    allow_list: Option<Arc<AllowListFile>>,
 }
 
 /// One loaded version of the files.
@@ -48,7 +53,12 @@ impl ServerTls {
     pub fn load(settings: TlsServerSettings) -> Result<Self, TlsError> {
         let stamps = stamps(&settings);
         let acceptor = TlsAcceptor::from(Arc::new(server_config(&settings)?));
+        let allow_list = match &settings.allow_list {
+            Some(path) => Some(Arc::new(AllowListFile::load(path.clone())?)),
+            None => None,
+        };
         Ok(ServerTls {
+            allow_list,
             settings,
             current: Mutex::new(Loaded {
                 acceptor,
@@ -56,6 +66,11 @@ impl ServerTls {
                 refused: None,
             }),
         })
+    }
+
+    /// The allow-list, when `ssl.allow.list.location` is set.
+    pub fn allow_list(&self) -> Option<Arc<AllowListFile>> {
+        self.allow_list.clone()
     }
 
     /// The configuration new connections get.
@@ -156,17 +171,34 @@ fn server_config(settings: &TlsServerSettings) -> Result<ServerConfig, TlsError>
     })
 }
 
-/// Completes the TLS handshake of a connection accepted on the SSL listener within `timeout`;
-/// `None` (logged) when the peer does not, or fails it (no certificate when one is required,
-/// one from an unknown CA or expired, not TLS at all).
+/// Completes the TLS handshake of a connection accepted on the SSL listener within `timeout`,
+/// with the client's principal (its certificate's subject, or `ANONYMOUS`); `None` (logged)
+/// when the peer does not, or fails it (no certificate when one is required, one from an
+/// unknown CA or expired, not TLS at all).
 pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     acceptor: TlsAcceptor,
     stream: S,
     peer: std::net::SocketAddr,
     timeout: Duration,
-) -> Option<Link<S>> {
+) -> Option<(Link<S>, String)> {
     match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => Some(Link::Tls(Box::new(tokio_rustls::TlsStream::Server(tls)))),
+        Ok(Ok(tls)) => {
+            let principal = match tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+                None => ANONYMOUS.to_string(),
+                Some(certificate) => match subject(certificate) {
+                    Ok(subject) => subject,
+                    Err(e) => {
+                        tracing::warn!("{peer}: closing: {e}");
+                        return None;
+                    }
+                },
+            };
+            tracing::debug!("{peer}: TLS session of {principal}");
+            Some((
+                Link::Tls(Box::new(tokio_rustls::TlsStream::Server(tls))),
+                principal,
+            ))
+        }
         Ok(Err(e)) => {
             tracing::warn!("{peer}: TLS handshake refused: {e}");
             None
@@ -195,6 +227,13 @@ pub async fn watch_files<E: crate::env::Env>(
             _ = tick.tick() => {}
         }
         let checked = tls.clone();
+        if let Some(rules) = tls.allow_list() {
+            match env.blocking(move || rules.reload_if_changed()).await {
+                Ok(true) => tracing::info!("SSL listener: the allow-list was read again; its rules are in force"),
+                Ok(false) => {}
+                Err(e) => tracing::error!("SSL listener: the changed allow-list cannot be used ({e}); the previous rules stay in force"),
+            }
+        }
         match env.blocking(move || checked.reload_if_changed()).await {
             Ok(true) => tracing::info!(
                 "SSL listener: certificates read again from {} (rotation); new connections use them",

@@ -95,6 +95,10 @@ pub struct TlsServerSettings {
     pub ca: Option<PathBuf>,
     /// `ssl.client.auth`.
     pub client_auth: ClientAuth,
+    /// `ssl.allow.list.location`: the allow-list ([`crate::allow_list`]) of what each principal
+    /// may do on the SSL listener, read again when it changes; `None` lets every client that
+    /// completes the handshake do everything.
+    pub allow_list: Option<PathBuf>,
 }
 
 /// The parsed listener keys of a broker.
@@ -142,6 +146,7 @@ pub(crate) fn read(
     let certificate = f.string("ssl.certificate.location").map(PathBuf::from);
     let key = f.string("ssl.key.location").map(PathBuf::from);
     let ca = f.string("ssl.ca.location").map(PathBuf::from);
+    let allow_list = f.string("ssl.allow.list.location").map(PathBuf::from);
     let client_auth = match f.string("ssl.client.auth") {
         None => ClientAuth::None,
         Some(raw) => match raw.to_ascii_lowercase().as_str() {
@@ -170,6 +175,7 @@ pub(crate) fn read(
                 key,
                 ca,
                 client_auth,
+                allow_list,
             }),
             (true, None, _) => {
                 return Err(f.error(

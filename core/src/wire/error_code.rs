@@ -22,6 +22,11 @@ pub enum ErrorCode {
     Other(i16),
 }
 
+/// 29: the principal may not use the topic (Kafka 0.9+'s TOPIC_AUTHORIZATION_FAILED; a 0.7
+/// client never meets it: it is only answered on the SSL listener, which 0.7 clients cannot
+/// reach).
+pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode = ErrorCode::Other(29);
+
 impl ErrorCode {
     /// The code as sent on the wire.
     pub fn code(self) -> i16 {

@@ -1,0 +1,148 @@
+//! Who may do what on the SSL listener: each connection's [`Access`] (its principal, and the
+//! allow-list of `ssl.allow.list.location`), the file read again when it changes, and denials
+//! logged once per principal, operation and topic per minute.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tributary_core::allow_list::{AllowList, Operation};
+use tributary_core::wire::TopicName;
+
+use crate::sync::lock;
+use crate::tls::TlsError;
+
+/// How often a denial of the same principal, operation and topic is logged.
+const DENIAL_LOG_EVERY: Duration = Duration::from_secs(60);
+/// The most (principal, operation, topic) triples remembered for that; beyond, the record is
+/// cleared (and some denials logged again early).
+const DENIALS_REMEMBERED_MAX: usize = 10_000;
+
+/// What one connection may do.
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// `None`: a plaintext connection, or no allow-list: everything is allowed.
+    checked: Option<(String, Arc<AllowListFile>)>,
+}
+
+impl Access {
+    /// Everything allowed (the plaintext listener; the SSL listener without an allow-list).
+    pub fn unrestricted() -> Self {
+        Access { checked: None }
+    }
+
+    /// `principal` on the SSL listener, checked against `rules` when there are any.
+    pub fn of(principal: String, rules: Option<Arc<AllowListFile>>) -> Self {
+        Access {
+            checked: rules.map(|rules| (principal, rules)),
+        }
+    }
+
+    /// The principal checked, when there is an allow-list.
+    pub fn principal(&self) -> Option<&str> {
+        self.checked.as_ref().map(|(p, _)| p.as_str())
+    }
+
+    /// Whether `operation` on `topic` is allowed; a denial is logged (rate-limited).
+    pub fn allows(&self, operation: Operation, topic: &TopicName) -> bool {
+        let Some((principal, rules)) = &self.checked else {
+            return true;
+        };
+        let allowed = rules.current().allows(principal, operation, topic.as_str());
+        if !allowed {
+            rules.denied(principal, operation, topic);
+        }
+        allowed
+    }
+}
+
+/// The allow-list file, read again when it changes.
+pub struct AllowListFile {
+    path: PathBuf,
+    current: Mutex<(Arc<AllowList>, Option<crate::tls::files::Stamp>)>,
+    /// The stamp of a version that could not be read (reported once).
+    refused: Mutex<Option<crate::tls::files::Stamp>>,
+    /// When each denial was last logged.
+    logged: Mutex<BTreeMap<(String, Operation, TopicName), tokio::time::Instant>>,
+}
+
+impl std::fmt::Debug for AllowListFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AllowListFile")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AllowListFile {
+    /// Reads `path`; an error names the file and the line that cannot be used.
+    pub fn load(path: PathBuf) -> Result<Self, TlsError> {
+        let stamp = crate::tls::files::Stamp::of(&path);
+        let list = read(&path)?;
+        tracing::info!("SSL listener: {} rules from {}", list.len(), path.display());
+        Ok(AllowListFile {
+            path,
+            current: Mutex::new((Arc::new(list), Some(stamp))),
+            refused: Mutex::new(None),
+            logged: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// The rules in force.
+    pub fn current(&self) -> Arc<AllowList> {
+        lock(&self.current, "the SSL allow-list").0.clone()
+    }
+
+    /// Reads the file again if it changed: `Ok(true)` when new rules are in force; on an error
+    /// the previous rules stay, and the same version is not reported again.
+    pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
+        let now = crate::tls::files::Stamp::of(&self.path);
+        if lock(&self.current, "the SSL allow-list").1 == Some(now)
+            || *lock(&self.refused, "the SSL allow-list") == Some(now)
+        {
+            return Ok(false);
+        }
+        match read(&self.path) {
+            Ok(list) => {
+                *lock(&self.current, "the SSL allow-list") = (Arc::new(list), Some(now));
+                *lock(&self.refused, "the SSL allow-list") = None;
+                Ok(true)
+            }
+            Err(e) => {
+                *lock(&self.refused, "the SSL allow-list") = Some(now);
+                Err(e)
+            }
+        }
+    }
+
+    fn denied(&self, principal: &str, operation: Operation, topic: &TopicName) {
+        let now = tokio::time::Instant::now();
+        let mut logged = lock(&self.logged, "the SSL allow-list's denial log");
+        let key = (principal.to_string(), operation, topic.clone());
+        if logged
+            .get(&key)
+            .is_some_and(|at| now.duration_since(*at) < DENIAL_LOG_EVERY)
+        {
+            return;
+        }
+        if logged.len() >= DENIALS_REMEMBERED_MAX {
+            logged.clear();
+        }
+        logged.insert(key, now);
+        tracing::warn!(
+            "SSL listener: {principal} may not {operation} {topic} (no rule of {} allows it); refused (logged once a minute)",
+            self.path.display()
+        );
+    }
+}
+
+fn read(path: &std::path::Path) -> Result<AllowList, TlsError> {
+    let bytes = crate::tls::pem::read_file("ssl.allow.list.location", path)?;
+    let text = String::from_utf8_lossy(&bytes);
+    AllowList::parse(&path.display().to_string(), &text).map_err(|e| TlsError::Content {
+        setting: "ssl.allow.list.location".into(),
+        path: path.display().to_string(),
+        problem: e.to_string(),
+    })
+}
