@@ -5,6 +5,8 @@
 
 mod support;
 
+#[path = "allow_list.rs"]
+mod allow_list;
 #[path = "broker_failure.rs"]
 mod broker_failure;
 #[path = "broker_partitions.rs"]

@@ -11,10 +11,13 @@
 //! all          *                               public-.*
 //! ```
 //!
-//! `operation` is `produce`, `fetch` or `all`; `principal` is a subject as RFC 4514 writes it
+//! `operation` is the first word, `produce`, `fetch` or `all`; the topic regex is the last word;
+//! the principal is everything between (so a subject with spaces, `CN=x,O=Example Inc`, is
+//! written as it is, runs of white space read as one space): a subject as RFC 4514 writes it
 //! (most specific first, as Kafka names SSL principals), `ANONYMOUS` for a client without a
-//! certificate (`ssl.client.auth=requested`), or `*` for anyone on the SSL listener. A request
-//! is allowed when some rule allows it; nothing else is.
+//! certificate (`ssl.client.auth=requested`), or `*` for anyone on the SSL listener. `#` starts
+//! a comment at the start of a line or after white space. A request is allowed when some rule
+//! allows it; nothing else is.
 
 use std::fmt;
 
@@ -96,19 +99,31 @@ impl AllowList {
             if raw.len() > LINE_BYTES_MAX {
                 return Err(error(line, format!("longer than {LINE_BYTES_MAX} bytes")));
             }
-            let content = raw.split('#').next().unwrap_or_default().trim();
+            let content = without_comment(raw).trim();
             if content.is_empty() {
                 continue;
             }
-            let mut fields = content.split_whitespace();
-            let (Some(operation), Some(principal), Some(topics), None) =
-                (fields.next(), fields.next(), fields.next(), fields.next())
-            else {
+            let fields: Vec<&str> = content.split_whitespace().collect();
+            let (Some(operation), Some(topics), Some(middle)) = (
+                fields.first(),
+                fields.last(),
+                fields.get(1..fields.len().saturating_sub(1)),
+            ) else {
                 return Err(error(
                     line,
                     format!("\"{content}\" is not `<produce|fetch|all> <principal|*> <topic regex>` (a principal with spaces is written without them: CN=a,O=b)"),
                 ));
             };
+            if middle.is_empty() {
+                return Err(error(
+                    line,
+                    format!(
+                        "\"{content}\" is not `<produce|fetch|all> <principal|*> <topic regex>`"
+                    ),
+                ));
+            }
+            let principal = middle.join(" ");
+            let principal = principal.as_str();
             let operations = match operation.to_ascii_lowercase().as_str() {
                 "produce" => vec![Operation::Produce],
                 "fetch" => vec![Operation::Fetch],
@@ -120,6 +135,9 @@ impl AllowList {
                     ))
                 }
             };
+            // Checked alone first: a pattern such as `a)|(.*` must not escape the anchors.
+            Regex::new(topics)
+                .map_err(|e| error(line, format!("\"{topics}\" is not a regex: {e}")))?;
             let topics = Regex::new(&format!("^(?:{topics})$"))
                 .map_err(|e| error(line, format!("\"{topics}\" is not a regex: {e}")))?;
             if rules.len() >= RULES_MAX {
@@ -154,6 +172,18 @@ impl AllowList {
     }
 }
 
+/// `line` up to a `#` that starts it or follows white space.
+fn without_comment(line: &str) -> &str {
+    let mut previous_blank = true;
+    for (i, c) in line.char_indices() {
+        if c == '#' && previous_blank {
+            return line.get(..i).unwrap_or_default();
+        }
+        previous_blank = c.is_whitespace();
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -185,6 +215,11 @@ all     *                         public-.*
             assert!(list.allows(who, Operation::Fetch, "public-news"));
         }
         assert!(!list.allows("CN=mirror-west", Operation::Fetch, "orders"));
+        // A subject with a space, and a `#` inside a word that is not a comment.
+        let list =
+            AllowList::parse("acl", "fetch CN=a\\#1,O=Example  Inc  t.* # comment\n").unwrap();
+        assert!(list.allows("CN=a\\#1,O=Example Inc", Operation::Fetch, "t1"));
+        assert!(!list.allows("CN=a\\#1,O=Example", Operation::Fetch, "t1"));
         assert!(AllowList::parse("acl", "# nothing\n").unwrap().is_empty());
     }
 
@@ -197,9 +232,11 @@ all     *                         public-.*
                 "acl line 2: \"read\" is not an operation",
             ),
             ("fetch CN=a (\n", "acl line 1: \"(\" is not a regex"),
+            ("fetch .*\n", "acl line 1: \"fetch .*\" is not"),
+            // It would read `^(?:a)|(.*)$`, matching every name, were it not checked alone.
             (
-                "fetch CN=a, O=b .*\n",
-                "acl line 1: \"fetch CN=a, O=b .*\" is not",
+                "fetch CN=a a)|(.*\n",
+                "acl line 1: \"a)|(.*\" is not a regex",
             ),
         ] {
             let e = AllowList::parse("acl", text).unwrap_err().to_string();

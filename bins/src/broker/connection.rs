@@ -25,7 +25,7 @@ use super::limits::{
 };
 use super::pending::PendingSender;
 use super::reply::Reply;
-use crate::env::{send_file_copying, Env};
+use crate::env::Env;
 use crate::tls::link::Link;
 
 /// What every connection shares.
@@ -70,6 +70,25 @@ pub async fn serve<E: Env>(
     peer: SocketAddr,
     access: Access,
     shared: Arc<Shared<E>>,
+    shutdown: watch::Receiver<bool>,
+    seed: u64,
+) {
+    serve_until_closed(&mut stream, peer, access, shared, shutdown, seed).await;
+    if stream.is_tls() {
+        // TLS's close_notify, so the peer reads a close rather than a truncated session (its
+        // client then reports "closed the connection", as over plaintext).
+        let _peer_gone_already = tokio::time::timeout(TLS_CLOSE_TIMEOUT, stream.shutdown()).await;
+    }
+}
+
+/// How long the TLS close of a connection may take.
+const TLS_CLOSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+async fn serve_until_closed<E: Env>(
+    stream: &mut Link<E::Stream>,
+    peer: SocketAddr,
+    access: Access,
+    shared: Arc<Shared<E>>,
     mut shutdown: watch::Receiver<bool>,
     seed: u64,
 ) {
@@ -77,7 +96,7 @@ pub async fn serve<E: Env>(
     let mut buf = BytesMut::with_capacity(4096);
     loop {
         let Some((request, mut frame_permit)) =
-            next_request(&mut stream, &mut buf, &shared, &mut shutdown, peer).await
+            next_request(stream, &mut buf, &shared, &mut shutdown, peer).await
         else {
             return;
         };
@@ -117,7 +136,7 @@ pub async fn serve<E: Env>(
             Err(reason) => return tracing::warn!("{peer}: closing: {reason}"),
         };
         if let Some(response) = response {
-            if !write_reply(shared.handler.env(), &mut stream, response, peer).await {
+            if !write_reply(shared.handler.env(), stream, response, peer).await {
                 return;
             }
         }
@@ -184,6 +203,44 @@ async fn next_request<'a, E: Env>(
     }
 }
 
+/// Bytes read from a file per step of [`send_file_reading`].
+const TLS_SEND_CHUNK_BYTES: usize = 256 * 1024;
+
+/// Writes bytes `[position, position + len)` of `file` to `stream` (a TLS session), each chunk
+/// read as the environment's blocking work: a read that misses the page cache must not stall
+/// the runtime's threads (the plaintext path's `sendfile` is treated the same way).
+async fn send_file_reading<E: Env, S: tokio::io::AsyncWrite + Unpin>(
+    env: &E,
+    stream: &mut S,
+    file: &Arc<FileOf<E>>,
+    position: u64,
+    len: usize,
+) -> std::io::Result<()> {
+    use tributary_core::log::LogFile;
+    let mut done = 0;
+    while done < len {
+        let want = (len - done).min(TLS_SEND_CHUNK_BYTES);
+        let (file, at) = (file.clone(), position + done as u64);
+        let (buf, read) = env
+            .blocking(move || {
+                let mut buf = vec![0u8; want];
+                let read = file.read_at(&mut buf, at);
+                (buf, read)
+            })
+            .await;
+        let n = read?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the file ended {done} bytes into a {len}-byte range at {position}"),
+            ));
+        }
+        stream.write_all(buf.get(..n).unwrap_or_default()).await?;
+        done += n;
+    }
+    Ok(())
+}
+
 /// Logs why a connection is closed; always `None`.
 fn close<T>(peer: SocketAddr, why: String) -> Option<T> {
     tracing::warn!("{peer}: {why}");
@@ -216,15 +273,11 @@ async fn write_reply<E: Env>(
                         env.send_file(plain, &range.file, range.position, range.len)
                             .await?
                     }
-                    // Bytes must pass through TLS: read and written, not sent by the kernel.
+                    // Bytes must pass through TLS: read (as blocking work, off the runtime's
+                    // threads) and written, not sent by the kernel.
                     Link::Tls(tls) => {
-                        send_file_copying(
-                            tls.as_mut(),
-                            range.file.as_ref(),
-                            range.position,
-                            range.len,
-                        )
-                        .await?
+                        send_file_reading(env, tls.as_mut(), &range.file, range.position, range.len)
+                            .await?
                     }
                 },
             }

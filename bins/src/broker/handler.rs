@@ -349,10 +349,14 @@ impl<E: Env> Handler<E> {
                 };
                 let response = match access.allows(operation, &o.topic) {
                     true => self.topic_origins(o).await,
-                    false => TopicOriginsResponse {
-                        error: TOPIC_AUTHORIZATION_FAILED,
-                        record: Bytes::new(),
-                    },
+                    false => {
+                        self.meter
+                            .error("topic_origins", &code_label(TOPIC_AUTHORIZATION_FAILED));
+                        TopicOriginsResponse {
+                            error: TOPIC_AUTHORIZATION_FAILED,
+                            record: Bytes::new(),
+                        }
+                    }
                 };
                 Ok(Some(Reply::Response(Response::TopicOrigins(response))))
             }

@@ -165,6 +165,9 @@ impl Registration {
             .or_else(|| config.hostname.clone())
             .unwrap_or_else(|| env.host_address());
         // `advertised.port` is the plaintext listener's (0.7 clients' port).
+        if ports.plaintext.is_none() && config.advertised_port.is_some() {
+            tracing::warn!("advertised.port applies to the plaintext listener, which listeners turns off: it is ignored (the SSL listener's port is registered)");
+        }
         let plaintext = ports.plaintext.map(|p| config.advertised_port.unwrap_or(p));
         let Some(port) = plaintext.or(ports.ssl) else {
             return Err(RegistrationError::NoListener);

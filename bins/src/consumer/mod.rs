@@ -254,6 +254,12 @@ impl ConsumerConnector {
         ))
     }
 
+    /// Its outbound TLS (`security.protocol=ssl`; `None` is plaintext): for connections to the
+    /// same brokers made beside the member (the mirror's lag watch).
+    pub fn link(&self) -> Option<ClientLink> {
+        self.link.clone()
+    }
+
     /// This member's id in the group.
     pub fn consumer_id(&self) -> &str {
         &self.consumer_id

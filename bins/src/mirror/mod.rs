@@ -332,7 +332,8 @@ impl Mirror {
         let mut streams = JoinSet::new();
         let queue_size = producer_config.queue_size.max(1) as usize;
         let mut stream_index = 0;
-        let in_target = origins::target_access(&env, &producer_config);
+        let in_target = origins::target_access(&env, &producer_config)
+            .map_err(|e| MirrorError::Config(format!("producer TLS settings: {e}")))?;
         // Every origin-record store, closed at shutdown.
         let mut records: Vec<Arc<dyn origins::OriginsAccess>> = vec![in_target.clone()];
         for (index, (source, identity)) in

@@ -11,6 +11,8 @@
 //! lock). A later check that cannot reach a ZooKeeper keeps the decision it has; a damaged
 //! record refuses the topic until it is fixed.
 
+use crate::tls::env::{ClientLink, SecureEnv};
+use crate::tls::TlsError;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -188,9 +190,13 @@ impl<E: Env> OriginsAccess for BrokerOrigins<E> {
     }
 }
 
-/// The mirror cluster's records, reached as the producer reaches the cluster.
-pub fn target_access<E: Env>(env: &E, producer: &ProducerConfig) -> Arc<dyn OriginsAccess> {
-    match &producer.discovery {
+/// The mirror cluster's records, reached as the producer reaches the cluster (over its TLS
+/// link when it uses TLS); an error when the producer's TLS settings cannot be used.
+pub fn target_access<E: Env>(
+    env: &E,
+    producer: &ProducerConfig,
+) -> Result<Arc<dyn OriginsAccess>, TlsError> {
+    Ok(match &producer.discovery {
         Discovery::ZooKeeper(connect) => Arc::new(OriginStore::new(
             env.clone(),
             connect.clone(),
@@ -198,11 +204,11 @@ pub fn target_access<E: Env>(env: &E, producer: &ProducerConfig) -> Arc<dyn Orig
             Duration::from_millis(producer.zk.connection_timeout_ms.into()),
         )),
         Discovery::BrokerList(list) => Arc::new(BrokerOrigins {
-            env: env.clone(),
+            env: SecureEnv::new(env.clone(), ClientLink::load(producer.tls.as_ref(), None)?),
             brokers: list.clone(),
             timeout: Duration::from_millis(producer.connect_timeout_ms.max(1000).into()),
         }),
-    }
+    })
 }
 
 /// What a source topic's messages become.

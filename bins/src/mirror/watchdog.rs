@@ -8,6 +8,7 @@
 //! It reads the source's ZooKeeper on a session of its own, so a member whose own registration
 //! went wrong is still seen from outside.
 
+use crate::tls::env::SecureEnv;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -143,8 +144,10 @@ impl<E: Env> SourceWatch<E> {
             );
             self.connector.rejoin();
         }
+        // The source's brokers, reached as the consumer reaches them (TLS when it uses TLS).
+        let secure = SecureEnv::new(env.clone(), self.connector.link());
         let ends = latest_ends(
-            env,
+            &secure,
             coord,
             view.iter().map(|p| (p.topic.clone(), p.partition)),
             ENDS_TIMEOUT,

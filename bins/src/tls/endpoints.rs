@@ -69,10 +69,14 @@ impl EndpointBook {
                     state.ssl_of = ssl_of;
                     state.read_at = Some(tokio::time::Instant::now());
                 }
-                Err(e) => tracing::warn!(
-                    "cannot read the brokers' SSL endpoints in ZooKeeper {} ({e}); connecting to {host}:{port} as given",
-                    self.zk
-                ),
+                Err(e) => {
+                    // Backs off as after a read: connects go on with what is known meanwhile.
+                    state.read_at = Some(tokio::time::Instant::now());
+                    tracing::warn!(
+                        "cannot read the brokers' SSL endpoints in ZooKeeper {} ({e}); connecting to {host}:{port} as given",
+                        self.zk
+                    )
+                }
             }
         }
         state.ssl_of.get(&key).cloned().unwrap_or(key)
