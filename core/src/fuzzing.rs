@@ -257,3 +257,27 @@ pub fn offsets_file(data: &[u8]) {
         );
     }
 }
+
+/// Reads the texts of the TLS settings that come from outside the process: a broker's
+/// endpoints (`/tributary/endpoints/<id>`, written by whoever can write ZooKeeper), the SSL
+/// listener's allow-list file and a `listeners` value. Never a panic; endpoints read back as
+/// they are written.
+pub fn security_texts(data: &[u8]) {
+    use crate::allow_list::{AllowList, Operation, ANONYMOUS};
+    use crate::config::{endpoints_registration, parse_endpoints, parse_listeners};
+    let text = String::from_utf8_lossy(data);
+    if let Ok(endpoints) = parse_endpoints(&text) {
+        assert_eq!(
+            parse_endpoints(&endpoints_registration(&endpoints)).ok(),
+            Some(endpoints),
+            "endpoints re-encode"
+        );
+    }
+    if let Ok(list) = AllowList::parse("fuzz", &text) {
+        for operation in [Operation::Produce, Operation::Fetch] {
+            let _ = list.allows("CN=a,O=b", operation, "t");
+            let _ = list.allows(ANONYMOUS, operation, "public-1");
+        }
+    }
+    let _ = parse_listeners(&text);
+}

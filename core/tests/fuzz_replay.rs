@@ -20,7 +20,7 @@ const MUTATIONS_PER_TARGET: usize = 3000;
 
 type Target = (&'static str, fn(&[u8]));
 
-const TARGETS: [Target; 7] = [
+const TARGETS: [Target; 8] = [
     ("request_frames", fuzzing::request_stream),
     ("response_frames", fuzzing::response_frame),
     ("message_set", fuzzing::message_set),
@@ -28,6 +28,7 @@ const TARGETS: [Target; 7] = [
     ("log_recovery", fuzzing::log_recovery),
     ("cluster_records", fuzzing::cluster_records),
     ("offsets_file", fuzzing::offsets_file),
+    ("security_texts", fuzzing::security_texts),
 ];
 
 fn corpus_dir(target: &str) -> PathBuf {
@@ -77,6 +78,14 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
                 }
                 text.into_bytes()
             }
+            "security_texts" => match seed % 3 {
+                0 => format!("PLAINTEXT://h{seed}:9092,SSL://h{seed}:9093").into_bytes(),
+                1 => format!(
+                    "# rules\nfetch CN=m{seed},O=Example .*\nproduce * public-{seed}|t.*  # all\nall ANONYMOUS x\n"
+                )
+                .into_bytes(),
+                _ => format!("PLAINTEXT://:9092,SSL://127.0.0.{seed}:9093").into_bytes(),
+            },
             "message_set" => {
                 let codec = [
                     CompressionCodec::None,
