@@ -5,4 +5,5 @@ pub mod bench;
 pub mod broker;
 pub mod java;
 pub mod prometheus;
+pub mod tls;
 pub mod zookeeper;

@@ -9,18 +9,8 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use tributary_tests::broker::BrokerProcess;
+use tributary_tests::tls::make_certs;
 use tributary_tests::zookeeper::{free_port, ZooKeeper};
-
-/// Certificates made by the script into `dir`.
-fn make_certs(dir: &Path) -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make-tls-certs.sh");
-    let status = Command::new(script)
-        .arg(dir)
-        .status()
-        .expect("run make-tls-certs.sh");
-    assert!(status.success(), "make-tls-certs.sh failed");
-    dir.to_path_buf()
-}
 
 /// A standalone broker (no ZooKeeper) with a plaintext and an SSL listener; `extra` adds keys
 /// (`CERTS` in it is the certificates' directory).

@@ -3,24 +3,15 @@
 //! certificates, each side registered in its own real ZooKeeper. The source's 0.7 clients keep
 //! the plaintext listener.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tributary_tests::broker::BrokerProcess;
+use tributary_tests::tls::make_certs;
 use tributary_tests::zookeeper::{free_port, ZooKeeper};
 
 const SESSION_MS: u64 = 2000;
-
-fn make_certs(dir: &Path) -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/make-tls-certs.sh");
-    let status = Command::new(script)
-        .arg(dir)
-        .status()
-        .expect("run make-tls-certs.sh");
-    assert!(status.success(), "make-tls-certs.sh failed");
-    dir.to_path_buf()
-}
 
 fn python(args: &[String]) -> (bool, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tls07.py");
