@@ -71,7 +71,9 @@ case "$class" in
     # ZooKeeper is Debian's (scripts/install-deps.sh installs it); it runs on Java.
     # ZooKeeper 3.5+ starts an admin server on port 8080, which a second server on the machine
     # cannot take (0.7's configs and system tests run several); 0.7's ZooKeeper had none.
-    exec java -Dzookeeper.admin.enableServer=false -cp "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar" "$class" "$@"
+    # netty-codec is missing from Debian's jar manifest and needed by secureClientPort (TLS).
+    exec java -Dzookeeper.admin.enableServer=false \
+      -cp "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar" "$class" "$@"
     ;;
   *)
     {

@@ -624,10 +624,32 @@ mod reference_table {
             "hostname" => "example",
             "broker.list" => "0:localhost:9092",
             "listeners" => "PLAINTEXT://:9092",
-            k if k.starts_with("ssl.") && k.ends_with(".location") => "/etc/tributary/x.pem",
+            k if k.contains("ssl.") && k.ends_with(".location") => "/etc/tributary/x.pem",
+            k if k.contains("zk.auth.digest.location") => "/etc/tributary/zk.digest",
             "partitioner.class" | "callback.handler" | "event.handler" => "x.Y",
             _ => "7",
         }
+    }
+
+    /// The keys a key is refused without: a ZooKeeper TLS file needs TLS turned on, with its CA,
+    /// and a certificate its key (and the reverse).
+    fn companions(key: &str) -> String {
+        let Some((prefix, rest)) = key.split_once("zk.ssl.") else {
+            return String::new();
+        };
+        let mut lines = String::new();
+        if rest.ends_with(".location") {
+            lines += &format!("{prefix}zk.ssl.client.enable=true\n");
+        }
+        for companion in ["ca", "certificate", "key"] {
+            let name = format!("{prefix}zk.ssl.{companion}.location");
+            let needed =
+                companion == "ca" || rest.starts_with("certificate") || rest.starts_with("key");
+            if rest.ends_with(".location") && needed && name != key {
+                lines += &format!("{name}=/etc/tributary/{companion}.pem\n");
+            }
+        }
+        lines
     }
 
     /// `Debug` of the typed config (all derive it) and its unknown keys, or the error.
@@ -657,7 +679,7 @@ mod reference_table {
                 DefaultValue::Value(v) => v,
                 _ => sample(doc.key),
             };
-            let with_key = format!("{base}{}={value}\n", doc.key);
+            let with_key = format!("{base}{}{}={value}\n", companions(doc.key), doc.key);
             let (set, unknown) =
                 read(doc.kind, &with_key).unwrap_or_else(|e| panic!("{} = {value}: {e}", doc.key));
             assert!(

@@ -8,7 +8,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Debian's ZooKeeper classpath (config dir first, for log4j).
-const CLASSPATH: &str = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar";
+/// netty-codec is missing from the jar's manifest and needed for TLS (`secureClientPort`).
+const CLASSPATH: &str =
+    "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar";
 const MAIN_CLASS: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -17,6 +19,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct ZooKeeper {
     child: Child,
     port: u16,
+    /// The TLS port, when started with [`ZooKeeper::start_secure`].
+    secure_port: Option<u16>,
     dir: tempfile::TempDir,
 }
 
@@ -71,7 +75,41 @@ impl ZooKeeper {
         ZooKeeper::start_on("0.0.0.0")
     }
 
+    /// [`ZooKeeper::start`] with a TLS port beside the plaintext one: Netty, the certificates of
+    /// `scripts/make-tls-certs.sh` in `certs` (the broker's as ZooKeeper's own; client
+    /// certificates must chain to its CA), and ZooKeeper's x509 provider, so that a client's
+    /// certificate subject is its identity (`x509:<subject>`) for ACLs.
+    pub fn start_secure(certs: &Path) -> ZooKeeper {
+        let key_store = certs.join("zookeeper-keystore.pem");
+        let mut pem = std::fs::read(certs.join("broker.key")).expect("broker.key");
+        pem.extend(std::fs::read(certs.join("broker.crt")).expect("broker.crt"));
+        std::fs::write(&key_store, pem).expect("write the key store");
+        let secure_port = free_port();
+        let extra = format!(
+            "secureClientPort={secure_port}\nsecureClientPortAddress=127.0.0.1\n\
+             serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+             ssl.keyStore.location={}\nssl.keyStore.type=PEM\n\
+             ssl.trustStore.location={}\nssl.trustStore.type=PEM\n\
+             ssl.clientAuth=want\n\
+             authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n",
+            key_store.display(),
+            certs.join("ca.crt").display()
+        );
+        let mut zk = ZooKeeper::start_with("127.0.0.1", &extra);
+        zk.secure_port = Some(secure_port);
+        zk
+    }
+
+    /// The TLS port ([`ZooKeeper::start_secure`]).
+    pub fn secure_port(&self) -> u16 {
+        self.secure_port.expect("started with start_secure")
+    }
+
     fn start_on(address: &str) -> ZooKeeper {
+        ZooKeeper::start_with(address, "")
+    }
+
+    fn start_with(address: &str, extra: &str) -> ZooKeeper {
         assert!(
             Path::new("/usr/share/java/zookeeper.jar").exists(),
             "ZooKeeper is not installed: run scripts/install-deps.sh (apt-get install -y zookeeper)"
@@ -80,12 +118,17 @@ impl ZooKeeper {
         let port = free_port();
         let cfg = dir.path().join("zoo.cfg");
         let config = format!(
-            "tickTime=500\ndataDir={}\nclientPort={port}\nclientPortAddress={address}\nadmin.enableServer=false\nmaxClientCnxns=0\n",
+            "tickTime=500\ndataDir={}\nclientPort={port}\nclientPortAddress={address}\nadmin.enableServer=false\nmaxClientCnxns=0\n{extra}",
             dir.path().join("data").display()
         );
         std::fs::write(&cfg, config).expect("write zoo.cfg");
         let child = spawn(&cfg);
-        let zk = ZooKeeper { child, port, dir };
+        let zk = ZooKeeper {
+            child,
+            port,
+            secure_port: None,
+            dir,
+        };
         zk.wait_until_serving();
         zk
     }

@@ -780,7 +780,7 @@ fn producer_perf_system_test_through_the_scripts() {
     // non-interactive shell: a background job there begins with SIGINT ignored, and a JVM that
     // starts so never stops on SIGINT (0.7.2's stop signal) — the stop scripts must still stop it.
     let spawn = |name: &str, arg: &Path, log: &str| {
-        let mut shell = script(name);
+        let shell = script(name);
         let path = repo_root().join("bin").join(name);
         shell
             .get_envs()
@@ -908,8 +908,8 @@ fn producer_perf_system_test_through_the_scripts() {
 
 /// Whether the one child of the shell `shell` (the server it started) ignores SIGINT.
 fn ignores_sigint(shell: u32) -> bool {
-    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
-        .unwrap_or_default();
+    let children =
+        std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap_or_default();
     let child: u32 = match children.split_whitespace().next() {
         Some(pid) => pid.parse().unwrap(),
         None => panic!("the shell {shell} has no child"),

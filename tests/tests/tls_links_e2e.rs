@@ -226,3 +226,272 @@ fn a_mirror_and_a_replica_copy_across_mutual_tls_and_a_bad_certificate_stops_the
         replica.log_text()
     );
 }
+
+/// The ZooKeeper keys of a session over TLS presenting `identity`'s certificate, prefixed.
+fn zk_tls(prefix: &str, certs: &Path, identity: &str) -> String {
+    let c = certs.display();
+    format!(
+        "{prefix}zk.ssl.client.enable=true\n{prefix}zk.ssl.ca.location={c}/ca.crt\n\
+         {prefix}zk.ssl.certificate.location={c}/{identity}.crt\n{prefix}zk.ssl.key.location={c}/{identity}.key\n"
+    )
+}
+
+/// What a ZooKeeper client without credentials gets for one operation: `Ok(())`, or the error.
+type Outcome = Result<(), zookeeper_client::Error>;
+
+/// Runs `ops` as a client of `connect` that presents no credentials (plaintext, no auth): a 0.7
+/// client, or anyone who can reach ZooKeeper's port.
+fn as_anonymous<T>(
+    connect: &str,
+    ops: impl for<'c> FnOnce(
+        &'c zookeeper_client::Client,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'c>>,
+) -> T {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = zookeeper_client::Client::connect(connect).await.unwrap();
+        ops(&client).await
+    })
+}
+
+/// Waits until `path` exists in the ZooKeeper at `connect` (read anonymously), at most 60 s.
+fn until_exists(connect: &str, path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let absent = || {
+        let path = path.to_string();
+        as_anonymous(connect, move |c| {
+            Box::pin(async move { c.get_data(&path).await.is_err() })
+        })
+    };
+    while absent() {
+        assert!(
+            Instant::now() < deadline,
+            "{path} never appeared in {connect}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Runs `tributary <args>`; its exit status and standard error.
+fn tributary(args: &[&str]) -> (bool, String) {
+    let out = Command::new(tributary_tests::broker::tributary_binary())
+        .args(args)
+        .output()
+        .expect("run tributary");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn zookeeper_over_tls_with_acls_carries_a_mirror_and_a_replica_and_refuses_clients_without_credentials(
+) {
+    use zookeeper_client::Error::NoAuth;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = make_certs(&dir.path().join("certs"));
+    // The source cluster's ZooKeeper speaks TLS and knows clients by their certificates; its
+    // plaintext port stays open for 0.7 clients, which may read.
+    let source_zk = ZooKeeper::start_secure(&certs);
+    let source_secure = format!("127.0.0.1:{}", source_zk.secure_port());
+    let source_port = free_port();
+    let source_dir = dir.path().join("source");
+    std::fs::create_dir_all(&source_dir).unwrap();
+    let source = BrokerProcess::start(
+        &source_dir,
+        source_port,
+        &format!(
+            "brokerid=0\nhostname=127.0.0.1\nport={source_port}\nlog.dir={}\nnum.partitions=1\nlog.flush.interval=1\n\
+             zk.connect={source_secure}\nzk.sessiontimeout.ms={SESSION_MS}\nzk.connectiontimeout.ms=20000\n\
+             zk.set.acl=true\n{}",
+            source_dir.join("logs").display(),
+            zk_tls("", &certs, "broker")
+        ),
+    );
+    source.wait_until_registered();
+    produce(source_port, "orders", 0, 100);
+
+    // The mirror cluster's ZooKeeper is plaintext; its processes share one digest identity.
+    let digest = dir.path().join("zk.digest");
+    std::fs::write(&digest, "tributary-mirror:s3cret\n").unwrap();
+    let digest_keys = format!(
+        "zk.auth.digest.location={}\nzk.set.acl=true\n",
+        digest.display()
+    );
+    let mirror_zk = ZooKeeper::start();
+    let mirror_port = free_port();
+    let mirror_dir = dir.path().join("mirror");
+    std::fs::create_dir_all(&mirror_dir).unwrap();
+    let mirror = BrokerProcess::start_mirror(
+        &mirror_dir,
+        mirror_port,
+        &format!(
+            "brokerid=0\nhostname=127.0.0.1\nport={mirror_port}\nlog.dir={}\nnum.partitions=1\nlog.flush.interval=1\n\
+             zk.connect={}\nzk.sessiontimeout.ms={SESSION_MS}\ncluster.name=west\n{digest_keys}",
+            mirror_dir.join("logs").display(),
+            mirror_zk.connect_string()
+        ),
+        &format!(
+            "zk.connect={source_secure}\ngroupid=KafkaMirror\nzk.sessiontimeout.ms={SESSION_MS}\nzk.connectiontimeout.ms=20000\n\
+             fetcher.backoff.ms=50\nrebalance.backoff.ms=500\nrebalance.retries.max=20\nmirror.commit.interval.ms=200\n\
+             zk.set.acl=true\n{}",
+            zk_tls("", &certs, "client")
+        ),
+        &format!(
+            "zk.connect={}\nzk.sessiontimeout.ms={SESSION_MS}\nproducer.type=async\nqueue.enqueueTimeout.ms=-1\nbatch.size=50\nqueue.time=20\n{digest_keys}",
+            mirror_zk.connect_string()
+        ),
+    );
+    // A replica of the source, reading the source's ZooKeeper over TLS, its own with a digest.
+    let replica_zk = ZooKeeper::start();
+    let replica_port = free_port();
+    let replica_dir = dir.path().join("replica");
+    std::fs::create_dir_all(&replica_dir).unwrap();
+    let replica = BrokerProcess::start(
+        &replica_dir,
+        replica_port,
+        &format!(
+            "brokerid=0\nhostname=127.0.0.1\nport={replica_port}\nlog.dir={}\nnum.partitions=1\nlog.flush.interval=1\n\
+             zk.connect={}\nzk.sessiontimeout.ms={SESSION_MS}\n{digest_keys}\
+             replica.source.zk.connect={source_secure}\nreplica.source.brokerid=0\nreplica.fetch.backoff.ms=50\n{}",
+            replica_dir.join("logs").display(),
+            replica_zk.connect_string(),
+            zk_tls("replica.source.", &certs, "client")
+        ),
+    );
+
+    let first = names("orders", 0..100);
+    let copied = until_holds(mirror_port, "orders", &first, Duration::from_secs(60));
+    assert!(
+        first.iter().all(|m| copied.contains(m)),
+        "the mirror copied {} of 100 through a TLS ZooKeeper:\n{}",
+        first.iter().filter(|m| copied.contains(m)).count(),
+        mirror.log_text()
+    );
+    let replicated = until_holds(replica_port, "orders", &first, Duration::from_secs(60));
+    assert_eq!(
+        replicated,
+        first,
+        "the replica's copy:\n{}",
+        replica.log_text()
+    );
+
+    // The source's ZooKeeper, to a client without credentials: the registration can be read
+    // (0.7 clients find brokers) but not deleted, changed or joined by a fake broker; the
+    // mirror's committed offsets cannot be moved; 0.7 consumers may still make their groups.
+    let offsets = "/consumers/KafkaMirror/offsets/orders/0-0";
+    until_exists(&source_zk.connect_string(), offsets);
+    let outcomes: Vec<(&str, Outcome)> = as_anonymous(&source_zk.connect_string(), |c| {
+        Box::pin(async move {
+            let open = zookeeper_client::CreateMode::Persistent
+                .with_acls(zookeeper_client::Acls::anyone_all());
+            vec![
+                (
+                    "read the registration",
+                    c.get_data("/brokers/ids/0").await.map(|_| ()),
+                ),
+                (
+                    "delete the registration",
+                    c.delete("/brokers/ids/0", None).await,
+                ),
+                (
+                    "change the registration",
+                    c.set_data("/brokers/ids/0", b"x", None).await.map(|_| ()),
+                ),
+                (
+                    "register a fake broker",
+                    c.create("/brokers/ids/7", b"x", &open).await.map(|_| ()),
+                ),
+                (
+                    "move an offset",
+                    c.set_data(offsets, b"0", None).await.map(|_| ()),
+                ),
+                ("delete an offset", c.delete(offsets, None).await),
+                (
+                    "make a 0.7 group",
+                    c.create("/consumers/zero-seven", b"", &open)
+                        .await
+                        .map(|_| ()),
+                ),
+            ]
+        })
+    });
+    let expected: [(&str, Outcome); 7] = [
+        ("read the registration", Ok(())),
+        ("delete the registration", Err(NoAuth)),
+        ("change the registration", Err(NoAuth)),
+        ("register a fake broker", Err(NoAuth)),
+        ("move an offset", Err(NoAuth)),
+        ("delete an offset", Err(NoAuth)),
+        ("make a 0.7 group", Ok(())),
+    ];
+    assert_eq!(outcomes, expected);
+
+    // The mirror cluster's (digest): its registration and its identity are its own.
+    let outcomes: Vec<Outcome> = as_anonymous(&mirror_zk.connect_string(), |c| {
+        Box::pin(async move {
+            vec![
+                c.delete("/brokers/ids/0", None).await,
+                c.set_data("/cluster/id", b"{}", None).await.map(|_| ()),
+                c.delete("/cluster/id", None).await,
+            ]
+        })
+    });
+    assert_eq!(outcomes, vec![Err(NoAuth), Err(NoAuth), Err(NoAuth)]);
+
+    // The replica cluster's: nobody without its identity may ask for a promotion, neither
+    // directly nor through `tributary promote`; with the identity, the promotion is made.
+    let outcomes: Vec<Outcome> = as_anonymous(&replica_zk.connect_string(), |c| {
+        Box::pin(async move {
+            let open = zookeeper_client::CreateMode::Persistent
+                .with_acls(zookeeper_client::Acls::anyone_all());
+            vec![
+                c.create("/tributary/promoted/orders", b"", &open)
+                    .await
+                    .map(|_| ()),
+                c.delete("/brokers/ids/0", None).await,
+            ]
+        })
+    });
+    assert_eq!(outcomes, vec![Err(NoAuth), Err(NoAuth)]);
+    let replica_zk_connect = replica_zk.connect_string();
+    let promote = |extra: &[&str]| {
+        let mut args = vec![
+            "promote",
+            "--zookeeper",
+            &replica_zk_connect,
+            "--topic",
+            "orders",
+            "--wait",
+            "20",
+        ];
+        args.extend_from_slice(extra);
+        tributary(&args)
+    };
+    let (ok, stderr) = promote(&[]);
+    assert!(
+        !ok && stderr.contains("ACL"),
+        "promote without credentials: {stderr}"
+    );
+    let wrong = dir.path().join("wrong.properties");
+    let wrong_digest = dir.path().join("wrong.digest");
+    std::fs::write(&wrong_digest, "tributary-mirror:guess\n").unwrap();
+    std::fs::write(
+        &wrong,
+        format!("zk.auth.digest.location={}\n", wrong_digest.display()),
+    )
+    .unwrap();
+    let (ok, stderr) = promote(&["--zk-tls-config-file", wrong.to_str().unwrap()]);
+    assert!(
+        !ok && stderr.contains("ACL"),
+        "promote with a wrong password: {stderr}"
+    );
+    let right = dir.path().join("right.properties");
+    std::fs::write(&right, digest_keys.as_bytes()).unwrap();
+    let (ok, stderr) = promote(&["--zk-tls-config-file", right.to_str().unwrap()]);
+    assert!(
+        ok,
+        "promote with the cluster's identity: {stderr}\n{}",
+        replica.log_text()
+    );
+}

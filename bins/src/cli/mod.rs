@@ -14,7 +14,7 @@ pub mod server;
 use std::path::Path;
 
 use clap::{Parser, Subcommand};
-use tributary_core::config::{ConsumerConfig, ProducerConfig};
+use tributary_core::config::{read_zk_security, ConsumerConfig, ProducerConfig, ZkConnect};
 use tributary_core::wire::TopicName;
 
 use self::mirror_maker::MirrorMakerArgs;
@@ -113,6 +113,33 @@ impl StrayWords {
                 self.words.join(" ")
             );
         }
+    }
+}
+
+/// A tool's ZooKeeper security: `--zk-tls-config-file` (Kafka 2.5's flag) names a `.properties`
+/// file with `zk.ssl.client.enable`, `zk.ssl.ca.location`, `zk.ssl.certificate.location`,
+/// `zk.ssl.key.location`, `zk.auth.digest.location` and `zk.set.acl`, as in a consumer's file.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ZkSecurityFile {
+    /// ZooKeeper's TLS and identity for this tool: a .properties file with the zk.ssl.* keys,
+    /// zk.auth.digest.location and zk.set.acl (docs/security.md).
+    #[arg(long = "zk-tls-config-file", value_name = "FILE")]
+    pub zk_tls_config_file: Option<std::path::PathBuf>,
+}
+
+impl ZkSecurityFile {
+    /// Parses the connect string given with `flag`, secured as the file says.
+    pub fn connect(&self, flag: &str, raw: &str) -> Result<ZkConnect, String> {
+        let connect = ZkConnect::parse(raw).map_err(|e| format!("{flag}: {e}"))?;
+        let Some(path) = &self.zk_tls_config_file else {
+            return Ok(connect);
+        };
+        let security = crate::config_file::load_file(path, read_zk_security)
+            .map_err(|e| format!("--zk-tls-config-file: {e}"))?;
+        Ok(ZkConnect {
+            security: Box::new(security),
+            ..connect
+        })
     }
 }
 

@@ -7,6 +7,7 @@ pub mod identity;
 pub mod origins;
 pub mod pipeline;
 pub mod zk;
+mod zk_security;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -48,6 +49,13 @@ pub enum CoordError {
     /// The connection is lost or an operation timed out; the session may still be alive.
     #[error("connection lost: {0}")]
     ConnectionLoss(String),
+    /// ZooKeeper refused the operation: the node's ACL does not let this session's identity do
+    /// it (or, creating a node with `zk.set.acl=true`, the session has no identity).
+    #[error("{0}")]
+    NoAuth(String),
+    /// The session's security settings cannot be used (a certificate or digest file).
+    #[error("{0}")]
+    Settings(String),
     /// Anything else.
     #[error("{0}")]
     Other(String),

@@ -6,6 +6,7 @@ use tokio::sync::Mutex;
 use tributary_core::config::ZkConnect;
 use zookeeper_client as zk;
 
+use super::zk_security::{self, SessionSecurity};
 use super::{CoordError, Coordination, NodeKind, OwnedNode, SessionEvent, Watch};
 
 /// One ZooKeeper session.
@@ -15,6 +16,8 @@ pub struct ZkCoordination {
     /// Every call gives up after this long (the session timeout): a ZooKeeper that stopped
     /// answering must not stall its caller forever.
     op_timeout: Duration,
+    /// Whether created nodes get ACLs (`zk.set.acl`).
+    set_acl: bool,
 }
 
 impl std::fmt::Debug for ZkCoordination {
@@ -34,12 +37,26 @@ impl ZkCoordination {
         session_timeout: Duration,
         connection_timeout: Duration,
     ) -> Result<Self, CoordError> {
+        let security = zk_security::load(connect)?;
         probe(connect, connection_timeout.min(PROBE_TIMEOUT)).await?;
         let cluster = connect.to_string();
-        let connecting = zk::Client::connector()
+        let SessionSecurity {
+            tls,
+            digest,
+            set_acl,
+        } = security;
+        let mut connector = zk::Client::connector()
             .with_session_timeout(session_timeout)
-            .with_connection_timeout(connection_timeout)
-            .connect(&cluster);
+            .with_connection_timeout(connection_timeout);
+        if let Some(credentials) = &digest {
+            connector = connector.with_auth("digest", credentials.as_bytes());
+        }
+        let connecting = async move {
+            match tls {
+                Some(tls) => connector.with_tls(tls).secure_connect(&cluster).await,
+                None => connector.connect(&cluster).await,
+            }
+        };
         let client = tokio::time::timeout(connection_timeout.max(session_timeout), connecting)
             .await
             .map_err(|_| {
@@ -53,6 +70,7 @@ impl ZkCoordination {
             client,
             states,
             op_timeout: session_timeout,
+            set_acl,
         })
     }
 }
@@ -98,6 +116,18 @@ fn map_error(error: zk::Error, path: &str) -> CoordError {
         zk::Error::ConnectionLoss | zk::Error::Timeout => {
             CoordError::ConnectionLoss(error.to_string())
         }
+        zk::Error::NoAuth => CoordError::NoAuth(format!(
+            "{path}: ZooKeeper refused it: the node's ACL does not allow this session's identity \
+             (zk.auth.digest.location or the ZooKeeper certificate)"
+        )),
+        zk::Error::InvalidAcl => CoordError::NoAuth(format!(
+            "{path}: ZooKeeper has no identity for this session to give the node to \
+             (zk.set.acl=true: check zk.auth.digest.location, or ZooKeeper's x509 provider for a certificate)"
+        )),
+        zk::Error::AuthFailed => CoordError::NoAuth(
+            "ZooKeeper refused this session's credentials (zk.auth.digest.location or the ZooKeeper certificate)"
+                .to_string(),
+        ),
         other => CoordError::Other(format!("{path}: {other}")),
     }
 }
@@ -135,7 +165,15 @@ fn watch(watcher: zk::OneshotWatcher) -> Watch {
 
 impl Coordination for ZkCoordination {
     async fn create(&self, path: &str, data: &[u8], kind: NodeKind) -> Result<String, CoordError> {
-        let options = mode(kind).with_acls(zk::Acls::anyone_all());
+        let protected;
+        let acls = match self.set_acl {
+            true => {
+                protected = zk_security::acls_for(path);
+                zk::Acls::new(&protected)
+            }
+            false => zk::Acls::anyone_all(),
+        };
+        let options = mode(kind).with_acls(acls);
         let (_, sequence) = self
             .bounded(path, self.client.create(path, data, &options))
             .await?;

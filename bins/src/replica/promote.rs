@@ -19,7 +19,17 @@ pub(super) async fn promotions<E: Env>(
     if own.is_none() {
         let session = Duration::from_millis(broker.zk.session_timeout_ms.into());
         let connection = Duration::from_millis(broker.zk.connection_timeout_ms.into());
-        *own = Some(env.coordinate(connect, session, connection).await?);
+        let c = env.coordinate(connect, session, connection).await?;
+        if connect.security.set_acl {
+            // Made now, with this cluster's ACLs, so that nobody without its identity can
+            // create a promotion request (zk.set.acl; without it 0.7's open nodes are kept).
+            c.ensure_parents(PROMOTED_PATH).await?;
+            match c.create(PROMOTED_PATH, b"", NodeKind::Persistent).await {
+                Ok(_) | Err(CoordError::NodeExists(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        *own = Some(c);
     }
     let Some(c) = own.as_ref() else { return Ok(()) };
     let promoted = match c.children(PROMOTED_PATH).await {

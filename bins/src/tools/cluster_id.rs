@@ -27,6 +27,9 @@ const ZOOKEEPER_TIMEOUT: Duration = Duration::from_secs(10);
 /// `tributary cluster-id`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct ClusterIdArgs {
+    /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
+    #[command(flatten)]
+    pub zk_security: crate::cli::ZkSecurityFile,
     /// The cluster's ZooKeeper: host:port[,host:port...][/chroot].
     #[arg(long)]
     pub zookeeper: String,
@@ -174,7 +177,7 @@ pub async fn cluster_id(
 /// Prints the identity; exit code 1 (and a line saying why on standard error) when the
 /// cluster has none yet.
 pub fn run_cli(args: ClusterIdArgs) -> Result<ExitCode, String> {
-    let connect = ZkConnect::parse(&args.zookeeper).map_err(|e| format!("--zookeeper: {e}"))?;
+    let connect = args.zk_security.connect("--zookeeper", &args.zookeeper)?;
     if args.origins {
         let listed = runtime(Some(1))?
             .block_on(list_origins(&TokioEnv, &connect))

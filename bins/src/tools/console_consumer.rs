@@ -344,6 +344,9 @@ async fn delete_tree(coord: &impl Coordination, path: &str) -> Result<(), CoordE
 /// `tributary console-consumer`'s arguments (0.7.2's ConsoleConsumer flags).
 #[derive(Debug, clap::Args)]
 pub struct ConsoleConsumerArgs {
+    /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
+    #[command(flatten)]
+    pub zk_security: crate::cli::ZkSecurityFile,
     /// ZooKeeper of the cluster: HOST:PORT[/CHROOT].
     #[arg(long)]
     pub zookeeper: String,
@@ -412,9 +415,10 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
         formatter,
         properties,
         stray,
+        zk_security,
     } = args;
     stray.warn("console-consumer");
-    let zookeeper = ZkConnect::parse(&zookeeper).map_err(|e| format!("--zookeeper: {e}"))?;
+    let zookeeper = zk_security.connect("--zookeeper", &zookeeper)?;
     let subscription = match (topic, whitelist, blacklist) {
         // 0.7.2 reads --topic as a whitelist too (a plain name matches only itself).
         (Some(w), _, _) | (None, Some(w), _) => Subscription::Whitelist(w, 1),

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use tokio::io::AsyncRead;
-use tributary_core::config::{BrokerEndpoint, LoadError, ProducerConfig, Properties, ZkConnect};
+use tributary_core::config::{BrokerEndpoint, LoadError, ProducerConfig, Properties};
 use tributary_core::message::CompressionCodec;
 use tributary_core::wire::TopicName;
 
@@ -253,6 +253,9 @@ fn take_known(deliveries: Vec<crate::producer::Delivery>, sent: &mut Sent) {
 /// `tributary console-producer`'s arguments (0.7.2's ConsoleProducer flags, and `--acks`).
 #[derive(Debug, clap::Args)]
 pub struct ConsoleProducerArgs {
+    /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
+    #[command(flatten)]
+    pub zk_security: crate::cli::ZkSecurityFile,
     /// The topic.
     #[arg(long)]
     pub topic: TopicName,
@@ -319,6 +322,7 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
         line_reader,
         properties,
         stray,
+        zk_security,
     } = args;
     stray.warn("console-producer");
     if message_encoder != STRING_ENCODER && message_encoder != "kafka.serializer.DefaultEncoder" {
@@ -332,10 +336,7 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
     CompressionCodec::from_id(compress)
         .ok_or_else(|| format!("--compress {compress}: expected 0, 1 or 2"))?;
     let discovery = match (zookeeper, broker_list) {
-        (Some(zk), _) => format!(
-            "zk.connect={}",
-            ZkConnect::parse(&zk).map_err(|e| format!("--zookeeper: {e}"))?
-        ),
+        (Some(zk), _) => format!("zk.connect={}", zk_security.connect("--zookeeper", &zk)?),
         (None, Some(list)) => {
             list.split(',')
                 .map(BrokerEndpoint::parse)

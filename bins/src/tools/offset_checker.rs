@@ -267,6 +267,9 @@ async fn log_size(
 /// `tributary consumer-offset-checker`'s arguments (0.7's ConsumerOffsetChecker flags).
 #[derive(Debug, clap::Args)]
 pub struct ConsumerOffsetCheckerArgs {
+    /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
+    #[command(flatten)]
+    pub zk_security: crate::cli::ZkSecurityFile,
     /// The consumer group.
     #[arg(long)]
     pub group: String,
@@ -289,11 +292,12 @@ pub fn run_cli(args: ConsumerOffsetCheckerArgs) -> Result<ExitCode, String> {
         zkconnect,
         topic,
         stray,
+        zk_security,
     } = args;
     stray.warn("consumer-offset-checker");
     let options = CheckOptions {
         group: group.parse().map_err(|e| format!("--group: {e}"))?,
-        zk_connect: ZkConnect::parse(&zkconnect).map_err(|e| format!("--zkconnect: {e}"))?,
+        zk_connect: zk_security.connect("--zkconnect", &zkconnect)?,
         topics: topic
             .map(|t| {
                 t.split(',')

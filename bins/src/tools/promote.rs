@@ -172,6 +172,9 @@ pub async fn promote<E: Env>(
 /// `tributary promote`'s arguments: the mirror cluster, the topics, and how long to wait.
 #[derive(Debug, clap::Args)]
 pub struct PromoteArgs {
+    /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
+    #[command(flatten)]
+    pub zk_security: crate::cli::ZkSecurityFile,
     /// The mirror cluster's ZooKeeper: HOST:PORT[/CHROOT].
     #[arg(long)]
     pub zookeeper: String,
@@ -190,9 +193,10 @@ pub fn run_cli(args: PromoteArgs) -> Result<ExitCode, String> {
         zookeeper,
         topic,
         wait,
+        zk_security,
     } = args;
     let options = PromoteOptions {
-        zk_connect: ZkConnect::parse(&zookeeper).map_err(|e| format!("--zookeeper: {e}"))?,
+        zk_connect: zk_security.connect("--zookeeper", &zookeeper)?,
         topics: topic
             .iter()
             .map(|t| t.trim().parse().map_err(|e| format!("--topic {t}: {e}")))

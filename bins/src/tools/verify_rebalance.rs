@@ -155,6 +155,9 @@ async fn check(coord: &impl Coordination, group: &GroupId) -> Result<Vec<String>
 /// `tributary verify-consumer-rebalance`'s arguments (0.7.2's VerifyConsumerRebalance flags).
 #[derive(Debug, clap::Args)]
 pub struct VerifyConsumerRebalanceArgs {
+    /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
+    #[command(flatten)]
+    pub zk_security: crate::cli::ZkSecurityFile,
     /// ZooKeeper: host:port[,host:port...][/chroot].
     #[arg(long = "zk.connect", default_value = "localhost:2181")]
     pub zk_connect: String,
@@ -172,9 +175,10 @@ pub fn run_cli(args: VerifyConsumerRebalanceArgs) -> Result<ExitCode, String> {
         zk_connect,
         group,
         stray,
+        zk_security,
     } = args;
     stray.warn("verify-consumer-rebalance");
-    let connect = ZkConnect::parse(&zk_connect).map_err(|e| format!("--zk.connect: {e}"))?;
+    let connect = zk_security.connect("--zk.connect", &zk_connect)?;
     let group: GroupId = group.parse().map_err(|e| format!("--group: {e}"))?;
     tracing::info!("Verifying rebalancing operation for consumer group {group}");
     let problems = runtime(Some(1))?

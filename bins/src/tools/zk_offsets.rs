@@ -281,6 +281,9 @@ pub fn read_file(path: &Path) -> Result<Vec<OffsetLine>, ZkOffsetsError> {
 /// `tributary export-zk-offsets`'s arguments (0.7.2's ExportZkOffsets flags).
 #[derive(Debug, clap::Args)]
 pub struct ExportZkOffsetsArgs {
+    /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
+    #[command(flatten)]
+    pub zk_security: crate::cli::ZkSecurityFile,
     /// ZooKeeper: host:port[,host:port...][/chroot]. Required, as in 0.7.2.
     #[arg(long)]
     pub zkconnect: String,
@@ -302,9 +305,10 @@ pub fn run_export_cli(args: ExportZkOffsetsArgs) -> Result<ExitCode, String> {
         group,
         output_file,
         stray,
+        zk_security,
     } = args;
     stray.warn("export-zk-offsets");
-    let connect = ZkConnect::parse(&zkconnect).map_err(|e| format!("--zkconnect: {e}"))?;
+    let connect = zk_security.connect("--zkconnect", &zkconnect)?;
     let groups = group
         .iter()
         .map(|g| g.parse().map_err(|e| format!("--group: {e}")))
@@ -337,6 +341,9 @@ pub fn run_export_cli(args: ExportZkOffsetsArgs) -> Result<ExitCode, String> {
 /// `tributary import-zk-offsets`'s arguments (0.7.2's ImportZkOffsets flags).
 #[derive(Debug, clap::Args)]
 pub struct ImportZkOffsetsArgs {
+    /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
+    #[command(flatten)]
+    pub zk_security: crate::cli::ZkSecurityFile,
     /// ZooKeeper: host:port[,host:port...][/chroot].
     #[arg(long, default_value = "localhost:2181")]
     pub zkconnect: String,
@@ -354,9 +361,10 @@ pub fn run_import_cli(args: ImportZkOffsetsArgs) -> Result<ExitCode, String> {
         zkconnect,
         input_file,
         stray,
+        zk_security,
     } = args;
     stray.warn("import-zk-offsets");
-    let connect = ZkConnect::parse(&zkconnect).map_err(|e| format!("--zkconnect: {e}"))?;
+    let connect = zk_security.connect("--zkconnect", &zkconnect)?;
     let lines = read_file(&input_file).map_err(|e| e.to_string())?;
     let imported = runtime(Some(1))?
         .block_on(import(&TokioEnv, &connect, &lines))

@@ -15,6 +15,7 @@ pub mod reference;
 mod replica;
 mod tls_client;
 mod zk;
+mod zk_security;
 mod zookeeper_server;
 
 pub use broker::{BrokerConfig, PARTITIONS_PER_TOPIC_MAX};
@@ -33,6 +34,9 @@ pub use reference::ConfigKind;
 pub use replica::ReplicaConfig;
 pub use tls_client::TlsClientSettings;
 pub use zk::{ZkConfig, ZkConnect, ZkConnectError, ZkServer};
+pub use zk_security::{
+    parse_digest, read_zk_security, DigestError, DigestIdentity, ZkSecurity, ZkTls,
+};
 pub use zookeeper_server::ZooKeeperServerConfig;
 
 /// Why a configuration file could not be used: not a valid `.properties` file, or a value that

@@ -5,6 +5,7 @@ use super::error::ConfigError;
 use super::fields::Fields;
 use super::tls_client::{self, TlsClientSettings};
 use super::zk::ZkConnect;
+use super::zk_security;
 use crate::consumer::{FilterKind, TopicPattern};
 
 const I32_MAX: i64 = i32::MAX as i64;
@@ -43,10 +44,13 @@ pub(crate) fn read(
     f: &mut Fields<'_>,
     broker_id: i32,
 ) -> Result<Option<ReplicaConfig>, ConfigError> {
+    let source_security = zk_security::read(f, zk_security::REPLICA_SOURCE_KEYS)?;
+    let source_secured = !source_security.is_plain();
     let source = match f.string("replica.source.zk.connect") {
-        Some(raw) => {
-            Some(ZkConnect::parse(&raw).map_err(|p| f.error("replica.source.zk.connect", p))?)
-        }
+        Some(raw) => Some(ZkConnect {
+            security: Box::new(source_security),
+            ..ZkConnect::parse(&raw).map_err(|p| f.error("replica.source.zk.connect", p))?
+        }),
         None => None,
     };
     let whitelist = f.string("replica.topics.whitelist");
@@ -69,6 +73,7 @@ pub(crate) fn read(
             sync_groups.is_some(),
             sync_interval_ms.is_some(),
             tls.is_some(),
+            source_secured,
         ];
         if set.contains(&true) {
             tracing::warn!("replica.* keys are set but replica.source.zk.connect is not: this broker is not a replica and ignores them");

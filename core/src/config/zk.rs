@@ -4,6 +4,7 @@ use std::fmt;
 
 use super::error::ConfigError;
 use super::fields::Fields;
+use super::zk_security::{self, ZkSecurity};
 
 const I32_MAX: i64 = i32::MAX as i64;
 
@@ -26,6 +27,9 @@ pub struct ZkConnect {
     pub servers: Vec<ZkServer>,
     /// The chroot, e.g. `/kafka`, if any.
     pub chroot: Option<String>,
+    /// How sessions with these servers are secured (`zk.ssl.*`, `zk.auth.digest.location`,
+    /// `zk.set.acl`); not part of the connect string, which is all [`fmt::Display`] writes.
+    pub security: Box<ZkSecurity>,
 }
 
 /// What is wrong with a `zk.connect` string.
@@ -89,7 +93,11 @@ impl ZkConnect {
             .map(str::trim)
             .map(parse_server)
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(ZkConnect { servers, chroot })
+        Ok(ZkConnect {
+            servers,
+            chroot,
+            security: Box::default(),
+        })
     }
 }
 
@@ -148,11 +156,17 @@ impl fmt::Display for ZkConnect {
     }
 }
 
-/// Reads `zk.connect`, if set.
+/// Reads `zk.connect`, if set, with its security settings (read either way, so they are known).
 pub(crate) fn read_connect(fields: &mut Fields<'_>) -> Result<Option<ZkConnect>, ConfigError> {
+    let security = zk_security::read(fields, zk_security::ZK_KEYS)?;
     match fields.string("zk.connect") {
         Some(raw) => ZkConnect::parse(&raw)
-            .map(Some)
+            .map(|connect| {
+                Some(ZkConnect {
+                    security: Box::new(security),
+                    ..connect
+                })
+            })
             .map_err(|p| fields.error("zk.connect", p)),
         None => Ok(None),
     }

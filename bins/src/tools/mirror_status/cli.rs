@@ -3,8 +3,6 @@
 
 use std::process::ExitCode;
 
-use tributary_core::config::ZkConnect;
-
 use super::{run, StatusOptions};
 use crate::cli::{runtime, wait_for_signal};
 use crate::env::TokioEnv;
@@ -13,6 +11,9 @@ use crate::env::TokioEnv;
 /// show and repeat.
 #[derive(Debug, clap::Args)]
 pub struct MirrorStatusArgs {
+    /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
+    #[command(flatten)]
+    pub zk_security: crate::cli::ZkSecurityFile,
     /// The SOURCE cluster's ZooKeeper: HOST:PORT[/CHROOT].
     #[arg(long, default_value = "localhost:2181")]
     pub zkconnect: String,
@@ -49,6 +50,7 @@ pub fn run_cli(args: MirrorStatusArgs) -> Result<ExitCode, String> {
         interval,
         rounds,
         until_caught_up,
+        zk_security,
     } = args;
     if !(interval.is_finite() && (0.1..=3600.0).contains(&interval)) {
         return Err(format!(
@@ -57,7 +59,7 @@ pub fn run_cli(args: MirrorStatusArgs) -> Result<ExitCode, String> {
     }
     let options = StatusOptions {
         group: group.parse().map_err(|e| format!("--group: {e}"))?,
-        zk_connect: ZkConnect::parse(&zkconnect).map_err(|e| format!("--zkconnect: {e}"))?,
+        zk_connect: zk_security.connect("--zkconnect", &zkconnect)?,
         verbose,
         watch,
         interval: std::time::Duration::from_secs_f64(interval),
