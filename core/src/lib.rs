@@ -27,6 +27,7 @@
 
 pub mod allow_list;
 pub mod config;
+pub mod connection_quota;
 pub mod consumer;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -599,6 +599,51 @@ fn a_group_id_that_would_escape_its_zookeeper_path_is_refused() {
     );
 }
 
+#[test]
+fn connection_limits_and_the_metrics_endpoint_are_read_and_wrong_ones_named() {
+    let broker = |extra: &str| {
+        BrokerConfig::from_properties(&props(&format!(
+            "brokerid=0\nenable.zookeeper=false\nlog.dir=/tmp/l\n{extra}"
+        )))
+    };
+    let config = broker(
+        "max.connections.per.ip=20\nmax.connections.per.ip.overrides=10.0.0.7:50, [::1]:0 ,::2:3\n",
+    )
+    .unwrap();
+    assert_eq!(config.max_connections_per_ip, 20);
+    let overrides: Vec<String> = config
+        .max_connections_per_ip_overrides
+        .iter()
+        .map(|(ip, n)| format!("{ip}={n}"))
+        .collect();
+    assert_eq!(overrides, ["10.0.0.7=50", "::1=0", "::2=3"]);
+    assert_eq!(broker("").unwrap().max_connections_per_ip, i32::MAX as u32);
+    assert_eq!(broker("").unwrap().metrics_host, None);
+    for (extra, says) in [
+        ("max.connections.per.ip=0\n", "max.connections.per.ip"),
+        (
+            "max.connections.per.ip.overrides=broker-3:5\n",
+            "host names are not resolved",
+        ),
+        (
+            "max.connections.per.ip.overrides=10.0.0.7\n",
+            "\"10.0.0.7\"",
+        ),
+        (
+            "max.connections.per.ip.overrides=10.0.0.7:-1\n",
+            "count of 0 or more",
+        ),
+        (
+            "max.connections.per.ip.overrides=10.0.0.7:1,10.0.0.7:2\n",
+            "given twice",
+        ),
+        ("metrics.ssl=true\n", "needs an SSL listener"),
+    ] {
+        let error = broker(extra).unwrap_err().to_string();
+        assert!(error.contains(says), "{extra:?}: {error}");
+    }
+}
+
 mod reference_table {
     use tributary_core::config::reference::{self, ConfigKind, DefaultValue, KEYS};
     use tributary_core::config::{
@@ -624,6 +669,8 @@ mod reference_table {
             "hostname" => "example",
             "broker.list" => "0:localhost:9092",
             "listeners" => "PLAINTEXT://:9092",
+            "max.connections.per.ip.overrides" => "10.0.0.7:5,[::1]:0",
+            "metrics.host" => "127.0.0.1",
             k if k.contains("ssl.") && k.ends_with(".location") => "/etc/tributary/x.pem",
             k if k.contains("zk.auth.digest.location") => "/etc/tributary/zk.digest",
             "partitioner.class" | "callback.handler" | "event.handler" => "x.Y",

@@ -35,9 +35,15 @@ fn start_with(extra: &str, files: &[(&str, &str)]) -> TlsBroker {
     }
     let (plain, ssl) = (free_port(), free_port());
     let properties = format!(
-        "brokerid=0\nhostname=127.0.0.1\nlog.dir={}\nenable.zookeeper=false\nlog.flush.interval=1\n\
+        "brokerid=0\n{}log.dir={}\nenable.zookeeper=false\nlog.flush.interval=1\n\
          listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl}\n\
          ssl.certificate.location={c}/broker.crt\nssl.key.location={c}/broker.key\n{}",
+        // `extra` may set its own (an empty one is unset: every interface).
+        if extra.contains("hostname=") {
+            ""
+        } else {
+            "hostname=127.0.0.1\n"
+        },
         dir.path().join("logs").display(),
         extra.replace("CERTS", &certs.display().to_string()),
         c = certs.display(),
@@ -537,4 +543,175 @@ fn produce_plain(port: u16, topic: &str, count: usize) {
     let count = count.to_string();
     let (ok, _) = tool("produce", port, &[topic, "0", &count], &["--plain"]);
     assert!(ok, "plaintext produce to {topic}");
+}
+
+/// `GET /metrics` over plain HTTP on `host:port`: the answer, or `None` when there is none.
+fn http_metrics(host: &str, port: u16) -> Option<String> {
+    let mut stream = TcpStream::connect((host, port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .ok()?;
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    text.starts_with("HTTP/1.").then_some(text)
+}
+
+/// `GET /metrics` over HTTPS (Python's ssl), trusting `ca` and presenting `identity` (a
+/// certificate and key) if given: the body, or the error Python gave.
+fn https_metrics(port: u16, ca: &Path, identity: Option<(&Path, &Path)>) -> Result<String, String> {
+    let load = match identity {
+        Some((cert, key)) => format!(
+            "ctx.load_cert_chain({:?}, {:?})",
+            cert.display().to_string(),
+            key.display().to_string()
+        ),
+        None => String::new(),
+    };
+    let program = format!(
+        "import ssl, urllib.request\nctx = ssl.create_default_context(cafile={:?})\n{load}\n\
+         print(urllib.request.urlopen('https://127.0.0.1:{port}/metrics', context=ctx, timeout=10).read().decode())\n",
+        ca.display().to_string()
+    );
+    let out = Command::new("python3")
+        .args(["-c", &program])
+        .output()
+        .expect("run python3");
+    match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
+
+/// A TCP connection to `127.0.0.1:port` made from the local address `from` (another loopback
+/// address is another client address).
+fn connect_from(from: &str, port: u16) -> TcpStream {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        let stream = socket
+            .connect(format!("127.0.0.1:{port}").parse().unwrap())
+            .await
+            .unwrap();
+        let stream = stream.into_std().unwrap();
+        // tokio's sockets are non-blocking; the checks here read with timeouts.
+        stream.set_nonblocking(false).unwrap();
+        stream
+    })
+}
+
+/// A connection accepted and kept (not closed within a moment).
+fn kept(stream: &mut TcpStream) -> bool {
+    !closed_within(stream, Duration::from_millis(300))
+}
+
+#[test]
+fn connections_per_address_are_limited_across_both_listeners_with_overrides() {
+    let metrics = free_port();
+    let broker = start(&format!(
+        "max.connections.per.ip=3\nmax.connections.per.ip.overrides=127.0.0.2:1\n\
+         metrics.port={metrics}\nmetrics.host=127.0.0.1\n"
+    ));
+    let mut held: Vec<TcpStream> = (0..3)
+        .map(|_| connect_from("127.0.0.1", broker.plain))
+        .collect();
+    for stream in &mut held {
+        assert!(kept(stream), "a connection within the limit was closed");
+    }
+    // One more from the same address is closed at once, on either listener.
+    let mut over_ssl = connect_from("127.0.0.1", broker.ssl);
+    assert!(
+        closed_within(&mut over_ssl, Duration::from_secs(5)),
+        "a 4th connection (SSL) was kept"
+    );
+    let mut over_plain = connect_from("127.0.0.1", broker.plain);
+    assert!(
+        closed_within(&mut over_plain, Duration::from_secs(5)),
+        "a 4th connection was kept"
+    );
+    // Another address has its own count, here its override of 1.
+    let mut other = connect_from("127.0.0.2", broker.plain);
+    assert!(kept(&mut other), "127.0.0.2's first connection was closed");
+    let mut other_over = connect_from("127.0.0.2", broker.plain);
+    assert!(
+        closed_within(&mut other_over, Duration::from_secs(5)),
+        "127.0.0.2's override was not applied"
+    );
+    // A connection that closes makes room again.
+    drop(held.pop());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut again = connect_from("127.0.0.1", broker.plain);
+        if kept(&mut again) {
+            held.push(again);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no room after a connection closed"
+        );
+    }
+    let text = http_metrics("127.0.0.1", metrics).expect("metrics answer");
+    let refused: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("tributary_connections_refused_total{reason=\"per_ip\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(refused >= 3, "refusals counted: {refused}\n{text}");
+    // Said once per address until it had room, not once per refused connection.
+    let log = broker.process.log_text();
+    assert_eq!(
+        log.matches("127.0.0.1: connections refused").count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("127.0.0.2: connections refused").count(),
+        1,
+        "{log}"
+    );
+}
+
+#[test]
+fn the_metrics_endpoint_binds_loopback_once_tls_is_on_and_speaks_https_when_asked() {
+    // TLS on, no metrics.host, no hostname (which meant every interface before TLS): loopback
+    // (127.0.0.1), not every interface.
+    let port = free_port();
+    let broker = start(&format!("metrics.port={port}\nhostname=\n"));
+    assert!(http_metrics("127.0.0.1", port).is_some_and(|t| t.contains("tributary_connections")));
+    assert!(
+        TcpStream::connect(("127.0.0.2", port)).is_err(),
+        "the metrics endpoint listens beyond loopback"
+    );
+    drop(broker);
+    // metrics.ssl: HTTPS with the SSL listener's certificate and its client authentication.
+    let port = free_port();
+    let broker = start(&format!(
+        "metrics.port={port}\nmetrics.ssl=true\nssl.client.auth=required\nssl.ca.location=CERTS/ca.crt\n"
+    ));
+    let c = &broker.certs;
+    assert!(
+        http_metrics("127.0.0.1", port).is_none(),
+        "plain HTTP answered"
+    );
+    let body = https_metrics(
+        port,
+        &c.join("ca.crt"),
+        Some((&c.join("client.crt"), &c.join("client.key"))),
+    );
+    assert!(
+        body.as_ref()
+            .is_ok_and(|b| b.contains("tributary_connections")),
+        "{body:?}"
+    );
+    let refused = https_metrics(port, &c.join("ca.crt"), None);
+    assert!(
+        refused.is_err(),
+        "a scraper without a certificate was answered: {refused:?}"
+    );
 }

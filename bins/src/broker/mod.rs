@@ -24,12 +24,13 @@ pub mod reply;
 mod scheduler;
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
 use tributary_core::config::{BrokerConfig, ListenerProtocol};
+use tributary_core::connection_quota::ConnectionQuotas;
 use tributary_core::log::{LogError, OpenReport};
 
 use self::access::Access;
@@ -145,28 +146,37 @@ impl Broker {
             .await?;
         let logs = Arc::new(logs);
         let host = config.hostname.clone().unwrap_or_else(|| "0.0.0.0".into());
-        let metrics = config.metrics_port.map(|_| Metrics::new());
-        let meter = BrokerMeter::new(metrics.as_deref());
-        let metrics_server = match (config.metrics_port, &metrics) {
-            (Some(port), Some(metrics)) => {
-                watch_partitions(metrics, &logs, meter.clone());
-                let server = MetricsServer::start(&env, &host, port, metrics.clone())
-                    .await
-                    .map_err(|source| StartError::Metrics {
-                        addr: format!("{host}:{port}"),
-                        source,
-                    })?;
-                Some(server)
-            }
-            _ => None,
-        };
-        let metrics_addr = metrics_server.as_ref().map(|s| s.addr);
         let tls = match config.listeners.tls.clone() {
             Some(settings) => Some(Arc::new(
                 env.blocking(move || ServerTls::load(settings)).await?,
             )),
             None => None,
         };
+        let metrics = config.metrics_port.map(|_| Metrics::new());
+        // Loopback by default once TLS is on: a broker whose links are secured should not
+        // expose its metrics on every interface unless told to (docs/security.md).
+        let metrics_host = match (&config.metrics_host, &tls) {
+            (Some(chosen), _) => chosen.clone(),
+            (None, Some(_)) => "127.0.0.1".to_string(),
+            (None, None) => host.clone(),
+        };
+        let metrics_tls = tls.clone().filter(|_| config.metrics_ssl);
+        let meter = BrokerMeter::new(metrics.as_deref());
+        let metrics_server = match (config.metrics_port, &metrics) {
+            (Some(port), Some(metrics)) => {
+                watch_partitions(metrics, &logs, meter.clone());
+                let server =
+                    MetricsServer::start(&env, &metrics_host, port, metrics.clone(), metrics_tls)
+                        .await
+                        .map_err(|source| StartError::Metrics {
+                            addr: format!("{metrics_host}:{port}"),
+                            source,
+                        })?;
+                Some(server)
+            }
+            _ => None,
+        };
+        let metrics_addr = metrics_server.as_ref().map(|s| s.addr);
         let replica_link = match &config.replica {
             Some(replica) => ClientLink::load(
                 replica.tls.as_ref(),
@@ -449,6 +459,36 @@ async fn bind_listeners<E: Env>(
     Ok(bound)
 }
 
+/// Whether a connection just accepted from `peer` may be served: the broker holds fewer than
+/// [`CONNECTIONS_MAX`] (`open`) and `peer`'s address is within its limit (counted in `quotas`
+/// when admitted). A refused one is dropped by the caller, which closes it.
+fn admitted(
+    quotas: &mut ConnectionQuotas,
+    peer: SocketAddr,
+    open: usize,
+    meter: &BrokerMeter,
+) -> bool {
+    if open >= CONNECTIONS_MAX {
+        meter.connection_refused("connections_max");
+        tracing::warn!("{peer}: refused: {CONNECTIONS_MAX} connections already open");
+        return false;
+    }
+    match quotas.admit(peer.ip()) {
+        Ok(()) => true,
+        Err(refused) => {
+            meter.connection_refused("per_ip");
+            if refused.first {
+                tracing::warn!(
+                    "{}: connections refused: it holds its limit of {} (max.connections.per.ip or its override); said again once it has room",
+                    refused.ip,
+                    refused.limit
+                );
+            }
+            false
+        }
+    }
+}
+
 /// The next connection on `listener`; pending forever without one.
 async fn accept_on<L: Listener>(
     listener: &mut Option<Bound<L>>,
@@ -516,7 +556,12 @@ async fn run<E: Env>(
         ))
     });
     let handshakes = Arc::new(tokio::sync::Semaphore::new(TLS_HANDSHAKES_MAX));
-    let mut connections = JoinSet::new();
+    let mut quotas = ConnectionQuotas::new(
+        config.max_connections_per_ip,
+        config.max_connections_per_ip_overrides.clone(),
+    );
+    // Each connection task ends with its client's address, for `quotas`.
+    let mut connections: JoinSet<IpAddr> = JoinSet::new();
     let mut seeds = env.rng_seed();
     let failure = loop {
         tokio::select! {
@@ -524,8 +569,9 @@ async fn run<E: Env>(
             _ = shutdown.changed() => break None,
             Some(joined) = connections.join_next(), if !connections.is_empty() => {
                 meter.connections(connections.len());
-                if let Err(e) = joined {
-                    break Some(BrokerError::from_join("a connection task", e));
+                match joined {
+                    Ok(ip) => quotas.closed(ip),
+                    Err(e) => break Some(BrokerError::from_join("a connection task", e)),
                 }
             }
             joined = timers.join_next() => break Some(match joined {
@@ -541,20 +587,27 @@ async fn run<E: Env>(
                 Ok(()) => BrokerError::TaskEnded("the acknowledgement committer"),
             }),
             accepted = accept_on(&mut plaintext) => match accepted {
-                Ok((stream, peer)) if connections.len() < CONNECTIONS_MAX => {
+                Ok((_, peer)) if !admitted(&mut quotas, peer, connections.len(), &meter) => {}
+                Ok((stream, peer)) => {
                     seeds = seeds.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    connections.spawn(connection::serve(Link::Plain(stream), peer, Access::unrestricted(), shared.clone(), stop_rx.clone(), seeds));
+                    let serving = connection::serve(Link::Plain(stream), peer, Access::unrestricted(), shared.clone(), stop_rx.clone(), seeds);
+                    connections.spawn(async move {
+                        serving.await;
+                        peer.ip()
+                    });
                     meter.connections(connections.len());
                 }
-                Ok((_, peer)) => tracing::warn!("{peer}: refused: {CONNECTIONS_MAX} connections already open"),
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                 }
             },
             accepted = accept_on(&mut ssl) => match accepted {
-                Ok((stream, peer)) if connections.len() < CONNECTIONS_MAX => {
+                Ok((_, peer)) if !admitted(&mut quotas, peer, connections.len(), &meter) => {}
+                Ok((stream, peer)) => {
                     let Ok(handshake) = handshakes.clone().try_acquire_owned() else {
+                        quotas.closed(peer.ip());
+                        meter.connection_refused("tls_handshakes");
                         tracing::warn!("{peer}: refused: {TLS_HANDSHAKES_MAX} TLS handshakes already in progress");
                         continue;
                     };
@@ -562,15 +615,15 @@ async fn run<E: Env>(
                     let (acceptor, shared, stop_rx, seed) = (tls.as_ref().map(|t| t.acceptor()), shared.clone(), stop_rx.clone(), seeds);
                     let rules = allow_list.clone();
                     connections.spawn(async move {
-                        let Some(acceptor) = acceptor else { return };
+                        let Some(acceptor) = acceptor else { return peer.ip() };
                         let link = crate::tls::server::handshake(acceptor, stream, peer, TLS_HANDSHAKE_TIMEOUT).await;
                         drop(handshake);
-                        let Some((link, principal)) = link else { return };
+                        let Some((link, principal)) = link else { return peer.ip() };
                         connection::serve(link, peer, Access::of(principal, rules), shared, stop_rx, seed).await;
+                        peer.ip()
                     });
                     meter.connections(connections.len());
                 }
-                Ok((_, peer)) => tracing::warn!("{peer}: refused: {CONNECTIONS_MAX} connections already open"),
                 Err(e) => {
                     tracing::warn!("accept failed on the SSL listener: {e}");
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -35,9 +35,13 @@ pub struct MirrorMakerArgs {
     /// Producers, shared round-robin by the streams.
     #[arg(long = "num.producers", default_value_t = 1)]
     pub num_producers: u32,
-    /// Serve Prometheus metrics at http://0.0.0.0:PORT/metrics (off when not given).
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics (off when not given).
     #[arg(long = "metrics.port")]
     pub metrics_port: Option<u16>,
+    /// The address the metrics endpoint binds [default: 127.0.0.1 when a consumer or the
+    /// producer config says security.protocol=ssl, else 0.0.0.0, every interface].
+    #[arg(long = "metrics.host")]
+    pub metrics_host: Option<String>,
     /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
     #[command(flatten)]
     pub stray: crate::cli::StrayWords,
@@ -55,6 +59,7 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
         num_streams,
         num_producers,
         metrics_port,
+        metrics_host,
         stray,
     } = args;
     stray.warn("mirror-maker");
@@ -68,6 +73,10 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
         (None, Some(b)) => Subscription::Blacklist(b, 0),
         (None, None) => return Err("give --whitelist or --blacklist".into()),
     };
+    // Loopback by default once the links are secured (docs/security.md).
+    let tls_on = producer.tls.is_some() || sources.iter().any(|s| s.tls.is_some());
+    let metrics_host =
+        metrics_host.unwrap_or_else(|| if tls_on { "127.0.0.1" } else { "0.0.0.0" }.to_string());
     let commit_interval = std::time::Duration::from_millis(
         sources
             .first()
@@ -94,7 +103,7 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
         .block_on(crate::mirror::maker::run(
             TokioEnv,
             settings,
-            metrics_port,
+            metrics_port.map(|port| (metrics_host.as_str(), port)),
             stop,
         ))
         .map_err(|e| e.to_string())?;

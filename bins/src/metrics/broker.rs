@@ -26,6 +26,7 @@ pub struct BrokerMetrics {
     log_flushed: IntGaugeVec,
     flush_seconds: Histogram,
     connections: IntGauge,
+    connections_refused: IntCounterVec,
     cluster: IntGaugeVec,
 }
 
@@ -83,6 +84,12 @@ impl BrokerMetrics {
                 registry,
                 "tributary_connections",
                 "Open client connections.",
+            ),
+            connections_refused: counter_vec(
+                registry,
+                "tributary_connections_refused_total",
+                "Connections closed as soon as accepted, by reason: per_ip (max.connections.per.ip), connections_max (10,000 open), tls_handshakes (2,048 TLS handshakes in progress).",
+                &["reason"],
             ),
             cluster: gauge_vec(
                 registry,
@@ -150,6 +157,13 @@ impl BrokerMeter {
     pub fn flushed(&self, took: Duration) {
         if let Some(m) = &self.0 {
             m.flush_seconds.observe(took.as_secs_f64());
+        }
+    }
+
+    /// Counts a connection closed at accept, for `reason`.
+    pub fn connection_refused(&self, reason: &str) {
+        if let Some(m) = &self.0 {
+            m.connections_refused.with_label_values(&[reason]).inc();
         }
     }
 

@@ -1,6 +1,8 @@
 //! The metrics endpoint: HTTP/1.1 (hyper) over a listener of the [`Env`], so the same server
 //! answers on tokio and in the simulator. `GET /metrics` answers the text format; `/` says where
-//! the metrics are; anything else is 404 (405 for other methods than GET and HEAD).
+//! the metrics are; anything else is 404 (405 for other methods than GET and HEAD). Inside TLS
+//! (the SSL listener's certificate and client authentication) when the broker says
+//! `metrics.ssl=true`.
 //!
 //! Limits: at most [`CONNECTIONS_MAX`] connections at once (more are closed at accept), request
 //! headers within [`HEADER_READ_TIMEOUT`], a connection closed after [`CONNECTION_LIFETIME`]
@@ -24,6 +26,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::{Metrics, CONTENT_TYPE};
 use crate::env::{Env, Listener};
+use crate::tls::server::{handshake, ServerTls};
 
 /// Scrapers served at once.
 pub const CONNECTIONS_MAX: usize = 16;
@@ -46,17 +49,21 @@ pub struct MetricsServer {
 impl MetricsServer {
     /// Listens on `host:port` (`0.0.0.0` for every interface; port 0 picks one) and serves
     /// `metrics` until [`MetricsServer::stop`].
+    /// With `tls`, every connection completes a TLS handshake first (within
+    /// [`HEADER_READ_TIMEOUT`]) and the endpoint is `https://`.
     pub async fn start<E: Env>(
         env: &E,
         host: &str,
         port: u16,
         metrics: Arc<Metrics>,
+        tls: Option<Arc<ServerTls>>,
     ) -> io::Result<Self> {
         let listener = env.bind(host, port, 64 * 1024, 64 * 1024).await?;
         let addr = listener.local_addr()?;
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(accept_loop(listener, metrics, stop_rx));
-        tracing::info!("metrics on http://{addr}/metrics");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let task = tokio::spawn(accept_loop(listener, metrics, tls, stop_rx));
+        tracing::info!("metrics on {scheme}://{addr}/metrics");
         Ok(MetricsServer { addr, stop, task })
     }
 
@@ -80,6 +87,7 @@ impl MetricsServer {
 async fn accept_loop<L: Listener>(
     mut listener: L,
     metrics: Arc<Metrics>,
+    tls: Option<Arc<ServerTls>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut connections = JoinSet::new();
@@ -95,8 +103,16 @@ async fn accept_loop<L: Listener>(
                 }
             }
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) if connections.len() < CONNECTIONS_MAX => {
-                    connections.spawn(serve_connection(stream, metrics.clone()));
+                Ok((stream, peer)) if connections.len() < CONNECTIONS_MAX => {
+                    let (metrics, acceptor) = (metrics.clone(), tls.as_ref().map(|t| t.acceptor()));
+                    connections.spawn(async move {
+                        let Some(acceptor) = acceptor else {
+                            return serve_connection(stream, metrics).await;
+                        };
+                        if let Some((link, _principal)) = handshake(acceptor, stream, peer, HEADER_READ_TIMEOUT).await {
+                            serve_connection(link, metrics).await;
+                        }
+                    });
                 }
                 Ok((_, peer)) => tracing::warn!("metrics: {peer}: refused: {CONNECTIONS_MAX} scrapers already connected"),
                 Err(e) => {

@@ -34,19 +34,19 @@ pub enum MakerError {
 }
 
 /// Runs the mirror of `settings` until `stop` resolves, serving its metrics on
-/// `0.0.0.0:metrics_port` when given (`settings.metrics` is then made if it is `None`); then
-/// stops it gracefully (in-flight messages acknowledged, then committed).
+/// `metrics_at` (host, port) when given (`settings.metrics` is then made if it is `None`);
+/// then stops it gracefully (in-flight messages acknowledged, then committed).
 pub async fn run<E: Env>(
     env: E,
     mut settings: MirrorSettings,
-    metrics_port: Option<u16>,
+    metrics_at: Option<(&str, u16)>,
     stop: impl Future<Output = ()>,
 ) -> Result<(), MakerError> {
-    let mut server = match metrics_port {
-        Some(port) => {
+    let mut server = match metrics_at {
+        Some((host, port)) => {
             let metrics = settings.metrics.get_or_insert_with(Metrics::new).clone();
             Some(
-                MetricsServer::start(&env, "0.0.0.0", port, metrics)
+                MetricsServer::start(&env, host, port, metrics, None)
                     .await
                     .map_err(|source| MakerError::Metrics { port, source })?,
             )

@@ -92,6 +92,20 @@ pub struct BrokerConfig {
     /// `metrics.port` (unset; Tributary): serve Prometheus metrics over HTTP on this port
     /// (`/metrics`); unset collects nothing. 0 picks a free port (tests).
     pub metrics_port: Option<u16>,
+    /// `metrics.host` (Tributary): the address the metrics endpoint binds. Unset: loopback
+    /// (127.0.0.1) when the broker has an SSL listener, else `hostname` (every interface when
+    /// that is unset), as before TLS existed.
+    pub metrics_host: Option<String>,
+    /// `metrics.ssl` (false; Tributary): serve the metrics endpoint over HTTPS with the SSL
+    /// listener's certificate and `ssl.client.auth` (so Prometheus can be made to present a
+    /// certificate). Needs an SSL listener.
+    pub metrics_ssl: bool,
+    /// `max.connections.per.ip` (2147483647; Kafka 0.8.2's name): connections one client
+    /// address may hold open, both listeners together; one more is closed at once.
+    pub max_connections_per_ip: u32,
+    /// `max.connections.per.ip.overrides` (Kafka 0.8.2's name): `address:count,...`, limits of
+    /// particular addresses (IP addresses only; 0 refuses an address).
+    pub max_connections_per_ip_overrides: BTreeMap<std::net::IpAddr, u32>,
     /// `listeners` and `ssl.*` (Tributary): where the broker listens, what each listener
     /// speaks, and the SSL listener's TLS settings. Without `listeners`, plaintext on
     /// `hostname:port` as in 0.7.
@@ -164,6 +178,14 @@ impl BrokerConfig {
             acks_flush_delay_ms: f.int("acks.flush.delay.ms", 5, 0..=60_000)?,
             fetch_zero_copy: f.bool("fetch.zero.copy", true)?,
             metrics_port: f.optional_int("metrics.port", 0..=65535)?,
+            metrics_host: f.string("metrics.host"),
+            metrics_ssl: f.bool("metrics.ssl", false)?,
+            max_connections_per_ip: f.int(
+                "max.connections.per.ip",
+                i32::MAX.unsigned_abs(),
+                1..=I32_MAX,
+            )?,
+            max_connections_per_ip_overrides: read_connection_overrides(&mut f)?,
             listeners: Listeners {
                 specs: Vec::new(),
                 tls: None,
@@ -176,6 +198,12 @@ impl BrokerConfig {
             unknown: BTreeMap::new(),
         };
         let listeners = listeners::read(&mut f, config.hostname.as_deref(), config.port)?;
+        if config.metrics_ssl && listeners.tls.is_none() {
+            return Err(f.error(
+                "metrics.ssl",
+                "true needs an SSL listener (listeners=...,SSL://host:port) whose certificate it serves",
+            ));
+        }
         let replica = replica::read(&mut f, config.broker_id)?;
         let zk_connect = match config.enable_zookeeper {
             true => Some(require_connect(&mut f, "when enable.zookeeper=true")?),
@@ -249,4 +277,36 @@ fn read_cluster_name(f: &mut Fields<'_>) -> Result<Option<ClusterName>, ConfigEr
             .map_err(|e| f.error("cluster.name", e)),
         None => Ok(None),
     }
+}
+
+/// Reads `max.connections.per.ip.overrides`: `address:count` entries separated by commas (an
+/// IPv6 address in brackets or bare: the count follows the last ':').
+fn read_connection_overrides(
+    f: &mut Fields<'_>,
+) -> Result<BTreeMap<std::net::IpAddr, u32>, ConfigError> {
+    const KEY: &str = "max.connections.per.ip.overrides";
+    let mut overrides = BTreeMap::new();
+    let Some(raw) = f.string(KEY) else {
+        return Ok(overrides);
+    };
+    for entry in raw.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let parsed = entry.rsplit_once(':').and_then(|(address, count)| {
+            let address = address.trim_start_matches('[').trim_end_matches(']');
+            Some((address.parse().ok()?, count.trim().parse::<u32>().ok()?))
+        });
+        match parsed {
+            Some((address, count)) if i64::from(count) <= I32_MAX => {
+                if overrides.insert(address, count).is_some() {
+                    return Err(f.error(KEY, format!("{address} is given twice")));
+                }
+            }
+            _ => {
+                return Err(f.error(
+                    KEY,
+                    format!("entry \"{entry}\": expected <IP address>:<count of 0 or more>, e.g. 10.0.0.7:50 (host names are not resolved)"),
+                ))
+            }
+        }
+    }
+    Ok(overrides)
 }

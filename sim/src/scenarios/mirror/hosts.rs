@@ -129,7 +129,14 @@ async fn run_maker(
                 }
             }
         };
-        match maker::run(env, settings, Some(MIRROR_METRICS_PORT), stopped).await {
+        match maker::run(
+            env,
+            settings,
+            Some(("0.0.0.0", MIRROR_METRICS_PORT)),
+            stopped,
+        )
+        .await
+        {
             Ok(()) => {
                 control.trace.push(&format!("{MAKER}: mirror stopped"));
                 return;
