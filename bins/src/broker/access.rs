@@ -11,6 +11,7 @@ use tributary_core::allow_list::{AllowList, Operation};
 use tributary_core::wire::TopicName;
 
 use crate::sync::lock;
+use crate::tls::files::Reloading;
 use crate::tls::TlsError;
 
 /// How often a denial of the same principal, operation and topic is logged.
@@ -60,9 +61,7 @@ impl Access {
 /// The allow-list file, read again when it changes.
 pub struct AllowListFile {
     path: PathBuf,
-    current: Mutex<(Arc<AllowList>, Option<crate::tls::files::Stamp>)>,
-    /// The stamp of a version that could not be read (reported once).
-    refused: Mutex<Option<crate::tls::files::Stamp>>,
+    current: Reloading<Arc<AllowList>>,
     /// When each denial was last logged.
     logged: Mutex<BTreeMap<(String, Operation, TopicName), tokio::time::Instant>>,
 }
@@ -78,42 +77,31 @@ impl std::fmt::Debug for AllowListFile {
 impl AllowListFile {
     /// Reads `path`; an error names the file and the line that cannot be used.
     pub fn load(path: PathBuf) -> Result<Self, TlsError> {
-        let stamp = crate::tls::files::Stamp::of(&path);
-        let list = read(&path)?;
-        tracing::info!("SSL listener: {} rules from {}", list.len(), path.display());
+        let current = Reloading::load("the SSL allow-list", vec![path.clone()], || {
+            read(&path).map(Arc::new)
+        })?;
+        tracing::info!(
+            "SSL listener: {} rules from {}",
+            current.current().len(),
+            path.display()
+        );
         Ok(AllowListFile {
             path,
-            current: Mutex::new((Arc::new(list), Some(stamp))),
-            refused: Mutex::new(None),
+            current,
             logged: Mutex::new(BTreeMap::new()),
         })
     }
 
     /// The rules in force.
     pub fn current(&self) -> Arc<AllowList> {
-        lock(&self.current, "the SSL allow-list").0.clone()
+        self.current.current()
     }
 
     /// Reads the file again if it changed: `Ok(true)` when new rules are in force; on an error
     /// the previous rules stay, and the same version is not reported again.
     pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
-        let now = crate::tls::files::Stamp::of(&self.path);
-        if lock(&self.current, "the SSL allow-list").1 == Some(now)
-            || *lock(&self.refused, "the SSL allow-list") == Some(now)
-        {
-            return Ok(false);
-        }
-        match read(&self.path) {
-            Ok(list) => {
-                *lock(&self.current, "the SSL allow-list") = (Arc::new(list), Some(now));
-                *lock(&self.refused, "the SSL allow-list") = None;
-                Ok(true)
-            }
-            Err(e) => {
-                *lock(&self.refused, "the SSL allow-list") = Some(now);
-                Err(e)
-            }
-        }
+        self.current
+            .reload_if_changed(|| read(&self.path).map(Arc::new))
     }
 
     fn denied(&self, principal: &str, operation: Operation, topic: &TopicName) {

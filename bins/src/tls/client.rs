@@ -3,7 +3,7 @@
 //! handshake of each outbound connection.
 
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
@@ -15,23 +15,15 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsConnector;
 use tributary_core::config::TlsClientSettings;
 
-use super::files::{FileStamps, Stamp};
+use super::files::Reloading;
 use super::link::Link;
 use super::server::provider;
 use super::{pem, TlsError};
-use crate::sync::lock;
 
 /// An outbound link's TLS configuration, replaced when its files change.
 pub struct ClientTls {
     settings: TlsClientSettings,
-    current: Mutex<Loaded>,
-}
-
-struct Loaded {
-    connector: TlsConnector,
-    stamps: FileStamps,
-    /// The files' stamps when they last could not be used: reported once, not every connect.
-    refused: Option<FileStamps>,
+    current: Reloading<TlsConnector>,
 }
 
 impl std::fmt::Debug for ClientTls {
@@ -45,41 +37,24 @@ impl std::fmt::Debug for ClientTls {
 impl ClientTls {
     /// Reads the files of `settings`; an error names the setting and file that cannot be used.
     pub fn load(settings: TlsClientSettings) -> Result<Self, TlsError> {
-        let stamps = Stamp::of_all(&files(&settings));
-        let connector = TlsConnector::from(Arc::new(client_config(&settings)?));
-        Ok(ClientTls {
-            settings,
-            current: Mutex::new(Loaded {
-                connector,
-                stamps,
-                refused: None,
-            }),
-        })
+        let current = Reloading::load("an outbound link's certificates", files(&settings), || {
+            connector(&settings)
+        })?;
+        Ok(ClientTls { settings, current })
     }
 
     /// The connector for a new connection: the files are read again first if they changed
     /// (logged); files that cannot be used are reported once and the previous ones kept.
     fn connector(&self) -> TlsConnector {
-        let now = Stamp::of_all(&files(&self.settings));
-        let mut current = lock(&self.current, "an outbound link's certificates");
-        if current.stamps != now && current.refused.as_ref() != Some(&now) {
-            match client_config(&self.settings) {
-                Ok(config) => {
-                    tracing::info!(
-                        "TLS: certificates read again from {} (rotation); new connections use them",
-                        self.settings.ca.display()
-                    );
-                    current.connector = TlsConnector::from(Arc::new(config));
-                    current.stamps = now;
-                    current.refused = None;
-                }
-                Err(e) => {
-                    tracing::error!("TLS: the changed certificate files cannot be used ({e}); new connections keep the previous ones");
-                    current.refused = Some(now);
-                }
-            }
+        match self.current.reload_if_changed(|| connector(&self.settings)) {
+            Ok(false) => {}
+            Ok(true) => tracing::info!(
+                "TLS: certificates read again from {} (rotation); new connections use them",
+                self.settings.ca.display()
+            ),
+            Err(e) => tracing::error!("TLS: the changed certificate files cannot be used ({e}); new connections keep the previous ones"),
         }
-        current.connector.clone()
+        self.current.current()
     }
 
     /// Completes a TLS handshake on `stream` with the broker at `host:port` (the name checked
@@ -119,6 +94,10 @@ fn files(settings: &TlsClientSettings) -> Vec<std::path::PathBuf> {
 }
 
 /// Builds the client configuration of `settings`.
+fn connector(settings: &TlsClientSettings) -> Result<TlsConnector, TlsError> {
+    Ok(TlsConnector::from(Arc::new(client_config(settings)?)))
+}
+
 fn client_config(settings: &TlsClientSettings) -> Result<ClientConfig, TlsError> {
     let mut roots = RootCertStore::empty();
     let key = |name: &str| format!("{}{name}", settings.key_prefix);

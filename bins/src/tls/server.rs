@@ -3,7 +3,7 @@
 //! change; a change that cannot be used is logged and the previous certificates keep serving).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::server::WebPkiClientVerifier;
@@ -12,13 +12,12 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 use tributary_core::config::{ClientAuth, TlsServerSettings};
 
-use super::files::{FileStamps, Stamp};
+use super::files::Reloading;
 use super::link::Link;
 use super::pem;
 use super::principal::subject;
 use super::TlsError;
 use crate::broker::access::AllowListFile;
-use crate::sync::lock;
 use tributary_core::allow_list::ANONYMOUS;
 
 /// How often the certificate, key and CA files are checked for changes.
@@ -27,17 +26,9 @@ pub const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// The SSL listener's current TLS configuration, replaced when its files change.
 pub struct ServerTls {
     settings: TlsServerSettings,
-    current: Mutex<Loaded>,
+    current: Reloading<TlsAcceptor>,
     /// `ssl.allow.list.location`, read.
     allow_list: Option<Arc<AllowListFile>>,
-}
-
-/// One loaded version of the files.
-struct Loaded {
-    acceptor: TlsAcceptor,
-    stamps: FileStamps,
-    /// The files' stamps when they last could not be used: reported once, not every check.
-    refused: Option<FileStamps>,
 }
 
 impl std::fmt::Debug for ServerTls {
@@ -51,8 +42,9 @@ impl std::fmt::Debug for ServerTls {
 impl ServerTls {
     /// Reads the files of `settings`; an error names the setting and file that cannot be used.
     pub fn load(settings: TlsServerSettings) -> Result<Self, TlsError> {
-        let stamps = stamps(&settings);
-        let acceptor = TlsAcceptor::from(Arc::new(server_config(&settings)?));
+        let current = Reloading::load("the SSL listener's certificates", files(&settings), || {
+            acceptor(&settings)
+        })?;
         let allow_list = match &settings.allow_list {
             Some(path) => Some(Arc::new(AllowListFile::load(path.clone())?)),
             None => None,
@@ -60,11 +52,7 @@ impl ServerTls {
         Ok(ServerTls {
             allow_list,
             settings,
-            current: Mutex::new(Loaded {
-                acceptor,
-                stamps,
-                refused: None,
-            }),
+            current,
         })
     }
 
@@ -75,9 +63,7 @@ impl ServerTls {
 
     /// The configuration new connections get.
     pub fn acceptor(&self) -> TlsAcceptor {
-        lock(&self.current, "the SSL listener's certificates")
-            .acceptor
-            .clone()
+        self.current.current()
     }
 
     /// Reads the files again if any changed since they were last read: `Ok(true)` when new
@@ -86,30 +72,12 @@ impl ServerTls {
     /// read again once any of them changes (a rotation may have written the certificate but
     /// not yet the key).
     pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
-        let now = stamps(&self.settings);
-        {
-            let current = lock(&self.current, "the SSL listener's certificates");
-            if current.stamps == now || current.refused.as_ref() == Some(&now) {
-                return Ok(false);
-            }
-        }
-        let built = server_config(&self.settings);
-        let mut current = lock(&self.current, "the SSL listener's certificates");
-        match built {
-            Ok(config) => {
-                *current = Loaded {
-                    acceptor: TlsAcceptor::from(Arc::new(config)),
-                    stamps: now,
-                    refused: None,
-                };
-                Ok(true)
-            }
-            Err(e) => {
-                current.refused = Some(now);
-                Err(e)
-            }
-        }
+        self.current.reload_if_changed(|| acceptor(&self.settings))
     }
+}
+
+fn acceptor(settings: &TlsServerSettings) -> Result<TlsAcceptor, TlsError> {
+    Ok(TlsAcceptor::from(Arc::new(server_config(settings)?)))
 }
 
 /// The files of `settings`, in a fixed order.
@@ -117,10 +85,6 @@ fn files(settings: &TlsServerSettings) -> Vec<PathBuf> {
     let mut files = vec![settings.certificate.clone(), settings.key.clone()];
     files.extend(settings.ca.clone());
     files
-}
-
-fn stamps(settings: &TlsServerSettings) -> FileStamps {
-    Stamp::of_all(&files(settings))
 }
 
 /// The rustls provider: ring, TLS 1.2 and 1.3 (rustls implements nothing older).
