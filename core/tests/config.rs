@@ -638,6 +638,18 @@ fn connection_limits_and_the_metrics_endpoint_are_read_and_wrong_ones_named() {
             "given twice",
         ),
         ("metrics.ssl=true\n", "needs an SSL listener"),
+        (
+            "listeners=PLAINTEXT://:9092\nadvertised.listeners=SSL://proxy:9093\n",
+            "no SSL listener",
+        ),
+        (
+            "listeners=PLAINTEXT://:9092\nadvertised.listeners=PLAINTEXT://:9092\n",
+            "needs the host and port",
+        ),
+        (
+            "listeners=PLAINTEXT://:9092\nadvertised.listeners=PLAINTEXT://proxy:1\nadvertised.port=7\n",
+            "advertised.port is set too",
+        ),
     ] {
         let error = broker(extra).unwrap_err().to_string();
         assert!(error.contains(says), "{extra:?}: {error}");
@@ -671,6 +683,7 @@ mod reference_table {
             "listeners" => "PLAINTEXT://:9092",
             "max.connections.per.ip.overrides" => "10.0.0.7:5,[::1]:0",
             "metrics.host" => "127.0.0.1",
+            "advertised.listeners" => "PLAINTEXT://proxy.example:9092",
             k if k.contains("ssl.") && k.ends_with(".location") => "/etc/tributary/x.pem",
             k if k.contains("zk.auth.digest.location") => "/etc/tributary/zk.digest",
             "partitioner.class" | "callback.handler" | "event.handler" => "x.Y",

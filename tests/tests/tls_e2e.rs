@@ -445,6 +445,28 @@ fn the_endpoints_are_registered_beside_the_0_7_registration() {
     );
     assert!(only.log_text().contains("TLS only"), "{}", only.log_text());
     assert!(only.terminate(), "{}", only.log_text());
+    // Behind a proxy: advertised.listeners is what both nodes say.
+    let proxied_dir = dir.path().join("proxied");
+    std::fs::create_dir_all(&proxied_dir).unwrap();
+    let (plain, ssl) = (free_port(), free_port());
+    let mut proxied = BrokerProcess::start(
+        &proxied_dir,
+        ssl,
+        &format!(
+            "{}advertised.listeners=PLAINTEXT://proxy.example:19092,SSL://proxy.example:19093\n",
+            base(
+                &format!("PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl}"),
+                "logs-proxied"
+            )
+        ),
+    );
+    proxied.wait_until_registered();
+    assert!(zk_data(&zk, "/brokers/ids/0").ends_with(":proxy.example:19092"));
+    assert_eq!(
+        zk_data(&zk, "/tributary/endpoints/0"),
+        "PLAINTEXT://proxy.example:19092,SSL://proxy.example:19093"
+    );
+    assert!(proxied.terminate(), "{}", proxied.log_text());
 }
 
 /// `tls07.py <mode> ...` against `port`: (succeeded, what it printed).

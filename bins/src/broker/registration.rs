@@ -168,22 +168,39 @@ impl Registration {
         if ports.plaintext.is_none() && config.advertised_port.is_some() {
             tracing::warn!("advertised.port applies to the plaintext listener, which listeners turns off: it is ignored (the SSL listener's port is registered)");
         }
-        let plaintext = ports.plaintext.map(|p| config.advertised_port.unwrap_or(p));
-        let Some(port) = plaintext.or(ports.ssl) else {
+        // Where clients reach each listener: `advertised.listeners` when it names it.
+        let reached = |protocol: ListenerProtocol, port: u16| {
+            config
+                .listeners
+                .advertised
+                .iter()
+                .find(|a| a.protocol == protocol)
+                .map_or((host.clone(), port), |a| {
+                    (a.host.clone().unwrap_or_else(|| host.clone()), a.port)
+                })
+        };
+        let plaintext = ports.plaintext.map(|p| {
+            reached(
+                ListenerProtocol::Plaintext,
+                config.advertised_port.unwrap_or(p),
+            )
+        });
+        let ssl = ports.ssl.map(|p| reached(ListenerProtocol::Ssl, p));
+        let Some((registered_host, port)) = plaintext.clone().or(ssl.clone()) else {
             return Err(RegistrationError::NoListener);
         };
-        let endpoints = ports.ssl.map(|ssl| {
+        let endpoints = ssl.map(|(ssl_host, ssl_port)| {
             let mut endpoints = Vec::new();
-            if let Some(plaintext) = plaintext {
-                endpoints.push((ListenerProtocol::Plaintext, host.clone(), plaintext));
+            if let Some((plaintext_host, plaintext_port)) = plaintext {
+                endpoints.push((ListenerProtocol::Plaintext, plaintext_host, plaintext_port));
             }
-            endpoints.push((ListenerProtocol::Ssl, host.clone(), ssl));
+            endpoints.push((ListenerProtocol::Ssl, ssl_host, ssl_port));
             endpoints_registration(&endpoints)
         });
         let registrar = Registrar {
             connect,
             broker_id: config.broker_id,
-            host,
+            host: registered_host,
             port,
             endpoints,
             partitions: topics

@@ -189,6 +189,7 @@ impl BrokerConfig {
             listeners: Listeners {
                 specs: Vec::new(),
                 tls: None,
+                advertised: Vec::new(),
             },
             cluster_name: read_cluster_name(&mut f)?,
             enable_zookeeper: f.bool("enable.zookeeper", true)?,

@@ -108,6 +108,10 @@ pub struct Listeners {
     pub specs: Vec<ListenerSpec>,
     /// The SSL listener's settings, present exactly when an SSL listener is.
     pub tls: Option<TlsServerSettings>,
+    /// `advertised.listeners` (Kafka 0.9's name): where clients reach each listener when that
+    /// is not where it binds (a proxy, NAT); one entry at most per listener, each with a host.
+    /// Empty: `advertised.host.name` / `advertised.port`, else the listeners themselves.
+    pub advertised: Vec<ListenerSpec>,
 }
 
 impl Listeners {
@@ -196,7 +200,45 @@ pub(crate) fn read(
             ));
         }
     }
-    Ok(Listeners { specs, tls })
+    let advertised = match f.string("advertised.listeners") {
+        None => Vec::new(),
+        Some(raw) => {
+            let advertised =
+                parse_listeners(&raw).map_err(|e| f.error("advertised.listeners", e))?;
+            for spec in &advertised {
+                if !specs.iter().any(|s| s.protocol == spec.protocol) {
+                    return Err(f.error(
+                        "advertised.listeners",
+                        format!(
+                            "{} is advertised but listeners has no {} listener",
+                            spec.protocol, spec.protocol
+                        ),
+                    ));
+                }
+                if spec.host.is_none() || spec.port == 0 {
+                    return Err(f.error(
+                        "advertised.listeners",
+                        format!("the {} entry needs the host and port clients reach (e.g. {}://proxy.example:9093)", spec.protocol, spec.protocol),
+                    ));
+                }
+            }
+            let legacy = ["advertised.host.name", "advertised.port"]
+                .into_iter()
+                .find(|key| f.string(key).is_some());
+            if let Some(legacy) = legacy {
+                return Err(f.error(
+                    "advertised.listeners",
+                    format!("{legacy} is set too: give where clients reach the broker once, in advertised.listeners"),
+                ));
+            }
+            advertised
+        }
+    };
+    Ok(Listeners {
+        specs,
+        tls,
+        advertised,
+    })
 }
 
 /// Parses `PROTOCOL://host:port[,PROTOCOL://host:port]`: at most one listener per protocol,

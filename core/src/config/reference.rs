@@ -107,6 +107,7 @@ pub const KEYS: &[KeyDoc] = &[
     doc(B, "port", V("6667"), "The TCP port to listen on.", "The sample configs use 9092."),
     doc(B, "advertised.host.name", SameAs("hostname"), "The host registered in ZooKeeper for clients, when they reach the broker by another name than the one it binds to (NAT, a proxy).", "Tributary, named as in Kafka 0.8.1."),
     doc(B, "advertised.port", Unset, "The port registered in ZooKeeper for clients, when they reach the broker through another port (a proxy, port forwarding); unset registers the port listened on.", "Tributary, named as in Kafka 0.8.1."),
+    doc(B, "advertised.listeners", Unset, "Where clients reach each listener when not where it binds (a proxy, NAT): PLAINTEXT://host:port,SSL://host:port, an entry only for listeners that exist, each with its host. Registered in /brokers/ids (plaintext) and /tributary/endpoints. Not with advertised.host.name or advertised.port.", "Tributary; Kafka 0.9's name."),
     doc(B, "num.threads", Unset, "Worker threads serving connections; unset means one per CPU.", ""),
     doc(B, "socket.send.buffer", V("102400"), "SO_SNDBUF of accepted connections, in bytes (a hint to the OS).", "Applied from 0.7.1."),
     doc(B, "socket.receive.buffer", V("102400"), "SO_RCVBUF of accepted connections, in bytes; also the most read from a socket at once.", "Applied from 0.7.1."),
