@@ -49,7 +49,7 @@ pub enum ClientError {
     #[error("{0} closed the connection (it refused the request)")]
     Closed(String),
     /// The response was not valid.
-    #[error("bad response from {peer}: {source}")]
+    #[error("bad response from {peer}: {source}{}", if source.looks_like_tls() { " (that port speaks TLS: an SSL listener; set security.protocol=ssl)" } else { "" })]
     Decode {
         /// The broker.
         peer: String,

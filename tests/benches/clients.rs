@@ -427,6 +427,7 @@ async fn perf_tools(port: u16, ends: &[i64]) {
         hide_header: true,
         date_format: PERF_DEFAULT.to_string(),
         stray: Default::default(),
+        tls: Default::default(),
     };
     let start = Instant::now();
     let (delivered, failed) = producer_perf(&args, &mut std::io::sink())

@@ -17,7 +17,10 @@
 //!
 //! Then the long link: a second source broker, reached only through `tributary link-proxy`
 //! (1 Gb/s each way, 100 ms round trip; the broker advertises the proxy's port), mirrored with
-//! 0.7's settings (one fetch at a time per broker) and with settings sized for the link.
+//! 0.7's settings (one fetch at a time per broker), with settings sized for the link, and with
+//! those settings over TLS with client certificates (the broker's SSL listener behind its own
+//! proxy of the same link): the rates as ratios of the link, and CPU per GB copied with TLS
+//! against without.
 //!
 //! `cargo bench -p tributary-tests --bench mirror` (needs ZooKeeper: scripts/install-deps.sh);
 //! `TRIBUTARY_BENCH_ONLY=replica` measures replica mode alone, `TRIBUTARY_BENCH_ONLY=long-link`
@@ -203,7 +206,20 @@ async fn mirror_rate(
     name: &str,
     count: usize,
 ) -> (f64, f64) {
+    let (rate, cores, _) = mirror_rate_and_brokers(consumer, target, name, count).await;
+    (rate, cores)
+}
+
+/// [`mirror_rate`], and the cores the brokers' threads (every broker in this process) used
+/// meanwhile.
+async fn mirror_rate_and_brokers(
+    consumer: ConsumerConfig,
+    target: &ZooKeeper,
+    name: &str,
+    count: usize,
+) -> (f64, f64, f64) {
     let not_broker = |thread: &str| thread != tributary_tests::bench::BROKER_THREAD_NAME;
+    let broker = |thread: &str| thread == tributary_tests::bench::BROKER_THREAD_NAME;
     let settings = bench_mirror_settings(consumer, target, regex_escape(name));
     let mirror = Mirror::start(TokioEnv, settings).await.expect("mirror");
     let stats = mirror.stats.clone();
@@ -216,14 +232,17 @@ async fn mirror_rate(
             first = Some((
                 Instant::now(),
                 tributary_tests::bench::thread_cpu_ns(not_broker),
+                tributary_tests::bench::thread_cpu_ns(broker),
             ));
         }
         assert!(Instant::now() < deadline, "the mirror did not finish");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let (started, cpu_before) = first.expect("no message sent");
+    let (started, cpu_before, broker_cpu_before) = first.expect("no message sent");
     let elapsed = started.elapsed();
     let cpu = tributary_tests::bench::thread_cpu_ns(not_broker).saturating_sub(cpu_before);
+    let broker_cpu =
+        tributary_tests::bench::thread_cpu_ns(broker).saturating_sub(broker_cpu_before);
     drop(stop);
     running.await.expect("mirror task").expect("mirror run");
     assert_eq!(
@@ -232,7 +251,11 @@ async fn mirror_rate(
         "the mirror copied more than the source held"
     );
     let seconds = elapsed.as_secs_f64();
-    (count as f64 / seconds, cpu as f64 / 1e9 / seconds)
+    (
+        count as f64 / seconds,
+        cpu as f64 / 1e9 / seconds,
+        broker_cpu as f64 / 1e9 / seconds,
+    )
 }
 
 fn regex_escape(name: &str) -> String {
@@ -536,11 +559,22 @@ fn link_bytes() -> usize {
 async fn long_link(source_zk: &ZooKeeper, target_zk: &ZooKeeper) {
     use tributary::tools::link_proxy::{LinkProxy, LinkSpec};
     let (broker_port, proxy_port) = (free_port(), free_port());
+    let (ssl_port, ssl_proxy_port) = (free_port(), free_port());
     let dir = tempfile::tempdir().expect("dir");
+    let certs = tributary_tests::tls::make_certs(&dir.path().join("certs"));
+    let c = certs.display();
+    // Both listeners behind their own proxy (the same link spec): the SSL one requires client
+    // certificates, as a source cluster's WAN listener would.
     let far = start_broker(
         source_zk,
-        dir.path(),
-        &format!("brokerid=1\nport={broker_port}\nadvertised.port={proxy_port}\nnum.partitions={LINK_PARTITIONS}\nlog.file.size=1073741824\n"),
+        &dir.path().join("logs"),
+        &format!(
+            "brokerid=1\nport={broker_port}\nnum.partitions={LINK_PARTITIONS}\nlog.file.size=1073741824\n\
+             listeners=PLAINTEXT://127.0.0.1:{broker_port},SSL://127.0.0.1:{ssl_port}\n\
+             advertised.listeners=PLAINTEXT://127.0.0.1:{proxy_port},SSL://127.0.0.1:{ssl_proxy_port}\n\
+             ssl.certificate.location={c}/broker.crt\nssl.key.location={c}/broker.key\n\
+             ssl.client.auth=required\nssl.ca.location={c}/ca.crt\n"
+        ),
     );
     let spec = LinkSpec::new(LINK_ROUND_TRIP, Some(LINK_RATE));
     let proxy = LinkProxy::start(
@@ -552,6 +586,15 @@ async fn long_link(source_zk: &ZooKeeper, target_zk: &ZooKeeper) {
     )
     .await
     .expect("link proxy");
+    let ssl_proxy = LinkProxy::start(
+        TokioEnv,
+        "127.0.0.1",
+        ssl_proxy_port,
+        ("127.0.0.1".to_string(), ssl_port),
+        LinkSpec::new(LINK_ROUND_TRIP, Some(LINK_RATE)),
+    )
+    .await
+    .expect("link proxy (TLS)");
     let mut conn = connect(&TokioEnv, "127.0.0.1", far.port, Duration::from_secs(30))
         .await
         .expect("connect");
@@ -583,43 +626,98 @@ async fn long_link(source_zk: &ZooKeeper, target_zk: &ZooKeeper) {
         LINK_ROUND_TRIP.as_millis(),
         LINK_RATE / 1_000_000
     );
-    let mut carried = 0;
-    for (label, fetch_bytes, fetchers) in [
+    let tls_keys = format!(
+        "security.protocol=ssl\nssl.ca.location={c}/ca.crt\nssl.certificate.location={c}/client.crt\nssl.key.location={c}/client.key\n"
+    );
+    let (mut carried, mut carried_tls) = (0, 0);
+    // (rate MB/s, mirror cores, broker cores) of the tuned runs: plaintext, then TLS.
+    let mut tuned = Vec::new();
+    for (label, fetch_bytes, fetchers, tls) in [
         (
             "0.7 settings: fetch.size 1 MiB, 1 fetcher per broker",
             1 << 20,
             1,
+            false,
         ),
         (
             "tuned: fetch.size 2 MiB, num.consumer.fetchers 8",
             2 << 20,
             LINK_PARTITIONS,
+            false,
+        ),
+        (
+            "tuned, over TLS with client certificates",
+            2 << 20,
+            LINK_PARTITIONS,
+            true,
         ),
     ] {
-        let group = format!("mirror-wan-{fetchers}");
+        let group = format!(
+            "mirror-wan-{fetchers}-{}",
+            if tls { "tls" } else { "plain" }
+        );
         let text = format!(
-            "zk.connect={}\ngroupid={group}\nautooffset.reset=smallest\nfetch.size={fetch_bytes}\nnum.consumer.fetchers={fetchers}\nsocket.buffersize=0\nqueuedchunks.max=4\nfetcher.backoff.ms=10\nconsumer.timeout.ms=5000\n",
-            source_zk.connect_string()
+            "zk.connect={}\ngroupid={group}\nautooffset.reset=smallest\nfetch.size={fetch_bytes}\nnum.consumer.fetchers={fetchers}\nsocket.buffersize=0\nqueuedchunks.max=4\nfetcher.backoff.ms=10\nconsumer.timeout.ms=5000\n{}",
+            source_zk.connect_string(),
+            if tls { tls_keys.as_str() } else { "" }
         );
         let consumer = properties(&text, ConsumerConfig::from_properties);
-        let (rate, cores) = mirror_rate(consumer, target_zk, name, count).await;
+        let (rate, cores, broker_cores) =
+            mirror_rate_and_brokers(consumer, target_zk, name, count).await;
         let mb = rate * size as f64 / 1e6;
         let link_mb = LINK_RATE as f64 / 1e6;
-        let through = proxy.stats().downstream_bytes.load(Ordering::Relaxed);
+        let (crossed, through) = match tls {
+            false => {
+                let through = proxy.stats().downstream_bytes.load(Ordering::Relaxed);
+                (through - carried, &mut carried)
+            }
+            true => {
+                let through = ssl_proxy.stats().downstream_bytes.load(Ordering::Relaxed);
+                (through - carried_tls, &mut carried_tls)
+            }
+        };
+        *through += crossed;
         println!(
-            "  {label}: {mb:>7.1} MB/s = {:.2} of the link ({cores:.2} cores; {} MB crossed the link)",
+            "  {label}: {mb:>7.1} MB/s = {:.2} of the link ({cores:.2} cores mirror side, {broker_cores:.2} cores in the brokers; {} MB crossed the link)",
             mb / link_mb,
-            (through - carried) / 1_000_000
+            crossed / 1_000_000
         );
-        carried = through;
         tributary_tests::bench::row(
             &format!("mirror over a 1 Gb/s, 100 ms link, {label}"),
             &format!("{mb:.0} MB/s"),
             &format!("the link, {link_mb:.0} MB/s"),
             mb / link_mb,
         );
+        if label.starts_with("tuned") {
+            tuned.push((mb, cores, broker_cores));
+        }
+    }
+    // CPU per GB copied (core-seconds), TLS against plaintext, same run, same settings.
+    if let [(plain_mb, plain_cores, plain_brokers), (tls_mb, tls_cores, tls_brokers)] = tuned[..] {
+        let per_gb = |cores: f64, mb: f64| cores / mb * 1000.0;
+        for (side, plain, tls) in [
+            (
+                "the mirror's process",
+                per_gb(plain_cores, plain_mb),
+                per_gb(tls_cores, tls_mb),
+            ),
+            (
+                "the brokers",
+                per_gb(plain_brokers, plain_mb),
+                per_gb(tls_brokers, tls_mb),
+            ),
+        ] {
+            println!("  CPU per GB in {side}: {plain:.2} core-s plaintext, {tls:.2} core-s TLS");
+            tributary_tests::bench::row(
+                &format!("CPU per GB copied across the link in {side}, TLS"),
+                &format!("{tls:.2} core-s"),
+                &format!("plaintext, {plain:.2} core-s"),
+                tls / plain,
+            );
+        }
     }
     drop(conn);
     proxy.stop().await.expect("link proxy");
+    ssl_proxy.stop().await.expect("link proxy (TLS)");
     far.stop();
 }

@@ -737,3 +737,169 @@ fn the_metrics_endpoint_binds_loopback_once_tls_is_on_and_speaks_https_when_aske
         "a scraper without a certificate was answered: {refused:?}"
     );
 }
+
+/// `tributary <args>` with standard input `input`: (succeeded, standard output, standard error).
+fn tributary_tool(args: &[&str], input: &str) -> (bool, String, String) {
+    use std::process::Stdio;
+    let mut child = Command::new(tributary_tests::broker::tributary_binary())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tributary");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_tools_reach_an_ssl_listener_that_requires_certificates_with_their_ssl_flags() {
+    let broker = start("ssl.client.auth=required\nssl.ca.location=CERTS/ca.crt\n");
+    let c = &broker.certs;
+    let (ca, cert, key) = (
+        c.join("ca.crt").display().to_string(),
+        c.join("client.crt").display().to_string(),
+        c.join("client.key").display().to_string(),
+    );
+    let tls = [
+        "--security.protocol",
+        "ssl",
+        "--ssl.ca.location",
+        &ca,
+        "--ssl.certificate.location",
+        &cert,
+        "--ssl.key.location",
+        &key,
+    ];
+    let server = format!("127.0.0.1:{}", broker.ssl);
+    let list = format!("0:127.0.0.1:{}", broker.ssl);
+    let with = |args: &[&str], tls_flags: &[&str], input: &str| {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend_from_slice(tls_flags);
+        tributary_tool(&all, input)
+    };
+    // console-producer sends over TLS, with acknowledgements.
+    let (ok, _, err) = with(
+        &[
+            "console-producer",
+            "--topic",
+            "secured",
+            "--broker-list",
+            &list,
+            "--sync",
+            "--acks",
+        ],
+        &tls,
+        "one\ntwo\nthree\n",
+    );
+    assert!(ok, "console-producer over TLS: {err}");
+    // simple-consumer reads them back over TLS.
+    let (ok, out, err) = with(
+        &[
+            "simple-consumer",
+            "--server",
+            &server,
+            "--topic",
+            "secured",
+            "--offset",
+            "0",
+            "--stop-at-end",
+        ],
+        &tls,
+        "",
+    );
+    assert!(ok, "simple-consumer over TLS: {err}");
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["one", "two", "three"]);
+    // get-offsets over TLS: the end is past the three messages.
+    let (ok, out, err) = with(
+        &[
+            "get-offsets",
+            "--server",
+            &server,
+            "--topic",
+            "secured",
+            "--time",
+            "-1",
+        ],
+        &tls,
+        "",
+    );
+    assert!(ok, "get-offsets over TLS: {err}");
+    let end: i64 = out.lines().last().unwrap().trim().parse().unwrap();
+    assert!(end > 0, "{out}");
+    // producer-perf over TLS.
+    let brokerinfo = format!("broker.list={list}");
+    let (ok, _, err) = with(
+        &[
+            "producer-perf",
+            "--brokerinfo",
+            &brokerinfo,
+            "--topic",
+            "perf",
+            "--messages",
+            "200",
+            "--message-size",
+            "100",
+            "--acks",
+        ],
+        &tls,
+        "",
+    );
+    assert!(ok, "producer-perf over TLS: {err}");
+    // Without a certificate the broker refuses, and the tool says so and fails.
+    let (ok, _, err) = with(
+        &[
+            "get-offsets",
+            "--server",
+            &server,
+            "--topic",
+            "secured",
+            "--time",
+            "-1",
+        ],
+        &tls[..4],
+        "",
+    );
+    assert!(!ok, "get-offsets without a certificate succeeded");
+    assert!(err.contains("certificate"), "{err}");
+    // Without TLS at all, the tool says the port speaks TLS and what to set.
+    let (ok, _, err) = with(
+        &[
+            "get-offsets",
+            "--server",
+            &server,
+            "--topic",
+            "secured",
+            "--time",
+            "-1",
+        ],
+        &[],
+        "",
+    );
+    assert!(!ok && err.contains("set security.protocol=ssl"), "{err}");
+    // A wrong flag value is named.
+    let (ok, _, err) = with(
+        &[
+            "get-offsets",
+            "--server",
+            &server,
+            "--topic",
+            "secured",
+            "--time",
+            "-1",
+        ],
+        &["--security.protocol", "tls"],
+        "",
+    );
+    assert!(!ok && err.contains("--security.protocol"), "{err}");
+}

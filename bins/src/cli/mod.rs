@@ -92,6 +92,9 @@ pub struct PartitionArgs {
     /// The partition.
     #[arg(long, default_value_t = 0)]
     pub partition: i32,
+    /// TLS to the broker (`--security.protocol=ssl`, `--ssl.*`).
+    #[command(flatten)]
+    pub tls: BrokerTlsArgs,
 }
 
 /// Words that are not options, which Kafka 0.7's tools accept anywhere and ignore (jopt-simple
@@ -140,6 +143,72 @@ impl ZkSecurityFile {
             security: Box::new(security),
             ..connect
         })
+    }
+}
+
+/// A tool's TLS to brokers: the consumer's and producer's keys as flags (librdkafka's names).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct BrokerTlsArgs {
+    /// plaintext (the default) or ssl: connect to the brokers' SSL listeners (found in
+    /// /tributary/endpoints when brokers come from ZooKeeper; given ports are used as given).
+    #[arg(long = "security.protocol", value_name = "plaintext|ssl")]
+    pub security_protocol: Option<String>,
+    /// The CA certificates (PEM) the brokers' certificates must chain to.
+    #[arg(long = "ssl.ca.location", value_name = "FILE")]
+    pub ssl_ca_location: Option<String>,
+    /// This tool's certificate (PEM), for brokers that require one.
+    #[arg(long = "ssl.certificate.location", value_name = "FILE")]
+    pub ssl_certificate_location: Option<String>,
+    /// The private key of --ssl.certificate.location (PEM).
+    #[arg(long = "ssl.key.location", value_name = "FILE")]
+    pub ssl_key_location: Option<String>,
+    /// https (the default): a broker's certificate must name the host connected to; none.
+    #[arg(
+        long = "ssl.endpoint.identification.algorithm",
+        value_name = "https|none"
+    )]
+    pub ssl_endpoint_identification_algorithm: Option<String>,
+}
+
+impl BrokerTlsArgs {
+    /// The flags given, as `.properties` lines (appended to a tool's consumer or producer
+    /// configuration, whose reading checks them and names a wrong one).
+    pub fn properties(&self) -> String {
+        self.pairs()
+            .into_iter()
+            .map(|(key, value)| format!("{key}={value}\n"))
+            .collect()
+    }
+
+    /// The flags given, as `(key, value)` settings.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        [
+            ("security.protocol", &self.security_protocol),
+            ("ssl.ca.location", &self.ssl_ca_location),
+            ("ssl.certificate.location", &self.ssl_certificate_location),
+            ("ssl.key.location", &self.ssl_key_location),
+            (
+                "ssl.endpoint.identification.algorithm",
+                &self.ssl_endpoint_identification_algorithm,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| value.as_ref().map(|v| (key.to_string(), v.clone())))
+        .collect()
+    }
+
+    /// The TLS link the flags ask for (`None`: plaintext); the certificate files are read
+    /// now. With `zk`, brokers found there are reached at their SSL listeners
+    /// (`/tributary/endpoints`); without, at the addresses given.
+    pub fn link(
+        &self,
+        zk: Option<(&ZkConnect, std::time::Duration, std::time::Duration)>,
+    ) -> Result<Option<crate::tls::env::ClientLink>, String> {
+        let props = tributary_core::config::Properties::parse("--ssl flags", &self.properties())
+            .map_err(|e| e.to_string())?;
+        let settings = tributary_core::config::read_client_tls(&props)
+            .map_err(|e| format!("--{}: {}", e.key, e.problem))?;
+        crate::tls::env::ClientLink::load(settings.as_ref(), zk).map_err(|e| e.to_string())
     }
 }
 

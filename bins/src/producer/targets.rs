@@ -48,6 +48,9 @@ pub(crate) fn how(error: &ClientError) -> String {
         ClientError::Closed(_) => {
             "it closed the connection (not a Kafka broker, or it refused the request)".to_string()
         }
+        ClientError::Decode { source, .. } if source.looks_like_tls() => format!(
+            "its answer is a TLS record, not a Kafka 0.7 response: that port is an SSL listener; set security.protocol=ssl ({source})"
+        ),
         ClientError::Decode { source, .. } => format!(
             "its answer is not a Kafka 0.7 response ({source}): is that a ZooKeeper or another service's port?"
         ),

@@ -190,7 +190,10 @@ impl ConsoleConsumerOptions {
             text.push_str(&format!("{key}={value}\n"));
         }
         let props = Properties::parse("console-consumer options", &text)?;
-        Ok(ConsumerConfig::from_properties(&props)?)
+        let mut config = ConsumerConfig::from_properties(&props)?;
+        // `--zk-tls-config-file`'s settings ride on the connect string, not in `text`.
+        config.zk_connect.security = self.zookeeper.security.clone();
+        Ok(config)
     }
 }
 
@@ -344,6 +347,9 @@ async fn delete_tree(coord: &impl Coordination, path: &str) -> Result<(), CoordE
 /// `tributary console-consumer`'s arguments (0.7.2's ConsoleConsumer flags).
 #[derive(Debug, clap::Args)]
 pub struct ConsoleConsumerArgs {
+    /// TLS to the brokers (`--security.protocol=ssl`, `--ssl.*`).
+    #[command(flatten)]
+    pub tls: crate::cli::BrokerTlsArgs,
     /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
     #[command(flatten)]
     pub zk_security: crate::cli::ZkSecurityFile,
@@ -416,6 +422,7 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
         properties,
         stray,
         zk_security,
+        tls,
     } = args;
     stray.warn("console-consumer");
     let zookeeper = zk_security.connect("--zookeeper", &zookeeper)?;
@@ -450,6 +457,7 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
     if let Some(ms) = consumer_timeout_ms {
         settings.push(("consumer.timeout.ms".to_string(), ms.to_string()));
     }
+    settings.extend(tls.pairs());
     let options = ConsoleConsumerOptions {
         zookeeper,
         subscription,

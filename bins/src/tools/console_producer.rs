@@ -10,7 +10,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use tokio::io::AsyncRead;
-use tributary_core::config::{BrokerEndpoint, LoadError, ProducerConfig, Properties};
+use tributary_core::config::{
+    BrokerEndpoint, Discovery, LoadError, ProducerConfig, Properties, ZkSecurity,
+};
 use tributary_core::message::CompressionCodec;
 use tributary_core::wire::TopicName;
 
@@ -51,6 +53,8 @@ pub struct ConsoleProducerOptions {
     pub acks: bool,
     /// Extra `key=value` producer settings.
     pub properties: Vec<String>,
+    /// ZooKeeper's security (`--zk-tls-config-file`) when brokers come from ZooKeeper.
+    pub zk_security: Box<ZkSecurity>,
 }
 
 /// What was sent, and how the run ended.
@@ -86,7 +90,11 @@ impl ConsoleProducerOptions {
             text.push('\n');
         }
         let props = Properties::parse("console-producer options", &text)?;
-        Ok(ProducerConfig::from_properties(&props)?)
+        let mut config = ProducerConfig::from_properties(&props)?;
+        if let Discovery::ZooKeeper(zk) = &mut config.discovery {
+            zk.security = self.zk_security.clone();
+        }
+        Ok(config)
     }
 }
 
@@ -253,6 +261,9 @@ fn take_known(deliveries: Vec<crate::producer::Delivery>, sent: &mut Sent) {
 /// `tributary console-producer`'s arguments (0.7.2's ConsoleProducer flags, and `--acks`).
 #[derive(Debug, clap::Args)]
 pub struct ConsoleProducerArgs {
+    /// TLS to the brokers (`--security.protocol=ssl`, `--ssl.*`).
+    #[command(flatten)]
+    pub tls: crate::cli::BrokerTlsArgs,
     /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
     #[command(flatten)]
     pub zk_security: crate::cli::ZkSecurityFile,
@@ -323,6 +334,7 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
         properties,
         stray,
         zk_security,
+        tls,
     } = args;
     stray.warn("console-producer");
     if message_encoder != STRING_ENCODER && message_encoder != "kafka.serializer.DefaultEncoder" {
@@ -335,8 +347,13 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
     }
     CompressionCodec::from_id(compress)
         .ok_or_else(|| format!("--compress {compress}: expected 0, 1 or 2"))?;
+    let mut zk_secured = Box::default();
     let discovery = match (zookeeper, broker_list) {
-        (Some(zk), _) => format!("zk.connect={}", zk_security.connect("--zookeeper", &zk)?),
+        (Some(zk), _) => {
+            let connect = zk_security.connect("--zookeeper", &zk)?;
+            zk_secured = connect.security.clone();
+            format!("zk.connect={connect}")
+        }
         (None, Some(list)) => {
             list.split(',')
                 .map(BrokerEndpoint::parse)
@@ -354,7 +371,12 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
         batch_size,
         queue_time_ms: timeout,
         acks,
-        properties,
+        // The TLS flags as settings, after `--property` ones (a flag given wins).
+        properties: properties
+            .into_iter()
+            .chain(tls.pairs().into_iter().map(|(k, v)| format!("{k}={v}")))
+            .collect(),
+        zk_security: zk_secured,
     };
     let runtime = runtime(Some(2))?;
     let sent = runtime.block_on(async {

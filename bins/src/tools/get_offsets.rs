@@ -8,6 +8,7 @@ use tributary_core::wire::{OffsetsRequest, Request, Response, TopicName};
 use crate::cli::{runtime, PartitionArgs};
 use crate::client::{connect, parse_server, ClientError, ServerAddressError};
 use crate::env::TokioEnv;
+use crate::tls::env::{ClientLink, SecureEnv};
 
 /// Why the offsets could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -23,16 +24,19 @@ pub enum GetOffsetsError {
     UnexpectedResponse(Box<Response>),
 }
 
-/// Asks `server` for up to `count` offsets of `topic`/`partition` before `time`.
+/// Asks `server` for up to `count` offsets of `topic`/`partition` before `time`, inside
+/// `link`'s TLS when given.
 pub async fn get_offsets(
     server: &str,
     topic: &TopicName,
     partition: i32,
     time: i64,
     count: i32,
+    link: Option<ClientLink>,
 ) -> Result<Vec<i64>, GetOffsetsError> {
     let (host, port) = parse_server(server)?;
-    let mut conn = connect(&TokioEnv, &host, port, Duration::from_secs(10)).await?;
+    let env = SecureEnv::new(TokioEnv, link);
+    let mut conn = connect(&env, &host, port, Duration::from_secs(10)).await?;
     let request = Request::Offsets(OffsetsRequest {
         topic: topic.clone(),
         partition,
@@ -72,6 +76,7 @@ pub fn run_cli(args: GetOffsetsArgs) -> Result<ExitCode, String> {
         stray,
     } = args;
     stray.warn("get-offsets");
+    let link = at.tls.link(None)?;
     let found = runtime(Some(1))?
         .block_on(get_offsets(
             &at.server,
@@ -79,6 +84,7 @@ pub fn run_cli(args: GetOffsetsArgs) -> Result<ExitCode, String> {
             at.partition,
             time,
             offsets,
+            link,
         ))
         .map_err(|e| e.to_string())?;
     println!("get {} results", found.len());

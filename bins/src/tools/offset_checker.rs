@@ -131,6 +131,8 @@ pub struct CheckOptions {
     pub zk_connect: ZkConnect,
     /// Topics; every topic with committed offsets when empty.
     pub topics: Vec<TopicName>,
+    /// TLS to the brokers asked for their latest offsets, when given.
+    pub link: Option<crate::tls::env::ClientLink>,
 }
 
 /// Writes the report for `options`.
@@ -143,6 +145,7 @@ pub async fn check(
         .coordinate(&options.zk_connect, ZK_TIMEOUT, ZK_TIMEOUT)
         .await
         .map_err(OffsetCheckError::Connect)?;
+    let secure = crate::tls::env::SecureEnv::new(TokioEnv, options.link.clone());
     let group = &options.group;
     let mut topics: Vec<TopicName> = if options.topics.is_empty() {
         let path = format!("/consumers/{group}/offsets");
@@ -183,7 +186,7 @@ pub async fn check(
                 Err(CoordError::NoNode(_)) => None,
                 Err(e) => return Err(OffsetCheckError::Owner(e)),
             };
-            let log_size = log_size(&coord, &mut brokers, &topic, &partition).await;
+            let log_size = log_size(&secure, &coord, &mut brokers, &topic, &partition).await;
             let block = format_partition(
                 group.as_str(),
                 topic.as_str(),
@@ -220,6 +223,7 @@ async fn children(coord: &impl Coordination, path: &str) -> Result<Vec<String>, 
 
 /// The latest offset of `<broker>-<partition>`, logging (as 0.7 does) when it cannot be had.
 async fn log_size(
+    env: &impl Env,
     coord: &impl Coordination,
     brokers: &mut BTreeMap<i32, Option<(String, u16)>>,
     topic: &TopicName,
@@ -249,7 +253,7 @@ async fn log_size(
         max_offsets: 1,
     });
     let answer = async {
-        let mut conn = connect(&TokioEnv, &host, port, BROKER_TIMEOUT).await.ok()?;
+        let mut conn = connect(env, &host, port, BROKER_TIMEOUT).await.ok()?;
         match conn.call(&request).await.ok()? {
             Response::Offsets(o) if o.error == ErrorCode::NoError => o.offsets.last().copied(),
             _ => None,
@@ -270,6 +274,9 @@ pub struct ConsumerOffsetCheckerArgs {
     /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
     #[command(flatten)]
     pub zk_security: crate::cli::ZkSecurityFile,
+    /// TLS to the brokers (`--security.protocol=ssl`, `--ssl.*`).
+    #[command(flatten)]
+    pub tls: crate::cli::BrokerTlsArgs,
     /// The consumer group.
     #[arg(long)]
     pub group: String,
@@ -293,11 +300,15 @@ pub fn run_cli(args: ConsumerOffsetCheckerArgs) -> Result<ExitCode, String> {
         topic,
         stray,
         zk_security,
+        tls,
     } = args;
     stray.warn("consumer-offset-checker");
+    let zk_connect = zk_security.connect("--zkconnect", &zkconnect)?;
+    let link = tls.link(Some((&zk_connect, ZK_TIMEOUT, ZK_TIMEOUT)))?;
     let options = CheckOptions {
         group: group.parse().map_err(|e| format!("--group: {e}"))?,
-        zk_connect: zk_security.connect("--zkconnect", &zkconnect)?,
+        zk_connect,
+        link,
         topics: topic
             .map(|t| {
                 t.split(',')

@@ -67,7 +67,7 @@ pub async fn producer_perf(
         options.batch_size,
         options.compression_codec,
         options.acks
-    );
+    ) + &options.tls.properties();
     let props = Properties::parse("producer-perf options", &text).map_err(LoadError::from)?;
     let config = ProducerConfig::from_properties(&props).map_err(LoadError::from)?;
     let dates = DateFormat::parse(&options.date_format)?;
@@ -316,6 +316,8 @@ pub struct ConsumerPerfOptions {
     pub report_every: Option<u64>,
     /// How times are printed.
     pub dates: DateFormat,
+    /// TLS settings for the consumer, as `.properties` lines (empty: plaintext).
+    pub tls_properties: String,
 }
 
 /// Runs `consumer-perf`: removes the group's state first (as 0.7.2 does), then reads and
@@ -331,7 +333,7 @@ pub async fn consumer_perf(
         options.fetch_size,
         options.socket_buffer_size,
         if options.from_latest { "largest" } else { "smallest" }
-    );
+    ) + &options.tls_properties;
     let props = Properties::parse("consumer-perf options", &text).map_err(LoadError::from)?;
     let config = ConsumerConfig::from_properties(&props).map_err(LoadError::from)?;
     // As 0.7.2: every run starts from the group's reset point, not where the last one stopped.
@@ -446,6 +448,9 @@ pub async fn consumer_perf(
 /// ProducerPerformance flags, and `--acks`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProducerPerfArgs {
+    /// TLS to the brokers (`--security.protocol=ssl`, `--ssl.*`).
+    #[command(flatten)]
+    pub tls: crate::cli::BrokerTlsArgs,
     /// zk.connect=HOST:PORT[/CHROOT] or broker.list=id:host:port,...
     #[arg(long)]
     pub brokerinfo: String,
@@ -518,6 +523,9 @@ pub fn run_producer_perf_cli(args: ProducerPerfArgs) -> Result<ExitCode, String>
 /// `tributary consumer-perf`'s arguments (0.7.1's ConsumerPerformance flags).
 #[derive(Debug, clap::Args)]
 pub struct ConsumerPerfArgs {
+    /// TLS to the brokers (`--security.protocol=ssl`, `--ssl.*`).
+    #[command(flatten)]
+    pub tls: crate::cli::BrokerTlsArgs,
     /// ZooKeeper: HOST:PORT[/CHROOT].
     #[arg(long)]
     pub zookeeper: String,
@@ -576,6 +584,7 @@ pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String>
         show_detailed_stats,
         date_format,
         stray,
+        tls,
     } = args;
     stray.warn("consumer-perf");
     let dates = DateFormat::parse(&date_format).map_err(|e| e.to_string())?;
@@ -592,6 +601,7 @@ pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String>
         hide_header,
         report_every: show_detailed_stats.then_some(reporting_interval.max(1)),
         dates,
+        tls_properties: tls.properties(),
     };
     runtime(None)?
         .block_on(consumer_perf(&options, &mut std::io::stdout()))

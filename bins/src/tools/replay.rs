@@ -29,6 +29,9 @@ const SETTLE_EVERY: usize = 10_000;
 /// `tributary replay-log-producer`'s arguments (0.7.2's ReplayLogProducer flags).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReplayLogProducerArgs {
+    /// TLS to the brokers (`--security.protocol=ssl`, `--ssl.*`).
+    #[command(flatten)]
+    pub tls: crate::cli::BrokerTlsArgs,
     /// ZooKeeper of the cluster read: host:port[,host:port...][/chroot].
     #[arg(long, default_value = "127.0.0.1:2181")]
     pub zookeeper: String,
@@ -70,8 +73,9 @@ pub struct ReplayLogProducerArgs {
 impl ReplayLogProducerArgs {
     fn consumer_config(&self) -> Result<ConsumerConfig, String> {
         let text = format!(
-            "zk.connect={}\ngroupid={GROUP}\nconsumer.timeout.ms=10000\nautooffset.reset=smallest\nfetch.size=1048576\nsocket.buffersize=2097152\n",
-            self.zookeeper
+            "zk.connect={}\ngroupid={GROUP}\nconsumer.timeout.ms=10000\nautooffset.reset=smallest\nfetch.size=1048576\nsocket.buffersize=2097152\n{}",
+            self.zookeeper,
+            self.tls.properties()
         );
         let props =
             Properties::parse("replay-log-producer options", &text).map_err(|e| e.to_string())?;
@@ -90,10 +94,11 @@ impl ReplayLogProducerArgs {
             }
         };
         let text = format!(
-            "{discovery}\nproducer.type={}\nbatch.size={}\ncompression.codec={}\nqueue.enqueueTimeout.ms=-1\nnum.retries=3\n",
+            "{discovery}\nproducer.type={}\nbatch.size={}\ncompression.codec={}\nqueue.enqueueTimeout.ms=-1\nnum.retries=3\n{}",
             if self.async_mode { "async" } else { "sync" },
             self.batch_size.max(1),
-            self.compression_codec
+            self.compression_codec,
+            self.tls.properties()
         );
         let props =
             Properties::parse("replay-log-producer options", &text).map_err(|e| e.to_string())?;

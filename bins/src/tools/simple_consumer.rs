@@ -13,6 +13,7 @@ use tributary_core::wire::{ErrorCode, FetchRequest, Request, Response, TopicName
 use crate::cli::{runtime, PartitionArgs};
 use crate::client::{connect, parse_server, ClientError, ServerAddressError};
 use crate::env::TokioEnv;
+use crate::tls::env::{ClientLink, SecureEnv};
 
 /// Why consuming stopped.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +74,8 @@ pub struct ConsumeOptions {
     pub max_messages: Option<u64>,
     /// Stop at the first empty fetch instead of polling.
     pub stop_at_end: bool,
+    /// TLS to the broker, when given.
+    pub link: Option<ClientLink>,
     /// How each message is shown.
     pub style: Style,
 }
@@ -102,7 +105,8 @@ pub async fn consume(
     out: &mut impl Write,
 ) -> Result<u64, SimpleConsumerError> {
     let (host, port) = parse_server(&options.server)?;
-    let mut conn = connect(&TokioEnv, &host, port, Duration::from_secs(30)).await?;
+    let env = SecureEnv::new(TokioEnv, options.link.clone());
+    let mut conn = connect(&env, &host, port, Duration::from_secs(30)).await?;
     let (mut offset, mut printed) = (options.offset, 0u64);
     loop {
         let request = Request::Fetch(FetchRequest {
@@ -235,10 +239,12 @@ pub fn run_cli(args: SimpleConsumerArgs) -> Result<ExitCode, String> {
         stray,
     } = args;
     stray.warn("simple-consumer");
+    let link = at.tls.link(None)?;
     let PartitionArgs {
         server,
         topic,
         partition,
+        tls: _,
     } = at;
     let options = ConsumeOptions {
         server,
@@ -249,6 +255,7 @@ pub fn run_cli(args: SimpleConsumerArgs) -> Result<ExitCode, String> {
         print_offsets,
         max_messages,
         stop_at_end,
+        link,
         style: Style::Payloads,
     };
     runtime(Some(1))?
@@ -295,6 +302,7 @@ pub fn run_shell_cli(args: SimpleConsumerShellArgs) -> Result<ExitCode, String> 
     } = args;
     stray.warn("simple-consumer-shell");
     tracing::info!(target: SHELL_TARGET, "Starting consumer...");
+    let link = at.tls.link(None)?;
     let options = ConsumeOptions {
         server: at.server,
         topic: at.topic,
@@ -304,6 +312,7 @@ pub fn run_shell_cli(args: SimpleConsumerShellArgs) -> Result<ExitCode, String> 
         print_offsets: false,
         max_messages: None,
         stop_at_end: false,
+        link,
         style: Style::Shell {
             print_messages: print_messages.is_some(),
             print_offsets: print_offsets.is_some(),

@@ -19,6 +19,7 @@ use super::perf::mb;
 use crate::cli::{runtime, PartitionArgs};
 use crate::client::{connect, parse_server, ClientError, Connection, ServerAddressError};
 use crate::env::{Env, TokioEnv};
+use crate::tls::env::SecureEnv;
 
 /// The socket timeout of the tool's one connection (0.7's: 30 s).
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
@@ -390,6 +391,7 @@ pub fn run_cli(args: SimpleConsumerPerfArgs) -> Result<ExitCode, String> {
         stray,
     } = args;
     stray.warn("simple-consumer-perf");
+    let link = at.tls.link(None)?;
     let options = SimplePerfOptions {
         server: at.server,
         topic: at.topic,
@@ -403,7 +405,7 @@ pub fn run_cli(args: SimpleConsumerPerfArgs) -> Result<ExitCode, String> {
     };
     runtime(Some(1))?
         .block_on(simple_consumer_perf(
-            &TokioEnv,
+            &SecureEnv::new(TokioEnv, link),
             &options,
             &mut std::io::stdout(),
         ))

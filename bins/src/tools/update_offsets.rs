@@ -26,6 +26,7 @@ use crate::client::connect;
 use crate::consumer::write_offset;
 use crate::coordination::{CoordError, Coordination};
 use crate::env::{Env, TokioEnv};
+use crate::tls::env::{ClientLink, SecureEnv};
 
 /// Broker connection timeout (0.7.2's: 10 s).
 const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -261,9 +262,21 @@ pub fn run_cli(args: UpdateOffsetsArgs) -> Result<ExitCode, String> {
         }
     };
     let config = load_consumer(&config)?;
+    // The brokers asked for offsets are reached as the file's security.protocol says.
+    let zk_timeout = Duration::from_millis(u64::from(config.zk.session_timeout_ms));
+    let link = ClientLink::load(
+        config.tls.as_ref(),
+        Some((&config.zk_connect, zk_timeout, zk_timeout)),
+    )
+    .map_err(|e| e.to_string())?;
     let topic: TopicName = topic.parse().map_err(|e| format!("topic: {e}"))?;
     let updated = runtime(Some(1))?
-        .block_on(update(&TokioEnv, &config, &topic, end))
+        .block_on(update(
+            &SecureEnv::new(TokioEnv, link),
+            &config,
+            &topic,
+            end,
+        ))
         .map_err(|e| e.to_string())?;
     for (partition, offset) in &updated.offsets {
         println!("updating partition {partition} with new offset: {offset}");

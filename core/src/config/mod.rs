@@ -32,7 +32,7 @@ pub use producer::{
 pub use properties::{Properties, PropertiesError, Property};
 pub use reference::ConfigKind;
 pub use replica::ReplicaConfig;
-pub use tls_client::TlsClientSettings;
+pub use tls_client::{read_client_tls, TlsClientSettings};
 pub use zk::{ZkConfig, ZkConnect, ZkConnectError, ZkServer};
 pub use zk_security::{
     parse_digest, read_zk_security, DigestError, DigestIdentity, ZkSecurity, ZkTls,

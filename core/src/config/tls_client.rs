@@ -132,3 +132,12 @@ pub(crate) fn read(
         key_prefix: keys.prefix,
     }))
 }
+
+/// Reads a tool's broker TLS settings from `props` (the consumer's and producer's keys:
+/// `security.protocol`, `ssl.*`): `None` for plaintext.
+pub fn read_client_tls(
+    props: &super::Properties,
+) -> Result<Option<TlsClientSettings>, ConfigError> {
+    let mut f = Fields::new(props, super::ConfigKind::Consumer);
+    read(&mut f, CLIENT_KEYS)
+}

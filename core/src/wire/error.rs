@@ -4,6 +4,21 @@
 
 use super::topic::TopicError;
 
+impl DecodeError {
+    /// Whether the bytes read as a frame size are a TLS record's header (content type 20 to 23,
+    /// then version 3.x): the peer speaks TLS, e.g. a client without `security.protocol=ssl`
+    /// reading an SSL listener's alert.
+    pub fn looks_like_tls(&self) -> bool {
+        let declared = match self {
+            DecodeError::FrameTooLarge { declared, .. }
+            | DecodeError::FrameSizeInvalid { declared, .. } => *declared,
+            _ => return false,
+        };
+        let [content_type, major, minor, _] = declared.to_be_bytes();
+        (20..=23).contains(&content_type) && major == 3 && minor <= 4
+    }
+}
+
 /// Why a frame, request or response could not be decoded. Every variant names what was wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -70,4 +85,24 @@ pub enum DecodeError {
     /// A topic name in a request is not valid.
     #[error("invalid topic name: {0}")]
     InvalidTopic(#[from] TopicError),
+}
+
+#[cfg(test)]
+mod tls_tests {
+    use super::DecodeError;
+
+    #[test]
+    fn a_tls_record_read_as_a_frame_size_is_recognised() {
+        let size = |bytes: [u8; 4]| DecodeError::FrameTooLarge {
+            declared: i32::from_be_bytes(bytes),
+            max: 100,
+        };
+        // An alert (21) and a handshake (22) of TLS 1.2's record version 3.3.
+        assert!(size([0x15, 0x03, 0x03, 0x00]).looks_like_tls());
+        assert!(size([0x16, 0x03, 0x01, 0x02]).looks_like_tls());
+        // A Kafka frame that is merely too large, and another protocol's bytes.
+        assert!(!size([0x10, 0x00, 0x00, 0x00]).looks_like_tls());
+        assert!(!size([0x48, 0x54, 0x54, 0x50]).looks_like_tls());
+        assert!(!DecodeError::UnknownRequestType(7).looks_like_tls());
+    }
 }

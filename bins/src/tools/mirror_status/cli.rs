@@ -6,11 +6,16 @@ use std::process::ExitCode;
 use super::{run, StatusOptions};
 use crate::cli::{runtime, wait_for_signal};
 use crate::env::TokioEnv;
+use crate::tls::env::SecureEnv;
 
 /// `tributary mirror-status`'s arguments: the source cluster, the mirror's group, and how to
 /// show and repeat.
 #[derive(Debug, clap::Args)]
 pub struct MirrorStatusArgs {
+    /// TLS to the source brokers asked for their latest offsets (`--security.protocol=ssl`,
+    /// `--ssl.*`).
+    #[command(flatten)]
+    pub tls: crate::cli::BrokerTlsArgs,
     /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
     #[command(flatten)]
     pub zk_security: crate::cli::ZkSecurityFile,
@@ -51,15 +56,19 @@ pub fn run_cli(args: MirrorStatusArgs) -> Result<ExitCode, String> {
         rounds,
         until_caught_up,
         zk_security,
+        tls,
     } = args;
     if !(interval.is_finite() && (0.1..=3600.0).contains(&interval)) {
         return Err(format!(
             "--interval {interval}: give seconds between 0.1 and 3600"
         ));
     }
+    let zk_connect = zk_security.connect("--zkconnect", &zkconnect)?;
+    let timeout = std::time::Duration::from_secs(10);
+    let env = SecureEnv::new(TokioEnv, tls.link(Some((&zk_connect, timeout, timeout)))?);
     let options = StatusOptions {
         group: group.parse().map_err(|e| format!("--group: {e}"))?,
-        zk_connect: zk_security.connect("--zkconnect", &zkconnect)?,
+        zk_connect,
         verbose,
         watch,
         interval: std::time::Duration::from_secs_f64(interval),
@@ -71,7 +80,7 @@ pub fn run_cli(args: MirrorStatusArgs) -> Result<ExitCode, String> {
     runtime(Some(1))?
         .block_on(async {
             tokio::select! {
-                shown = run(&TokioEnv, &options, &mut stdout) => shown,
+                shown = run(&env, &options, &mut stdout) => shown,
                 () = wait_for_signal() => Ok(()),
             }
         })
