@@ -25,6 +25,18 @@ use clap::CommandFactory;
 
 use super::Cli;
 
+/// Options Tributary added to 0.7.2's tools (TLS to brokers and ZooKeeper): matched only by
+/// their exact names, never as a prefix, so that no 0.7.2 abbreviation (`--zk` for
+/// `--zkconnect`, `--s` for `--server`) becomes ambiguous because of them.
+const EXACT_ONLY: [&str; 6] = [
+    "zk-tls-config-file",
+    "security.protocol",
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.endpoint.identification.algorithm",
+];
+
 /// Subcommands whose 0.7.2 counterpart does not parse options with jopt-simple.
 const NOT_JOPT: [&str; 3] = ["server", "update-offsets-in-zk", "jmx-tool"];
 
@@ -184,6 +196,7 @@ fn resolve<'a>(
     }
     let starting: Vec<&LongOption> = options
         .iter()
+        .filter(|o| !EXACT_ONLY.contains(&o.names[0].as_str()))
         .filter(|o| o.names.iter().any(|n| n.starts_with(key)))
         .collect();
     match starting.as_slice() {
@@ -237,6 +250,35 @@ mod tests {
         );
         assert!(parses("console-consumer --zoo h:1 --top t --from --max 5").is_ok());
         assert!(parses("consumer-offset-checker --zk h:1 --gr g").is_ok());
+    }
+
+    #[test]
+    fn tributarys_added_options_leave_0_7_abbreviations_unique_and_match_only_exactly() {
+        // `--zk` is still 0.7.2's `--zkconnect`, `--s` `--server`, though `--zk-tls-config-file`,
+        // `--security.protocol` and `--ssl.*` now start the same way.
+        assert_eq!(
+            read("consumer-offset-checker --zk h:1 --gr g").unwrap()[2..],
+            ["--zkconnect=h:1", "--group=g"]
+        );
+        assert_eq!(
+            read("simple-consumer-shell --s h:1 --t x").unwrap()[2..],
+            ["--server=h:1", "--topic=x"]
+        );
+        // Given whole, they are read; abbreviated, they are left for clap to refuse.
+        assert_eq!(
+            read("get-offsets --server h:1 --topic x --time -1 --security.protocol ssl").unwrap()
+                [2..],
+            [
+                "--server=h:1",
+                "--topic=x",
+                "--time=-1",
+                "--security.protocol=ssl"
+            ]
+        );
+        assert_eq!(
+            read("get-offsets --server h:1 --secur ssl").unwrap()[3..],
+            ["--secur", "ssl"]
+        );
     }
 
     #[test]

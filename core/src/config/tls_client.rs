@@ -109,28 +109,34 @@ pub(crate) fn read(
             ),
         ));
     };
-    let identity = match (certificate, key) {
-        (None, None) => None,
-        (Some(certificate), Some(key)) => Some((certificate, key)),
-        (Some(_), None) => {
-            return Err(f.error(
-                keys.key,
-                format!("{} is set: name its private key too", keys.certificate),
-            ))
-        }
-        (None, Some(_)) => {
-            return Err(f.error(
-                keys.certificate,
-                format!("{} is set: name its certificate too", keys.key),
-            ))
-        }
-    };
+    let identity = certificate_and_key(f, (keys.certificate, certificate), (keys.key, key))?;
     Ok(Some(TlsClientSettings {
         ca,
         identity,
         verify_hostname,
         key_prefix: keys.prefix,
     }))
+}
+
+/// A certificate and its private key, named by the keys given with them: both or neither; an
+/// error names the one missing.
+pub(crate) fn certificate_and_key(
+    f: &Fields<'_>,
+    (certificate_key, certificate): (&str, Option<PathBuf>),
+    (key_key, key): (&str, Option<PathBuf>),
+) -> Result<Option<(PathBuf, PathBuf)>, ConfigError> {
+    match (certificate, key) {
+        (None, None) => Ok(None),
+        (Some(certificate), Some(key)) => Ok(Some((certificate, key))),
+        (Some(_), None) => Err(f.error(
+            key_key,
+            format!("{certificate_key} is set: name its private key too"),
+        )),
+        (None, Some(_)) => Err(f.error(
+            certificate_key,
+            format!("{key_key} is set: name its certificate too"),
+        )),
+    }
 }
 
 /// Reads a tool's broker TLS settings from `props` (the consumer's and producer's keys:

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use super::error::ConfigError;
 use super::fields::Fields;
+use super::tls_client::certificate_and_key;
 
 /// TLS to ZooKeeper. Its certificate must chain to `ca` and name the host `zk.connect` names
 /// (there is no setting to skip the name: a session carries every offset and registration).
@@ -115,22 +116,8 @@ pub(crate) fn read(f: &mut Fields<'_>, keys: ZkSecurityKeys) -> Result<ZkSecurit
                     ),
                 ));
             };
-            let identity = match (certificate, key) {
-                (None, None) => None,
-                (Some(certificate), Some(key)) => Some((certificate, key)),
-                (Some(_), None) => {
-                    return Err(f.error(
-                        keys.key,
-                        format!("{} is set: name its private key too", keys.certificate),
-                    ))
-                }
-                (None, Some(_)) => {
-                    return Err(f.error(
-                        keys.certificate,
-                        format!("{} is set: name its certificate too", keys.key),
-                    ))
-                }
-            };
+            let identity =
+                certificate_and_key(f, (keys.certificate, certificate), (keys.key, key))?;
             Some(ZkTls { ca, identity })
         }
     };
