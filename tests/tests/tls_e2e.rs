@@ -903,3 +903,44 @@ fn the_tools_reach_an_ssl_listener_that_requires_certificates_with_their_ssl_fla
     );
     assert!(!ok && err.contains("--security.protocol"), "{err}");
 }
+
+#[test]
+fn a_link_proxy_carries_plaintext_0_7_clients_into_tls_to_an_ssl_listener() {
+    let broker = start("ssl.client.auth=required\nssl.ca.location=CERTS/ca.crt\n");
+    let c = &broker.certs;
+    let proxy_port = free_port();
+    let mut proxy = std::process::Command::new(tributary_tests::broker::tributary_binary())
+        .args([
+            "link-proxy",
+            "--listen",
+            &format!("127.0.0.1:{proxy_port}"),
+            "--upstream",
+            &format!("127.0.0.1:{}", broker.ssl),
+            "--rtt-ms",
+            "2",
+            "--rate-mbit",
+            "0",
+            "--security.protocol",
+            "ssl",
+            "--ssl.ca.location",
+            &c.join("ca.crt").display().to_string(),
+            "--ssl.certificate.location",
+            &c.join("client.crt").display().to_string(),
+            "--ssl.key.location",
+            &c.join("client.key").display().to_string(),
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start link-proxy");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", proxy_port)).is_err() {
+        assert!(Instant::now() < deadline, "the link proxy did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A 0.7 client in plaintext, through the proxy, to a listener that takes only TLS with a
+    // client certificate: every message back.
+    let got = roundtrip(proxy_port, "tunnelled", 20, &["--plain"]);
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    assert_eq!(got, Some(expected("tunnelled", 20)));
+}

@@ -8,6 +8,7 @@ use super::{LinkProxy, LinkSpec};
 use crate::cli::{runtime, wait_for_signal, LOG_TARGET};
 use crate::client::parse_server;
 use crate::env::TokioEnv;
+use crate::tls::env::SecureEnv;
 
 /// `tributary link-proxy`'s arguments: where to listen, where to carry to, and the link's round
 /// trip and rate.
@@ -26,6 +27,12 @@ pub struct LinkProxyArgs {
     /// 0 for no cap.
     #[arg(long = "rate-mbit", default_value_t = 1000.0)]
     pub rate_mbit: f64,
+    /// TLS toward the upstream (`--security.protocol ssl` and `--ssl.*`): clients connect in
+    /// plaintext (a 0.7 client in the same datacenter) and the proxy carries their bytes
+    /// inside TLS to an SSL listener. Without it, bytes go as they come (TLS end to end when
+    /// the clients speak it).
+    #[command(flatten)]
+    pub tls: crate::cli::BrokerTlsArgs,
 }
 
 /// Carries connections as `args` asks until SIGINT or SIGTERM, then stops the proxy.
@@ -37,7 +44,10 @@ pub fn run_cli(args: LinkProxyArgs) -> Result<ExitCode, String> {
         upstream,
         rtt_ms,
         rate_mbit,
+        tls,
     } = args;
+    let link = tls.link(None)?;
+    let upstream_tls = link.is_some();
     let (host, port) = match listen.parse::<u16>() {
         Ok(port) => ("0.0.0.0".to_string(), port),
         Err(_) => parse_server(&listen).map_err(|e| format!("--listen: {e}"))?,
@@ -51,15 +61,17 @@ pub fn run_cli(args: LinkProxyArgs) -> Result<ExitCode, String> {
     let rate = (rate_mbit > 0.0).then(|| (rate_mbit * 1e6 / 8.0).max(1.0) as u64);
     let spec = LinkSpec::new(std::time::Duration::from_millis(rtt_ms.into()), rate);
     runtime(None)?.block_on(async {
-        let proxy = LinkProxy::start(TokioEnv, &host, port, upstream.clone(), spec)
+        let env = SecureEnv::new(TokioEnv, link);
+        let proxy = LinkProxy::start(env, &host, port, upstream.clone(), spec)
             .await
             .map_err(|e| e.to_string())?;
         tracing::info!(
             target: LOG_TARGET,
-            "link proxy on {} to {}:{}: {rtt_ms} ms round trip, {}; up to {} KiB queued per direction of a connection",
+            "link proxy on {} to {}:{}{}: {rtt_ms} ms round trip, {}; up to {} KiB queued per direction of a connection",
             proxy.local_addr(),
             upstream.0,
             upstream.1,
+            if upstream_tls { " (inside TLS)" } else { "" },
             rate.map_or("no rate cap".to_string(), |_| format!("{rate_mbit} Mb/s each way")),
             spec.queue_bytes / 1024
         );
