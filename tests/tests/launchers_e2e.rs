@@ -923,6 +923,22 @@ fn ignores_sigint(shell: u32) -> bool {
     ignored & (1 << (2 - 1)) != 0
 }
 
+/// Waits (at most 30 s) until the log file at `log` says `needle`.
+fn wait_for_log(log: &Path, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains(needle)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{} never said {needle:?}",
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn wait_for_port(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -1288,6 +1304,10 @@ fn mirror_maker_system_test_through_the_scripts() {
             path(&format!("kafka_{name}.log")),
         ));
         wait_for_port(port);
+        // A broker listens before it registers (as 0.7's does): a producer that looks for it
+        // in ZooKeeper in between finds no live broker (a loaded machine once took longer
+        // than the producer's 4 attempts).
+        wait_for_log(&path(&format!("kafka_{name}.log")), "registered broker ");
         clusters.push((zk, port));
     }
     let (target_zk, target_port) = clusters[2];

@@ -494,4 +494,28 @@ fn zookeeper_over_tls_with_acls_carries_a_mirror_and_a_replica_and_refuses_clien
         "promote with the cluster's identity: {stderr}\n{}",
         replica.log_text()
     );
+
+    // The mirror cluster's ZooKeeper restarts, down longer than the sessions' timeout: every
+    // session of the mirror broker expires, and the new ones, authenticated again, take back
+    // their protected nodes and go on copying.
+    let mut mirror_zk = mirror_zk;
+    mirror_zk.restart(Duration::from_millis(SESSION_MS * 2));
+    produce(source_port, "orders", 100, 100);
+    let all = names("orders", 0..200);
+    let copied = until_holds(mirror_port, "orders", &all, Duration::from_secs(90));
+    assert!(
+        all.iter().all(|m| copied.contains(m)),
+        "after ZooKeeper's restart the mirror copied {} of 200:\n{}",
+        all.iter().filter(|m| copied.contains(m)).count(),
+        mirror.log_text()
+    );
+    until_exists(&mirror_zk.connect_string(), "/brokers/ids/0");
+    let outcomes: Vec<Outcome> = as_anonymous(&mirror_zk.connect_string(), |c| {
+        Box::pin(async move { vec![c.delete("/brokers/ids/0", None).await] })
+    });
+    assert_eq!(
+        outcomes,
+        vec![Err(NoAuth)],
+        "the registration made again is protected"
+    );
 }
