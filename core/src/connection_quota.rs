@@ -2,7 +2,7 @@
 //! (`max.connections.per.ip` and `max.connections.per.ip.overrides`, Kafka 0.8.2's names):
 //! the decision, with the counts; the broker's accept loop calls it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 /// A connection refused: its address already holds `limit` connections.
@@ -26,6 +26,9 @@ pub struct ConnectionQuotas {
     default_limit: u32,
     overrides: BTreeMap<IpAddr, u32>,
     open: BTreeMap<IpAddr, Open>,
+    /// Addresses refused altogether (an override of 0) that were already reported: at most
+    /// the overrides' size, and never said again.
+    blocked_reported: BTreeSet<IpAddr>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -45,6 +48,7 @@ impl ConnectionQuotas {
                 .map(|(ip, limit)| (ip.to_canonical(), limit))
                 .collect(),
             open: BTreeMap::new(),
+            blocked_reported: BTreeSet::new(),
         }
     }
 
@@ -62,14 +66,15 @@ impl ConnectionQuotas {
     pub fn admit(&mut self, ip: IpAddr) -> Result<(), Refused> {
         let ip = ip.to_canonical();
         let limit = self.limit(ip);
+        if limit == 0 {
+            // Never admitted, so no entry in `open`; reported once, ever.
+            let first = self.blocked_reported.insert(ip);
+            return Err(Refused { ip, limit, first });
+        }
         let open = self.open.entry(ip).or_default();
         if open.connections >= limit {
             open.refused_since_room += 1;
             let first = open.refused_since_room == 1;
-            if open.connections == 0 {
-                // Never admitted (a limit of 0): keep no entry for it.
-                self.open.remove(&ip);
-            }
             return Err(Refused { ip, limit, first });
         }
         open.connections += 1;
@@ -80,6 +85,8 @@ impl ConnectionQuotas {
     pub fn closed(&mut self, ip: IpAddr) {
         let ip = ip.to_canonical();
         let Some(open) = self.open.get_mut(&ip) else {
+            // A bug in the caller's bookkeeping: said, and the counts left as they are.
+            tracing::error!("connection quota: {ip}: a connection closed that was never admitted");
             debug_assert!(false, "{ip}: a connection closed that was never admitted");
             return;
         };
@@ -149,7 +156,11 @@ mod tests {
     fn overrides_raise_lower_or_close_an_address_and_mapped_ipv4_is_ipv4() {
         let overrides = BTreeMap::from([(ip("10.0.0.9"), 0), (ip("::ffff:10.0.0.5"), 3)]);
         let mut quotas = ConnectionQuotas::new(1, overrides);
-        assert!(quotas.admit(ip("10.0.0.9")).is_err());
+        assert!(quotas.admit(ip("10.0.0.9")).unwrap_err().first);
+        assert!(
+            !quotas.admit(ip("10.0.0.9")).unwrap_err().first,
+            "a blocked address is reported once, not once per connection"
+        );
         assert_eq!(quotas.addresses(), 0);
         for _ in 0..3 {
             assert_eq!(quotas.admit(ip("10.0.0.5")), Ok(()));

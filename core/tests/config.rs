@@ -607,7 +607,7 @@ fn connection_limits_and_the_metrics_endpoint_are_read_and_wrong_ones_named() {
         )))
     };
     let config = broker(
-        "max.connections.per.ip=20\nmax.connections.per.ip.overrides=10.0.0.7:50, [::1]:0 ,::2:3\n",
+        "max.connections.per.ip=20\nmax.connections.per.ip.overrides=10.0.0.7:50, [::1]:0 ,[::2]:3\n",
     )
     .unwrap();
     assert_eq!(config.max_connections_per_ip, 20);
@@ -637,6 +637,8 @@ fn connection_limits_and_the_metrics_endpoint_are_read_and_wrong_ones_named() {
             "max.connections.per.ip.overrides=10.0.0.7:1,10.0.0.7:2\n",
             "given twice",
         ),
+        // Bare IPv6 is ambiguous (`fd00::1:7`: fd00::1 with 7, or fd00::1:7 with no count).
+        ("max.connections.per.ip.overrides=fd00::1:7\n", "[fd00::7]:50"),
         ("metrics.ssl=true\n", "needs an SSL listener"),
         (
             "listeners=PLAINTEXT://:9092\nadvertised.listeners=SSL://proxy:9093\n",

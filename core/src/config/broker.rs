@@ -280,8 +280,8 @@ fn read_cluster_name(f: &mut Fields<'_>) -> Result<Option<ClusterName>, ConfigEr
     }
 }
 
-/// Reads `max.connections.per.ip.overrides`: `address:count` entries separated by commas (an
-/// IPv6 address in brackets or bare: the count follows the last ':').
+/// Reads `max.connections.per.ip.overrides`: `address:count` entries separated by commas, an
+/// IPv6 address in brackets (`[fd00::7]:5`: bare, `fd00::1:7` could be either).
 fn read_connection_overrides(
     f: &mut Fields<'_>,
 ) -> Result<BTreeMap<std::net::IpAddr, u32>, ConfigError> {
@@ -292,11 +292,18 @@ fn read_connection_overrides(
     };
     for entry in raw.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let parsed = entry.rsplit_once(':').and_then(|(address, count)| {
-            let address = address.trim_start_matches('[').trim_end_matches(']');
-            Some((address.parse().ok()?, count.trim().parse::<u32>().ok()?))
+            let address = match address.strip_prefix('[').and_then(|a| a.strip_suffix(']')) {
+                Some(bracketed) => bracketed,
+                None if address.contains(':') => return None,
+                None => address,
+            };
+            let count = super::fields::parse_java_int(count.trim())
+                .filter(|c| (0..=I32_MAX).contains(c))
+                .and_then(|c| u32::try_from(c).ok())?;
+            Some((address.trim().parse::<std::net::IpAddr>().ok()?, count))
         });
         match parsed {
-            Some((address, count)) if i64::from(count) <= I32_MAX => {
+            Some((address, count)) => {
                 if overrides.insert(address, count).is_some() {
                     return Err(f.error(KEY, format!("{address} is given twice")));
                 }
@@ -304,7 +311,7 @@ fn read_connection_overrides(
             _ => {
                 return Err(f.error(
                     KEY,
-                    format!("entry \"{entry}\": expected <IP address>:<count of 0 or more>, e.g. 10.0.0.7:50 (host names are not resolved)"),
+                    format!("entry \"{entry}\": expected <IP address>:<count of 0 or more>, e.g. 10.0.0.7:50 or [fd00::7]:50 (host names are not resolved)"),
                 ))
             }
         }
