@@ -254,6 +254,19 @@ fn as_anonymous<T>(
     })
 }
 
+/// The session owning the node at `path` in the ZooKeeper at `connect` (0: persistent), read
+/// anonymously; `None` when there is no such node.
+fn owner(connect: &str, path: &'static str) -> Option<i64> {
+    as_anonymous(connect, |c| {
+        Box::pin(async move {
+            c.get_data(path)
+                .await
+                .ok()
+                .map(|(_, stat)| stat.ephemeral_owner)
+        })
+    })
+}
+
 /// Waits until `path` exists in the ZooKeeper at `connect` (read anonymously), at most 60 s.
 fn until_exists(connect: &str, path: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -413,10 +426,14 @@ fn zookeeper_over_tls_with_acls_carries_a_mirror_and_a_replica_and_refuses_clien
                         .await
                         .map(|_| ()),
                 ),
+                (
+                    "create beside the cluster's identity",
+                    c.create("/cluster/squat", b"", &open).await.map(|_| ()),
+                ),
             ]
         })
     });
-    let expected: [(&str, Outcome); 7] = [
+    let expected: [(&str, Outcome); 8] = [
         ("read the registration", Ok(())),
         ("delete the registration", Err(NoAuth)),
         ("change the registration", Err(NoAuth)),
@@ -424,6 +441,7 @@ fn zookeeper_over_tls_with_acls_carries_a_mirror_and_a_replica_and_refuses_clien
         ("move an offset", Err(NoAuth)),
         ("delete an offset", Err(NoAuth)),
         ("make a 0.7 group", Ok(())),
+        ("create beside the cluster's identity", Err(NoAuth)),
     ];
     assert_eq!(outcomes, expected);
 
@@ -495,10 +513,15 @@ fn zookeeper_over_tls_with_acls_carries_a_mirror_and_a_replica_and_refuses_clien
         replica.log_text()
     );
 
-    // The mirror cluster's ZooKeeper restarts, down longer than the sessions' timeout: every
-    // session of the mirror broker expires, and the new ones, authenticated again, take back
-    // their protected nodes and go on copying.
-    let mut mirror_zk = mirror_zk;
+    // Both ZooKeepers restart (the source's speaking TLS), down longer than the sessions'
+    // timeout: every session expires, and the new ones, over TLS and authenticated again, take
+    // back their protected nodes (new owners, still closed to others) and go on copying.
+    let owners_before = (
+        owner(&source_zk.connect_string(), "/brokers/ids/0"),
+        owner(&mirror_zk.connect_string(), "/brokers/ids/0"),
+    );
+    let (mut source_zk, mut mirror_zk) = (source_zk, mirror_zk);
+    source_zk.restart(Duration::from_millis(SESSION_MS * 2));
     mirror_zk.restart(Duration::from_millis(SESSION_MS * 2));
     produce(source_port, "orders", 100, 100);
     let all = names("orders", 0..200);
@@ -509,13 +532,30 @@ fn zookeeper_over_tls_with_acls_carries_a_mirror_and_a_replica_and_refuses_clien
         all.iter().filter(|m| copied.contains(m)).count(),
         mirror.log_text()
     );
-    until_exists(&mirror_zk.connect_string(), "/brokers/ids/0");
-    let outcomes: Vec<Outcome> = as_anonymous(&mirror_zk.connect_string(), |c| {
-        Box::pin(async move { vec![c.delete("/brokers/ids/0", None).await] })
-    });
-    assert_eq!(
-        outcomes,
-        vec![Err(NoAuth)],
-        "the registration made again is protected"
-    );
+    for (zk, before) in [(&source_zk, owners_before.0), (&mirror_zk, owners_before.1)] {
+        let connect = zk.connect_string();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let now = loop {
+            match owner(&connect, "/brokers/ids/0") {
+                Some(now) if Some(now) != before => break now,
+                _ => assert!(
+                    Instant::now() < deadline,
+                    "{connect}: never registered again"
+                ),
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        };
+        assert_ne!(now, 0, "a registration is ephemeral");
+        // Changing the node itself checks its own ACL (deleting checks its parent's).
+        let outcomes: Vec<Outcome> = as_anonymous(&connect, |c| {
+            Box::pin(
+                async move { vec![c.set_data("/brokers/ids/0", b"x", None).await.map(|_| ())] },
+            )
+        });
+        assert_eq!(
+            outcomes,
+            vec![Err(NoAuth)],
+            "{connect}: the registration made again is protected"
+        );
+    }
 }

@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tributary_core::config::{endpoints_registration, BrokerConfig, ListenerProtocol, ZkConnect};
 use tributary_core::identity::{ClusterIdentity, ClusterName};
+use tributary_core::origin::ORIGINS_PATH;
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{
     broker_endpoints_path, broker_id_path, broker_registration, broker_topic_partitions_path,
@@ -21,7 +22,7 @@ use tributary_core::zk_layout::{
 use super::pending::PendingReceiver;
 use crate::coordination::ephemeral::{self, HoldError, RetiredSessions};
 use crate::coordination::identity::{ensure_identity, ClusterIdentityError};
-use crate::coordination::{CoordError, Coordination, SessionEvent, Watch};
+use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
 use crate::env::Env;
 
 /// Pause between attempts to get a new session after expiry.
@@ -330,6 +331,19 @@ impl Registrar {
         let path = broker_id_path(self.broker_id);
         let data = broker_registration(&self.host, now_ms, self.port);
         let deadline = tokio::time::Instant::now() + self.session_timeout * 2;
+        if self.connect.security.set_acl {
+            // Made by the cluster's own identity, before any other can: `/cluster` stays the
+            // cluster's (so nobody else can create `/cluster/id`), while `/cluster/origins`
+            // takes other identities' children (a mirror reading this cluster).
+            coord
+                .ensure_parents(ORIGINS_PATH)
+                .await
+                .map_err(RegisterError::from)?;
+            match coord.create(ORIGINS_PATH, b"", NodeKind::Persistent).await {
+                Ok(_) | Err(CoordError::NodeExists(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         coord
             .ensure_parents(&path)
             .await

@@ -145,12 +145,19 @@ pub trait Coordination: Send + Sync + 'static {
     /// Closes the session (its ephemeral nodes go at once).
     fn close(self) -> impl Future<Output = ()> + Send;
 
-    /// Creates `path`'s missing ancestors as persistent nodes.
+    /// Creates `path`'s missing ancestors as persistent nodes. An ancestor that exists is left
+    /// as it is, even when this session may not create beside it (with ACLs, ZooKeeper answers
+    /// a create under a parent closed to the session with NoAuth before it looks whether the
+    /// node exists).
     fn ensure_parents(&self, path: &str) -> impl Future<Output = Result<(), CoordError>> + Send {
         async move {
             for ancestor in tributary_core::zk_layout::ancestors(path) {
                 match self.create(ancestor, b"", NodeKind::Persistent).await {
                     Ok(_) | Err(CoordError::NodeExists(_)) => {}
+                    Err(refused @ CoordError::NoAuth(_)) => match self.get(ancestor).await {
+                        Ok(_) => {}
+                        Err(_) => return Err(refused),
+                    },
                     Err(e) => return Err(e),
                 }
             }

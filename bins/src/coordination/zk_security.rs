@@ -70,13 +70,10 @@ pub(super) fn load(connect: &ZkConnect) -> Result<SessionSecurity, CoordError> {
 
 /// Parents in which other identities create children, so anyone may create in them (each
 /// child is then its creator's): `/consumers` (a 0.7 consumer's own group; a mirror's group in
-/// its source cluster), `/cluster` and `/cluster/origins` (a mirror's origin records, made in
-/// a cluster whose brokers have another identity). docs/security.md lists the layout.
-const OPEN_PARENTS: [&str; 3] = [
-    "/consumers",
-    "/cluster",
-    tributary_core::origin::ORIGINS_PATH,
-];
+/// its source cluster) and `/cluster/origins` (a mirror's origin records; brokers make it at
+/// registration). `/cluster` itself is not open: nobody but the cluster's identity may create
+/// `/cluster/id`. docs/security.md lists the layout.
+const OPEN_PARENTS: [&str; 2] = ["/consumers", tributary_core::origin::ORIGINS_PATH];
 
 /// The ACLs of a node created at `path` (below the chroot) with `zk.set.acl=true`: everything
 /// for the identities the session authenticated with, read for anyone, and create for anyone
@@ -131,6 +128,7 @@ mod tests {
         for closed in [
             "/brokers",
             "/brokers/ids/0",
+            "/cluster",
             "/cluster/id",
             "/tributary/promoted",
             "/consumers/g",
