@@ -428,6 +428,7 @@ async fn perf_tools(port: u16, ends: &[i64]) {
         date_format: PERF_DEFAULT.to_string(),
         stray: Default::default(),
         tls: Default::default(),
+        zk_security: Default::default(),
     };
     let start = Instant::now();
     let (delivered, failed) = producer_perf(&args, &mut std::io::sink())

@@ -714,9 +714,15 @@ fn the_metrics_endpoint_binds_loopback_once_tls_is_on_and_speaks_https_when_aske
     // metrics.ssl: HTTPS with the SSL listener's certificate and its client authentication.
     let port = free_port();
     let broker = start(&format!(
-        "metrics.port={port}\nmetrics.ssl=true\nssl.client.auth=required\nssl.ca.location=CERTS/ca.crt\n"
+        "metrics.port={port}\nmetrics.ssl=true\nssl.client.auth=required\nssl.ca.location=CERTS/ca.crt\nhostname=\n"
     ));
     let c = &broker.certs;
+    // HTTPS metrics are for remote scrapers: they bind where the broker does (no hostname:
+    // every interface), not loopback.
+    assert!(
+        TcpStream::connect(("127.0.0.2", port)).is_ok(),
+        "HTTPS metrics bound to loopback only"
+    );
     assert!(
         http_metrics("127.0.0.1", port).is_none(),
         "plain HTTP answered"

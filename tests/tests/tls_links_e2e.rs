@@ -389,6 +389,59 @@ fn zookeeper_over_tls_with_acls_carries_a_mirror_and_a_replica_and_refuses_clien
         replica.log_text()
     );
 
+    // The tools reach the TLS ZooKeeper too: consumer-perf with --zk-tls-config-file, and
+    // console-producer with the zk.* keys as --property (not overridden when no file is given).
+    let tools_zk = dir.path().join("tools-zk.properties");
+    std::fs::write(&tools_zk, zk_tls("", &certs, "client")).unwrap();
+    let (ok, stderr) = tributary(&[
+        "consumer-perf",
+        "--zookeeper",
+        &source_secure,
+        "--topic",
+        "orders",
+        "--messages",
+        "100",
+        "--zk-tls-config-file",
+        tools_zk.to_str().unwrap(),
+    ]);
+    assert!(ok, "consumer-perf through a TLS ZooKeeper: {stderr}");
+    let mut producer_args = vec![
+        "console-producer".to_string(),
+        "--topic".into(),
+        "from-tools".into(),
+        "--zookeeper".into(),
+        source_secure.clone(),
+        "--sync".into(),
+        "--acks".into(),
+    ];
+    for line in zk_tls("", &certs, "client").lines() {
+        producer_args.extend(["--property".to_string(), line.to_string()]);
+    }
+    let mut producer = Command::new(tributary_tests::broker::tributary_binary())
+        .args(&producer_args)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("console-producer");
+    std::io::Write::write_all(&mut producer.stdin.take().unwrap(), b"hello\n").unwrap();
+    let out = producer.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "console-producer with zk.* properties through a TLS ZooKeeper: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The file secures ZooKeeper: with --broker-list it is refused, not ignored.
+    let (ok, stderr) = tributary(&[
+        "console-producer",
+        "--topic",
+        "t",
+        "--broker-list",
+        &format!("0:127.0.0.1:{source_port}"),
+        "--zk-tls-config-file",
+        tools_zk.to_str().unwrap(),
+    ]);
+    assert!(!ok && stderr.contains("--broker-list"), "{stderr}");
+
     // The source's ZooKeeper, to a client without credentials: the registration can be read
     // (0.7 clients find brokers) but not deleted, changed or joined by a fake broker; the
     // mirror's committed offsets cannot be moved; 0.7 consumers may still make their groups.

@@ -154,11 +154,13 @@ impl Broker {
         };
         let metrics = config.metrics_port.map(|_| Metrics::new());
         // Loopback by default once TLS is on: a broker whose links are secured should not
-        // expose its metrics on every interface unless told to (docs/security.md).
-        let metrics_host = match (&config.metrics_host, &tls) {
-            (Some(chosen), _) => chosen.clone(),
-            (None, Some(_)) => "127.0.0.1".to_string(),
-            (None, None) => host.clone(),
+        // expose plain HTTP metrics on every interface unless told to; HTTPS metrics
+        // (`metrics.ssl`) are for remote scrapers, and bind where the broker does
+        // (docs/security.md).
+        let metrics_host = match (&config.metrics_host, &tls, config.metrics_ssl) {
+            (Some(chosen), _, _) => chosen.clone(),
+            (None, Some(_), false) => "127.0.0.1".to_string(),
+            (None, _, _) => host.clone(),
         };
         let metrics_tls = tls.clone().filter(|_| config.metrics_ssl);
         let meter = BrokerMeter::new(metrics.as_deref());
@@ -556,6 +558,7 @@ async fn run<E: Env>(
         ))
     });
     let handshakes = Arc::new(tokio::sync::Semaphore::new(TLS_HANDSHAKES_MAX));
+    let refusals = Arc::new(crate::tls::refusals::RefusalLog::new("SSL listener"));
     let mut quotas = ConnectionQuotas::new(
         config.max_connections_per_ip,
         config.max_connections_per_ip_overrides.clone(),
@@ -613,10 +616,10 @@ async fn run<E: Env>(
                     };
                     seeds = seeds.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                     let (acceptor, shared, stop_rx, seed) = (tls.as_ref().map(|t| t.acceptor()), shared.clone(), stop_rx.clone(), seeds);
-                    let rules = allow_list.clone();
+                    let (rules, refusals) = (allow_list.clone(), refusals.clone());
                     connections.spawn(async move {
                         let Some(acceptor) = acceptor else { return peer.ip() };
-                        let link = crate::tls::server::handshake(acceptor, stream, peer, TLS_HANDSHAKE_TIMEOUT).await;
+                        let link = crate::tls::server::handshake(acceptor, stream, peer, TLS_HANDSHAKE_TIMEOUT, &refusals).await;
                         drop(handshake);
                         let Some((link, principal)) = link else { return peer.ip() };
                         connection::serve(link, peer, Access::of(principal, rules), shared, stop_rx, seed).await;

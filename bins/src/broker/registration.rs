@@ -175,9 +175,9 @@ impl Registration {
                 .listeners
                 .advertised
                 .iter()
-                .find(|a| a.protocol == protocol)
-                .map_or((host.clone(), port), |a| {
-                    (a.host.clone().unwrap_or_else(|| host.clone()), a.port)
+                .find(|(advertised, _, _)| *advertised == protocol)
+                .map_or((host.clone(), port), |(_, host, port)| {
+                    (host.clone(), *port)
                 })
         };
         let plaintext = ports.plaintext.map(|p| {

@@ -14,7 +14,9 @@ pub mod server;
 use std::path::Path;
 
 use clap::{Parser, Subcommand};
-use tributary_core::config::{read_zk_security, ConsumerConfig, ProducerConfig, ZkConnect};
+use tributary_core::config::{
+    read_zk_security, ConsumerConfig, ProducerConfig, ZkConnect, ZkSecurity,
+};
 use tributary_core::wire::TopicName;
 
 use self::mirror_maker::MirrorMakerArgs;
@@ -131,18 +133,30 @@ pub struct ZkSecurityFile {
 }
 
 impl ZkSecurityFile {
+    /// The file's settings, when the flag was given.
+    pub fn security(&self) -> Result<Option<Box<ZkSecurity>>, String> {
+        let Some(path) = &self.zk_tls_config_file else {
+            return Ok(None);
+        };
+        crate::config_file::load_file(path, read_zk_security)
+            .map(|security| Some(Box::new(security)))
+            .map_err(|e| format!("--zk-tls-config-file: {e}"))
+    }
+
     /// Parses the connect string given with `flag`, secured as the file says.
     pub fn connect(&self, flag: &str, raw: &str) -> Result<ZkConnect, String> {
-        let connect = ZkConnect::parse(raw).map_err(|e| format!("{flag}: {e}"))?;
-        let Some(path) = &self.zk_tls_config_file else {
-            return Ok(connect);
-        };
-        let security = crate::config_file::load_file(path, read_zk_security)
-            .map_err(|e| format!("--zk-tls-config-file: {e}"))?;
-        Ok(ZkConnect {
-            security: Box::new(security),
-            ..connect
-        })
+        let mut connect = ZkConnect::parse(raw).map_err(|e| format!("{flag}: {e}"))?;
+        self.apply(&mut connect)?;
+        Ok(connect)
+    }
+
+    /// Secures `connect` (one a tool's configuration read from a `zk.connect=` it built) as the
+    /// file says; without the flag, `connect` keeps what it has.
+    pub fn apply(&self, connect: &mut ZkConnect) -> Result<(), String> {
+        if let Some(security) = self.security()? {
+            connect.security = security;
+        }
+        Ok(())
     }
 }
 
@@ -204,8 +218,11 @@ impl BrokerTlsArgs {
         &self,
         zk: Option<(&ZkConnect, std::time::Duration, std::time::Duration)>,
     ) -> Result<Option<crate::tls::env::ClientLink>, String> {
-        let props = tributary_core::config::Properties::parse("--ssl flags", &self.properties())
-            .map_err(|e| e.to_string())?;
+        let pairs = self.pairs();
+        let props = tributary_core::config::Properties::from_pairs(
+            "--ssl flags",
+            pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        );
         let settings = tributary_core::config::read_client_tls(&props)
             .map_err(|e| format!("--{}: {}", e.key, e.problem))?;
         crate::tls::env::ClientLink::load(settings.as_ref(), zk).map_err(|e| e.to_string())

@@ -40,6 +40,7 @@ impl ZkCoordination {
         let security = zk_security::load(connect)?;
         probe(connect, connection_timeout.min(PROBE_TIMEOUT)).await?;
         let cluster = connect.to_string();
+        let tls_on = security.tls.is_some();
         let SessionSecurity {
             tls,
             digest,
@@ -57,14 +58,25 @@ impl ZkCoordination {
                 None => connector.connect(&cluster).await,
             }
         };
-        let client = tokio::time::timeout(connection_timeout.max(session_timeout), connecting)
+        // What to check when no session comes: with TLS, most often the port or the CA.
+        let hint = match tls_on {
+            true => " (zk.ssl.client.enable=true: is that ZooKeeper's secureClientPort, and does its certificate chain to zk.ssl.ca.location and name that host?)",
+            false => "",
+        };
+        let waited = connection_timeout.max(session_timeout);
+        let client = tokio::time::timeout(waited, connecting)
             .await
             .map_err(|_| {
                 CoordError::ConnectionLoss(format!(
-                    "no ZooKeeper session with {connect} within {connection_timeout:?}"
+                    "no ZooKeeper session with {connect} within {waited:?}{hint}"
                 ))
             })?
-            .map_err(|e| map_error(e, &connect.to_string()))?;
+            .map_err(|e| match map_error(e, &connect.to_string()) {
+                CoordError::ConnectionLoss(why) => {
+                    CoordError::ConnectionLoss(format!("{why}{hint}"))
+                }
+                other => other,
+            })?;
         let states = Mutex::new(client.state_watcher());
         Ok(ZkCoordination {
             client,

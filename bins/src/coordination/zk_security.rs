@@ -25,8 +25,10 @@ pub(super) fn load(connect: &ZkConnect) -> Result<SessionSecurity, CoordError> {
         None => None,
         Some(settings) => {
             for server in &connect.servers {
-                // The crate would panic on a name TLS cannot check; say so here instead.
-                if rustls::pki_types::ServerName::try_from(server.host.as_str()).is_err() {
+                // The crate would panic on a name TLS cannot check; say so here instead. It
+                // takes an IPv6 address in brackets and strips them, as this check does.
+                let host = server.host.trim_start_matches('[').trim_end_matches(']');
+                if rustls::pki_types::ServerName::try_from(host).is_err() {
                     return Err(CoordError::Settings(format!(
                         "ZooKeeper server \"{}\" is not a host name or address TLS can verify",
                         server.host

@@ -26,6 +26,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::{Metrics, CONTENT_TYPE};
 use crate::env::{Env, Listener};
+use crate::tls::refusals::RefusalLog;
 use crate::tls::server::{handshake, ServerTls};
 
 /// Scrapers served at once.
@@ -91,6 +92,7 @@ async fn accept_loop<L: Listener>(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut connections = JoinSet::new();
+    let refusals = Arc::new(RefusalLog::new("metrics endpoint"));
     loop {
         tokio::select! {
             biased;
@@ -104,12 +106,12 @@ async fn accept_loop<L: Listener>(
             }
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) if connections.len() < CONNECTIONS_MAX => {
-                    let (metrics, acceptor) = (metrics.clone(), tls.as_ref().map(|t| t.acceptor()));
+                    let (metrics, acceptor, refusals) = (metrics.clone(), tls.as_ref().map(|t| t.acceptor()), refusals.clone());
                     connections.spawn(async move {
                         let Some(acceptor) = acceptor else {
                             return serve_connection(stream, metrics).await;
                         };
-                        if let Some((link, _principal)) = handshake(acceptor, stream, peer, HEADER_READ_TIMEOUT).await {
+                        if let Some((link, _principal)) = handshake(acceptor, stream, peer, HEADER_READ_TIMEOUT, &refusals).await {
                             serve_connection(link, metrics).await;
                         }
                     });

@@ -93,11 +93,12 @@ fn files(settings: &TlsClientSettings) -> Vec<std::path::PathBuf> {
     files
 }
 
-/// Builds the client configuration of `settings`.
+/// The connector of `settings`, its files read now.
 fn connector(settings: &TlsClientSettings) -> Result<TlsConnector, TlsError> {
     Ok(TlsConnector::from(Arc::new(client_config(settings)?)))
 }
 
+/// Builds the client configuration of `settings`.
 fn client_config(settings: &TlsClientSettings) -> Result<ClientConfig, TlsError> {
     let mut roots = RootCertStore::empty();
     let key = |name: &str| format!("{}{name}", settings.key_prefix);

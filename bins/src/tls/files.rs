@@ -39,6 +39,9 @@ pub struct Reloading<T> {
     /// What the files are, for the lock's name.
     what: &'static str,
     current: Mutex<Version<T>>,
+    /// Held while the files are checked and built again, so that callers at once (outbound
+    /// connections opening together) build a changed version once, not each.
+    building: Mutex<()>,
 }
 
 struct Version<T> {
@@ -65,6 +68,7 @@ impl<T: Clone> Reloading<T> {
                 stamps,
                 refused: None,
             }),
+            building: Mutex::new(()),
         })
     }
 
@@ -77,6 +81,7 @@ impl<T: Clone> Reloading<T> {
     /// when a new value is in force, `Ok(false)` when nothing changed (or the change was
     /// already refused), `Err` (once per change) when it cannot be built.
     pub fn reload_if_changed<E>(&self, build: impl FnOnce() -> Result<T, E>) -> Result<bool, E> {
+        let _building = lock(&self.building, self.what);
         let now = Stamp::of_all(&self.paths);
         {
             let current = lock(&self.current, self.what);
@@ -84,7 +89,7 @@ impl<T: Clone> Reloading<T> {
                 return Ok(false);
             }
         }
-        // Built without the lock: readers keep the value in force meanwhile.
+        // Built without the value's lock: readers keep the value in force meanwhile.
         let built = build();
         let mut current = lock(&self.current, self.what);
         match built {

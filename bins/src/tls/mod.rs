@@ -13,6 +13,7 @@ pub mod files;
 pub mod link;
 pub mod pem;
 pub mod principal;
+pub mod refusals;
 pub mod server;
 
 /// Why TLS settings could not be used.

@@ -16,6 +16,7 @@ use super::files::Reloading;
 use super::link::Link;
 use super::pem;
 use super::principal::subject;
+use super::refusals::RefusalLog;
 use super::TlsError;
 use crate::broker::access::AllowListFile;
 use tributary_core::allow_list::ANONYMOUS;
@@ -76,6 +77,7 @@ impl ServerTls {
     }
 }
 
+/// The acceptor of `settings`, its files read now.
 fn acceptor(settings: &TlsServerSettings) -> Result<TlsAcceptor, TlsError> {
     Ok(TlsAcceptor::from(Arc::new(server_config(settings)?)))
 }
@@ -135,15 +137,16 @@ fn server_config(settings: &TlsServerSettings) -> Result<ServerConfig, TlsError>
     })
 }
 
-/// Completes the TLS handshake of a connection accepted on the SSL listener within `timeout`,
-/// with the client's principal (its certificate's subject, or `ANONYMOUS`); `None` (logged)
-/// when the peer does not, or fails it (no certificate when one is required, one from an
-/// unknown CA or expired, not TLS at all).
+/// Completes the TLS handshake of a connection accepted on a TLS listener within `timeout`,
+/// with the client's principal (its certificate's subject, or `ANONYMOUS`); `None` when the
+/// peer does not, or fails it (no certificate when one is required, one from an unknown CA or
+/// expired, not TLS at all), said through the listener's `refusals` (a flood is summed up).
 pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     acceptor: TlsAcceptor,
     stream: S,
     peer: std::net::SocketAddr,
     timeout: Duration,
+    refusals: &RefusalLog,
 ) -> Option<(Link<S>, String)> {
     match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => {
@@ -152,7 +155,7 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
                 Some(certificate) => match subject(certificate) {
                     Ok(subject) => subject,
                     Err(e) => {
-                        tracing::warn!("{peer}: closing: {e}");
+                        refusals.refused(peer, format_args!("closing: {e}"));
                         return None;
                     }
                 },
@@ -164,11 +167,14 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
             ))
         }
         Ok(Err(e)) => {
-            tracing::warn!("{peer}: TLS handshake refused: {e}");
+            refusals.refused(peer, format_args!("TLS handshake refused: {e}"));
             None
         }
         Err(_) => {
-            tracing::warn!("{peer}: closing: TLS handshake not completed within {timeout:?}");
+            refusals.refused(
+                peer,
+                format_args!("closing: TLS handshake not completed within {timeout:?}"),
+            );
             None
         }
     }

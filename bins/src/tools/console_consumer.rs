@@ -191,8 +191,9 @@ impl ConsoleConsumerOptions {
         }
         let props = Properties::parse("console-consumer options", &text)?;
         let mut config = ConsumerConfig::from_properties(&props)?;
-        // `--zk-tls-config-file`'s settings ride on the connect string, not in `text`.
-        config.zk_connect.security = self.zookeeper.security.clone();
+        // The connect string as parsed, with `--zk-tls-config-file`'s settings, which `text`
+        // cannot carry.
+        config.zk_connect = self.zookeeper.clone();
         Ok(config)
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncRead;
 use tributary_core::config::{
-    BrokerEndpoint, Discovery, LoadError, ProducerConfig, Properties, ZkSecurity,
+    BrokerEndpoint, Discovery, LoadError, ProducerConfig, Properties, ZkConnect, ZkSecurity,
 };
 use tributary_core::message::CompressionCodec;
 use tributary_core::wire::TopicName;
@@ -53,8 +53,9 @@ pub struct ConsoleProducerOptions {
     pub acks: bool,
     /// Extra `key=value` producer settings.
     pub properties: Vec<String>,
-    /// ZooKeeper's security (`--zk-tls-config-file`) when brokers come from ZooKeeper.
-    pub zk_security: Box<ZkSecurity>,
+    /// ZooKeeper's security from `--zk-tls-config-file`, when given (brokers from ZooKeeper);
+    /// without it, the `zk.*` keys among `properties` apply.
+    pub zk_security: Option<Box<ZkSecurity>>,
 }
 
 /// What was sent, and how the run ended.
@@ -91,8 +92,10 @@ impl ConsoleProducerOptions {
         }
         let props = Properties::parse("console-producer options", &text)?;
         let mut config = ProducerConfig::from_properties(&props)?;
-        if let Discovery::ZooKeeper(zk) = &mut config.discovery {
-            zk.security = self.zk_security.clone();
+        if let (Discovery::ZooKeeper(zk), Some(security)) =
+            (&mut config.discovery, &self.zk_security)
+        {
+            zk.security = security.clone();
         }
         Ok(config)
     }
@@ -347,13 +350,12 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
     }
     CompressionCodec::from_id(compress)
         .ok_or_else(|| format!("--compress {compress}: expected 0, 1 or 2"))?;
-    let mut zk_secured = Box::default();
+    let discovery_is_zk = zookeeper.is_some();
     let discovery = match (zookeeper, broker_list) {
-        (Some(zk), _) => {
-            let connect = zk_security.connect("--zookeeper", &zk)?;
-            zk_secured = connect.security.clone();
-            format!("zk.connect={connect}")
-        }
+        (Some(zk), _) => format!(
+            "zk.connect={}",
+            ZkConnect::parse(&zk).map_err(|e| format!("--zookeeper: {e}"))?
+        ),
         (None, Some(list)) => {
             list.split(',')
                 .map(BrokerEndpoint::parse)
@@ -376,7 +378,16 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
             .into_iter()
             .chain(tls.pairs().into_iter().map(|(k, v)| format!("{k}={v}")))
             .collect(),
-        zk_security: zk_secured,
+        zk_security: match (&discovery_is_zk, zk_security.security()?) {
+            (true, security) => security,
+            (false, None) => None,
+            (false, Some(_)) => {
+                return Err(
+                    "--zk-tls-config-file secures ZooKeeper, which --broker-list does not use: give --zookeeper, or leave the file out"
+                        .into(),
+                )
+            }
+        },
     };
     let runtime = runtime(Some(2))?;
     let sent = runtime.block_on(async {

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use tributary_core::config::{ConsumerConfig, LoadError, ProducerConfig, Properties};
+use tributary_core::config::{
+    ConsumerConfig, Discovery, LoadError, ProducerConfig, Properties, ZkSecurity,
+};
 use tributary_core::wire::TopicName;
 
 use crate::cli::runtime;
@@ -40,6 +42,9 @@ pub enum PerfError {
     /// `--date-format` has a letter that is not formatted.
     #[error(transparent)]
     DateFormat(#[from] DateFormatError),
+    /// `--zk-tls-config-file` cannot be used (the message names the file and key).
+    #[error("{0}")]
+    ZkSecurity(String),
     /// The group's state from an earlier run could not be removed.
     #[error(transparent)]
     ForgetGroup(#[from] crate::tools::console_consumer::ConsumeError),
@@ -69,7 +74,13 @@ pub async fn producer_perf(
         options.acks
     ) + &options.tls.properties();
     let props = Properties::parse("producer-perf options", &text).map_err(LoadError::from)?;
-    let config = ProducerConfig::from_properties(&props).map_err(LoadError::from)?;
+    let mut config = ProducerConfig::from_properties(&props).map_err(LoadError::from)?;
+    if let Discovery::ZooKeeper(zk) = &mut config.discovery {
+        options
+            .zk_security
+            .apply(zk)
+            .map_err(PerfError::ZkSecurity)?;
+    }
     let dates = DateFormat::parse(&options.date_format)?;
     if !options.hide_header {
         let header = if options.show_detailed_stats {
@@ -318,6 +329,8 @@ pub struct ConsumerPerfOptions {
     pub dates: DateFormat,
     /// TLS settings for the consumer, as `.properties` lines (empty: plaintext).
     pub tls_properties: String,
+    /// ZooKeeper's security (`--zk-tls-config-file`), when given.
+    pub zk_security: Option<Box<ZkSecurity>>,
 }
 
 /// Runs `consumer-perf`: removes the group's state first (as 0.7.2 does), then reads and
@@ -335,7 +348,10 @@ pub async fn consumer_perf(
         if options.from_latest { "largest" } else { "smallest" }
     ) + &options.tls_properties;
     let props = Properties::parse("consumer-perf options", &text).map_err(LoadError::from)?;
-    let config = ConsumerConfig::from_properties(&props).map_err(LoadError::from)?;
+    let mut config = ConsumerConfig::from_properties(&props).map_err(LoadError::from)?;
+    if let Some(security) = &options.zk_security {
+        config.zk_connect.security = security.clone();
+    }
     // As 0.7.2: every run starts from the group's reset point, not where the last one stopped.
     crate::tools::console_consumer::forget_group(&config).await?;
     let subscription = Subscription::Topics(
@@ -448,6 +464,9 @@ pub async fn consumer_perf(
 /// ProducerPerformance flags, and `--acks`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProducerPerfArgs {
+    /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
+    #[command(flatten)]
+    pub zk_security: crate::cli::ZkSecurityFile,
     /// TLS to the brokers (`--security.protocol=ssl`, `--ssl.*`).
     #[command(flatten)]
     pub tls: crate::cli::BrokerTlsArgs,
@@ -523,6 +542,9 @@ pub fn run_producer_perf_cli(args: ProducerPerfArgs) -> Result<ExitCode, String>
 /// `tributary consumer-perf`'s arguments (0.7.1's ConsumerPerformance flags).
 #[derive(Debug, clap::Args)]
 pub struct ConsumerPerfArgs {
+    /// ZooKeeper's TLS and identity (`--zk-tls-config-file`).
+    #[command(flatten)]
+    pub zk_security: crate::cli::ZkSecurityFile,
     /// TLS to the brokers (`--security.protocol=ssl`, `--ssl.*`).
     #[command(flatten)]
     pub tls: crate::cli::BrokerTlsArgs,
@@ -585,6 +607,7 @@ pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String>
         date_format,
         stray,
         tls,
+        zk_security,
     } = args;
     stray.warn("consumer-perf");
     let dates = DateFormat::parse(&date_format).map_err(|e| e.to_string())?;
@@ -602,6 +625,7 @@ pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String>
         report_every: show_detailed_stats.then_some(reporting_interval.max(1)),
         dates,
         tls_properties: tls.properties(),
+        zk_security: zk_security.security()?,
     };
     runtime(None)?
         .block_on(consumer_perf(&options, &mut std::io::stdout()))

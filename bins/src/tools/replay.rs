@@ -29,6 +29,10 @@ const SETTLE_EVERY: usize = 10_000;
 /// `tributary replay-log-producer`'s arguments (0.7.2's ReplayLogProducer flags).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReplayLogProducerArgs {
+    /// ZooKeeper's TLS and identity (`--zk-tls-config-file`), for both `--zookeeper` and a
+    /// `--brokerinfo zk.connect=`.
+    #[command(flatten)]
+    pub zk_security: crate::cli::ZkSecurityFile,
     /// TLS to the brokers (`--security.protocol=ssl`, `--ssl.*`).
     #[command(flatten)]
     pub tls: crate::cli::BrokerTlsArgs,
@@ -79,7 +83,10 @@ impl ReplayLogProducerArgs {
         );
         let props =
             Properties::parse("replay-log-producer options", &text).map_err(|e| e.to_string())?;
-        ConsumerConfig::from_properties(&props).map_err(|e| format!("--zookeeper: {e}"))
+        let mut config =
+            ConsumerConfig::from_properties(&props).map_err(|e| format!("--zookeeper: {e}"))?;
+        self.zk_security.apply(&mut config.zk_connect)?;
+        Ok(config)
     }
 
     fn producer_config(&self) -> Result<ProducerConfig, String> {
@@ -102,7 +109,12 @@ impl ReplayLogProducerArgs {
         );
         let props =
             Properties::parse("replay-log-producer options", &text).map_err(|e| e.to_string())?;
-        ProducerConfig::from_properties(&props).map_err(|e| format!("--brokerinfo: {e}"))
+        let mut config =
+            ProducerConfig::from_properties(&props).map_err(|e| format!("--brokerinfo: {e}"))?;
+        if let tributary_core::config::Discovery::ZooKeeper(zk) = &mut config.discovery {
+            self.zk_security.apply(zk)?;
+        }
+        Ok(config)
     }
 }
 

@@ -93,8 +93,8 @@ pub struct BrokerConfig {
     /// (`/metrics`); unset collects nothing. 0 picks a free port (tests).
     pub metrics_port: Option<u16>,
     /// `metrics.host` (Tributary): the address the metrics endpoint binds. Unset: loopback
-    /// (127.0.0.1) when the broker has an SSL listener, else `hostname` (every interface when
-    /// that is unset), as before TLS existed.
+    /// (127.0.0.1) when the broker has an SSL listener and `metrics.ssl` is false, else
+    /// `hostname` (every interface when that is unset), as before TLS existed.
     pub metrics_host: Option<String>,
     /// `metrics.ssl` (false; Tributary): serve the metrics endpoint over HTTPS with the SSL
     /// listener's certificate and `ssl.client.auth` (so Prometheus can be made to present a

@@ -111,7 +111,7 @@ pub struct Listeners {
     /// `advertised.listeners` (Kafka 0.9's name): where clients reach each listener when that
     /// is not where it binds (a proxy, NAT); one entry at most per listener, each with a host.
     /// Empty: `advertised.host.name` / `advertised.port`, else the listeners themselves.
-    pub advertised: Vec<ListenerSpec>,
+    pub advertised: Vec<(ListenerProtocol, String, u16)>,
 }
 
 impl Listeners {
@@ -203,9 +203,9 @@ pub(crate) fn read(
     let advertised = match f.string("advertised.listeners") {
         None => Vec::new(),
         Some(raw) => {
-            let advertised =
-                parse_listeners(&raw).map_err(|e| f.error("advertised.listeners", e))?;
-            for spec in &advertised {
+            let parsed = parse_listeners(&raw).map_err(|e| f.error("advertised.listeners", e))?;
+            let mut advertised = Vec::new();
+            for spec in parsed {
                 if !specs.iter().any(|s| s.protocol == spec.protocol) {
                     return Err(f.error(
                         "advertised.listeners",
@@ -215,11 +215,12 @@ pub(crate) fn read(
                         ),
                     ));
                 }
-                if spec.host.is_none() || spec.port == 0 {
-                    return Err(f.error(
+                match spec.host {
+                    Some(host) if spec.port != 0 => advertised.push((spec.protocol, host, spec.port)),
+                    _ => return Err(f.error(
                         "advertised.listeners",
                         format!("the {} entry needs the host and port clients reach (e.g. {}://proxy.example:9093)", spec.protocol, spec.protocol),
-                    ));
+                    )),
                 }
             }
             let legacy = ["advertised.host.name", "advertised.port"]
