@@ -612,3 +612,80 @@ fn zookeeper_over_tls_with_acls_carries_a_mirror_and_a_replica_and_refuses_clien
         );
     }
 }
+
+/// A client pointed at the wrong kind of ZooKeeper port (plaintext at the TLS port, TLS at the
+/// plaintext port, TLS at a port that accepts and never answers) gives up within its timeout,
+/// and says which setting to check rather than only that the connection was lost.
+#[test]
+fn a_client_at_the_wrong_kind_of_zookeeper_port_gives_up_and_names_the_setting_to_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = make_certs(&dir.path().join("certs"));
+    let zk = ZooKeeper::start_secure(&certs);
+    let tls_file = dir.path().join("zk-tls.properties");
+    std::fs::write(&tls_file, zk_tls("", &certs, "broker")).unwrap();
+    let tls_file = tls_file.to_str().unwrap().to_string();
+    // Accepts connections (the kernel completes them) and never reads or answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_at = format!("127.0.0.1:{}", silent.local_addr().unwrap().port());
+    let secure_at = format!("127.0.0.1:{}", zk.secure_port());
+    let plain_at = format!("127.0.0.1:{}", zk.port());
+    let cases: [(&str, &str, bool, &str); 3] = [
+        (
+            "plaintext at the secureClientPort",
+            &secure_at,
+            false,
+            "set zk.ssl.client.enable=true",
+        ),
+        (
+            "TLS at the plaintext port",
+            &plain_at,
+            true,
+            "is that ZooKeeper's secureClientPort",
+        ),
+        (
+            "TLS at a port that never answers",
+            &silent_at,
+            true,
+            "is that ZooKeeper's secureClientPort",
+        ),
+    ];
+    // Side by side: each waits out its whole timeout.
+    std::thread::scope(|scope| {
+        for (case, at, tls, hint) in cases {
+            let tls_file = &tls_file;
+            scope.spawn(move || {
+                let mut args = vec!["cluster-id", "--zookeeper", at];
+                if tls {
+                    args.extend(["--zk-tls-config-file", tls_file.as_str()]);
+                }
+                let started = Instant::now();
+                let (ok, stderr) = tributary(&args);
+                let took = started.elapsed();
+                assert!(!ok, "{case}: cluster-id succeeded: {stderr}");
+                assert!(
+                    stderr.contains(hint),
+                    "{case}: no hint ({hint}) in: {stderr}"
+                );
+                assert!(
+                    took < Duration::from_secs(60),
+                    "{case}: gave up only after {took:?}"
+                );
+                eprintln!("{case}: gave up after {took:?}");
+            });
+        }
+    });
+    // The right pairings get a session (the cluster has no identity yet: no broker ran), so
+    // the failures above were the pairings'.
+    let no_identity = "this cluster has no identity yet";
+    let (_, stderr) = tributary(&["cluster-id", "--zookeeper", &plain_at]);
+    assert!(stderr.contains(no_identity), "plaintext: {stderr}");
+    let (_, stderr) = tributary(&[
+        "cluster-id",
+        "--zookeeper",
+        &secure_at,
+        "--zk-tls-config-file",
+        &tls_file,
+    ]);
+    assert!(stderr.contains(no_identity), "TLS: {stderr}");
+    drop(silent);
+}

@@ -58,10 +58,11 @@ impl ZkCoordination {
                 None => connector.connect(&cluster).await,
             }
         };
-        // What to check when no session comes: with TLS, most often the port or the CA.
+        // What to check when no session comes though the probe connected: most often a
+        // plaintext client at a TLS port or the other way round, or (with TLS) the CA.
         let hint = match tls_on {
             true => " (zk.ssl.client.enable=true: is that ZooKeeper's secureClientPort, and does its certificate chain to zk.ssl.ca.location and name that host?)",
-            false => "",
+            false => " (the port accepts connections but gives no session: if it is ZooKeeper's secureClientPort, set zk.ssl.client.enable=true)",
         };
         let waited = connection_timeout.max(session_timeout);
         let client = tokio::time::timeout(waited, connecting)
