@@ -689,3 +689,130 @@ fn a_client_at_the_wrong_kind_of_zookeeper_port_gives_up_and_names_the_setting_t
     assert!(stderr.contains(no_identity), "TLS: {stderr}");
     drop(silent);
 }
+
+/// `https://127.0.0.1:port/metrics` fetched by Python's `ssl` trusting `certs/ca.crt`, with
+/// `identity`'s certificate when given: the body, or why it failed.
+fn https_get(port: u16, certs: &Path, identity: Option<&str>) -> Result<String, String> {
+    let c = certs.display();
+    let load = identity
+        .map(|i| format!("ctx.load_cert_chain('{c}/{i}.crt', '{c}/{i}.key')"))
+        .unwrap_or_default();
+    let program = format!(
+        "import ssl, urllib.request\nctx = ssl.create_default_context(cafile='{c}/ca.crt')\n{load}\n\
+         print(urllib.request.urlopen('https://127.0.0.1:{port}/metrics', context=ctx, timeout=10).read().decode())\n"
+    );
+    let out = Command::new("python3")
+        .args(["-c", &program])
+        .output()
+        .expect("run python3");
+    match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
+
+/// The mirror maker's metrics endpoint with `--metrics.ssl.*`: HTTPS only, scrapers
+/// authenticated by certificate, and bound beyond loopback though the links are TLS (plaintext
+/// metrics would stay on loopback then); a wrong flag set is refused before anything starts.
+#[test]
+fn the_mirror_makers_metrics_endpoint_speaks_https_to_authenticated_scrapers_when_asked() {
+    use std::net::TcpStream;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = make_certs(&dir.path().join("certs"));
+    let (source_zk, target_zk) = (ZooKeeper::start(), ZooKeeper::start());
+    let consumer = dir.path().join("consumer.properties");
+    std::fs::write(
+        &consumer,
+        format!(
+            "zk.connect={}\ngroupid=KafkaMirror\n{}",
+            source_zk.connect_string(),
+            client_tls("", &certs, "client")
+        ),
+    )
+    .unwrap();
+    let producer = dir.path().join("producer.properties");
+    std::fs::write(
+        &producer,
+        format!("zk.connect={}\n", target_zk.connect_string()),
+    )
+    .unwrap();
+    let port = free_port();
+    let c = certs.display().to_string();
+    let mut args: Vec<String> = [
+        "mirror-maker",
+        "--whitelist",
+        "orders",
+        "--consumer.config",
+        consumer.to_str().unwrap(),
+        "--producer.config",
+        producer.to_str().unwrap(),
+        "--metrics.port",
+        &port.to_string(),
+        "--metrics.ssl.certificate.location",
+        &format!("{c}/broker.crt"),
+        "--metrics.ssl.client.auth",
+        "required",
+    ]
+    .map(String::from)
+    .to_vec();
+    // Client authentication without a CA to check scrapers against: refused, saying why.
+    let (ok, stderr) = tributary(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!ok, "no key: started");
+    assert!(stderr.contains("metrics.ssl.key.location"), "{stderr}");
+    args.extend([
+        "--metrics.ssl.key.location".into(),
+        format!("{c}/broker.key"),
+    ]);
+    let (ok, stderr) = tributary(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!ok, "no CA: started");
+    assert!(stderr.contains("--metrics.ssl.ca.location"), "{stderr}");
+    args.extend(["--metrics.ssl.ca.location".into(), format!("{c}/ca.crt")]);
+    let log = std::fs::File::create(dir.path().join("mirror-maker.log")).unwrap();
+    let mut child = Command::new(tributary_tests::broker::tributary_binary())
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start the mirror maker");
+    let log_text = || std::fs::read_to_string(dir.path().join("mirror-maker.log")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the mirror maker exited: {}",
+            log_text()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "no metrics endpoint: {}",
+            log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        TcpStream::connect(("127.0.0.2", port)).is_ok(),
+        "HTTPS metrics bound to loopback only"
+    );
+    let body = https_get(port, &certs, Some("client"));
+    assert!(
+        body.as_ref()
+            .is_ok_and(|b| b.contains("tributary_mirror_messages_total")),
+        "{body:?}\n{}",
+        log_text()
+    );
+    let refused = https_get(port, &certs, None);
+    assert!(
+        refused.is_err(),
+        "a scraper without a certificate was answered: {refused:?}"
+    );
+    let plain = Command::new("python3")
+        .args([
+            "-c",
+            &format!("import urllib.request\nurllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=5).read()"),
+        ])
+        .output()
+        .expect("run python3");
+    assert!(!plain.status.success(), "plain HTTP answered");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

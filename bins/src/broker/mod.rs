@@ -554,6 +554,7 @@ async fn run<E: Env>(
         tokio::spawn(crate::tls::server::watch_files(
             env.clone(),
             tls,
+            "SSL listener",
             stop_rx.clone(),
         ))
     });

@@ -3,11 +3,16 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use tributary_core::config::{ClientAuth, TlsServerSettings};
 
 use super::{load_consumer, load_producer, runtime, wait_for_signal, LOG_TARGET};
 use crate::consumer::Subscription;
 use crate::env::TokioEnv;
+use crate::mirror::maker::MetricsAt;
 use crate::mirror::MirrorSettings;
+use crate::tls::server::ServerTls;
 
 /// `tributary mirror-maker`'s arguments: the source clusters' and the target's files, the
 /// topic filter, and how many streams and producers.
@@ -39,9 +44,35 @@ pub struct MirrorMakerArgs {
     #[arg(long = "metrics.port")]
     pub metrics_port: Option<u16>,
     /// The address the metrics endpoint binds [default: 127.0.0.1 when a consumer or the
-    /// producer config says security.protocol=ssl, else 0.0.0.0, every interface].
+    /// producer config says security.protocol=ssl and the endpoint is not HTTPS, else 0.0.0.0,
+    /// every interface].
     #[arg(long = "metrics.host")]
     pub metrics_host: Option<String>,
+    /// Serve the metrics over HTTPS only, with this certificate chain (PEM, leaf first); read
+    /// again when it changes.
+    #[arg(
+        long = "metrics.ssl.certificate.location",
+        requires_all = ["metrics_port", "metrics_ssl_key"]
+    )]
+    pub metrics_ssl_certificate: Option<PathBuf>,
+    /// The private key of --metrics.ssl.certificate.location (PEM).
+    #[arg(
+        long = "metrics.ssl.key.location",
+        requires = "metrics_ssl_certificate"
+    )]
+    pub metrics_ssl_key: Option<PathBuf>,
+    /// The CA certificates (PEM) scrapers' certificates must chain to.
+    #[arg(long = "metrics.ssl.ca.location", requires = "metrics_ssl_certificate")]
+    pub metrics_ssl_ca: Option<PathBuf>,
+    /// Whether scrapers must present a certificate: none, requested or required (as the
+    /// broker's ssl.client.auth; requested and required need --metrics.ssl.ca.location).
+    #[arg(
+        long = "metrics.ssl.client.auth",
+        default_value = "none",
+        value_parser = parse_client_auth,
+        requires = "metrics_ssl_certificate"
+    )]
+    pub metrics_ssl_client_auth: ClientAuth,
     /// Non-option words, ignored as Kafka 0.7's tools ignore them (one warning says so).
     #[command(flatten)]
     pub stray: crate::cli::StrayWords,
@@ -60,6 +91,10 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
         num_producers,
         metrics_port,
         metrics_host,
+        metrics_ssl_certificate,
+        metrics_ssl_key,
+        metrics_ssl_ca,
+        metrics_ssl_client_auth,
         stray,
     } = args;
     stray.warn("mirror-maker");
@@ -73,10 +108,34 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
         (None, Some(b)) => Subscription::Blacklist(b, 0),
         (None, None) => return Err("give --whitelist or --blacklist".into()),
     };
-    // Loopback by default once the links are secured (docs/security.md).
+    let metrics_tls = match (metrics_ssl_certificate, metrics_ssl_key) {
+        (Some(certificate), Some(key)) => {
+            if metrics_ssl_client_auth != ClientAuth::None && metrics_ssl_ca.is_none() {
+                return Err("--metrics.ssl.client.auth asks scrapers for certificates: name the CA certificates they must chain to with --metrics.ssl.ca.location".into());
+            }
+            let settings = TlsServerSettings {
+                certificate,
+                key,
+                ca: metrics_ssl_ca,
+                client_auth: metrics_ssl_client_auth,
+                allow_list: None,
+            };
+            let tls = ServerTls::load_for("the metrics endpoint's certificates", settings)
+                .map_err(|e| format!("the metrics endpoint's TLS (--metrics.ssl.*): {e}"))?;
+            Some(Arc::new(tls))
+        }
+        _ => None,
+    };
+    // Plaintext metrics stay on the machine by default once the links are secured; HTTPS
+    // metrics are for remote scrapers (docs/security.md).
     let tls_on = producer.tls.is_some() || sources.iter().any(|s| s.tls.is_some());
-    let metrics_host =
-        metrics_host.unwrap_or_else(|| if tls_on { "127.0.0.1" } else { "0.0.0.0" }.to_string());
+    let metrics_host = metrics_host.unwrap_or_else(|| {
+        match tls_on && metrics_tls.is_none() {
+            true => "127.0.0.1",
+            false => "0.0.0.0",
+        }
+        .to_string()
+    });
     let commit_interval = std::time::Duration::from_millis(
         sources
             .first()
@@ -103,9 +162,25 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
         .block_on(crate::mirror::maker::run(
             TokioEnv,
             settings,
-            metrics_port.map(|port| (metrics_host.as_str(), port)),
+            metrics_port.map(|port| MetricsAt {
+                host: metrics_host.as_str(),
+                port,
+                tls: metrics_tls,
+            }),
             stop,
         ))
         .map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--metrics.ssl.client.auth`: the broker's `ssl.client.auth` values, in any case.
+fn parse_client_auth(raw: &str) -> Result<ClientAuth, String> {
+    match raw.to_ascii_lowercase().as_str() {
+        "none" => Ok(ClientAuth::None),
+        "requested" => Ok(ClientAuth::Requested),
+        "required" => Ok(ClientAuth::Required),
+        _ => Err(format!(
+            "expected none, requested or required, found \"{raw}\""
+        )),
+    }
 }

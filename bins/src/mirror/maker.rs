@@ -8,11 +8,25 @@
 //! did not commit is sent again by the next run; nothing is skipped.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use super::{Mirror, MirrorError, MirrorSettings};
 use crate::env::Env;
 use crate::metrics::server::MetricsServer;
 use crate::metrics::Metrics;
+use crate::tls::server::ServerTls;
+
+/// Where the mirror maker serves its metrics (`--metrics.host`, `--metrics.port`), and with
+/// which TLS (`--metrics.ssl.*`): with `tls`, HTTPS only, its files watched for rotation.
+#[derive(Debug, Clone)]
+pub struct MetricsAt<'a> {
+    /// The address bound.
+    pub host: &'a str,
+    /// The port bound.
+    pub port: u16,
+    /// The endpoint's certificate (and the CA scrapers' certificates must chain to).
+    pub tls: Option<Arc<ServerTls>>,
+}
 
 /// Why a mirror maker stopped other than by request, or could not start.
 #[derive(Debug, thiserror::Error)]
@@ -33,23 +47,32 @@ pub enum MakerError {
     Mirror(#[from] MirrorError),
 }
 
-/// Runs the mirror of `settings` until `stop` resolves, serving its metrics on
-/// `metrics_at` (host, port) when given (`settings.metrics` is then made if it is `None`);
-/// then stops it gracefully (in-flight messages acknowledged, then committed).
+/// Runs the mirror of `settings` until `stop` resolves, serving its metrics at `metrics_at`
+/// when given (`settings.metrics` is then made if it is `None`); then stops it gracefully
+/// (in-flight messages acknowledged, then committed).
 pub async fn run<E: Env>(
     env: E,
     mut settings: MirrorSettings,
-    metrics_at: Option<(&str, u16)>,
+    metrics_at: Option<MetricsAt<'_>>,
     stop: impl Future<Output = ()>,
 ) -> Result<(), MakerError> {
+    // Dropped when this returns, which ends the certificate watcher.
+    let (_watching, watch_stop) = tokio::sync::watch::channel(false);
     let mut server = match metrics_at {
-        Some((host, port)) => {
+        Some(MetricsAt { host, port, tls }) => {
             let metrics = settings.metrics.get_or_insert_with(Metrics::new).clone();
-            Some(
-                MetricsServer::start(&env, host, port, metrics, None)
-                    .await
-                    .map_err(|source| MakerError::Metrics { port, source })?,
-            )
+            let server = MetricsServer::start(&env, host, port, metrics, tls.clone())
+                .await
+                .map_err(|source| MakerError::Metrics { port, source })?;
+            if let Some(tls) = tls {
+                tokio::spawn(crate::tls::server::watch_files(
+                    env.clone(),
+                    tls,
+                    "metrics endpoint",
+                    watch_stop,
+                ));
+            }
+            Some(server)
         }
         None => None,
     };

@@ -43,9 +43,13 @@ impl std::fmt::Debug for ServerTls {
 impl ServerTls {
     /// Reads the files of `settings`; an error names the setting and file that cannot be used.
     pub fn load(settings: TlsServerSettings) -> Result<Self, TlsError> {
-        let current = Reloading::load("the SSL listener's certificates", files(&settings), || {
-            acceptor(&settings)
-        })?;
+        Self::load_for("the SSL listener's certificates", settings)
+    }
+
+    /// As [`ServerTls::load`], for a listener other than the broker's SSL listener; `what`
+    /// names its certificates in errors and log lines (`the metrics endpoint's certificates`).
+    pub fn load_for(what: &'static str, settings: TlsServerSettings) -> Result<Self, TlsError> {
+        let current = Reloading::load(what, files(&settings), || acceptor(&settings))?;
         let allow_list = match &settings.allow_list {
             Some(path) => Some(Arc::new(AllowListFile::load(path.clone())?)),
             None => None,
@@ -180,11 +184,13 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// Checks the files every [`RELOAD_CHECK_INTERVAL`] until `stop`, logging each rotation and
-/// each change that cannot be used.
+/// Checks the files every [`RELOAD_CHECK_INTERVAL`] until `stop` changes or its sender is
+/// dropped, logging each rotation and each change that cannot be used; `what` names the
+/// listener in those lines (`SSL listener`, `metrics endpoint`).
 pub async fn watch_files<E: crate::env::Env>(
     env: E,
     tls: Arc<ServerTls>,
+    what: &'static str,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut tick = tokio::time::interval(RELOAD_CHECK_INTERVAL);
@@ -199,19 +205,19 @@ pub async fn watch_files<E: crate::env::Env>(
         let checked = tls.clone();
         if let Some(rules) = tls.allow_list() {
             match env.blocking(move || rules.reload_if_changed()).await {
-                Ok(true) => tracing::info!("SSL listener: the allow-list was read again; its rules are in force"),
+                Ok(true) => tracing::info!("{what}: the allow-list was read again; its rules are in force"),
                 Ok(false) => {}
-                Err(e) => tracing::error!("SSL listener: the changed allow-list cannot be used ({e}); the previous rules stay in force"),
+                Err(e) => tracing::error!("{what}: the changed allow-list cannot be used ({e}); the previous rules stay in force"),
             }
         }
         match env.blocking(move || checked.reload_if_changed()).await {
             Ok(true) => tracing::info!(
-                "SSL listener: certificates read again from {} (rotation); new connections use them",
+                "{what}: certificates read again from {} (rotation); new connections use them",
                 tls.settings.certificate.display()
             ),
             Ok(false) => {}
             Err(e) => tracing::error!(
-                "SSL listener: the changed certificate files cannot be used ({e}); the previous certificates keep serving"
+                "{what}: the changed certificate files cannot be used ({e}); the previous certificates keep serving"
             ),
         }
     }

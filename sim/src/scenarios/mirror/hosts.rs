@@ -132,7 +132,11 @@ async fn run_maker(
         match maker::run(
             env,
             settings,
-            Some(("0.0.0.0", MIRROR_METRICS_PORT)),
+            Some(maker::MetricsAt {
+                host: "0.0.0.0",
+                port: MIRROR_METRICS_PORT,
+                tls: None,
+            }),
             stopped,
         )
         .await
