@@ -31,5 +31,7 @@ mod replica;
 mod retention_restart;
 #[path = "sim_env.rs"]
 mod sim_env;
+#[path = "slow_clients.rs"]
+mod slow_clients;
 #[path = "topology.rs"]
 mod topology;

@@ -15,6 +15,10 @@ and of the TLS handshake (OpenSSL, through Python's ssl module).
   tls07.py handshake HOST PORT [TLS options]
       completes a TLS handshake and one FETCH; prints "ok <protocol>" (exit 0) or
       "refused <reason>" (exit 3).
+  tls07.py trickle HOST PORT SECONDS [TLS options]
+      completes a TLS handshake, announces a 100-byte request and sends one byte of it every
+      2 s; prints "cut off after <S> s" (exit 0) once the broker closes the connection, or
+      "not cut off after SECONDS s" (exit 1).
 
 TLS options: --plain (no TLS) --ca FILE --cert FILE --key FILE --max-version 1.0|1.1|1.2|1.3
 """
@@ -161,6 +165,30 @@ def handshake(host, port, opts):
         return 3
 
 
+def trickle(host, port, seconds, opts):
+    sock = connect(host, port, opts)
+    started = time.time()
+    sock.sendall(struct.pack(">i", 100))
+    sock.settimeout(2)
+    while time.time() - started < seconds:
+        try:
+            if sock.recv(64) == b"":
+                break
+        except socket.timeout:
+            pass
+        except (ssl.SSLError, OSError):
+            break
+        try:
+            sock.sendall(b"\0")
+        except (ssl.SSLError, OSError):
+            break
+    else:
+        print(f"not cut off after {seconds} s")
+        return 1
+    print(f"cut off after {time.time() - started:.1f} s")
+    return 0
+
+
 def main(argv):
     if argv[1] == "roundtrip":
         return roundtrip(argv[2], int(argv[3]), argv[4], int(argv[5]), options(argv[6:]))
@@ -168,6 +196,8 @@ def main(argv):
         return produce(argv[2], int(argv[3]), argv[4], int(argv[5]), int(argv[6]), options(argv[7:]))
     if argv[1] == "fetch":
         return fetch_all(argv[2], int(argv[3]), argv[4], options(argv[5:]))
+    if argv[1] == "trickle":
+        return trickle(argv[2], int(argv[3]), float(argv[4]), options(argv[5:]))
     if argv[1] == "handshake":
         return handshake(argv[2], int(argv[3]), options(argv[4:]))
     print(__doc__, file=sys.stderr)

@@ -291,6 +291,13 @@ fn hostile_input_on_the_ssl_listener_leaves_the_broker_serving_with_bounded_memo
     let mut broker = start("");
     let ca = path(&broker.certs, "ca.crt");
     let pid = broker.process.pid().unwrap();
+    // A peer that completes the handshake, then trickles a request a byte every 2 s (each
+    // byte within any per-read timeout): cut off 30 s after its first byte, while the rest
+    // of this test runs.
+    let trickle = {
+        let (port, ca) = (broker.ssl.to_string(), ca.clone());
+        std::thread::spawn(move || python(&["trickle", "127.0.0.1", &port, "60", "--ca", &ca]))
+    };
     // Garbage before any handshake: refused at once.
     let mut garbage = TcpStream::connect(("127.0.0.1", broker.ssl)).unwrap();
     garbage.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
@@ -332,6 +339,23 @@ fn hostile_input_on_the_ssl_listener_leaves_the_broker_serving_with_bounded_memo
     );
     assert!(broker.process.is_running());
     drop(idle);
+    let trickled = trickle.join().unwrap();
+    let said = String::from_utf8_lossy(&trickled.stdout);
+    let cut_after: f64 = said
+        .trim()
+        .strip_prefix("cut off after ")
+        .and_then(|s| s.strip_suffix(" s"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "a trickled request was not cut off: {said}{}",
+                String::from_utf8_lossy(&trickled.stderr)
+            )
+        });
+    assert!(
+        (29.0..40.0).contains(&cut_after),
+        "a trickled request was cut off after {cut_after} s, not at the 30 s deadline"
+    );
 }
 
 #[test]

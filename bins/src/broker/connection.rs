@@ -12,6 +12,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tributary_core::log::Served;
 use tributary_core::wire::{
     split_frame, FrameStatus, Request, ResponseChunk, TopicName, MULTIFETCH_BLOCK_HEADER_BYTES,
@@ -155,6 +156,10 @@ async fn next_request<'a, E: Env>(
     peer: SocketAddr,
 ) -> Option<(Request, Option<BudgetShare<'a>>)> {
     let mut frame_permit = None;
+    // When the request being read must be whole: set at its first byte (so a peer cannot hold
+    // the connection and its budget by trickling bytes), and again once the budget had room
+    // (that wait is the broker's, not the peer's).
+    let mut deadline: Option<Instant> = None;
     let frame = loop {
         let total_bytes = match split_frame(buf, shared.request_bytes_max) {
             Ok(FrameStatus::Frame(frame)) => break frame,
@@ -165,16 +170,19 @@ async fn next_request<'a, E: Env>(
             // Wait (holding no other permit, so waits cannot deadlock) for room in the
             // broker-wide budget before buffering the rest of the request.
             match tokio::time::timeout(REQUEST_READ_TIMEOUT, shared.budget.acquire(total)).await {
-                Ok(permit) => frame_permit = Some(permit),
+                Ok(permit) => {
+                    frame_permit = Some(permit);
+                    deadline = Some(Instant::now() + REQUEST_READ_TIMEOUT);
+                }
                 _ => return close(peer, format!("closing: no memory budget for a {total}-byte request within {REQUEST_READ_TIMEOUT:?}")),
             }
             buf.reserve(total.saturating_sub(buf.len()).min(shared.read_chunk_bytes));
         }
         let idle = buf.is_empty();
-        let deadline = if idle {
-            IDLE_TIMEOUT
+        let until = if idle {
+            Instant::now() + IDLE_TIMEOUT
         } else {
-            REQUEST_READ_TIMEOUT
+            *deadline.get_or_insert_with(|| Instant::now() + REQUEST_READ_TIMEOUT)
         };
         if buf.capacity() == buf.len() {
             buf.reserve(shared.read_chunk_bytes.min(4096));
@@ -182,7 +190,7 @@ async fn next_request<'a, E: Env>(
         tokio::select! {
             biased;
             _ = shutdown.changed(), if idle => return None,
-            read = tokio::time::timeout(deadline, stream.read_buf(buf)) => match read {
+            read = tokio::time::timeout_at(until, stream.read_buf(buf)) => match read {
                 Ok(Ok(0)) => return None,
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => {
@@ -193,7 +201,7 @@ async fn next_request<'a, E: Env>(
                     tracing::debug!("{peer}: closing idle connection");
                     return None;
                 }
-                Err(_) => return close(peer, format!("closing: request not completed within {deadline:?}")),
+                Err(_) => return close(peer, format!("closing: request not completed within {REQUEST_READ_TIMEOUT:?} of its first byte")),
             },
         }
     };
