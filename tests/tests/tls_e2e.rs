@@ -419,6 +419,19 @@ fn zk_data(zk: &ZooKeeper, path: &str) -> String {
     })
 }
 
+/// The transaction id that created `path` in the ZooKeeper at `zk` (ZooKeeper orders every
+/// change by it).
+fn zk_created(zk: &ZooKeeper, path: &str) -> i64 {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = zookeeper_client::Client::connect(&zk.connect_string())
+            .await
+            .unwrap();
+        let (_, stat) = client.get_data(path).await.unwrap();
+        stat.czxid
+    })
+}
+
 #[test]
 fn the_endpoints_are_registered_beside_the_0_7_registration() {
     let zk = ZooKeeper::start();
@@ -450,6 +463,11 @@ fn the_endpoints_are_registered_beside_the_0_7_registration() {
     assert_eq!(
         zk_data(&zk, "/tributary/endpoints/0"),
         format!("PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl}")
+    );
+    // Written first: a TLS client that sees the broker registered finds its SSL listener.
+    assert!(
+        zk_created(&zk, "/tributary/endpoints/0") < zk_created(&zk, "/brokers/ids/0"),
+        "the endpoints were registered after the broker"
     );
     assert!(both.terminate(), "{}", both.log_text());
     // Plaintext off: the SSL listener is the only one, in both nodes.

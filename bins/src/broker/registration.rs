@@ -344,13 +344,43 @@ impl Registrar {
                 Err(e) => return Err(e.into()),
             }
         }
+        // The SSL endpoints before the broker itself: a TLS client that sees the broker in
+        // `/brokers/ids` finds where its SSL listener is.
+        if let Some(endpoints) = &self.endpoints {
+            let path = broker_endpoints_path(self.broker_id);
+            self.hold_own(coord, &path, endpoints.as_bytes(), deadline)
+                .await?;
+        }
         coord
             .ensure_parents(&path)
             .await
             .map_err(RegisterError::from)?;
+        self.hold_own(coord, &path, data.as_bytes(), deadline)
+            .await?;
+        let capped =
+            tributary_core::planted::active(tributary_core::planted::Bug::RegistrationCapped);
+        for (index, (topic, count)) in self.partitions.iter().enumerate() {
+            if capped && index >= tributary_core::planted::REGISTRATION_CAP {
+                break;
+            }
+            register_topic(coord, topic, self.broker_id, *count, &self.retired).await?;
+        }
+        Ok(())
+    }
+
+    /// Holds `path` (its missing parents created) for this session, waiting out until
+    /// `deadline` a node an earlier run of this broker may have left; still held by another
+    /// session then, another live broker has this broker's id.
+    async fn hold_own(
+        &self,
+        coord: &impl Coordination,
+        path: &str,
+        data: &[u8],
+        deadline: tokio::time::Instant,
+    ) -> Result<(), RegisterError> {
         loop {
-            match ephemeral::hold(coord, &path, data.as_bytes(), &self.retired).await {
-                Ok(_) => break,
+            match ephemeral::hold_creating_parents(coord, path, data, &self.retired).await {
+                Ok(_) => return Ok(()),
                 Err(HoldError::HeldElsewhere { data: existing, .. })
                     if tokio::time::Instant::now() >= deadline =>
                 {
@@ -363,26 +393,6 @@ impl Registrar {
                 Err(HoldError::Coord(e)) => return Err(e.into()),
             }
         }
-        if let Some(endpoints) = &self.endpoints {
-            // A node left by an earlier session of this broker is an error to retry (it goes
-            // when that session expires), as a topic's is.
-            ephemeral::hold_creating_parents(
-                coord,
-                &broker_endpoints_path(self.broker_id),
-                endpoints.as_bytes(),
-                &self.retired,
-            )
-            .await?;
-        }
-        let capped =
-            tributary_core::planted::active(tributary_core::planted::Bug::RegistrationCapped);
-        for (index, (topic, count)) in self.partitions.iter().enumerate() {
-            if capped && index >= tributary_core::planted::REGISTRATION_CAP {
-                break;
-            }
-            register_topic(coord, topic, self.broker_id, *count, &self.retired).await?;
-        }
-        Ok(())
     }
 }
 
