@@ -89,7 +89,9 @@ fn a_connection_idle_between_requests_is_kept_until_the_idle_deadline() {
     });
     let closed_after = closed_after.expect("an idle connection was never closed");
     assert!(
-        closed_after >= IDLE_TIMEOUT && closed_after <= IDLE_TIMEOUT + Duration::from_secs(1),
+        // Counted from the connect's return, a network delay after the broker's accept.
+        closed_after >= IDLE_TIMEOUT - Duration::from_secs(1)
+            && closed_after <= IDLE_TIMEOUT + Duration::from_secs(1),
         "an idle connection closed after {closed_after:?}, not at {IDLE_TIMEOUT:?}"
     );
 }

@@ -509,6 +509,56 @@ fn the_endpoints_are_registered_beside_the_0_7_registration() {
         "PLAINTEXT://proxy.example:19092,SSL://proxy.example:19093"
     );
     assert!(proxied.terminate(), "{}", proxied.log_text());
+    // A broker given an id another live broker has (one without an SSL listener) waits it out
+    // and gives up, advertising no SSL listener under that id meanwhile.
+    let (plain_only, plain_only_port) = (dir.path().join("plain-only"), free_port());
+    std::fs::create_dir_all(&plain_only).unwrap();
+    let mut holder = BrokerProcess::start(
+        &plain_only,
+        plain_only_port,
+        &base(
+            &format!("PLAINTEXT://127.0.0.1:{plain_only_port}"),
+            "logs-plain-only",
+        ),
+    );
+    holder.wait_until_registered();
+    let duplicate_dir = dir.path().join("duplicate");
+    std::fs::create_dir_all(&duplicate_dir).unwrap();
+    let duplicate_ssl = free_port();
+    let mut duplicate = BrokerProcess::start(
+        &duplicate_dir,
+        duplicate_ssl,
+        &base(
+            &format!("SSL://127.0.0.1:{duplicate_ssl}"),
+            "logs-duplicate",
+        ),
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let advertised = runtime.block_on(async {
+        let client = zookeeper_client::Client::connect(&zk.connect_string())
+            .await
+            .unwrap();
+        let (mut seen, deadline) = (0, Instant::now() + Duration::from_secs(30));
+        while duplicate.is_running() && Instant::now() < deadline {
+            if client.get_data("/tributary/endpoints/0").await.is_ok() {
+                seen += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        seen
+    });
+    assert!(
+        duplicate
+            .log_text()
+            .contains("already registered by a live broker"),
+        "{}",
+        duplicate.log_text()
+    );
+    assert_eq!(
+        advertised, 0,
+        "the broker waiting for a taken id advertised its SSL listener under it"
+    );
+    assert!(holder.terminate(), "{}", holder.log_text());
 }
 
 /// `tls07.py <mode> ...` against `port`: (succeeded, what it printed).
@@ -751,6 +801,23 @@ fn the_metrics_endpoint_binds_loopback_once_tls_is_on_and_speaks_https_when_aske
     assert!(
         TcpStream::connect(("127.0.0.2", port)).is_err(),
         "the metrics endpoint listens beyond loopback"
+    );
+    drop(broker);
+    // HTTPS that anyone may scrape (no client certificate asked for) is encrypted, not
+    // authenticated: it stays on loopback too.
+    let port = free_port();
+    let broker = start(&format!(
+        "metrics.port={port}\nmetrics.ssl=true\nhostname=\n"
+    ));
+    let body = https_metrics(port, &broker.certs.join("ca.crt"), None);
+    assert!(
+        body.as_ref()
+            .is_ok_and(|b| b.contains("tributary_connections")),
+        "{body:?}"
+    );
+    assert!(
+        TcpStream::connect(("127.0.0.2", port)).is_err(),
+        "HTTPS metrics without client authentication listen beyond loopback"
     );
     drop(broker);
     // metrics.ssl: HTTPS with the SSL listener's certificate and its client authentication.

@@ -157,8 +157,8 @@ async fn next_request<'a, E: Env>(
 ) -> Option<(Request, Option<BudgetShare<'a>>)> {
     let mut frame_permit = None;
     // When the request being read must be whole: set at its first byte (so a peer cannot hold
-    // the connection and its budget by trickling bytes), and again once the budget had room
-    // (that wait is the broker's, not the peer's).
+    // the connection and its budget by trickling bytes), and moved later by however long the
+    // broker waited for room in its budget (that wait is the broker's, not the peer's).
     let mut deadline: Option<Instant> = None;
     let frame = loop {
         let total_bytes = match split_frame(buf, shared.request_bytes_max) {
@@ -169,10 +169,11 @@ async fn next_request<'a, E: Env>(
         if let (Some(total), None) = (total_bytes, &frame_permit) {
             // Wait (holding no other permit, so waits cannot deadlock) for room in the
             // broker-wide budget before buffering the rest of the request.
+            let waiting_since = Instant::now();
             match tokio::time::timeout(REQUEST_READ_TIMEOUT, shared.budget.acquire(total)).await {
                 Ok(permit) => {
                     frame_permit = Some(permit);
-                    deadline = Some(Instant::now() + REQUEST_READ_TIMEOUT);
+                    deadline = deadline.map(|d| d + waiting_since.elapsed());
                 }
                 _ => return close(peer, format!("closing: no memory budget for a {total}-byte request within {REQUEST_READ_TIMEOUT:?}")),
             }

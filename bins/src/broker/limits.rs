@@ -10,8 +10,8 @@ pub const IN_FLIGHT_BYTES_MAX: usize = 512 * 1024 * 1024;
 pub const RESPONSE_BYTES_MAX: usize = 100 * 1024 * 1024;
 /// How long a connection may sit idle between requests.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
-/// How long a started request may take to arrive whole, counted from its first byte (and again
-/// from when the broker had room for it), however its bytes are spread.
+/// How long a started request may take to arrive whole, counted from its first byte (plus any
+/// time the broker made it wait for room in its budget), however its bytes are spread.
 pub const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long writing a response may take.
 pub const RESPONSE_WRITE_TIMEOUT: Duration = Duration::from_secs(30);

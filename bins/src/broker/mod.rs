@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinSet};
-use tributary_core::config::{BrokerConfig, ListenerProtocol};
+use tributary_core::config::{BrokerConfig, ListenerProtocol, MetricsBind};
 use tributary_core::connection_quota::ConnectionQuotas;
 use tributary_core::log::{LogError, OpenReport};
 
@@ -153,14 +153,20 @@ impl Broker {
             None => None,
         };
         let metrics = config.metrics_port.map(|_| Metrics::new());
-        // Loopback by default once TLS is on: a broker whose links are secured should not
-        // expose plain HTTP metrics on every interface unless told to; HTTPS metrics
-        // (`metrics.ssl`) are for remote scrapers, and bind where the broker does
-        // (docs/security.md).
-        let metrics_host = match (&config.metrics_host, &tls, config.metrics_ssl) {
-            (Some(chosen), _, _) => chosen.clone(),
-            (None, Some(_), false) => "127.0.0.1".to_string(),
-            (None, _, _) => host.clone(),
+        // Loopback by default once TLS is on, unless the endpoint authenticates its scrapers
+        // (`metrics.ssl` with `ssl.client.auth=required`): then it binds where the broker
+        // does (docs/security.md).
+        let https = config
+            .metrics_ssl
+            .then(|| config.listeners.tls.as_ref().map(|t| t.client_auth))
+            .flatten();
+        let metrics_host = match (
+            &config.metrics_host,
+            MetricsBind::default_for(tls.is_some(), https),
+        ) {
+            (Some(chosen), _) => chosen.clone(),
+            (None, MetricsBind::Loopback) => "127.0.0.1".to_string(),
+            (None, MetricsBind::Host) => host.clone(),
         };
         let metrics_tls = tls.clone().filter(|_| config.metrics_ssl);
         let meter = BrokerMeter::new(metrics.as_deref());

@@ -344,19 +344,38 @@ impl Registrar {
                 Err(e) => return Err(e.into()),
             }
         }
-        // The SSL endpoints before the broker itself: a TLS client that sees the broker in
-        // `/brokers/ids` finds where its SSL listener is.
-        if let Some(endpoints) = &self.endpoints {
-            let path = broker_endpoints_path(self.broker_id);
-            self.hold_own(coord, &path, endpoints.as_bytes(), deadline)
-                .await?;
-        }
         coord
             .ensure_parents(&path)
             .await
             .map_err(RegisterError::from)?;
-        self.hold_own(coord, &path, data.as_bytes(), deadline)
-            .await?;
+        let endpoints_path = broker_endpoints_path(self.broker_id);
+        loop {
+            // With an SSL listener, its endpoints go first (a TLS client that sees the broker
+            // in `/brokers/ids` finds them), but only while the id is free or this broker's:
+            // a broker waiting out another's registration of its id advertises nothing.
+            if let Some(endpoints) = &self.endpoints {
+                if let Some(existing) = self.held_by_another(coord, &path).await? {
+                    self.wait_out(existing, deadline).await?;
+                    continue;
+                }
+                self.hold_own(coord, &endpoints_path, endpoints.as_bytes(), deadline)
+                    .await?;
+            }
+            match ephemeral::hold(coord, &path, data.as_bytes(), &self.retired).await {
+                Ok(_) => break,
+                Err(HoldError::HeldElsewhere { data: existing, .. }) => {
+                    if self.endpoints.is_some() {
+                        // Taken in between: the endpoints just written are not the id's.
+                        match coord.delete(&endpoints_path, None).await {
+                            Ok(()) | Err(CoordError::NoNode(_)) => {}
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    self.wait_out(existing, deadline).await?;
+                }
+                Err(HoldError::Coord(e)) => return Err(e.into()),
+            }
+        }
         let capped =
             tributary_core::planted::active(tributary_core::planted::Bug::RegistrationCapped);
         for (index, (topic, count)) in self.partitions.iter().enumerate() {
@@ -365,6 +384,42 @@ impl Registrar {
             }
             register_topic(coord, topic, self.broker_id, *count, &self.retired).await?;
         }
+        Ok(())
+    }
+
+    /// What another session registered at `path` (the broker's id), unless the node is absent,
+    /// this session's, or a session this broker gave up (which [`ephemeral::hold`] takes back).
+    async fn held_by_another(
+        &self,
+        coord: &impl Coordination,
+        path: &str,
+    ) -> Result<Option<Vec<u8>>, RegisterError> {
+        match coord.get_with_owner(path).await {
+            Ok(node) => match node.owner {
+                Some(owner) if owner == coord.session_id() || self.retired.contains(owner) => {
+                    Ok(None)
+                }
+                _ => Ok(Some(node.data)),
+            },
+            Err(CoordError::NoNode(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Pauses before looking again at a registration of this broker's id held by another
+    /// session (`existing`, its data); past `deadline`, another live broker has the id.
+    async fn wait_out(
+        &self,
+        existing: Vec<u8>,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), RegisterError> {
+        if tokio::time::Instant::now() >= deadline {
+            return Err(RegisterError::Conflict(IdTaken {
+                broker_id: self.broker_id,
+                registration: String::from_utf8_lossy(&existing).into_owned(),
+            }));
+        }
+        tokio::time::sleep(STALE_RETRY).await;
         Ok(())
     }
 
@@ -381,15 +436,9 @@ impl Registrar {
         loop {
             match ephemeral::hold_creating_parents(coord, path, data, &self.retired).await {
                 Ok(_) => return Ok(()),
-                Err(HoldError::HeldElsewhere { data: existing, .. })
-                    if tokio::time::Instant::now() >= deadline =>
-                {
-                    return Err(RegisterError::Conflict(IdTaken {
-                        broker_id: self.broker_id,
-                        registration: String::from_utf8_lossy(&existing).into_owned(),
-                    }))
+                Err(HoldError::HeldElsewhere { data: existing, .. }) => {
+                    self.wait_out(existing, deadline).await?
                 }
-                Err(HoldError::HeldElsewhere { .. }) => tokio::time::sleep(STALE_RETRY).await,
                 Err(HoldError::Coord(e)) => return Err(e.into()),
             }
         }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use tributary_core::config::{ClientAuth, TlsServerSettings};
+use tributary_core::config::{ClientAuth, MetricsBind, TlsServerSettings};
 
 use super::{load_consumer, load_producer, runtime, wait_for_signal, LOG_TARGET};
 use crate::consumer::Subscription;
@@ -43,9 +43,9 @@ pub struct MirrorMakerArgs {
     /// Serve Prometheus metrics at http://HOST:PORT/metrics (off when not given).
     #[arg(long = "metrics.port")]
     pub metrics_port: Option<u16>,
-    /// The address the metrics endpoint binds [default: 127.0.0.1 when a consumer or the
-    /// producer config says security.protocol=ssl and the endpoint is not HTTPS, else 0.0.0.0,
-    /// every interface].
+    /// The address the metrics endpoint binds [default: 0.0.0.0, every interface, when no
+    /// config says security.protocol=ssl and the endpoint is plain HTTP, or when it is HTTPS
+    /// with --metrics.ssl.client.auth required; else 127.0.0.1].
     #[arg(long = "metrics.host")]
     pub metrics_host: Option<String>,
     /// Serve the metrics over HTTPS only, with this certificate chain (PEM, leaf first); read
@@ -126,13 +126,14 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
         }
         _ => None,
     };
-    // Plaintext metrics stay on the machine by default once the links are secured; HTTPS
-    // metrics are for remote scrapers (docs/security.md).
+    // Metrics stay on the machine by default once the links are secured, unless the endpoint
+    // authenticates its scrapers (docs/security.md).
     let tls_on = producer.tls.is_some() || sources.iter().any(|s| s.tls.is_some());
+    let https = metrics_tls.is_some().then_some(metrics_ssl_client_auth);
     let metrics_host = metrics_host.unwrap_or_else(|| {
-        match tls_on && metrics_tls.is_none() {
-            true => "127.0.0.1",
-            false => "0.0.0.0",
+        match MetricsBind::default_for(tls_on, https) {
+            MetricsBind::Loopback => "127.0.0.1",
+            MetricsBind::Host => "0.0.0.0",
         }
         .to_string()
     });

@@ -93,8 +93,9 @@ pub struct BrokerConfig {
     /// (`/metrics`); unset collects nothing. 0 picks a free port (tests).
     pub metrics_port: Option<u16>,
     /// `metrics.host` (Tributary): the address the metrics endpoint binds. Unset: loopback
-    /// (127.0.0.1) when the broker has an SSL listener and `metrics.ssl` is false, else
-    /// `hostname` (every interface when that is unset), as before TLS existed.
+    /// (127.0.0.1) when the broker has an SSL listener, unless the endpoint authenticates its
+    /// scrapers (`metrics.ssl` with `ssl.client.auth=required`); else `hostname` (every
+    /// interface when that is unset), as before TLS existed ([`super::MetricsBind`]).
     pub metrics_host: Option<String>,
     /// `metrics.ssl` (false; Tributary): serve the metrics endpoint over HTTPS with the SSL
     /// listener's certificate and `ssl.client.auth` (so Prometheus can be made to present a

@@ -82,6 +82,31 @@ pub enum ClientAuth {
     Required,
 }
 
+/// Where a metrics endpoint listens when no address is configured for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsBind {
+    /// 127.0.0.1: only the machine's own scrapers.
+    Loopback,
+    /// The component's host (every interface when it has none), as before TLS existed.
+    Host,
+}
+
+impl MetricsBind {
+    /// The default for an endpoint whose component has TLS links (`links_tls`) and which
+    /// serves HTTPS asking scrapers for certificates as `https` says (`None`: plain HTTP).
+    /// Reachable from other machines only where it was before TLS (no TLS anywhere) or where
+    /// it authenticates its scrapers (HTTPS with client certificates required): metrics name
+    /// topics and their lags, so encryption alone does not expose them.
+    pub fn default_for(links_tls: bool, https: Option<ClientAuth>) -> MetricsBind {
+        match https {
+            Some(ClientAuth::Required) => MetricsBind::Host,
+            Some(ClientAuth::None | ClientAuth::Requested) => MetricsBind::Loopback,
+            None if links_tls => MetricsBind::Loopback,
+            None => MetricsBind::Host,
+        }
+    }
+}
+
 /// The SSL listener's TLS settings. PEM files; read at start and again whenever one of them
 /// changes (certificate rotation).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -312,6 +337,28 @@ pub fn parse_endpoints(data: &str) -> Result<Vec<(ListenerProtocol, String, u16)
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn metrics_leave_the_machine_by_default_only_without_tls_or_with_authenticated_scrapers() {
+        use ClientAuth::{None as Open, Requested, Required};
+        use MetricsBind::{Host, Loopback};
+        let cases = [
+            (false, None, Host),
+            (true, None, Loopback),
+            (false, Some(Open), Loopback),
+            (true, Some(Open), Loopback),
+            (true, Some(Requested), Loopback),
+            (false, Some(Required), Host),
+            (true, Some(Required), Host),
+        ];
+        for (links_tls, https, expected) in cases {
+            assert_eq!(
+                MetricsBind::default_for(links_tls, https),
+                expected,
+                "links TLS {links_tls}, HTTPS {https:?}"
+            );
+        }
+    }
 
     #[test]
     fn listeners_parse_with_plaintext_first_and_empty_hosts_meaning_every_interface() {

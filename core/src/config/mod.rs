@@ -24,7 +24,7 @@ pub use error::ConfigError;
 pub use fields::unknown_key_message;
 pub use listeners::{
     endpoints_registration, parse_endpoints, parse_listeners, ClientAuth, ListenerProtocol,
-    ListenerSpec, Listeners, TlsServerSettings,
+    ListenerSpec, Listeners, MetricsBind, TlsServerSettings,
 };
 pub use producer::{
     BrokerEndpoint, BrokerEndpointError, Discovery, EnqueueTimeout, ProducerConfig, ProducerType,
