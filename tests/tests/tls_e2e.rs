@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use tributary_tests::broker::BrokerProcess;
-use tributary_tests::tls::make_certs;
+use tributary_tests::tls::{https_metrics, make_certs};
 use tributary_tests::zookeeper::{free_port, ZooKeeper};
 
 /// A standalone broker (no ZooKeeper) with a plaintext and an SSL listener; `extra` adds keys
@@ -670,32 +670,6 @@ fn http_metrics(host: &str, port: u16) -> Option<String> {
     let _ = stream.read_to_end(&mut answer);
     let text = String::from_utf8_lossy(&answer).into_owned();
     text.starts_with("HTTP/1.").then_some(text)
-}
-
-/// `GET /metrics` over HTTPS (Python's ssl), trusting `ca` and presenting `identity` (a
-/// certificate and key) if given: the body, or the error Python gave.
-fn https_metrics(port: u16, ca: &Path, identity: Option<(&Path, &Path)>) -> Result<String, String> {
-    let load = match identity {
-        Some((cert, key)) => format!(
-            "ctx.load_cert_chain({:?}, {:?})",
-            cert.display().to_string(),
-            key.display().to_string()
-        ),
-        None => String::new(),
-    };
-    let program = format!(
-        "import ssl, urllib.request\nctx = ssl.create_default_context(cafile={:?})\n{load}\n\
-         print(urllib.request.urlopen('https://127.0.0.1:{port}/metrics', context=ctx, timeout=10).read().decode())\n",
-        ca.display().to_string()
-    );
-    let out = Command::new("python3")
-        .args(["-c", &program])
-        .output()
-        .expect("run python3");
-    match out.status.success() {
-        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
-        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
-    }
 }
 
 /// A TCP connection to `127.0.0.1:port` made from the local address `from` (another loopback

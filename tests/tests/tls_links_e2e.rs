@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tributary_tests::broker::BrokerProcess;
-use tributary_tests::tls::make_certs;
+use tributary_tests::tls::{https_metrics, make_certs};
 use tributary_tests::zookeeper::{free_port, ZooKeeper};
 
 const SESSION_MS: u64 = 2000;
@@ -690,27 +690,6 @@ fn a_client_at_the_wrong_kind_of_zookeeper_port_gives_up_and_names_the_setting_t
     drop(silent);
 }
 
-/// `https://127.0.0.1:port/metrics` fetched by Python's `ssl` trusting `certs/ca.crt`, with
-/// `identity`'s certificate when given: the body, or why it failed.
-fn https_get(port: u16, certs: &Path, identity: Option<&str>) -> Result<String, String> {
-    let c = certs.display();
-    let load = identity
-        .map(|i| format!("ctx.load_cert_chain('{c}/{i}.crt', '{c}/{i}.key')"))
-        .unwrap_or_default();
-    let program = format!(
-        "import ssl, urllib.request\nctx = ssl.create_default_context(cafile='{c}/ca.crt')\n{load}\n\
-         print(urllib.request.urlopen('https://127.0.0.1:{port}/metrics', context=ctx, timeout=10).read().decode())\n"
-    );
-    let out = Command::new("python3")
-        .args(["-c", &program])
-        .output()
-        .expect("run python3");
-    match out.status.success() {
-        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
-        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
-    }
-}
-
 /// The mirror maker's metrics endpoint with `--metrics.ssl.*`: HTTPS only, scrapers
 /// authenticated by certificate, and bound beyond loopback though the links are TLS (plaintext
 /// metrics would stay on loopback then); a wrong flag set is refused before anything starts.
@@ -793,14 +772,18 @@ fn the_mirror_makers_metrics_endpoint_speaks_https_to_authenticated_scrapers_whe
         TcpStream::connect(("127.0.0.2", port)).is_ok(),
         "HTTPS metrics bound to loopback only"
     );
-    let body = https_get(port, &certs, Some("client"));
+    let body = https_metrics(
+        port,
+        &certs.join("ca.crt"),
+        Some((&certs.join("client.crt"), &certs.join("client.key"))),
+    );
     assert!(
         body.as_ref()
             .is_ok_and(|b| b.contains("tributary_mirror_messages_total")),
         "{body:?}\n{}",
         log_text()
     );
-    let refused = https_get(port, &certs, None);
+    let refused = https_metrics(port, &certs.join("ca.crt"), None);
     assert!(
         refused.is_err(),
         "a scraper without a certificate was answered: {refused:?}"
