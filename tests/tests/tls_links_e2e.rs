@@ -746,6 +746,20 @@ fn the_mirror_makers_metrics_endpoint_speaks_https_to_authenticated_scrapers_whe
     assert!(!ok, "no CA: started");
     assert!(stderr.contains("--metrics.ssl.ca.location"), "{stderr}");
     args.extend(["--metrics.ssl.ca.location".into(), format!("{c}/ca.crt")]);
+    // A file that holds no certificate: the error names the flag it came from.
+    let wrong: Vec<&str> = args
+        .iter()
+        .map(|a| match a.ends_with("/broker.crt") {
+            true => "/dev/null",
+            false => a.as_str(),
+        })
+        .collect();
+    let (ok, stderr) = tributary(&wrong);
+    assert!(!ok, "an empty certificate file: started");
+    assert!(
+        stderr.contains("--metrics.ssl.certificate.location") && stderr.contains("/dev/null"),
+        "{stderr}"
+    );
     let log = std::fs::File::create(dir.path().join("mirror-maker.log")).unwrap();
     let mut child = Command::new(tributary_tests::broker::tributary_binary())
         .args(&args)

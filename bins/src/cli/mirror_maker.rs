@@ -12,7 +12,7 @@ use crate::consumer::Subscription;
 use crate::env::TokioEnv;
 use crate::mirror::maker::MetricsAt;
 use crate::mirror::MirrorSettings;
-use crate::tls::server::ServerTls;
+use crate::tls::server::{ServerTls, MIRROR_MAKER_METRICS_KEYS};
 
 /// `tributary mirror-maker`'s arguments: the source clusters' and the target's files, the
 /// topic filter, and how many streams and producers.
@@ -120,8 +120,12 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
                 client_auth: metrics_ssl_client_auth,
                 allow_list: None,
             };
-            let tls = ServerTls::load_for("the metrics endpoint's certificates", settings)
-                .map_err(|e| format!("the metrics endpoint's TLS (--metrics.ssl.*): {e}"))?;
+            let tls = ServerTls::load_for(
+                "the metrics endpoint's certificates",
+                MIRROR_MAKER_METRICS_KEYS,
+                settings,
+            )
+            .map_err(|e| format!("the metrics endpoint's TLS: {e}"))?;
             Some(Arc::new(tls))
         }
         _ => None,

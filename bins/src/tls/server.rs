@@ -24,9 +24,40 @@ use tributary_core::allow_list::ANONYMOUS;
 /// How often the certificate, key and CA files are checked for changes.
 pub const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 
+/// What a TLS listener's settings are called where the operator wrote them, for errors and
+/// log lines: the broker's `ssl.*` keys, or the mirror maker's `--metrics.ssl.*` flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerTlsKeys {
+    /// The certificate chain's setting.
+    pub certificate: &'static str,
+    /// The private key's setting.
+    pub key: &'static str,
+    /// The client CAs' setting.
+    pub ca: &'static str,
+    /// The client authentication setting.
+    pub client_auth: &'static str,
+}
+
+/// The broker's SSL listener (and its HTTPS metrics, which share its certificates).
+pub const BROKER_KEYS: ServerTlsKeys = ServerTlsKeys {
+    certificate: "ssl.certificate.location",
+    key: "ssl.key.location",
+    ca: "ssl.ca.location",
+    client_auth: "ssl.client.auth",
+};
+
+/// The mirror maker's HTTPS metrics endpoint.
+pub const MIRROR_MAKER_METRICS_KEYS: ServerTlsKeys = ServerTlsKeys {
+    certificate: "--metrics.ssl.certificate.location",
+    key: "--metrics.ssl.key.location",
+    ca: "--metrics.ssl.ca.location",
+    client_auth: "--metrics.ssl.client.auth",
+};
+
 /// The SSL listener's current TLS configuration, replaced when its files change.
 pub struct ServerTls {
     settings: TlsServerSettings,
+    keys: ServerTlsKeys,
     current: Reloading<TlsAcceptor>,
     /// `ssl.allow.list.location`, read.
     allow_list: Option<Arc<AllowListFile>>,
@@ -43,13 +74,18 @@ impl std::fmt::Debug for ServerTls {
 impl ServerTls {
     /// Reads the files of `settings`; an error names the setting and file that cannot be used.
     pub fn load(settings: TlsServerSettings) -> Result<Self, TlsError> {
-        Self::load_for("the SSL listener's certificates", settings)
+        Self::load_for("the SSL listener's certificates", BROKER_KEYS, settings)
     }
 
     /// As [`ServerTls::load`], for a listener other than the broker's SSL listener; `what`
-    /// names its certificates in errors and log lines (`the metrics endpoint's certificates`).
-    pub fn load_for(what: &'static str, settings: TlsServerSettings) -> Result<Self, TlsError> {
-        let current = Reloading::load(what, files(&settings), || acceptor(&settings))?;
+    /// names its certificates in errors and log lines (`the metrics endpoint's certificates`),
+    /// `keys` the settings errors name, at load and at every reload.
+    pub fn load_for(
+        what: &'static str,
+        keys: ServerTlsKeys,
+        settings: TlsServerSettings,
+    ) -> Result<Self, TlsError> {
+        let current = Reloading::load(what, files(&settings), || acceptor(&settings, keys))?;
         let allow_list = match &settings.allow_list {
             Some(path) => Some(Arc::new(AllowListFile::load(path.clone())?)),
             None => None,
@@ -57,6 +93,7 @@ impl ServerTls {
         Ok(ServerTls {
             allow_list,
             settings,
+            keys,
             current,
         })
     }
@@ -77,13 +114,14 @@ impl ServerTls {
     /// read again once any of them changes (a rotation may have written the certificate but
     /// not yet the key).
     pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
-        self.current.reload_if_changed(|| acceptor(&self.settings))
+        self.current
+            .reload_if_changed(|| acceptor(&self.settings, self.keys))
     }
 }
 
 /// The acceptor of `settings`, its files read now.
-fn acceptor(settings: &TlsServerSettings) -> Result<TlsAcceptor, TlsError> {
-    Ok(TlsAcceptor::from(Arc::new(server_config(settings)?)))
+fn acceptor(settings: &TlsServerSettings, keys: ServerTlsKeys) -> Result<TlsAcceptor, TlsError> {
+    Ok(TlsAcceptor::from(Arc::new(server_config(settings, keys)?)))
 }
 
 /// The files of `settings`, in a fixed order.
@@ -98,10 +136,13 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// Builds the server configuration of `settings`.
-fn server_config(settings: &TlsServerSettings) -> Result<ServerConfig, TlsError> {
-    let chain = pem::certificates("ssl.certificate.location", &settings.certificate)?;
-    let key = pem::private_key("ssl.key.location", &settings.key)?;
+/// Builds the server configuration of `settings`; errors name the settings as `keys` says.
+fn server_config(
+    settings: &TlsServerSettings,
+    keys: ServerTlsKeys,
+) -> Result<ServerConfig, TlsError> {
+    let chain = pem::certificates(keys.certificate, &settings.certificate)?;
+    let key = pem::private_key(keys.key, &settings.key)?;
     let provider = provider();
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -109,16 +150,16 @@ fn server_config(settings: &TlsServerSettings) -> Result<ServerConfig, TlsError>
     let builder = match (settings.client_auth, &settings.ca) {
         (ClientAuth::None, _) => builder.with_no_client_auth(),
         (ClientAuth::Requested | ClientAuth::Required, None) => {
-            return Err(TlsError::Config(
-                "ssl.client.auth asks for client certificates but ssl.ca.location is not set"
-                    .into(),
-            ))
+            return Err(TlsError::Config(format!(
+                "{} asks for client certificates but {} is not set",
+                keys.client_auth, keys.ca
+            )))
         }
         (auth, Some(ca)) => {
             let mut roots = RootCertStore::empty();
-            for cert in pem::certificates("ssl.ca.location", ca)? {
+            for cert in pem::certificates(keys.ca, ca)? {
                 roots.add(cert).map_err(|e| TlsError::Content {
-                    setting: "ssl.ca.location".into(),
+                    setting: keys.ca.into(),
                     path: ca.display().to_string(),
                     problem: format!("a certificate that cannot be a CA: {e}"),
                 })?;
@@ -130,15 +171,13 @@ fn server_config(settings: &TlsServerSettings) -> Result<ServerConfig, TlsError>
             };
             let verifier = verifier
                 .build()
-                .map_err(|e| TlsError::Config(format!("ssl.ca.location: {e}")))?;
+                .map_err(|e| TlsError::Config(format!("{}: {e}", keys.ca)))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
-    builder.with_single_cert(chain, key).map_err(|e| {
-        TlsError::Config(format!(
-            "ssl.certificate.location with ssl.key.location: {e}"
-        ))
-    })
+    builder
+        .with_single_cert(chain, key)
+        .map_err(|e| TlsError::Config(format!("{} with {}: {e}", keys.certificate, keys.key)))
 }
 
 /// Completes the TLS handshake of a connection accepted on a TLS listener within `timeout`,
