@@ -734,7 +734,7 @@ fn the_mirror_makers_metrics_endpoint_speaks_https_to_authenticated_scrapers_whe
     ]
     .map(String::from)
     .to_vec();
-    // Client authentication without a CA to check scrapers against: refused, saying why.
+    // A certificate without its key: refused, naming the missing flag.
     let (ok, stderr) = tributary(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(!ok, "no key: started");
     assert!(stderr.contains("metrics.ssl.key.location"), "{stderr}");
@@ -742,6 +742,7 @@ fn the_mirror_makers_metrics_endpoint_speaks_https_to_authenticated_scrapers_whe
         "--metrics.ssl.key.location".into(),
         format!("{c}/broker.key"),
     ]);
+    // Client authentication without a CA to check scrapers against: refused, saying why.
     let (ok, stderr) = tributary(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(!ok, "no CA: started");
     assert!(stderr.contains("--metrics.ssl.ca.location"), "{stderr}");
