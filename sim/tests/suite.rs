@@ -13,6 +13,8 @@ mod cluster;
 mod commit_pipeline;
 #[path = "conformance.rs"]
 mod conformance;
+#[path = "endpoint_book.rs"]
+mod endpoint_book;
 #[path = "group_commits.rs"]
 mod group_commits;
 #[path = "identity.rs"]
