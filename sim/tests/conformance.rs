@@ -7,22 +7,14 @@ use std::time::Duration;
 use tributary::coordination::zk::ZkCoordination;
 use tributary_core::config::ZkConnect;
 use tributary_sim::conformance;
-use tributary_sim::zk_model::{
-    crash_and_restart, lag_followers, serve, ModelCoordination, ModelState,
-};
+use tributary_sim::zk_model::{crash_and_restart, lag_followers, ModelCoordination, ModelState};
 use tributary_tests::zookeeper::ZooKeeper;
 
 const SESSION: Duration = Duration::from_secs(4);
 
 /// A simulation of 120 s with the ZooKeeper model serving on `zk:2181`, and the model's state.
 fn model_world() -> (turmoil::Sim<'static>, Arc<Mutex<ModelState>>) {
-    let mut sim = turmoil::Builder::new()
-        .simulation_duration(Duration::from_secs(120))
-        .build();
-    let model = Arc::new(Mutex::new(ModelState::default()));
-    let served = model.clone();
-    sim.host("zk", move || serve(2181, served.clone()).map_ok_box());
-    (sim, model)
+    crate::support::zk_model_world(120)
 }
 
 #[test]
@@ -91,20 +83,6 @@ async fn a_real_zookeeper_passes_the_conformance_suite() {
     })
     .await
     .unwrap();
-}
-
-trait MapOkBox {
-    fn map_ok_box(
-        self,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = turmoil::Result> + 'static>>;
-}
-
-impl<F: std::future::Future<Output = std::io::Result<()>> + 'static> MapOkBox for F {
-    fn map_ok_box(
-        self,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = turmoil::Result> + 'static>> {
-        Box::pin(async move { self.await.map_err(|e| e.into()) })
-    }
 }
 
 /// The model alone (turmoil can cut one link): a watch whose event is sent on a connection the

@@ -4,16 +4,16 @@
 //! loudly and the caller retries), and the next lookup after ZooKeeper is back finds the SSL
 //! listener within a second or so — not after the book's 30 s re-read interval.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tributary::coordination::{Coordination, NodeKind};
+use tributary::env::Env;
 use tributary::tls::endpoints::EndpointBook;
 use tributary_core::config::ZkConnect;
 use tributary_core::zk_layout::BROKER_ENDPOINTS_PATH;
 use tributary_sim::env::SimEnv;
 use tributary_sim::sim_fs::Disk;
-use tributary_sim::zk_model::{crash_and_restart, serve, ModelCoordination, ModelState};
+use tributary_sim::zk_model::{crash_and_restart, ModelCoordination};
 
 const SESSION: Duration = Duration::from_secs(4);
 const CONNECTION: Duration = Duration::from_secs(2);
@@ -22,15 +22,7 @@ const OUTAGE: Duration = Duration::from_secs(8);
 #[test]
 fn a_lookup_during_a_zookeeper_restart_falls_back_and_the_next_one_after_it_finds_the_ssl_listener()
 {
-    let mut sim = turmoil::Builder::new()
-        .simulation_duration(Duration::from_secs(120))
-        .build();
-    let model = Arc::new(Mutex::new(ModelState::default()));
-    let served = model.clone();
-    sim.host("zk", move || {
-        let served = served.clone();
-        async move { serve(2181, served).await.map_err(Into::into) }
-    });
+    let (mut sim, model) = crate::support::zk_model_world(120);
     sim.client("client", async move {
         let broker = ModelCoordination::connect("zk", 2181, SESSION, CONNECTION).await?;
         let path = format!("{BROKER_ENDPOINTS_PATH}/0");
@@ -51,11 +43,26 @@ fn a_lookup_during_a_zookeeper_restart_falls_back_and_the_next_one_after_it_find
         );
         // A host the book has not seen sends it back to ZooKeeper, which is now down.
         crash_and_restart(&model, OUTAGE);
-        let down_at = tokio::time::Instant::now();
+        // Time from the environment (the simulated clock).
+        let since = |at: i64| Duration::from_millis((env.now_ms() - at).max(0) as u64);
+        let down_at = env.now_ms();
+        // Past the book's least time between two reads (1 s), so the lookup goes to ZooKeeper.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
         assert_eq!(
             book.ssl_endpoint(&env, "b1", 9092).await,
             ("b1".to_string(), 9092),
             "with ZooKeeper down, the address as given"
+        );
+        // The lookup tried ZooKeeper until its connection timeout: it did not read it.
+        assert!(
+            since(down_at) >= Duration::from_millis(1500) + CONNECTION,
+            "the lookup answered {:?} into the outage: ZooKeeper was not down",
+            since(down_at)
+        );
+        assert_eq!(
+            book.ssl_endpoint(&env, "b0", 9092).await,
+            ("b0".to_string(), 9093),
+            "a broker known before the outage is forgotten while ZooKeeper is down"
         );
         // Broker 1 registers once ZooKeeper is back (the broker's own session reconnects).
         let registered_at = loop {
@@ -69,33 +76,32 @@ fn a_lookup_during_a_zookeeper_restart_falls_back_and_the_next_one_after_it_find
                     NodeKind::Persistent,
                 )
                 .await?;
-            break tokio::time::Instant::now();
+            break env.now_ms();
         };
+        let into_outage = Duration::from_millis((registered_at - down_at).max(0) as u64);
         assert!(
-            registered_at - down_at >= OUTAGE - Duration::from_secs(1),
-            "ZooKeeper answered {:?} into an outage of {OUTAGE:?}",
-            registered_at - down_at
+            into_outage >= OUTAGE - Duration::from_secs(1),
+            "ZooKeeper answered {into_outage:?} into an outage of {OUTAGE:?}"
         );
         // A client retrying its connect every 500 ms finds the SSL listener soon after.
-        let found_at = loop {
+        let after = loop {
             if book.ssl_endpoint(&env, "b1", 9092).await == ("b1".to_string(), 9093) {
-                break tokio::time::Instant::now();
+                break since(registered_at);
             }
             assert!(
-                registered_at.elapsed() < Duration::from_secs(60),
+                since(registered_at) < Duration::from_secs(60),
                 "the book never found broker 1's SSL listener after ZooKeeper came back"
             );
             tokio::time::sleep(Duration::from_millis(500)).await;
         };
-        let after = found_at - registered_at;
         assert!(
             after <= Duration::from_secs(5),
             "the SSL listener was found {after:?} after it was registered (the book waits out its re-read interval after a failed read)"
         );
-        // The broker known before the outage is still known.
         assert_eq!(
             book.ssl_endpoint(&env, "b0", 9092).await,
-            ("b0".to_string(), 9093)
+            ("b0".to_string(), 9093),
+            "broker 0 after the outage"
         );
         Ok(())
     });

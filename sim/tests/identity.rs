@@ -8,21 +8,12 @@ use std::time::Duration;
 use tributary::coordination::identity::{ensure_identity, read_identity, ClusterIdentityError};
 use tributary::coordination::{Coordination, NodeKind};
 use tributary_core::identity::{ClusterName, CLUSTER_ID_PATH};
-use tributary_sim::zk_model::{crash_and_restart, serve, ModelCoordination, ModelState};
+use tributary_sim::zk_model::{crash_and_restart, ModelCoordination, ModelState};
 
 const SESSION: Duration = Duration::from_secs(4);
 
 fn world() -> (turmoil::Sim<'static>, Arc<Mutex<ModelState>>) {
-    let mut sim = turmoil::Builder::new()
-        .simulation_duration(Duration::from_secs(60))
-        .build();
-    let model = Arc::new(Mutex::new(ModelState::default()));
-    let served = model.clone();
-    sim.host("zk", move || {
-        let served = served.clone();
-        async move { serve(2181, served).await.map_err(Into::into) }
-    });
-    (sim, model)
+    crate::support::zk_model_world(60)
 }
 
 async fn session() -> ModelCoordination {

@@ -147,3 +147,29 @@ pub fn assert_same_trace<F: PartialEq + std::fmt::Debug>(
         assert_eq!(first.figures, again.figures, "{what}: figures differ");
     }
 }
+
+/// A simulation of `seconds` with the ZooKeeper model serving on `zk:2181`, and the model's
+/// state (to inspect it, or to crash and restart the server).
+pub fn zk_model_world(
+    seconds: u64,
+) -> (
+    turmoil::Sim<'static>,
+    std::sync::Arc<std::sync::Mutex<tributary_sim::zk_model::ModelState>>,
+) {
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(std::time::Duration::from_secs(seconds))
+        .build();
+    let model = std::sync::Arc::new(std::sync::Mutex::new(
+        tributary_sim::zk_model::ModelState::default(),
+    ));
+    let served = model.clone();
+    sim.host("zk", move || {
+        let served = served.clone();
+        async move {
+            tributary_sim::zk_model::serve(2181, served)
+                .await
+                .map_err(Into::into)
+        }
+    });
+    (sim, model)
+}
