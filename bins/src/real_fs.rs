@@ -1,7 +1,7 @@
 //! The log's file system on the real disk (`std::fs`), for production.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Seek, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::UNIX_EPOCH;
@@ -45,10 +45,13 @@ impl LogFile for RealFile {
     }
 }
 
+/// The line a stopping holder adds to its lock file (after the line saying who it is).
+const STOPPING_LINE: &str = "stopping";
+
 /// An OS lock (`flock`) on a directory's lock file; the kernel releases it when the process
 /// exits, however it exits, so a killed broker never leaves its directory locked.
 #[derive(Debug)]
-pub struct RealDirLock(#[allow(dead_code)] File);
+pub struct RealDirLock(File);
 
 impl LogFs for RealFs {
     type File = RealFile;
@@ -115,15 +118,14 @@ impl LogFs for RealFs {
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                let holder = std::fs::read_to_string(path)
-                    .map(|h| h.trim().to_string())
-                    .unwrap_or_default();
-                let holder = if holder.is_empty() {
-                    "a process that did not say who it is".to_string()
-                } else {
-                    holder
+                let text = std::fs::read_to_string(path).unwrap_or_default();
+                let mut lines = text.lines().map(str::trim);
+                let holder = match lines.next() {
+                    Some(first) if !first.is_empty() => first.to_string(),
+                    _ => "a process that did not say who it is".to_string(),
                 };
-                return Err(LockError::Held { holder });
+                let stopping = lines.any(|line| line == STOPPING_LINE);
+                return Err(LockError::Held { holder, stopping });
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(LockError::Io(e)),
         }
@@ -132,5 +134,13 @@ impl LogFs for RealFs {
         file.write_all(format!("{holder}, pid {}\n", std::process::id()).as_bytes())
             .map_err(LockError::Io)?;
         Ok(RealDirLock(file))
+    }
+
+    fn note_stopping(&self, lock: &RealDirLock) -> io::Result<()> {
+        // Appended after the holder's line (the file is only ever written by its holder).
+        let mut file = &lock.0;
+        file.seek(io::SeekFrom::End(0))?;
+        file.write_all(format!("{STOPPING_LINE}\n").as_bytes())?;
+        file.sync_data()
     }
 }

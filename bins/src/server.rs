@@ -113,11 +113,15 @@ pub async fn run<E: Env>(
         mirror_stop_rx,
     ));
     let mut mirror_result = None;
+    let stopping = broker.stopping_note();
     let broker_result = broker
         .run_until(async {
             tokio::select! {
                 biased;
                 () = stop => {
+                    // Said now: the mirror's stop may take a while, and a broker restarted on
+                    // this log.dir meanwhile must wait for it rather than exit.
+                    stopping.say();
                     tracing::info!("stopping the mirror (last acknowledgements and commit), then the broker");
                     let _supervisor_gone = mirror_stop.send(true).is_err();
                     mirror_result = Some((&mut mirror_task).await);

@@ -283,7 +283,12 @@ fn a_second_process_cannot_open_the_same_log_dir() {
         Err(LogError::DirInUse {
             dir: locked,
             holder,
+            stopping,
         }) => {
+            assert!(
+                !stopping,
+                "a holder that did not say it stops is not stopping"
+            );
             assert_eq!(locked, dir.path().display().to_string());
             assert!(
                 holder.contains("brokerid 0")
@@ -293,11 +298,65 @@ fn a_second_process_cannot_open_the_same_log_dir() {
         }
         other => panic!("two owners of one log.dir: {:?}", other.map(|_| ())),
     }
+    first.note_stopping().unwrap();
+    match Logs::open(RealFs, config(dir.path(), "brokerid=1\nport=9093\n"), T0) {
+        Err(LogError::DirInUse {
+            stopping, holder, ..
+        }) => {
+            assert!(stopping, "the holder said it is stopping");
+            assert!(holder.contains("brokerid 0"), "{holder}");
+        }
+        other => panic!("two owners of one log.dir: {:?}", other.map(|_| ())),
+    }
     drop(first);
+    let (third, _) =
+        Logs::open(RealFs, config(dir.path(), ""), T0).expect("the lock goes with its holder");
+    match Logs::open(RealFs, config(dir.path(), "brokerid=1\nport=9093\n"), T0) {
+        Err(LogError::DirInUse { stopping, .. }) => {
+            assert!(
+                !stopping,
+                "a new holder is not stopping because the previous one was"
+            )
+        }
+        other => panic!("two owners of one log.dir: {:?}", other.map(|_| ())),
+    }
+    drop(third);
+}
+
+/// A broker restarted while its previous run is still stopping (0.7.2's broker_failure test
+/// restarts a SIGTERM'd broker at once) waits for the lock and serves; one started beside a
+/// running broker is refused at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_during_a_stop_waits_for_the_lock_and_serves() {
+    use tributary::broker::{Broker, StartError};
+    let dir = tempfile::tempdir().unwrap();
+    let broker_config = |extra: &str| config(dir.path(), &format!("port=0\n{extra}"));
+    let first = Broker::start(TokioEnv, broker_config("")).await.unwrap();
+    let started = std::time::Instant::now();
+    match Broker::start(TokioEnv, broker_config("")).await {
+        Err(StartError::Logs(LogError::DirInUse {
+            stopping: false, ..
+        })) => {}
+        other => panic!("a second broker beside a running one: {other:?}"),
+    }
     assert!(
-        Logs::open(RealFs, config(dir.path(), ""), T0).is_ok(),
-        "the lock goes with its holder"
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once"
     );
+    first.stopping_note().say();
+    let second = tokio::spawn(Broker::start(TokioEnv, broker_config("")));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        !second.is_finished(),
+        "the restart gave up while its predecessor was stopping"
+    );
+    first.shutdown().await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(5), second)
+        .await
+        .expect("the restart did not start within 5 s of the lock being free")
+        .unwrap()
+        .expect("the restart failed to start");
+    second.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

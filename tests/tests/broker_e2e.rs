@@ -246,6 +246,57 @@ async fn produce_and_fetch_single_and_multi_byte_exact_with_every_codec() {
     );
 }
 
+/// A broker killed and started again at once takes its registration back from its previous
+/// run's session (written down in its log.dir) instead of waiting for ZooKeeper to expire it.
+#[tokio::test]
+async fn a_broker_killed_and_restarted_at_once_does_not_wait_out_its_previous_session() {
+    const LONG_SESSION_MS: u64 = 15_000;
+    let zk = ZooKeeper::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let text = properties(dir.path(), port, &zk, "").replace(
+        &format!("zk.sessiontimeout.ms={SESSION_MS}"),
+        &format!("zk.sessiontimeout.ms={LONG_SESSION_MS}"),
+    );
+    let mut broker = BrokerProcess::start(dir.path(), port, &text);
+    let client = zk_client(&zk).await;
+    wait_for("the broker's registration", async || {
+        zk_data(&client, "/brokers/ids/0").await.is_some()
+    })
+    .await;
+    let before = zk_data(&client, "/brokers/ids/0").await;
+    let (_, old) = client.get_data("/brokers/ids/0").await.unwrap();
+    broker.kill();
+    let restarted = Instant::now();
+    broker.spawn();
+    wait_for("the restarted broker's registration", async || {
+        let now = zk_data(&client, "/brokers/ids/0").await;
+        now.is_some() && now != before
+    })
+    .await;
+    let took = restarted.elapsed();
+    let (_, new) = client.get_data("/brokers/ids/0").await.unwrap();
+    assert_ne!(
+        new.ephemeral_owner, old.ephemeral_owner,
+        "still the old session's node"
+    );
+    assert!(
+        took < Duration::from_millis(LONG_SESSION_MS / 3),
+        "registered {took:?} after the restart: it waited for the old session ({LONG_SESSION_MS} ms) to expire\n{}",
+        broker.log_text()
+    );
+    let mut conn = connect(port).await;
+    let data = set(CompressionCodec::None, "after", 3);
+    conn.send(&Request::Produce(ProduceRequest {
+        topic: topic("back"),
+        partition: 0,
+        messages: data.clone(),
+    }))
+    .await
+    .unwrap();
+    assert_eq!(fetch_until(&mut conn, "back", 0, data.len()).await, data);
+}
+
 #[tokio::test]
 async fn registration_survives_kill_restart_and_session_expiry() {
     let zk = ZooKeeper::start();

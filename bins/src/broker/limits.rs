@@ -24,7 +24,14 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const TLS_HANDSHAKES_MAX: usize = 2_048;
 /// How long shutdown waits for in-flight requests.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long a starting broker waits for `log.dir`'s lock while its holder says it is stopping:
+/// longer than a mirror broker's whole graceful stop (its mirror's acknowledgements, commits and
+/// hand-over, about a minute at worst, then the broker's requests, copier and ZooKeeper).
+pub const STOPPING_HOLDER_WAIT: Duration = Duration::from_secs(120);
+/// How often the lock is tried again meanwhile.
+pub const STOPPING_HOLDER_POLL: Duration = Duration::from_millis(100);
 /// First retention run after startup (0.7: 60 s).
 pub const CLEANUP_FIRST_DELAY: Duration = Duration::from_secs(60);
 
 const _: () = assert!(RESPONSE_BYTES_MAX <= IN_FLIGHT_BYTES_MAX);
+const _: () = assert!(STOPPING_HOLDER_POLL.as_millis() * 10 <= STOPPING_HOLDER_WAIT.as_millis());

@@ -22,6 +22,7 @@ pub mod registration;
 pub mod renamed;
 pub mod reply;
 mod scheduler;
+pub mod sessions;
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -38,7 +39,8 @@ use self::budget::Budget;
 use self::connection::Shared;
 use self::handler::Handler;
 use self::limits::{
-    CONNECTIONS_MAX, IN_FLIGHT_BYTES_MAX, SHUTDOWN_GRACE, TLS_HANDSHAKES_MAX, TLS_HANDSHAKE_TIMEOUT,
+    CONNECTIONS_MAX, IN_FLIGHT_BYTES_MAX, SHUTDOWN_GRACE, STOPPING_HOLDER_POLL,
+    STOPPING_HOLDER_WAIT, TLS_HANDSHAKES_MAX, TLS_HANDSHAKE_TIMEOUT,
 };
 use self::logs::{panic_message, Logs};
 use self::registration::Registration;
@@ -75,6 +77,16 @@ pub enum StartError {
     /// The TLS settings (the SSL listener's, or the replica copier's) cannot be used.
     #[error("cannot use the TLS settings: {0}")]
     Tls(#[from] crate::tls::TlsError),
+    /// `log.dir` is still held by a process that said it was stopping, after waiting for it.
+    #[error("log.dir {dir} is still held by {holder}, which said it was stopping {waited:?} ago; stop that process (or wait for it) and start this broker again")]
+    HolderStillStopping {
+        /// The directory.
+        dir: String,
+        /// Who holds it.
+        holder: String,
+        /// How long this broker waited.
+        waited: std::time::Duration,
+    },
     /// The metrics port could not be bound.
     #[error("cannot serve metrics on {addr} (metrics.port): {source}")]
     Metrics {
@@ -133,17 +145,34 @@ pub struct Broker {
     /// ZooKeeper.
     pub identity: Option<ClusterIdentity>,
     metrics: MaybeMetrics,
+    stopping: StoppingNote,
     shutdown: watch::Sender<bool>,
     done: tokio::task::JoinHandle<Result<(), BrokerError>>,
+}
+
+/// Says in `log.dir`'s lock file that the broker is stopping, so that a broker started on the
+/// same directory before this one has finished waits for it rather than exiting. Cheap to
+/// clone; saying it twice is harmless.
+#[derive(Clone)]
+pub struct StoppingNote(Arc<dyn Fn() + Send + Sync>);
+
+impl StoppingNote {
+    /// Writes the note (a failure is logged: it only costs a restarting broker its wait).
+    pub fn say(&self) {
+        (self.0)();
+    }
+}
+
+impl std::fmt::Debug for StoppingNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoppingNote")
+    }
 }
 
 impl Broker {
     /// Locks and opens the logs, listens, registers, and starts serving.
     pub async fn start<E: Env>(env: E, config: BrokerConfig) -> Result<Broker, StartError> {
-        let (fs, log_config, now) = (env.fs(), config.clone(), env.now_ms());
-        let (logs, report) = env
-            .blocking(move || Logs::open(fs, log_config, now))
-            .await?;
+        let (logs, report) = open_logs(env.clone(), config.clone()).await?;
         let logs = Arc::new(logs);
         let host = config.hostname.clone().unwrap_or_else(|| "0.0.0.0".into());
         let tls = match config.listeners.tls.clone() {
@@ -246,6 +275,7 @@ impl Broker {
                 logs.topics(),
                 topics_rx,
                 counts,
+                sessions::SessionBook::open(env.fs(), std::path::Path::new(&config.log_dir)),
             )
             .await
             .map_err(StartError::Registration)?;
@@ -288,6 +318,12 @@ impl Broker {
             metrics: metrics.clone(),
             origins,
         };
+        let noted = logs.clone();
+        let stopping = StoppingNote(Arc::new(move || {
+            if let Err(e) = noted.note_stopping() {
+                tracing::warn!("cannot note in log.dir's lock file that this broker is stopping: {e}; a broker started on it meanwhile will not wait");
+            }
+        }));
         let done = tokio::spawn(run(
             env,
             config.clone(),
@@ -315,9 +351,16 @@ impl Broker {
             metrics_addr,
             identity,
             metrics,
+            stopping,
             shutdown,
             done,
         })
+    }
+
+    /// What notes, in `log.dir`'s lock file, that this broker is stopping (a supervisor that
+    /// stops other work first, such as an embedded mirror, says it as soon as it begins).
+    pub fn stopping_note(&self) -> StoppingNote {
+        self.stopping.clone()
     }
 
     /// The broker's metrics (`metrics.port` set): an embedded mirror registers its own here.
@@ -338,9 +381,59 @@ impl Broker {
 
     /// Stops the broker gracefully and waits until every log is flushed and closed.
     pub async fn shutdown(self) -> Result<(), BrokerError> {
+        self.stopping.say();
         // The run task may have stopped on its own already; its result says why.
         let _stopped_already = self.shutdown.send(true).is_err();
         flatten(self.done.await)
+    }
+}
+
+/// Locks and opens `log.dir`. While the lock is held by a process that said it is stopping (a
+/// restart issued before the previous run finished its shutdown), waits for it, at most
+/// [`STOPPING_HOLDER_WAIT`], saying once for whom; any other holder is refused at once.
+async fn open_logs<E: Env>(
+    env: E,
+    config: BrokerConfig,
+) -> Result<(Logs<E::Fs>, OpenReport), StartError> {
+    let started = env.now_ms();
+    let wait_ms = i64::try_from(STOPPING_HOLDER_WAIT.as_millis()).unwrap_or(i64::MAX);
+    let mut said = false;
+    loop {
+        let (fs, log_config, now) = (env.fs(), config.clone(), env.now_ms());
+        match env.blocking(move || Logs::open(fs, log_config, now)).await {
+            Err(LogError::DirInUse {
+                dir,
+                holder,
+                stopping: true,
+            }) if env.now_ms() - started < wait_ms => {
+                if !said {
+                    tracing::warn!("log.dir {dir} is held by {holder}, which is stopping: waiting for it to finish (at most {STOPPING_HOLDER_WAIT:?})");
+                    said = true;
+                }
+                tokio::time::sleep(STOPPING_HOLDER_POLL).await;
+            }
+            Err(LogError::DirInUse {
+                dir,
+                holder,
+                stopping: true,
+            }) => {
+                return Err(StartError::HolderStillStopping {
+                    dir,
+                    holder,
+                    waited: STOPPING_HOLDER_WAIT,
+                })
+            }
+            Err(e) => return Err(e.into()),
+            Ok(opened) => {
+                if said {
+                    let waited = env.now_ms() - started;
+                    tracing::info!(
+                        "log.dir is free: its previous holder stopped after {waited} ms"
+                    );
+                }
+                return Ok(opened);
+            }
+        }
     }
 }
 

@@ -20,6 +20,7 @@ use tributary_core::zk_layout::{
 };
 
 use super::pending::PendingReceiver;
+use super::sessions::SessionBook;
 use crate::coordination::ephemeral::{self, HoldError, RetiredSessions};
 use crate::coordination::identity::{ensure_identity, ClusterIdentityError};
 use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
@@ -45,8 +46,11 @@ struct Registrar {
     partitions: BTreeMap<TopicName, u32>,
     session_timeout: Duration,
     connection_timeout: Duration,
-    /// Sessions this broker gave up (their nodes are its own to take back).
+    /// Sessions this broker gave up, and those earlier runs on its `log.dir` registered on
+    /// (their nodes are its own to take back).
     retired: RetiredSessions,
+    /// Where each new session is written down before anything is registered on it.
+    sessions: SessionBook,
     /// `cluster.name`.
     cluster_name: Option<ClusterName>,
     /// Seeds the id this broker creates if its cluster has none.
@@ -156,6 +160,7 @@ impl Registration {
         topics: Vec<TopicName>,
         new_topics: PendingReceiver<TopicName, ()>,
         counts: Counts,
+        sessions: SessionBook,
     ) -> Result<Self, RegistrationError> {
         let Some(connect) = config.zk_connect.clone() else {
             return Err(RegistrationError::NoZkConnect);
@@ -214,9 +219,15 @@ impl Registration {
             session_timeout: Duration::from_millis(config.zk.session_timeout_ms.into()),
             connection_timeout: Duration::from_millis(config.zk.connection_timeout_ms.into()),
             retired: RetiredSessions::default(),
+            sessions,
             cluster_name: config.cluster_name.clone(),
             identity_seed: env.rng_seed(),
         };
+        // An earlier run of this log.dir is gone (this process holds its lock): what its
+        // sessions still hold in ZooKeeper is this broker's to take back, not to wait out.
+        for previous in registrar.sessions.previous() {
+            registrar.retired.retire(*previous);
+        }
         let (coord, identity) = registrar.connect_and_register(&env).await?;
         tracing::info!("broker {} is in cluster {identity}", registrar.broker_id);
         tracing::info!(
@@ -273,9 +284,15 @@ impl Registration {
 }
 
 impl Registrar {
+    /// A new session, written down in `log.dir` before anything is registered on it.
     async fn connect<E: Env>(&self, env: &E) -> Result<E::Coord, CoordError> {
-        env.coordinate(&self.connect, self.session_timeout, self.connection_timeout)
-            .await
+        let coord = env
+            .coordinate(&self.connect, self.session_timeout, self.connection_timeout)
+            .await?;
+        if let Err(e) = self.sessions.record(env.clone(), coord.session_id()).await {
+            tracing::warn!("cannot write ZooKeeper session {:#x} down in log.dir ({e}): if this broker is killed, its next start waits for the session to expire", coord.session_id());
+        }
+        Ok(coord)
     }
 
     /// Connects and registers, retrying lost connections and expired sessions (as 0.7's

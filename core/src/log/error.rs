@@ -86,13 +86,16 @@ pub enum LogError {
     },
     /// Another process (another broker) holds `log.dir`.
     #[error(
-        "log.dir {dir} is in use by another process ({holder}); every broker needs its own log.dir"
+        "log.dir {dir} is in use by another process ({holder}{}); every broker needs its own log.dir",
+        if *.stopping { ", which is stopping" } else { "" }
     )]
     DirInUse {
         /// The directory.
         dir: String,
         /// Who holds it, as the holder described itself.
         holder: String,
+        /// Whether the holder said it is stopping (the lock is about to be free).
+        stopping: bool,
     },
     /// The file system failed.
     #[error("{partition}: {op} {path}: {source}")]

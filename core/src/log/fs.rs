@@ -41,6 +41,9 @@ pub enum LockError {
     Held {
         /// Who holds it, as the holder described itself.
         holder: String,
+        /// Whether the holder said it is stopping ([`LogFs::note_stopping`]): the lock is
+        /// about to be free.
+        stopping: bool,
     },
     /// The lock file could not be created or locked.
     Io(io::Error),
@@ -74,6 +77,13 @@ pub trait LogFs: std::fmt::Debug + Clone {
     /// the returned value lives, writing `holder` into it; refuses with [`LockError::Held`] when
     /// another process holds it.
     fn lock_dir(&self, path: &Path, holder: &str) -> Result<Self::DirLock, LockError>;
+
+    /// Says in the lock file that its holder is stopping, so that a process refused the lock
+    /// meanwhile ([`LockError::Held`] with `stopping`) waits for it instead of giving up. A
+    /// file system whose locks nobody else can contend for does nothing.
+    fn note_stopping(&self, _lock: &Self::DirLock) -> io::Result<()> {
+        Ok(())
+    }
 
     /// Reads a whole (small) file.
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {

@@ -85,7 +85,7 @@ pub struct LogManager<F: LogFs + Clone, C> {
     checkpointed: Mutex<Option<BTreeMap<TopicPartition, u64>>>,
     /// Replica mode: the source's partition counts of copied topics, and which are promoted.
     replicas: Mutex<Replicas>,
-    _dir_lock: F::DirLock,
+    dir_lock: F::DirLock,
 }
 
 impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
@@ -108,9 +108,10 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
                 &format!("brokerid {} port {}", config.broker_id, config.port),
             )
             .map_err(|e| match e {
-                LockError::Held { holder } => LogError::DirInUse {
+                LockError::Held { holder, stopping } => LogError::DirInUse {
                     dir: log_dir.display().to_string(),
                     holder,
+                    stopping,
                 },
                 LockError::Io(source) => io("lock", &lock_path, source),
             })?;
@@ -213,7 +214,7 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
             refused_ends,
             checkpointed: Mutex::new(None),
             replicas: Mutex::new(Replicas::default()),
-            _dir_lock: dir_lock,
+            dir_lock,
         };
         manager.write_checkpoint(ends)?;
         Ok((manager, report))
@@ -514,6 +515,13 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         self.checkpointed.lock().unwrap_or_else(|_| {
             panic!("the checkpoint lock was poisoned: a checkpoint write panicked")
         })
+    }
+
+    /// Says in `log.dir`'s lock file that this process is stopping: a broker started on the
+    /// same directory meanwhile waits for the lock instead of exiting. Failing to say it only
+    /// costs that wait, so the error is the caller's to log.
+    pub fn note_stopping(&self) -> std::io::Result<()> {
+        self.fs.note_stopping(&self.dir_lock)
     }
 
     /// Writes the clean-shutdown marker, unless a partition was refused at startup (the next
