@@ -84,6 +84,18 @@ pub enum Bug {
     /// rest as written (a batch size taken for the whole): only a member committing many
     /// partitions at once leaves offsets behind in ZooKeeper.
     CommitCapped = 33554432,
+    /// A replica appends after its own log end without first checking that its last message
+    /// is the source's message at that offset (a replica whose log diverged appends the
+    /// source's bytes after its own).
+    ReplicaSkipsPrefixCheck = 67108864,
+    /// A demotion cuts the log one message before the cut point: a message both clusters hold
+    /// is moved into the diverged file (and copied again).
+    DemoteCutsOneEarly = 134217728,
+    /// A demotion leaves the cluster's topics writable (they are not made replicas again).
+    DemoteLeavesWritable = 268435456,
+    /// A demotion does not take the other cluster's committed offsets for the synced groups
+    /// (a group moved back re-reads from its commits of before the failover).
+    DemoteKeepsOldOffsets = 536870912,
 }
 
 /// The partitions of one commit request [`Bug::CommitCapped`] writes.

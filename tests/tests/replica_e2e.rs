@@ -824,3 +824,104 @@ fn assert_same(mut seen: Vec<String>, mut expected: Vec<String>, who: &str) {
         "{who} read other messages than the replica serves"
     );
 }
+
+/// The offset of the last top-level message of `bytes` (read from offset 0).
+fn last_message_offset(bytes: &[u8]) -> Option<i64> {
+    ShallowIter::new(bytes, 0)
+        .filter_map(Result::ok)
+        .last()
+        .map(|e| e.offset)
+}
+
+/// A replica whose log took writes of its own while the source took others (the offsets line
+/// up: every message has the same size) does not append the source's bytes after its own: it
+/// checks its last message against the source's at that offset, stops the partition and names
+/// the offset and the way forward.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_whose_log_diverged_from_its_source_stops_that_partition_and_names_the_offset() {
+    let Clusters {
+        source_zk,
+        replica_zk,
+        source_dir,
+        replica_dir,
+        source,
+    } = Clusters::start();
+    let numbered = |tag: &'static str, range: std::ops::Range<u32>| {
+        range.map(move |i| format!("{tag} {i:05}"))
+    };
+    produce(&source_zk, "0", "orders", numbered("order", 0..50)).await;
+    let mut replica = replica_broker(replica_dir.path(), &replica_zk, &source_zk, "");
+    assert_identical(
+        &source,
+        source_dir.path(),
+        &replica,
+        replica_dir.path(),
+        &["orders"],
+    )
+    .await;
+    // The replica's log.dir runs as a plain broker for a while and takes writes of its own,
+    // while the source takes others of the same size.
+    replica.kill();
+    let as_replica = std::fs::read_to_string(&replica.config).unwrap();
+    let plain: String = as_replica
+        .lines()
+        .filter(|l| !l.starts_with("replica."))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&replica.config, plain).unwrap();
+    replica.spawn();
+    produce(&replica_zk, "0", "orders", numbered("local", 0..30)).await;
+    replica.kill();
+    produce(&source_zk, "0", "orders", numbered("order", 50..150)).await;
+    std::fs::write(&replica.config, as_replica).unwrap();
+    replica.spawn();
+    let mut dst = connect(replica.port).await;
+    let mut src = connect(source.port).await;
+    let mut diverged = 0;
+    for p in 0..PARTITIONS {
+        let held = bytes_of(&mut dst, "orders", p, 0).await;
+        let theirs = bytes_of(&mut src, "orders", p, 0).await;
+        if theirs.starts_with(&held) {
+            continue;
+        }
+        diverged += 1;
+        let at = last_message_offset(&held).unwrap();
+        // Diverged where the source is as long, or ahead of a source that is shorter.
+        let said = [
+            format!("orders-{p}: its log diverged from the source's: its message at offset {at}"),
+            format!(
+                "orders-{p}: the replica ends at {}, past the source's end",
+                held.len()
+            ),
+        ];
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !said.iter().any(|s| replica.log_text().contains(s)) {
+            assert!(
+                Instant::now() < deadline,
+                "orders/{p}: no word of the divergence at {at}\n{}",
+                replica.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            replica.log_text().contains("tributary demote"),
+            "names the way forward"
+        );
+    }
+    assert!(diverged > 0, "the local writes diverged no partition");
+    // Nothing of the source's is appended after the replica's own messages.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for p in 0..PARTITIONS {
+        let held = bytes_of(&mut dst, "orders", p, 0).await;
+        let theirs = bytes_of(&mut src, "orders", p, 0).await;
+        let common = held.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
+        let mixed = ShallowIter::new(&held[common.min(held.len())..], 0)
+            .filter_map(Result::ok)
+            .any(|e| e.message.payload.starts_with(b"order"));
+        assert!(
+            !mixed,
+            "orders/{p}: the source's messages were appended after the replica's own ({} bytes held, {common} in common)",
+            held.len()
+        );
+    }
+}

@@ -5,6 +5,7 @@
 use super::error::{AppendError, SourceError, StopReason};
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use tributary_core::replica::prefix::{check_prefix, Prefix};
 
 /// The copier itself; tells the lag probe what to ask about through `targets`.
 pub(super) async fn copy<E: Env>(
@@ -78,13 +79,7 @@ pub(super) async fn copy<E: Env>(
                         for p in 0..*count {
                             copied
                                 .entry(TopicPartition::new(topic.clone(), p))
-                                .or_insert(Copied {
-                                    fetch_bytes: replica.fetch_bytes,
-                                    stopped: None,
-                                    fresh: true,
-                                    gaps: 0,
-                                    next: None,
-                                });
+                                .or_insert_with(|| Copied::new(replica.fetch_bytes));
                         }
                     }
                     view = fresh;
@@ -114,7 +109,14 @@ pub(super) async fn copy<E: Env>(
         };
         if conn.is_none() {
             match connect(&env, &host, port, timeout).await {
-                Ok(fresh) => conn = Some(fresh),
+                Ok(fresh) => {
+                    conn = Some(fresh);
+                    // A new connection may reach another source (a failover, a restored
+                    // cluster): every partition's prefix is checked again before it grows.
+                    for state in copied.values_mut() {
+                        state.verified = false;
+                    }
+                }
                 Err(e) => {
                     tracing::warn!("replica: source broker {host}:{port}: {e}; retrying");
                     if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
@@ -262,6 +264,19 @@ pub(super) async fn wanted<E: Env>(
             stop(&tp, state, StopReason::EndPastMax(end));
             continue;
         };
+        if !state.verified {
+            match prefix_check(env, logs, &tp, state, end).await {
+                Ok(Some(request)) => {
+                    wanted.push((tp, request));
+                    continue;
+                }
+                Ok(None) => {}
+                Err(reason) => {
+                    stop(&tp, state, reason);
+                    continue;
+                }
+            }
+        }
         let request = FetchRequest {
             topic: tp.topic.clone(),
             partition: tp.partition as i32,
@@ -271,6 +286,48 @@ pub(super) async fn wanted<E: Env>(
         wanted.push((tp, request));
     }
     Ok(wanted)
+}
+
+/// The fetch that checks `tp`'s prefix (its last message against the source's at that offset,
+/// see `core::replica::prefix`) before anything more is appended at `end`; `None` when there is
+/// nothing to compare (the log holds no message, or its last one ends before a hole: the source
+/// deleted it), and the partition counts as checked.
+async fn prefix_check<E: Env>(
+    env: &E,
+    logs: &Arc<Logs<E::Fs>>,
+    tp: &TopicPartition,
+    state: &mut Copied,
+    end: u64,
+) -> Result<Option<FetchRequest>, StopReason> {
+    if planted::active(Bug::ReplicaSkipsPrefixCheck) {
+        state.verified = true;
+        return Ok(None);
+    }
+    let mark = match state.mark.filter(|m| m.end() == end) {
+        Some(known) => Some(known),
+        None => match logs.get(tp) {
+            Some(log) => with_log(env, &log, |l| l.last_message())
+                .await
+                .map_err(StopReason::LastMessage)?,
+            None => None,
+        },
+    };
+    let Some(mark) = mark.filter(|m| m.end() == end) else {
+        state.verified = true;
+        return Ok(None);
+    };
+    let (Ok(offset), Ok(size)) = (i64::try_from(mark.offset), u32::try_from(mark.size)) else {
+        return Err(StopReason::EndPastMax(end));
+    };
+    state.mark = Some(mark);
+    state.verifying = Some(mark);
+    let max_bytes = state.fetch_bytes.saturating_add(size).min(i32::MAX as u32) as i32;
+    Ok(Some(FetchRequest {
+        topic: tp.topic.clone(),
+        partition: tp.partition as i32,
+        offset,
+        max_bytes,
+    }))
 }
 
 /// MULTIFETCHes `wanted`, FETCHES_PER_REQUEST_MAX at a time: each fetch with its answer.
@@ -359,6 +416,18 @@ pub(super) async fn decide_all<E: Env>(
             continue;
         }
         state.fresh = false;
+        let (offset, bytes) = match state.verifying.take() {
+            None => (request.offset, block.messages.clone()),
+            Some(mark) => match checked_prefix(conn, &tp, state, mark, &block).await? {
+                Some(after) => after,
+                None => continue,
+            },
+        };
+        let request = FetchRequest { offset, ..request };
+        let block = tributary_core::wire::FetchResponse {
+            messages: bytes,
+            ..block
+        };
         match block.error {
             ErrorCode::NoError => {}
             ErrorCode::OffsetOutOfRange => {
@@ -419,8 +488,13 @@ pub(super) async fn decide_all<E: Env>(
             Fetched::Corrupt { offset, error } => {
                 stop(&tp, state, StopReason::Corrupt { offset, error });
             }
-            Fetched::Append { bytes, messages } => {
+            Fetched::Append {
+                bytes,
+                messages,
+                last,
+            } => {
                 state.next = u64::try_from(request.offset).ok().map(|o| o + bytes as u64);
+                state.mark = Some(last);
                 pending.push(Pending {
                     tp: tp.clone(),
                     offset: request.offset,
@@ -433,6 +507,103 @@ pub(super) async fn decide_all<E: Env>(
         }
     }
     Ok(())
+}
+
+/// Handles the answer to a prefix check at `mark` (the partition's last message): when the
+/// source holds the same message there, the partition is checked and the bytes after it are
+/// returned with their offset (the partition's end) to be decided as any fetch; otherwise the
+/// partition stops (diverged, or ahead of its source), or the check is tried again (`None`).
+async fn checked_prefix<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    tp: &TopicPartition,
+    state: &mut Copied,
+    mark: MessageMark,
+    block: &tributary_core::wire::FetchResponse,
+) -> Result<Option<(i64, bytes::Bytes)>, SourceError> {
+    let end = i64::try_from(mark.end()).unwrap_or(i64::MAX);
+    match block.error {
+        ErrorCode::NoError => {}
+        ErrorCode::OffsetOutOfRange => {
+            let offset = i64::try_from(mark.offset).unwrap_or(i64::MAX);
+            let earliest = source_offset(conn, tp, -2).await?;
+            let latest = source_offset(conn, tp, -1).await?;
+            match (earliest, latest) {
+                (Some(earliest), _) if earliest > offset => {
+                    // The source deleted it: nothing left to compare with (the copy goes on; a
+                    // gap, if any, is found by the next fetch).
+                    tracing::info!("replica: {tp}: the source no longer holds offset {offset} (it starts at {earliest}): the last message copied cannot be compared");
+                    state.verified = true;
+                }
+                (_, Some(latest)) if latest < end => stop(
+                    tp,
+                    state,
+                    StopReason::AheadOfSource {
+                        end,
+                        source_end: latest,
+                    },
+                ),
+                (Some(_), Some(_)) => stop(
+                    tp,
+                    state,
+                    StopReason::Diverged {
+                        at: mark.offset,
+                        end: mark.end(),
+                        theirs: None,
+                    },
+                ),
+                _ => tracing::warn!("replica: {tp}: the source refused offset {offset} and did not say its range; checking again"),
+            }
+            return Ok(None);
+        }
+        other => {
+            tracing::warn!(
+                "replica: {tp}: the source answered {other:?} at offset {}; checking again",
+                mark.offset
+            );
+            return Ok(None);
+        }
+    }
+    match check_prefix(&mark, &block.messages) {
+        Prefix::Holds { rest } => {
+            state.verified = true;
+            tracing::debug!(
+                "replica: {tp}: its message at {} is the source's: copying on at {end}",
+                mark.offset
+            );
+            Ok(Some((
+                end,
+                block.messages.slice(rest.min(block.messages.len())..),
+            )))
+        }
+        Prefix::Differs { theirs } => {
+            stop(
+                tp,
+                state,
+                StopReason::Diverged {
+                    at: mark.offset,
+                    end: mark.end(),
+                    theirs: theirs.map(|t| t.size),
+                },
+            );
+            Ok(None)
+        }
+        Prefix::SourceEnds => {
+            stop(
+                tp,
+                state,
+                StopReason::AheadOfSource {
+                    end,
+                    source_end: i64::try_from(mark.offset).unwrap_or(i64::MAX),
+                },
+            );
+            Ok(None)
+        }
+        Prefix::Short { needed } => {
+            let needed = u32::try_from(needed).unwrap_or(u32::MAX);
+            state.fetch_bytes = state.fetch_bytes.max(needed);
+            Ok(None)
+        }
+    }
 }
 
 /// What creating a replica partition came to.

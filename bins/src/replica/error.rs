@@ -82,8 +82,23 @@ pub enum StopReason {
     /// The replica's end does not fit a 0.7 offset.
     #[error("its end {0} is past the largest offset")]
     EndPastMax(u64),
+    /// The replica's last message is not the source's message at that offset: the two logs
+    /// diverged (the source was promoted while this log held messages it never copied, or this
+    /// log took writes of its own).
+    #[error("its log diverged from the source's: its message at offset {at} (ending at {end}) is not the source's message there{}; nothing more is copied into it. `tributary demote --zookeeper <this cluster> --dry-run` lists what it holds past the source's history; `tributary demote` keeps that in a .diverged file and copies on", match theirs { Some(size) => format!(" (the source holds a {size}-byte message there)"), None => " (no message of the source starts there)".to_string() })]
+    Diverged {
+        /// Where this replica's last message starts.
+        at: u64,
+        /// Where it ends (this replica's end).
+        end: u64,
+        /// The size of the source's message there, when one starts there.
+        theirs: Option<u64>,
+    },
+    /// The replica's last message could not be read (to compare it with the source's).
+    #[error("its last message cannot be read: {0}")]
+    LastMessage(LogError),
     /// The replica holds more than the source: the source lost data this replica holds.
-    #[error("the replica ends at {end}, past the source's end {source_end} (the source lost data this replica holds)")]
+    #[error("the replica ends at {end}, past the source's end {source_end} (the source does not hold data this replica holds); nothing more is copied into it. `tributary demote --zookeeper <this cluster> --dry-run` lists what it holds past the source's history; `tributary demote` keeps that in a .diverged file and copies on")]
     AheadOfSource {
         /// This replica's end.
         end: i64,

@@ -39,6 +39,7 @@ use tokio::sync::watch;
 use tributary_core::config::{BrokerConfig, ReplicaConfig};
 use tributary_core::group_id::GroupId;
 use tributary_core::log::{TopicPartition, ValidatedSet};
+use tributary_core::message::MessageMark;
 use tributary_core::planted::{self, Bug};
 use tributary_core::replica::{decide, fetch_size, Fetched};
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
@@ -86,6 +87,30 @@ pub(super) struct Copied {
     /// Where the next fetch starts: the log's end once every pending append is done (`None`
     /// until read from the log).
     pub(super) next: Option<u64>,
+    /// The last message the log holds once every pending append is done (`None` until known,
+    /// or while it holds none).
+    pub(super) mark: Option<MessageMark>,
+    /// Whether the log was found a prefix of the source's on the current connection (checked
+    /// before anything more is appended: at start and after every reconnect).
+    pub(super) verified: bool,
+    /// The fetch in flight checks the prefix at this message (not new data).
+    pub(super) verifying: Option<MessageMark>,
+}
+
+impl Copied {
+    /// A partition not fetched yet by this run of the copier.
+    pub(super) fn new(fetch_bytes: u32) -> Self {
+        Copied {
+            fetch_bytes,
+            stopped: None,
+            fresh: true,
+            gaps: 0,
+            next: None,
+            mark: None,
+            verified: false,
+            verifying: None,
+        }
+    }
 }
 
 /// What the source cluster looks like: the source broker's address and its partitions.

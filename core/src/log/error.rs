@@ -84,6 +84,16 @@ pub enum LogError {
         /// The partition.
         partition: String,
     },
+    /// The log cannot be cut back there ([`crate::log::Log::cut_tail`]).
+    #[error("{partition}: cannot cut the log back to {cut}: {detail}")]
+    CannotCut {
+        /// The partition.
+        partition: String,
+        /// Where the cut was asked for.
+        cut: u64,
+        /// Why it cannot be.
+        detail: String,
+    },
     /// Another process (another broker) holds `log.dir`.
     #[error(
         "log.dir {dir} is in use by another process ({holder}{}); every broker needs its own log.dir",

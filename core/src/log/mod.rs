@@ -23,9 +23,10 @@ pub use fs::{tmp_path, DirEntry, LockError, LogFile, LogFs};
 pub use manager::{LogManager, OpenReport, CLEAN_SHUTDOWN_FILE, DIR_LOCK_FILE};
 pub use mem_fs::{MemFile, MemFs};
 pub use names::{
-    gap_file_name, parse_gap_file_name, parse_segment_file_name, segment_file_name, TopicPartition,
-    GAP_SUFFIX, SEGMENT_SUFFIX,
+    diverged_file_name, gap_file_name, parse_diverged_file_name, parse_gap_file_name,
+    parse_segment_file_name, segment_file_name, TopicPartition, DIVERGED_SUFFIX, GAP_SUFFIX,
+    SEGMENT_SUFFIX,
 };
-pub use partition::{AppendInfo, FileRange, FlushTicket, Log, Served, ValidatedSet};
+pub use partition::{AppendInfo, FileRange, FlushTicket, Log, Served, TailCut, ValidatedSet};
 pub use policy::LogPolicy;
 pub use recovery::RecoveryHints;

@@ -1,6 +1,7 @@
 //! Names on disk: partition directories `<topic>-<partition>` and segment files
 //! `<20-digit start offset>.kafka`, exactly as Kafka 0.7 lays them out; and Tributary's hole
-//! records `<20-digit from>-<20-digit to>.gap` (0.7 reads only `.kafka` files, so it ignores
+//! records `<20-digit from>-<20-digit to>.gap` and diverged tails
+//! `<20-digit cut>.<20-digit end>.diverged` (0.7 reads only `.kafka` files, so it ignores
 //! them).
 
 use std::fmt;
@@ -11,6 +12,8 @@ use crate::wire::TopicName;
 pub const SEGMENT_SUFFIX: &str = ".kafka";
 /// The extension of hole records.
 pub const GAP_SUFFIX: &str = ".gap";
+/// The extension of diverged tails (see [`diverged_file_name`]).
+pub const DIVERGED_SUFFIX: &str = ".diverged";
 /// Digits in a segment file name.
 const SEGMENT_DIGITS: usize = 20;
 
@@ -90,4 +93,26 @@ pub fn parse_gap_file_name(name: &str) -> Option<(u64, u64)> {
     };
     let (from, to) = (number(from)?, number(to)?);
     (from < to).then_some((from, to))
+}
+
+/// The name of the file holding a log's diverged tail, the bytes `cut..end` moved out of the log
+/// when it was cut at `cut` (a demotion): a 0.7 segment whose first entry is at `cut`, so that
+/// `dump-log` (which reads the number before the first `.`) lists it at its offsets.
+pub fn diverged_file_name(cut: u64, end: u64) -> String {
+    format!(
+        "{cut:0width$}.{end:0width$}{DIVERGED_SUFFIX}",
+        width = SEGMENT_DIGITS
+    )
+}
+
+/// The range `cut..end` a diverged tail's file name names, if it is one (and `cut < end`).
+pub fn parse_diverged_file_name(name: &str) -> Option<(u64, u64)> {
+    let (cut, end) = name.strip_suffix(DIVERGED_SUFFIX)?.split_once('.')?;
+    let number = |digits: &str| {
+        (digits.len() == SEGMENT_DIGITS && digits.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| digits.parse::<u64>().ok())
+            .flatten()
+    };
+    let (cut, end) = (number(cut)?, number(end)?);
+    (cut < end).then_some((cut, end))
 }

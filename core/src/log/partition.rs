@@ -44,8 +44,11 @@ use super::policy::LogPolicy;
 use super::segment::{read_exact_at, Segment};
 
 mod serve;
+mod tail;
 use crate::message::{validate_set, MessageError, ShallowIter, ValidationLimits};
 pub use serve::{FileRange, Served};
+pub(crate) use tail::LastEntry;
+pub use tail::TailCut;
 
 /// Where an appended set landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,6 +170,8 @@ pub struct Log<F: LogFs> {
     pub(crate) poisoned: Option<String>,
     /// Set when an operation panicked: the log refuses everything.
     pub(crate) failed: Option<String>,
+    /// Where the last top-level message starts ([`Log::last_message`]).
+    pub(crate) last_entry: LastEntry,
 }
 
 impl<F: LogFs> Log<F> {
@@ -219,6 +224,7 @@ impl<F: LogFs> Log<F> {
             first_unflushed_ms: None,
             poisoned: None,
             failed: None,
+            last_entry: LastEntry::Unknown,
         };
         log.new_segment(start, now_ms)?;
         Ok(log)
@@ -489,6 +495,8 @@ impl<F: LogFs> Log<F> {
         active.checked.record(written_at, active.size);
         active.modified_ms = now_ms;
         active.first_append_ms.get_or_insert(now_ms);
+        let set_offset = active.start + written_at;
+        self.note_appended(set_offset, set);
         Ok(())
     }
 
@@ -879,6 +887,9 @@ impl<F: LogFs> Log<F> {
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
+        if matches!(self.last_entry, LastEntry::At(at) if at < self.start_offset()) {
+            self.last_entry = LastEntry::Unknown;
+        }
         // Holes below the first segment separate nothing any more. Their records go only once
         // the segments before them are durably gone: a segment that comes back at restart
         // still needs the record of the hole after it.

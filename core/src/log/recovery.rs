@@ -10,14 +10,18 @@
 //!   partition is refused with an error naming segment and offset, and nothing is deleted;
 //! - files that are not segments are left alone, with a warning;
 //! - segments must be contiguous, except across a hole a gap file records (`<from>-<to>.gap`,
-//!   see [`Log::skip_to`]); a gap file that separates nothing is deleted.
+//!   see [`Log::skip_to`]); a gap file that separates nothing is deleted;
+//! - a log that ends below its checkpoint is accepted only where a diverged tail
+//!   (`<cut>.<end>.diverged`, see [`Log::cut_tail`]) holds the missing bytes: the log was cut
+//!   back there on purpose.
 
 use std::path::Path;
 
 use super::error::LogError;
 use super::fs::{LogFile, LogFs};
 use super::names::{
-    gap_file_name, parse_gap_file_name, parse_segment_file_name, segment_file_name, TopicPartition,
+    gap_file_name, parse_diverged_file_name, parse_gap_file_name, parse_segment_file_name,
+    segment_file_name, TopicPartition,
 };
 use super::partition::Log;
 use super::policy::LogPolicy;
@@ -43,7 +47,7 @@ impl<F: LogFs> Log<F> {
         hints: RecoveryHints,
         now_ms: i64,
     ) -> Result<Self, LogError> {
-        let (segments, recorded_holes) = open_segments(&fs, dir, &tp)?;
+        let (segments, recorded_holes, diverged) = open_segments(&fs, dir, &tp)?;
         if segments.is_empty() {
             if let Some(end) = hints.checkpoint.filter(|end| *end > 0) {
                 return Err(corrupt(
@@ -72,8 +76,9 @@ impl<F: LogFs> Log<F> {
             first_unflushed_ms: None,
             poisoned: None,
             failed: None,
+            last_entry: super::partition::LastEntry::Unknown,
         };
-        log.recover(hints)?;
+        log.recover(hints, &diverged)?;
         if !hints.clean_shutdown {
             log.dir_synced = log.sync_recovered(hints.checkpoint.unwrap_or(0))?;
         }
@@ -106,8 +111,24 @@ impl<F: LogFs> Log<F> {
         Ok(synced)
     }
 
-    fn recover(&mut self, hints: RecoveryHints) -> Result<(), LogError> {
+    fn recover(&mut self, hints: RecoveryHints, diverged: &[(u64, u64)]) -> Result<(), LogError> {
         let end = self.written_end();
+        let mut hints = hints;
+        if let Some(promised) = hints.checkpoint.filter(|p| *p > end) {
+            // A log cut back by a demotion ([`Log::cut_tail`]) after its last checkpoint: the
+            // missing bytes are in its diverged file, not lost.
+            if let Some((cut, tail_end)) = diverged
+                .iter()
+                .find(|(cut, tail_end)| *cut <= end && promised <= *tail_end)
+            {
+                tracing::warn!(
+                    "{}: the log ends at {end}, below its checkpoint ({promised}): it was cut back to {cut} and {}",
+                    self.tp,
+                    format_args!("its tail is in {}", super::names::diverged_file_name(*cut, *tail_end))
+                );
+                hints.checkpoint = Some(end);
+            }
+        }
         if let Some(promised) = hints.checkpoint.filter(|p| *p > end) {
             let last = self.segments.last().map(Segment::name).unwrap_or_default();
             return Err(corrupt(
@@ -220,8 +241,8 @@ fn corrupt(tp: &TopicPartition, segment: &str, offset: u64, detail: String) -> L
     }
 }
 
-/// Segments and the holes gap files record.
-type Opened<File> = (Vec<Segment<File>>, Vec<(u64, u64)>);
+/// Segments, the holes gap files record, and the diverged tails kept beside them.
+type Opened<File> = (Vec<Segment<File>>, Vec<(u64, u64)>, Vec<(u64, u64)>);
 
 /// Opens every segment file in `dir`, sorted by start offset, and reads the hole records. Other
 /// files are left alone.
@@ -238,6 +259,7 @@ fn open_segments<F: LogFs>(
     };
     let mut segments = Vec::new();
     let mut holes = Vec::new();
+    let mut diverged = Vec::new();
     for entry in fs.list_dir(dir).map_err(|e| io("list", dir, e))? {
         if entry.is_dir {
             tracing::warn!(
@@ -249,6 +271,10 @@ fn open_segments<F: LogFs>(
         }
         if let Some(hole) = parse_gap_file_name(&entry.name) {
             holes.push(hole);
+            continue;
+        }
+        if let Some(tail) = parse_diverged_file_name(&entry.name) {
+            diverged.push(tail);
             continue;
         }
         let Some(start) = parse_segment_file_name(&entry.name) else {
@@ -274,7 +300,7 @@ fn open_segments<F: LogFs>(
         ));
     }
     segments.sort_by_key(|s| s.start);
-    Ok((segments, holes))
+    Ok((segments, holes, diverged))
 }
 
 /// Every segment but the last must end exactly where the next begins, or where a recorded hole

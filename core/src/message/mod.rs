@@ -5,12 +5,14 @@
 //! - [`DeepIter`]: every message, compressed wrappers opened with bounded decompression.
 //! - [`validate_set`]: the broker's whole-set check before an append.
 //! - [`MessageSetBuilder`]: encodes sets as 0.7 producers do, compressed or not.
+//! - [`MessageMark`]: a top-level message named by its offset, size and CRC.
 
 mod builder;
 mod codec;
 mod error;
 mod iter;
 mod layout;
+mod mark;
 pub mod snappy_java;
 mod validate;
 
@@ -24,4 +26,5 @@ pub use iter::{
 pub use layout::{
     Magic, Message, MessageRef, HEADER_BYTES_MAGIC0, HEADER_BYTES_MAGIC1, LENGTH_BYTES,
 };
+pub use mark::MessageMark;
 pub use validate::{validate_set, SetSummary, ValidationLimits};

@@ -8,8 +8,9 @@
 //! one.
 
 pub mod offset_sync;
+pub mod prefix;
 
-use crate::message::{MessageError, ShallowIter};
+use crate::message::{MessageError, MessageMark, ShallowIter};
 
 /// What to do with one fetched block.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +23,8 @@ pub enum Fetched {
         bytes: usize,
         /// Top-level messages in it.
         messages: u64,
+        /// Its last message (what the next prefix check compares).
+        last: MessageMark,
     },
     /// The first message does not fit in the size asked: fetch again with at least `needed`
     /// bytes (its whole entry).
@@ -46,9 +49,13 @@ pub fn decide(offset: i64, block: &[u8]) -> Fetched {
     let mut entries = ShallowIter::new(block, offset);
     let mut messages = 0u64;
     let mut error = None;
+    let mut last = None;
     for entry in entries.by_ref() {
         match entry {
-            Ok(_) => messages += 1,
+            Ok(e) => {
+                messages += 1;
+                last = MessageMark::of(&e);
+            }
             Err(e) => {
                 error = Some(e);
                 break;
@@ -56,10 +63,11 @@ pub fn decide(offset: i64, block: &[u8]) -> Fetched {
         }
     }
     let valid = entries.end().valid_bytes;
-    if valid > 0 {
+    if let (true, Some(last)) = (valid > 0, last) {
         return Fetched::Append {
             bytes: valid,
             messages,
+            last,
         };
     }
     match error {
@@ -107,13 +115,11 @@ mod tests {
         let whole = set(&[b"one", b"two"]);
         let mut block = whole.clone();
         block.extend_from_slice(&set(&[b"three"])[..7]);
-        assert_eq!(
+        assert!(matches!(
             decide(100, &block),
-            Fetched::Append {
-                bytes: whole.len(),
-                messages: 2
-            }
-        );
+            Fetched::Append { bytes, messages: 2, last }
+                if bytes == whole.len() && last.end() == 100 + whole.len() as u64
+        ));
         assert_eq!(decide(100, &[]), Fetched::Nothing);
     }
 
@@ -141,13 +147,10 @@ mod tests {
         let mut block = good.clone();
         block.extend_from_slice(&bad);
         block.extend_from_slice(&set(&[b"after"]));
-        assert_eq!(
+        assert!(matches!(
             decide(0, &block),
-            Fetched::Append {
-                bytes: good.len(),
-                messages: 1
-            }
-        );
+            Fetched::Append { bytes, messages: 1, .. } if bytes == good.len()
+        ));
         let at = good.len() as i64;
         assert!(matches!(
             decide(at, &block[good.len()..]),
