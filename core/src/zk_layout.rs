@@ -87,8 +87,12 @@ pub fn ancestors(path: &str) -> Vec<&str> {
 }
 
 /// Replica mode (Tributary): topics promoted on a mirror cluster, one persistent child each,
-/// written by `tributary promote`.
+/// written by `tributary promote`. Its data is [`CLUSTER_PROMOTED`] when the whole cluster is
+/// promoted (every topic, including those created later), empty otherwise.
 pub const PROMOTED_PATH: &str = "/tributary/promoted";
+
+/// The data of [`PROMOTED_PATH`] when the whole cluster is promoted.
+pub const CLUSTER_PROMOTED: &[u8] = b"cluster";
 
 /// The promotion request of `topic`.
 pub fn promoted_topic_path(topic: &TopicName) -> String {

@@ -925,3 +925,145 @@ async fn a_replica_whose_log_diverged_from_its_source_stops_that_partition_and_n
         );
     }
 }
+
+/// `tributary <args>`: its exit status and what it printed (stdout, then stderr).
+fn run_tool(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(tributary_tests::broker::tributary_binary())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// What an acknowledged produce of one message to `t` in the cluster behind `zk` came to.
+async fn try_produce(zk: &ZooKeeper, t: &str) -> Result<(), String> {
+    let text = format!(
+        "zk.connect={}\nproducer.type=sync\ndurable.acks=true\nnum.retries=1\nretry.backoff.ms=100\n",
+        zk.connect_string()
+    );
+    let config =
+        ProducerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
+    let producer = Producer::start(TokioEnv, config).await.unwrap();
+    let sent = producer
+        .send(Record::new(
+            topic(t),
+            Bytes::from_static(b"after the failover"),
+        ))
+        .await;
+    let result = match sent {
+        Ok(delivery) => delivery.await.map(drop).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    producer.close().await;
+    result
+}
+
+/// `promote` without `--topic` promotes the whole cluster: every topic takes produces, those
+/// created afterwards too; the source (dead, as in a disaster) is no longer asked anything.
+/// `promote --topic` refuses a topic no broker holds and writes nothing for it. A produce
+/// refused by a replica topic says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn promoting_the_whole_cluster_makes_every_topic_writable_new_ones_too() {
+    let Clusters {
+        source_zk,
+        replica_zk,
+        source_dir,
+        replica_dir,
+        source,
+    } = Clusters::start();
+    produce(
+        &source_zk,
+        "0",
+        "orders",
+        (0..40).map(|i| format!("order {i}")),
+    )
+    .await;
+    let replica = replica_broker(replica_dir.path(), &replica_zk, &source_zk, "");
+    assert_identical(
+        &source,
+        source_dir.path(),
+        &replica,
+        replica_dir.path(),
+        &["orders"],
+    )
+    .await;
+    // The disaster: the source cluster is gone.
+    drop(source);
+    drop(source_zk);
+
+    let refused = try_produce(&replica_zk, "orders-v2").await;
+    let why = refused.expect_err("a new topic of a replica cluster took a produce");
+    assert!(why.contains("read-only replica"), "{why}");
+
+    let zk = replica_zk.connect_string();
+    let (ok, text) = run_tool(&[
+        "promote",
+        "--zookeeper",
+        &zk,
+        "--topic",
+        "orders-v2",
+        "--wait",
+        "5",
+    ]);
+    assert!(
+        !ok && text.contains("orders-v2: no broker of this cluster holds it"),
+        "{text}"
+    );
+    let client = zookeeper_client::Client::connect(&zk).await.unwrap();
+    assert!(
+        client
+            .get_data("/tributary/promoted/orders-v2")
+            .await
+            .is_err(),
+        "a refused promotion left its node behind"
+    );
+
+    let (ok, text) = run_tool(&["promote", "--zookeeper", &zk, "--wait", "20"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("the whole cluster is promoted"), "{text}");
+    assert!(
+        text.contains("orders broker 0: copying stopped at"),
+        "{text}"
+    );
+    try_produce(&replica_zk, "orders")
+        .await
+        .expect("a promoted topic");
+    try_produce(&replica_zk, "orders-v2")
+        .await
+        .expect("a topic created after the promotion");
+    // Said once that the source is no longer read; then not a word about it.
+    let said = "the source is no longer read";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !replica.log_text().contains(said) {
+        assert!(Instant::now() < deadline, "{}", replica.log_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let log = replica.log_text();
+    let after = &log[log.find(said).unwrap()..];
+    assert!(
+        !after
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("source")),
+        "the promoted cluster still tries its source:\n{after}"
+    );
+    let (ok, again) = run_tool(&["promote", "--zookeeper", &zk, "--wait", "20"]);
+    assert!(ok, "{again}");
+    for line in text.lines() {
+        assert!(
+            again.contains(line),
+            "promoting again changed {line:?}:\n{again}"
+        );
+    }
+    assert!(
+        again.contains("orders-v2 broker 0: copying stopped at (partition:offset) 0:0"),
+        "a topic made after the promotion was never copied: its cut is its start\n{again}"
+    );
+}

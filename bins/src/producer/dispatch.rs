@@ -15,7 +15,7 @@ use tributary_core::config::ProducerConfig;
 use tributary_core::message::{Message, MessageSetBuilder};
 use tributary_core::producer::{choose, group_by_partition, Candidate};
 use tributary_core::wire::{
-    ErrorCode, OffsetsRequest, ProduceRequest, Request, Response, TopicName,
+    ErrorCode, OffsetsRequest, ProduceRequest, Request, Response, TopicName, READ_ONLY_REPLICA,
 };
 
 use super::directory::Directory;
@@ -532,6 +532,10 @@ fn ack_outcome(broker_id: i32, error: ErrorCode, offset: i64) -> SetOutcome {
             broker_id,
             reason: "invalid message set".into(),
         }),
+        // A replica topic until its cluster is promoted (during a failover, soon): said as such.
+        READ_ONLY_REPLICA => SetOutcome::Retry(format!(
+            "broker {broker_id} refused the set: the topic is a read-only replica on that cluster (code 100); promote that cluster (`tributary promote --zookeeper <its ZooKeeper>`) before producing to it"
+        )),
         // The partition went away or cannot take writes now: another one may.
         other => SetOutcome::Retry(format!(
             "broker {broker_id} did not store the set ({})",

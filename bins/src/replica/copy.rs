@@ -3,6 +3,7 @@
 //! data first, corrupt source data stopping only its partition.
 
 use super::error::{AppendError, SourceError, StopReason};
+use super::trouble::Trouble;
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use tributary_core::replica::prefix::{check_prefix, Prefix};
@@ -49,6 +50,14 @@ pub(super) async fn copy<E: Env>(
         replica.topics.pattern()
     );
     let mut last_promotions: Option<i64> = None;
+    let own_zk = broker
+        .zk_connect
+        .as_ref()
+        .map_or_else(String::new, ToString::to_string);
+    let mut own_trouble = Trouble::new(format!("this cluster's ZooKeeper at {own_zk}"));
+    let mut source_zk_trouble =
+        Trouble::new(format!("the source's ZooKeeper at {}", replica.source));
+    let mut source_trouble = Trouble::new(format!("source broker {}", replica.source_broker_id));
     while !*stop.borrow() {
         let now = env.now_ms();
         // Promotions first, from this cluster's ZooKeeper, whether or not the source answers:
@@ -56,9 +65,12 @@ pub(super) async fn copy<E: Env>(
         // known.
         if last_promotions.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
             match promotions(&env, &broker, &logs, &mut own, &meter).await {
-                Ok(()) => last_promotions = Some(now),
+                Ok(()) => {
+                    last_promotions = Some(now);
+                    own_trouble.answered(now);
+                }
                 Err(e) => {
-                    tracing::warn!("replica: reading promotions from this cluster's ZooKeeper: {e}; not copying until it answers");
+                    own_trouble.failed(now, e, "reading promotions; not copying until it answers");
                     own = None;
                     if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
                         return;
@@ -66,6 +78,18 @@ pub(super) async fn copy<E: Env>(
                     continue;
                 }
             }
+        }
+        if logs.is_cluster_promoted() {
+            // Nothing is copied any more: the source (perhaps the cluster that failed) is not
+            // asked anything, and only this cluster's ZooKeeper is read, for a demotion.
+            if coord.take().is_some() || conn.take().is_some() {
+                pending.clear();
+                tracing::info!("replica: the cluster is promoted: the source is no longer read");
+            }
+            if pause(&mut stop, DISCOVERY_INTERVAL).await {
+                return;
+            }
+            continue;
         }
         if last_discovery.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
             match discover(&env, &broker, &replica, &mut coord).await {
@@ -87,12 +111,10 @@ pub(super) async fn copy<E: Env>(
                         address: view.address.clone(),
                         partitions: copied.keys().cloned().collect(),
                     });
+                    source_zk_trouble.answered(now);
                 }
                 Err(e) => {
-                    tracing::warn!(
-                        "replica: reading the source's ZooKeeper at {}: {e}; retrying",
-                        replica.source
-                    );
+                    source_zk_trouble.failed(now, e, "retrying");
                     coord = None;
                     if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
                         return;
@@ -111,6 +133,7 @@ pub(super) async fn copy<E: Env>(
             match connect(&env, &host, port, timeout).await {
                 Ok(fresh) => {
                     conn = Some(fresh);
+                    source_trouble.answered(env.now_ms());
                     // A new connection may reach another source (a failover, a restored
                     // cluster): every partition's prefix is checked again before it grows.
                     for state in copied.values_mut() {
@@ -118,7 +141,7 @@ pub(super) async fn copy<E: Env>(
                     }
                 }
                 Err(e) => {
-                    tracing::warn!("replica: source broker {host}:{port}: {e}; retrying");
+                    source_trouble.failed(env.now_ms(), format!("{host}:{port}: {e}"), "retrying");
                     if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
                         return;
                     }
@@ -142,7 +165,7 @@ pub(super) async fn copy<E: Env>(
         {
             Ok(any) => any,
             Err(e) => {
-                tracing::warn!("replica: source broker {host}:{port}: {e}; reconnecting");
+                source_trouble.failed(env.now_ms(), format!("{host}:{port}: {e}"), "reconnecting");
                 conn = None;
                 false
             }

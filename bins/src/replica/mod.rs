@@ -22,6 +22,7 @@ pub mod error;
 mod offset_sync;
 mod probe;
 mod promote;
+mod trouble;
 
 use self::copy::{copy, copying};
 use self::discover::{announce, discover};

@@ -1,7 +1,10 @@
-//! Promotion: topics named in this cluster's ZooKeeper stop being copied and take produces.
+//! Promotion: topics named in this cluster's ZooKeeper (or all of them, when the whole
+//! cluster is promoted) stop being copied and take produces.
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use std::collections::BTreeSet;
+use tributary_core::zk_layout::CLUSTER_PROMOTED;
 
 /// Reads the promoted topics from this cluster's ZooKeeper; promotes each replica topic named
 /// there (it stops being copied and takes produces), logs where each partition stopped and
@@ -32,15 +35,23 @@ pub(super) async fn promotions<E: Env>(
         *own = Some(c);
     }
     let Some(c) = own.as_ref() else { return Ok(()) };
-    let promoted = match c.children(PROMOTED_PATH).await {
-        Ok(names) => names,
+    let whole = match c.get(PROMOTED_PATH).await {
+        Ok((data, _)) => data == CLUSTER_PROMOTED,
         Err(CoordError::NoNode(_)) => return Ok(()),
         Err(e) => return Err(e),
     };
-    for name in promoted {
-        let Ok(topic) = name.parse::<TopicName>() else {
-            continue;
-        };
+    let mut named: BTreeSet<TopicName> = c
+        .children(PROMOTED_PATH)
+        .await?
+        .iter()
+        .filter_map(|name| name.parse().ok())
+        .collect();
+    if whole {
+        // Every topic held here is promoted and confirmed like a named one (its cut point is
+        // what a later demotion of the other cluster cuts at).
+        named.extend(logs.topics());
+    }
+    for topic in named {
         let path = promoted_ack_path(&topic, broker.broker_id);
         let copied_now = logs.is_replica(&topic);
         let acknowledged = c.get(&path).await.is_ok();
@@ -50,6 +61,9 @@ pub(super) async fn promotions<E: Env>(
         // The ends first, then the promotion: until `promote` below, clients' produces are
         // refused and this task (the copier) is the only writer, so every byte below a reported
         // end is the source's and every byte after it a client's.
+        // A topic made after the whole cluster was promoted was never copied: everything in it
+        // is this cluster's own, so its cut point is where it starts.
+        let never_copied = !copied_now && logs.is_cluster_promoted();
         let mut stopped_at = Vec::new();
         // Every partition of the topic held here (not only those this run of the copier has
         // seen: after a restart, promotions are read before the source is).
@@ -59,8 +73,13 @@ pub(super) async fn promotions<E: Env>(
                 if let Err(e) = logs::flush(env, &log, meter).await {
                     tracing::error!("replica: {tp}: flushing at promotion: {e}");
                 }
-                let end = log.lock().await.flushed_end();
-                stopped_at.push(format!("{}:{end}", tp.partition));
+                let locked = log.lock().await;
+                let cut = if never_copied {
+                    locked.start_offset()
+                } else {
+                    locked.flushed_end()
+                };
+                stopped_at.push(format!("{}:{cut}", tp.partition));
             }
         }
         let at = stopped_at.join(",");
@@ -68,10 +87,14 @@ pub(super) async fn promotions<E: Env>(
         if newly {
             tracing::info!("replica: {topic} promoted: no longer copied, takes produces; copying stopped at (partition:offset) {at}");
         }
+        c.ensure_parents(&path).await?;
         match c.create(&path, at.as_bytes(), NodeKind::Persistent).await {
             Ok(_) | Err(CoordError::NodeExists(_)) => {}
             Err(e) => return Err(e),
         }
+    }
+    if whole && logs.promote_cluster() {
+        tracing::info!("replica: the whole cluster is promoted: nothing is copied any more, and every topic, including those created from now on, takes produces");
     }
     Ok(())
 }

@@ -1,8 +1,11 @@
-//! `promote`: the failover step for producers in replica mode. Marks topics promoted in the
-//! mirror cluster's ZooKeeper (`/tributary/promoted/<topic>`); every replica broker of that
-//! cluster stops copying them, makes them writable, and confirms with where it stopped. The tool
-//! waits for the confirmations of every broker that holds each topic and prints them.
-//! Idempotent: promoting a promoted topic changes nothing and prints the same offsets.
+//! `promote`: the failover step for producers in replica mode. Without `--topic` it promotes
+//! the whole cluster (`/tributary/promoted` holds `cluster`): every replica broker stops
+//! copying, and every topic, including topics created afterwards, takes produces. With
+//! `--topic` it promotes those topics only (`/tributary/promoted/<topic>`), refusing a topic no
+//! broker holds before writing anything. Every replica broker confirms each topic it holds
+//! with where it stopped copying (the cut point a later `demote` of the other cluster cuts
+//! at); the tool waits for the confirmations of every broker that holds each topic and prints
+//! them. Idempotent: promoting again changes nothing and prints the same offsets.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -12,6 +15,7 @@ use tributary_core::config::ZkConnect;
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{
     broker_topic_path, promoted_ack_path, promoted_topic_path, BROKER_TOPICS_PATH,
+    CLUSTER_PROMOTED, PROMOTED_PATH,
 };
 
 use crate::cli::runtime;
@@ -32,9 +36,9 @@ pub enum PromoteError {
         /// What ZooKeeper said.
         source: CoordError,
     },
-    /// No topic was named and the cluster has none registered.
-    #[error("no topics registered in {0}: nothing to promote")]
-    NoTopics(ZkConnect),
+    /// A topic named is held by no broker of the cluster (nothing was written).
+    #[error("{0}: no broker of this cluster holds it, so nothing was promoted; to make topics created from now on writable, promote the whole cluster (without --topic)")]
+    NotHeld(TopicName),
     /// A confirmation could not be written out.
     #[error(transparent)]
     Output(#[from] std::io::Error),
@@ -79,7 +83,7 @@ fn joined(missing: &[Unconfirmed]) -> String {
 pub struct PromoteOptions {
     /// The mirror cluster's ZooKeeper.
     pub zk_connect: ZkConnect,
-    /// The topics (empty: every topic the cluster has registered now).
+    /// The topics (empty: the whole cluster, including topics created later).
     pub topics: Vec<TopicName>,
     /// How long to wait for the brokers' confirmations.
     pub wait: Duration,
@@ -101,17 +105,46 @@ pub async fn promote<E: Env>(
         .coordinate(&options.zk_connect, ZK_TIMEOUT, ZK_TIMEOUT)
         .await
         .map_err(zk)?;
-    let topics = if options.topics.is_empty() {
+    let whole = options.topics.is_empty();
+    let topics: Vec<TopicName> = if whole {
         match coord.children(BROKER_TOPICS_PATH).await {
             Ok(names) => names.iter().filter_map(|n| n.parse().ok()).collect(),
             Err(CoordError::NoNode(_)) => Vec::new(),
             Err(e) => return Err(zk(e)),
         }
     } else {
+        // A topic no broker holds is refused before anything is written: its promotion could
+        // never be confirmed, and a topic created later is writable only in a promoted cluster.
+        for topic in &options.topics {
+            let held = match coord.children(&broker_topic_path(topic)).await {
+                Ok(ids) => !ids.is_empty(),
+                Err(CoordError::NoNode(_)) => false,
+                Err(e) => return Err(zk(e)),
+            };
+            if !held {
+                return Err(PromoteError::NotHeld(topic.clone()));
+            }
+        }
         options.topics.clone()
     };
-    if topics.is_empty() {
-        return Err(PromoteError::NoTopics(options.zk_connect.clone()));
+    if whole {
+        // The whole cluster: every replica broker promotes every topic it holds and takes
+        // produces for topics created from now on.
+        coord.ensure_parents(PROMOTED_PATH).await.map_err(zk)?;
+        match coord
+            .create(PROMOTED_PATH, CLUSTER_PROMOTED, NodeKind::Persistent)
+            .await
+        {
+            Ok(_) => {}
+            Err(CoordError::NodeExists(_)) => {
+                coord
+                    .set(PROMOTED_PATH, CLUSTER_PROMOTED, None)
+                    .await
+                    .map_err(zk)?;
+            }
+            Err(e) => return Err(zk(e)),
+        }
+        writeln!(out, "the whole cluster is promoted: every topic, including topics created from now on, takes produces")?;
     }
     for topic in &topics {
         let path = promoted_topic_path(topic);
@@ -178,7 +211,7 @@ pub struct PromoteArgs {
     /// The mirror cluster's ZooKeeper: HOST:PORT[/CHROOT].
     #[arg(long)]
     pub zookeeper: String,
-    /// A topic to promote (repeatable; default: every topic the cluster has now).
+    /// A topic to promote (repeatable; default: the whole cluster, topics created later included).
     #[arg(long)]
     pub topic: Vec<String>,
     /// Seconds to wait for every broker's confirmation.

@@ -51,6 +51,9 @@ struct Replicas {
     counts: BTreeMap<TopicName, u32>,
     /// Topics promoted: no longer copied, they take produces.
     promoted: std::collections::BTreeSet<TopicName>,
+    /// The whole cluster is promoted: no topic is copied, every topic (new ones included)
+    /// takes produces.
+    cluster_promoted: bool,
     /// The source's per-broker partition count of each renamed mirror copy, from its origin
     /// record (`core::origin`), learnt before the copy's first partition here.
     renamed: BTreeMap<TopicName, u32>,
@@ -339,6 +342,28 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         copied && self.replicas().promoted.insert(topic.clone())
     }
 
+    /// Promotes the whole cluster: no topic is copied any more, and every topic, including
+    /// those created from now on, takes produces. `true` the first time.
+    pub fn promote_cluster(&self) -> bool {
+        let mut replicas = self.replicas();
+        let newly = replicas.filter.is_some() && !replicas.cluster_promoted;
+        replicas.cluster_promoted = replicas.filter.is_some();
+        newly
+    }
+
+    /// Whether the whole cluster is promoted ([`LogManager::promote_cluster`]).
+    pub fn is_cluster_promoted(&self) -> bool {
+        self.replicas().cluster_promoted
+    }
+
+    /// Undoes every promotion (a demotion): every topic the filter allows is a replica topic
+    /// again, read-only and copied. The topics that were promoted, for the caller to report.
+    pub fn demote(&self) -> Vec<TopicName> {
+        let mut replicas = self.replicas();
+        replicas.cluster_promoted = false;
+        std::mem::take(&mut replicas.promoted).into_iter().collect()
+    }
+
     /// Whether `topic` is copied from the source and not promoted: its partitions refuse
     /// produces, and only the copier appends to them.
     pub fn is_replica(&self, topic: &TopicName) -> bool {
@@ -347,6 +372,7 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
             .filter
             .as_ref()
             .is_some_and(|f| f.allows(topic.as_str()))
+            && !replicas.cluster_promoted
             && !replicas.promoted.contains(topic)
     }
 

@@ -27,6 +27,10 @@ pub enum ErrorCode {
 /// reach).
 pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode = ErrorCode::Other(29);
 
+/// 100 (Tributary): an acknowledged produce to a replica topic that is not promoted: the
+/// topic is copied from another cluster and read-only here until `tributary promote`.
+pub const READ_ONLY_REPLICA: ErrorCode = ErrorCode::Other(100);
+
 impl ErrorCode {
     /// The code as sent on the wire.
     pub fn code(self) -> i16 {
@@ -63,6 +67,7 @@ impl ErrorCode {
             ErrorCode::InvalidMessage => "InvalidMessageCode",
             ErrorCode::WrongPartition => "WrongPartitionCode",
             ErrorCode::InvalidFetchSize => "InvalidFetchSizeCode",
+            ErrorCode::Other(100) => "ReadOnlyReplicaCode",
             ErrorCode::Other(_) => "unassigned code",
         }
     }

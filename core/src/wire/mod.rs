@@ -14,7 +14,7 @@ mod topic;
 
 pub use codec::Reader;
 pub use error::DecodeError;
-pub use error_code::{ErrorCode, TOPIC_AUTHORIZATION_FAILED};
+pub use error_code::{ErrorCode, READ_ONLY_REPLICA, TOPIC_AUTHORIZATION_FAILED};
 pub use frame::{split_frame, FrameStatus, RequestDecoder, ResponseDecoder, SIZE_PREFIX_BYTES};
 pub use request::{
     EncodeError, FetchRequest, OffsetsRequest, ProduceRequest, Request, RequestType,
