@@ -9,9 +9,9 @@ use clap::Parser;
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tributary::cli::{mirror_maker, server, Cli, Command, LogFormat, LogStream};
 use tributary::tools::{
-    check_config, cluster_id, console_consumer, console_producer, dump_log, get_offsets, jmx_tool,
-    link_proxy, mirror_status, offset_checker, perf, promote, replay, shells, simple_consumer,
-    simple_perf, update_offsets, verify_rebalance, zk_offsets,
+    check_config, cluster_id, console_consumer, console_producer, demote, dump_log, get_offsets,
+    jmx_tool, link_proxy, mirror_status, offset_checker, perf, promote, replay, shells,
+    simple_consumer, simple_perf, update_offsets, verify_rebalance, zk_offsets,
 };
 
 fn main() -> ExitCode {
@@ -89,6 +89,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
         Command::ConsoleConsumer(args) => console_consumer::run_cli(args),
         Command::ConsumerOffsetChecker(args) => offset_checker::run_cli(args),
         Command::Promote(args) => promote::run_cli(args),
+        Command::Demote(args) => demote::run_cli(args),
         Command::ProducerPerf(args) => perf::run_producer_perf_cli(args),
         Command::ConsumerPerf(args) => perf::run_consumer_perf_cli(args),
         Command::SimpleConsumerPerf(args) => simple_perf::run_cli(args),

@@ -104,3 +104,27 @@ pub fn promoted_topic_path(topic: &TopicName) -> String {
 pub fn promoted_ack_path(topic: &TopicName, broker_id: i32) -> String {
     format!("{PROMOTED_PATH}/{topic}/{broker_id}")
 }
+
+/// Replica mode (Tributary): each replica broker's source, `<id>` a persistent child holding a
+/// [`crate::replica::demotion::ReplicaRecord`] (written at every start).
+pub const REPLICAS_PATH: &str = "/tributary/replicas";
+
+/// `/tributary/replicas/<id>`.
+pub fn replica_record_path(broker_id: i32) -> String {
+    format!("{REPLICAS_PATH}/{broker_id}")
+}
+
+/// Replica mode (Tributary): the current demotion of this cluster, written by
+/// `tributary demote`; its data is the demotion's id, its children each broker's plan and,
+/// once carried out, its report ([`crate::replica::demotion`]).
+pub const DEMOTION_PATH: &str = "/tributary/demotion";
+
+/// `/tributary/demotion/plan-<id>`: what broker `<id>` is to cut.
+pub fn demotion_plan_path(broker_id: i32) -> String {
+    format!("{DEMOTION_PATH}/plan-{broker_id}")
+}
+
+/// `/tributary/demotion/done-<id>`: broker `<id>`'s report, once it has cut its logs.
+pub fn demotion_done_path(broker_id: i32) -> String {
+    format!("{DEMOTION_PATH}/done-{broker_id}")
+}

@@ -143,6 +143,19 @@ impl ZooKeeper {
         self.wait_until_serving();
     }
 
+    /// Kills the server (SIGKILL: a datacenter lost); [`ZooKeeper::start_again`] brings it back
+    /// on the same data directory and port.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts a killed server again on its data directory and port; returns once it answers.
+    pub fn start_again(&mut self) {
+        self.child = spawn(&self.dir.path().join("zoo.cfg"));
+        self.wait_until_serving();
+    }
+
     fn wait_until_serving(&self) {
         let deadline = Instant::now() + START_TIMEOUT;
         while !self.answers() {

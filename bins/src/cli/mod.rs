@@ -26,6 +26,7 @@ use crate::tools::check_config::CheckConfigArgs;
 use crate::tools::cluster_id::ClusterIdArgs;
 use crate::tools::console_consumer::ConsoleConsumerArgs;
 use crate::tools::console_producer::ConsoleProducerArgs;
+use crate::tools::demote::DemoteArgs;
 use crate::tools::dump_log::DumpLogArgs;
 use crate::tools::get_offsets::GetOffsetsArgs;
 use crate::tools::jmx_tool::JmxToolArgs;
@@ -278,13 +279,22 @@ pub enum Command {
         tributary consumer-offset-checker --group g --zkconnect localhost:2181 --topic t1,t2"
     )]
     ConsumerOffsetChecker(ConsumerOffsetCheckerArgs),
-    /// Replica mode's failover step: stop copying topics on every replica broker of a mirror
-    /// cluster and make them writable; prints where each broker stopped.
+    /// Replica mode's failover step: stop copying on every replica broker of a mirror cluster
+    /// and make it writable (the whole cluster, or the topics named); prints where each broker
+    /// stopped.
     #[command(
-        after_help = "Examples:\n  tributary promote --zookeeper mirror-zk:2181 --topic orders\n  \
-        tributary promote --zookeeper mirror-zk:2181            (every topic of the cluster)"
+        after_help = "Examples:\n  tributary promote --zookeeper mirror-zk:2181            (the whole cluster, topics created later included)\n  \
+        tributary promote --zookeeper mirror-zk:2181 --topic orders"
     )]
     Promote(PromoteArgs),
+    /// Replica mode's failback step: a cluster becomes a replica of the other cluster again,
+    /// keeping its data: each partition is cut back to where the two clusters diverged (what
+    /// lies past it kept in a .diverged file) and copies the other's history from there.
+    #[command(
+        after_help = "Examples:\n  tributary demote --zookeeper dc-a-zk:2181 --dry-run   (print every partition's cut and what lies past it; change nothing)\n  \
+        tributary demote --zookeeper dc-a-zk:2181"
+    )]
+    Demote(DemoteArgs),
     /// Send generated messages and report throughput (Kafka 0.7.1's ProducerPerformance).
     #[command(
         after_help = "Examples:\n  tributary producer-perf --brokerinfo zk.connect=localhost:2181 --topic perf --messages 100000 --async\n  \

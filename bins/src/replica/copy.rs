@@ -2,6 +2,7 @@
 //! (`core::replica`) and appended at the same offsets, holes left where the source deleted
 //! data first, corrupt source data stopping only its partition.
 
+use super::demote::{demotion, Demoting};
 use super::error::{AppendError, SourceError, StopReason};
 use super::trouble::Trouble;
 #[allow(clippy::wildcard_imports)]
@@ -50,6 +51,7 @@ pub(super) async fn copy<E: Env>(
         replica.topics.pattern()
     );
     let mut last_promotions: Option<i64> = None;
+    let mut demotion_handled: Option<String> = None;
     let own_zk = broker
         .zk_connect
         .as_ref()
@@ -64,7 +66,34 @@ pub(super) async fn copy<E: Env>(
         // a promoted topic is never copied into again, and nothing is copied before they are
         // known.
         if last_promotions.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
-            match promotions(&env, &broker, &logs, &mut own, &meter).await {
+            let mut read = promotions(&env, (&broker, &replica), &logs, &mut own, &meter).await;
+            if let (Ok(()), Some(c)) = (&read, own.as_ref()) {
+                let demoting = Demoting {
+                    broker: &broker,
+                    replica: &replica,
+                    logs: &logs,
+                    copied: &mut copied,
+                    synced: &mut synced,
+                    handled: &mut demotion_handled,
+                };
+                read = match demotion(&env, c, demoting).await {
+                    Ok(true) => {
+                        // What was fetched before the cut is fetched again from each log's
+                        // end (now the cut, or where the log was left).
+                        for p in pending.drain(..) {
+                            if let Some(state) = copied.get_mut(&p.tp) {
+                                state.next = None;
+                                state.mark = None;
+                                state.verified = false;
+                            }
+                        }
+                        Ok(())
+                    }
+                    Ok(false) => Ok(()),
+                    Err(e) => Err(e),
+                };
+            }
+            match read {
                 Ok(()) => {
                     last_promotions = Some(now);
                     own_trouble.answered(now);

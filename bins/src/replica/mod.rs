@@ -17,6 +17,7 @@
 //! connection that failed is never reused.
 
 mod copy;
+mod demote;
 mod discover;
 pub mod error;
 mod offset_sync;

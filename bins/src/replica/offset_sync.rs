@@ -113,6 +113,64 @@ where
     Ok(())
 }
 
+/// At a demotion: hands the offsets of `groups` that this broker's partitions hold in this
+/// cluster's ZooKeeper back to the syncer. They were committed before the demotion (by the
+/// group while this cluster was primary): another epoch of the group, which the source's
+/// commits replace. Each is marked as if the syncer had written it, so a sync overwrites it
+/// once the group has no live member here (members left registered by the failed cluster's
+/// consumers go when their sessions expire); a commit the group makes here after the
+/// demotion differs from the mark and is never overwritten.
+pub(super) async fn adopt_offsets<F, C: Coordination>(
+    here: &C,
+    logs: &Logs<F>,
+    groups: &tributary_core::consumer::TopicPattern,
+    own_id: i32,
+) -> Result<(), CoordError>
+where
+    F: tributary_core::log::LogFs + Clone + Send + Sync + 'static,
+    F::File: Send + Sync,
+{
+    let names = match here.children("/consumers").await {
+        Ok(names) => names,
+        Err(CoordError::NoNode(_)) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for name in names.into_iter().filter(|n| groups.allows(n)) {
+        let Ok(group) = name.parse::<GroupId>() else {
+            continue;
+        };
+        let mut adopted = 0;
+        for topic in logs.topics().into_iter().filter(|t| logs.is_replica(t)) {
+            let at = consumer_offsets_path(&group, &topic);
+            let partitions = match here.children(&at).await {
+                Ok(p) => p,
+                Err(CoordError::NoNode(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            for partition_name in partitions {
+                let Some(BrokerPartition { broker_id, .. }) =
+                    BrokerPartition::parse(&partition_name)
+                else {
+                    continue;
+                };
+                if broker_id != own_id {
+                    continue;
+                }
+                let Some(current) = data_of(here, &format!("{at}/{partition_name}")).await? else {
+                    continue;
+                };
+                let marker = format!("{SYNCED_PATH}/{name}/{topic}/{partition_name}");
+                put(here, &marker, &current).await?;
+                adopted += 1;
+            }
+        }
+        if adopted > 0 {
+            tracing::info!("replica: demotion: group {name}'s {adopted} offsets here (committed before the demotion) follow the source's commits from now on (once it has no live member here)");
+        }
+    }
+    Ok(())
+}
+
 /// Creates `path` with `data`, or sets it.
 pub(super) async fn put<C: Coordination>(
     coord: &C,

@@ -4,14 +4,15 @@
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use std::collections::BTreeSet;
-use tributary_core::zk_layout::CLUSTER_PROMOTED;
+use tributary_core::replica::demotion::ReplicaRecord;
+use tributary_core::zk_layout::{replica_record_path, CLUSTER_PROMOTED};
 
 /// Reads the promoted topics from this cluster's ZooKeeper; promotes each replica topic named
 /// there (it stops being copied and takes produces), logs where each partition stopped and
 /// confirms with `promoted_ack_path` (what `tributary promote` waits for). Idempotent.
 pub(super) async fn promotions<E: Env>(
     env: &E,
-    broker: &BrokerConfig,
+    (broker, replica): (&BrokerConfig, &ReplicaConfig),
     logs: &Arc<Logs<E::Fs>>,
     own: &mut Option<E::Coord>,
     meter: &BrokerMeter,
@@ -32,6 +33,18 @@ pub(super) async fn promotions<E: Env>(
                 Err(e) => return Err(e),
             }
         }
+        // Where this broker copies from, for `tributary demote` (which reads the other
+        // cluster's promotion and compares the logs).
+        let record = ReplicaRecord {
+            source_zk: replica.source.to_string(),
+            source_broker_id: replica.source_broker_id,
+        };
+        super::offset_sync::put(
+            &c,
+            &replica_record_path(broker.broker_id),
+            record.encode().as_bytes(),
+        )
+        .await?;
         *own = Some(c);
     }
     let Some(c) = own.as_ref() else { return Ok(()) };

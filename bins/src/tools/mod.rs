@@ -5,6 +5,7 @@ pub mod cluster_id;
 pub mod console_consumer;
 pub mod console_producer;
 pub mod date_format;
+pub mod demote;
 pub mod dump_log;
 pub mod get_offsets;
 pub mod jmx_tool;

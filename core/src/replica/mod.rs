@@ -7,6 +7,7 @@
 //! partial trailing message (the next fetch starts with it) and never anything after a corrupt
 //! one.
 
+pub mod demotion;
 pub mod offset_sync;
 pub mod prefix;
 

@@ -136,6 +136,25 @@ impl<F: LogFs> Log<F> {
         }
     }
 
+    /// Where the entry that ends at `offset` starts: `None` when no entry ends there (`offset`
+    /// is where the log starts, falls in a hole, or is not a message boundary).
+    pub fn entry_before(&self, offset: u64) -> Result<Option<u64>, LogError> {
+        self.check_usable()?;
+        let Some(segment) = self
+            .segments
+            .iter()
+            .find(|s| s.start < offset && offset <= s.end())
+        else {
+            return Ok(None);
+        };
+        let within = offset - segment.start;
+        let walked = walk(segment.file.as_ref(), 0, within)
+            .map_err(|e| self.io("read", &segment.path, e))?;
+        Ok((!walked.bad && walked.reached == within)
+            .then_some(walked.last.map(|l| segment.start + l))
+            .flatten())
+    }
+
     /// Notes where the last entry of a set just written at `offset` starts.
     pub(crate) fn note_appended(&mut self, offset: u64, set: &[u8]) {
         let mut entries = ShallowIter::prechecked(set, 0);
@@ -528,6 +547,18 @@ mod tests {
         drop(log);
         let reopened = open(&fs, Some(cut)).expect("reopen");
         assert_eq!(all_bytes(&reopened), expected);
+    }
+
+    #[test]
+    fn the_entry_before_a_boundary_is_found_across_segments() {
+        let fs = MemFs::new(0);
+        let mut log = Log::create(fs.clone(), Path::new(DIR), tp(), policy(), 0).expect("log");
+        let starts = append_sets(&mut log, 1, 4);
+        for pair in starts.windows(2) {
+            assert_eq!(log.entry_before(pair[1]).expect("walk"), Some(pair[0]));
+        }
+        assert_eq!(log.entry_before(0).expect("walk"), None);
+        assert_eq!(log.entry_before(starts[1] + 1).expect("walk"), None);
     }
 
     #[test]

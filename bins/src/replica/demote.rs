@@ -1,0 +1,221 @@
+//! Demotion, on a replica broker: this cluster becomes a replica of its source again, keeping
+//! its data. `tributary demote` writes a plan per broker in this cluster's ZooKeeper
+//! (`core::replica::demotion`); the copier carries it out between two rounds, before copying
+//! anything more:
+//!
+//! 1. every promotion is undone: the topics the filter allows are read-only again;
+//! 2. each planned partition whose log took writes here (its topic was writable) or does not
+//!    copy (stopped for divergence, or not checked yet on this run) is cut back to its cut,
+//!    everything past it kept in a diverged file ([`Log::cut_tail`]); a partition that copies
+//!    from the source already, its prefix checked, holds only the source's bytes past the cut
+//!    and is left as it is;
+//! 3. the synced groups' offsets here are handed back to the syncer (see
+//!    [`super::offset_sync::adopt_offsets`]): commits made here before the demotion are of
+//!    another epoch of the group, and the source's replace them;
+//! 4. the broker confirms with a report (`done-<id>`), and copying resumes at each cut, every
+//!    partition's prefix checked again first.
+//!
+//! A broker that is down when the plan is written carries it out when it starts, before
+//! copying anything; one that stops half way does it again (a cut already made moves nothing,
+//! a tail already saved is not saved twice).
+//!
+//! [`Log::cut_tail`]: tributary_core::log::Log::cut_tail
+
+use super::offset_sync::adopt_offsets;
+#[allow(clippy::wildcard_imports)]
+use super::*;
+use tributary_core::replica::demotion::{Outcome, Plan, Report, ReportEntry};
+use tributary_core::zk_layout::{demotion_done_path, demotion_plan_path, DEMOTION_PATH};
+
+/// What the demotion works on, besides this cluster's ZooKeeper.
+pub(super) struct Demoting<'a, F: tributary_core::log::LogFs + Clone> {
+    pub(super) broker: &'a BrokerConfig,
+    pub(super) replica: &'a ReplicaConfig,
+    pub(super) logs: &'a Arc<Logs<F>>,
+    pub(super) copied: &'a mut BTreeMap<TopicPartition, Copied>,
+    pub(super) synced: &'a mut BTreeMap<(String, TopicPartition), i64>,
+    /// The last demotion this run carried out or found confirmed (not read again).
+    pub(super) handled: &'a mut Option<String>,
+}
+
+/// Carries out this broker's part of the cluster's current demotion, if there is one it has
+/// not confirmed yet (see the module's documentation); `true` when it did so now.
+pub(super) async fn demotion<E: Env>(
+    env: &E,
+    c: &E::Coord,
+    d: Demoting<'_, E::Fs>,
+) -> Result<bool, CoordError> {
+    let me = d.broker.broker_id;
+    let id = match c.get(DEMOTION_PATH).await {
+        Ok((data, _)) => String::from_utf8_lossy(&data).trim().to_string(),
+        Err(CoordError::NoNode(_)) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if id.is_empty() || d.handled.as_deref() == Some(id.as_str()) {
+        return Ok(false);
+    }
+    let done_path = demotion_done_path(me);
+    match c.get(&done_path).await {
+        Ok((data, _))
+            if Report::parse(&String::from_utf8_lossy(&data)).is_ok_and(|r| r.demotion == id) =>
+        {
+            *d.handled = Some(id);
+            return Ok(false);
+        }
+        Ok(_) | Err(CoordError::NoNode(_)) => {}
+        Err(e) => return Err(e),
+    }
+    let plan = match c.get(&demotion_plan_path(me)).await {
+        Ok((data, _)) => match Plan::parse(&String::from_utf8_lossy(&data)) {
+            Ok(plan) => plan,
+            Err(e) => {
+                // Never guessed at: nothing is cut, and the demotion is not confirmed.
+                tracing::error!("replica: demotion {id}: this broker's plan cannot be read ({e}); nothing was cut; run `tributary demote` again");
+                *d.handled = Some(id);
+                return Ok(false);
+            }
+        },
+        Err(CoordError::NoNode(_)) => Plan::default(),
+        Err(e) => return Err(e),
+    };
+    // Which partitions took writes here, before the promotions are undone.
+    let writable: BTreeMap<TopicPartition, bool> = plan
+        .0
+        .iter()
+        .map(|e| {
+            let tp = TopicPartition::new(e.topic.clone(), e.partition);
+            let was_writable = !d.logs.is_replica(&e.topic);
+            (tp, was_writable)
+        })
+        .collect();
+    let was_cluster = d.logs.is_cluster_promoted();
+    let undone = if planted::active(Bug::DemoteLeavesWritable) {
+        Vec::new()
+    } else {
+        d.logs.demote()
+    };
+    let undone = if was_cluster {
+        "the whole cluster's".to_string()
+    } else if undone.is_empty() {
+        "no".to_string()
+    } else {
+        undone
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    tracing::warn!(
+        "replica: demotion {id}: this cluster becomes a replica of {} again ({undone} promotion undone); cutting {} partitions back to where they diverged, what they hold past it kept in .diverged files",
+        d.replica.source,
+        plan.0.len()
+    );
+    let mut entries = Vec::with_capacity(plan.0.len());
+    for entry in &plan.0 {
+        let tp = TopicPartition::new(entry.topic.clone(), entry.partition);
+        let state = d.copied.get(&tp);
+        let copying = state.is_some_and(|s| s.verified && s.stopped.is_none());
+        let outcome = if copying && !writable.get(&tp).copied().unwrap_or(false) {
+            Outcome::Cut {
+                end: entry.cut,
+                entries: 0,
+                file: "-".into(),
+            }
+        } else {
+            cut_partition(env, d.logs, &tp, entry.cut).await
+        };
+        match &outcome {
+            Outcome::Cut { end, entries, file } if file != "-" => tracing::warn!(
+                "replica: {tp}: cut back to {}: {entries} messages ({} bytes, {}..{end}) written here past the other cluster's history are kept in {file}; dump-log lists them, replay-log-producer --from-file re-publishes them",
+                entry.cut,
+                end.saturating_sub(entry.cut),
+                entry.cut
+            ),
+            Outcome::Cut { .. } => {}
+            Outcome::Refused(why) => tracing::error!(
+                "replica: {tp}: not cut back to {}: {why}; it does not copy until this is looked at",
+                entry.cut
+            ),
+        }
+        if let Some(state) = d.copied.get_mut(&tp) {
+            if matches!(outcome, Outcome::Cut { .. }) {
+                // Copying resumes at the cut, its prefix checked again first.
+                state.stopped = None;
+                state.next = None;
+                state.mark = None;
+                state.verified = false;
+                state.verifying = None;
+            }
+        }
+        entries.push(ReportEntry {
+            topic: entry.topic.clone(),
+            partition: entry.partition,
+            cut: entry.cut,
+            outcome,
+        });
+    }
+    if let Err(e) = logs::checkpoint(env, d.logs).await {
+        tracing::warn!("replica: demotion {id}: writing the recovery checkpoint: {e}");
+    }
+    if let Some(groups) = &d.replica.offsets_sync_groups {
+        if !planted::active(Bug::DemoteKeepsOldOffsets) {
+            adopt_offsets(c, d.logs, groups, me).await?;
+        }
+        d.synced.clear();
+    }
+    let report = Report {
+        demotion: id.clone(),
+        entries,
+    };
+    super::offset_sync::put(c, &done_path, report.encode().as_bytes()).await?;
+    tracing::info!("replica: demotion {id} carried out and confirmed; copying from the source resumes at each cut");
+    *d.handled = Some(id);
+    Ok(true)
+}
+
+/// Cuts `tp`'s log back to `cut` (a planted bug cuts one message earlier).
+async fn cut_partition<E: Env>(
+    env: &E,
+    logs: &Arc<Logs<E::Fs>>,
+    tp: &TopicPartition,
+    cut: u64,
+) -> Outcome {
+    let Some(log) = logs.get(tp) else {
+        return Outcome::Cut {
+            end: cut,
+            entries: 0,
+            file: "-".into(),
+        };
+    };
+    let now = env.now_ms();
+    let early = planted::active(Bug::DemoteCutsOneEarly);
+    let result = with_log(env, &log, move |l| {
+        let end = l.written_end();
+        if cut >= end {
+            // Shorter than the other cluster's history here: nothing of its own to keep.
+            return Ok(tributary_core::log::TailCut {
+                cut: end,
+                end,
+                entries: 0,
+                file: None,
+            });
+        }
+        let cut = match (early, l.entry_before(cut)) {
+            (true, Ok(Some(before))) => before,
+            _ => cut,
+        };
+        l.cut_tail(cut, now)
+    })
+    .await;
+    match result {
+        Ok(done) => Outcome::Cut {
+            end: done.end,
+            entries: done.entries,
+            file: done
+                .file
+                .and_then(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| "-".into()),
+        },
+        Err(e) => Outcome::Refused(e.to_string()),
+    }
+}

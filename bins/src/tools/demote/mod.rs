@@ -1,0 +1,612 @@
+//! `demote`: a cluster becomes a replica of the other cluster again, keeping its data — the
+//! step that makes failover a cycle (fail over with `promote`, fail back with `demote` on the
+//! cluster that returns, or on the old primary in a planned switchback).
+//!
+//! Run against a cluster whose brokers are configured as replicas of the other cluster
+//! (`replica.source.zk.connect`; each broker says so in `/tributary/replicas/<id>`), it works out
+//! for every partition they hold where the two clusters' logs diverged (`cut`), prints it with
+//! what this cluster holds past it (messages, bytes, the diverged file it will go to) and, unless
+//! `--dry-run`, asks the brokers to carry it out: every promotion of this cluster is undone
+//! (`/tributary/promoted` deleted), a plan per broker is written under `/tributary/demotion`,
+//! and each broker cuts its logs back, keeps the tails in `.diverged` files, hands the synced
+//! groups' offsets back to the syncer, confirms, and copies the other cluster's history from
+//! each cut. The tool waits for every broker's confirmation and prints it.
+//!
+//! Nothing is written in `--dry-run`; nothing is ever deleted from a log without being kept
+//! in its diverged file first.
+
+pub mod cut;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use tributary_core::config::ZkConnect;
+use tributary_core::log::{diverged_file_name, TopicPartition};
+use tributary_core::replica::demotion::{
+    CutPoints, Outcome, Plan, PlanEntry, RecordError, ReplicaRecord, Report,
+};
+use tributary_core::wire::TopicName;
+use tributary_core::zk_layout::{
+    broker_id_path, broker_topic_partitions_path, demotion_done_path, demotion_plan_path,
+    parse_broker_registration, promoted_ack_path, BROKER_TOPICS_PATH, DEMOTION_PATH, PROMOTED_PATH,
+    REPLICAS_PATH,
+};
+
+use self::cut::{CutError, CutFrom, Found};
+use crate::cli::runtime;
+use crate::client::connect;
+use crate::coordination::{CoordError, Coordination, NodeKind};
+use crate::env::{Env, TokioEnv};
+
+/// ZooKeeper session and connection timeout of the tool.
+const ZK_TIMEOUT: Duration = Duration::from_secs(30);
+/// Deadline of each call to a broker.
+const BROKER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pause between looks at the brokers' confirmations.
+const CONFIRM_POLL: Duration = Duration::from_millis(200);
+
+/// Why a demotion failed, or was not confirmed.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoteError {
+    /// This cluster's ZooKeeper could not be reached, read or written.
+    #[error("ZooKeeper at {connect}: {source}")]
+    ZooKeeper {
+        /// The cluster's ZooKeeper.
+        connect: ZkConnect,
+        /// What ZooKeeper said.
+        source: CoordError,
+    },
+    /// The other cluster's ZooKeeper (a replica broker's source) could not be reached or read.
+    #[error("the other cluster's ZooKeeper at {connect} (broker {broker}'s replica.source.zk.connect): {problem}")]
+    SourceZooKeeper {
+        /// Its connect string, as the broker has it.
+        connect: String,
+        /// The broker whose source it is.
+        broker: i32,
+        /// What went wrong.
+        problem: String,
+    },
+    /// No broker of the cluster is a replica broker.
+    #[error("no broker of the cluster at {0} is a replica broker (none wrote /tributary/replicas): restart its brokers with replica.source.zk.connect=<the other cluster's ZooKeeper> first, then demote")]
+    NoReplicaBrokers(ZkConnect),
+    /// A record in ZooKeeper cannot be read.
+    #[error("{path}: {error}")]
+    Record {
+        /// The node.
+        path: String,
+        /// What is wrong with it.
+        error: RecordError,
+    },
+    /// A partition's cut could not be found.
+    #[error("broker {broker}: {error}")]
+    Cut {
+        /// The broker of this cluster.
+        broker: i32,
+        /// Why.
+        error: CutError,
+    },
+    /// The plan could not be written out.
+    #[error(transparent)]
+    Output(#[from] std::io::Error),
+    /// The demotion is requested (the plans are written) but some brokers did not confirm in
+    /// time.
+    #[error("demotion {id} requested, but brokers {missing:?} did not confirm within {wait:?}; a broker that is down carries it out when it starts, before copying anything")]
+    NotConfirmed {
+        /// The demotion.
+        id: String,
+        /// How long the tool waited.
+        wait: Duration,
+        /// The brokers that did not confirm.
+        missing: Vec<i32>,
+    },
+}
+
+/// What to demote.
+#[derive(Debug, Clone)]
+pub struct DemoteOptions {
+    /// The cluster that becomes a replica again (its ZooKeeper); the other cluster's is read
+    /// from its brokers' replica records, with the same TLS and identity settings.
+    pub zk_connect: ZkConnect,
+    /// Only work out and print the plan; change nothing.
+    pub dry_run: bool,
+    /// How long to wait for every broker's confirmation.
+    pub wait: Duration,
+}
+
+/// One partition of the plan, as worked out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planned {
+    /// The broker of this cluster holding it.
+    pub broker: i32,
+    /// The partition.
+    pub tp: TopicPartition,
+    /// Its cut, and what lies past it.
+    pub found: Found,
+}
+
+/// What a demotion came to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Demotion {
+    /// Its id (empty for a dry run).
+    pub id: String,
+    /// Every partition's cut.
+    pub planned: Vec<Planned>,
+    /// Partitions left alone (the other cluster does not have their topic), with why.
+    pub left: Vec<(i32, TopicPartition, String)>,
+    /// Each broker's confirmation.
+    pub reports: BTreeMap<i32, Report>,
+}
+
+/// A replica broker of this cluster.
+struct ReplicaBroker {
+    id: i32,
+    record: ReplicaRecord,
+    address: Option<(String, u16)>,
+}
+
+/// Works out the plan, prints it, and (unless a dry run) has the brokers carry it out; see the
+/// module's documentation.
+pub async fn demote<E: Env>(
+    env: &E,
+    options: &DemoteOptions,
+    out: &mut impl Write,
+) -> Result<Demotion, DemoteError> {
+    let zk = |source: CoordError| DemoteError::ZooKeeper {
+        connect: options.zk_connect.clone(),
+        source,
+    };
+    let coord = env
+        .coordinate(&options.zk_connect, ZK_TIMEOUT, ZK_TIMEOUT)
+        .await
+        .map_err(zk)?;
+    let brokers = replica_brokers(&coord, options).await?;
+    let mut demotion = Demotion::default();
+    let mut sources: BTreeMap<String, E::Coord> = BTreeMap::new();
+    for broker in &brokers {
+        let connect_text = broker.record.source_zk.clone();
+        let source_error = |problem: String| DemoteError::SourceZooKeeper {
+            connect: connect_text.clone(),
+            broker: broker.id,
+            problem,
+        };
+        if !sources.contains_key(&connect_text) {
+            let mut connect =
+                ZkConnect::parse(&connect_text).map_err(|e| source_error(e.to_string()))?;
+            connect.security = options.zk_connect.security.clone();
+            let source = env
+                .coordinate(&connect, ZK_TIMEOUT, ZK_TIMEOUT)
+                .await
+                .map_err(|e| source_error(e.to_string()))?;
+            sources.insert(connect_text.clone(), source);
+        }
+        let Some(source) = sources.get(&connect_text) else {
+            continue;
+        };
+        plan_broker(env, &coord, source, broker, &mut demotion)
+            .await
+            .map_err(|e| match e {
+                PlanError::Here(c) => zk(c),
+                PlanError::Source(c) => source_error(c.to_string()),
+                PlanError::Record(path, error) => DemoteError::Record { path, error },
+                PlanError::Cut(error) => DemoteError::Cut {
+                    broker: broker.id,
+                    error,
+                },
+            })?;
+    }
+    print_plan(out, options, &brokers, &demotion)?;
+    for (_, source) in sources {
+        source.close().await;
+    }
+    if options.dry_run {
+        writeln!(
+            out,
+            "dry run: nothing was changed; run again without --dry-run to demote"
+        )?;
+        coord.close().await;
+        return Ok(demotion);
+    }
+    demotion.id = format!("{}-{:08x}", env.now_ms(), env.rng_seed() as u32);
+    request(&coord, &brokers, &demotion).await.map_err(zk)?;
+    writeln!(
+        out,
+        "demotion {} requested: every promotion of this cluster is undone; waiting for the brokers",
+        demotion.id
+    )?;
+    let missing = confirmations(env, &coord, &brokers, options.wait, &mut demotion)
+        .await
+        .map_err(zk)?;
+    print_reports(out, &demotion)?;
+    coord.close().await;
+    if missing.is_empty() {
+        Ok(demotion)
+    } else {
+        Err(DemoteError::NotConfirmed {
+            id: demotion.id,
+            wait: options.wait,
+            missing,
+        })
+    }
+}
+
+/// The replica brokers of this cluster, with their sources and addresses.
+async fn replica_brokers<C: Coordination>(
+    coord: &C,
+    options: &DemoteOptions,
+) -> Result<Vec<ReplicaBroker>, DemoteError> {
+    let zk = |source: CoordError| DemoteError::ZooKeeper {
+        connect: options.zk_connect.clone(),
+        source,
+    };
+    let ids = match coord.children(REPLICAS_PATH).await {
+        Ok(ids) => ids,
+        Err(CoordError::NoNode(_)) => Vec::new(),
+        Err(e) => return Err(zk(e)),
+    };
+    let mut brokers = Vec::new();
+    for name in ids {
+        let Ok(id) = name.parse::<i32>() else {
+            continue;
+        };
+        let path = format!("{REPLICAS_PATH}/{name}");
+        let (data, _) = coord.get(&path).await.map_err(zk)?;
+        let record = ReplicaRecord::parse(&String::from_utf8_lossy(&data))
+            .map_err(|error| DemoteError::Record { path, error })?;
+        let address = match coord.get(&broker_id_path(id)).await {
+            Ok((data, _)) => parse_broker_registration(&String::from_utf8_lossy(&data)),
+            Err(CoordError::NoNode(_)) => None,
+            Err(e) => return Err(zk(e)),
+        };
+        brokers.push(ReplicaBroker {
+            id,
+            record,
+            address,
+        });
+    }
+    brokers.sort_by_key(|b| b.id);
+    if brokers.is_empty() {
+        return Err(DemoteError::NoReplicaBrokers(options.zk_connect.clone()));
+    }
+    Ok(brokers)
+}
+
+/// Why one broker's plan could not be worked out.
+enum PlanError {
+    Here(CoordError),
+    Source(CoordError),
+    Record(String, RecordError),
+    Cut(CutError),
+}
+
+/// The partition count `path` holds (`None` when it does not exist).
+async fn count_at<C: Coordination>(c: &C, path: &str) -> Result<Option<u32>, CoordError> {
+    match c.get(path).await {
+        Ok((data, _)) => Ok(String::from_utf8_lossy(&data).trim().parse().ok()),
+        Err(CoordError::NoNode(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Works out the cut of every partition `broker` holds.
+async fn plan_broker<E: Env>(
+    env: &E,
+    here: &E::Coord,
+    source: &E::Coord,
+    broker: &ReplicaBroker,
+    demotion: &mut Demotion,
+) -> Result<(), PlanError> {
+    let source_id = broker.record.source_broker_id;
+    let topics = match here.children(BROKER_TOPICS_PATH).await {
+        Ok(t) => t,
+        Err(CoordError::NoNode(_)) => Vec::new(),
+        Err(e) => return Err(PlanError::Here(e)),
+    };
+    let source_address = match source.get(&broker_id_path(source_id)).await {
+        Ok((data, _)) => parse_broker_registration(&String::from_utf8_lossy(&data)),
+        Err(CoordError::NoNode(_)) => None,
+        Err(e) => return Err(PlanError::Source(e)),
+    };
+    let mut ours = match &broker.address {
+        Some((host, port)) => connect(env, host, *port, BROKER_TIMEOUT).await.ok(),
+        None => None,
+    };
+    let mut theirs = match &source_address {
+        Some((host, port)) => connect(env, host, *port, BROKER_TIMEOUT).await.ok(),
+        None => None,
+    };
+    for name in topics {
+        let Ok(topic) = name.parse::<TopicName>() else {
+            continue;
+        };
+        let Some(count) = count_at(here, &broker_topic_partitions_path(&topic, broker.id))
+            .await
+            .map_err(PlanError::Here)?
+        else {
+            continue;
+        };
+        let ack = promoted_ack_path(&topic, source_id);
+        let recorded = match source.get(&ack).await {
+            Ok((data, _)) => Some(
+                CutPoints::parse(&String::from_utf8_lossy(&data))
+                    .map_err(|e| PlanError::Record(ack.clone(), e))?,
+            ),
+            Err(CoordError::NoNode(_)) => None,
+            Err(e) => return Err(PlanError::Source(e)),
+        };
+        let on_source = count_at(source, &broker_topic_partitions_path(&topic, source_id))
+            .await
+            .map_err(PlanError::Source)?
+            .is_some();
+        for partition in 0..count {
+            let tp = TopicPartition::new(topic.clone(), partition);
+            // A partition the other broker did not hold when it was promoted was never copied
+            // there: all of it is this cluster's own.
+            let cut = recorded
+                .as_ref()
+                .map(|r| r.0.get(&partition).copied().unwrap_or(0));
+            if cut.is_none() && !on_source {
+                demotion.left.push((
+                    broker.id,
+                    tp,
+                    "the other cluster does not have this topic: left as it is (read-only, not copied)".into(),
+                ));
+                continue;
+            }
+            let Some(conn) = ours.as_mut() else {
+                // The broker is down: it cuts at the recorded cut when it starts (a log that
+                // has copied the other's history since is left as it is by the broker).
+                let Some(cut) = cut else {
+                    return Err(PlanError::Cut(CutError::NothingToCompare(tp)));
+                };
+                demotion.planned.push(Planned {
+                    broker: broker.id,
+                    tp,
+                    found: Found {
+                        cut,
+                        from: CutFrom::Recorded,
+                        end: None,
+                        entries: None,
+                    },
+                });
+                continue;
+            };
+            let found = cut::find(conn, theirs.as_mut(), &tp, cut)
+                .await
+                .map_err(PlanError::Cut)?;
+            demotion.planned.push(Planned {
+                broker: broker.id,
+                tp,
+                found,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Prints the plan: one line per partition.
+fn print_plan(
+    out: &mut impl Write,
+    options: &DemoteOptions,
+    brokers: &[ReplicaBroker],
+    demotion: &Demotion,
+) -> std::io::Result<()> {
+    writeln!(out, "demotion of the cluster at {}:", options.zk_connect)?;
+    for b in brokers {
+        writeln!(
+            out,
+            "  broker {} ({}) copies broker {} of {}",
+            b.id,
+            b.address.as_ref().map_or_else(
+                || "not registered now".to_string(),
+                |(h, p)| format!("{h}:{p}")
+            ),
+            b.record.source_broker_id,
+            b.record.source_zk
+        )?;
+    }
+    let (mut messages, mut bytes) = (0u64, 0u64);
+    for p in &demotion.planned {
+        let why = match p.found.from {
+            CutFrom::Promotion => "where the other cluster was promoted",
+            CutFrom::PromotionAndCompared => {
+                "past the other cluster's promotion: this log copied its messages since"
+            }
+            CutFrom::Compared => "where the two logs first differ",
+            CutFrom::Recorded => "the other cluster's promotion, as recorded; not compared",
+        };
+        let name = format!("{}/{}-{}", p.tp.topic, p.broker, p.tp.partition);
+        match (p.found.end, p.found.entries) {
+            (Some(end), Some(entries)) if end > p.found.cut => {
+                messages += entries;
+                bytes += end - p.found.cut;
+                writeln!(
+                    out,
+                    "  {name}: cut at {} ({why}): {entries} messages, {} bytes ({}..{end}) past it go to {}",
+                    p.found.cut,
+                    end - p.found.cut,
+                    p.found.cut,
+                    diverged_file_name(p.found.cut, end)
+                )?;
+            }
+            (Some(_), _) => writeln!(out, "  {name}: cut at {} ({why}): nothing past it", p.found.cut)?,
+            (None, _) => writeln!(
+                out,
+                "  {name}: cut at {} ({why}; the broker is down: what lies past it is kept when it starts)",
+                p.found.cut
+            )?,
+        }
+    }
+    for (broker, tp, why) in &demotion.left {
+        writeln!(out, "  {}/{broker}-{}: {why}", tp.topic, tp.partition)?;
+    }
+    writeln!(
+        out,
+        "in all: {messages} messages, {bytes} bytes past the cuts (kept in .diverged files beside the logs)"
+    )
+}
+
+/// Undoes this cluster's promotions and writes each broker's plan, then the demotion's id
+/// (brokers act on the id, so they never see a plan half written).
+async fn request<C: Coordination>(
+    coord: &C,
+    brokers: &[ReplicaBroker],
+    demotion: &Demotion,
+) -> Result<(), CoordError> {
+    delete_tree(coord, PROMOTED_PATH).await?;
+    delete_tree(coord, DEMOTION_PATH).await?;
+    coord.ensure_parents(DEMOTION_PATH).await?;
+    match coord.create(DEMOTION_PATH, b"", NodeKind::Persistent).await {
+        Ok(_) | Err(CoordError::NodeExists(_)) => {}
+        Err(e) => return Err(e),
+    }
+    for b in brokers {
+        let plan = Plan(
+            demotion
+                .planned
+                .iter()
+                .filter(|p| p.broker == b.id)
+                .map(|p| PlanEntry {
+                    topic: p.tp.topic.clone(),
+                    partition: p.tp.partition,
+                    cut: p.found.cut,
+                })
+                .collect(),
+        );
+        coord
+            .create(
+                &demotion_plan_path(b.id),
+                plan.encode().as_bytes(),
+                NodeKind::Persistent,
+            )
+            .await?;
+    }
+    coord
+        .set(DEMOTION_PATH, demotion.id.as_bytes(), None)
+        .await
+        .map(drop)
+}
+
+/// Deletes `path` and everything under it (nothing there is fine).
+async fn delete_tree<C: Coordination>(coord: &C, path: &str) -> Result<(), CoordError> {
+    let mut stack = vec![path.to_string()];
+    let mut order = Vec::new();
+    while let Some(at) = stack.pop() {
+        match coord.children(&at).await {
+            Ok(children) => {
+                stack.extend(children.iter().map(|c| format!("{at}/{c}")));
+                order.push(at);
+            }
+            Err(CoordError::NoNode(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    for at in order.iter().rev() {
+        match coord.delete(at, None).await {
+            Ok(()) | Err(CoordError::NoNode(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Waits for every broker's report of this demotion (at most `wait`); the brokers that did not
+/// confirm.
+async fn confirmations<E: Env>(
+    env: &E,
+    coord: &E::Coord,
+    brokers: &[ReplicaBroker],
+    wait: Duration,
+    demotion: &mut Demotion,
+) -> Result<Vec<i32>, CoordError> {
+    let wait_ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
+    let deadline = env.now_ms().saturating_add(wait_ms);
+    let mut missing = Vec::new();
+    for b in brokers {
+        loop {
+            let report = match coord.get(&demotion_done_path(b.id)).await {
+                Ok((data, _)) => Report::parse(&String::from_utf8_lossy(&data))
+                    .ok()
+                    .filter(|r| r.demotion == demotion.id),
+                Err(CoordError::NoNode(_)) => None,
+                Err(e) => return Err(e),
+            };
+            if let Some(report) = report {
+                demotion.reports.insert(b.id, report);
+                break;
+            }
+            if env.now_ms() >= deadline {
+                missing.push(b.id);
+                break;
+            }
+            tokio::time::sleep(CONFIRM_POLL).await;
+        }
+    }
+    Ok(missing)
+}
+
+/// Prints every broker's report.
+fn print_reports(out: &mut impl Write, demotion: &Demotion) -> std::io::Result<()> {
+    for (broker, report) in &demotion.reports {
+        writeln!(out, "broker {broker} confirmed:")?;
+        for e in &report.entries {
+            let name = format!("{}-{}", e.topic, e.partition);
+            match &e.outcome {
+                Outcome::Cut { end, entries, file } if file != "-" => writeln!(
+                    out,
+                    "  {name}: cut back to {}: {entries} messages ({} bytes) kept in {file}",
+                    e.cut,
+                    end.saturating_sub(e.cut)
+                )?,
+                Outcome::Cut { .. } => writeln!(
+                    out,
+                    "  {name}: copies on from {} (nothing of its own past it)",
+                    e.cut
+                )?,
+                Outcome::Refused(why) => {
+                    writeln!(out, "  {name}: NOT cut back to {}: {why}", e.cut)?
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `tributary demote`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct DemoteArgs {
+    /// ZooKeeper's TLS and identity (`--zk-tls-config-file`), for both clusters.
+    #[command(flatten)]
+    pub zk_security: crate::cli::ZkSecurityFile,
+    /// The ZooKeeper of the cluster that becomes a replica again: HOST:PORT[/CHROOT].
+    #[arg(long)]
+    pub zookeeper: String,
+    /// Print the plan (every partition's cut, and what this cluster holds past it) and change
+    /// nothing.
+    #[arg(long = "dry-run")]
+    pub dry_run: bool,
+    /// Seconds to wait for every broker's confirmation.
+    #[arg(long, default_value_t = 60)]
+    pub wait: u64,
+}
+
+/// Demotes as `args` asks, printing the plan and the brokers' confirmations. `Err` for a wrong
+/// flag, a plan that cannot be worked out, or brokers that did not confirm in time.
+pub fn run_cli(args: DemoteArgs) -> Result<ExitCode, String> {
+    let DemoteArgs {
+        zk_security,
+        zookeeper,
+        dry_run,
+        wait,
+    } = args;
+    let options = DemoteOptions {
+        zk_connect: zk_security.connect("--zookeeper", &zookeeper)?,
+        dry_run,
+        wait: Duration::from_secs(wait),
+    };
+    runtime(Some(1))?
+        .block_on(demote(&TokioEnv, &options, &mut std::io::stdout()))
+        .map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
+}
