@@ -84,10 +84,6 @@ pub enum Bug {
     /// rest as written (a batch size taken for the whole): only a member committing many
     /// partitions at once leaves offsets behind in ZooKeeper.
     CommitCapped = 33554432,
-    /// A replica appends after its own log end without first checking that its last message
-    /// is the source's message at that offset (a replica whose log diverged appends the
-    /// source's bytes after its own).
-    ReplicaSkipsPrefixCheck = 67108864,
     /// A demotion cuts the log one message before the cut point: a message both clusters hold
     /// is moved into the diverged file (and copied again).
     DemoteCutsOneEarly = 134217728,

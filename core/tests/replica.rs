@@ -1,6 +1,8 @@
 //! Replica mode's offset sync decisions.
 
-use tributary_core::replica::offset_sync::{group_commits_here, offset_to_write};
+use tributary_core::replica::offset_sync::{
+    group_commits_here, offset_to_write, owned_during_write,
+};
 
 #[test]
 fn a_synced_offset_never_passes_what_the_replica_holds() {
@@ -21,4 +23,17 @@ fn a_group_that_committed_on_the_replica_is_left_alone() {
     assert!(group_commits_here(Some(b"55"), Some(b"40")));
     // A node the syncer never wrote (the group was here first).
     assert!(group_commits_here(Some(b"55"), None));
+}
+
+#[test]
+fn a_sync_cut_short_between_the_node_and_its_mark_is_still_the_syncers() {
+    // Before replacing 40 with 55 the mark owns both; whichever the node holds after a failure,
+    // the next round writes again rather than taking it for the group's own commit.
+    let mark = owned_during_write(Some(b"40"), b"55");
+    assert_eq!(mark, b"40,55");
+    assert!(!group_commits_here(Some(b"40"), Some(&mark)));
+    assert!(!group_commits_here(Some(b"55"), Some(&mark)));
+    assert!(group_commits_here(Some(b"60"), Some(&mark)));
+    assert_eq!(owned_during_write(None, b"55"), b"55");
+    assert_eq!(owned_during_write(Some(b"55"), b"55"), b"55");
 }

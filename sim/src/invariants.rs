@@ -1,4 +1,4 @@
-//! Every invariant the simulation checks, in one place, numbered S1 to S25 as
+//! Every invariant the simulation checks, in one place, numbered S1 to S31 as
 //! docs/ARCHITECTURE.md's "Simulated invariants" table numbers them (a test holds the two
 //! together); docs/simulation.md says how each scenario checks its own. Every violation names
 //! one.
@@ -75,11 +75,27 @@ pub enum Invariant {
     /// its topic has per broker in its source (unless that broker said it could not read the
     /// copy's origin record when it created the copy).
     TopologyPartitionCount,
+    /// S27 (failover): every message acknowledged by the cluster that was primary at the time
+    /// survives every later switch at its offset: in the final primary's log, or, for one the
+    /// old primary acknowledged but never copied before the disaster, in its diverged file.
+    FailoverNoLoss,
+    /// S28 (failover): a demotion moves into the diverged files only what the demoted cluster
+    /// holds past its cut, none of which the other cluster holds (nothing copied is cut).
+    FailoverDivergedExact,
+    /// S29 (failover): once a demotion is confirmed, the demoted cluster refuses produces: a
+    /// cluster is writable only while promoted.
+    FailoverWritableOnlyPromoted,
+    /// S30 (failover): the group never skips a message, and after a planned switchback it
+    /// re-reads nothing (its offsets followed it back).
+    FailoverOffsetsFollow,
+    /// S31 (failover): every step of the drill (promote, demote, catching up, offsets synced)
+    /// completes in bounded time.
+    FailoverCompletes,
 }
 
 impl Invariant {
     /// Every invariant, in number order.
-    pub const ALL: [Invariant; 26] = [
+    pub const ALL: [Invariant; 31] = [
         Invariant::VisibleIsDurable,
         Invariant::NoCorruptRead,
         Invariant::LatestNeverGoesBack,
@@ -106,6 +122,11 @@ impl Invariant {
         Invariant::TopologyNoCopyBack,
         Invariant::TopologyNoAmplification,
         Invariant::TopologyPartitionCount,
+        Invariant::FailoverNoLoss,
+        Invariant::FailoverDivergedExact,
+        Invariant::FailoverWritableOnlyPromoted,
+        Invariant::FailoverOffsetsFollow,
+        Invariant::FailoverCompletes,
     ];
 
     /// Its number: `S<n>` in docs/ARCHITECTURE.md.

@@ -43,6 +43,6 @@ pub mod world;
 pub mod zk_model;
 
 pub use scenarios::{
-    clients, cluster, log_crash, long_link, mirror, replica, retention_restart, topology,
+    clients, cluster, failover, log_crash, long_link, mirror, replica, retention_restart, topology,
     two_clusters,
 };

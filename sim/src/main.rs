@@ -38,12 +38,13 @@ fn parse() -> Result<Args, String> {
                     "cluster" => Scenario::Cluster,
                     "mirror" => Scenario::Mirror,
                     "replica" => Scenario::Replica,
+                    "failover" => Scenario::Failover,
                     "long-link" => Scenario::LongLink,
                     "active-active" => Scenario::ActiveActive,
                     "chain" => Scenario::Chain,
                     other => {
                         return Err(format!(
-                            "unknown scenario {other}: cluster, mirror, replica, long-link, active-active or chain"
+                            "unknown scenario {other}: cluster, mirror, replica, failover, long-link, active-active or chain"
                         ))
                     }
                 }
@@ -61,7 +62,7 @@ fn parse() -> Result<Args, String> {
                 args.duration_secs = value()?.parse().map_err(|_| "--duration takes seconds")?
             }
             "--help" | "-h" => {
-                println!("usage: tributary-sim [--scenario cluster|mirror|replica|long-link|active-active|chain] [--seeds N] [--first-seed S] [--seed S] [--faults none|network|crash|mixed] [--duration SECS] [--layout few|many] (cluster and mirror: the seed draws many partitions one time in five unless told)");
+                println!("usage: tributary-sim [--scenario cluster|mirror|replica|failover|long-link|active-active|chain] [--seeds N] [--first-seed S] [--seed S] [--faults none|network|crash|mixed] [--duration SECS] [--layout few|many] (cluster and mirror: the seed draws many partitions one time in five unless told)");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}; see --help")),
@@ -79,6 +80,7 @@ enum Scenario {
     LongLink,
     ActiveActive,
     Chain,
+    Failover,
 }
 
 /// Log lines carry simulated time, not wall time.
@@ -124,6 +126,9 @@ fn main() -> ExitCode {
     }
     if args.scenario == Scenario::Replica {
         return run_replica(&args);
+    }
+    if args.scenario == Scenario::Failover {
+        return run_failover(&args);
     }
     if args.scenario == Scenario::LongLink {
         return run_long_link(&args);
@@ -546,6 +551,90 @@ fn run_replica(args: &Args) -> ExitCode {
         simulated / wall,
         drains.get(drains.len() / 2).copied().unwrap_or_default(),
         drains.last().copied().unwrap_or_default()
+    );
+    if failures > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn run_failover(args: &Args) -> ExitCode {
+    use tributary_sim::failover::{run_seed, Options};
+    let options = Options {
+        duration: std::time::Duration::from_secs(args.duration_secs),
+        faults: args.faults,
+    };
+    let describe = |r: &tributary_sim::failover::FailoverReport| {
+        format!(
+            "faults {:?}; acknowledged {:?}; first produce on b {:?} after the disaster; {} acknowledged by a and never copied (kept in diverged files, {} messages there); re-read {} at the failover, {} at the switchback; drill completed: {}",
+            r.faults, r.acked, r.first_produce_after, r.lost_at_disaster, r.diverged, r.rereads.0, r.rereads.1, r.completed
+        )
+    };
+    if let Some(seed) = args.one {
+        let (outcome, r) = match run_seed(seed, options) {
+            Ok(r) => (format!("seed {seed} passed"), r),
+            Err((violation, r)) => (format!("seed {seed} FAILED: {violation}"), r),
+        };
+        r.trace_tail.iter().for_each(|l| println!("{l}"));
+        println!("{}", describe(&r));
+        println!("{outcome}");
+        return if outcome.contains("FAILED") {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let start = Instant::now();
+    let (mut simulated, mut failures, mut lost, mut diverged) = (0.0, 0u64, 0usize, 0usize);
+    let (mut rereads, mut first_produce) = ((0usize, 0usize), Vec::new());
+    let mut acked: std::collections::BTreeMap<&'static str, usize> =
+        std::collections::BTreeMap::new();
+    let mut faults = std::collections::BTreeMap::new();
+    for seed in args.first..args.first + args.seeds {
+        match run_seed(seed, options) {
+            Ok(r) => {
+                simulated += r.simulated.as_secs_f64();
+                lost += r.lost_at_disaster;
+                diverged += r.diverged;
+                rereads.0 += r.rereads.0;
+                rereads.1 += r.rereads.1;
+                first_produce.extend(r.first_produce_after);
+                r.acked
+                    .iter()
+                    .for_each(|(k, v)| *acked.entry(k).or_insert(0) += v);
+                r.faults
+                    .iter()
+                    .for_each(|(k, v)| *faults.entry(*k).or_insert(0) += v);
+            }
+            Err((violation, r)) => {
+                failures += 1;
+                println!("seed {seed} FAILED: {violation}");
+                r.trace_tail
+                    .iter()
+                    .rev()
+                    .take(10)
+                    .rev()
+                    .for_each(|l| println!("  {l}"));
+                println!(
+                    "  replay: cargo run -p tributary-sim --profile sim -- --scenario failover --seed {seed} --faults {} --duration {}",
+                    format!("{:?}", args.faults).to_lowercase(),
+                    args.duration_secs
+                );
+            }
+        }
+    }
+    first_produce.sort();
+    let wall = start.elapsed().as_secs_f64();
+    println!(
+        "{} failover seeds ({:?} faults, {} s each): {failures} failed; {simulated:.0} simulated s in {wall:.1} wall s; faults {faults:?}; acknowledged {acked:?}; {lost} acknowledged by a and never copied before the disaster, all in diverged files ({diverged} messages there); re-read {} at the failovers, {} at the switchbacks; first produce on b after the disaster {:?} (median), {:?} (worst)",
+        args.seeds,
+        args.faults,
+        args.duration_secs,
+        rereads.0,
+        rereads.1,
+        first_produce.get(first_produce.len() / 2).copied().unwrap_or_default(),
+        first_produce.last().copied().unwrap_or_default()
     );
     if failures > 0 {
         ExitCode::from(1)

@@ -15,6 +15,8 @@ mod commit_pipeline;
 mod conformance;
 #[path = "endpoint_book.rs"]
 mod endpoint_book;
+#[path = "failover.rs"]
+mod failover;
 #[path = "group_commits.rs"]
 mod group_commits;
 #[path = "identity.rs"]

@@ -66,7 +66,21 @@ pub(super) async fn copy<E: Env>(
         // a promoted topic is never copied into again, and nothing is copied before they are
         // known.
         if last_promotions.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
-            let mut read = promotions(&env, (&broker, &replica), &logs, &mut own, &meter).await;
+            // The partitions whose logs are known prefixes of the source's (their end is a
+            // common point if they are promoted now).
+            let checked: std::collections::BTreeSet<TopicPartition> = copied
+                .iter()
+                .filter(|(_, s)| s.verified && s.stopped.is_none() && s.verifying.is_none())
+                .map(|(tp, _)| tp.clone())
+                .collect();
+            let mut read = promotions(
+                &env,
+                (&broker, &replica),
+                &logs,
+                &mut own,
+                (&meter, &checked),
+            )
+            .await;
             if let (Ok(()), Some(c)) = (&read, own.as_ref()) {
                 let demoting = Demoting {
                     broker: &broker,
@@ -351,10 +365,6 @@ async fn prefix_check<E: Env>(
     state: &mut Copied,
     end: u64,
 ) -> Result<Option<FetchRequest>, StopReason> {
-    if planted::active(Bug::ReplicaSkipsPrefixCheck) {
-        state.verified = true;
-        return Ok(None);
-    }
     let mark = match state.mark.filter(|m| m.end() == end) {
         Some(known) => Some(known),
         None => match logs.get(tp) {

@@ -4,7 +4,9 @@
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use tributary_core::consumer::BrokerPartition;
-use tributary_core::replica::offset_sync::{group_commits_here, offset_to_write};
+use tributary_core::replica::offset_sync::{
+    group_commits_here, offset_to_write, owned_during_write,
+};
 
 /// Copies the committed source offsets of the groups `groups` allows, for the topics still
 /// copied, to this cluster's ZooKeeper — each clamped to what the replica holds durably (its
@@ -86,6 +88,10 @@ where
                     continue;
                 }
                 let value = offset.to_string();
+                // Both the value replaced and the new one are the syncer's while it writes: a
+                // failure between the node and the mark must not read as the group's commit.
+                let owned = owned_during_write(current_data, value.as_bytes());
+                put(here, &marker, &owned).await?;
                 // Only over what was looked at: a commit of the group's own between the look
                 // and the write makes the write fail, and the next round leaves the group alone.
                 let written = match current {

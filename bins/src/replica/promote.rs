@@ -5,17 +5,22 @@
 use super::*;
 use std::collections::BTreeSet;
 use tributary_core::replica::demotion::ReplicaRecord;
-use tributary_core::zk_layout::{replica_record_path, CLUSTER_PROMOTED};
+use tributary_core::zk_layout::{promoted_topic_path, replica_record_path, CLUSTER_PROMOTED};
 
 /// Reads the promoted topics from this cluster's ZooKeeper; promotes each replica topic named
 /// there (it stops being copied and takes produces), logs where each partition stopped and
 /// confirms with `promoted_ack_path` (what `tributary promote` waits for). Idempotent.
+///
+/// A partition's confirmed end is a common point with the source only if its log is known to
+/// be a prefix of the source's (`checked`: its copy was checked on this run and is not
+/// stopped) or is empty; otherwise it is confirmed as `?` (see
+/// `core::replica::demotion::CutPoints`).
 pub(super) async fn promotions<E: Env>(
     env: &E,
     (broker, replica): (&BrokerConfig, &ReplicaConfig),
     logs: &Arc<Logs<E::Fs>>,
     own: &mut Option<E::Coord>,
-    meter: &BrokerMeter,
+    (meter, checked): (&BrokerMeter, &BTreeSet<TopicPartition>),
 ) -> Result<(), CoordError> {
     let Some(connect) = broker.zk_connect.as_ref() else {
         return Ok(());
@@ -87,12 +92,18 @@ pub(super) async fn promotions<E: Env>(
                     tracing::error!("replica: {tp}: flushing at promotion: {e}");
                 }
                 let locked = log.lock().await;
+                let empty = locked.written_end() == locked.start_offset();
                 let cut = if never_copied {
-                    locked.start_offset()
+                    Some(locked.start_offset())
+                } else if empty || checked.contains(&tp) || !copied_now {
+                    Some(locked.flushed_end())
                 } else {
-                    locked.flushed_end()
+                    None
                 };
-                stopped_at.push(format!("{}:{cut}", tp.partition));
+                stopped_at.push(match cut {
+                    Some(cut) => format!("{}:{cut}", tp.partition),
+                    None => format!("{}:?", tp.partition),
+                });
             }
         }
         let at = stopped_at.join(",");
@@ -100,9 +111,17 @@ pub(super) async fn promotions<E: Env>(
         if newly {
             tracing::info!("replica: {topic} promoted: no longer copied, takes produces; copying stopped at (partition:offset) {at}");
         }
-        c.ensure_parents(&path).await?;
+        // Under the promotion only while it stands: `/tributary/promoted` itself is never made
+        // here (a demotion deleting it must not see it come back).
+        let topic_node = promoted_topic_path(&topic);
+        match c.create(&topic_node, b"", NodeKind::Persistent).await {
+            Ok(_) | Err(CoordError::NodeExists(_)) => {}
+            Err(CoordError::NoNode(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        }
         match c.create(&path, at.as_bytes(), NodeKind::Persistent).await {
             Ok(_) | Err(CoordError::NodeExists(_)) => {}
+            Err(CoordError::NoNode(_)) => return Ok(()),
             Err(e) => return Err(e),
         }
     }

@@ -43,12 +43,15 @@ fn bad(what: &'static str, line: usize, problem: impl Into<String>) -> RecordErr
     }
 }
 
-/// A promotion's confirmation by one broker: `partition:offset,...`, where copying stopped.
+/// A promotion's confirmation by one broker: `partition:offset,...`, where copying stopped —
+/// `partition:?` for a partition whose log was not known to be a prefix of its source's when it
+/// was promoted (its copy stopped on a divergence, or was not checked yet on that run): its end
+/// is then no common history, and a demotion of the other cluster compares the logs instead.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CutPoints(pub BTreeMap<u32, u64>);
+pub struct CutPoints(pub BTreeMap<u32, Option<u64>>);
 
 impl CutPoints {
-    /// Reads `0:710,1:0` (an empty text is no partition).
+    /// Reads `0:710,1:?` (an empty text is no partition).
     pub fn parse(text: &str) -> Result<Self, RecordError> {
         let mut out = BTreeMap::new();
         for (i, entry) in text
@@ -71,10 +74,12 @@ impl CutPoints {
                     format!("{partition:?} is not a partition"),
                 )
             })?;
-            let offset = offset
-                .trim()
-                .parse()
-                .map_err(|_| bad("cut points", i + 1, format!("{offset:?} is not an offset")))?;
+            let offset = match offset.trim() {
+                "?" => None,
+                o => Some(o.parse().map_err(|_| {
+                    bad("cut points", i + 1, format!("{offset:?} is not an offset"))
+                })?),
+            };
             if out.len() >= PLAN_LINES_MAX {
                 return Err(bad("cut points", i + 1, "too many partitions"));
             }
@@ -92,7 +97,10 @@ impl fmt::Display for CutPoints {
                 f.write_str(",")?;
             }
             first = false;
-            write!(f, "{p}:{o}")?;
+            match o {
+                Some(o) => write!(f, "{p}:{o}")?,
+                None => write!(f, "{p}:?")?,
+            }
         }
         Ok(())
     }
@@ -388,9 +396,10 @@ mod tests {
 
     #[test]
     fn records_read_back_what_they_wrote_and_name_what_is_wrong() {
-        let cuts = CutPoints::parse("0:710,1:0").unwrap();
-        assert_eq!(cuts.0.get(&0), Some(&710));
-        assert_eq!(cuts.to_string(), "0:710,1:0");
+        let cuts = CutPoints::parse("0:710,1:0,2:?").unwrap();
+        assert_eq!(cuts.0.get(&0), Some(&Some(710)));
+        assert_eq!(cuts.0.get(&2), Some(&None));
+        assert_eq!(cuts.to_string(), "0:710,1:0,2:?");
         assert_eq!(CutPoints::parse("").unwrap(), CutPoints::default());
         assert!(CutPoints::parse("0-7").is_err());
 

@@ -7,4 +7,4 @@ pub mod proto;
 pub mod server;
 
 pub use client::ModelCoordination;
-pub use server::{crash_and_restart, lag_followers, lagging, serve, ModelState, SharedModel};
+pub use server::{crash_and_restart, down, lag_followers, lagging, serve, ModelState, SharedModel};

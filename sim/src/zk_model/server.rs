@@ -594,6 +594,11 @@ pub fn crash_and_restart(model: &SharedModel, down: Duration) {
     crash.notify_one();
 }
 
+/// Whether the server serving `model` is down now, or about to go down ([`crash_and_restart`]).
+pub fn down(model: &SharedModel) -> bool {
+    lock(model).outage.is_some()
+}
+
 /// Makes the followers of the server serving `model` fall behind for `length` (see the module's
 /// documentation), from its next expiry check. Asking again while they lag (or are about to)
 /// has no effect: `false`.

@@ -31,9 +31,6 @@ pub enum CutError {
     /// A broker could not be asked.
     #[error(transparent)]
     Client(#[from] ClientError),
-    /// Neither a promotion cut nor the other cluster's broker to compare with.
-    #[error("{0}: the other cluster recorded no promotion cut for it and its broker cannot be read to compare with; start that broker (or promote the other cluster) and try again")]
-    NothingToCompare(TopicPartition),
     /// A broker answered with something else than asked for, or an error code.
     #[error("{what} answered {answer}")]
     Answer {
@@ -52,10 +49,9 @@ pub enum CutFrom {
     /// Past the other cluster's promotion cut: this log holds the other's messages after it
     /// (copied since), up to here.
     PromotionAndCompared,
-    /// Found by comparing the logs (the other cluster was never promoted).
+    /// Found by comparing the logs (the other cluster was never promoted, or its promotion
+    /// records no common point for the partition).
     Compared,
-    /// The other cluster's promotion cut, as recorded (a broker could not be read to compare).
-    Recorded,
 }
 
 /// One partition's cut and what lies past it in this cluster's log.
@@ -141,28 +137,15 @@ pub async fn range<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Finds `tp`'s cut: `ours` is this cluster's broker, `theirs` the other cluster's broker it
-/// copies from (`None` when it cannot be reached), `recorded` the other cluster's promotion cut
-/// for the partition, if it has one.
+/// copies from, `recorded` the other cluster's promotion cut for the partition, when it has one
+/// that is common history.
 pub async fn find<S: AsyncRead + AsyncWrite + Unpin>(
     ours: &mut Conn<S>,
-    theirs: Option<&mut Conn<S>>,
+    theirs: &mut Conn<S>,
     tp: &TopicPartition,
     recorded: Option<u64>,
 ) -> Result<Found, CutError> {
     let (start, end) = range(ours, tp).await?;
-    let Some(theirs) = theirs else {
-        let Some(recorded) = recorded else {
-            return Err(CutError::NothingToCompare(tp.clone()));
-        };
-        let cut = recorded.clamp(start, end);
-        let entries = count(ours, tp, cut, end).await?;
-        return Ok(Found {
-            cut,
-            from: CutFrom::Recorded,
-            end: Some(end),
-            entries: Some(entries),
-        });
-    };
     let (known, from) = match recorded {
         Some(cut) => (cut.clamp(start, end), CutFrom::Promotion),
         None => (

@@ -17,7 +17,7 @@
 
 pub mod cut;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -68,6 +68,10 @@ pub enum DemoteError {
         /// What went wrong.
         problem: String,
     },
+    /// A replica broker of the cluster is not registered (down): its partitions cannot be
+    /// planned, nor cut until it runs.
+    #[error("broker {0} of this cluster is a replica broker (/tributary/replicas/{0}) but is not registered in ZooKeeper: start it (each broker cuts its own logs) and demote again; nothing was changed")]
+    BrokerDown(i32),
     /// No broker of the cluster is a replica broker.
     #[error("no broker of the cluster at {0} is a replica broker (none wrote /tributary/replicas): restart its brokers with replica.source.zk.connect=<the other cluster's ZooKeeper> first, then demote")]
     NoReplicaBrokers(ZkConnect),
@@ -92,10 +96,10 @@ pub enum DemoteError {
     Output(#[from] std::io::Error),
     /// The demotion is requested (the plans are written) but some brokers did not confirm in
     /// time.
-    #[error("demotion {id} requested, but brokers {missing:?} did not confirm within {wait:?}; a broker that is down carries it out when it starts, before copying anything")]
+    #[error("demotion {} requested, but brokers {missing:?} did not confirm within {wait:?}; a broker that is down carries it out when it starts, before copying anything", .demotion.id)]
     NotConfirmed {
-        /// The demotion.
-        id: String,
+        /// The demotion, with the confirmations that came.
+        demotion: Box<Demotion>,
         /// How long the tool waited.
         wait: Duration,
         /// The brokers that did not confirm.
@@ -137,13 +141,16 @@ pub struct Demotion {
     pub left: Vec<(i32, TopicPartition, String)>,
     /// Each broker's confirmation.
     pub reports: BTreeMap<i32, Report>,
+    /// The confirmations of the previous demotion found when this one was requested (a broker
+    /// may have confirmed it after its tool stopped waiting): what those brokers cut then.
+    pub earlier: BTreeMap<i32, Report>,
 }
 
-/// A replica broker of this cluster.
+/// A replica broker of this cluster, registered now.
 struct ReplicaBroker {
     id: i32,
     record: ReplicaRecord,
-    address: Option<(String, u16)>,
+    address: (String, u16),
 }
 
 /// Works out the plan, prints it, and (unless a dry run) has the brokers carry it out; see the
@@ -189,6 +196,7 @@ pub async fn demote<E: Env>(
             .map_err(|e| match e {
                 PlanError::Here(c) => zk(c),
                 PlanError::Source(c) => source_error(c.to_string()),
+                PlanError::SourceDown(id) => source_error(format!("its broker {id}, which broker {} copies, is not registered: start it (what it holds decides the cuts) and demote again; nothing was changed", broker.id)),
                 PlanError::Record(path, error) => DemoteError::Record { path, error },
                 PlanError::Cut(error) => DemoteError::Cut {
                     broker: broker.id,
@@ -209,7 +217,15 @@ pub async fn demote<E: Env>(
         return Ok(demotion);
     }
     demotion.id = format!("{}-{:08x}", env.now_ms(), env.rng_seed() as u32);
-    request(&coord, &brokers, &demotion).await.map_err(zk)?;
+    demotion.earlier = request(&coord, &brokers, &demotion).await.map_err(zk)?;
+    for (broker, report) in &demotion.earlier {
+        writeln!(
+            out,
+            "broker {broker} had confirmed the previous demotion {} ({} partitions)",
+            report.demotion,
+            report.entries.len()
+        )?;
+    }
     writeln!(
         out,
         "demotion {} requested: every promotion of this cluster is undone; waiting for the brokers",
@@ -224,7 +240,7 @@ pub async fn demote<E: Env>(
         Ok(demotion)
     } else {
         Err(DemoteError::NotConfirmed {
-            id: demotion.id,
+            demotion: Box::new(demotion),
             wait: options.wait,
             missing,
         })
@@ -254,11 +270,14 @@ async fn replica_brokers<C: Coordination>(
         let (data, _) = coord.get(&path).await.map_err(zk)?;
         let record = ReplicaRecord::parse(&String::from_utf8_lossy(&data))
             .map_err(|error| DemoteError::Record { path, error })?;
+        // What a broker holds is known only from its registration, and only it can cut its
+        // logs: a broker that is down stops the demotion before anything is written.
         let address = match coord.get(&broker_id_path(id)).await {
             Ok((data, _)) => parse_broker_registration(&String::from_utf8_lossy(&data)),
             Err(CoordError::NoNode(_)) => None,
             Err(e) => return Err(zk(e)),
-        };
+        }
+        .ok_or(DemoteError::BrokerDown(id))?;
         brokers.push(ReplicaBroker {
             id,
             record,
@@ -275,6 +294,8 @@ async fn replica_brokers<C: Coordination>(
 /// Why one broker's plan could not be worked out.
 enum PlanError {
     Here(CoordError),
+    /// The other cluster's broker (this id) is not registered.
+    SourceDown(i32),
     Source(CoordError),
     Record(String, RecordError),
     Cut(CutError),
@@ -298,32 +319,42 @@ async fn plan_broker<E: Env>(
     demotion: &mut Demotion,
 ) -> Result<(), PlanError> {
     let source_id = broker.record.source_broker_id;
-    let topics = match here.children(BROKER_TOPICS_PATH).await {
-        Ok(t) => t,
-        Err(CoordError::NoNode(_)) => Vec::new(),
-        Err(e) => return Err(PlanError::Here(e)),
-    };
+    // The topics this broker may hold: those registered in this cluster (by it or another
+    // broker: its own registration may be under way after a restart) and those the other
+    // cluster's broker confirmed a promotion of. A partition it does not hold has nothing to
+    // cut (OFFSETS answers an empty range for it).
+    let mut topics: BTreeSet<String> = BTreeSet::new();
+    for (c, err) in [(here, true), (source, false)] {
+        let names = match c.children(BROKER_TOPICS_PATH).await {
+            Ok(t) => t,
+            Err(CoordError::NoNode(_)) => Vec::new(),
+            Err(e) if err => return Err(PlanError::Here(e)),
+            Err(e) => return Err(PlanError::Source(e)),
+        };
+        topics.extend(names);
+    }
+    match source.children(PROMOTED_PATH).await {
+        Ok(names) => topics.extend(names),
+        Err(CoordError::NoNode(_)) => {}
+        Err(e) => return Err(PlanError::Source(e)),
+    }
+    // The other cluster's broker must be up: what it holds (and has confirmed) decides every
+    // cut, and nothing is guessed.
     let source_address = match source.get(&broker_id_path(source_id)).await {
         Ok((data, _)) => parse_broker_registration(&String::from_utf8_lossy(&data)),
         Err(CoordError::NoNode(_)) => None,
         Err(e) => return Err(PlanError::Source(e)),
-    };
-    let mut ours = match &broker.address {
-        Some((host, port)) => connect(env, host, *port, BROKER_TIMEOUT).await.ok(),
-        None => None,
-    };
-    let mut theirs = match &source_address {
-        Some((host, port)) => connect(env, host, *port, BROKER_TIMEOUT).await.ok(),
-        None => None,
-    };
+    }
+    .ok_or(PlanError::SourceDown(source_id))?;
+    let (host, port) = &broker.address;
+    let mut ours = connect(env, host, *port, BROKER_TIMEOUT)
+        .await
+        .map_err(|e| PlanError::Cut(e.into()))?;
+    let mut theirs = connect(env, &source_address.0, source_address.1, BROKER_TIMEOUT)
+        .await
+        .map_err(|e| PlanError::Cut(e.into()))?;
     for name in topics {
         let Ok(topic) = name.parse::<TopicName>() else {
-            continue;
-        };
-        let Some(count) = count_at(here, &broker_topic_partitions_path(&topic, broker.id))
-            .await
-            .map_err(PlanError::Here)?
-        else {
             continue;
         };
         let ack = promoted_ack_path(&topic, source_id);
@@ -337,16 +368,25 @@ async fn plan_broker<E: Env>(
         };
         let on_source = count_at(source, &broker_topic_partitions_path(&topic, source_id))
             .await
-            .map_err(PlanError::Source)?
-            .is_some();
+            .map_err(PlanError::Source)?;
+        let here_count = count_at(here, &broker_topic_partitions_path(&topic, broker.id))
+            .await
+            .map_err(PlanError::Here)?;
+        let recorded_count = recorded
+            .as_ref()
+            .and_then(|r| r.0.keys().next_back().map(|p| p + 1));
+        let Some(count) = here_count.or(recorded_count).or(on_source) else {
+            continue;
+        };
+        let on_source = on_source.is_some();
         for partition in 0..count {
             let tp = TopicPartition::new(topic.clone(), partition);
             // A partition the other broker did not hold when it was promoted was never copied
-            // there: all of it is this cluster's own.
+            // there: all of it is this cluster's own. One it confirmed as `?` is compared.
             let cut = recorded
                 .as_ref()
-                .map(|r| r.0.get(&partition).copied().unwrap_or(0));
-            if cut.is_none() && !on_source {
+                .and_then(|r| r.0.get(&partition).copied().unwrap_or(Some(0)));
+            if recorded.is_none() && !on_source {
                 demotion.left.push((
                     broker.id,
                     tp,
@@ -354,25 +394,7 @@ async fn plan_broker<E: Env>(
                 ));
                 continue;
             }
-            let Some(conn) = ours.as_mut() else {
-                // The broker is down: it cuts at the recorded cut when it starts (a log that
-                // has copied the other's history since is left as it is by the broker).
-                let Some(cut) = cut else {
-                    return Err(PlanError::Cut(CutError::NothingToCompare(tp)));
-                };
-                demotion.planned.push(Planned {
-                    broker: broker.id,
-                    tp,
-                    found: Found {
-                        cut,
-                        from: CutFrom::Recorded,
-                        end: None,
-                        entries: None,
-                    },
-                });
-                continue;
-            };
-            let found = cut::find(conn, theirs.as_mut(), &tp, cut)
+            let found = cut::find(&mut ours, &mut theirs, &tp, cut)
                 .await
                 .map_err(PlanError::Cut)?;
             demotion.planned.push(Planned {
@@ -396,14 +418,8 @@ fn print_plan(
     for b in brokers {
         writeln!(
             out,
-            "  broker {} ({}) copies broker {} of {}",
-            b.id,
-            b.address.as_ref().map_or_else(
-                || "not registered now".to_string(),
-                |(h, p)| format!("{h}:{p}")
-            ),
-            b.record.source_broker_id,
-            b.record.source_zk
+            "  broker {} ({}:{}) copies broker {} of {}",
+            b.id, b.address.0, b.address.1, b.record.source_broker_id, b.record.source_zk
         )?;
     }
     let (mut messages, mut bytes) = (0u64, 0u64);
@@ -414,7 +430,6 @@ fn print_plan(
                 "past the other cluster's promotion: this log copied its messages since"
             }
             CutFrom::Compared => "where the two logs first differ",
-            CutFrom::Recorded => "the other cluster's promotion, as recorded; not compared",
         };
         let name = format!("{}/{}-{}", p.tp.topic, p.broker, p.tp.partition);
         match (p.found.end, p.found.entries) {
@@ -430,10 +445,9 @@ fn print_plan(
                     diverged_file_name(p.found.cut, end)
                 )?;
             }
-            (Some(_), _) => writeln!(out, "  {name}: cut at {} ({why}): nothing past it", p.found.cut)?,
-            (None, _) => writeln!(
+            _ => writeln!(
                 out,
-                "  {name}: cut at {} ({why}; the broker is down: what lies past it is kept when it starts)",
+                "  {name}: cut at {} ({why}): nothing past it",
                 p.found.cut
             )?,
         }
@@ -449,11 +463,24 @@ fn print_plan(
 
 /// Undoes this cluster's promotions and writes each broker's plan, then the demotion's id
 /// (brokers act on the id, so they never see a plan half written).
+/// Returns the confirmations of the demotion it replaces.
 async fn request<C: Coordination>(
     coord: &C,
     brokers: &[ReplicaBroker],
     demotion: &Demotion,
-) -> Result<(), CoordError> {
+) -> Result<BTreeMap<i32, Report>, CoordError> {
+    let mut earlier = BTreeMap::new();
+    for b in brokers {
+        match coord.get(&demotion_done_path(b.id)).await {
+            Ok((data, _)) => {
+                if let Ok(report) = Report::parse(&String::from_utf8_lossy(&data)) {
+                    earlier.insert(b.id, report);
+                }
+            }
+            Err(CoordError::NoNode(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
     delete_tree(coord, PROMOTED_PATH).await?;
     delete_tree(coord, DEMOTION_PATH).await?;
     coord.ensure_parents(DEMOTION_PATH).await?;
@@ -484,12 +511,27 @@ async fn request<C: Coordination>(
     }
     coord
         .set(DEMOTION_PATH, demotion.id.as_bytes(), None)
-        .await
-        .map(drop)
+        .await?;
+    Ok(earlier)
 }
 
-/// Deletes `path` and everything under it (nothing there is fine).
+/// Deletes `path` and everything under it (nothing there is fine). A child made meanwhile (a
+/// broker confirming a promotion as it is withdrawn) is deleted on a second pass.
 async fn delete_tree<C: Coordination>(coord: &C, path: &str) -> Result<(), CoordError> {
+    for _ in 0..DELETE_PASSES - 1 {
+        match delete_tree_once(coord, path).await {
+            Err(CoordError::NotEmpty(_)) => continue,
+            done => return done,
+        }
+    }
+    delete_tree_once(coord, path).await
+}
+
+/// Passes [`delete_tree`] makes at most.
+const DELETE_PASSES: usize = 5;
+
+/// One pass of [`delete_tree`].
+async fn delete_tree_once<C: Coordination>(coord: &C, path: &str) -> Result<(), CoordError> {
     let mut stack = vec![path.to_string()];
     let mut order = Vec::new();
     while let Some(at) = stack.pop() {
