@@ -128,3 +128,12 @@ pub fn demotion_plan_path(broker_id: i32) -> String {
 pub fn demotion_done_path(broker_id: i32) -> String {
     format!("{DEMOTION_PATH}/done-{broker_id}")
 }
+
+/// Replica mode (Tributary): what each broker's demotions moved out of its logs, one persistent
+/// node per broker holding a [`crate::replica::demotion::DivergedLog`].
+pub const DIVERGED_PATH: &str = "/tributary/diverged";
+
+/// `/tributary/diverged/<id>`.
+pub fn diverged_log_path(broker_id: i32) -> String {
+    format!("{DIVERGED_PATH}/{broker_id}")
+}

@@ -135,7 +135,19 @@ pub(super) async fn copy<E: Env>(
             continue;
         }
         if last_discovery.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
-            match discover(&env, &broker, &replica, &mut coord).await {
+            // Bounded: a source ZooKeeper that does not answer (the cluster that failed) never
+            // holds up reading this cluster's promotions and demotions for long.
+            let discovered = tokio::time::timeout(
+                DISCOVERY_WAIT,
+                discover(&env, &broker, &replica, &mut coord),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(CoordError::Unreachable(format!(
+                    "no answer within {DISCOVERY_WAIT:?}"
+                )))
+            });
+            match discovered {
                 Ok(fresh) => {
                     last_discovery = Some(now);
                     if fresh.address != view.address {

@@ -12,8 +12,9 @@
 //! 3. the synced groups' offsets here are handed back to the syncer (see
 //!    [`super::offset_sync::adopt_offsets`]): commits made here before the demotion are of
 //!    another epoch of the group, and the source's replace them;
-//! 4. the broker confirms with a report (`done-<id>`), and copying resumes at each cut, every
-//!    partition's prefix checked again first.
+//! 4. what was moved out is added to the broker's diverged log (`/tributary/diverged/<id>`,
+//!    which no later demotion replaces); the broker confirms with a report (`done-<id>`), and
+//!    copying resumes at each cut, every partition's prefix checked again first.
 //!
 //! A broker that is down when the plan is written carries it out when it starts, before
 //! copying anything; one that stops half way does it again (a cut already made moves nothing,
@@ -24,8 +25,12 @@
 use super::offset_sync::adopt_offsets;
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use tributary_core::replica::demotion::{Outcome, Plan, Report, ReportEntry};
-use tributary_core::zk_layout::{demotion_done_path, demotion_plan_path, DEMOTION_PATH};
+use tributary_core::replica::demotion::{
+    DivergedEntry, DivergedLog, Outcome, Plan, Report, ReportEntry,
+};
+use tributary_core::zk_layout::{
+    demotion_done_path, demotion_plan_path, diverged_log_path, DEMOTION_PATH,
+};
 
 /// What the demotion works on, besides this cluster's ZooKeeper.
 pub(super) struct Demoting<'a, F: tributary_core::log::LogFs + Clone> {
@@ -163,6 +168,38 @@ pub(super) async fn demotion<E: Env>(
         }
         d.synced.clear();
     }
+    // What was moved out is indexed where no later demotion replaces it, before the
+    // confirmation.
+    let moved: Vec<DivergedEntry> = entries
+        .iter()
+        .filter_map(|e| match &e.outcome {
+            Outcome::Cut { end, entries, file } if file != "-" => Some(DivergedEntry {
+                demotion: id.clone(),
+                topic: e.topic.clone(),
+                partition: e.partition,
+                cut: tributary_core::log::parse_diverged_file_name(file).map_or(e.cut, |(c, _)| c),
+                end: *end,
+                entries: *entries,
+                file: file.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
+    if !moved.is_empty() {
+        let path = diverged_log_path(me);
+        let mut log = match c.get(&path).await {
+            Ok((data, _)) => {
+                DivergedLog::parse(&String::from_utf8_lossy(&data)).unwrap_or_else(|e| {
+                    tracing::warn!("replica: {path}: {e}; starting it again");
+                    DivergedLog::default()
+                })
+            }
+            Err(CoordError::NoNode(_)) => DivergedLog::default(),
+            Err(e) => return Err(e),
+        };
+        log.extend(moved);
+        super::offset_sync::put(c, &path, log.encode().as_bytes()).await?;
+    }
     let report = Report {
         demotion: id.clone(),
         entries,
@@ -191,7 +228,7 @@ async fn cut_partition<E: Env>(
     let early = planted::active(Bug::DemoteCutsOneEarly);
     let result = with_log(env, &log, move |l| {
         let end = l.written_end();
-        if cut >= end {
+        if cut > end {
             // Shorter than the other cluster's history here: nothing of its own to keep.
             return Ok(tributary_core::log::TailCut {
                 cut: end,

@@ -64,6 +64,10 @@ use tributary_core::mirror::lag::LagSample;
 const SYNCED_PATH: &str = "/tributary/synced";
 /// How often the source's ZooKeeper is read for new topics and partitions.
 const DISCOVERY_INTERVAL: Duration = Duration::from_secs(2);
+/// How long one read of the source's ZooKeeper may take before the copier goes back to this
+/// cluster's (its promotions and demotions are read every [`DISCOVERY_INTERVAL`] whatever the
+/// source does).
+const DISCOVERY_WAIT: Duration = Duration::from_secs(4);
 /// How often, with metrics on, the source's end of every copied partition is asked for (the
 /// lag gauges).
 const LAG_PROBE_INTERVAL: Duration = Duration::from_secs(5);

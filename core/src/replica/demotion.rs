@@ -339,6 +339,104 @@ impl Report {
     }
 }
 
+/// Most entries a broker's [`DivergedLog`] keeps (the oldest go first).
+pub const DIVERGED_LOG_MAX: usize = 1_000;
+
+/// What a broker's demotions moved out of its logs, kept in its cluster's ZooKeeper
+/// (`/tributary/diverged/<id>`) across demotions, the most recent last: each line
+/// `<demotion> <topic> <partition> <cut> <end> <entries> <file>`, one per partition cut back
+/// with something past its cut. The diverged files are the data; this is their index, which a
+/// later demotion does not replace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DivergedLog(pub Vec<DivergedEntry>);
+
+/// One partition's tail moved out by a demotion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DivergedEntry {
+    /// The demotion's id.
+    pub demotion: String,
+    /// The topic.
+    pub topic: TopicName,
+    /// The partition.
+    pub partition: u32,
+    /// Where the log was cut back to.
+    pub cut: u64,
+    /// Where it ended before.
+    pub end: u64,
+    /// Top-level messages moved out.
+    pub entries: u64,
+    /// The diverged file's name.
+    pub file: String,
+}
+
+impl DivergedLog {
+    /// The log's text.
+    pub fn encode(&self) -> String {
+        self.0
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {} {} {} {} {}\n",
+                    e.demotion, e.topic, e.partition, e.cut, e.end, e.entries, e.file
+                )
+            })
+            .collect()
+    }
+
+    /// Reads [`DivergedLog::encode`]'s text.
+    pub fn parse(text: &str) -> Result<Self, RecordError> {
+        let mut out = Vec::new();
+        for (i, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let [demotion, topic, partition, cut, end, entries, file] = fields.as_slice() else {
+                return Err(bad(
+                    "diverged log",
+                    i + 1,
+                    format!("{line:?} has not 7 fields"),
+                ));
+            };
+            let number = |what: &'static str, v: &str| {
+                v.parse::<u64>()
+                    .map_err(|_| bad("diverged log", i + 1, format!("{what} {v:?}")))
+            };
+            out.push(DivergedEntry {
+                demotion: (*demotion).to_string(),
+                topic: topic
+                    .parse()
+                    .map_err(|e| bad("diverged log", i + 1, format!("topic {topic:?}: {e}")))?,
+                partition: u32::try_from(number("partition", partition)?)
+                    .map_err(|_| bad("diverged log", i + 1, "partition"))?,
+                cut: number("cut", cut)?,
+                end: number("end", end)?,
+                entries: number("entries", entries)?,
+                file: (*file).to_string(),
+            });
+        }
+        Ok(DivergedLog(out))
+    }
+
+    /// Adds `entries` (an entry already there for the same file is kept once), dropping the
+    /// oldest beyond [`DIVERGED_LOG_MAX`].
+    pub fn extend(&mut self, entries: impl IntoIterator<Item = DivergedEntry>) {
+        for e in entries {
+            if !self
+                .0
+                .iter()
+                .any(|x| x.file == e.file && x.topic == e.topic && x.partition == e.partition)
+            {
+                self.0.push(e);
+            }
+        }
+        let excess = self.0.len().saturating_sub(DIVERGED_LOG_MAX);
+        self.0.drain(..excess);
+        debug_assert!(self.0.len() <= DIVERGED_LOG_MAX);
+    }
+}
+
 /// How two logs' bytes fetched at the same offset compare, entry by entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compared {
@@ -441,6 +539,26 @@ mod tests {
             ],
         };
         assert_eq!(Report::parse(&report.encode()).unwrap(), report);
+    }
+
+    #[test]
+    fn the_diverged_log_reads_back_keeps_each_file_once_and_is_bounded() {
+        let entry = |n: u64| DivergedEntry {
+            demotion: "d-1".into(),
+            topic: "orders".parse().unwrap(),
+            partition: 0,
+            cut: n,
+            end: n + 10,
+            entries: 1,
+            file: format!("{n}.diverged"),
+        };
+        let mut log = DivergedLog::default();
+        log.extend([entry(1), entry(1), entry(2)]);
+        assert_eq!(log.0.len(), 2);
+        assert_eq!(DivergedLog::parse(&log.encode()).unwrap(), log);
+        log.extend((10..2_000).map(entry));
+        assert_eq!(log.0.len(), DIVERGED_LOG_MAX);
+        assert_eq!(log.0.last().map(|e| e.cut), Some(1_999));
     }
 
     #[test]

@@ -30,8 +30,8 @@ use tributary_core::replica::demotion::{
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{
     broker_id_path, broker_topic_partitions_path, demotion_done_path, demotion_plan_path,
-    parse_broker_registration, promoted_ack_path, BROKER_TOPICS_PATH, DEMOTION_PATH, PROMOTED_PATH,
-    REPLICAS_PATH,
+    parse_broker_registration, promoted_ack_path, BROKER_TOPICS_PATH, CLUSTER_PROMOTED,
+    DEMOTION_PATH, PROMOTED_PATH, REPLICAS_PATH,
 };
 
 use self::cut::{CutError, CutFrom, Found};
@@ -196,6 +196,7 @@ pub async fn demote<E: Env>(
             .map_err(|e| match e {
                 PlanError::Here(c) => zk(c),
                 PlanError::Source(c) => source_error(c.to_string()),
+                PlanError::NotPromotedYet(id, topic) => source_error(format!("its broker {id} has not confirmed the promotion of {topic} yet (it may still copy from this cluster): wait for it (tributary promote there prints it) and demote again; nothing was changed")),
                 PlanError::SourceDown(id) => source_error(format!("its broker {id}, which broker {} copies, is not registered: start it (what it holds decides the cuts) and demote again; nothing was changed", broker.id)),
                 PlanError::Record(path, error) => DemoteError::Record { path, error },
                 PlanError::Cut(error) => DemoteError::Cut {
@@ -296,6 +297,8 @@ enum PlanError {
     Here(CoordError),
     /// The other cluster's broker (this id) is not registered.
     SourceDown(i32),
+    /// The other cluster's broker (this id) has not confirmed its promotion of a topic yet.
+    NotPromotedYet(i32, String),
     Source(CoordError),
     Record(String, RecordError),
     Cut(CutError),
@@ -333,11 +336,18 @@ async fn plan_broker<E: Env>(
         };
         topics.extend(names);
     }
-    match source.children(PROMOTED_PATH).await {
-        Ok(names) => topics.extend(names),
-        Err(CoordError::NoNode(_)) => {}
+    // Whether the other cluster is promoted as a whole (every topic its brokers hold).
+    let whole = match source.get(PROMOTED_PATH).await {
+        Ok((data, _)) => data == CLUSTER_PROMOTED,
+        Err(CoordError::NoNode(_)) => false,
         Err(e) => return Err(PlanError::Source(e)),
-    }
+    };
+    let promoted_topics = match source.children(PROMOTED_PATH).await {
+        Ok(names) => names,
+        Err(CoordError::NoNode(_)) => Vec::new(),
+        Err(e) => return Err(PlanError::Source(e)),
+    };
+    topics.extend(promoted_topics.iter().cloned());
     // The other cluster's broker must be up: what it holds (and has confirmed) decides every
     // cut, and nothing is guessed.
     let source_address = match source.get(&broker_id_path(source_id)).await {
@@ -358,6 +368,7 @@ async fn plan_broker<E: Env>(
             continue;
         };
         let ack = promoted_ack_path(&topic, source_id);
+        let promotion_asked = whole || promoted_topics.iter().any(|t| *t == name);
         let recorded = match source.get(&ack).await {
             Ok((data, _)) => Some(
                 CutPoints::parse(&String::from_utf8_lossy(&data))
@@ -379,6 +390,11 @@ async fn plan_broker<E: Env>(
             continue;
         };
         let on_source = on_source.is_some();
+        // A promotion of the other cluster that its broker has not carried out yet: that
+        // broker may still copy from this cluster, so its history is not settled.
+        if promotion_asked && recorded.is_none() && on_source {
+            return Err(PlanError::NotPromotedYet(source_id, name.clone()));
+        }
         for partition in 0..count {
             let tp = TopicPartition::new(topic.clone(), partition);
             // A partition the other broker did not hold when it was promoted was never copied

@@ -276,12 +276,9 @@ impl<F: LogFs> Log<F> {
             )));
         }
         if cut == end {
-            return Ok(TailCut {
-                cut,
-                end,
-                entries: 0,
-                file: None,
-            });
+            // Cut there already (a demotion carried out again after a crash): what it saved is
+            // reported again.
+            return self.saved_at(cut);
         }
         self.flush(now_ms)?;
         let entries = self.count_entries(index, within)?;
@@ -300,6 +297,40 @@ impl<F: LogFs> Log<F> {
             end,
             entries,
             file: Some(file),
+        })
+    }
+
+    /// The tail an earlier cut at `cut` saved, if its diverged file is here (its entries
+    /// counted from the file); nothing moved otherwise.
+    fn saved_at(&self, cut: u64) -> Result<TailCut, LogError> {
+        let nothing = TailCut {
+            cut,
+            end: cut,
+            entries: 0,
+            file: None,
+        };
+        let listed = self
+            .fs
+            .list_dir(&self.dir)
+            .map_err(|e| self.io("list", &self.dir.clone(), e))?;
+        let Some((end, name)) = listed.iter().find_map(|entry| {
+            parse_diverged_file_name(&entry.name)
+                .filter(|(c, _)| *c == cut)
+                .map(|(_, e)| (e, entry.name.clone()))
+        }) else {
+            return Ok(nothing);
+        };
+        let path = self.dir.join(name);
+        let file = self
+            .fs
+            .open(&path, false)
+            .map_err(|e| self.io("open", &path, e))?;
+        let walked = walk(&file, 0, end - cut).map_err(|e| self.io("read", &path, e))?;
+        Ok(TailCut {
+            cut,
+            end,
+            entries: walked.entries,
+            file: Some(path),
         })
     }
 
@@ -595,6 +626,19 @@ mod tests {
         assert!(
             matches!(open(&fs, Some(end)), Err(LogError::Corrupt { .. })),
             "without its diverged file, missing bytes below the checkpoint are corruption"
+        );
+    }
+
+    #[test]
+    fn cutting_again_where_the_log_ends_reports_what_the_first_cut_saved() {
+        let fs = MemFs::new(0);
+        let mut log = Log::create(fs.clone(), Path::new(DIR), tp(), policy(), 0).expect("log");
+        let starts = append_sets(&mut log, 1, 2);
+        let first = log.cut_tail(starts[2], 0).expect("cut");
+        let again = log.cut_tail(starts[2], 0).expect("cut again");
+        assert_eq!(
+            again, first,
+            "a demotion carried out twice reports the same tail"
         );
     }
 

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use tributary_core::message::ShallowIter;
+use tributary_core::replica::demotion::DivergedLog;
 
 use super::{state, FailoverReport, Shared, Step};
 use crate::invariants::Invariant;
@@ -26,6 +27,27 @@ fn of(parts: &FinalRead, cluster: &str) -> BTreeMap<Part, Vec<u8>> {
         .filter(|((c, _), _)| c == cluster)
         .map(|((_, p), b)| (p.clone(), b.clone()))
         .collect()
+}
+
+/// The cuts cluster `model`'s brokers recorded in their diverged logs: partition → (cut, end).
+fn diverged_logs(model: &crate::zk_model::SharedModel) -> BTreeMap<Part, (u64, u64)> {
+    let m = model.lock().unwrap_or_else(|p| p.into_inner());
+    let mut out = BTreeMap::new();
+    for broker in m.children("/tributary/diverged") {
+        let Some(data) = m.data(&format!("/tributary/diverged/{broker}")) else {
+            continue;
+        };
+        let Ok(log) = DivergedLog::parse(&String::from_utf8_lossy(&data)) else {
+            continue;
+        };
+        for e in log.0 {
+            out.insert(
+                (e.topic.to_string(), format!("{broker}-{}", e.partition)),
+                (e.cut, e.end),
+            );
+        }
+    }
+    out
 }
 
 /// Whether b holds exactly what a holds (it copies a again after the switchback).
@@ -55,7 +77,13 @@ pub(super) fn unsettled(parts: &FinalRead) -> String {
 }
 
 /// S27, S28 and S30 on the final read, and the run's figures.
-pub(super) fn judge(shared: &Shared, control: &Control, report: &mut FailoverReport) {
+pub(super) fn judge(
+    shared: &Shared,
+    control: &Control,
+    a_model: &crate::zk_model::SharedModel,
+    report: &mut FailoverReport,
+) {
+    let cuts = &diverged_logs(a_model);
     let s = state(shared);
     let Some(Ok(parts)) = &s.final_read else {
         return;
@@ -66,7 +94,7 @@ pub(super) fn judge(shared: &Shared, control: &Control, report: &mut FailoverRep
     let in_final: BTreeSet<&Vec<u8>> = final_messages.values().flat_map(BTreeMap::values).collect();
     // What a's demotion moved out: from what a held before it, between each cut and end.
     let mut diverged: BTreeMap<&Part, BTreeMap<u64, Vec<u8>>> = BTreeMap::new();
-    for (part, (cut, end)) in &s.cuts {
+    for (part, (cut, end)) in cuts {
         let Some(before) = s.before_demotion.get(part) else {
             return control.violate(
                 Invariant::FailoverDivergedExact,
@@ -93,9 +121,14 @@ pub(super) fn judge(shared: &Shared, control: &Control, report: &mut FailoverRep
         };
         diverged.insert(part, messages(tail, *cut));
     }
-    // S28: nothing the other cluster holds was cut.
+    // S28: nothing the other cluster holds was cut: no message moved out is the one the final
+    // log holds at that offset (what the other cluster copied is common history).
     for (part, tail) in &diverged {
-        if let Some((offset, payload)) = tail.iter().find(|(_, m)| in_final.contains(m)) {
+        let held = final_messages.get(part);
+        if let Some((offset, payload)) = tail
+            .iter()
+            .find(|(o, m)| held.and_then(|h| h.get(*o)) == Some(*m))
+        {
             return control.violate(
                 Invariant::FailoverDivergedExact,
                 format!("{}/{}: the message at {offset} ({}) was moved to the diverged file, yet the clusters hold it", part.0, part.1, String::from_utf8_lossy(payload)),

@@ -143,8 +143,6 @@ pub(crate) struct State {
     pub(crate) first_produce_after: Option<Duration>,
     /// a's partitions as read before its demotion (what its diverged files are cut from).
     pub(crate) before_demotion: BTreeMap<Part, Vec<u8>>,
-    /// Each cut a's demotion made: partition → (cut, end), from its diverged files' names.
-    pub(crate) cuts: BTreeMap<Part, (u64, u64)>,
     /// Set by the driver once the run is over: the operator stops, the hosts drain.
     pub(crate) over: bool,
     /// The final read, by the checker: every partition of both clusters.
@@ -245,7 +243,7 @@ pub fn run_seed(
         &mut report,
     );
     if result.is_ok() && control.violation().is_none() {
-        judge::judge(&shared, &control, &mut report);
+        judge::judge(&shared, &control, &a.model, &mut report);
     }
     {
         let s = state(&shared);
@@ -289,6 +287,7 @@ fn drive(
         false,
     );
     let mut struck: Option<Duration> = None;
+    let mut healed = false;
     let step =
         |sim: &mut turmoil::Sim<'_>| sim.step().map_err(|e| format!("simulation error: {e}"));
     loop {
@@ -345,15 +344,19 @@ fn drive(
         if !a_down && now < options.duration {
             schedule.step(sim, links, control, both, kind, &mut report.faults);
         }
-        if now >= options.duration && (current == Step::Back || now >= options.duration + DRAIN) {
+        if now >= options.duration && !healed {
+            // The faults end with the run; the drill may still be finishing.
+            schedule.end_all(sim, links, control, both);
+            links.repair_all(sim);
+            healed = true;
+        }
+        if healed && !a_down && (current == Step::Back || now >= options.duration + DRAIN) {
             break;
         }
         step(sim)?;
     }
-    schedule.end_all(sim, links, control, both);
-    links.repair_all(sim);
     let healed = sim.elapsed();
-    control.trace.push_at(healed, "healed");
+    control.trace.push_at(healed, "healed; the drill is done");
     if state(shared).step != Step::Back {
         control.violate(
             Invariant::FailoverCompletes,
