@@ -406,7 +406,8 @@ pub enum Command {
     /// (Kafka 0.7.2's ReplayLogProducer).
     #[command(
         name = "replay-log-producer",
-        after_help = "Examples:\n  tributary replay-log-producer --zookeeper localhost:2181 --inputtopic orders --outputtopic orders-replay --brokerinfo zk.connect=localhost:2181"
+        after_help = "Examples:\n  tributary replay-log-producer --zookeeper localhost:2181 --inputtopic orders --outputtopic orders-replay --brokerinfo zk.connect=localhost:2181\n  \
+        tributary replay-log-producer --from-file /data/logs/orders-0/00000000000000031850.00000000000000036650.diverged --outputtopic orders --brokerinfo zk.connect=dc-b-zk:2181   (re-publish what a demotion kept)"
     )]
     ReplayLogProducer(ReplayLogProducerArgs),
     /// What replaces Kafka 0.7.2's JmxTool (the metrics endpoint); exits 1.

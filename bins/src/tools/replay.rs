@@ -5,7 +5,9 @@
 //!
 //! Better than 0.7.2: every message sent is waited for, and one that was not delivered is
 //! counted and said (exit code 1) instead of logged as skipped; the end says how many were
-//! sent and delivered.
+//! sent and delivered. `--from-file` re-publishes the messages of a segment file instead of a
+//! topic — a `.diverged` file a demotion kept (what a cluster held past the other cluster's
+//! history), or any 0.7 segment — every message of it, compressed ones opened, in order.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,8 +45,16 @@ pub struct ReplayLogProducerArgs {
     #[arg(long)]
     pub brokerinfo: String,
     /// The topic read.
-    #[arg(long)]
-    pub inputtopic: TopicName,
+    #[arg(
+        long,
+        required_unless_present = "from_file",
+        conflicts_with = "from_file"
+    )]
+    pub inputtopic: Option<TopicName>,
+    /// Re-publish the messages of this segment file (a `.diverged` file a demotion kept, or
+    /// any 0.7 segment) instead of reading a topic.
+    #[arg(long = "from-file", value_name = "FILE")]
+    pub from_file: Option<std::path::PathBuf>,
     /// The topic written.
     #[arg(long)]
     pub outputtopic: TopicName,
@@ -132,8 +142,14 @@ struct Counts {
 /// 1 when any was not delivered.
 pub fn run_cli(args: ReplayLogProducerArgs) -> Result<ExitCode, String> {
     args.stray.warn("replay-log-producer");
-    let consumer_config = args.consumer_config()?;
     let producer_config = args.producer_config()?;
+    if let Some(path) = args.from_file.clone() {
+        return replay_file(&args, &path, producer_config);
+    }
+    let Some(inputtopic) = args.inputtopic.clone() else {
+        return Err("give --inputtopic or --from-file".into());
+    };
+    let consumer_config = args.consumer_config()?;
     let counts = Arc::new(Counts::default());
     runtime(None)?.block_on(async {
         tracing::info!("Cleaning up temporary zookeeper data under /consumers/{GROUP}.");
@@ -142,7 +158,7 @@ pub fn run_cli(args: ReplayLogProducerArgs) -> Result<ExitCode, String> {
             .map_err(|e| e.to_string())?;
         let streams = args.threads.max(1);
         let subscription =
-            Subscription::Topics([(args.inputtopic.clone(), streams)].into_iter().collect());
+            Subscription::Topics([(inputtopic.clone(), streams)].into_iter().collect());
         let (connector, streams) =
             ConsumerConnector::start(TokioEnv, consumer_config, subscription)
                 .await
@@ -150,6 +166,7 @@ pub fn run_cli(args: ReplayLogProducerArgs) -> Result<ExitCode, String> {
         let mut threads = tokio::task::JoinSet::new();
         for mut stream in streams {
             let (args, config, counts) = (args.clone(), producer_config.clone(), counts.clone());
+            let inputtopic = inputtopic.clone();
             threads.spawn(async move {
                 let producer = Producer::start(TokioEnv, config)
                     .await
@@ -163,10 +180,7 @@ pub fn run_cli(args: ReplayLogProducerArgs) -> Result<ExitCode, String> {
                         Err(e) => {
                             // Counted: the replay is incomplete (0.7.2 ended the thread
                             // without a word in the exit code).
-                            tracing::error!(
-                                "replay-log-producer: reading {}: {e}",
-                                args.inputtopic
-                            );
+                            tracing::error!("replay-log-producer: reading {inputtopic}: {e}");
                             counts.unread.fetch_add(1, Ordering::Relaxed);
                             break;
                         }
@@ -215,16 +229,86 @@ pub fn run_cli(args: ReplayLogProducerArgs) -> Result<ExitCode, String> {
         counts.unread.load(Ordering::Relaxed),
     );
     eprintln!(
-        "replayed {sent} messages of {} into {}: {delivered} delivered, {failed} not",
-        args.inputtopic, args.outputtopic
+        "replayed {sent} messages of {inputtopic} into {}: {delivered} delivered, {failed} not",
+        args.outputtopic
     );
     if unread > 0 {
         eprintln!(
-            "{unread} stream(s) stopped on an error reading {}: the replay is incomplete",
-            args.inputtopic
+            "{unread} stream(s) stopped on an error reading {inputtopic}: the replay is incomplete"
         );
     }
     Ok(if failed == 0 && unread == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Re-publishes every message of the segment file `path` to `--outputtopic`, in order, each
+/// delivery waited for. A message that cannot be read (a damaged file) ends the replay there,
+/// saying at which offset; exit code 1 when anything was not delivered or not read.
+fn replay_file(
+    args: &ReplayLogProducerArgs,
+    path: &std::path::Path,
+    config: ProducerConfig,
+) -> Result<ExitCode, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("--from-file {}: {e}", path.display()))?;
+    let base = crate::tools::dump_log::start_offset_from_name(path).unwrap_or(0);
+    let counts = Counts::default();
+    let unreadable = runtime(None)?.block_on(async {
+        let producer = Producer::start(TokioEnv, config)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut pending = Vec::new();
+        let mut unreadable = None;
+        for entry in tributary_core::message::DeepIter::new(
+            bytes.into(),
+            base,
+            tributary_core::message::DECOMPRESSED_BYTES_MAX_DEFAULT,
+        ) {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    unreadable = Some(e.to_string());
+                    break;
+                }
+            };
+            match producer
+                .send(Record::new(args.outputtopic.clone(), entry.message.payload))
+                .await
+            {
+                Ok(delivery) => pending.push(delivery),
+                Err(e) => {
+                    tracing::error!("replay-log-producer: not sent: {e}");
+                    counts.failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            counts.sent.fetch_add(1, Ordering::Relaxed);
+            if pending.len() >= SETTLE_EVERY {
+                settle(std::mem::take(&mut pending), &counts).await;
+            }
+        }
+        producer.close().await;
+        settle(pending, &counts).await;
+        Ok::<_, String>(unreadable)
+    })?;
+    let (sent, delivered, failed) = (
+        counts.sent.load(Ordering::Relaxed),
+        counts.delivered.load(Ordering::Relaxed),
+        counts.failed.load(Ordering::Relaxed),
+    );
+    eprintln!(
+        "replayed {sent} messages of {} into {}: {delivered} delivered, {failed} not",
+        path.display(),
+        args.outputtopic
+    );
+    if let Some(e) = &unreadable {
+        eprintln!(
+            "{}: {e}; the messages after it were not replayed",
+            path.display()
+        );
+    }
+    Ok(if failed == 0 && unreadable.is_none() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -30,8 +30,8 @@ use tributary_core::replica::demotion::{
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{
     broker_id_path, broker_topic_partitions_path, demotion_done_path, demotion_plan_path,
-    parse_broker_registration, promoted_ack_path, BROKER_TOPICS_PATH, CLUSTER_PROMOTED,
-    DEMOTION_PATH, PROMOTED_PATH, REPLICAS_PATH,
+    parse_broker_registration, promoted_ack_path, BROKER_IDS_PATH, BROKER_TOPICS_PATH,
+    CLUSTER_PROMOTED, DEMOTION_PATH, PROMOTED_PATH, REPLICAS_PATH,
 };
 
 use self::cut::{CutError, CutFrom, Found};
@@ -44,6 +44,8 @@ use crate::env::{Env, TokioEnv};
 const ZK_TIMEOUT: Duration = Duration::from_secs(30);
 /// Deadline of each call to a broker.
 const BROKER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a registered broker's replica record is waited for, in ms.
+const RECORD_WAIT_MS: i64 = 15_000;
 /// Pause between looks at the brokers' confirmations.
 const CONFIRM_POLL: Duration = Duration::from_millis(200);
 
@@ -72,6 +74,9 @@ pub enum DemoteError {
     /// planned, nor cut until it runs.
     #[error("broker {0} of this cluster is a replica broker (/tributary/replicas/{0}) but is not registered in ZooKeeper: start it (each broker cuts its own logs) and demote again; nothing was changed")]
     BrokerDown(i32),
+    /// A registered broker of the cluster wrote no replica record.
+    #[error("broker {0} of this cluster is registered but is not a replica broker (it wrote no /tributary/replicas/{0}): configure it with replica.source.zk.connect=<the other cluster's ZooKeeper> and restart it; nothing was changed")]
+    NotAReplica(String),
     /// No broker of the cluster is a replica broker.
     #[error("no broker of the cluster at {0} is a replica broker (none wrote /tributary/replicas): restart its brokers with replica.source.zk.connect=<the other cluster's ZooKeeper> first, then demote")]
     NoReplicaBrokers(ZkConnect),
@@ -168,7 +173,7 @@ pub async fn demote<E: Env>(
         .coordinate(&options.zk_connect, ZK_TIMEOUT, ZK_TIMEOUT)
         .await
         .map_err(zk)?;
-    let brokers = replica_brokers(&coord, options).await?;
+    let brokers = replica_brokers(env, &coord, options).await?;
     let mut demotion = Demotion::default();
     let mut sources: BTreeMap<String, E::Coord> = BTreeMap::new();
     for broker in &brokers {
@@ -249,18 +254,36 @@ pub async fn demote<E: Env>(
 }
 
 /// The replica brokers of this cluster, with their sources and addresses.
-async fn replica_brokers<C: Coordination>(
-    coord: &C,
+async fn replica_brokers<E: Env>(
+    env: &E,
+    coord: &E::Coord,
     options: &DemoteOptions,
 ) -> Result<Vec<ReplicaBroker>, DemoteError> {
     let zk = |source: CoordError| DemoteError::ZooKeeper {
         connect: options.zk_connect.clone(),
         source,
     };
-    let ids = match coord.children(REPLICAS_PATH).await {
-        Ok(ids) => ids,
-        Err(CoordError::NoNode(_)) => Vec::new(),
-        Err(e) => return Err(zk(e)),
+    let children = |path: &'static str| async move {
+        match coord.children(path).await {
+            Ok(ids) => Ok(ids),
+            Err(CoordError::NoNode(_)) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    };
+    // A broker just started registers before its copier writes where it copies from: every
+    // registered broker's record is waited for a while (one that never writes it is not a
+    // replica broker, and the cluster cannot be demoted as a whole).
+    let deadline = env.now_ms().saturating_add(RECORD_WAIT_MS);
+    let ids = loop {
+        let ids = children(REPLICAS_PATH).await.map_err(zk)?;
+        let registered = children(BROKER_IDS_PATH).await.map_err(zk)?;
+        match registered.iter().find(|r| !ids.contains(r)) {
+            None => break ids,
+            Some(missing) if env.now_ms() >= deadline => {
+                return Err(DemoteError::NotAReplica(missing.clone()))
+            }
+            Some(_) => tokio::time::sleep(CONFIRM_POLL).await,
+        }
     };
     let mut brokers = Vec::new();
     for name in ids {
@@ -368,7 +391,7 @@ async fn plan_broker<E: Env>(
             continue;
         };
         let ack = promoted_ack_path(&topic, source_id);
-        let promotion_asked = whole || promoted_topics.iter().any(|t| *t == name);
+        let promotion_asked = whole || promoted_topics.contains(&name);
         let recorded = match source.get(&ack).await {
             Ok((data, _)) => Some(
                 CutPoints::parse(&String::from_utf8_lossy(&data))

@@ -5,13 +5,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use tributary_core::message::ShallowIter;
 use tributary_core::replica::demotion::DivergedLog;
 
-use super::{state, FailoverReport, Shared, Step};
+use super::{state, FailoverReport, FinalRead, Shared, Step};
 use crate::invariants::Invariant;
 use crate::mirror::Part;
 use crate::world::Control;
 
-/// Both clusters as read at the end: (cluster, partition) → bytes from offset 0.
-type FinalRead = BTreeMap<(String, Part), Vec<u8>>;
 
 /// The messages of `bytes` (read from offset `base`): offset → payload.
 fn messages(bytes: &[u8], base: u64) -> BTreeMap<u64, Vec<u8>> {

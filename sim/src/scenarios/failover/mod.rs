@@ -147,10 +147,13 @@ pub(crate) struct State {
     pub(crate) over: bool,
     /// The final read, by the checker: every partition of both clusters.
     pub(crate) check: bool,
-    pub(crate) final_read: Option<Result<BTreeMap<(String, Part), Vec<u8>>, String>>,
+    pub(crate) final_read: Option<Result<FinalRead, String>>,
 }
 
 pub(crate) type Shared = Arc<Mutex<State>>;
+
+/// Both clusters as read at the end: (cluster, partition) → bytes from offset 0.
+pub(crate) type FinalRead = BTreeMap<(String, Part), Vec<u8>>;
 
 pub(crate) fn state(s: &Shared) -> std::sync::MutexGuard<'_, State> {
     s.lock().unwrap_or_else(|p| p.into_inner())
