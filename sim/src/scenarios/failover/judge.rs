@@ -10,7 +10,6 @@ use crate::invariants::Invariant;
 use crate::mirror::Part;
 use crate::world::Control;
 
-
 /// The messages of `bytes` (read from offset `base`): offset → payload.
 fn messages(bytes: &[u8], base: u64) -> BTreeMap<u64, Vec<u8>> {
     ShallowIter::new(bytes, i64::try_from(base).unwrap_or(i64::MAX))
@@ -199,17 +198,6 @@ pub(super) fn judge(
                 .is_some_and(|c| r.next <= *c)
     });
     if let Some(r) = behind_commit {
-        if std::env::var_os("FAILOVER_DEBUG").is_some() {
-            for x in s.reads.iter().filter(|x| x.partition == r.partition) {
-                eprintln!(
-                    "g{} {} {} {}",
-                    x.generation,
-                    x.partition,
-                    x.next,
-                    String::from_utf8_lossy(&x.payload)
-                );
-            }
-        }
         return control.violate(
             Invariant::FailoverOffsetsFollow,
             format!(
