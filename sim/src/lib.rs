@@ -14,7 +14,7 @@
 //!   restored); [`conformance`] is the suite it shares with a real ZooKeeper.
 //! - [`world`]: clusters of production servers (`tributary::server::run`) with their ZooKeeper,
 //!   the run's control (faults, stops, links); [`invariants`]: every invariant the scenarios
-//!   check, numbered S1 to S25 as docs/ARCHITECTURE.md numbers them.
+//!   check, numbered S1 to S31 as docs/ARCHITECTURE.md numbers them.
 //! - [`trace`]: the run's trace (scenario lines and the code's own `tracing` events).
 //!
 //! The scenarios (under [`scenarios`], re-exported here), each with its checkers: [`cluster`] (brokers, producers, the produce

@@ -125,7 +125,8 @@ pub(super) async fn copy<E: Env>(
         if logs.is_cluster_promoted() {
             // Nothing is copied any more: the source (perhaps the cluster that failed) is not
             // asked anything, and only this cluster's ZooKeeper is read, for a demotion.
-            if coord.take().is_some() || conn.take().is_some() {
+            let (had_source_zk, had_source) = (coord.take().is_some(), conn.take().is_some());
+            if had_source_zk || had_source {
                 pending.clear();
                 tracing::info!("replica: the cluster is promoted: the source is no longer read");
             }
