@@ -286,11 +286,14 @@ fn consumer_config(zk: &ZooKeeper) -> ConsumerConfig {
     ConsumerConfig::from_properties(&Properties::parse("c", &text).unwrap()).unwrap()
 }
 
+/// What the group read, with when.
+type Reads = Arc<Mutex<Vec<(Instant, String)>>>;
+
 /// Reads the group's messages on the cluster behind `zk` into `read` until `stop`; then stops
 /// the consumer cleanly (final commit) when `clean`, or drops it (its cluster is dead).
 fn consuming(
     zk: &ZooKeeper,
-    read: Arc<Mutex<Vec<String>>>,
+    read: Reads,
     stop: Arc<AtomicBool>,
     clean: bool,
 ) -> tokio::task::JoinHandle<()> {
@@ -302,10 +305,10 @@ fn consuming(
             .unwrap();
         while !stop.load(Ordering::Relaxed) {
             match streams[0].next().await {
-                Ok(m) => read
-                    .lock()
-                    .unwrap()
-                    .push(String::from_utf8_lossy(&m.payload).into_owned()),
+                Ok(m) => read.lock().unwrap().push((
+                    Instant::now(),
+                    String::from_utf8_lossy(&m.payload).into_owned(),
+                )),
                 Err(ConsumerError::Timeout(_)) => {}
                 Err(_) => break,
             }
@@ -389,7 +392,7 @@ async fn disaster_failover_failback_and_reprotect_with_the_documented_commands_o
     let mut a = Datacenter::start(None);
     let b = Datacenter::start(Some(&a.zk));
     let acked: Acked = Arc::default();
-    let read: Arc<Mutex<Vec<String>>> = Arc::default();
+    let read: Reads = Arc::default();
 
     // A is primary: a producer and the group work there; B copies.
     let stop_a = Arc::new(AtomicBool::new(false));
@@ -426,7 +429,15 @@ async fn disaster_failover_failback_and_reprotect_with_the_documented_commands_o
     )
     .await;
     let first_produce_on_b = disaster.elapsed();
-    let read_on_a: BTreeSet<String> = read.lock().unwrap().iter().cloned().collect();
+    // The stated bound on what the group reads again on B: what it read on A in the last sync
+    // interval plus its autocommit interval before the disaster (and the syncer's round).
+    let bound_window = Duration::from_millis(SYNC_MS + AUTOCOMMIT_MS + 500);
+    let reread_bound = read
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(at, _)| *at + bound_window >= disaster)
+        .count();
     let consumer_b = consuming(&b.zk, read.clone(), stop_b.clone(), true);
     tokio::time::sleep(Duration::from_secs(3)).await;
 
@@ -484,6 +495,11 @@ async fn disaster_failover_failback_and_reprotect_with_the_documented_commands_o
     // diverged files, it is copied back to A like any message B takes.
     let mut replayed = 0;
     for file in diverged_files(&a) {
+        // A valid 0.7 segment at its offsets.
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let cut: u64 = name.split('.').next().unwrap().parse().unwrap();
+        let dump = run_tool(&["dump-log", "--noprint", file.to_str().unwrap()]);
+        assert!(dump.contains(&format!("Starting offset: {cut}")), "{dump}");
         let out = run_tool(&[
             "replay-log-producer",
             "--from-file",
@@ -510,7 +526,6 @@ async fn disaster_failover_failback_and_reprotect_with_the_documented_commands_o
 
     // The group's offsets follow to A (synced from B: it committed there last).
     let read_before_switch = read.lock().unwrap().len();
-    let read_on_b: BTreeSet<String> = read.lock().unwrap().iter().cloned().collect();
 
     // Planned switchback: promote A, demote B, the group moves back. A's syncer has replaced
     // the group's commits of before the disaster with its commits on B.
@@ -559,7 +574,7 @@ async fn disaster_failover_failback_and_reprotect_with_the_documented_commands_o
     }
     // The group skipped nothing of the final log, and re-read what the bounds allow.
     let all_read = read.lock().unwrap().clone();
-    let distinct: BTreeSet<&String> = all_read.iter().collect();
+    let distinct: BTreeSet<&String> = all_read.iter().map(|(_, m)| m).collect();
     let skipped: Vec<&String> = on_a.iter().filter(|m| !distinct.contains(m)).collect();
     assert!(
         skipped.is_empty(),
@@ -570,7 +585,7 @@ async fn disaster_failover_failback_and_reprotect_with_the_documented_commands_o
     let mut seen = BTreeSet::new();
     let mut rereads_failover = 0usize;
     let mut rereads_switchback = 0usize;
-    for (i, m) in all_read.iter().enumerate() {
+    for (i, (_, m)) in all_read.iter().enumerate() {
         if !seen.insert(m) {
             if i < read_before_switch {
                 rereads_failover += 1;
@@ -579,13 +594,16 @@ async fn disaster_failover_failback_and_reprotect_with_the_documented_commands_o
             }
         }
     }
-    let _ = (read_on_a, read_on_b);
     assert_eq!(
         rereads_switchback, 0,
         "a planned switchback re-reads nothing"
     );
+    assert!(
+        rereads_failover <= reread_bound,
+        "the failover re-read {rereads_failover}, past the bound: {reread_bound} read on A in the last {bound_window:?} before the disaster"
+    );
     eprintln!(
-        "DRILL: first acknowledged produce on B {:.1} s after the disaster; lost {} messages ({listed_bytes} bytes) against B's lag of {lag_at_disaster} bytes at the disaster; re-read {rereads_failover} at the failover, {rereads_switchback} at the switchback; failback copied {failback_bytes} bytes against B's {b_since_cut} since the cut and {b_total} for a full re-copy",
+        "DRILL: first acknowledged produce on B {:.1} s after the disaster; lost {} messages ({listed_bytes} bytes) against B's lag of {lag_at_disaster} bytes at the disaster; re-read {rereads_failover} at the failover (bound {reread_bound}), {rereads_switchback} at the switchback; failback copied {failback_bytes} bytes against B's {b_since_cut} since the cut and {b_total} for a full re-copy",
         first_produce_on_b.as_secs_f64(),
         lost.len()
     );
