@@ -105,6 +105,14 @@ pub fn promoted_ack_path(topic: &TopicName, broker_id: i32) -> String {
     format!("{PROMOTED_PATH}/{topic}/{broker_id}")
 }
 
+/// A replica broker's confirmation that it carried out the whole cluster's promotion (it copies
+/// nothing and takes produces for every topic): `/tributary/promoted/broker:<id>`. The `:` is
+/// not a topic name's character, so the node is never read as a promoted topic, and it goes
+/// with the promotion when a demotion deletes [`PROMOTED_PATH`].
+pub fn cluster_promoted_ack_path(broker_id: i32) -> String {
+    format!("{PROMOTED_PATH}/broker:{broker_id}")
+}
+
 /// Replica mode (Tributary): each replica broker's source, `<id>` a persistent child holding a
 /// [`crate::replica::demotion::ReplicaRecord`] (written at every start).
 pub const REPLICAS_PATH: &str = "/tributary/replicas";

@@ -596,6 +596,8 @@ async fn keep_alive<E: Env>(
     // Topics whose registration failed (ZooKeeper unreachable): retried until they succeed.
     let mut unregistered: BTreeSet<(TopicName, u32)> = BTreeSet::new();
     let mut retry = tokio::time::interval(registrar.session_timeout / 2);
+    // Ticks missed while a ZooKeeper call hung are not made up in a burst of retries.
+    retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut id_watch = watch_registration(&coord, &registrar, &mut unregistered, &env).await;
     loop {
         tokio::select! {

@@ -5,7 +5,9 @@
 use super::*;
 use std::collections::BTreeSet;
 use tributary_core::replica::demotion::ReplicaRecord;
-use tributary_core::zk_layout::{promoted_topic_path, replica_record_path, CLUSTER_PROMOTED};
+use tributary_core::zk_layout::{
+    cluster_promoted_ack_path, promoted_topic_path, replica_record_path, CLUSTER_PROMOTED,
+};
 
 /// Reads the promoted topics from this cluster's ZooKeeper; promotes each replica topic named
 /// there (it stops being copied and takes produces), logs where each partition stopped and
@@ -125,8 +127,17 @@ pub(super) async fn promotions<E: Env>(
             Err(e) => return Err(e),
         }
     }
-    if whole && logs.promote_cluster() {
-        tracing::info!("replica: the whole cluster is promoted: nothing is copied any more, and every topic, including those created from now on, takes produces");
+    if whole {
+        if logs.promote_cluster() {
+            tracing::info!("replica: the whole cluster is promoted: nothing is copied any more, and every topic, including those created from now on, takes produces");
+        }
+        // Confirmed once carried out (what `tributary promote` of the whole cluster waits
+        // for); under the promotion only while it stands, like a topic's confirmation.
+        let ack = cluster_promoted_ack_path(broker.broker_id);
+        match c.create(&ack, b"", NodeKind::Persistent).await {
+            Ok(_) | Err(CoordError::NodeExists(_) | CoordError::NoNode(_)) => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
 }

@@ -4,9 +4,11 @@
 //! `--topic` it promotes those topics only (`/tributary/promoted/<topic>`), refusing a topic no
 //! broker holds before writing anything. Every replica broker confirms each topic it holds
 //! with where it stopped copying (the cut point a later `demote` of the other cluster cuts
-//! at); the tool waits for the confirmations of every broker that holds each topic and prints
-//! them. Idempotent: promoting again changes nothing and prints the same offsets.
+//! at); the tool waits for the confirmations of every broker that holds each topic and, for
+//! the whole cluster, of every live replica broker (until it confirms, a broker still refuses
+//! to create a topic), and prints them. Idempotent: promoting again changes nothing and prints the same offsets.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -14,8 +16,8 @@ use std::time::Duration;
 use tributary_core::config::ZkConnect;
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{
-    broker_topic_path, promoted_ack_path, promoted_topic_path, BROKER_TOPICS_PATH,
-    CLUSTER_PROMOTED, PROMOTED_PATH,
+    broker_topic_path, cluster_promoted_ack_path, promoted_ack_path, promoted_topic_path,
+    BROKER_IDS_PATH, BROKER_TOPICS_PATH, CLUSTER_PROMOTED, PROMOTED_PATH, REPLICAS_PATH,
 };
 
 use crate::cli::runtime;
@@ -59,6 +61,12 @@ pub enum Unconfirmed {
     /// No broker of the cluster holds the topic.
     #[error("{0}: no broker of this cluster holds it")]
     NoBroker(TopicName),
+    /// A live replica broker did not confirm the whole cluster's promotion within the wait.
+    #[error("broker {broker} did not confirm the whole cluster's promotion")]
+    Cluster {
+        /// The broker's id.
+        broker: i32,
+    },
     /// A broker holding the topic did not confirm within the wait.
     #[error("{topic}: broker {broker} did not confirm")]
     Broker {
@@ -67,6 +75,25 @@ pub enum Unconfirmed {
         /// The broker's id.
         broker: i32,
     },
+}
+
+/// The brokers registered in `/brokers/ids` that run in replica mode (they keep a record in
+/// `/tributary/replicas`): those that must carry a whole-cluster promotion out. A broker that
+/// is down carries it out when it starts, before it copies or takes a produce.
+async fn live_replica_brokers(coord: &impl Coordination) -> Result<Vec<i32>, CoordError> {
+    let ids = |names: Vec<String>| -> BTreeSet<i32> {
+        names.iter().filter_map(|n| n.parse().ok()).collect()
+    };
+    let children = |path: &'static str| async move {
+        match coord.children(path).await {
+            Ok(names) => Ok(names),
+            Err(CoordError::NoNode(_)) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    };
+    let live = ids(children(BROKER_IDS_PATH).await?);
+    let replicas = ids(children(REPLICAS_PATH).await?);
+    Ok(live.intersection(&replicas).copied().collect())
 }
 
 /// `missing`, separated by `; `.
@@ -184,6 +211,29 @@ pub async fn promote<E: Env>(
                             topic: topic.clone(),
                             broker,
                         });
+                        break;
+                    }
+                    Err(e) => return Err(zk(e)),
+                }
+            }
+        }
+    }
+    if whole {
+        // Every live replica broker carries the whole cluster's promotion out, topics or not:
+        // until it has, it refuses produces of a topic it is asked to create.
+        for broker in live_replica_brokers(&coord).await.map_err(zk)? {
+            let ack = cluster_promoted_ack_path(broker);
+            loop {
+                match coord.get(&ack).await {
+                    Ok(_) => {
+                        writeln!(out, "broker {broker}: the whole cluster's promotion carried out")?;
+                        break;
+                    }
+                    Err(CoordError::NoNode(_)) if env.now_ms() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    Err(CoordError::NoNode(_)) => {
+                        missing.push(Unconfirmed::Cluster { broker });
                         break;
                     }
                     Err(e) => return Err(zk(e)),

@@ -2,7 +2,7 @@
 //! cluster is primary), the operator (the drill, with the production `promote` and `demote`),
 //! and the checker (both clusters read whole at the end).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -283,30 +283,34 @@ async fn read_cluster(model: &SharedModel, cluster: &str) -> Option<BTreeMap<Par
     Some(out)
 }
 
-/// Every partition the clusters have: both brokers' two (as the scenario makes them).
-fn every_partition() -> Vec<Part> {
-    (0..2)
-        .flat_map(|b| (0..2).map(move |p| (TOPIC.to_string(), format!("{b}-{p}"))))
-        .collect()
-}
-
-/// Whether every partition of `behind` ends where the same partition of `ahead` does (all of
-/// them registered and answering: a broker that is down is not caught up).
-async fn caught_up(ahead: &SharedModel, (behind, ahead_name): (&str, &str)) -> bool {
+/// Whether every partition of `behind` ends where the same partition of `ahead` does: every
+/// partition `ahead` registers or acknowledged a message in (`acked`), all of them registered
+/// and answering (a broker that is down is not caught up). Which brokers hold the topic is the
+/// producer's choice (0.7 sends a new topic to one broker, then to those that registered it),
+/// so the partitions are read from the cluster, not assumed.
+async fn caught_up(
+    ahead: &SharedModel,
+    acked: &BTreeSet<Part>,
+    (behind, ahead_name): (&str, &str),
+) -> Result<(), String> {
     let registered = partitions_of(ahead);
-    for part in every_partition() {
+    let wanted: BTreeSet<Part> = registered.iter().chain(acked).cloned().collect();
+    if wanted.is_empty() {
+        return Err(format!("{ahead_name} registers no partition"));
+    }
+    for part in wanted {
         if !registered.contains(&part) {
-            return false;
+            return Err(format!("{part:?} is not registered on {ahead_name}"));
         }
         match (
             range_of(&part, ahead_name).await,
             range_of(&part, behind).await,
         ) {
             (Ok((_, x)), Ok((_, y))) if x == y => {}
-            _ => return false,
+            (x, y) => return Err(format!("{part:?}: {ahead_name} {x:?}, {behind} {y:?}")),
         }
     }
-    true
+    Ok(())
 }
 
 /// The group's committed offsets in a cluster's model.
@@ -388,12 +392,36 @@ pub(super) fn add_operator(
             }
             // Producers stopped first, their last sends answered: nothing lands on b after a
             // has copied it all.
-            until(&shared, |s| {
-                s.producer_idle && s.consumer_stopped.contains(&1)
-            })
-            .await;
+            let mut waits = 0u32;
+            loop {
+                let (idle, stopped) = {
+                    let s = state(&shared);
+                    (s.producer_idle, s.consumer_stopped.contains(&1))
+                };
+                if idle && stopped {
+                    break;
+                }
+                waits += 1;
+                if waits % 100 == 0 {
+                    control.trace.push(&format!(
+                        "operator: waiting for the clients to stop (producer idle {idle}, consumer on b stopped {stopped})"
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             tokio::time::sleep(Duration::from_millis(500)).await;
-            while !caught_up(&b_model, ("a", "b")).await {
+            let mut waits = 0u32;
+            let acked_on_b: BTreeSet<Part> = state(&shared)
+                .acked
+                .iter()
+                .filter(|m| m.cluster == "b")
+                .map(|m| m.part.clone())
+                .collect();
+            while let Err(behind) = caught_up(&b_model, &acked_on_b, ("a", "b")).await {
+                waits += 1;
+                if waits % 20 == 0 {
+                    control.trace.push(&format!("operator: a has not caught up with b: {behind}"));
+                }
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             let deadline = turmoil::sim_elapsed().unwrap_or_default() + Duration::from_secs(30);
