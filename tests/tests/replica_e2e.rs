@@ -1067,3 +1067,38 @@ async fn promoting_the_whole_cluster_makes_every_topic_writable_new_ones_too() {
         "a topic made after the promotion was never copied: its cut is its start\n{again}"
     );
 }
+
+/// A whole-cluster promotion is confirmed only once every live replica broker carried it out:
+/// the moment `promote` returns, a topic no broker holds yet is created by the first produce.
+/// (Confirmed on the topics' acknowledgements alone, a cluster without topics was "promoted"
+/// before any broker had read the request, and refused that produce.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_whole_cluster_promotion_is_confirmed_by_every_replica_broker() {
+    let Clusters {
+        source_zk,
+        replica_zk,
+        source_dir: _source_dir,
+        replica_dir,
+        source: _source,
+    } = Clusters::start();
+    let replica = replica_broker(replica_dir.path(), &replica_zk, &source_zk, "");
+    // The broker is up and keeps its replica record: it is one `promote` waits for.
+    let client = zookeeper_client::Client::connect(&replica_zk.connect_string())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while client.get_data("/tributary/replicas/0").await.is_err() {
+        assert!(Instant::now() < deadline, "{}", replica.log_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let zk = replica_zk.connect_string();
+    let (ok, text) = run_tool(&["promote", "--zookeeper", &zk, "--wait", "20"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("broker 0: the whole cluster's promotion carried out"),
+        "{text}"
+    );
+    try_produce(&replica_zk, "fresh")
+        .await
+        .expect("a topic created right after the whole cluster's promotion was confirmed");
+}

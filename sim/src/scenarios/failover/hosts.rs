@@ -402,7 +402,7 @@ pub(super) fn add_operator(
                     break;
                 }
                 waits += 1;
-                if waits % 100 == 0 {
+                if waits.is_multiple_of(100) {
                     control.trace.push(&format!(
                         "operator: waiting for the clients to stop (producer idle {idle}, consumer on b stopped {stopped})"
                     ));
@@ -419,7 +419,7 @@ pub(super) fn add_operator(
                 .collect();
             while let Err(behind) = caught_up(&b_model, &acked_on_b, ("a", "b")).await {
                 waits += 1;
-                if waits % 20 == 0 {
+                if waits.is_multiple_of(20) {
                     control.trace.push(&format!("operator: a has not caught up with b: {behind}"));
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
