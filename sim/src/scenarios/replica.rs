@@ -18,8 +18,11 @@
 //!   one topic in the middle of the run, and a producer on the replica cluster writes to it
 //!   once the promotion is confirmed. Each promoted partition must hold the source's bytes up
 //!   to the offset its broker confirmed, and after it only what was produced to the replica
-//!   cluster: no source byte after the promote point. Every message acknowledged there must be
-//!   in it (`ReplicaNoLoss`).
+//!   cluster: no source byte after the promote point. A broker that could not tell whether
+//!   its log was a prefix of the source's (it restarted and had not checked it yet) confirms
+//!   `?`: its partition must then be the source's bytes up to its first message produced to
+//!   the replica cluster, and only such messages after. Every message acknowledged there must
+//!   be in it (`ReplicaNoLoss`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -828,7 +831,8 @@ fn judge(
 /// Per partition of [`PROMOTED`]: the offset its replica broker confirmed it stopped copying
 /// at (from the confirmations in the replica cluster's ZooKeeper: `<partition>:<offset>,...`
 /// under each broker's id). A partition a broker did not hold when it promoted is absent.
-fn promote_points(model: &crate::zk_model::SharedModel) -> BTreeMap<Part, usize> {
+/// Each promoted partition's confirmed promote point (`None`: confirmed as `?`, not known).
+fn promote_points(model: &crate::zk_model::SharedModel) -> BTreeMap<Part, Option<usize>> {
     let m = model.lock().unwrap_or_else(|p| p.into_inner());
     let mut out = BTreeMap::new();
     let topic_path = format!("/tributary/promoted/{PROMOTED}");
@@ -838,12 +842,19 @@ fn promote_points(model: &crate::zk_model::SharedModel) -> BTreeMap<Part, usize>
         };
         for entry in String::from_utf8_lossy(&data).split(',') {
             if let Some((partition, offset)) = entry.split_once(':') {
-                if let Ok(offset) = offset.trim().parse() {
-                    let part = (
-                        PROMOTED.to_string(),
-                        format!("{broker}-{}", partition.trim()),
-                    );
-                    out.insert(part, offset);
+                let part = (
+                    PROMOTED.to_string(),
+                    format!("{broker}-{}", partition.trim()),
+                );
+                match offset.trim() {
+                    "?" => {
+                        out.insert(part, None);
+                    }
+                    offset => {
+                        if let Ok(offset) = offset.parse() {
+                            out.insert(part, Some(offset));
+                        }
+                    }
                 }
             }
         }
@@ -851,20 +862,35 @@ fn promote_points(model: &crate::zk_model::SharedModel) -> BTreeMap<Part, usize>
     out
 }
 
+/// Where the first message produced to the replica cluster starts in `replica` (its end when
+/// there is none): the promote point of a partition confirmed as `?`.
+fn first_own_message(replica: &[u8]) -> usize {
+    ShallowIter::new(replica, 0)
+        .map_while(Result::ok)
+        .find(|entry| entry.message.payload.starts_with(FAILOVER_PREFIX))
+        .map_or(replica.len(), |entry| {
+            usize::try_from(entry.offset).unwrap_or(replica.len())
+        })
+}
+
 /// A promoted partition holds the source's bytes up to its promote point and after it only
 /// messages produced to the replica cluster; every such message acknowledged is in one of them.
 fn cut_violation(
     parts: &BothRead,
-    cuts: &BTreeMap<Part, usize>,
+    cuts: &BTreeMap<Part, Option<usize>>,
     acked: &std::collections::BTreeSet<u64>,
 ) -> Option<(Invariant, String)> {
     let mut found = std::collections::BTreeSet::new();
     for (part, read) in parts.iter().filter(|(p, _)| p.0 == PROMOTED) {
-        let cut = cuts.get(part).copied().unwrap_or(0);
         let name = format!("{}/{}", part.0, part.1);
         let source = &read.source.bytes;
         let Some(replica) = read.replica_from_zero() else {
             return Some((Invariant::ReplicaIdentity, format!("{name}: the promoted partition does not serve its bytes from 0 on (runs at {:?})", read.replica.iter().map(|(s, b)| (*s, b.len())).collect::<Vec<_>>())));
+        };
+        let cut = match cuts.get(part) {
+            Some(Some(cut)) => *cut,
+            Some(None) => first_own_message(&replica),
+            None => 0,
         };
         if cut > source.len() || cut > replica.len() {
             return Some((
