@@ -221,7 +221,7 @@ pub fn run_seed(
     hosts::add_producer(&mut sim, rng.random(), &shared, &control);
     hosts::add_consumer(&mut sim, rng.random(), &shared, &control);
     hosts::add_operator(&mut sim, rng.random(), &shared, &control, (&a, &b));
-    hosts::add_checker(&mut sim, &shared, &control, (&a, &b));
+    hosts::add_checker(&mut sim, &shared);
     let mut all = vec![
         a.zk_host.clone(),
         b.zk_host.clone(),
