@@ -120,7 +120,13 @@ pub(super) async fn demotion<E: Env>(
         let tp = TopicPartition::new(entry.topic.clone(), entry.partition);
         let state = d.copied.get(&tp);
         let copying = state.is_some_and(|s| s.verified && s.stopped.is_none());
-        let outcome = if copying && !writable.get(&tp).copied().unwrap_or(false) {
+        // A replica (no produces taken here) whose log was checked against the source on this
+        // run, or held nothing past the cut when the demotion was planned, holds past the cut
+        // only copies of the source's messages: cutting them would move common history into
+        // a diverged file (a demotion run again while a broker copies, or carried out as it
+        // restarts, before its copy is checked again).
+        let copies_only = copying || entry.nothing_past;
+        let outcome = if copies_only && !writable.get(&tp).copied().unwrap_or(false) {
             Outcome::Cut {
                 end: entry.cut,
                 entries: 0,

@@ -174,10 +174,18 @@ pub struct PlanEntry {
     pub partition: u32,
     /// Where the log is cut back to (everything from it on is kept in a diverged file).
     pub cut: u64,
+    /// The log held nothing past the cut when the demotion was planned: it had copied the
+    /// other cluster's messages up to its end. A broker that is a replica when it carries the
+    /// plan out (it takes no produces) then keeps what it holds past the cut, which can only
+    /// be copies made since; one that takes produces cuts as planned.
+    pub nothing_past: bool,
 }
 
+/// The marker of [`PlanEntry::nothing_past`] in a plan line.
+const NOTHING_PAST: &str = "nothing-past";
+
 /// What one broker of a demoted cluster is to cut: a line `<topic> <partition> <cut>` per
-/// partition.
+/// partition, followed by `nothing-past` when [`PlanEntry::nothing_past`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan(pub Vec<PlanEntry>);
 
@@ -186,7 +194,10 @@ impl Plan {
     pub fn encode(&self) -> String {
         self.0
             .iter()
-            .map(|e| format!("{} {} {}\n", e.topic, e.partition, e.cut))
+            .map(|e| {
+                let marker = if e.nothing_past { " nothing-past" } else { "" };
+                format!("{} {} {}{marker}\n", e.topic, e.partition, e.cut)
+            })
             .collect()
     }
 
@@ -202,12 +213,16 @@ impl Plan {
                 return Err(bad("plan", i + 1, "too many lines"));
             }
             let fields: Vec<&str> = line.split_whitespace().collect();
-            let [topic, partition, cut] = fields.as_slice() else {
-                return Err(bad(
-                    "plan",
-                    i + 1,
-                    format!("{line:?} is not `topic partition cut`"),
-                ));
+            let (topic, partition, cut, nothing_past) = match fields.as_slice() {
+                [topic, partition, cut] => (topic, partition, cut, false),
+                [topic, partition, cut, NOTHING_PAST] => (topic, partition, cut, true),
+                _ => {
+                    return Err(bad(
+                        "plan",
+                        i + 1,
+                        format!("{line:?} is not `topic partition cut [nothing-past]`"),
+                    ))
+                }
             };
             out.push(PlanEntry {
                 topic: topic
@@ -219,6 +234,7 @@ impl Plan {
                 cut: cut
                     .parse()
                     .map_err(|_| bad("plan", i + 1, format!("{cut:?} is not an offset")))?,
+                nothing_past,
             });
         }
         Ok(Plan(out))
@@ -508,13 +524,25 @@ mod tests {
         assert_eq!(ReplicaRecord::parse(&record.encode()).unwrap(), record);
         assert!(ReplicaRecord::parse("source.brokerid=x\n").is_err());
 
-        let plan = Plan(vec![PlanEntry {
-            topic: "orders".parse().unwrap(),
-            partition: 1,
-            cut: 42,
-        }]);
+        let plan = Plan(vec![
+            PlanEntry {
+                topic: "orders".parse().unwrap(),
+                partition: 1,
+                cut: 42,
+                nothing_past: false,
+            },
+            PlanEntry {
+                topic: "orders".parse().unwrap(),
+                partition: 2,
+                cut: 7,
+                nothing_past: true,
+            },
+        ]);
+        assert_eq!(plan.encode(), "orders 1 42\norders 2 7 nothing-past\n");
         assert_eq!(Plan::parse(&plan.encode()).unwrap(), plan);
         let e = Plan::parse("orders 1\n").unwrap_err();
+        assert_eq!((e.what, e.line), ("plan", 1));
+        let e = Plan::parse("orders 1 42 maybe\n").unwrap_err();
         assert_eq!((e.what, e.line), ("plan", 1));
 
         let report = Report {

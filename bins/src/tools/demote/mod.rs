@@ -537,6 +537,7 @@ async fn request<C: Coordination>(
                     topic: p.tp.topic.clone(),
                     partition: p.tp.partition,
                     cut: p.found.cut,
+                    nothing_past: p.found.end.is_some_and(|end| end <= p.found.cut),
                 })
                 .collect(),
         );
