@@ -889,7 +889,7 @@ fn cut_violation(
         };
         let cut = match cuts.get(part) {
             Some(Some(cut)) => *cut,
-            Some(None) => first_own_message(&replica),
+            Some(None) => first_own_message(replica),
             None => 0,
         };
         if cut > source.len() || cut > replica.len() {
