@@ -6,7 +6,8 @@
 //! with where it stopped copying (the cut point a later `demote` of the other cluster cuts
 //! at); the tool waits for the confirmations of every broker that holds each topic and, for
 //! the whole cluster, of every live replica broker (until it confirms, a broker still refuses
-//! to create a topic), and prints them. Idempotent: promoting again changes nothing and prints the same offsets.
+//! to create a topic), and prints them. Idempotent: promoting again changes nothing and
+//! prints the same offsets.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -226,7 +227,10 @@ pub async fn promote<E: Env>(
             loop {
                 match coord.get(&ack).await {
                     Ok(_) => {
-                        writeln!(out, "broker {broker}: the whole cluster's promotion carried out")?;
+                        writeln!(
+                            out,
+                            "broker {broker}: the whole cluster's promotion carried out"
+                        )?;
                         break;
                     }
                     Err(CoordError::NoNode(_)) if env.now_ms() < deadline => {

@@ -195,8 +195,12 @@ impl Plan {
         self.0
             .iter()
             .map(|e| {
-                let marker = if e.nothing_past { " nothing-past" } else { "" };
-                format!("{} {} {}{marker}\n", e.topic, e.partition, e.cut)
+                let (space, marker) = if e.nothing_past {
+                    (" ", NOTHING_PAST)
+                } else {
+                    ("", "")
+                };
+                format!("{} {} {}{space}{marker}\n", e.topic, e.partition, e.cut)
             })
             .collect()
     }

@@ -430,7 +430,9 @@ pub(super) fn add_operator(
             while let Err(behind) = caught_up(&b_model, &acked_on_b, ("a", "b")).await {
                 waits += 1;
                 if waits.is_multiple_of(20) {
-                    control.trace.push(&format!("operator: a has not caught up with b: {behind}"));
+                    control
+                        .trace
+                        .push(&format!("operator: a has not caught up with b: {behind}"));
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
