@@ -1094,11 +1094,11 @@ async fn a_whole_cluster_promotion_is_confirmed_by_every_replica_broker() {
     let zk = replica_zk.connect_string();
     let (ok, text) = run_tool(&["promote", "--zookeeper", &zk, "--wait", "20"]);
     assert!(ok, "{text}");
+    try_produce(&replica_zk, "fresh")
+        .await
+        .expect("a topic created right after the whole cluster's promotion was confirmed");
     assert!(
         text.contains("broker 0: the whole cluster's promotion carried out"),
         "{text}"
     );
-    try_produce(&replica_zk, "fresh")
-        .await
-        .expect("a topic created right after the whole cluster's promotion was confirmed");
 }
