@@ -336,8 +336,12 @@ impl Report {
                         ));
                     };
                     Outcome::Cut {
-                        end: end.parse().map_err(|_| bad("report", n, "end"))?,
-                        entries: count.parse().map_err(|_| bad("report", n, "entries"))?,
+                        end: end.parse().map_err(|_| {
+                            bad("report", n, format!("end {end:?} is not an offset"))
+                        })?,
+                        entries: count.parse().map_err(|_| {
+                            bad("report", n, format!("entries {count:?} is not a count"))
+                        })?,
                         file: (*file).to_string(),
                     }
                 }
@@ -350,8 +354,10 @@ impl Report {
                     .map_err(|e| bad("report", n, format!("topic {topic:?}: {e}")))?,
                 partition: partition
                     .parse()
-                    .map_err(|_| bad("report", n, "partition"))?,
-                cut: cut.parse().map_err(|_| bad("report", n, "cut"))?,
+                    .map_err(|_| bad("report", n, format!("{partition:?} is not a partition")))?,
+                cut: cut
+                    .parse()
+                    .map_err(|_| bad("report", n, format!("cut {cut:?} is not an offset")))?,
                 outcome,
             });
         }
@@ -428,8 +434,13 @@ impl DivergedLog {
                 topic: topic
                     .parse()
                     .map_err(|e| bad("diverged log", i + 1, format!("topic {topic:?}: {e}")))?,
-                partition: u32::try_from(number("partition", partition)?)
-                    .map_err(|_| bad("diverged log", i + 1, "partition"))?,
+                partition: u32::try_from(number("partition", partition)?).map_err(|_| {
+                    bad(
+                        "diverged log",
+                        i + 1,
+                        format!("partition {partition:?} is too large"),
+                    )
+                })?,
                 cut: number("cut", cut)?,
                 end: number("end", end)?,
                 entries: number("entries", entries)?,
@@ -571,6 +582,10 @@ mod tests {
             ],
         };
         assert_eq!(Report::parse(&report.encode()).unwrap(), report);
+        // A bad field is named with the value found, so the node can be looked at and mended.
+        let e = Report::parse("d-1\norders 0 4x2 cut 84 2 f.diverged\n").unwrap_err();
+        assert_eq!((e.what, e.line), ("report", 2));
+        assert!(e.problem.contains("\"4x2\""), "{e}");
     }
 
     #[test]
