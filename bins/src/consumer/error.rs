@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tributary_core::consumer::{BrokerPartition, RegistrationError, TopicPatternError};
+use tributary_core::consumer::{BrokerPartition, TopicPatternError};
 use tributary_core::group_id::GroupId;
 use tributary_core::wire::{ErrorCode, TopicName};
 
@@ -145,27 +145,11 @@ pub enum RebalanceError {
     /// This member's registration was gone and registering it again failed.
     #[error(transparent)]
     Register(CoordError),
-    /// A member's registration cannot be read: every member must see the same members, so the
-    /// attempt fails rather than assign without it.
-    #[error("{path}: {source}")]
-    UnreadableRegistration {
-        /// The member's ids node.
-        path: String,
-        /// What is wrong with it.
-        source: RegistrationError,
-    },
-    /// A member registers more streams for a topic than any topic has partitions.
-    #[error("{path}: {streams} streams for {topic} (at most {max})")]
-    TooManyStreams {
-        /// The member's ids node.
-        path: String,
-        /// The topic.
-        topic: String,
-        /// The streams it registers.
-        streams: u32,
-        /// The most allowed.
-        max: u32,
-    },
+    /// The group's view cannot be planned from: a member's registration cannot be read (every
+    /// member must see the same members, so the attempt fails rather than assign without it),
+    /// or it registers more streams for a topic than any topic has partitions.
+    #[error(transparent)]
+    Plan(tributary_core::consumer::group::PlanError),
     /// A broker hosting an assigned partition has a registration that names no host and port.
     #[error("{path}: unreadable broker registration")]
     BrokerRegistration {

@@ -1,10 +1,12 @@
-//! The ZooKeeper consumer group's decisions, without I/O: 0.7's range assignment, the data a
-//! member registers, consumer and thread ids, the wildcard topic filter, and each partition's
-//! offsets (what was fetched, handed to the application, and may be committed).
+//! The ZooKeeper consumer group's decisions, without I/O: the rebalance ([`group`]), 0.7's
+//! range assignment, the data a member registers, consumer and thread ids, the wildcard topic
+//! filter, and each partition's offsets (what was fetched, handed to the application, and may
+//! be committed).
 //! `bins::consumer` drives them against ZooKeeper and the brokers.
 
 mod assignment;
 mod filter;
+pub mod group;
 mod offsets;
 pub mod offsets_file;
 mod registration;

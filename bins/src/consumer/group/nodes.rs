@@ -1,0 +1,252 @@
+//! The owner, offset and broker nodes a rebalance reads and writes, one helper per kind of
+//! request (the rebalance machine decides which, and when).
+
+use std::time::Duration;
+
+use tributary_core::consumer::group::PartitionKey;
+use tributary_core::consumer::BrokerPartition;
+use tributary_core::wire::TopicName;
+use tributary_core::zk_layout::{
+    broker_id_path, consumer_offsets_path, consumer_owners_path, parse_broker_registration,
+};
+
+use super::super::offset_node::read_offset_node;
+use super::super::{OffsetNodeError, RebalanceError};
+use super::Member;
+use crate::coordination::ephemeral::{self, HoldError};
+use crate::coordination::pipeline::pipelined;
+use crate::coordination::{CoordError, Coordination, NodeKind, Watch};
+use crate::env::Env;
+
+impl<E: Env> Member<E> {
+    /// Deletes each owner node that still names the thread given (never one another member has
+    /// claimed since), pipelined on the session (see [`pipelined`]), every one tried.
+    pub(super) async fn release_owners(&self, coord: &E::Coord, owners: &[(PartitionKey, String)]) {
+        let releases = owners
+            .iter()
+            .map(|((topic, partition), owner)| self.release_owner(coord, topic, *partition, owner));
+        pipelined(releases, |()| std::ops::ControlFlow::Continue(())).await;
+    }
+
+    /// Deletes a partition's owner node if it still names `owner`.
+    async fn release_owner(
+        &self,
+        coord: &E::Coord,
+        topic: &TopicName,
+        partition: BrokerPartition,
+        owner: &str,
+    ) {
+        let path = format!("{}/{partition}", consumer_owners_path(self.group(), topic));
+        match coord.get(&path).await {
+            Ok((data, version)) if data == owner.as_bytes() => {
+                match coord.delete(&path, Some(version)).await {
+                    Ok(()) | Err(CoordError::NoNode(_)) | Err(CoordError::BadVersion(_)) => {}
+                    Err(e) => tracing::warn!("releasing {path}: {e}"),
+                }
+            }
+            Ok(_) | Err(CoordError::NoNode(_)) => {}
+            Err(e) => tracing::warn!("releasing {path}: {e}"),
+        }
+    }
+
+    pub(super) async fn broker_address(
+        &self,
+        coord: &E::Coord,
+        broker_id: i32,
+    ) -> Result<(String, u16), RebalanceError> {
+        let path = broker_id_path(broker_id);
+        let data = match coord.get(&path).await {
+            Ok((data, _)) => data,
+            Err(source) => return Err(RebalanceError::ZooKeeper { path, source }),
+        };
+        parse_broker_registration(&String::from_utf8_lossy(&data))
+            .ok_or(RebalanceError::BrokerRegistration { path })
+    }
+
+    /// Records where the group starts a partition it never committed (only if still nothing is
+    /// committed): the starting point is on record, so data deleted before it was read shows up
+    /// later as a gap (OffsetOutOfRange below the partition's start), never as a silent fresh
+    /// start at whatever the partition holds then.
+    /// `Ok(None)` once recorded; `Ok(Some(offset))` when the group committed `offset` since
+    /// the start was read (that offset is where to start).
+    pub(super) async fn record_start(
+        &self,
+        coord: &E::Coord,
+        topic: &TopicName,
+        partition: BrokerPartition,
+        start: i64,
+    ) -> Result<Option<i64>, OffsetNodeError> {
+        let path = format!(
+            "{}/{}",
+            consumer_offsets_path(self.group(), topic),
+            partition
+        );
+        let data = start.to_string();
+        let mut created = coord
+            .create(&path, data.as_bytes(), NodeKind::Persistent)
+            .await;
+        // The ancestors are made only when missing (one round trip per level otherwise).
+        if matches!(created, Err(CoordError::NoNode(_))) {
+            if let Err(source) = coord.ensure_parents(&path).await {
+                return Err(OffsetNodeError::ZooKeeper { path, source });
+            }
+            created = coord
+                .create(&path, data.as_bytes(), NodeKind::Persistent)
+                .await;
+        }
+        match created {
+            Ok(_) => Ok(None),
+            Err(CoordError::NodeExists(_)) => match read_offset_node(coord, path.clone()).await? {
+                Some(offset) => Ok(Some(offset)),
+                // Gone again since the create found it: no commit to resume from.
+                None => Err(OffsetNodeError::ZooKeeper {
+                    source: CoordError::NoNode(path.clone()),
+                    path,
+                }),
+            },
+            Err(source) => Err(OffsetNodeError::ZooKeeper { path, source }),
+        }
+    }
+
+    /// A mirror (told of gaps) starting from the beginning (`autooffset.reset=smallest`) a
+    /// partition its group has no record of, whose source already deleted its first `start`
+    /// bytes, reports them as a gap: they were gone before the group first read the partition
+    /// (a topic created while the mirror could not see the source, then cut back by retention;
+    /// or a new mirror against a source with history deleted). Reported once: only the member
+    /// whose record of the start was created.
+    pub(super) fn report_deleted_prefix(&self, topic: &TopicName, partition: BrokerPartition, start: i64) {
+        tracing::error!(
+            "{topic}/{partition}: first claimed by group {} when it starts at {start}: bytes 0..{start} were deleted at the source before the group ever read them",
+            self.group()
+        );
+        self.shared.report_gap(&super::super::GapReport {
+            topic: topic.clone(),
+            partition,
+            from: 0,
+            to: start,
+        });
+    }
+
+    /// Whether this member records where it starts partitions its group never committed: when
+    /// it commits on its own (autocommit) or is told of gaps (the mirror), so that data deleted
+    /// before it was read shows up as a gap. A group that never commits keeps 0.7's fresh start.
+    pub(super) fn records_starts(&self) -> bool {
+        self.config.autocommit_enable || self.shared.gap_sink.is_some()
+    }
+
+    /// Deletes the owner nodes of `claimed` that this session holds (a failed attempt's, or
+    /// ones a claim may have made before it failed), leaving anyone else's; returns those that
+    /// could not be read or deleted (ZooKeeper unreachable), to try again.
+    pub(super) async fn release_claimed(
+        &self,
+        coord: &E::Coord,
+        claimed: Vec<(TopicName, BrokerPartition)>,
+    ) -> Vec<(TopicName, BrokerPartition)> {
+        let releases = claimed
+            .iter()
+            .map(|(topic, partition)| self.release_stray(coord, topic, *partition));
+        let mut released = Vec::with_capacity(claimed.len());
+        pipelined(releases, |outcome| {
+            released.push(outcome);
+            std::ops::ControlFlow::Continue(())
+        })
+        .await;
+        let mut left = Vec::new();
+        for (stray, kept) in claimed.into_iter().zip(released) {
+            if !kept {
+                left.push(stray);
+            }
+        }
+        left
+    }
+
+    /// Deletes a stray owner node if this session holds it; `false` when that could not be
+    /// settled (to try again).
+    async fn release_stray(
+        &self,
+        coord: &E::Coord,
+        topic: &TopicName,
+        partition: BrokerPartition,
+    ) -> bool {
+        let path = format!("{}/{partition}", consumer_owners_path(self.group(), topic));
+        let outcome = match coord.get_with_owner(&path).await {
+            Ok(node) if node.owner == Some(coord.session_id()) => {
+                coord.delete(&path, Some(node.version)).await
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(()) | Err(CoordError::NoNode(_)) | Err(CoordError::BadVersion(_)) => true,
+            Err(e) => {
+                tracing::warn!("releasing {path} after a failed attempt: {e}; tried again");
+                false
+            }
+        }
+    }
+
+    /// A watch that fires when the owner node that failed an attempt (`OwnedElsewhere`) goes
+    /// or changes: at once when it is already gone, never for any other failure.
+    pub(super) async fn owner_gone(&self, coord: &E::Coord, key: &PartitionKey) -> Watch {
+        let (topic, partition) = key;
+        let path = format!(
+            "{}/{}",
+            consumer_owners_path(self.group(), topic),
+            partition
+        );
+        match coord.get_and_watch(&path).await {
+            Ok((_, _, watch)) => watch,
+            Err(CoordError::NoNode(_)) => Box::pin(std::future::ready(())),
+            // ZooKeeper trouble: the backoff decides.
+            Err(_) => Box::pin(std::future::pending()),
+        }
+    }
+
+    /// Creates the owner node (ephemeral, our thread id); one this session holds already counts
+    /// as success, one another session holds (even with our thread id: a session of ours that a
+    /// restarted ZooKeeper restored, which will expire) fails the attempt.
+    pub(super) async fn claim(
+        &self,
+        coord: &E::Coord,
+        topic: &TopicName,
+        partition: BrokerPartition,
+        thread: &str,
+    ) -> Result<(), RebalanceError> {
+        let path = format!(
+            "{}/{}",
+            consumer_owners_path(self.group(), topic),
+            partition
+        );
+        match ephemeral::hold_creating_parents(coord, &path, thread.as_bytes(), &self.retired).await
+        {
+            Ok(_) => Ok(()),
+            Err(HoldError::HeldElsewhere { data, .. }) => Err(RebalanceError::OwnedElsewhere {
+                topic: topic.clone(),
+                partition,
+                owner: String::from_utf8_lossy(&data).into_owned(),
+            }),
+            Err(HoldError::Coord(source)) => Err(RebalanceError::ZooKeeper { path, source }),
+        }
+    }
+}
+
+
+/// Children of `path` and a watch on them; a missing node has none, and is looked for again
+/// soon (a watch that fires after a pause).
+pub(super) async fn children_or_none(
+    coord: &impl Coordination,
+    path: &str,
+) -> Result<(Vec<String>, Watch), RebalanceError> {
+    match coord.children_and_watch(path).await {
+        Ok(found) => Ok(found),
+        Err(CoordError::NoNode(_)) => Ok((
+            Vec::new(),
+            Box::pin(tokio::time::sleep(Duration::from_secs(1))),
+        )),
+        Err(source) => Err(RebalanceError::ZooKeeper {
+            path: path.to_string(),
+            source,
+        }),
+    }
+}
+
