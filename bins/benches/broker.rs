@@ -553,7 +553,7 @@ fn curve_batch(payload: usize) -> usize {
 /// messages (with the broker's CPU per GiB, which includes the flush scheduler's rounds), broker
 /// start (recovery) time from 1 to 10,000 partitions, and memory with many idle connections or
 /// a fetch backlog. The partitions curve is reported against the 100-partition rate of the
-/// same run (issue 26's measure), the others against the loopback copy.
+/// same run, the others against the loopback copy.
 async fn scaling_cases(produce_bytes: usize, fetch: Option<(&std::path::Path, u64)>) {
     let dir = tempfile::tempdir_in("target").expect("temp dir");
     let extra = "topic.partition.count.map=scale-1:1,scale-10:10,scale-100:100,scale-1000:1000,scale-10000:10000\n";

@@ -64,7 +64,7 @@ pub enum ServerError {
     #[error(transparent)]
     Broker(#[from] BrokerError),
     /// The embedded mirror's settings cannot work (the broker was stopped for it; the message
-    /// is the mirror's own, as before the composition moved here).
+    /// is the mirror's own, unprefixed).
     #[error(transparent)]
     Mirror(MirrorError),
     /// The embedded mirror's supervisor panicked: a bug. The broker was stopped.

@@ -954,7 +954,7 @@ fn a_failed_write_is_cut_off_and_the_log_goes_on() {
 }
 
 /// A write that fails half-way and whose bytes cannot be cut off either poisons the log: the
-/// next append would otherwise sit behind garbage (issue 23).
+/// next append would otherwise sit behind garbage.
 #[test]
 fn a_failed_write_that_cannot_be_cut_off_poisons_the_log() {
     let (_dir, fs, mut log, _first) = log_with_one_set();
@@ -971,7 +971,7 @@ fn a_failed_write_that_cannot_be_cut_off_poisons_the_log() {
 
 /// A roll whose new segment cannot be synced leaves that empty file where the log ends: the log
 /// is poisoned, so nothing more goes into the old segment past it, and the log reopens (a
-/// segment reaching into the next one would be refused as corrupt). Found by cluster seed 328.
+/// segment reaching into the next one would be refused as corrupt).
 #[test]
 fn a_roll_that_fails_poisons_the_log_and_the_log_still_reopens() {
     let dir = tempfile::tempdir().unwrap();

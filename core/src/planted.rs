@@ -53,10 +53,10 @@ pub enum Bug {
     /// stops following the mirror).
     MirrorLagFrozen = 131072,
     /// An ephemeral node that exists with this component's data is taken as this session's,
-    /// whoever owns it (the registration behaviour before owners were checked: after a
-    /// ZooKeeper restart the old session's node goes when that session expires, and the
-    /// member, broker or mirror is silently unregistered). Also skips re-registering a member
-    /// that finds itself missing from its group.
+    /// whoever owns it (0.7's registration rule, owners unchecked: after a ZooKeeper restart
+    /// the old session's node goes when that session expires, and the member, broker or mirror
+    /// is silently unregistered). Also skips re-registering a member that finds itself missing
+    /// from its group.
     TrustStaleEphemerals = 262144,
     /// The mirror does not compare cluster identities at start: a mirror whose target is its
     /// source (through an alias) starts, and copies the cluster into itself for ever.

@@ -29,7 +29,7 @@ pub const BROKER_ENDPOINTS_PATH: &str = "/tributary/endpoints";
 /// `/tributary/endpoints/<id>` (Tributary, ephemeral, registered beside `/brokers/ids/<id>` by
 /// a broker with an SSL listener): `PLAINTEXT://host:port,SSL://host:port`
 /// ([`crate::config::endpoints_registration`]). 0.7 clients never read it; they find the
-/// plaintext listener in `/brokers/ids/<id>` as before.
+/// plaintext listener in `/brokers/ids/<id>`.
 pub fn broker_endpoints_path(broker_id: i32) -> String {
     format!("{BROKER_ENDPOINTS_PATH}/{broker_id}")
 }

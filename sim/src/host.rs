@@ -4,9 +4,9 @@
 //! - **Tasks left running.** Software that returns while tasks it started still run leaves them
 //!   to be dropped at the host's next restart, when turmoil drops the old runtime; a runtime
 //!   drops its tasks in the order of tokio's task ids, which are counted for the whole process
-//!   and so depend on what other tests spawn meanwhile. (The ZooKeeper model's client left its
-//!   pinger running this way; the order of the socket closes moved a later delay by 1 ms, and
-//!   replica seed 2 gave two traces under a full test run.) [`add`] fails the simulation when
+//!   and so depend on what other tests spawn meanwhile. (A ZooKeeper model client that leaves
+//!   its pinger running this way lets the order of the socket closes move a later delay by
+//!   1 ms: one seed gives two traces under a full test run.) [`add`] fails the simulation when
 //!   software returns with tasks still running, naming the host.
 //! - **The machine's clock at a crash.** turmoil runs a host's software on a `LocalSet` and, at
 //!   a crash or restart, drops the runtime first and the `LocalSet` after it, outside any

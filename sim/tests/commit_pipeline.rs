@@ -1,7 +1,7 @@
 //! A consumer group member claims and commits many partitions in about the time of a few
-//! ZooKeeper round trips, not one round trip per partition (issue 26): its owner claims,
-//! offset lookups and offset writes are pipelined on the session. With every simulated link at
-//! a fixed 1 ms, one write after another would take at least 2 ms a partition.
+//! ZooKeeper round trips, not one round trip per partition: its owner claims, offset lookups
+//! and offset writes are pipelined on the session. With every simulated link at a fixed 1 ms,
+//! one write after another would take at least 2 ms a partition.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -147,8 +147,8 @@ fn claiming_and_committing_many_partitions_take_a_few_round_trips_not_one_per_pa
 }
 
 /// Two items of one partition in one commit request: the second (lower) is decided after the
-/// first is written, so the node keeps the higher offset. Pipelined together, both writes were
-/// decided at once and the lower one, sent last, was what ZooKeeper kept.
+/// first is written, so the node keeps the higher offset. Pipelined together, both writes would
+/// be decided at once and the lower one, sent last, would be what ZooKeeper keeps.
 #[test]
 fn a_partition_asked_twice_in_one_commit_keeps_the_higher_offset() {
     let mut sim = sim_builder(12).build();
@@ -398,7 +398,7 @@ const BACKOFF_MS: u64 = 10_000;
 /// A rebalance attempt blocked by a partition another member still owns is tried again as soon
 /// as that owner node goes, not a whole `rebalance.backoff.ms` later (0.7 sleeps the backoff:
 /// a member joining a group over 1,000 partitions waited about 2 s for the others to let go).
-/// Seen red with the backoff slept: 10.06 s.
+/// With the backoff slept, the join takes 10.06 s.
 #[test]
 fn a_blocked_rebalance_claims_as_soon_as_the_owner_lets_go() {
     let held = Duration::from_secs(1);
@@ -412,8 +412,8 @@ fn a_blocked_rebalance_claims_as_soon_as_the_owner_lets_go() {
 }
 
 /// Retries woken early (the blocking node changed, and is still held) do not count as
-/// attempts: a member with two attempts, woken five times, has not given up (seen red counting
-/// them: "could not join the group's partitions after 2 rebalance attempts").
+/// attempts: a member with two attempts, woken five times, has not given up (counting them,
+/// it would: "could not join the group's partitions after 2 rebalance attempts").
 #[test]
 fn early_retries_do_not_use_up_the_attempts() {
     let held = Duration::from_secs(1);
@@ -427,8 +427,8 @@ fn early_retries_do_not_use_up_the_attempts() {
 
 /// Once its early retries are used up, a blocked member waits out the backoff before each
 /// counted attempt, however often the blocking node changes: woken 20 times with two attempts,
-/// it has not given up (seen red with the early-retry bug a review found: "the rebalance gave
-/// up").
+/// it has not given up (were a wake to end the wait once the early retries are used up, it
+/// would: "the rebalance gave up").
 #[test]
 fn after_the_early_retries_only_the_backoff_ends_a_wait() {
     let held = Duration::from_secs(1);

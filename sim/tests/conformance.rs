@@ -87,8 +87,8 @@ async fn a_real_zookeeper_passes_the_conformance_suite() {
 
 /// The model alone (turmoil can cut one link): a watch whose event is sent on a connection the
 /// network has cut still fires, once the client reconnects and sets its watches again with the
-/// last zxid it saw (ZooKeeper's `SetWatches`). Clients seed 2244: before the model had it, a
-/// consumer cut from ZooKeeper while a peer's session expired never rebalanced.
+/// last zxid it saw (ZooKeeper's `SetWatches`). Without it, a consumer cut from ZooKeeper while
+/// a peer's session expires never rebalances.
 #[test]
 fn a_watch_whose_event_is_lost_with_its_connection_fires_after_the_reconnect() {
     use tributary::coordination::{Coordination, NodeKind};

@@ -1,6 +1,6 @@
 //! A commit asked for just as the group starts to rebalance is served before the rebalance
-//! releases the member's partitions (issue 23: commits do not queue behind rebalances), so it is
-//! written rather than refused as "not owned" for the partitions that move to the new member.
+//! releases the member's partitions (commits do not queue behind rebalances), so it is written
+//! rather than refused as "not owned" for the partitions that move to the new member.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

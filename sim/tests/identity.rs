@@ -1,5 +1,5 @@
-//! Cluster identity in ZooKeeper (issue 24), against the ZooKeeper model: created once by the
-//! first component that needs it, whoever races; named once; a damaged node or an unreachable
+//! Cluster identity in ZooKeeper, against the ZooKeeper model: created once by the first
+//! component that needs it, whoever races; named once; a damaged node or an unreachable
 //! ZooKeeper is an error, never a fresh identity.
 
 use std::sync::{Arc, Mutex};
@@ -96,9 +96,9 @@ fn an_unreachable_zookeeper_is_an_error_not_a_new_identity() {
     sim.run().unwrap();
 }
 
-/// Issue 24's repro in the simulator: a mirror whose producer reaches the source's ZooKeeper
-/// by its address instead of its name. Refused at start by identity; with the check planted
-/// away, the mirror starts and copies the cluster into itself (the topic grows with no producer).
+/// A mirror whose producer reaches the source's ZooKeeper by its address instead of its name.
+/// Refused at start by identity; with the check planted away, the mirror starts and copies the
+/// cluster into itself (the topic grows with no producer).
 #[test]
 fn a_mirror_into_its_source_through_another_address_is_refused_and_the_planted_bug_copies() {
     use rand::SeedableRng;

@@ -1,12 +1,12 @@
-//! A failed fsync, then a process restart, then a machine crash (issue 22's cluster seeds 732,
-//! 5037 and 5276): bytes the failed fsync left only in the page cache survive the process
-//! restart, so recovery finds them; if it served and checkpointed them without syncing, the
-//! machine crash took them back and the next start refused the partition for good.
+//! A failed fsync, then a process restart, then a machine crash: bytes the failed fsync left
+//! only in the page cache survive the process restart, so recovery finds them; if it served and
+//! checkpointed them without syncing, the machine crash would take them back and the next start
+//! would refuse the partition for good.
 //!
-//! The same shape with a segment instead of bytes (cluster seed 42,321): a log's creation
-//! whose segment sync fails leaves the empty segment in the page cache only; the restart
-//! finds it, and if its first flushes synced the file but never the directory holding it, the
-//! machine crash took the whole segment back — with the data the checkpoint promised.
+//! The same shape with a segment instead of bytes: a log's creation whose segment sync fails
+//! leaves the empty segment in the page cache only; the restart finds it, and if its first
+//! flushes synced the file but never the directory holding it, the machine crash would take the
+//! whole segment back — with the data the checkpoint promised.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};

@@ -4,9 +4,11 @@
 
 use crate::support;
 
-/// Mirror seed 7830's situation, built step by step (no seed reaches it reliably).
+/// Topics decided ahead of their first messages, many at once.
 #[path = "directed/decide_ahead.rs"]
 mod decide_ahead;
+/// A held message whose partition moves in the same epoch, built step by step (no seed reaches
+/// it reliably).
 #[path = "directed/held_message.rs"]
 mod held_message;
 
@@ -23,7 +25,7 @@ use tributary_sim::mirror::{run_seed, Options};
 
 const BATCH_SEEDS: u64 = 72;
 const SIM_SECONDS: u64 = 60;
-/// Seeds a planted bug gets to show up in (the issue asks for at most 100).
+/// Seeds a planted bug gets to show up in (at most 100).
 const PLANTED_SEEDS_MAX: u64 = 100;
 
 fn options(faults: Faults) -> Options {
@@ -126,8 +128,8 @@ fn mixed_faults_never_break_a_mirror_invariant(half: u64) {
 
 #[test]
 fn the_same_seed_gives_the_same_trace() {
-    // One seed (two were run before stop 33; CI time): the replica and cluster suites check
-    // determinism on their own seeds, and every scenario runs on the same simulated host.
+    // One seed, for CI time: the replica and cluster suites check determinism on their own
+    // seeds, and every scenario runs on the same simulated host.
     let seed = 2;
     assert_same_trace(&format!("seed {seed}"), &[2], || {
         let r = run_seed(seed, options(Faults::Mixed))

@@ -104,8 +104,8 @@ fn mixed_faults_never_break_a_replica_invariant(half: u64) {
 
 #[test]
 fn the_same_seed_gives_the_same_trace() {
-    // Shifts of 1 and 2: on the ZooKeeper model client that left its pinger running, seed 2
-    // differed after a shift of 2 or 5 (see `shift_task_ids`).
+    // Shifts of 1 and 2: with a ZooKeeper model client that leaves its pinger running, seed 2
+    // differs after a shift of 2 or 5 (see `shift_task_ids`).
     for seed in [2, 5] {
         assert_same_trace(&format!("seed {seed}"), &[1, 2], || {
             let r = run_seed(seed, options(Faults::Mixed))

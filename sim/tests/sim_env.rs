@@ -59,8 +59,7 @@ fn send_file_waits_out_the_disk_latency_of_its_reads() {
 }
 
 /// A disk whose syncs all fail at shutdown: the broker still stops cleanly (the failure logged),
-/// writes no clean-shutdown marker, and starts again from what it had (found by cluster seed
-/// 153, where a graceful stop failed on the recovery checkpoint's fsync).
+/// writes no clean-shutdown marker, and starts again from what it had.
 #[test]
 fn a_broker_stops_when_its_checkpoint_cannot_be_synced_and_recovers_next_start() {
     use tributary::broker::Broker;
@@ -104,8 +103,8 @@ fn a_broker_stops_when_its_checkpoint_cannot_be_synced_and_recovers_next_start()
 }
 
 /// A disk that dies at any sync of a graceful stop (after each of the first 40): the stop still
-/// succeeds (the failure logged), and the broker starts again from what it had. Found by cluster
-/// seed 585, where the clean-shutdown marker's fsync failed after a good checkpoint.
+/// succeeds (the failure logged), and the broker starts again from what it had: the
+/// clean-shutdown marker's fsync may fail after a good checkpoint.
 #[test]
 fn a_broker_stops_cleanly_whichever_sync_of_its_shutdown_fails() {
     use tributary::broker::Broker;

@@ -19,7 +19,7 @@ use tributary_sim::topology::{run_seed, Options, Topology};
 /// Seeds per topology in the suite (`TRIBUTARY_TOPOLOGY_SEEDS` overrides).
 const BATCH_SEEDS: u64 = 6;
 const SIM_SECONDS: u64 = 60;
-/// Seeds a planted bug gets to show up in (the issue asks for at most 100).
+/// Seeds a planted bug gets to show up in (at most 100).
 const PLANTED_SEEDS_MAX: u64 = 100;
 
 fn options(topology: Topology, faults: Faults, rename: Option<bool>) -> Options {

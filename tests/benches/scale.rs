@@ -1,4 +1,4 @@
-//! Many partitions, end to end against real ZooKeepers (issue 26):
+//! Many partitions, end to end against real ZooKeepers:
 //! - **mirror at scale:** the same bytes (1 KiB messages) spread over 1, 10, 100, 1,000 and
 //!   10,000 source partitions (topics of 10 partitions each; the 1-partition shape is one
 //!   topic of one), mirrored by the production engine into a second cluster; each rate beside

@@ -27,8 +27,8 @@ pub struct ZooKeeper {
 /// The ports [`free_port`] hands out: below Linux's ephemeral range (32768 and up by default),
 /// so the kernel never gives one to an outgoing connection between the moment it is chosen and
 /// the moment its server binds it. (A port asked of the kernel with `bind(:0)` comes from that
-/// range, and any client connecting meanwhile could take it: a broker of a test then failed to
-/// listen, or a Prometheus scraped a port that had become someone else's.)
+/// range, and any client connecting meanwhile could take it: a broker of a test then fails to
+/// listen, or a Prometheus scrapes a port that has become someone else's.)
 const PORTS: std::ops::Range<u16> = 20_000..32_000;
 
 /// A free TCP port on 127.0.0.1 that no other call in this process has returned (until the

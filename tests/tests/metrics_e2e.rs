@@ -423,9 +423,8 @@ fn partitions_nobody_copies_fire_the_unowned_alert_and_show_their_lag_until_a_me
         &server_properties(1, target_port, free_port(), target_dir.path(), &target_zk),
     );
     rt.block_on(produce(&source_zk, 1));
-    // A session that is no member of the group holds the partition's owner node, as a member's
-    // session restored by a restarted ZooKeeper held it before issue 22's fix: the mirror cannot
-    // claim it, and nothing copies it.
+    // A session that is no member of the group holds the partition's owner node (as a gone
+    // member's session does until it expires): the mirror cannot claim it, and nothing copies it.
     let connect = tributary_core::config::ZkConnect::parse(&source_zk.connect_string()).unwrap();
     let squatter = rt.block_on(async {
         let coord =

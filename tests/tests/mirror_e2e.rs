@@ -1196,11 +1196,10 @@ async fn exit_of(
     }
 }
 
-/// Issue 24's repro: a mirror maker pointed back at its source through another address of the
-/// same ZooKeeper (127.0.0.2 beside 127.0.0.1), or through another address of a source broker,
-/// copied the cluster into itself for ever (5 messages became 105 in 20 s). Cluster identity
-/// refuses both at start, and nothing is copied. `cluster-id` prints the identity both
-/// addresses lead to.
+/// A mirror maker pointed back at its source through another address of the same ZooKeeper
+/// (127.0.0.2 beside 127.0.0.1), or through another address of a source broker, would copy the
+/// cluster into itself for ever (5 messages become 105 in 20 s). Cluster identity refuses both
+/// at start, and nothing is copied. `cluster-id` prints the identity both addresses lead to.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_mirror_into_its_own_source_through_an_alias_is_refused_and_copies_nothing() {
     let zk = ZooKeeper::start_on_every_interface();
@@ -1331,9 +1330,9 @@ async fn send_to_loop(producer: &Producer<TokioEnv>, prefix: &str) {
     }
 }
 
-/// Issue 24's repro: two mirror makers, east → west and west → east, both `--whitelist loop`,
-/// copied 10 messages into 60 / 120 / 220 copies after 5 / 10 / 20 s (west → east given the
-/// mirror cluster's `broker.list`, so its records go through TOPIC_ORIGINS). Each direction now
+/// Two mirror makers, east → west and west → east, both `--whitelist loop` (west → east given
+/// the mirror cluster's `broker.list`, so its records go through TOPIC_ORIGINS): unchecked, they
+/// would copy 10 messages into 60 / 120 / 220 copies after 5 / 10 / 20 s. Each direction
 /// records where `loop` came from and refuses a topic whose messages came from its target: one
 /// direction (or both, when they start together) refuses, says why, and nothing multiplies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

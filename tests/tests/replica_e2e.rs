@@ -1070,8 +1070,8 @@ async fn promoting_the_whole_cluster_makes_every_topic_writable_new_ones_too() {
 
 /// A whole-cluster promotion is confirmed only once every live replica broker carried it out:
 /// the moment `promote` returns, a topic no broker holds yet is created by the first produce.
-/// (Confirmed on the topics' acknowledgements alone, a cluster without topics was "promoted"
-/// before any broker had read the request, and refused that produce.)
+/// (Confirmed on the topics' acknowledgements alone, a cluster without topics would be
+/// "promoted" before any broker had read the request, and refuse that produce.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_whole_cluster_promotion_is_confirmed_by_every_replica_broker() {
     let Clusters {

@@ -3,7 +3,7 @@
 //! option after a single dash (`-topic t`), and a value that starts with a dash after an option
 //! that requires one (`--max-messages -1`). [`as_jopt_reads`] rewrites such a command line into
 //! the full spelling clap reads, so operators' scripts keep working; everything else is left for
-//! clap to accept or refuse as before.
+//! clap to accept or refuse.
 //!
 //! The rules, as jopt-simple 3.2 (0.7.2's parser) has them:
 //! - an exact option name always wins; otherwise a prefix names the one option it starts, and a
@@ -254,8 +254,8 @@ mod tests {
 
     #[test]
     fn tributarys_added_options_leave_0_7_abbreviations_unique_and_match_only_exactly() {
-        // `--zk` is still 0.7.2's `--zkconnect`, `--s` `--server`, though `--zk-tls-config-file`,
-        // `--security.protocol` and `--ssl.*` now start the same way.
+        // `--zk` is still 0.7.2's `--zkconnect`, `--s` `--server`, though Tributary's
+        // `--zk-tls-config-file`, `--security.protocol` and `--ssl.*` start the same way.
         assert_eq!(
             read("consumer-offset-checker --zk h:1 --gr g").unwrap()[2..],
             ["--zkconnect=h:1", "--group=g"]

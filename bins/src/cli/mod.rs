@@ -415,7 +415,7 @@ pub enum Command {
     JmxTool(JmxToolArgs),
 }
 
-/// The target of the log lines the entry points write themselves: the binary's, as when they
+/// The target of the log lines the entry points write themselves: the binary's, as if they
 /// were written in `main.rs`. (The lines of `server::run` and `mirror::maker::run`, which the
 /// simulator runs too, carry their own modules' targets.)
 pub const LOG_TARGET: &str = "tributary";

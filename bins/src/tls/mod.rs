@@ -1,6 +1,6 @@
-//! TLS for the links Tributary makes and accepts (issue 27): the stream that is either plain or
-//! TLS ([`link::Link`]), and the SSL listener's certificates, loaded from PEM files and loaded
-//! again when they change ([`server::ServerTls`]).
+//! TLS for the links Tributary makes and accepts: the stream that is either plain or TLS
+//! ([`link::Link`]), and the SSL listener's certificates, loaded from PEM files and loaded again
+//! when they change ([`server::ServerTls`]).
 //!
 //! TLS is below what the simulator models (turmoil carries bytes; rustls draws its randomness
 //! from the operating system), so simulated brokers listen in plaintext only: the same code

@@ -95,7 +95,7 @@ pub struct BrokerConfig {
     /// `metrics.host` (Tributary): the address the metrics endpoint binds. Unset: loopback
     /// (127.0.0.1) when the broker has an SSL listener, unless the endpoint authenticates its
     /// scrapers (`metrics.ssl` with `ssl.client.auth=required`); else `hostname` (every
-    /// interface when that is unset), as before TLS existed ([`super::MetricsBind`]).
+    /// interface when that is unset); see [`super::MetricsBind`].
     pub metrics_host: Option<String>,
     /// `metrics.ssl` (false; Tributary): serve the metrics endpoint over HTTPS with the SSL
     /// listener's certificate and `ssl.client.auth` (so Prometheus can be made to present a

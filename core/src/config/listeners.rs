@@ -87,16 +87,16 @@ pub enum ClientAuth {
 pub enum MetricsBind {
     /// 127.0.0.1: only the machine's own scrapers.
     Loopback,
-    /// The component's host (every interface when it has none), as before TLS existed.
+    /// The component's host (every interface when it has none).
     Host,
 }
 
 impl MetricsBind {
     /// The default for an endpoint whose component has TLS links (`links_tls`) and which
     /// serves HTTPS asking scrapers for certificates as `https` says (`None`: plain HTTP).
-    /// Reachable from other machines only where it was before TLS (no TLS anywhere) or where
-    /// it authenticates its scrapers (HTTPS with client certificates required): metrics name
-    /// topics and their lags, so encryption alone does not expose them.
+    /// Reachable from other machines only where nothing uses TLS or where it authenticates its
+    /// scrapers (HTTPS with client certificates required): metrics name topics and their lags,
+    /// so encryption alone does not expose them.
     pub fn default_for(links_tls: bool, https: Option<ClientAuth>) -> MetricsBind {
         match https {
             Some(ClientAuth::Required) => MetricsBind::Host,

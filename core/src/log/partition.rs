@@ -162,7 +162,7 @@ pub struct Log<F: LogFs> {
     /// Whether every segment's directory entry is known durable (the directory was synced
     /// since the log was opened and after its newest segment was made). A log opened from disk
     /// starts `false` — a segment may be there only because the page cache kept it, as after a
-    /// creation whose sync failed (cluster seed 42,321) — and its first flush syncs the directory
+    /// creation whose sync failed — and its first flush syncs the directory
     /// before any of its data counts as flushed.
     pub(crate) dir_synced: bool,
     /// When the oldest unflushed append happened; `None` when everything is flushed.
@@ -594,8 +594,7 @@ impl<F: LogFs> Log<F> {
     /// Flushes the active segment and starts a new one at the written end. A new segment that
     /// cannot be made (its sync failed, say) may still exist on disk, empty, where the log ends:
     /// the log is poisoned, so nothing more is appended to the old segment past the new one's
-    /// start (recovery would rightly refuse a segment reaching into the next one). Found by the
-    /// cluster simulation (seed 328 of the suite before ZooKeeper restarts joined its faults).
+    /// start (recovery would rightly refuse a segment reaching into the next one).
     fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
         self.flush(now_ms)?;
         let start = self.written_end();

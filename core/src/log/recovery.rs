@@ -90,8 +90,8 @@ impl<F: LogFs> Log<F> {
     /// Syncs every segment holding bytes past `promised` (what the checkpoint says is durable)
     /// before recovery takes them as flushed: after an unclean stop they may be only in the page
     /// cache (the previous process stopped without syncing them, or its fsync failed), and a
-    /// machine crash now would take back what this run serves and checkpoints (cluster seed 732
-    /// of the build before issue 22: the partition was then refused for good).
+    /// machine crash now would take back what this run serves and checkpoints, and the
+    /// partition would then be refused for good.
     ///
     /// Whether it synced the directory (when it synced any segment).
     fn sync_recovered(&self, promised: u64) -> Result<bool, LogError> {

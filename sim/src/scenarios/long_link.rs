@@ -60,7 +60,7 @@ pub struct Options {
 }
 
 impl Options {
-    /// The link (1 Gb/s, 100 ms) with 0.7's settings: `fetch.size` 1 MiB, one fetch at
+    /// The long link (1 Gb/s, 100 ms) with 0.7's settings: `fetch.size` 1 MiB, one fetch at
     /// a time per broker.
     pub fn seven(partitions: u32, bytes_per_partition: usize) -> Self {
         Options {
@@ -263,7 +263,7 @@ fn report(s: &Shared, options: &Options) -> LinkReport {
     let started = s.mirror_started.unwrap_or_default();
     // The first samples past a fifth and past four fifths of the bytes: the rate between them
     // counts the bytes actually copied between the two samples (a sample lands up to one
-    // sampling interval past its mark, so taking the marks' three fifths instead was off by
+    // sampling interval past its mark, so taking the marks' three fifths instead is off by
     // up to two intervals' worth of the link: 6 % over 0.6 s).
     let first_at = |part: u64| {
         s.samples

@@ -141,8 +141,8 @@ pub fn end(
 /// the link between the clusters cut, a copier or source broker cut from a ZooKeeper (a source
 /// broker only from its own), a source broker crash (not in gap seeds, where a restart would
 /// start the source's cleanup timer over), a copier crash or graceful restart, and with `lag` a
-/// cluster's ZooKeeper followers falling behind (without it the draws are as they were before
-/// that fault existed, so the scenarios that do not ask for it keep their seeds' runs). Up to
+/// cluster's ZooKeeper followers falling behind (without it the draws are made as if that fault
+/// did not exist, so the scenarios that do not ask for it keep their seeds' runs). Up to
 /// ten draws; `None` if none was allowed.
 pub fn pick_fault(
     rng: &mut ChaCha8Rng,

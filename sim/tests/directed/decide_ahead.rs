@@ -1,7 +1,6 @@
 //! A mirror decides the topics its member owns ahead of their first messages, many at once on
-//! one ZooKeeper session per cluster (issue 26: a mirror of 100 new topics spent half a second
-//! deciding them one after another at each topic's first message, then as long again with the
-//! decisions made ahead but one at a time in the origin store).
+//! one ZooKeeper session per cluster: decided one after another, whether at each topic's first
+//! message or ahead of it, 100 new topics take a mirror about half a second.
 //!
 //! Every link is a fixed 1 ms. One topic is decided alone first, to measure a decision; then
 //! 64 topics are decided ahead, and must take at most a quarter of 64 such decisions.

@@ -1,4 +1,4 @@
-//! A directed run of the situation mirror seed 7830 met once in about 7,000 seeds: a stream
+//! A directed run of a situation drawn mirror seeds reach about once in 7,000: a stream
 //! holds a message while its topic's first origin decision waits, a rebalance moves that
 //! message's partition to another stream of the same member in the same epoch, and that stream
 //! forwards later messages of the partition before the held one is looked at again.

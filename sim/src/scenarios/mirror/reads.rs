@@ -174,8 +174,7 @@ const REGISTRATION_ROUNDS: usize = 8;
 /// The partitions registered in `model`, looked at until a look finds none not seen before
 /// (the union of the looks): after a ZooKeeper restart a broker takes its registrations back
 /// (delete, then create), so one look can fall between the two and miss a partition that holds
-/// data (mirror seed 4058 read a mirror broker's `orders` partition as absent and reported its
-/// messages lost).
+/// data (its messages then reported lost).
 pub(crate) async fn registered_settled(model: &crate::zk_model::SharedModel) -> Vec<Part> {
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..REGISTRATION_ROUNDS {
