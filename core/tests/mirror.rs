@@ -7,9 +7,9 @@ use std::time::Duration;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tributary_core::consumer::BrokerPartition;
+use tributary_core::consumer::{BrokerPartition, Commit, CommitAnswer, CommitOutcome};
 use tributary_core::mirror::source::{
-    AckEffect, AckOutcome, Admission, CommitEffect, CommitResult, Reset, RoundReason,
+    AckEffect, AckOutcome, Admission, CommitEffect, CommitRound, Reset,
 };
 use tributary_core::mirror::{MirrorWindow, SourceMirror, SourcePartition};
 
@@ -19,6 +19,19 @@ fn bp(s: &str) -> BrokerPartition {
 
 fn part(s: &str) -> SourcePartition {
     SourcePartition::new(0, "t".parse().unwrap(), bp(s))
+}
+
+/// The driver's wake-up at `now`: the clock, then a round if one is due.
+fn poll(m: &mut SourceMirror, now: i64) -> Option<CommitRound> {
+    m.handle_timeout(now);
+    m.poll_commits()
+}
+
+fn answer(commit: &Commit, outcome: CommitOutcome) -> CommitAnswer {
+    CommitAnswer {
+        commit: commit.clone(),
+        outcome,
+    }
 }
 
 // ---- MirrorWindow
@@ -190,7 +203,7 @@ fn forward(m: &mut SourceMirror, p: &SourcePartition, epoch: u64, offset: i64) -
 #[test]
 fn a_message_of_a_new_epoch_starts_a_new_window_and_acks_of_the_old_change_nothing() {
     let p = part("0-0");
-    let mut m = SourceMirror::new(10, SECOND);
+    let mut m = SourceMirror::new(0, 10, SECOND, 0);
     let old = forward(&mut m, &p, 1, 100);
     forward(&mut m, &p, 1, 200);
     assert_eq!(
@@ -217,7 +230,6 @@ fn a_message_of_a_new_epoch_starts_a_new_window_and_acks_of_the_old_change_nothi
         AckEffect::Recorded
     );
     let round = m.force_commits().unwrap();
-    assert_eq!(round.reason, RoundReason::Forced);
     assert_eq!(
         (
             round.commits.len(),
@@ -232,7 +244,7 @@ fn a_message_of_a_new_epoch_starts_a_new_window_and_acks_of_the_old_change_nothi
 #[test]
 fn offsets_going_back_within_an_epoch_start_a_new_window() {
     let p = part("0-0");
-    let mut m = SourceMirror::new(10, SECOND);
+    let mut m = SourceMirror::new(0, 10, SECOND, 0);
     forward(&mut m, &p, 1, 500);
     forward(&mut m, &p, 1, 600);
     assert_eq!(
@@ -256,7 +268,7 @@ fn offsets_going_back_within_an_epoch_start_a_new_window() {
 #[test]
 fn a_partition_stopped_in_an_epoch_forwards_and_commits_nothing_more_in_it() {
     let (p, q) = (part("0-0"), part("0-1"));
-    let mut m = SourceMirror::new(10, SECOND);
+    let mut m = SourceMirror::new(0, 10, SECOND, 0);
     let first = forward(&mut m, &p, 1, 100);
     let second = forward(&mut m, &p, 1, 200);
     forward(&mut m, &q, 1, 100);
@@ -281,8 +293,8 @@ fn a_partition_stopped_in_an_epoch_forwards_and_commits_nothing_more_in_it() {
     m.on_ack(&q, 1, 3, 100, AckOutcome::Durable);
     let round = m.force_commits().unwrap();
     assert_eq!(round.commits.len(), 1, "only q");
-    m.on_commit_outcome(&round.commits[0], CommitResult::Done);
-    m.on_round_done(true);
+    m.on_commit_outcome(&answer(&round.commits[0], CommitOutcome::Written));
+    m.on_round_done();
     assert!(matches!(
         m.on_message(&p, 2, 100),
         Admission::Forward { .. }
@@ -303,7 +315,7 @@ fn a_partition_stopped_in_an_epoch_forwards_and_commits_nothing_more_in_it() {
 #[test]
 fn a_stop_in_an_old_epoch_leaves_the_window_of_a_newer_one() {
     let p = part("0-0");
-    let mut m = SourceMirror::new(10, SECOND);
+    let mut m = SourceMirror::new(0, 10, SECOND, 0);
     let old = forward(&mut m, &p, 1, 100);
     forward(&mut m, &p, 2, 100);
     assert_eq!(
@@ -322,7 +334,7 @@ fn a_stop_in_an_old_epoch_leaves_the_window_of_a_newer_one() {
 #[test]
 fn room_closes_at_the_limit_in_flight_and_at_twice_it_uncommitted() {
     let p = part("0-0");
-    let mut m = SourceMirror::new(3, SECOND);
+    let mut m = SourceMirror::new(0, 3, SECOND, 0);
     let mut seqs = Vec::new();
     for offset in 1..=3 {
         assert!(m.has_room());
@@ -339,9 +351,9 @@ fn room_closes_at_the_limit_in_flight_and_at_twice_it_uncommitted() {
     }
     assert!(!m.has_room(), "6 uncommitted, none in flight");
     let round = m.force_commits().unwrap();
-    let effect = m.on_commit_outcome(&round.commits[0], CommitResult::Done);
+    let effect = m.on_commit_outcome(&answer(&round.commits[0], CommitOutcome::Written));
     assert_eq!(effect, CommitEffect::Committed);
-    m.on_round_done(true);
+    m.on_round_done();
     assert!(m.has_room());
     assert_eq!(m.uncommitted(), 0);
 }
@@ -350,23 +362,22 @@ fn room_closes_at_the_limit_in_flight_and_at_twice_it_uncommitted() {
 fn a_round_falls_due_each_interval_or_early_for_a_full_window_and_one_runs_at_a_time() {
     let p = part("0-0");
     let start: i64 = 1_000_000;
-    let mut m = SourceMirror::new(2, SECOND);
-    assert_eq!(m.poll_commits(start), None, "nothing to commit");
+    let mut m = SourceMirror::new(0, 2, SECOND, start);
+    assert_eq!(poll(&mut m, start), None, "nothing to commit");
     assert_eq!(m.poll_timeout(), Some(start + 1_000));
     let a = forward(&mut m, &p, 1, 10);
     m.on_ack(&p, 1, a, 10, AckOutcome::Durable);
     assert_eq!(
-        m.poll_commits(start),
+        poll(&mut m, start),
         None,
         "one acknowledged of 2: not early"
     );
-    let round = m.poll_commits(start + 1_000).unwrap();
-    assert_eq!(round.reason, RoundReason::Interval);
+    let round = poll(&mut m, start + 1_000).expect("the interval passed");
     assert_eq!(m.poll_timeout(), None, "a round runs");
-    assert_eq!(m.poll_commits(start + 5_000), None, "one round at a time");
+    assert_eq!(poll(&mut m, start + 5_000), None, "one round at a time");
     assert_eq!(m.force_commits(), None, "one round at a time");
-    m.on_commit_outcome(&round.commits[0], CommitResult::Done);
-    m.on_round_done(true);
+    m.on_commit_outcome(&answer(&round.commits[0], CommitOutcome::Written));
+    m.on_round_done();
     assert_eq!(m.poll_timeout(), Some(start + 2_000));
     // Two acknowledged: a round is due before the interval.
     for offset in [20, 30] {
@@ -374,45 +385,42 @@ fn a_round_falls_due_each_interval_or_early_for_a_full_window_and_one_runs_at_a_
         m.on_ack(&p, 1, seq, offset, AckOutcome::Durable);
     }
     assert!(m.early_commit_due());
-    let round = m.poll_commits(start + 1_000).unwrap();
-    assert_eq!(
-        (round.reason, round.commits[0].offset),
-        (RoundReason::Early, 30)
-    );
+    let round = poll(&mut m, start + 1_000).expect("early: the next interval is at 2 s");
+    assert_eq!(round.commits[0].offset, 30);
     // It fails: no early round until one succeeds (ZooKeeper is retried at the interval).
     assert_eq!(
-        m.on_commit_outcome(&round.commits[0], CommitResult::Failed),
+        m.on_commit_outcome(&answer(&round.commits[0], CommitOutcome::NotWritten)),
         CommitEffect::Failed
     );
-    m.on_round_done(true);
+    m.on_round_done();
     assert!(!m.commits_ok() && !m.early_commit_due());
-    assert_eq!(m.poll_commits(start + 1_000), None);
-    let round = m.poll_commits(start + 2_000).unwrap();
-    assert_eq!(round.reason, RoundReason::Interval);
-    m.on_commit_outcome(&round.commits[0], CommitResult::Done);
-    m.on_round_done(true);
+    assert_eq!(poll(&mut m, start + 1_000), None);
+    let round = poll(&mut m, start + 2_000).expect("the interval passed");
+    m.on_commit_outcome(&answer(&round.commits[0], CommitOutcome::Written));
+    m.on_round_done();
     assert!(m.commits_ok());
-    // A round given up before every outcome came counts as failed.
+    // A round whose commits the driver gave up waiting for (answered not written) failed.
     let seq = forward(&mut m, &p, 1, 40);
     m.on_ack(&p, 1, seq, 40, AckOutcome::Durable);
-    m.force_commits().unwrap();
-    m.on_round_done(false);
+    let round = m.force_commits().unwrap();
+    m.on_commit_outcome(&answer(&round.commits[0], CommitOutcome::NotWritten));
+    m.on_round_done();
     assert!(!m.commits_ok());
 }
 
 #[test]
 fn a_refused_commit_drops_the_window_and_outcomes_of_another_epoch_change_nothing() {
     let p = part("0-0");
-    let mut m = SourceMirror::new(10, SECOND);
+    let mut m = SourceMirror::new(0, 10, SECOND, 0);
     let a = forward(&mut m, &p, 1, 10);
     forward(&mut m, &p, 1, 20);
     m.on_ack(&p, 1, a, 10, AckOutcome::Durable);
     let round = m.force_commits().unwrap();
     assert_eq!(
-        m.on_commit_outcome(&round.commits[0], CommitResult::NotOurs),
+        m.on_commit_outcome(&answer(&round.commits[0], CommitOutcome::NotOwned)),
         CommitEffect::Dropped { resent: 1 }
     );
-    m.on_round_done(true);
+    m.on_round_done();
     assert_eq!(
         (m.in_flight(), m.uncommitted(), m.epoch_of(&p)),
         (0, 0, None)
@@ -424,11 +432,11 @@ fn a_refused_commit_drops_the_window_and_outcomes_of_another_epoch_change_nothin
     let mut stale = round.commits[0].clone();
     stale.epoch = 1;
     assert_eq!(
-        m.on_commit_outcome(&stale, CommitResult::Done),
+        m.on_commit_outcome(&answer(&stale, CommitOutcome::Written)),
         CommitEffect::Ignored
     );
     assert_eq!(
-        m.on_commit_outcome(&stale, CommitResult::NotOurs),
+        m.on_commit_outcome(&answer(&stale, CommitOutcome::NotOwned)),
         CommitEffect::Ignored
     );
     assert_eq!(m.uncommitted(), 1, "the epoch-2 window is untouched");
@@ -437,7 +445,7 @@ fn a_refused_commit_drops_the_window_and_outcomes_of_another_epoch_change_nothin
 #[test]
 fn ownership_drops_the_windows_of_lost_partitions_but_not_newer_ones() {
     let (p, q, r) = (part("0-0"), part("0-1"), part("0-2"));
-    let mut m = SourceMirror::new(10, SECOND);
+    let mut m = SourceMirror::new(0, 10, SECOND, 0);
     forward(&mut m, &p, 3, 10);
     forward(&mut m, &q, 3, 10);
     forward(&mut m, &r, 5, 10);
@@ -458,7 +466,7 @@ fn ownership_drops_the_windows_of_lost_partitions_but_not_newer_ones() {
 #[test]
 fn a_window_of_acknowledged_messages_only_counts_as_dropped_so_its_room_is_known_freed() {
     let p = part("0-0");
-    let mut m = SourceMirror::new(2, SECOND);
+    let mut m = SourceMirror::new(0, 2, SECOND, 0);
     for offset in 1..=4 {
         let seq = forward(&mut m, &p, 1, offset);
         m.on_ack(&p, 1, seq, offset, AckOutcome::Durable);
@@ -472,7 +480,7 @@ fn a_window_of_acknowledged_messages_only_counts_as_dropped_so_its_room_is_known
 #[test]
 fn a_stopped_partition_stays_stopped_in_its_epoch_when_ownership_no_longer_lists_it() {
     let p = part("0-0");
-    let mut m = SourceMirror::new(10, SECOND);
+    let mut m = SourceMirror::new(0, 10, SECOND, 0);
     let a = forward(&mut m, &p, 2, 10);
     m.on_ack(&p, 2, a, 10, AckOutcome::TooLarge);
     m.on_ownership(2, &[]);
@@ -510,7 +518,7 @@ fn random_drivers_never_get_a_commit_past_an_unacknowledged_message() {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let start: i64 = 1_000_000;
         let mut now = start;
-        let mut m = SourceMirror::new(LIMIT, SECOND);
+        let mut m = SourceMirror::new(0, LIMIT, SECOND, start);
         // Per partition: its current epoch at the source group, its next offset, the messages
         // of its current window, and messages out for delivery.
         let mut epoch = [1u64; 3];
@@ -590,11 +598,14 @@ fn random_drivers_never_get_a_commit_past_an_unacknowledged_message() {
                 }
                 _ => {
                     now += rng.random_range(0..700);
-                    let Some(round) = m.poll_commits(now) else {
+                    let Some(round) = poll(&mut m, now) else {
                         continue;
                     };
                     for commit in &round.commits {
-                        let i = parts.iter().position(|p| *p == commit.partition).unwrap();
+                        let i = parts
+                            .iter()
+                            .position(|p| p.topic == commit.topic && p.partition == commit.partition)
+                            .unwrap();
                         // The commit may reach the end of the acknowledged prefix, in send
                         // order; a later message with the same resume offset is inside a
                         // wrapper starting there, which reading from it delivers again.
@@ -604,16 +615,16 @@ fn random_drivers_never_get_a_commit_past_an_unacknowledged_message() {
                             "{context}: commit {commit:?} past the acknowledged prefix of {:?}",
                             window[i]
                         );
-                        let result = match rng.random_range(0..10) {
-                            0 => CommitResult::Failed,
-                            1 => CommitResult::NotOurs,
-                            _ => CommitResult::Done,
+                        let outcome = match rng.random_range(0..10) {
+                            0 => CommitOutcome::NotWritten,
+                            1 => CommitOutcome::NotOwned,
+                            _ => CommitOutcome::Written,
                         };
-                        if let CommitEffect::Dropped { .. } = m.on_commit_outcome(commit, result) {
+                        if let CommitEffect::Dropped { .. } = m.on_commit_outcome(&answer(commit, outcome)) {
                             window[i].clear();
                         }
                     }
-                    m.on_round_done(true);
+                    m.on_round_done();
                 }
             }
             // The model's windows follow the machine's: a window it dropped is empty here too.
@@ -638,9 +649,9 @@ fn random_drivers_never_get_a_commit_past_an_unacknowledged_message() {
         }
         if let Some(round) = m.force_commits() {
             for commit in &round.commits {
-                m.on_commit_outcome(commit, CommitResult::Done);
+                m.on_commit_outcome(&answer(commit, CommitOutcome::Written));
             }
-            m.on_round_done(true);
+            m.on_round_done();
         }
         assert_eq!(m.in_flight(), 0, "seed {seed}");
         assert_eq!(m.uncommitted(), 0, "seed {seed}");
@@ -650,14 +661,14 @@ fn random_drivers_never_get_a_commit_past_an_unacknowledged_message() {
 #[test]
 fn a_clock_that_went_back_postpones_the_next_round_by_one_interval_at_most() {
     let p = part("0-0");
-    let mut m = SourceMirror::new(10, SECOND);
-    assert_eq!(m.poll_commits(10_000_000), None);
+    let mut m = SourceMirror::new(0, 10, SECOND, 10_000_000 - 1_000);
+    assert_eq!(poll(&mut m, 10_000_000), None);
     let seq = forward(&mut m, &p, 1, 10);
     m.on_ack(&p, 1, seq, 10, AckOutcome::Durable);
     // The wall clock is set back an hour: the round is due one interval later, not an hour.
     let back = 10_000_000 - 3_600_000;
-    assert_eq!(m.poll_commits(back), None);
+    assert_eq!(poll(&mut m, back), None);
     assert_eq!(m.poll_timeout(), Some(back + 1_000));
-    let round = m.poll_commits(back + 1_000).unwrap();
-    assert_eq!(round.reason, RoundReason::Interval);
+    let round = poll(&mut m, back + 1_000).expect("due one interval after the clock went back");
+    assert_eq!(round.commits.len(), 1);
 }

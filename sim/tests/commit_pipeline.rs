@@ -12,7 +12,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tributary::client::connect;
 use tributary::consumer::{
-    CommitItem, CommitOutcome, ConsumerConnector, ConsumerError, Subscription,
+    Commit, CommitOutcome, ConsumerConnector, ConsumerError, Subscription,
 };
 use tributary_core::config::{ConsumerConfig, Properties};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
@@ -183,20 +183,23 @@ fn a_partition_asked_twice_in_one_commit_keeps_the_higher_offset() {
         let mut read = Vec::new();
         while read.len() < 2 {
             match streams[0].next().await {
-                Ok(message) => read.push(CommitItem {
+                Ok(message) => read.push(Commit {
                     topic: message.topic.clone(),
                     partition: message.partition,
                     offset: message.offset,
-                    generation: message.generation,
+                    epoch: message.epoch,
                 }),
                 Err(ConsumerError::Timeout(_)) => continue,
                 Err(e) => return Err(e.into()),
             }
         }
         let (first, second) = (read[0].clone(), read[1].clone());
-        let batch = member.commit_each(&[second.clone(), first]).await;
+        let batch = member.commit_each(vec![second.clone(), first]).await;
         assert!(batch.failed.is_none(), "{:?}", batch.failed);
-        *answer.lock().unwrap() = Some((batch.outcomes, second.offset));
+        *answer.lock().unwrap() = Some((
+            batch.answers.iter().map(|a| a.outcome).collect(),
+            second.offset,
+        ));
         member.shutdown().await;
         Ok(())
     });

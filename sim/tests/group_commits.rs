@@ -9,7 +9,7 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tributary::consumer::{
-    CommitItem, CommitOutcome, ConsumerConnector, ConsumerError, Subscription,
+    Commit, CommitOutcome, ConsumerConnector, ConsumerError, Subscription,
 };
 use tributary::producer::{Producer, Record};
 use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
@@ -70,7 +70,7 @@ fn a_commit_asked_for_as_a_rebalance_begins_is_written_before_the_partitions_mov
             ConsumerConnector::start(SimEnv::new(2), consumer_config(), subscription.clone())
                 .await?;
         // Read until a message of each of the four partitions was handed out.
-        let mut read: BTreeMap<BrokerPartition, CommitItem> = BTreeMap::new();
+        let mut read: BTreeMap<BrokerPartition, Commit> = BTreeMap::new();
         while read.len() < 4 {
             let message = match streams[0].next().await {
                 Ok(message) => message,
@@ -79,11 +79,11 @@ fn a_commit_asked_for_as_a_rebalance_begins_is_written_before_the_partitions_mov
             };
             read.insert(
                 message.partition,
-                CommitItem {
+                Commit {
                     topic: message.topic.clone(),
                     partition: message.partition,
                     offset: message.offset,
-                    generation: message.generation,
+                    epoch: message.epoch,
                 },
             );
         }
@@ -110,7 +110,7 @@ fn a_commit_asked_for_as_a_rebalance_begins_is_written_before_the_partitions_mov
             let (first, last) = (first.clone(), last.clone());
             asked.spawn(async move {
                 let sent = turmoil::sim_elapsed().unwrap_or_default();
-                (sent, first.commit_each(std::slice::from_ref(&last)).await)
+                (sent, first.commit_each(vec![last]).await)
             });
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -118,7 +118,7 @@ fn a_commit_asked_for_as_a_rebalance_begins_is_written_before_the_partitions_mov
         while let Some(joined) = asked.join_next().await {
             let (sent, batch) = joined?;
             assert!(batch.failed.is_none(), "{:?}", batch.failed);
-            outcomes.push((sent, batch.outcomes.first().copied()));
+            outcomes.push((sent, batch.answers.first().map(|a| a.outcome)));
         }
         outcomes.sort_by_key(|(sent, _)| *sent);
         *answered.lock().unwrap() = Some((last.partition, outcomes));

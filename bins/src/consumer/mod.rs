@@ -43,6 +43,7 @@ pub use self::error::{
     ViewError,
 };
 pub use self::group::write_offset;
+pub use tributary_core::consumer::{Commit, CommitAnswer, CommitOutcome};
 pub use self::offset_node::read_offset_node;
 pub use self::stream::{ConsumedMessage, Hold, Holder, MessageStream};
 use crate::env::Env;
@@ -72,43 +73,14 @@ pub struct Ownership {
     pub partitions: Vec<(TopicName, BrokerPartition, u64)>,
 }
 
-/// What [`ConsumerConnector::commit_at`] did, or one item of [`ConsumerConnector::commit_each`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CommitOutcome {
-    /// The offset was written.
-    Written,
-    /// Nothing past what was committed already.
-    NothingNew,
-    /// This member does not own the partition in that epoch (any more): nothing was written, and
-    /// what it handed out uncommitted is the next owner's to deliver again.
-    NotOwned,
-    /// The offset is past what was handed out: the partition's offsets went back since (a
-    /// reset after its log shrank). Nothing was written.
-    Stale,
-}
-
-/// One partition's commit for [`ConsumerConnector::commit_each`]: `offset` is committed if this
-/// member still owns the partition in ownership epoch `generation` and has handed it out.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommitItem {
-    /// The topic.
-    pub topic: TopicName,
-    /// The source partition.
-    pub partition: BrokerPartition,
-    /// The resume offset to commit.
-    pub offset: i64,
-    /// The ownership epoch the offset was handed out in.
-    pub generation: u64,
-}
-
-/// What a batch of commits did: one outcome per item, in order, up to the first that could not
-/// be written (`failed` says why). That item was not written; the ones after it are not reported
-/// (the writes are pipelined: some may have been written, and committing them again is
-/// harmless).
+/// What a batch of commits did: an answer per commit, in the order asked. The first write that
+/// failed ends the batch (`failed` says why): it and every commit after it are answered
+/// `NotWritten` (the writes are pipelined: some of those may have landed, and committing them
+/// again is harmless).
 #[derive(Debug, Default)]
 pub struct CommitBatch {
-    /// The outcomes of the items done, in the order asked.
-    pub outcomes: Vec<CommitOutcome>,
+    /// Every commit with its outcome, in the order asked.
+    pub answers: Vec<CommitAnswer>,
     /// Why the batch stopped early, if it did.
     pub failed: Option<CommitError>,
 }
@@ -302,6 +274,12 @@ impl ConsumerConnector {
         self.shared.settled_generation()
     }
 
+    /// Every change of what this member owns, as the group makes it: the receiver holds the
+    /// latest ownership (`None` while a rebalance is under way) and wakes on each change.
+    pub fn ownership_changes(&self) -> tokio::sync::watch::Receiver<Option<Ownership>> {
+        self.shared.ownership_changes()
+    }
+
     /// The partitions this member owns with their ownership epochs, as of a rebalance
     /// generation; `None` while a rebalance is under way.
     pub fn ownership(&self) -> Option<Ownership> {
@@ -394,9 +372,9 @@ impl ConsumerConnector {
         match batch.failed {
             Some(e) => Err(e),
             None => Ok(batch
-                .outcomes
+                .answers
                 .iter()
-                .filter(|o| **o == CommitOutcome::Written)
+                .filter(|a| a.outcome == CommitOutcome::Written)
                 .count()),
         }
     }
@@ -408,77 +386,67 @@ impl ConsumerConnector {
             &message.topic,
             message.partition,
             message.offset,
-            message.generation,
+            message.epoch,
         )
         .await
         .map(|outcome| outcome == CommitOutcome::Written)
     }
 
     /// Commits `offset` for a partition if this member still owns it in ownership epoch
-    /// `generation` (see [`ConsumedMessage::generation`]) and `offset` is not past what was
-    /// handed out; says which of these held.
+    /// `epoch` (see [`ConsumedMessage::epoch`]) and `offset` is not past what was handed out;
+    /// says which of these held.
     pub async fn commit_at(
         &self,
         topic: &TopicName,
         partition: BrokerPartition,
         offset: i64,
-        generation: u64,
+        epoch: u64,
     ) -> Result<CommitOutcome, CommitError> {
-        let item = CommitItem {
+        let commit = Commit {
             topic: topic.clone(),
             partition,
+            epoch,
             offset,
-            generation,
         };
-        let mut batch = self.commit_each(std::slice::from_ref(&item)).await;
+        let mut batch = self.commit_each(vec![commit]).await;
         match batch.failed.take() {
             Some(e) => Err(e),
             None => Ok(batch
-                .outcomes
+                .answers
                 .first()
-                .copied()
-                .unwrap_or(CommitOutcome::NothingNew)),
+                .map_or(CommitOutcome::NothingNew, |a| a.outcome)),
         }
     }
 
-    /// Commits each of `items` as [`commit_at`](Self::commit_at) would, in one request to the
+    /// Commits each of `commits` as [`commit_at`](Self::commit_at) would, in one request to the
     /// group's coordinator (so a rebalance about to start serves them all first, while this
-    /// member still owns their partitions).
-    pub async fn commit_each(&self, items: &[CommitItem]) -> CommitBatch {
-        let items = items
-            .iter()
-            .map(|i| {
-                (
-                    i.topic.clone(),
-                    i.partition,
-                    Some(i.offset),
-                    Some(i.generation),
-                )
-            })
-            .collect();
-        self.request_commit(items, false).await
+    /// member still owns their partitions): an answer per commit, in order.
+    pub async fn commit_each(&self, commits: Vec<Commit>) -> CommitBatch {
+        self.request_commit(commits, false).await
     }
 
-    async fn request_commit(
-        &self,
-        items: Vec<(TopicName, BrokerPartition, Option<i64>, Option<u64>)>,
-        everything: bool,
-    ) -> CommitBatch {
-        let closed = || CommitBatch {
-            outcomes: Vec::new(),
+    async fn request_commit(&self, commits: Vec<Commit>, everything: bool) -> CommitBatch {
+        let not_written = |commits: Vec<Commit>| CommitBatch {
+            answers: commits
+                .into_iter()
+                .map(|commit| CommitAnswer {
+                    commit,
+                    outcome: CommitOutcome::NotWritten,
+                })
+                .collect(),
             failed: Some(CommitError::Closed),
         };
         let (done, answer) = oneshot::channel();
-        let items = if everything { vec![] } else { items };
+        let commits = if everything { vec![] } else { commits };
         let request = group::CommitRequest {
-            items,
+            commits: commits.clone(),
             done,
             everything,
         };
         if self.commits.send(request).await.is_err() {
-            return closed();
+            return not_written(commits);
         }
-        answer.await.unwrap_or_else(|_| closed())
+        answer.await.unwrap_or_else(|_| not_written(commits))
     }
 
     /// Leaves the group: stops fetching, commits (autocommit), releases its partitions, closes

@@ -157,6 +157,9 @@ pub struct Shared {
     /// Partitions given up by [`Shared::stop`]: their owner nodes are released at the next
     /// rebalance.
     stopped: Mutex<Vec<Arc<PartitionState>>>,
+    /// Every change of what is owned, as it happens: the whole ownership once a rebalance
+    /// installs it or a partition is stopped, `None` while a rebalance is under way.
+    ownership: tokio::sync::watch::Sender<Option<super::Ownership>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -182,7 +185,31 @@ impl Shared {
             rejoin: tokio::sync::Notify::new(),
             restart_from_commit: Mutex::new(std::collections::BTreeSet::new()),
             stopped: Mutex::new(Vec::new()),
+            ownership: tokio::sync::watch::Sender::new(None),
         }
+    }
+
+    /// Every change of what this member owns, as it happens (see [`Shared::install`],
+    /// [`Shared::release_all`], [`Shared::stop`]); the receiver sees the latest.
+    pub fn ownership_changes(&self) -> tokio::sync::watch::Receiver<Option<super::Ownership>> {
+        self.ownership.subscribe()
+    }
+
+    /// Tells the watchers what `owned` holds now (called with `owned` locked, so changes are
+    /// told in the order they were made).
+    fn tell_ownership(
+        &self,
+        owned: &BTreeMap<(TopicName, BrokerPartition), Arc<PartitionState>>,
+        settled: bool,
+    ) {
+        let ownership = settled.then(|| super::Ownership {
+            generation: self.generation(),
+            partitions: owned
+                .values()
+                .map(|p| (p.topic.clone(), p.partition, p.epoch))
+                .collect(),
+        });
+        self.ownership.send_replace(ownership);
     }
 
     /// Counts a gap, tells the sink.
@@ -216,7 +243,9 @@ impl Shared {
         let released: Vec<Arc<PartitionState>> = {
             let mut owned = self.owned();
             self.settled.store(false, Ordering::SeqCst);
-            std::mem::take(&mut *owned).into_values().collect()
+            let released = std::mem::take(&mut *owned).into_values().collect();
+            self.tell_ownership(&owned, false);
+            released
         };
         released.iter().for_each(|p| p.release());
         released
@@ -234,7 +263,15 @@ impl Shared {
             "the consumer's partitions to restart from their commit",
         )
         .insert(key.clone());
-        let Some(state) = self.owned().remove(&key) else {
+        let state = {
+            let mut owned = self.owned();
+            let removed = owned.remove(&key);
+            if removed.is_some() {
+                self.tell_ownership(&owned, self.settled.load(Ordering::SeqCst));
+            }
+            removed
+        };
+        let Some(state) = state else {
             self.rejoin.notify_one();
             return false;
         };
@@ -267,6 +304,7 @@ impl Shared {
             owned.insert((p.topic.clone(), p.partition), p);
         }
         self.settled.store(true, Ordering::SeqCst);
+        self.tell_ownership(&owned, true);
     }
 
     /// Who holds `partition` of `topic` now: `None` while a rebalance is under way, else the

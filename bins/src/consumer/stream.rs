@@ -30,7 +30,7 @@ pub struct ConsumedMessage {
     /// The ownership epoch of the partition when it was handed out: the rebalance since which
     /// this member has owned it without interruption. Commits name it; it changes only when the
     /// partition was lost (then its uncommitted messages are the next owner's to deliver).
-    pub generation: u64,
+    pub epoch: u64,
     /// The payload.
     pub payload: Bytes,
     /// The handing stream's hold on the partition (see [`Holder::now`]).
@@ -164,7 +164,7 @@ impl MessageStream {
                             topic: partition.topic.clone(),
                             partition: partition.partition,
                             offset: entry.next_offset,
-                            generation: partition.epoch,
+                            epoch: partition.epoch,
                             payload: entry.message.payload,
                             holder: Holder {
                                 state: partition.clone(),

@@ -1,25 +1,25 @@
 //! One source's commit task: it runs the rounds of commits core's `SourceMirror` decides — every
 //! commit interval, or at once when a stream says a full window of acknowledgements waits, each
-//! round one request to the source group's coordinator — so
-//! that a slow ZooKeeper write holds up no stream (forwarding goes on until the window's
-//! uncommitted bound), and it makes the last round at shutdown, once every stream of the
-//! source has recorded its last acknowledgements.
+//! round one request to the source group's coordinator — so that a slow ZooKeeper write holds up
+//! no stream (forwarding goes on until the window's uncommitted bound), and it makes the last
+//! round at shutdown, once every stream of the source has recorded its last acknowledgements.
 //!
-//! Before each round it tells the state machine what the source group owns now, so the windows
-//! of partitions lost in a rebalance are dropped (and their room freed) without waiting for a
-//! commit to be refused.
+//! It also hands the state machine every change of what the source group owns, as the group
+//! reports it, so the windows of partitions lost in a rebalance are dropped (and their room
+//! freed) without waiting for a commit to be refused.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
-use tributary_core::mirror::source::{CommitEffect, CommitResult, CommitRound};
+use tributary_core::consumer::{Commit, CommitOutcome};
+use tributary_core::mirror::source::{CommitEffect, CommitRound};
 use tributary_core::mirror::SourcePartition;
 
 use super::window::SourceWindow;
 use super::{MirrorError, MirrorEvent, MirrorObserver, MirrorStats, COMMIT_TIMEOUT};
-use crate::consumer::{CommitItem, CommitOutcome, ConsumerConnector};
+use crate::consumer::{CommitAnswer, ConsumerConnector, Ownership};
 
 /// What a commit task works with.
 pub(super) struct CommitContext {
@@ -39,11 +39,15 @@ pub(super) async fn run_commits(
     mut stop: watch::Receiver<bool>,
     mut running: mpsc::Receiver<std::convert::Infallible>,
 ) -> Result<(), MirrorError> {
+    let mut ownership = context.connector.ownership_changes();
+    apply_ownership(&context, ownership.borrow_and_update().as_ref());
+    // The group is gone (the connector stopped): no more changes to wait for.
+    let mut group_gone = false;
     loop {
-        update_ownership(&context);
         let (round, deadline) = {
             let mut state = context.window.lock();
-            (state.poll_commits((context.now_ms)()), state.poll_timeout())
+            state.handle_timeout((context.now_ms)());
+            (state.poll_commits(), state.poll_timeout())
         };
         if let Some(round) = round {
             run_round(&context, round).await;
@@ -63,6 +67,10 @@ pub(super) async fn run_commits(
         tokio::select! {
             biased;
             _ = stop.wait_for(|stopped| *stopped) => break,
+            changed = ownership.changed(), if !group_gone => match changed {
+                Ok(()) => apply_ownership(&context, ownership.borrow_and_update().as_ref()),
+                Err(_) => group_gone = true,
+            },
             () = context.window.commit_wanted.notified() => {}
             () = sleep => {}
         }
@@ -75,18 +83,18 @@ pub(super) async fn run_commits(
     Ok(())
 }
 
-/// Tells the state machine what the source group owns now (nothing while it rebalances).
-fn update_ownership(context: &CommitContext) {
-    let Some(ownership) = context.connector.ownership() else {
+/// Tells the state machine what the source group owns now (nothing to do while it rebalances).
+fn apply_ownership(context: &CommitContext, ownership: Option<&Ownership>) {
+    let Some(ownership) = ownership else {
         return;
     };
     let owned: Vec<(SourcePartition, u64)> = ownership
         .partitions
-        .into_iter()
+        .iter()
         .map(|(topic, partition, epoch)| {
             (
-                SourcePartition::new(context.source, topic, partition),
-                epoch,
+                SourcePartition::new(context.source, topic.clone(), *partition),
+                *epoch,
             )
         })
         .collect();
@@ -97,7 +105,7 @@ fn update_ownership(context: &CommitContext) {
     if dropped.windows > 0 {
         tracing::info!("mirror: dropped the windows of {} partitions this member no longer owns; their {} unacknowledged messages are sent again by their new owners", dropped.windows, dropped.in_flight);
         // Their room is free, acknowledged messages included: a stream waiting for room must
-        // look again (seed 7 of the mirror suite stalled for good without this wake).
+        // look again, or it could wait for good.
         context.window.changed();
     }
 }
@@ -107,66 +115,67 @@ fn update_ownership(context: &CommitContext) {
 /// [`COMMIT_TIMEOUT`]; a partition whose commit failed, or was not reached in time, is retried at
 /// the next round.
 async fn run_round(context: &CommitContext, round: CommitRound) {
-    let items: Vec<CommitItem> = round
-        .commits
-        .iter()
-        .map(|c| CommitItem {
-            topic: c.partition.topic.clone(),
-            partition: c.partition.partition,
-            offset: c.offset,
-            generation: c.epoch,
-        })
-        .collect();
-    let batch = tokio::time::timeout(COMMIT_TIMEOUT, context.connector.commit_each(&items)).await;
-    let (outcomes, failed) = match batch {
-        Ok(batch) => (batch.outcomes, batch.failed.map(|e| e.to_string())),
+    let asked = round.commits.len();
+    let batch = tokio::time::timeout(
+        COMMIT_TIMEOUT,
+        context.connector.commit_each(round.commits.clone()),
+    )
+    .await;
+    let (answers, failed) = match batch {
+        Ok(batch) => (batch.answers, batch.failed.map(|e| e.to_string())),
         Err(_) => (
-            Vec::new(),
+            round
+                .commits
+                .into_iter()
+                .map(|commit| CommitAnswer {
+                    commit,
+                    outcome: CommitOutcome::NotWritten,
+                })
+                .collect(),
             Some(format!("no answer within {COMMIT_TIMEOUT:?}")),
         ),
     };
-    for (at, commit) in round.commits.iter().enumerate() {
-        let key = &commit.partition;
-        let outcome = outcomes.get(at).copied();
-        let result = match outcome {
-            Some(CommitOutcome::Written | CommitOutcome::NothingNew) => CommitResult::Done,
-            Some(CommitOutcome::NotOwned | CommitOutcome::Stale) => CommitResult::NotOurs,
-            None => CommitResult::Failed,
-        };
-        let effect = context.window.lock().on_commit_outcome(commit, result);
-        match outcome {
-            Some(CommitOutcome::Written | CommitOutcome::NothingNew) => {
-                context.stats.commits.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!("mirror: committed {key} at {}", commit.offset);
-                if let Some(observer) = &context.observer {
-                    observer.committed(&MirrorEvent {
-                        source: context.source,
-                        topic: &key.topic,
-                        partition: key.partition,
-                        offset: commit.offset,
-                        generation: commit.epoch,
-                        stream: None,
-                    });
-                }
-            }
-            Some(outcome) => {
-                let resent = match effect {
-                    CommitEffect::Dropped { resent } => resent,
-                    _ => 0,
-                };
-                tracing::info!("mirror: {key} is no longer this member's in epoch {} ({outcome:?}); its {resent} unacknowledged messages are sent again by whoever reads it next", commit.epoch);
-            }
-            None => {}
-        }
+    let mut left = 0;
+    for answer in &answers {
+        let effect = context.window.lock().on_commit_outcome(answer);
+        report(context, &answer.commit, answer.outcome, effect);
+        left += usize::from(answer.outcome == CommitOutcome::NotWritten);
     }
     if let Some(why) = failed {
-        let left = round.commits.len() - outcomes.len().min(round.commits.len());
         tracing::warn!(
-            "mirror: committing source {}: {why}; {left} of {} partitions retried at the next commit",
+            "mirror: committing source {}: {why}; {left} of {asked} partitions retried at the next commit",
             context.source,
-            round.commits.len()
         );
     }
-    context.window.lock().on_round_done(true);
+    context.window.lock().on_round_done();
     context.window.changed();
+}
+
+/// Counts and reports one commit's outcome.
+fn report(context: &CommitContext, commit: &Commit, outcome: CommitOutcome, effect: CommitEffect) {
+    if outcome.is_done() {
+        context.stats.commits.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            "mirror: committed {}/{} at {}",
+            commit.topic,
+            commit.partition,
+            commit.offset
+        );
+        if let Some(observer) = &context.observer {
+            observer.committed(&MirrorEvent {
+                source: context.source,
+                topic: &commit.topic,
+                partition: commit.partition,
+                offset: commit.offset,
+                epoch: commit.epoch,
+                stream: None,
+            });
+        }
+    } else if outcome.is_not_ours() {
+        let resent = match effect {
+            CommitEffect::Dropped { resent } => resent,
+            _ => 0,
+        };
+        tracing::info!("mirror: {}/{} is no longer this member's in epoch {} ({outcome:?}); its {resent} unacknowledged messages are sent again by whoever reads it next", commit.topic, commit.partition, commit.epoch);
+    }
 }

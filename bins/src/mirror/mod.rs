@@ -119,7 +119,7 @@ pub struct MirrorEvent<'a> {
     /// The message's resume offset in the source partition.
     pub offset: i64,
     /// The ownership epoch it was read in.
-    pub generation: u64,
+    pub epoch: u64,
     /// The stream (across sources) that handled it; `None` for a commit (the source's commit
     /// task makes those).
     pub stream: Option<usize>,
@@ -136,7 +136,7 @@ pub trait MirrorObserver: Send + Sync + std::fmt::Debug {
     fn acknowledged(&self, event: &MirrorEvent<'_>) {
         let _ = event;
     }
-    /// A source offset was committed (`event.offset`), for the generation named.
+    /// A source offset was committed (`event.offset`), for the epoch named.
     fn committed(&self, event: &MirrorEvent<'_>) {
         let _ = event;
     }
@@ -383,7 +383,12 @@ impl Mirror {
             let connector = Arc::new(connector);
             // One window for all streams of a source: a partition may move between them.
             let limit = queue_size.saturating_mul(source_streams.len().max(1));
-            let window = Arc::new(SourceWindow::new(limit, settings.commit_interval));
+            let window = Arc::new(SourceWindow::new(
+                index,
+                limit,
+                settings.commit_interval,
+                env.now_ms(),
+            ));
             let (running, streams_done) = tokio::sync::mpsc::channel(1);
             streams.spawn(run_commits(
                 CommitContext {

@@ -555,7 +555,7 @@ impl StreamVerdicts {
 
 /// Decisions made before a stream needs them. Without it a stream waits for each topic's
 /// decision (three ZooKeeper round trips, one a write) at that topic's first message, one topic
-/// after another: a mirror of 100 new topics spent half a second on it (scale bench, issue 26).
+/// after another: a mirror of 100 new topics spends about half a second on it.
 /// A stream follows its member's ownership: at each settled generation it decides every owned
 /// topic without a decision, [`AHEAD_IN_FLIGHT`] at a time, in a task of its own that ends
 /// with the generation or the stream (decisions are cancel-safe). The streams of a source share
@@ -591,7 +591,7 @@ impl DecideAhead {
                     let gate = gate.clone();
                     async move {
                         if !gate.decided_or_deciding(&topic) {
-                            // Not decided in time: the stream that needs it waits, as before.
+                            // Not decided in time: the stream that needs it waits for the decision.
                             let _ = tokio::time::timeout(AHEAD_WAIT, gate.verdict(&topic)).await;
                         }
                     }

@@ -51,7 +51,7 @@ impl StreamContext {
         &self,
         topic: &'a TopicName,
         partition: BrokerPartition,
-        generation: u64,
+        epoch: u64,
         offset: i64,
     ) -> MirrorEvent<'a> {
         MirrorEvent {
@@ -59,7 +59,7 @@ impl StreamContext {
             topic,
             partition,
             offset,
-            generation,
+            epoch,
             stream: Some(self.stream),
         }
     }
@@ -78,7 +78,7 @@ const ACK_BATCH_MAX: usize = 4096;
 struct AckMeta {
     key: Arc<SourcePartition>,
     seq: u64,
-    generation: u64,
+    epoch: u64,
     offset: i64,
     bytes: u64,
 }
@@ -284,7 +284,7 @@ async fn forward(
             context.stats.refused.fetch_add(1, Ordering::Relaxed);
             let room = {
                 let mut state = context.window.lock();
-                state.on_withdrawn(&key, message.generation);
+                state.on_withdrawn(&key, message.epoch);
                 state.has_room()
             };
             context
@@ -324,7 +324,7 @@ async fn forward(
             // in a new epoch, at a rebalance asked for now.
             let room = {
                 let mut state = context.window.lock();
-                state.on_withdrawn(&key, message.generation);
+                state.on_withdrawn(&key, message.epoch);
                 state.has_room()
             };
             if context
@@ -344,7 +344,7 @@ async fn forward(
     }
     let (seq, room) = {
         let mut state = context.window.lock();
-        match state.on_message(&key, message.generation, message.offset) {
+        match state.on_message(&key, message.epoch, message.offset) {
             // Stopped in this epoch: what the stream still holds of it is not forwarded.
             Admission::Skip => return Ok(state.has_room()),
             Admission::Forward { seq, reset } => {
@@ -359,7 +359,7 @@ async fn forward(
         let event = context.event(
             &message.topic,
             message.partition,
-            message.generation,
+            message.epoch,
             message.offset,
         );
         observer.forwarded(&event, &message.payload);
@@ -367,7 +367,7 @@ async fn forward(
     let meta = AckMeta {
         key,
         seq,
-        generation: message.generation,
+        epoch: message.epoch,
         offset: message.offset,
         bytes: message.payload.len() as u64,
     };
@@ -382,7 +382,7 @@ async fn forward(
             let mut state = context.window.lock();
             state.on_ack(
                 &meta.key,
-                meta.generation,
+                meta.epoch,
                 seq,
                 meta.offset,
                 AckOutcome::Durable,
@@ -395,7 +395,7 @@ async fn forward(
         Err(e @ SendError::TooLarge { .. }) => {
             let room = {
                 let mut state = context.window.lock();
-                state.on_withdrawn(&meta.key, meta.generation);
+                state.on_withdrawn(&meta.key, meta.epoch);
                 state.has_room()
             };
             stop_partition(context, &meta, &e);
@@ -450,7 +450,7 @@ fn on_acks(
                     acked_bytes += meta.bytes;
                     let effect = state.on_ack(
                         &meta.key,
-                        meta.generation,
+                        meta.epoch,
                         meta.seq,
                         meta.offset,
                         AckOutcome::Durable,
@@ -472,7 +472,7 @@ fn on_acks(
                 Err(e @ SendError::TooLarge { .. }) => {
                     let effect = state.on_ack(
                         &meta.key,
-                        meta.generation,
+                        meta.epoch,
                         meta.seq,
                         meta.offset,
                         AckOutcome::TooLarge,
@@ -506,7 +506,7 @@ fn on_acks(
             let event = context.event(
                 &meta.key.topic,
                 meta.key.partition,
-                meta.generation,
+                meta.epoch,
                 meta.offset,
             );
             observer.acknowledged(&event);
@@ -540,7 +540,7 @@ mod tests {
                     },
                 )),
                 seq,
-                generation: 1,
+                epoch: 1,
                 offset: seq as i64 * 10,
                 bytes: 1,
             },

@@ -21,11 +21,12 @@ pub(super) struct SourceWindow {
 }
 
 impl SourceWindow {
-    /// At most `limit` messages unacknowledged (`queue.size` × streams); a commit round every
-    /// `commit_interval`, or as soon as `limit` acknowledged messages wait.
-    pub(super) fn new(limit: usize, commit_interval: Duration) -> Self {
+    /// Source `source` at `now_ms`: at most `limit` messages unacknowledged (`queue.size` ×
+    /// streams); a commit round every `commit_interval`, or as soon as `limit` acknowledged
+    /// messages wait.
+    pub(super) fn new(source: usize, limit: usize, commit_interval: Duration, now_ms: i64) -> Self {
         SourceWindow {
-            state: Mutex::new(SourceMirror::new(limit, commit_interval)),
+            state: Mutex::new(SourceMirror::new(source, limit, commit_interval, now_ms)),
             changed: watch::Sender::new(0),
             commit_wanted: Notify::new(),
         }

@@ -5,6 +5,7 @@
 //! `bins::consumer` drives them against ZooKeeper and the brokers.
 
 mod assignment;
+mod commit;
 mod filter;
 pub mod group;
 mod offsets;
@@ -12,6 +13,7 @@ pub mod offsets_file;
 mod registration;
 
 pub use assignment::{assign, BrokerPartition};
+pub use commit::{Commit, CommitAnswer, CommitOutcome};
 pub use filter::{FilterKind, TopicPattern, TopicPatternError};
 pub use offsets::PartitionOffsets;
 pub use registration::{consumer_id, thread_id, Registration, RegistrationError};

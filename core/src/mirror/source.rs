@@ -6,10 +6,17 @@
 //! Events in: [`SourceMirror::on_message`] (a message from the source, before it is handed to
 //! the producer), [`SourceMirror::on_withdrawn`] (the producer refused it before sending),
 //! [`SourceMirror::on_ack`] (its delivery resolved), [`SourceMirror::on_ownership`] (what the
-//! source's consumer group owns now), [`SourceMirror::on_commit_outcome`] and
-//! [`SourceMirror::on_round_done`]. Decisions out: [`SourceMirror::has_room`] (whether a stream
-//! may take another message), [`SourceMirror::poll_commits`] (a round of commits to run now, if
-//! one is due), [`SourceMirror::poll_timeout`] (when the next one falls due).
+//! source's consumer group owns now, as the group reports each change),
+//! [`SourceMirror::handle_timeout`] (the clock reached [`SourceMirror::poll_timeout`]),
+//! [`SourceMirror::on_commit_outcome`] and [`SourceMirror::on_round_done`]. Decisions out:
+//! [`SourceMirror::has_room`] (whether a stream may take another message),
+//! [`SourceMirror::poll_commits`] (a round of commits to run now, if one is due),
+//! [`SourceMirror::poll_timeout`] (when the next timed round falls due; pure).
+//!
+//! Call order: [`SourceMirror::new`] with the time; then, whenever the driver wakes,
+//! [`SourceMirror::handle_timeout`] with the time and [`SourceMirror::poll_commits`]; a round
+//! it gets back ends with one [`SourceMirror::on_commit_outcome`] per commit and then
+//! [`SourceMirror::on_round_done`].
 //!
 //! The epoch rules, in one place: a partition's window belongs to one ownership epoch of the
 //! source group (see the consumer's `ConsumedMessage::generation`). A message of another epoch
@@ -27,12 +34,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::consumer::{Commit, CommitAnswer};
+
 use super::{MirrorWindow, SourcePartition};
 
 /// One source's mirror state: the windows of its partitions and their epochs, the partitions
 /// stopped, and the commit schedule.
 #[derive(Debug)]
 pub struct SourceMirror {
+    /// Which source this is (the first field of every partition's key).
+    source: usize,
     window: MirrorWindow,
     /// The epoch each partition's window belongs to.
     epochs: BTreeMap<SourcePartition, u64>,
@@ -46,9 +57,10 @@ pub struct SourceMirror {
     limit: usize,
     /// The commit interval, in milliseconds.
     commit_interval_ms: i64,
-    /// When the next timed round falls due, in the caller's milliseconds (`None` until the
-    /// first poll, which sets it one interval ahead).
-    next_round: Option<i64>,
+    /// When the next timed round falls due, in the caller's milliseconds.
+    next_round: i64,
+    /// The interval passed: the next [`SourceMirror::poll_commits`] starts a round.
+    interval_due: bool,
     /// Whether a round is running (its outcomes not all in).
     round_running: bool,
     /// Whether every commit of the current round succeeded so far.
@@ -122,29 +134,6 @@ pub struct OwnershipEffect {
     pub in_flight: usize,
 }
 
-/// One commit of a round: `offset` for `partition`, in ownership epoch `epoch`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Commit {
-    /// The source partition.
-    pub partition: SourcePartition,
-    /// The ownership epoch the offset was read in.
-    pub epoch: u64,
-    /// The resume offset to commit: every message before it is durably in the mirror cluster.
-    pub offset: i64,
-}
-
-/// How one commit went, as [`SourceMirror::on_commit_outcome`] needs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CommitResult {
-    /// Written, or nothing past what was committed already.
-    Done,
-    /// The source group says the partition is not this member's in that epoch any more, or the
-    /// offset is past what it handed out (its offsets went back).
-    NotOurs,
-    /// It failed or timed out: retried at the next round.
-    Failed,
-}
-
 /// What [`SourceMirror::on_commit_outcome`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommitEffect {
@@ -161,39 +150,30 @@ pub enum CommitEffect {
     Failed,
 }
 
-/// Why a round of commits runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RoundReason {
-    /// The commit interval passed.
-    Interval,
-    /// A full window of acknowledged messages waits.
-    Early,
-    /// The driver asked for one (at shutdown).
-    Forced,
-}
-
-/// A round of commits to run: each commit's outcome goes to
+/// A round of commits to run: each commit's answer goes to
 /// [`SourceMirror::on_commit_outcome`], then [`SourceMirror::on_round_done`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitRound {
-    /// Why it runs.
-    pub reason: RoundReason,
     /// What to commit, in partition order (at most one per partition).
     pub commits: Vec<Commit>,
 }
 
 impl SourceMirror {
-    /// A source with nothing in flight: at most `limit` messages in flight (at least 1), a
-    /// commit round every `commit_interval`.
-    pub fn new(limit: usize, commit_interval: Duration) -> Self {
+    /// Source `source` with nothing in flight at `now_ms` (the caller's clock, e.g.
+    /// `Env::now_ms`): at most `limit` messages in flight (at least 1), a commit round every
+    /// `commit_interval`, the first one interval from now.
+    pub fn new(source: usize, limit: usize, commit_interval: Duration, now_ms: i64) -> Self {
+        let commit_interval_ms = i64::try_from(commit_interval.as_millis()).unwrap_or(i64::MAX);
         SourceMirror {
+            source,
             window: MirrorWindow::new(),
             epochs: BTreeMap::new(),
             stopped: BTreeMap::new(),
             seq: 0,
             limit: limit.max(1),
-            commit_interval_ms: i64::try_from(commit_interval.as_millis()).unwrap_or(i64::MAX),
-            next_round: None,
+            commit_interval_ms,
+            next_round: now_ms.saturating_add(commit_interval_ms),
+            interval_due: false,
             round_running: false,
             round_ok: true,
             commits_ok: true,
@@ -332,30 +312,34 @@ impl SourceMirror {
         self.commits_ok && self.window.acked_uncommitted() >= self.limit
     }
 
-    /// A round of commits to run now, if one is due at `now_ms` (the caller's clock, e.g.
-    /// `Env::now_ms`) and none is running: every partition whose acknowledged prefix passed its
-    /// last commit. A timed round moves the next deadline one interval on from `now_ms`. A
-    /// clock that went back never postpones the next round by more than one interval.
-    pub fn poll_commits(&mut self, now_ms: i64) -> Option<CommitRound> {
+    /// The clock reads `now_ms`: when it has reached the next timed round (and no round runs),
+    /// that round is due at the next [`SourceMirror::poll_commits`], and the one after falls due
+    /// one interval on from `now_ms`. A clock that went back never postpones the next round by
+    /// more than one interval. While a round runs nothing changes: its end decides.
+    pub fn handle_timeout(&mut self, now_ms: i64) {
+        if self.round_running {
+            return;
+        }
+        let later = now_ms.saturating_add(self.commit_interval_ms);
+        self.next_round = self.next_round.min(later);
+        if now_ms >= self.next_round {
+            self.next_round = later;
+            self.interval_due = true;
+        }
+    }
+
+    /// A round of commits to run now, if one is due (the interval passed, as
+    /// [`SourceMirror::handle_timeout`] found, or a full window of acknowledgements waits) and
+    /// none is running: every partition whose acknowledged prefix passed its last commit. A due
+    /// interval is used up even when nothing is to commit.
+    pub fn poll_commits(&mut self) -> Option<CommitRound> {
         if self.round_running {
             return None;
         }
-        let interval = self.commit_interval_ms;
-        let later = now_ms.saturating_add(interval);
-        let deadline = match self.next_round {
-            Some(at) if at <= later => at,
-            _ => later,
-        };
-        self.next_round = Some(deadline);
-        let reason = if now_ms >= deadline {
-            self.next_round = Some(later);
-            RoundReason::Interval
-        } else if self.early_commit_due() {
-            RoundReason::Early
-        } else {
+        if !std::mem::take(&mut self.interval_due) && !self.early_commit_due() {
             return None;
-        };
-        self.start_round(reason)
+        }
+        self.start_round()
     }
 
     /// A round of everything committable now, whatever the schedule (at shutdown); `None` when
@@ -364,10 +348,10 @@ impl SourceMirror {
         if self.round_running {
             return None;
         }
-        self.start_round(RoundReason::Forced)
+        self.start_round()
     }
 
-    fn start_round(&mut self, reason: RoundReason) -> Option<CommitRound> {
+    fn start_round(&mut self) -> Option<CommitRound> {
         let commits: Vec<Commit> = self
             .window
             .commits_due()
@@ -375,7 +359,8 @@ impl SourceMirror {
             .filter_map(|(partition, offset)| {
                 let epoch = *self.epochs.get(&partition)?;
                 Some(Commit {
-                    partition,
+                    topic: partition.topic,
+                    partition: partition.partition,
                     epoch,
                     offset,
                 })
@@ -386,48 +371,48 @@ impl SourceMirror {
         }
         self.round_running = true;
         self.round_ok = true;
-        Some(CommitRound { reason, commits })
+        Some(CommitRound { commits })
     }
 
     /// When the next timed round falls due, in the caller's milliseconds; `None` while a round
-    /// runs (its end decides) or before the first poll.
+    /// runs (its end decides). Changes nothing.
     pub fn poll_timeout(&self) -> Option<i64> {
-        if self.round_running {
-            return None;
-        }
-        self.next_round
+        (!self.round_running).then_some(self.next_round)
     }
 
-    /// How one commit of the running round went.
-    pub fn on_commit_outcome(&mut self, commit: &Commit, result: CommitResult) -> CommitEffect {
+    /// How one commit of the running round went (a commit the driver gave up waiting for is
+    /// [`CommitOutcome::NotWritten`](crate::consumer::CommitOutcome::NotWritten)).
+    pub fn on_commit_outcome(&mut self, answer: &CommitAnswer) -> CommitEffect {
         // On in release: an outcome outside a round means the driver lost track of its rounds.
         assert!(self.round_running, "a commit outcome outside a round");
-        let current = self.epochs.get(&commit.partition) == Some(&commit.epoch);
-        match result {
-            CommitResult::Failed => {
-                self.round_ok = false;
-                CommitEffect::Failed
+        let commit = &answer.commit;
+        let partition = SourcePartition::new(self.source, commit.topic.clone(), commit.partition);
+        let current = self.epochs.get(&partition) == Some(&commit.epoch);
+        if answer.outcome.is_done() {
+            if !current {
+                return CommitEffect::Ignored;
             }
-            CommitResult::Done if current => {
-                self.window.committed(&commit.partition, commit.offset);
-                CommitEffect::Committed
+            self.window.committed(&partition, commit.offset);
+            CommitEffect::Committed
+        } else if answer.outcome.is_not_ours() {
+            if !current {
+                return CommitEffect::Ignored;
             }
-            CommitResult::NotOurs if current => {
-                self.epochs.remove(&commit.partition);
-                CommitEffect::Dropped {
-                    resent: self.window.lost(&commit.partition),
-                }
+            self.epochs.remove(&partition);
+            CommitEffect::Dropped {
+                resent: self.window.lost(&partition),
             }
-            CommitResult::Done | CommitResult::NotOurs => CommitEffect::Ignored,
+        } else {
+            self.round_ok = false;
+            CommitEffect::Failed
         }
     }
 
-    /// The running round is over (every outcome given, or the driver gave up on the rest:
-    /// those count as failed when `complete` is false).
-    pub fn on_round_done(&mut self, complete: bool) {
+    /// The running round is over: every commit's outcome was given.
+    pub fn on_round_done(&mut self) {
         assert!(self.round_running, "a round ended that was not running");
         self.round_running = false;
-        self.commits_ok = self.round_ok && complete;
+        self.commits_ok = self.round_ok;
     }
 
     /// Messages forwarded and not yet acknowledged.
@@ -440,17 +425,20 @@ impl SourceMirror {
         self.window.uncommitted()
     }
 
-    /// Whether the last round succeeded.
+    /// Whether the last round succeeded (for tests).
+    #[cfg(feature = "test-support")]
     pub fn commits_ok(&self) -> bool {
         self.commits_ok
     }
 
-    /// The epoch `partition`'s window belongs to.
+    /// The epoch `partition`'s window belongs to (for tests).
+    #[cfg(feature = "test-support")]
     pub fn epoch_of(&self, partition: &SourcePartition) -> Option<u64> {
         self.epochs.get(partition).copied()
     }
 
-    /// Whether `partition` is stopped in `epoch`.
+    /// Whether `partition` is stopped in `epoch` (for tests).
+    #[cfg(feature = "test-support")]
     pub fn is_stopped(&self, partition: &SourcePartition, epoch: u64) -> bool {
         self.stopped.get(partition) == Some(&epoch)
     }

@@ -82,7 +82,7 @@ impl Recorder {
 impl MirrorObserver for Recorder {
     fn forwarded(&self, event: &MirrorEvent<'_>, _payload: &[u8]) {
         let seen = Seen::Forwarded {
-            generation: event.generation,
+            generation: event.epoch,
             end: event.offset,
         };
         self.push(event, seen);

@@ -3,156 +3,161 @@
 
 use std::sync::Arc;
 
-use tributary_core::consumer::BrokerPartition;
-use tributary_core::wire::TopicName;
-use tributary_core::zk_layout::consumer_offsets_path;
+use tributary_core::consumer::{Commit, CommitAnswer, CommitOutcome};
 
 use super::super::state::PartitionState;
-use super::super::{CommitBatch, CommitError, CommitOutcome};
+use super::super::{CommitBatch, CommitError};
 use super::Member;
 use crate::coordination::pipeline::pipelined;
 use crate::coordination::{CoordError, Coordination, NodeKind};
 use crate::env::Env;
 
 impl<E: Env> Member<E> {
-    /// Commits the asked partitions this member still owns (in the generation the offsets were
-    /// handed out in), never past what was handed out: an outcome per item, in order, up to the
-    /// first write that failed. The writes are pipelined on the session (see
-    /// [`REQUESTS_IN_FLIGHT`](crate::coordination::pipeline::REQUESTS_IN_FLIGHT)); those after
-    /// a failed one are abandoned, not reported.
-    pub(super) async fn commit(
-        &self,
-        coord: &E::Coord,
-        items: &[(TopicName, BrokerPartition, Option<i64>, Option<u64>)],
-    ) -> CommitBatch {
-        // Items are pipelined in runs without a repeated partition: two writes of one
+    /// Commits the asked partitions this member still owns (in the epoch the offsets were
+    /// handed out in), never past what was handed out: an answer per commit, in order. The
+    /// writes are pipelined on the session (see
+    /// [`REQUESTS_IN_FLIGHT`](crate::coordination::pipeline::REQUESTS_IN_FLIGHT)); the first
+    /// that fails ends the batch, and it and every commit after it are answered `NotWritten`.
+    pub(super) async fn commit(&self, coord: &E::Coord, commits: &[Commit]) -> CommitBatch {
+        // Commits are pipelined in runs without a repeated partition: two writes of one
         // partition in flight together could land in either order (a lower offset last), where
         // one after the other the second is decided knowing what the first committed.
         let mut batch = CommitBatch::default();
         let mut start = 0;
-        while start < items.len() {
+        while start < commits.len() {
             let mut seen = std::collections::BTreeSet::new();
-            let end = items[start..]
+            let end = commits[start..]
                 .iter()
-                .position(|(topic, partition, _, _)| !seen.insert((topic, *partition)))
-                .map_or(items.len(), |repeated| start + repeated);
-            let run = self.commit_run(coord, &items[start..end], start).await;
-            batch.outcomes.extend(run.outcomes);
+                .position(|c| !seen.insert((&c.topic, c.partition)))
+                .map_or(commits.len(), |repeated| start + repeated);
+            let run = self.commit_run(coord, &commits[start..end], start).await;
+            batch.answers.extend(run.answers);
             if run.failed.is_some() {
                 batch.failed = run.failed;
-                return batch;
+                break;
             }
             start = end;
         }
+        let answered = batch.answers.len();
+        batch
+            .answers
+            .extend(commits[answered..].iter().map(|commit| CommitAnswer {
+                commit: commit.clone(),
+                outcome: CommitOutcome::NotWritten,
+            }));
+        debug_assert_eq!(batch.answers.len(), commits.len());
         batch
     }
 
-    /// [`commit`](Self::commit) of `items`, no partition twice, pipelined; `first` is the
-    /// index of the first in the whole request.
-    async fn commit_run(
-        &self,
-        coord: &E::Coord,
-        items: &[(TopicName, BrokerPartition, Option<i64>, Option<u64>)],
-        first: usize,
-    ) -> CommitBatch {
+    /// [`commit`](Self::commit) of `commits`, no partition twice, pipelined; `first` is the
+    /// index of the first in the whole request. Answers up to the first failure (itself
+    /// answered `NotWritten`).
+    async fn commit_run(&self, coord: &E::Coord, commits: &[Commit], first: usize) -> CommitBatch {
         let keep_lost =
             tributary_core::planted::active(tributary_core::planted::Bug::KeepLostPartitions);
         let capped = tributary_core::planted::active(tributary_core::planted::Bug::CommitCapped);
-        let decided = items
-            .iter()
-            .enumerate()
-            .map(|(index, (topic, partition, offset, epoch))| {
-                if capped && first + index >= tributary_core::planted::COMMIT_CAP {
-                    return Err(CommitOutcome::Written);
-                }
-                let owned = self
-                    .shared
-                    .get(topic, *partition)
-                    .filter(|state| !epoch.is_some_and(|e| e != state.epoch) && state.is_owned());
-                let owned = owned.or_else(|| {
-                    keep_lost
-                        .then(|| self.zombies.get(topic, *partition))
-                        .flatten()
-                });
-                match owned {
-                    None => Err(CommitOutcome::NotOwned),
-                    Some(state) if offset.is_some_and(|o| o > state.offsets().consumed()) => {
-                        Err(CommitOutcome::Stale)
-                    }
-                    Some(state) => Ok((state, *offset)),
-                }
+        let decided = commits.iter().enumerate().map(|(index, commit)| {
+            if capped && first + index >= tributary_core::planted::COMMIT_CAP {
+                return (commit, Err(CommitOutcome::Written));
+            }
+            let owned = self
+                .shared
+                .get(&commit.topic, commit.partition)
+                .filter(|state| commit.epoch == state.epoch && state.is_owned());
+            let owned = owned.or_else(|| {
+                keep_lost
+                    .then(|| self.zombies.get(&commit.topic, commit.partition))
+                    .flatten()
             });
-        commit_pipelined(decided.map(|decided| self.write_decided(coord, decided))).await
-    }
-
-    /// Writes a commit `commit` decided to write; passes on an outcome it decided without one.
-    async fn write_decided(
-        &self,
-        coord: &E::Coord,
-        decided: Result<(Arc<PartitionState>, Option<i64>), CommitOutcome>,
-    ) -> Result<CommitOutcome, CommitError> {
-        match decided {
-            Err(outcome) => Ok(outcome),
-            Ok((state, offset)) => self.write_commit(coord, &state, offset).await,
-        }
+            let decision = match owned {
+                None => Err(CommitOutcome::NotOwned),
+                Some(state) if commit.offset > state.offsets().consumed() => {
+                    Err(CommitOutcome::Stale)
+                }
+                Some(state) => Ok(state),
+            };
+            (commit, decision)
+        });
+        commit_pipelined(decided.map(|(commit, decision)| async move {
+            let outcome = match decision {
+                Err(outcome) => Ok(outcome),
+                Ok(state) => self
+                    .write_commit(coord, &state, Some(commit.offset))
+                    .await
+                    .map(|(_, outcome)| outcome),
+            };
+            (commit.clone(), outcome)
+        }))
+        .await
     }
 
     /// Commits everything handed out for each of `states`, pipelined as [`commit`](Self::commit)
-    /// is: an outcome per partition, in order, up to the first write that failed.
+    /// is: an answer per partition (the offset it commits, in the partition's epoch), in order,
+    /// up to the first write that failed.
     pub(super) async fn commit_partitions(
         &self,
         coord: &E::Coord,
         states: &[Arc<PartitionState>],
     ) -> CommitBatch {
-        commit_pipelined(
-            states
-                .iter()
-                .map(|state| self.write_commit(coord, state, None)),
-        )
+        commit_pipelined(states.iter().map(|state| async move {
+            let written = self.write_commit(coord, state, None).await;
+            let offset = match &written {
+                Ok((offset, _)) => *offset,
+                Err(_) => state.offsets().consumed(),
+            };
+            let commit = Commit {
+                topic: state.topic.clone(),
+                partition: state.partition,
+                epoch: state.epoch,
+                offset,
+            };
+            (commit, written.map(|(_, outcome)| outcome))
+        }))
         .await
     }
 
     /// Writes a partition's offset: `wanted`, or everything handed out; `NothingNew` when that
-    /// is not past what is committed.
+    /// is not past what is committed. The offset it committed (or found committed), with the
+    /// outcome.
     async fn write_commit(
         &self,
         coord: &E::Coord,
         state: &PartitionState,
         wanted: Option<i64>,
-    ) -> Result<CommitOutcome, CommitError> {
+    ) -> Result<(i64, CommitOutcome), CommitError> {
         let Some(offset) = state.offsets().to_commit(wanted) else {
-            return Ok(CommitOutcome::NothingNew);
+            return Ok((state.offsets().committed(), CommitOutcome::NothingNew));
         };
-        let path = format!(
-            "{}/{}",
-            consumer_offsets_path(self.group(), &state.topic),
-            state.partition
-        );
+        let path = super::offset_path(self.group(), &state.topic, state.partition);
         if let Err(source) = write_offset(coord, &path, offset).await {
             return Err(CommitError::ZooKeeper { path, source });
         }
         state.offsets().committed_at(offset);
-        Ok(CommitOutcome::Written)
+        Ok((offset, CommitOutcome::Written))
     }
-
 }
 
-/// Pipelines commit writes (see [`pipelined`]) and collects their outcomes in order up to the
-/// first that failed: its error ends the batch. The writes behind it are not reported: one that
-/// completed moved its partition's committed point (the next commit answers `NothingNew`); one
-/// abandoned in flight may land or not (the committed point stays, so the next commit writes it
-/// again). Either way a node only ever holds an offset the caller asked for.
+/// Pipelines commit writes (see [`pipelined`]) and collects their answers in order up to the
+/// first that failed: it is answered `NotWritten`, and its error ends the batch. The writes
+/// behind it are not reported: one that completed moved its partition's committed point (the
+/// next commit answers `NothingNew`); one abandoned in flight may land or not (the committed
+/// point stays, so the next commit writes it again). Either way a node only ever holds an offset
+/// the caller asked for.
 async fn commit_pipelined<F>(writes: impl Iterator<Item = F>) -> CommitBatch
 where
-    F: std::future::Future<Output = Result<CommitOutcome, CommitError>>,
+    F: std::future::Future<Output = (Commit, Result<CommitOutcome, CommitError>)>,
 {
     let mut batch = CommitBatch::default();
-    pipelined(writes, |written| match written {
+    pipelined(writes, |(commit, written)| match written {
         Ok(outcome) => {
-            batch.outcomes.push(outcome);
+            batch.answers.push(CommitAnswer { commit, outcome });
             std::ops::ControlFlow::Continue(())
         }
         Err(e) => {
+            batch.answers.push(CommitAnswer {
+                commit,
+                outcome: CommitOutcome::NotWritten,
+            });
             batch.failed = Some(e);
             std::ops::ControlFlow::Break(())
         }

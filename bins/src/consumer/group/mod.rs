@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tributary_core::config::ConsumerConfig;
 use tributary_core::consumer::group::{AttemptFailure, PartitionKey, PlanError, RETRY_BACKOFF};
-use tributary_core::consumer::{BrokerPartition, Registration};
+use tributary_core::consumer::{BrokerPartition, Commit, Registration};
 use tributary_core::group_id::GroupId;
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{consumer_ids_path, consumer_offsets_path};
@@ -66,8 +66,8 @@ impl AttemptFailure for RebalanceError {
 
 /// A commit asked for by the application.
 pub(super) struct CommitRequest {
-    /// (topic, partition, offset or everything handed out, generation it was handed out in).
-    pub items: Vec<(TopicName, BrokerPartition, Option<i64>, Option<u64>)>,
+    /// What to commit (empty when `everything`).
+    pub commits: Vec<Commit>,
     pub done: oneshot::Sender<CommitBatch>,
     /// Commit every owned partition up to what was handed out (`items` is then empty).
     pub everything: bool,
@@ -296,7 +296,7 @@ impl<E: Env> Member<E> {
         let batch = if request.everything {
             self.commit_partitions(coord, &self.shared.all()).await
         } else {
-            self.commit(coord, &request.items).await
+            self.commit(coord, &request.commits).await
         };
         let _asker_gone = request.done.send(batch).is_err();
     }

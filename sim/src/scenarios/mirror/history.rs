@@ -100,7 +100,7 @@ impl Observer {
 impl MirrorObserver for Observer {
     fn forwarded(&self, event: &MirrorEvent<'_>, payload: &[u8]) {
         let part = Self::part(event);
-        let owner = (self.owner.clone(), event.generation);
+        let owner = (self.owner.clone(), event.epoch);
         let out_of_order = {
             let mut s = state(&self.shared);
             let forwards = s.forwards.entry(part.clone()).or_default();
@@ -139,7 +139,7 @@ impl MirrorObserver for Observer {
         let mut s = state(&self.shared);
         if let Some(unacked) = s
             .unacked
-            .get_mut(&(part.clone(), (self.owner.clone(), event.generation)))
+            .get_mut(&(part.clone(), (self.owner.clone(), event.epoch)))
         {
             unacked.remove(&event.offset);
         }
@@ -150,7 +150,7 @@ impl MirrorObserver for Observer {
     /// ownership forwarded — none of its forwards ending at or below it is unacknowledged.
     fn committed(&self, event: &MirrorEvent<'_>) {
         let part = Self::part(event);
-        let owner = (self.owner.clone(), event.generation);
+        let owner = (self.owner.clone(), event.epoch);
         let hole = {
             let mut s = state(&self.shared);
             s.commits_checked += 1;
