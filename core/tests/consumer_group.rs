@@ -9,9 +9,8 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary_core::consumer::group::{
-    AttemptFailure, BrokerTopicNode, GroupRead, HeldPartition, OwnerClaim, PartitionKey,
-    Rebalance, RebalanceSettings, Released, SettleAnswer, StartFound, Step, EARLY_RETRIES_MAX,
-    RETRY_BACKOFF,
+    AttemptFailure, BrokerTopicNode, GroupRead, HeldPartition, OwnerClaim, PartitionKey, Rebalance,
+    RebalanceSettings, Released, SettleAnswer, StartFound, Step, EARLY_RETRIES_MAX, RETRY_BACKOFF,
 };
 use tributary_core::consumer::{BrokerPartition, PartitionOffsets, Registration};
 use tributary_core::wire::TopicName;
@@ -188,8 +187,15 @@ fn an_attempt_plans_the_range_claims_it_and_settles_each_start() {
     };
     assert_eq!(installed.generation, 7);
     let kept = &installed.partitions[0];
-    assert_eq!((kept.offsets.committed(), kept.offsets.consumed()), (40, 55));
-    assert_eq!(kept.offsets.fetched(), 55, "resumes after what was handed out");
+    assert_eq!(
+        (kept.offsets.committed(), kept.offsets.consumed()),
+        (40, 55)
+    );
+    assert_eq!(
+        kept.offsets.fetched(),
+        55,
+        "resumes after what was handed out"
+    );
     assert_eq!(kept.epoch, 3, "a kept partition keeps its epoch");
     let fresh = &installed.partitions[1];
     assert_eq!(fresh.offsets.consumed(), 25);
@@ -199,7 +205,10 @@ fn an_attempt_plans_the_range_claims_it_and_settles_each_start() {
     let Some(Step::ReleaseOwners(given_away)) = machine.poll() else {
         panic!("what was given away goes")
     };
-    assert!(given_away.is_empty(), "1-0 was claimed again: {given_away:?}");
+    assert!(
+        given_away.is_empty(),
+        "1-0 was claimed again: {given_away:?}"
+    );
     machine.handle_owners_released();
     let Some(Step::ReleaseStrays(_)) = machine.poll() else {
         panic!("strays")
@@ -233,7 +242,10 @@ fn a_start_from_autooffset_reset_is_recorded_and_a_commit_made_since_wins() {
         requests.iter().all(|r| r.report_deleted_prefix),
         "a start past 0 recorded by a member told of gaps reports the bytes before it"
     );
-    machine.handle_settled(vec![SettleAnswer::Recorded, SettleAnswer::CommittedSince(700)]);
+    machine.handle_settled(vec![
+        SettleAnswer::Recorded,
+        SettleAnswer::CommittedSince(700),
+    ]);
     let Some(Step::Prepare(installed)) = machine.poll() else {
         panic!("prepare")
     };
@@ -326,7 +338,10 @@ fn early_retries_are_bounded_and_every_counted_attempt_waits_its_backoff() {
             break;
         }
     }
-    assert_eq!(watched, EARLY_RETRIES_MAX, "early retries stop at the bound");
+    assert_eq!(
+        watched, EARLY_RETRIES_MAX,
+        "early retries stop at the bound"
+    );
     // Each further counted attempt only ends at its backoff, until every attempt is used.
     while !machine.is_finished() {
         match machine.poll() {
@@ -407,7 +422,9 @@ fn an_unreadable_registration_fails_the_attempt_rather_than_assign_without_it() 
     machine.handle_registered();
     machine.poll();
     let mut group = view(&["g_a"]);
-    group.members.push(("g_z".to_string(), Some(b"not a registration".to_vec())));
+    group
+        .members
+        .push(("g_z".to_string(), Some(b"not a registration".to_vec())));
     machine.handle_group(group, NOW);
     assert!(matches!(
         machine.poll(),
@@ -509,7 +526,15 @@ fn members_planning_from_one_view_claim_every_partition_exactly_once() {
             claimed.extend(claims.into_iter().map(|c| c.key));
         }
         let distinct: BTreeSet<&PartitionKey> = claimed.iter().collect();
-        assert_eq!(distinct.len(), claimed.len(), "seed {seed}: a partition claimed twice");
-        assert_eq!(claimed.len() as u32, total, "seed {seed}: a partition nobody claims");
+        assert_eq!(
+            distinct.len(),
+            claimed.len(),
+            "seed {seed}: a partition claimed twice"
+        );
+        assert_eq!(
+            claimed.len() as u32,
+            total,
+            "seed {seed}: a partition nobody claims"
+        );
     }
 }

@@ -604,7 +604,9 @@ fn random_drivers_never_get_a_commit_past_an_unacknowledged_message() {
                     for commit in &round.commits {
                         let i = parts
                             .iter()
-                            .position(|p| p.topic == commit.topic && p.partition == commit.partition)
+                            .position(|p| {
+                                p.topic == commit.topic && p.partition == commit.partition
+                            })
                             .unwrap();
                         // The commit may reach the end of the acknowledged prefix, in send
                         // order; a later message with the same resume offset is inside a
@@ -620,7 +622,9 @@ fn random_drivers_never_get_a_commit_past_an_unacknowledged_message() {
                             1 => CommitOutcome::NotOwned,
                             _ => CommitOutcome::Written,
                         };
-                        if let CommitEffect::Dropped { .. } = m.on_commit_outcome(&answer(commit, outcome)) {
+                        if let CommitEffect::Dropped { .. } =
+                            m.on_commit_outcome(&answer(commit, outcome))
+                        {
                             window[i].clear();
                         }
                     }

@@ -11,9 +11,7 @@ use bytes::Bytes;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tributary::client::connect;
-use tributary::consumer::{
-    Commit, CommitOutcome, ConsumerConnector, ConsumerError, Subscription,
-};
+use tributary::consumer::{Commit, CommitOutcome, ConsumerConnector, ConsumerError, Subscription};
 use tributary_core::config::{ConsumerConfig, Properties};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{ProduceRequest, Request, TopicName};

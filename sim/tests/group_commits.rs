@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tributary::consumer::{
-    Commit, CommitOutcome, ConsumerConnector, ConsumerError, Subscription,
-};
+use tributary::consumer::{Commit, CommitOutcome, ConsumerConnector, ConsumerError, Subscription};
 use tributary::producer::{Producer, Record};
 use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
 use tributary_core::consumer::BrokerPartition;

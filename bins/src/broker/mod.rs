@@ -16,6 +16,7 @@ pub mod budget;
 pub mod connection;
 pub mod handler;
 pub mod limits;
+mod listener;
 pub mod logs;
 pub mod pending;
 pub mod registration;
@@ -23,34 +24,31 @@ pub mod renamed;
 pub mod reply;
 mod scheduler;
 pub mod sessions;
+mod tasks;
 
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::sync::watch;
-use tokio::task::{JoinError, JoinSet};
-use tributary_core::config::{BrokerConfig, ListenerProtocol, MetricsBind};
-use tributary_core::connection_quota::ConnectionQuotas;
+use tokio::task::JoinError;
+use tributary_core::config::{BrokerConfig, MetricsBind};
 use tributary_core::log::{LogError, OpenReport};
 
-use self::access::Access;
 use self::budget::Budget;
 use self::connection::Shared;
 use self::handler::Handler;
-use self::limits::{
-    CONNECTIONS_MAX, IN_FLIGHT_BYTES_MAX, SHUTDOWN_GRACE, STOPPING_HOLDER_POLL,
-    STOPPING_HOLDER_WAIT, TLS_HANDSHAKES_MAX, TLS_HANDSHAKE_TIMEOUT,
-};
+use self::limits::{IN_FLIGHT_BYTES_MAX, STOPPING_HOLDER_POLL, STOPPING_HOLDER_WAIT};
+use self::listener::{accept_on, bind_listeners, Acceptor, BoundListeners, Kind};
 use self::logs::{panic_message, Logs};
 use self::registration::Registration;
+use self::tasks::Tasks;
 use crate::coordination::origins::OriginStore;
-use crate::env::{Env, Listener};
+use crate::env::Env;
 use crate::metrics::broker::BrokerMeter;
 use crate::metrics::server::MetricsServer;
 use crate::metrics::{LabelledGauges, MaybeMetrics, Metrics};
 use crate::tls::env::ClientLink;
-use crate::tls::link::Link;
 use crate::tls::server::ServerTls;
 use tributary_core::identity::ClusterIdentity;
 
@@ -451,19 +449,6 @@ fn flatten(finished: Result<Result<(), BrokerError>, JoinError>) -> Result<(), B
     finished.map_err(|e| BrokerError::from_join("the broker's main task", e))?
 }
 
-/// The broker's long-lived tasks besides connections and timers.
-struct Tasks<E: Env> {
-    /// The replica copier's TLS to the source (`replica.security.protocol=ssl`).
-    replica_link: Option<ClientLink>,
-    registration: Option<Registration>,
-    committer: tokio::task::JoinHandle<()>,
-    committer_stop: watch::Sender<bool>,
-    metrics_server: Option<MetricsServer>,
-    metrics: MaybeMetrics,
-    /// TOPIC_ORIGINS's ZooKeeper session, closed at shutdown.
-    origins: Option<Arc<OriginStore<E>>>,
-}
-
 /// Sets each partition's end and flushed end before every scrape, while the logs live.
 fn watch_partitions<F: tributary_core::log::LogFs + Clone + Send + Sync + 'static>(
     metrics: &Metrics,
@@ -488,118 +473,6 @@ fn watch_partitions<F: tributary_core::log::LogFs + Clone + Send + Sync + 'stati
     }));
 }
 
-/// One bound listener.
-struct Bound<L> {
-    listener: L,
-    addr: SocketAddr,
-}
-
-/// The broker's listeners (at least one of the two).
-struct BoundListeners<L> {
-    plaintext: Option<Bound<L>>,
-    /// With the TLS configuration its connections get.
-    ssl: Option<Bound<L>>,
-    tls: Option<Arc<ServerTls>>,
-}
-
-impl<L> BoundListeners<L> {
-    /// The plaintext listener's address, else the SSL listener's.
-    fn addr(&self) -> SocketAddr {
-        match (&self.plaintext, &self.ssl) {
-            (Some(p), _) => p.addr,
-            (None, Some(s)) => s.addr,
-            // `listeners` is never empty (checked when the configuration is read).
-            (None, None) => unreachable!("a broker with no listener"),
-        }
-    }
-}
-
-/// Binds every listener of `config.listeners`.
-async fn bind_listeners<E: Env>(
-    env: &E,
-    config: &BrokerConfig,
-    tls: Option<Arc<ServerTls>>,
-) -> Result<BoundListeners<E::Listener>, StartError> {
-    let mut bound = BoundListeners {
-        plaintext: None,
-        ssl: None,
-        tls,
-    };
-    for spec in &config.listeners.specs {
-        let host = spec.host.clone().unwrap_or_else(|| "0.0.0.0".into());
-        let bind_addr = format!("{host}:{}", spec.port);
-        let listen_error = |source| StartError::Listen {
-            addr: format!("{bind_addr} ({})", spec.protocol),
-            source,
-        };
-        let listener = env
-            .bind(
-                &host,
-                spec.port,
-                config.socket_send_buffer_bytes,
-                config.socket_receive_buffer_bytes,
-            )
-            .await
-            .map_err(listen_error)?;
-        let addr = listener.local_addr().map_err(listen_error)?;
-        let slot = match spec.protocol {
-            ListenerProtocol::Plaintext => &mut bound.plaintext,
-            ListenerProtocol::Ssl => &mut bound.ssl,
-        };
-        *slot = Some(Bound { listener, addr });
-    }
-    assert!(
-        bound.plaintext.is_some() || bound.ssl.is_some(),
-        "a broker with no listener"
-    );
-    assert_eq!(
-        bound.ssl.is_some(),
-        bound.tls.is_some(),
-        "an SSL listener without TLS settings, or settings without the listener"
-    );
-    Ok(bound)
-}
-
-/// Whether a connection just accepted from `peer` may be served: the broker holds fewer than
-/// [`CONNECTIONS_MAX`] (`open`) and `peer`'s address is within its limit (counted in `quotas`
-/// when admitted). A refused one is dropped by the caller, which closes it.
-fn admitted(
-    quotas: &mut ConnectionQuotas,
-    peer: SocketAddr,
-    open: usize,
-    meter: &BrokerMeter,
-) -> bool {
-    if open >= CONNECTIONS_MAX {
-        meter.connection_refused("connections_max");
-        tracing::warn!("{peer}: refused: {CONNECTIONS_MAX} connections already open");
-        return false;
-    }
-    match quotas.admit(peer.ip()) {
-        Ok(()) => true,
-        Err(refused) => {
-            meter.connection_refused("per_ip");
-            if refused.first {
-                tracing::warn!(
-                    "{}: connections refused: it holds its limit of {} (max.connections.per.ip or its override); said again once it has room",
-                    refused.ip,
-                    refused.limit
-                );
-            }
-            false
-        }
-    }
-}
-
-/// The next connection on `listener`; pending forever without one.
-async fn accept_on<L: Listener>(
-    listener: &mut Option<Bound<L>>,
-) -> std::io::Result<(L::Stream, SocketAddr)> {
-    match listener {
-        Some(bound) => bound.listener.accept().await,
-        None => std::future::pending().await,
-    }
-}
-
 async fn run<E: Env>(
     env: E,
     config: BrokerConfig,
@@ -609,129 +482,27 @@ async fn run<E: Env>(
     mut shutdown: watch::Receiver<bool>,
     tasks: Tasks<E>,
 ) -> Result<(), BrokerError> {
-    let Tasks {
-        replica_link,
-        mut registration,
-        mut committer,
-        committer_stop,
-        mut metrics_server,
-        metrics,
-        origins,
-    } = tasks;
-    let meter = shared.handler.meter().clone();
     // Connections and timers stop on this, whether the stop came from outside or a failure.
     let (stop, stop_rx) = watch::channel(false);
-    let mut timers = scheduler::start(
-        env.clone(),
-        logs.clone(),
-        &config,
-        meter.clone(),
-        stop_rx.clone(),
-    );
-    let mut replica = config.replica.clone().map(|replica_config| {
-        tokio::spawn(crate::replica::run(
-            env.clone(),
-            crate::replica::Copier {
-                broker: config.clone(),
-                replica: replica_config,
-                logs: logs.clone(),
-                new_topics: shared.new_topics.clone(),
-                meter: meter.clone(),
-                metrics: metrics.as_ref().map(|m| m.mirror()),
-                link: replica_link.clone(),
-            },
-            stop_rx.clone(),
-        ))
-    });
+    let mut running = tasks::start(&env, &config, tasks, &shared, &logs, &listeners, &stop_rx);
     let BoundListeners {
         mut plaintext,
         mut ssl,
         tls,
     } = listeners;
-    let allow_list = tls.as_ref().and_then(|t| t.allow_list());
-    let mut tls_watch = tls.clone().map(|tls| {
-        tokio::spawn(crate::tls::server::watch_files(
-            env.clone(),
-            tls,
-            "SSL listener",
-            stop_rx.clone(),
-        ))
-    });
-    let handshakes = Arc::new(tokio::sync::Semaphore::new(TLS_HANDSHAKES_MAX));
-    let refusals = Arc::new(crate::tls::refusals::RefusalLog::new("SSL listener"));
-    let mut quotas = ConnectionQuotas::new(
-        config.max_connections_per_ip,
-        config.max_connections_per_ip_overrides.clone(),
-    );
-    // Each connection task ends with its client's address, for `quotas`.
-    let mut connections: JoinSet<IpAddr> = JoinSet::new();
-    let mut seeds = env.rng_seed();
+    let mut acceptor = Acceptor::new(&env, &config, shared, tls, stop_rx);
     let failure = loop {
         tokio::select! {
             biased;
             _ = shutdown.changed() => break None,
-            Some(joined) = connections.join_next(), if !connections.is_empty() => {
-                meter.connections(connections.len());
-                match joined {
-                    Ok(ip) => quotas.closed(ip),
-                    Err(e) => break Some(BrokerError::from_join("a connection task", e)),
+            Some(joined) = acceptor.connections.join_next(), if !acceptor.connections.is_empty() => {
+                if let Err(failure) = acceptor.closed(joined) {
+                    break Some(failure);
                 }
             }
-            joined = timers.join_next() => break Some(match joined {
-                Some(Err(e)) => BrokerError::from_join("the flush scheduler or the cleaner", e),
-                _ => BrokerError::TaskEnded("the flush scheduler or the cleaner"),
-            }),
-            ended = registration_ended(&mut registration) => break Some(ended),
-            ended = task_ended(&mut replica, "the replica copier") => break Some(ended),
-            ended = task_ended(&mut tls_watch, "the SSL listener's certificate watch") => break Some(ended),
-            ended = metrics_ended(&mut metrics_server) => break Some(ended),
-            ended = &mut committer => break Some(match ended {
-                Err(e) => BrokerError::from_join("the acknowledgement committer", e),
-                Ok(()) => BrokerError::TaskEnded("the acknowledgement committer"),
-            }),
-            accepted = accept_on(&mut plaintext) => match accepted {
-                Ok((_, peer)) if !admitted(&mut quotas, peer, connections.len(), &meter) => {}
-                Ok((stream, peer)) => {
-                    seeds = seeds.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    let serving = connection::serve(Link::Plain(stream), peer, Access::unrestricted(), shared.clone(), stop_rx.clone(), seeds);
-                    connections.spawn(async move {
-                        serving.await;
-                        peer.ip()
-                    });
-                    meter.connections(connections.len());
-                }
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                }
-            },
-            accepted = accept_on(&mut ssl) => match accepted {
-                Ok((_, peer)) if !admitted(&mut quotas, peer, connections.len(), &meter) => {}
-                Ok((stream, peer)) => {
-                    let Ok(handshake) = handshakes.clone().try_acquire_owned() else {
-                        quotas.closed(peer.ip());
-                        meter.connection_refused("tls_handshakes");
-                        tracing::warn!("{peer}: refused: {TLS_HANDSHAKES_MAX} TLS handshakes already in progress");
-                        continue;
-                    };
-                    seeds = seeds.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    let (acceptor, shared, stop_rx, seed) = (tls.as_ref().map(|t| t.acceptor()), shared.clone(), stop_rx.clone(), seeds);
-                    let (rules, refusals) = (allow_list.clone(), refusals.clone());
-                    connections.spawn(async move {
-                        let Some(acceptor) = acceptor else { return peer.ip() };
-                        let link = crate::tls::server::handshake(acceptor, stream, peer, TLS_HANDSHAKE_TIMEOUT, &refusals).await;
-                        drop(handshake);
-                        let Some((link, principal)) = link else { return peer.ip() };
-                        connection::serve(link, peer, Access::of(principal, rules), shared, stop_rx, seed).await;
-                        peer.ip()
-                    });
-                    meter.connections(connections.len());
-                }
-                Err(e) => {
-                    tracing::warn!("accept failed on the SSL listener: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                }
-            },
+            failure = running.failed() => break Some(failure),
+            accepted = accept_on(&mut plaintext) => acceptor.accepted(Kind::Plaintext, accepted).await,
+            accepted = accept_on(&mut ssl) => acceptor.accepted(Kind::Ssl, accepted).await,
         }
     };
     if let Some(failure) = &failure {
@@ -739,134 +510,15 @@ async fn run<E: Env>(
     }
     drop((plaintext, ssl));
     let _ = stop.send(true);
-    tracing::info!(
-        "shutting down: waiting for {} connections",
-        connections.len()
-    );
     let mut failure = failure;
-    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
-        while let Some(joined) = connections.join_next().await {
-            if let Err(e) = joined {
-                failure.get_or_insert(BrokerError::from_join("a connection task", e));
-            }
-        }
-    })
-    .await;
-    if drained.is_err() {
-        tracing::warn!(
-            "{} connections still busy after {SHUTDOWN_GRACE:?}: closing them",
-            connections.len()
-        );
-        connections.abort_all();
-        // An aborted task stops only at its next await: wait until none can append any more.
-        while let Some(joined) = connections.join_next().await {
-            if let Err(e) = joined.map_err(|e| (e.is_panic(), e)) {
-                if e.0 {
-                    failure.get_or_insert(BrokerError::from_join("a connection task", e.1));
-                }
-            }
-        }
-    }
-    if let Some(mut task) = replica.take() {
-        // It stops at its next wait; one stuck in a call to the source is aborted.
-        let joined = match tokio::time::timeout(SHUTDOWN_GRACE, &mut task).await {
-            Ok(joined) => joined,
-            Err(_) => {
-                task.abort();
-                task.await
-            }
-        };
-        if let Err(e) = joined {
-            if e.is_panic() {
-                failure.get_or_insert(BrokerError::from_join("the replica copier", e));
-            }
-        }
-    }
-    if let Some(task) = tls_watch.take() {
-        // It stops at its next wait (the stop was sent); a panic is a failure.
-        if let Err(e) = task.await {
-            if e.is_panic() {
-                failure.get_or_insert(BrokerError::from_join(
-                    "the SSL listener's certificate watch",
-                    e,
-                ));
-            }
-        }
-    }
-    if !committer.is_finished() {
-        let _already_stopped = committer_stop.send(true).is_err();
-        if let Err(e) = (&mut committer).await {
-            failure.get_or_insert(BrokerError::from_join("the acknowledgement committer", e));
-        }
-    }
-    while let Some(joined) = timers.join_next().await {
-        if let Err(e) =
-            joined.map_err(|e| BrokerError::from_join("the flush scheduler or the cleaner", e))
-        {
-            failure.get_or_insert(e);
-        }
-    }
+    acceptor.drain(&mut failure).await;
+    running.stop(&mut failure).await;
     // After a failure, nothing vouches for the logs' state: the next start must recover.
     let closed = logs::close(&env, &logs, env.now_ms(), failure.is_none()).await;
-    if let Some(registration) = registration {
-        registration.stop().await;
-    }
-    if let Some(origins) = origins {
-        origins.close().await;
-    }
-    if let Some(server) = metrics_server {
-        server.stop().await;
-    }
+    running.leave().await;
     tracing::info!("shut down");
     match failure {
         Some(failure) => Err(failure),
         None => closed.map_err(BrokerError::from),
-    }
-}
-
-/// Resolves when `task` (named `name`: the replica copier, the certificate watch) ends before
-/// the broker stops (it never should); pending without one.
-async fn task_ended(
-    task: &mut Option<tokio::task::JoinHandle<()>>,
-    name: &'static str,
-) -> BrokerError {
-    match task {
-        Some(running) => {
-            let joined = running.await;
-            // Finished: never awaited again at shutdown.
-            *task = None;
-            match joined {
-                Err(e) => BrokerError::from_join(name, e),
-                Ok(()) => BrokerError::TaskEnded(name),
-            }
-        }
-        None => std::future::pending().await,
-    }
-}
-
-/// Resolves when the metrics endpoint's task ends on its own (a panic); pending without one.
-async fn metrics_ended(server: &mut Option<MetricsServer>) -> BrokerError {
-    match server {
-        Some(s) => {
-            let ended = s.ended().await;
-            // Finished: never awaited again at shutdown.
-            *server = None;
-            match ended {
-                Err(e) => BrokerError::from_join("the metrics endpoint", e),
-                Ok(()) => BrokerError::TaskEnded("the metrics endpoint"),
-            }
-        }
-        None => std::future::pending().await,
-    }
-}
-
-/// Resolves when the registration task ends on its own (it never should); pending without one.
-async fn registration_ended(registration: &mut Option<Registration>) -> BrokerError {
-    match registration {
-        Some(r) => match r.ended().await {
-            Err(e) => BrokerError::from_join("the ZooKeeper registration", e),
-            Ok(()) => BrokerError::TaskEnded("the ZooKeeper registration"),
-        },
-        None => std::future::pending().await,
     }
 }

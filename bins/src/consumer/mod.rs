@@ -43,11 +43,11 @@ pub use self::error::{
     ViewError,
 };
 pub use self::group::write_offset;
-pub use tributary_core::consumer::{Commit, CommitAnswer, CommitOutcome};
 pub use self::offset_node::read_offset_node;
 pub use self::stream::{ConsumedMessage, Hold, Holder, MessageStream};
 use crate::env::Env;
 use crate::metrics::clients::ConsumerSnapshot;
+pub use tributary_core::consumer::{Commit, CommitAnswer, CommitOutcome};
 
 /// Data deleted at the source before this member read it: bytes `from..to` of a partition.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -380,13 +380,7 @@ async fn forward(
             if tributary_core::planted::active(tributary_core::planted::Bug::MirrorDropOnFull) =>
         {
             let mut state = context.window.lock();
-            state.on_ack(
-                &meta.key,
-                meta.epoch,
-                seq,
-                meta.offset,
-                AckOutcome::Durable,
-            );
+            state.on_ack(&meta.key, meta.epoch, seq, meta.offset, AckOutcome::Durable);
             return Ok(state.has_room());
         }
         // Too large for the mirror cluster: this partition's failure alone. It stops here (its
@@ -503,12 +497,7 @@ fn on_acks(
     }
     if let Some(observer) = &context.observer {
         for meta in &recorded {
-            let event = context.event(
-                &meta.key.topic,
-                meta.key.partition,
-                meta.epoch,
-                meta.offset,
-            );
+            let event = context.event(&meta.key.topic, meta.key.partition, meta.epoch, meta.offset);
             observer.acknowledged(&event);
         }
     }

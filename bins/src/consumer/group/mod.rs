@@ -300,5 +300,4 @@ impl<E: Env> Member<E> {
         };
         let _asker_gone = request.done.send(batch).is_err();
     }
-
 }

@@ -114,7 +114,12 @@ impl<E: Env> Member<E> {
     /// (a topic created while the mirror could not see the source, then cut back by retention;
     /// or a new mirror against a source with history deleted). Reported once: only the member
     /// whose record of the start was created.
-    pub(super) fn report_deleted_prefix(&self, topic: &TopicName, partition: BrokerPartition, start: i64) {
+    pub(super) fn report_deleted_prefix(
+        &self,
+        topic: &TopicName,
+        partition: BrokerPartition,
+        start: i64,
+    ) {
         tracing::error!(
             "{topic}/{partition}: first claimed by group {} when it starts at {start}: bytes 0..{start} were deleted at the source before the group ever read them",
             self.group()
@@ -230,7 +235,6 @@ impl<E: Env> Member<E> {
     }
 }
 
-
 /// Children of `path` and a watch on them; a missing node has none, and is looked for again
 /// soon (a watch that fires after a pause).
 pub(super) async fn children_or_none(
@@ -249,4 +253,3 @@ pub(super) async fn children_or_none(
         }),
     }
 }
-

@@ -116,12 +116,12 @@ impl<E: Env> Member<E> {
                     }
                     machine.handle_strays_left(left, run.now());
                 }
-                Step::TakeRestarts => machine.handle_restarts(std::mem::take(
-                    &mut *crate::sync::lock(
+                Step::TakeRestarts => {
+                    machine.handle_restarts(std::mem::take(&mut *crate::sync::lock(
                         &self.shared.restart_from_commit,
                         "the consumer's partitions to restart from their commit",
-                    ),
-                )),
+                    )))
+                }
                 Step::CheckRegistration => match self.ensure_registered(coord).await {
                     Ok(()) => machine.handle_registered(),
                     Err(e) => self.failed(&mut machine, e, &mut run),
@@ -134,7 +134,10 @@ impl<E: Env> Member<E> {
                     }
                 }
                 Step::ReadTopics(topics) => {
-                    match self.read_topics(coord, &topics, &mut run.topic_watches).await {
+                    match self
+                        .read_topics(coord, &topics, &mut run.topic_watches)
+                        .await
+                    {
                         Ok(nodes) => machine.handle_topics(nodes, run.now()),
                         Err(e) => self.failed(&mut machine, e, &mut run),
                     }
@@ -230,7 +233,8 @@ impl<E: Env> Member<E> {
             }
         }
         if tributary_core::planted::active(tributary_core::planted::Bug::KeepLostPartitions) {
-            run.held.extend(released.iter().map(|p| (key_of(p), p.clone())));
+            run.held
+                .extend(released.iter().map(|p| (key_of(p), p.clone())));
         }
         Released {
             owned: released
@@ -242,7 +246,10 @@ impl<E: Env> Member<E> {
                     epoch: p.epoch,
                 })
                 .collect(),
-            stopped: stopped.iter().map(|p| (key_of(p), p.owner.clone())).collect(),
+            stopped: stopped
+                .iter()
+                .map(|p| (key_of(p), p.owner.clone()))
+                .collect(),
             generation: self.shared.generation(),
         }
     }
@@ -412,7 +419,9 @@ impl<E: Env> Member<E> {
     ) -> Result<Vec<SettleAnswer>, RebalanceError> {
         let mut answers = Vec::with_capacity(requests.len());
         let mut failed = None;
-        let settles = requests.iter().map(|request| self.settle_one(coord, request));
+        let settles = requests
+            .iter()
+            .map(|request| self.settle_one(coord, request));
         pipelined_draining(settles, |outcome| match outcome {
             Ok(answer) => {
                 answers.push(answer);

@@ -468,7 +468,9 @@ impl<F: AttemptFailure> Rebalance<F> {
         }
         // Everything kept was owned before, so its node is released if it is not claimed again.
         assert!(
-            self.kept.keys().all(|key| self.owned_before.contains_key(key)),
+            self.kept
+                .keys()
+                .all(|key| self.owned_before.contains_key(key)),
             "a kept partition that was not owned before"
         );
         self.then(Step::CheckRegistration, Awaiting::Registration);
@@ -683,10 +685,7 @@ impl<F: AttemptFailure> Rebalance<F> {
                 start_unreadable: unreadable,
             });
         }
-        let unchanged = partitions
-            .iter()
-            .map(|p| &p.key)
-            .eq(self.kept.keys());
+        let unchanged = partitions.iter().map(|p| &p.key).eq(self.kept.keys());
         let read_starts_again_in = partitions
             .iter()
             .any(|p| p.start_unreadable)
@@ -754,9 +753,7 @@ impl<F: AttemptFailure> Rebalance<F> {
         self.backoff_until
             .get_or_insert(now.saturating_add(self.settings.backoff));
         let watch_owner = if self.early_retries < EARLY_RETRIES_MAX {
-            self.failure
-                .as_ref()
-                .and_then(AttemptFailure::blocked_by)
+            self.failure.as_ref().and_then(AttemptFailure::blocked_by)
         } else {
             None
         };
@@ -766,7 +763,10 @@ impl<F: AttemptFailure> Rebalance<F> {
     /// The owner node [`Step::Wait`] watched went: the next attempt starts now, not counted.
     pub fn handle_owner_gone(&mut self) {
         self.expect(Awaiting::WaitOver);
-        assert!(self.early_retries < EARLY_RETRIES_MAX, "an early retry past the bound");
+        assert!(
+            self.early_retries < EARLY_RETRIES_MAX,
+            "an early retry past the bound"
+        );
         self.early_retries += 1;
         self.then(Step::Release, Awaiting::Released);
     }
@@ -779,7 +779,10 @@ impl<F: AttemptFailure> Rebalance<F> {
         self.backoff_until = None;
         if self.attempt >= self.max_attempts() {
             let strays = std::mem::take(&mut self.strays);
-            self.then(Step::ReleaseStrays(strays), Awaiting::StraysLeft(After::GiveUp));
+            self.then(
+                Step::ReleaseStrays(strays),
+                Awaiting::StraysLeft(After::GiveUp),
+            );
         } else {
             self.attempt += 1;
             self.then(Step::Release, Awaiting::Released);
