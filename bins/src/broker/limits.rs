@@ -35,3 +35,16 @@ pub const CLEANUP_FIRST_DELAY: Duration = Duration::from_secs(60);
 
 const _: () = assert!(RESPONSE_BYTES_MAX <= IN_FLIGHT_BYTES_MAX);
 const _: () = assert!(STOPPING_HOLDER_POLL.as_millis() * 10 <= STOPPING_HOLDER_WAIT.as_millis());
+
+// How the limits relate, checked when the broker is compiled: one response fits in the memory
+// budget (it is held there while written), a request can be read and answered before an idle
+// connection is closed, a handshake is admitted only within the connection limit, a stopping
+// broker's grace fits in the wait of the process that takes its log directory over, and that
+// wait is polled many times.
+const _: () = assert!(RESPONSE_BYTES_MAX <= IN_FLIGHT_BYTES_MAX);
+const _: () = assert!(REQUEST_READ_TIMEOUT.as_secs() < IDLE_TIMEOUT.as_secs());
+const _: () = assert!(RESPONSE_WRITE_TIMEOUT.as_secs() < IDLE_TIMEOUT.as_secs());
+const _: () = assert!(TLS_HANDSHAKES_MAX <= CONNECTIONS_MAX);
+const _: () = assert!(TLS_HANDSHAKE_TIMEOUT.as_secs() < REQUEST_READ_TIMEOUT.as_secs());
+const _: () = assert!(SHUTDOWN_GRACE.as_secs() < STOPPING_HOLDER_WAIT.as_secs());
+const _: () = assert!(STOPPING_HOLDER_POLL.as_millis() * 100 <= STOPPING_HOLDER_WAIT.as_millis());

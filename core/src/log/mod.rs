@@ -5,6 +5,10 @@
 //! live here; file access goes through [`LogFs`], implemented on the real file system by `bins`
 //! and on turmoil's simulated one by `sim`. Time is always an argument (`now_ms`).
 
+// Offsets and lengths read from disk index buffers here: every access is checked (`get`), never
+// a panic on a short or corrupt file.
+#![deny(clippy::indexing_slicing)]
+
 mod checked;
 mod checkpoint;
 mod error;

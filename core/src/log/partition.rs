@@ -435,6 +435,15 @@ impl<F: LogFs> Log<F> {
         // A flush already running will be followed by the next append's; never pile fsyncs up.
         let flush_needed = self.unflushed_messages() >= self.policy.flush_interval_messages
             && self.flushes_in_flight == 0;
+        // On in release (O(1)): the set went exactly at the end, and nothing past it counts
+        // as flushed.
+        assert_eq!(
+            self.written_end(),
+            offset + len,
+            "{}: an append moved the log's end by other than its set's length",
+            self.tp
+        );
+        assert!(self.flushed_end <= self.written_end());
         debug_assert!(self.invariants_hold());
         Ok(AppendInfo {
             offset,
@@ -566,9 +575,11 @@ impl<F: LogFs> Log<F> {
             return Err(self.io("sync", &ticket.path, e));
         }
         self.check_writable()?;
-        debug_assert!(
+        // On in release: a flush never vouches for bytes the log does not hold.
+        assert!(
             ticket.end <= self.written_end(),
-            "a flush ticket ends past the written end"
+            "{}: a flush ticket ends past the written end",
+            self.tp
         );
         if ticket.dir.is_some() {
             self.dir_synced = true;
@@ -587,6 +598,12 @@ impl<F: LogFs> Log<F> {
                     .map_or(ticket.issued_ms, |t| t.max(ticket.issued_ms)),
             );
         }
+        assert!(
+            self.flushed_end <= self.written_end()
+                && self.flushed_messages <= self.appended_messages,
+            "{}: more counted as flushed than was written",
+            self.tp
+        );
         debug_assert!(self.invariants_hold());
         Ok(())
     }
@@ -768,8 +785,11 @@ impl<F: LogFs> Log<F> {
             length as u64
         } else {
             match read_exact_at(segment.file.as_ref(), pos - segment.start, 4) {
-                Ok(b) if b.len() == 4 => u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-                _ => return false,
+                Ok(b) => match <[u8; 4]>::try_from(b.as_slice()) {
+                    Ok(word) => u64::from(u32::from_be_bytes(word)),
+                    Err(_) => return false,
+                },
+                Err(_) => return false,
             }
         };
         let whole = 4 + length;
@@ -815,8 +835,9 @@ impl<F: LogFs> Log<F> {
         let count = usize::try_from(max_offsets)
             .unwrap_or(0)
             .min(start_index + 1);
-        Ok(candidates[..=start_index]
+        Ok(candidates
             .iter()
+            .take(start_index + 1)
             .rev()
             .take(count)
             .map(|(o, _)| *o as i64)
@@ -866,7 +887,7 @@ impl<F: LogFs> Log<F> {
 
     fn delete_oldest(&mut self, count: usize) -> Result<usize, LogError> {
         let doomed: Vec<_> = self.segments.drain(..count).collect();
-        debug_assert!(!self.segments.is_empty(), "retention must keep a segment");
+        assert!(!self.segments.is_empty(), "retention must keep a segment");
         let mut all_deleted = true;
         for segment in &doomed {
             tracing::info!(
@@ -924,8 +945,9 @@ impl<F: LogFs> Log<F> {
     pub(crate) fn invariants_hold(&self) -> bool {
         let contiguous = self
             .segments
-            .windows(2)
-            .all(|w| w[0].end() == w[1].start || self.holes.contains(&(w[0].end(), w[1].start)));
+            .iter()
+            .zip(self.segments.iter().skip(1))
+            .all(|(a, b)| a.end() == b.start || self.holes.contains(&(a.end(), b.start)));
         let active_start = self.segments.last().map_or(0, |s| s.start);
         !self.segments.is_empty()
             && contiguous

@@ -152,8 +152,9 @@ impl<F: LogFs> Log<F> {
             .min(last_start)
             .max(self.start_offset());
         let last_index = self.segments.len() - 1;
-        for index in 0..self.segments.len() {
-            let segment = &self.segments[index];
+        // The active segment's torn tail, cut once the scan is over.
+        let mut torn = None;
+        for (index, segment) in self.segments.iter().enumerate() {
             if segment.end() <= from && index < last_index {
                 continue;
             }
@@ -190,7 +191,10 @@ impl<F: LogFs> Log<F> {
                     ),
                 ));
             }
-            self.truncate_active(result.valid_len, &problem)?;
+            torn = Some((result.valid_len, problem));
+        }
+        if let Some((valid_len, problem)) = torn {
+            self.truncate_active(valid_len, &problem)?;
         }
         Ok(())
     }
@@ -201,6 +205,12 @@ impl<F: LogFs> Log<F> {
         let Some(active) = self.segments.last_mut() else {
             return Ok(());
         };
+        // On in release: a scan never reports more valid bytes than the segment holds.
+        assert!(
+            valid_len <= active.size,
+            "{tp}: a cut at {valid_len} past the segment's {} bytes",
+            active.size
+        );
         let dropped = active.size - valid_len;
         tracing::warn!(
             "{tp}: recovery truncated segment {} at offset {}: dropped {dropped} bytes ({problem})",
@@ -312,8 +322,7 @@ fn check_contiguous<F>(
     recorded: &[(u64, u64)],
 ) -> Result<Vec<(u64, u64)>, LogError> {
     let mut holes = Vec::new();
-    for pair in segments.windows(2) {
-        let (a, b) = (&pair[0], &pair[1]);
+    for (a, b) in segments.iter().zip(segments.iter().skip(1)) {
         if a.end() == b.start {
             continue;
         }

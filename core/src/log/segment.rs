@@ -137,7 +137,10 @@ pub(crate) fn read_exact_at<F: LogFile>(
     while done < len {
         // In range: `done < len == buf.len()` here (a default would read nothing and end the
         // read short without a word).
-        let n = file.read_at(&mut buf[done..], pos + done as u64)?;
+        let Some(rest) = buf.get_mut(done..) else {
+            break;
+        };
+        let n = file.read_at(rest, pos + done as u64)?;
         if n == 0 {
             break;
         }

@@ -296,6 +296,7 @@ impl SourceMirror {
         // the epoch it stopped in: the entry stays until it is owned again in a newer epoch.
         self.stopped
             .retain(|p, epoch| owned.get(p).is_none_or(|now| *now <= *epoch));
+        debug_assert!(self.invariants_hold());
         effect
     }
 
@@ -413,6 +414,8 @@ impl SourceMirror {
         assert!(self.round_running, "a round ended that was not running");
         self.round_running = false;
         self.commits_ok = self.round_ok;
+        // O(partitions), as the round itself: on in the simulator's and the tests' builds.
+        debug_assert!(self.invariants_hold());
     }
 
     /// Messages forwarded and not yet acknowledged.
