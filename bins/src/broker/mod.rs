@@ -180,37 +180,15 @@ impl Broker {
             None => None,
         };
         let metrics = config.metrics_port.map(|_| Metrics::new());
-        // Loopback by default once TLS is on, unless the endpoint authenticates its scrapers
-        // (`metrics.ssl` with `ssl.client.auth=required`): then it binds where the broker
-        // does (docs/security.md).
-        let https = config
-            .metrics_ssl
-            .then(|| config.listeners.tls.as_ref().map(|t| t.client_auth))
-            .flatten();
-        let metrics_host = match (
-            &config.metrics_host,
-            MetricsBind::default_for(tls.is_some(), https),
-        ) {
-            (Some(chosen), _) => chosen.clone(),
-            (None, MetricsBind::Loopback) => "127.0.0.1".to_string(),
-            (None, MetricsBind::Host) => host.clone(),
-        };
-        let metrics_tls = tls.clone().filter(|_| config.metrics_ssl);
         let meter = BrokerMeter::new(metrics.as_deref());
-        let metrics_server = match (config.metrics_port, &metrics) {
-            (Some(port), Some(metrics)) => {
-                watch_partitions(metrics, &logs, meter.clone());
-                let server =
-                    MetricsServer::start(&env, &metrics_host, port, metrics.clone(), metrics_tls)
-                        .await
-                        .map_err(|source| StartError::Metrics {
-                            addr: format!("{metrics_host}:{port}"),
-                            source,
-                        })?;
-                Some(server)
-            }
-            _ => None,
-        };
+        let metrics_server = start_metrics(
+            &env,
+            &config,
+            (&host, tls.as_ref()),
+            (&metrics, &meter),
+            &logs,
+        )
+        .await?;
         let metrics_addr = metrics_server.as_ref().map(|s| s.addr);
         let replica_link = match &config.replica {
             Some(replica) => ClientLink::load(
@@ -226,61 +204,9 @@ impl Broker {
         let listeners = bind_listeners(&env, &config, tls).await?;
         let addr = listeners.addr();
         let tls_addr = listeners.ssl.as_ref().map(|l| l.addr);
-        if let Some(replica) = &config.replica {
-            // Every topic the filter allows is read-only from the start; those already copied
-            // keep the source's partition counts (the copier confirms them from the source).
-            logs.set_replica_filter(replica.topics.clone());
-            for (topic, count) in logs.local_counts() {
-                if replica.topics.allows(topic.as_str()) {
-                    logs.set_replica(&topic, count);
-                }
-            }
-        }
-        // The origin records: renamed mirror copies' partition counts (read here for the topics
-        // held, and before creating a new one), and TOPIC_ORIGINS. Its own session, opened when
-        // first needed.
-        let origins = config
-            .zk_connect
-            .clone()
-            .filter(|_| config.enable_zookeeper)
-            .map(|connect| {
-                Arc::new(OriginStore::new(
-                    env.clone(),
-                    connect,
-                    std::time::Duration::from_millis(config.zk.session_timeout_ms.into()),
-                    std::time::Duration::from_millis(config.zk.connection_timeout_ms.into()),
-                ))
-            });
-        match &origins {
-            Some(store) => {
-                let timeout =
-                    std::time::Duration::from_millis(config.zk.connection_timeout_ms.into());
-                renamed::learn_at_startup(store, &logs, timeout).await?
-            }
-            None => renamed::keep_on_disk(&logs),
-        }
-        let (registration, new_topics) = if config.enable_zookeeper {
-            let (topics_tx, topics_rx) = pending::pending();
-            let counted = logs.clone();
-            let counts: registration::Counts = Arc::new(move |t| counted.partition_count(t));
-            let registration = Registration::start(
-                env.clone(),
-                &config,
-                registration::Ports {
-                    plaintext: listeners.plaintext.as_ref().map(|l| l.addr.port()),
-                    ssl: tls_addr.map(|a| a.port()),
-                },
-                logs.topics(),
-                topics_rx,
-                counts,
-                sessions::SessionBook::open(env.fs(), std::path::Path::new(&config.log_dir)),
-            )
-            .await
-            .map_err(StartError::Registration)?;
-            (Some(registration), Some(topics_tx))
-        } else {
-            (None, None)
-        };
+        hold_replica_topics(&config, &logs);
+        let origins = open_origins(&env, &config, &logs).await?;
+        let (registration, new_topics) = register(&env, &config, &listeners, &logs).await?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         // The committer stops after the connections (which may be waiting on it) are done.
         let (committer_stop, committer_stop_rx) = watch::channel(false);
@@ -331,17 +257,7 @@ impl Broker {
             shutdown_rx,
             tasks,
         ));
-        match tls_addr {
-            Some(tls_addr) if tls_addr != addr => tracing::info!(
-                "broker {} serving on {addr} (plaintext) and {tls_addr} (TLS)",
-                config.broker_id
-            ),
-            Some(_) => tracing::info!(
-                "broker {} serving on {addr} (TLS only: no plaintext listener)",
-                config.broker_id
-            ),
-            None => tracing::info!("broker {} serving on {addr}", config.broker_id),
-        }
+        log_serving(config.broker_id, addr, tls_addr);
         Ok(Broker {
             addr,
             tls_addr,
@@ -383,6 +299,136 @@ impl Broker {
         // The run task may have stopped on its own already; its result says why.
         let _stopped_already = self.shutdown.send(true).is_err();
         flatten(self.done.await)
+    }
+}
+
+/// The metrics endpoint (with `metrics.port`), where `metrics.host` or the default puts it:
+/// loopback once TLS is on, unless the endpoint authenticates its scrapers (`metrics.ssl`
+/// with `ssl.client.auth=required`): then it binds where the broker does
+/// (docs/security.md).
+async fn start_metrics<E: Env>(
+    env: &E,
+    config: &BrokerConfig,
+    (host, tls): (&String, Option<&Arc<ServerTls>>),
+    (metrics, meter): (&MaybeMetrics, &BrokerMeter),
+    logs: &Arc<Logs<E::Fs>>,
+) -> Result<Option<MetricsServer>, StartError> {
+    let https = config
+        .metrics_ssl
+        .then(|| config.listeners.tls.as_ref().map(|t| t.client_auth))
+        .flatten();
+    let metrics_host = match (
+        &config.metrics_host,
+        MetricsBind::default_for(tls.is_some(), https),
+    ) {
+        (Some(chosen), _) => chosen.clone(),
+        (None, MetricsBind::Loopback) => "127.0.0.1".to_string(),
+        (None, MetricsBind::Host) => host.clone(),
+    };
+    let metrics_tls = tls.cloned().filter(|_| config.metrics_ssl);
+    let (Some(port), Some(metrics)) = (config.metrics_port, metrics) else {
+        return Ok(None);
+    };
+    watch_partitions(metrics, logs, meter.clone());
+    let server = MetricsServer::start(env, &metrics_host, port, metrics.clone(), metrics_tls)
+        .await
+        .map_err(|source| StartError::Metrics {
+            addr: format!("{metrics_host}:{port}"),
+            source,
+        })?;
+    Ok(Some(server))
+}
+
+/// A replica broker: every topic the filter allows is read-only from the start; those already
+/// copied keep the source's partition counts (the copier confirms them from the source).
+fn hold_replica_topics<F: tributary_core::log::LogFs + Clone + Send + Sync + 'static>(
+    config: &BrokerConfig,
+    logs: &Logs<F>,
+) where
+    F::File: Send + Sync,
+    F::DirLock: Send + Sync,
+{
+    let Some(replica) = &config.replica else {
+        return;
+    };
+    logs.set_replica_filter(replica.topics.clone());
+    for (topic, count) in logs.local_counts() {
+        if replica.topics.allows(topic.as_str()) {
+            logs.set_replica(&topic, count);
+        }
+    }
+}
+
+/// The origin records: renamed mirror copies' partition counts (read here for the topics
+/// held, and before creating a new one), and TOPIC_ORIGINS. Their own session, opened when
+/// first needed; `None` without ZooKeeper.
+async fn open_origins<E: Env>(
+    env: &E,
+    config: &BrokerConfig,
+    logs: &Arc<Logs<E::Fs>>,
+) -> Result<Option<Arc<OriginStore<E>>>, StartError> {
+    let session = std::time::Duration::from_millis(config.zk.session_timeout_ms.into());
+    let connection = std::time::Duration::from_millis(config.zk.connection_timeout_ms.into());
+    let origins = config
+        .zk_connect
+        .clone()
+        .filter(|_| config.enable_zookeeper)
+        .map(|connect| Arc::new(OriginStore::new(env.clone(), connect, session, connection)));
+    match &origins {
+        Some(store) => renamed::learn_at_startup(store, logs, connection).await?,
+        None => renamed::keep_on_disk(logs),
+    }
+    Ok(origins)
+}
+
+/// Registers the broker in ZooKeeper (with `enable.zookeeper`): its registration, and where
+/// new topics are announced to it.
+#[allow(clippy::type_complexity)]
+async fn register<E: Env>(
+    env: &E,
+    config: &BrokerConfig,
+    listeners: &BoundListeners<E::Listener>,
+    logs: &Arc<Logs<E::Fs>>,
+) -> Result<
+    (
+        Option<Registration>,
+        Option<pending::PendingSender<tributary_core::wire::TopicName, ()>>,
+    ),
+    StartError,
+> {
+    if !config.enable_zookeeper {
+        return Ok((None, None));
+    }
+    let (topics_tx, topics_rx) = pending::pending();
+    let counted = logs.clone();
+    let counts: registration::Counts = Arc::new(move |t| counted.partition_count(t));
+    let registration = Registration::start(
+        env.clone(),
+        config,
+        registration::Ports {
+            plaintext: listeners.plaintext.as_ref().map(|l| l.addr.port()),
+            ssl: listeners.ssl.as_ref().map(|l| l.addr.port()),
+        },
+        logs.topics(),
+        topics_rx,
+        counts,
+        sessions::SessionBook::open(env.fs(), std::path::Path::new(&config.log_dir)),
+    )
+    .await
+    .map_err(StartError::Registration)?;
+    Ok((Some(registration), Some(topics_tx)))
+}
+
+/// Says where the broker serves.
+fn log_serving(broker_id: i32, addr: SocketAddr, tls_addr: Option<SocketAddr>) {
+    match tls_addr {
+        Some(tls_addr) if tls_addr != addr => {
+            tracing::info!("broker {broker_id} serving on {addr} (plaintext) and {tls_addr} (TLS)")
+        }
+        Some(_) => {
+            tracing::info!("broker {broker_id} serving on {addr} (TLS only: no plaintext listener)")
+        }
+        None => tracing::info!("broker {broker_id} serving on {addr}"),
     }
 }
 

@@ -287,6 +287,55 @@ impl<E: Env> ProducerHandle for Producer<E> {
     }
 }
 
+/// Every source a renaming rule names after its cluster has a name; says what is copied where.
+fn check_names(
+    settings: &MirrorSettings,
+    identities: &identity::Identities,
+) -> Result<(), MirrorError> {
+    for (source, identity) in settings.sources.iter().zip(&identities.sources) {
+        if let Some(rule) = &source.mirror.rename {
+            if rule.needs_source_name() && identity.name.is_none() {
+                // Not a settings error: the source's brokers may name it when they start.
+                return Err(MirrorError::Source(format!(
+                    "mirror.rename.pattern={rule} names topics after the source cluster, and the cluster at {} ({identity}) has no name: set cluster.name on its brokers, or name it with `tributary cluster-id --zookeeper {} --name <name>`",
+                    source.zk_connect, source.zk_connect
+                )));
+            }
+        }
+    }
+    for (source, identity) in settings.sources.iter().zip(&identities.sources) {
+        tracing::info!(
+            "mirror: copying cluster {identity} (at {}) into cluster {}",
+            source.zk_connect,
+            identities.target
+        );
+    }
+    Ok(())
+}
+
+/// What each source's group consumes: the filter, with the mirror's streams per topic.
+fn subscription_of(settings: &MirrorSettings) -> Subscription {
+    match &settings.filter {
+        Subscription::Whitelist(f, _) => {
+            Subscription::Whitelist(f.clone(), settings.streams.max(1))
+        }
+        Subscription::Blacklist(f, _) => {
+            Subscription::Blacklist(f.clone(), settings.streams.max(1))
+        }
+        Subscription::Topics(t) => Subscription::Topics(t.clone()),
+    }
+}
+
+/// Source `index`'s gap sink: always one, since a consumer told of gaps also records where it
+/// starts a partition its group never committed, so a later deletion is a reported gap.
+fn gap_sink(observer: Option<Arc<dyn MirrorObserver>>, index: usize) -> crate::consumer::GapSink {
+    Arc::new(move |report: &GapReport| {
+        if let Some(observer) = &observer {
+            observer.gap(index, report);
+        }
+    })
+}
+
 impl Mirror {
     /// Checks the settings, joins every source cluster, starts the producers and one task per
     /// stream.
@@ -300,24 +349,7 @@ impl Mirror {
         )
         .await?;
         identity::refuse_loops(&identities, &settings.sources)?;
-        for (source, identity) in settings.sources.iter().zip(&identities.sources) {
-            if let Some(rule) = &source.mirror.rename {
-                if rule.needs_source_name() && identity.name.is_none() {
-                    // Not a settings error: the source's brokers may name it when they start.
-                    return Err(MirrorError::Source(format!(
-                        "mirror.rename.pattern={rule} names topics after the source cluster, and the cluster at {} ({identity}) has no name: set cluster.name on its brokers, or name it with `tributary cluster-id --zookeeper {} --name <name>`",
-                        source.zk_connect, source.zk_connect
-                    )));
-                }
-            }
-        }
-        for (source, identity) in settings.sources.iter().zip(&identities.sources) {
-            tracing::info!(
-                "mirror: copying cluster {identity} (at {}) into cluster {}",
-                source.zk_connect,
-                identities.target
-            );
-        }
+        check_names(&settings, &identities)?;
         let mut producers: Vec<Arc<dyn ProducerHandle>> = Vec::new();
         for _ in 0..settings.producers.max(1) {
             let producer = Producer::start(env.clone(), producer_config.clone())
@@ -354,29 +386,11 @@ impl Mirror {
                 in_source,
                 in_target.clone(),
             ));
-            let subscription = match &settings.filter {
-                Subscription::Whitelist(f, _) => {
-                    Subscription::Whitelist(f.clone(), settings.streams.max(1))
-                }
-                Subscription::Blacklist(f, _) => {
-                    Subscription::Blacklist(f.clone(), settings.streams.max(1))
-                }
-                Subscription::Topics(t) => Subscription::Topics(t.clone()),
-            };
-            // Always a sink: a consumer told of gaps also records where it starts a partition
-            // its group never committed, so a later deletion is a reported gap.
-            let observer = settings.observer.clone();
-            let on_gap: Option<crate::consumer::GapSink> =
-                Some(Arc::new(move |report: &GapReport| {
-                    if let Some(observer) = &observer {
-                        observer.gap(index, report);
-                    }
-                }));
             let (connector, source_streams) = ConsumerConnector::start_with_gap_sink(
                 env.clone(),
                 config.clone(),
-                subscription,
-                on_gap,
+                subscription_of(&settings),
+                Some(gap_sink(settings.observer.clone(), index)),
             )
             .await
             .map_err(|e| MirrorError::Source(format!("{}: {e}", config.zk_connect)))?;
@@ -430,23 +444,10 @@ impl Mirror {
             watches.push(SourceWatch::new(config.clone(), connector.clone()));
             connectors.push(connector);
         }
-        let gauges = settings.metrics.as_ref().map(|metrics| {
-            let mirror = metrics.mirror();
-            for producer in &producers {
-                watch_producer(metrics, producer.stats_weak());
-            }
-            for connector in &connectors {
-                watch_consumer(metrics, connector.metrics_view(), Some(mirror.clone()));
-            }
-            watch_mirror(metrics, Arc::downgrade(&stats));
-            MirrorGauges {
-                mirror,
-                producer: metrics.producer(),
-                lag: LagGauges::default(),
-                updated: false,
-                last: BTreeMap::new(),
-            }
-        });
+        let gauges = settings
+            .metrics
+            .as_ref()
+            .map(|metrics| MirrorGauges::watching(metrics, &producers, &connectors, &stats));
         let recheck = tokio::spawn(identity::recheck(
             env.clone(),
             settings.sources.clone(),
@@ -667,6 +668,31 @@ struct MirrorGauges {
 }
 
 impl MirrorGauges {
+    /// Gauges for the mirror, and every producer, consumer and the mirror's counters watched
+    /// at each scrape.
+    fn watching(
+        metrics: &crate::metrics::Metrics,
+        producers: &[Arc<dyn ProducerHandle>],
+        connectors: &[Arc<ConsumerConnector>],
+        stats: &Arc<MirrorStats>,
+    ) -> Self {
+        let mirror = metrics.mirror();
+        for producer in producers {
+            watch_producer(metrics, producer.stats_weak());
+        }
+        for connector in connectors {
+            watch_consumer(metrics, connector.metrics_view(), Some(mirror.clone()));
+        }
+        watch_mirror(metrics, Arc::downgrade(stats));
+        MirrorGauges {
+            mirror,
+            producer: metrics.producer(),
+            lag: LagGauges::default(),
+            updated: false,
+            last: BTreeMap::new(),
+        }
+    }
+
     /// Sets the lag gauges from one round of samples (position: what the group committed, i.e.
     /// what the mirror cluster durably has) — every covered partition, owned here or not — and
     /// the partitions `owned` now, the producers' queue and the unowned count.

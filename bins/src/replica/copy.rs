@@ -9,211 +9,308 @@ use super::trouble::Trouble;
 use super::*;
 use tributary_core::replica::prefix::{check_prefix, Prefix};
 
-/// The copier itself; tells the lag probe what to ask about through `targets`.
+/// The copier itself; tells the lag probe what to ask about through `targets`. Each turn:
+/// promotions and demotions from this cluster's ZooKeeper (always first), the source's
+/// partitions from its ZooKeeper, a connection to the source broker, a round of copying, and
+/// the consumer offsets' sync.
 pub(super) async fn copy<E: Env>(
     env: E,
     copier: Copier<E::Fs>,
     targets: watch::Sender<ProbeTargets>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let Copier {
-        broker,
-        replica,
-        logs,
-        new_topics,
-        meter,
-        metrics,
-        // Already in `env` (see `replica::run`).
-        link: _,
-    } = copier;
-    let timeout = Duration::from_millis(replica.socket_timeout_ms.into());
-    let backoff = Duration::from_millis(replica.fetch_backoff_ms.into());
-    let size_limit = broker
-        .max_message_bytes
-        .saturating_add(ENTRY_OVERHEAD_BYTES)
-        .max(replica.fetch_bytes);
-    let mut coord: Option<E::Coord> = None;
-    // This cluster's ZooKeeper: promotions are read there, synced offsets written there.
-    let mut own: Option<E::Coord> = None;
-    let mut synced: BTreeMap<(String, TopicPartition), i64> = BTreeMap::new();
-    let mut last_sync: Option<i64> = None;
-    let sync_every = i64::from(replica.offsets_sync_interval_ms);
-    let mut conn: Option<Connection<E::Stream>> = None;
-    let mut view = SourceView::default();
-    let mut copied: BTreeMap<TopicPartition, Copied> = BTreeMap::new();
-    // Fetched and decided, appended during the next round's fetch.
-    let mut pending: Vec<Pending> = Vec::new();
-    let mut last_discovery: Option<i64> = None;
-    tracing::info!(
-        "replica: copying source broker {} of {} (topics {})",
-        replica.source_broker_id,
-        replica.source,
-        replica.topics.pattern()
-    );
-    let mut last_promotions: Option<i64> = None;
-    let mut demotion_handled: Option<String> = None;
-    let own_zk = broker
-        .zk_connect
-        .as_ref()
-        .map_or_else(String::new, ToString::to_string);
-    let mut own_trouble = Trouble::new(format!("this cluster's ZooKeeper at {own_zk}"));
-    let mut source_zk_trouble =
-        Trouble::new(format!("the source's ZooKeeper at {}", replica.source));
-    let mut source_trouble = Trouble::new(format!("source broker {}", replica.source_broker_id));
+    let mut copying = Copying::new(env, copier, targets);
     while !*stop.borrow() {
-        let now = env.now_ms();
-        // Promotions first, from this cluster's ZooKeeper, whether or not the source answers:
-        // a promoted topic is never copied into again, and nothing is copied before they are
-        // known.
-        if last_promotions.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
-            // The partitions whose logs are known prefixes of the source's (their end is a
-            // common point if they are promoted now).
-            let checked: std::collections::BTreeSet<TopicPartition> = copied
-                .iter()
-                .filter(|(_, s)| s.verified && s.stopped.is_none() && s.verifying.is_none())
-                .map(|(tp, _)| tp.clone())
-                .collect();
-            let mut read = promotions(
-                &env,
-                (&broker, &replica),
-                &logs,
-                &mut own,
-                (&meter, &checked),
-            )
-            .await;
-            if let (Ok(()), Some(c)) = (&read, own.as_ref()) {
-                let demoting = Demoting {
-                    broker: &broker,
-                    replica: &replica,
-                    logs: &logs,
-                    copied: &mut copied,
-                    synced: &mut synced,
-                    handled: &mut demotion_handled,
-                };
-                read = match demotion(&env, c, demoting).await {
-                    Ok(true) => {
-                        // What was fetched before the cut is fetched again from each log's
-                        // end (now the cut, or where the log was left).
-                        for p in pending.drain(..) {
-                            if let Some(state) = copied.get_mut(&p.tp) {
-                                state.next = None;
-                                state.mark = None;
-                                state.verified = false;
-                            }
-                        }
-                        Ok(())
+        let now = copying.env.now_ms();
+        let pause_for = match copying.promotions_read(now).await {
+            Some(pause) => Some(pause),
+            None if copying.stopped_by_promotion() => Some(DISCOVERY_INTERVAL),
+            None => match copying.source_discovered(now).await {
+                Some(pause) => Some(pause),
+                None => match copying.connected().await {
+                    Err(pause) => Some(pause),
+                    Ok(address) => {
+                        let copied_any = copying.copy_round(&address).await;
+                        copying.sync_offsets().await;
+                        (!copied_any).then_some(copying.backoff)
                     }
-                    Ok(false) => Ok(()),
-                    Err(e) => Err(e),
-                };
-            }
-            match read {
-                Ok(()) => {
-                    last_promotions = Some(now);
-                    own_trouble.answered(now);
-                }
-                Err(e) => {
-                    own_trouble.failed(now, e, "reading promotions; not copying until it answers");
-                    own = None;
-                    if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
-                        return;
-                    }
-                    continue;
-                }
-            }
-        }
-        if logs.is_cluster_promoted() {
-            // Nothing is copied any more: the source (perhaps the cluster that failed) is not
-            // asked anything, and only this cluster's ZooKeeper is read, for a demotion.
-            let (had_source_zk, had_source) = (coord.take().is_some(), conn.take().is_some());
-            if had_source_zk || had_source {
-                pending.clear();
-                tracing::info!("replica: the cluster is promoted: the source is no longer read");
-            }
-            if pause(&mut stop, DISCOVERY_INTERVAL).await {
-                return;
-            }
-            continue;
-        }
-        if last_discovery.is_none_or(|at| now - at >= DISCOVERY_INTERVAL.as_millis() as i64) {
-            // Bounded: a source ZooKeeper that does not answer (the cluster that failed) never
-            // holds up reading this cluster's promotions and demotions for long.
-            let discovered = tokio::time::timeout(
-                DISCOVERY_WAIT,
-                discover(&env, &broker, &replica, &mut coord),
-            )
-            .await
-            .unwrap_or_else(|_| {
-                Err(CoordError::Unreachable(format!(
-                    "no answer within {DISCOVERY_WAIT:?}"
-                )))
-            });
-            match discovered {
-                Ok(fresh) => {
-                    last_discovery = Some(now);
-                    if fresh.address != view.address {
-                        conn = None;
-                    }
-                    announce(&logs, &view, &fresh, new_topics.as_ref());
-                    for (topic, count) in &fresh.counts {
-                        for p in 0..*count {
-                            copied
-                                .entry(TopicPartition::new(topic.clone(), p))
-                                .or_insert_with(|| Copied::new(replica.fetch_bytes));
-                        }
-                    }
-                    view = fresh;
-                    targets.send_replace(ProbeTargets {
-                        address: view.address.clone(),
-                        partitions: copied.keys().cloned().collect(),
-                    });
-                    source_zk_trouble.answered(now);
-                }
-                Err(e) => {
-                    source_zk_trouble.failed(now, e, "retrying");
-                    coord = None;
-                    if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
-                        return;
-                    }
-                    continue;
-                }
-            }
-        }
-        let Some((host, port)) = view.address.clone() else {
-            if pause(&mut stop, DISCOVERY_INTERVAL).await {
-                return;
-            }
-            continue;
+                },
+            },
         };
-        if conn.is_none() {
-            match connect(&env, &host, port, timeout).await {
+        if let Some(pause_for) = pause_for {
+            if pause(&mut stop, pause_for).await {
+                return;
+            }
+        }
+    }
+}
+
+/// The copier's state between its turns.
+struct Copying<E: Env> {
+    env: E,
+    broker: BrokerConfig,
+    replica: ReplicaConfig,
+    logs: Arc<Logs<E::Fs>>,
+    new_topics: Option<PendingSender<TopicName, ()>>,
+    meter: BrokerMeter,
+    metrics: Option<Arc<MirrorMetrics>>,
+    targets: watch::Sender<ProbeTargets>,
+    timeout: Duration,
+    backoff: Duration,
+    size_limit: u32,
+    /// The source's ZooKeeper.
+    coord: Option<E::Coord>,
+    /// This cluster's ZooKeeper: promotions are read there, synced offsets written there.
+    own: Option<E::Coord>,
+    synced: BTreeMap<(String, TopicPartition), i64>,
+    last_sync: Option<i64>,
+    sync_every: i64,
+    conn: Option<Connection<E::Stream>>,
+    view: SourceView,
+    copied: BTreeMap<TopicPartition, Copied>,
+    /// Fetched and decided, appended during the next round's fetch.
+    pending: Vec<Pending>,
+    last_discovery: Option<i64>,
+    last_promotions: Option<i64>,
+    demotion_handled: Option<String>,
+    own_trouble: Trouble,
+    source_zk_trouble: Trouble,
+    source_trouble: Trouble,
+}
+
+impl<E: Env> Copying<E> {
+    fn new(env: E, copier: Copier<E::Fs>, targets: watch::Sender<ProbeTargets>) -> Self {
+        let Copier {
+            broker,
+            replica,
+            logs,
+            new_topics,
+            meter,
+            metrics,
+            // Already in `env` (see `replica::run`).
+            link: _,
+        } = copier;
+        tracing::info!(
+            "replica: copying source broker {} of {} (topics {})",
+            replica.source_broker_id,
+            replica.source,
+            replica.topics.pattern()
+        );
+        let own_zk = broker
+            .zk_connect
+            .as_ref()
+            .map_or_else(String::new, ToString::to_string);
+        Copying {
+            timeout: Duration::from_millis(replica.socket_timeout_ms.into()),
+            backoff: Duration::from_millis(replica.fetch_backoff_ms.into()),
+            size_limit: broker
+                .max_message_bytes
+                .saturating_add(ENTRY_OVERHEAD_BYTES)
+                .max(replica.fetch_bytes),
+            sync_every: i64::from(replica.offsets_sync_interval_ms),
+            own_trouble: Trouble::new(format!("this cluster's ZooKeeper at {own_zk}")),
+            source_zk_trouble: Trouble::new(format!(
+                "the source's ZooKeeper at {}",
+                replica.source
+            )),
+            source_trouble: Trouble::new(format!("source broker {}", replica.source_broker_id)),
+            env,
+            broker,
+            replica,
+            logs,
+            new_topics,
+            meter,
+            metrics,
+            targets,
+            coord: None,
+            own: None,
+            synced: BTreeMap::new(),
+            last_sync: None,
+            conn: None,
+            view: SourceView::default(),
+            copied: BTreeMap::new(),
+            pending: Vec::new(),
+            last_discovery: None,
+            last_promotions: None,
+            demotion_handled: None,
+        }
+    }
+
+    /// Promotions first, from this cluster's ZooKeeper, whether or not the source answers: a
+    /// promoted topic is never copied into again, and nothing is copied before they are known.
+    /// Then a demotion, if one is planned. A pause when this cluster's ZooKeeper failed.
+    async fn promotions_read(&mut self, now: i64) -> Option<Duration> {
+        if self
+            .last_promotions
+            .is_some_and(|at| now - at < DISCOVERY_INTERVAL.as_millis() as i64)
+        {
+            return None;
+        }
+        // The partitions whose logs are known prefixes of the source's (their end is a common
+        // point if they are promoted now).
+        let checked: std::collections::BTreeSet<TopicPartition> = self
+            .copied
+            .iter()
+            .filter(|(_, s)| s.verified && s.stopped.is_none() && s.verifying.is_none())
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        let mut read = promotions(
+            &self.env,
+            (&self.broker, &self.replica),
+            &self.logs,
+            &mut self.own,
+            (&self.meter, &checked),
+        )
+        .await;
+        if let (Ok(()), Some(c)) = (&read, self.own.as_ref()) {
+            let demoting = Demoting {
+                broker: &self.broker,
+                replica: &self.replica,
+                logs: &self.logs,
+                copied: &mut self.copied,
+                synced: &mut self.synced,
+                handled: &mut self.demotion_handled,
+            };
+            read = match demotion(&self.env, c, demoting).await {
+                Ok(true) => {
+                    // What was fetched before the cut is fetched again from each log's end
+                    // (now the cut, or where the log was left).
+                    for p in self.pending.drain(..) {
+                        if let Some(state) = self.copied.get_mut(&p.tp) {
+                            state.next = None;
+                            state.mark = None;
+                            state.verified = false;
+                        }
+                    }
+                    Ok(())
+                }
+                Ok(false) => Ok(()),
+                Err(e) => Err(e),
+            };
+        }
+        match read {
+            Ok(()) => {
+                self.last_promotions = Some(now);
+                self.own_trouble.answered(now);
+                None
+            }
+            Err(e) => {
+                self.own_trouble
+                    .failed(now, e, "reading promotions; not copying until it answers");
+                self.own = None;
+                Some(self.backoff.max(Duration::from_secs(1)))
+            }
+        }
+    }
+
+    /// Whether the whole cluster is promoted: nothing is copied any more, the source (perhaps
+    /// the cluster that failed) is not asked anything, and only this cluster's ZooKeeper is
+    /// read, for a demotion.
+    fn stopped_by_promotion(&mut self) -> bool {
+        if !self.logs.is_cluster_promoted() {
+            return false;
+        }
+        let (had_source_zk, had_source) = (self.coord.take().is_some(), self.conn.take().is_some());
+        if had_source_zk || had_source {
+            self.pending.clear();
+            tracing::info!("replica: the cluster is promoted: the source is no longer read");
+        }
+        true
+    }
+
+    /// The source's partitions and its broker's address, from its ZooKeeper, every
+    /// [`DISCOVERY_INTERVAL`]; a pause when it failed.
+    async fn source_discovered(&mut self, now: i64) -> Option<Duration> {
+        if self
+            .last_discovery
+            .is_some_and(|at| now - at < DISCOVERY_INTERVAL.as_millis() as i64)
+        {
+            return None;
+        }
+        // Bounded: a source ZooKeeper that does not answer (the cluster that failed) never
+        // holds up reading this cluster's promotions and demotions for long.
+        let discovered = tokio::time::timeout(
+            DISCOVERY_WAIT,
+            discover(&self.env, &self.broker, &self.replica, &mut self.coord),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(CoordError::Unreachable(format!(
+                "no answer within {DISCOVERY_WAIT:?}"
+            )))
+        });
+        match discovered {
+            Ok(fresh) => {
+                self.last_discovery = Some(now);
+                if fresh.address != self.view.address {
+                    self.conn = None;
+                }
+                announce(&self.logs, &self.view, &fresh, self.new_topics.as_ref());
+                for (topic, count) in &fresh.counts {
+                    for p in 0..*count {
+                        self.copied
+                            .entry(TopicPartition::new(topic.clone(), p))
+                            .or_insert_with(|| Copied::new(self.replica.fetch_bytes));
+                    }
+                }
+                self.view = fresh;
+                self.targets.send_replace(ProbeTargets {
+                    address: self.view.address.clone(),
+                    partitions: self.copied.keys().cloned().collect(),
+                });
+                self.source_zk_trouble.answered(now);
+                None
+            }
+            Err(e) => {
+                self.source_zk_trouble.failed(now, e, "retrying");
+                self.coord = None;
+                Some(self.backoff.max(Duration::from_secs(1)))
+            }
+        }
+    }
+
+    /// The source broker's address, connected to; a pause while it is unknown or unreachable.
+    async fn connected(&mut self) -> Result<(String, u16), Duration> {
+        let Some((host, port)) = self.view.address.clone() else {
+            return Err(DISCOVERY_INTERVAL);
+        };
+        if self.conn.is_none() {
+            match connect(&self.env, &host, port, self.timeout).await {
                 Ok(fresh) => {
-                    conn = Some(fresh);
-                    source_trouble.answered(env.now_ms());
+                    self.conn = Some(fresh);
+                    self.source_trouble.answered(self.env.now_ms());
                     // A new connection may reach another source (a failover, a restored
                     // cluster): every partition's prefix is checked again before it grows.
-                    for state in copied.values_mut() {
+                    for state in self.copied.values_mut() {
                         state.verified = false;
                     }
                 }
                 Err(e) => {
-                    source_trouble.failed(env.now_ms(), format!("{host}:{port}: {e}"), "retrying");
-                    if pause(&mut stop, backoff.max(Duration::from_secs(1))).await {
-                        return;
-                    }
-                    continue;
+                    self.source_trouble.failed(
+                        self.env.now_ms(),
+                        format!("{host}:{port}: {e}"),
+                        "retrying",
+                    );
+                    return Err(self.backoff.max(Duration::from_secs(1)));
                 }
             }
         }
-        let Some(open) = conn.as_mut() else { continue };
-        let sizes = (replica.fetch_bytes, size_limit);
-        let copying_with = (&meter, metrics.as_deref());
-        let copied_any = match round(
-            &env,
+        Ok((host, port))
+    }
+
+    /// One round of copying from the source broker at `address`; whether it copied anything.
+    async fn copy_round(&mut self, (host, port): &(String, u16)) -> bool {
+        let Some(open) = self.conn.as_mut() else {
+            return false;
+        };
+        let sizes = (self.replica.fetch_bytes, self.size_limit);
+        let copying_with = (&self.meter, self.metrics.as_deref());
+        match round(
+            &self.env,
             open,
-            &logs,
-            &mut copied,
-            &mut pending,
+            &self.logs,
+            &mut self.copied,
+            &mut self.pending,
             sizes,
             copying_with,
         )
@@ -221,27 +318,34 @@ pub(super) async fn copy<E: Env>(
         {
             Ok(any) => any,
             Err(e) => {
-                source_trouble.failed(env.now_ms(), format!("{host}:{port}: {e}"), "reconnecting");
-                conn = None;
+                self.source_trouble.failed(
+                    self.env.now_ms(),
+                    format!("{host}:{port}: {e}"),
+                    "reconnecting",
+                );
+                self.conn = None;
                 false
             }
-        };
-        if let Some(groups) = &replica.offsets_sync_groups {
-            let now = env.now_ms();
-            if last_sync.is_none_or(|at| now - at >= sync_every) {
-                last_sync = Some(now);
-                if let (Some(source), Some(here)) = (coord.as_ref(), own.as_ref()) {
-                    let ids = (replica.source_broker_id, broker.broker_id);
-                    if let Err(e) =
-                        sync_offsets(source, here, &logs, groups, ids, &mut synced).await
-                    {
-                        tracing::warn!("replica: syncing consumer offsets: {e}; trying again");
-                    }
-                }
-            }
         }
-        if !copied_any && pause(&mut stop, backoff).await {
+    }
+
+    /// The consumer offsets' sync (`replica.offsets.sync.groups`), every sync interval.
+    async fn sync_offsets(&mut self) {
+        let Some(groups) = &self.replica.offsets_sync_groups else {
             return;
+        };
+        let now = self.env.now_ms();
+        if self.last_sync.is_some_and(|at| now - at < self.sync_every) {
+            return;
+        }
+        self.last_sync = Some(now);
+        if let (Some(source), Some(here)) = (self.coord.as_ref(), self.own.as_ref()) {
+            let ids = (self.replica.source_broker_id, self.broker.broker_id);
+            if let Err(e) =
+                sync_offsets(source, here, &self.logs, groups, ids, &mut self.synced).await
+            {
+                tracing::warn!("replica: syncing consumer offsets: {e}; trying again");
+            }
         }
     }
 }

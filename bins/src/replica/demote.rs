@@ -26,7 +26,7 @@ use super::offset_sync::adopt_offsets;
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use tributary_core::replica::demotion::{
-    DivergedEntry, DivergedLog, Outcome, Plan, Report, ReportEntry,
+    DivergedEntry, DivergedLog, Outcome, Plan, PlanEntry, Report, ReportEntry,
 };
 use tributary_core::zk_layout::{
     demotion_done_path, demotion_plan_path, diverged_log_path, DEMOTION_PATH,
@@ -48,41 +48,13 @@ pub(super) struct Demoting<'a, F: tributary_core::log::LogFs + Clone> {
 pub(super) async fn demotion<E: Env>(
     env: &E,
     c: &E::Coord,
-    d: Demoting<'_, E::Fs>,
+    mut d: Demoting<'_, E::Fs>,
 ) -> Result<bool, CoordError> {
     let me = d.broker.broker_id;
-    let id = match c.get(DEMOTION_PATH).await {
-        Ok((data, _)) => String::from_utf8_lossy(&data).trim().to_string(),
-        Err(CoordError::NoNode(_)) => return Ok(false),
-        Err(e) => return Err(e),
-    };
-    if id.is_empty() || d.handled.as_deref() == Some(id.as_str()) {
+    let Some((id, plan)) = pending_demotion(c, me, d.handled).await? else {
         return Ok(false);
-    }
-    let done_path = demotion_done_path(me);
-    match c.get(&done_path).await {
-        Ok((data, _))
-            if Report::parse(&String::from_utf8_lossy(&data)).is_ok_and(|r| r.demotion == id) =>
-        {
-            *d.handled = Some(id);
-            return Ok(false);
-        }
-        Ok(_) | Err(CoordError::NoNode(_)) => {}
-        Err(e) => return Err(e),
-    }
-    let plan = match c.get(&demotion_plan_path(me)).await {
-        Ok((data, _)) => match Plan::parse(&String::from_utf8_lossy(&data)) {
-            Ok(plan) => plan,
-            Err(e) => {
-                // Never guessed at: nothing is cut, and the demotion is not confirmed.
-                tracing::error!("replica: demotion {id}: this broker's plan cannot be read ({e}); nothing was cut; run `tributary demote` again");
-                *d.handled = Some(id);
-                return Ok(false);
-            }
-        },
-        Err(CoordError::NoNode(_)) => Plan::default(),
-        Err(e) => return Err(e),
     };
+    let done_path = demotion_done_path(me);
     // Which partitions took writes here, before the promotions are undone.
     let writable: BTreeMap<TopicPartition, bool> = plan
         .0
@@ -117,53 +89,7 @@ pub(super) async fn demotion<E: Env>(
     );
     let mut entries = Vec::with_capacity(plan.0.len());
     for entry in &plan.0 {
-        let tp = TopicPartition::new(entry.topic.clone(), entry.partition);
-        let state = d.copied.get(&tp);
-        let copying = state.is_some_and(|s| s.verified && s.stopped.is_none());
-        // A replica (no produces taken here) whose log was checked against the source on this
-        // run, or held nothing past the cut when the demotion was planned, holds past the cut
-        // only copies of the source's messages: cutting them would move common history into
-        // a diverged file (a demotion run again while a broker copies, or carried out as it
-        // restarts, before its copy is checked again).
-        let copies_only = copying || entry.nothing_past;
-        let outcome = if copies_only && !writable.get(&tp).copied().unwrap_or(false) {
-            Outcome::Cut {
-                end: entry.cut,
-                entries: 0,
-                file: "-".into(),
-            }
-        } else {
-            cut_partition(env, d.logs, &tp, entry.cut).await
-        };
-        match &outcome {
-            Outcome::Cut { end, entries, file } if file != "-" => tracing::warn!(
-                "replica: {tp}: cut back to {}: {entries} messages ({} bytes, {}..{end}) written here past the other cluster's history are kept in {file}; dump-log lists them, replay-log-producer --from-file re-publishes them",
-                entry.cut,
-                end.saturating_sub(entry.cut),
-                entry.cut
-            ),
-            Outcome::Cut { .. } => {}
-            Outcome::Refused(why) => tracing::error!(
-                "replica: {tp}: not cut back to {}: {why}; it does not copy until this is looked at",
-                entry.cut
-            ),
-        }
-        if let Some(state) = d.copied.get_mut(&tp) {
-            if matches!(outcome, Outcome::Cut { .. }) {
-                // Copying resumes at the cut, its prefix checked again first.
-                state.stopped = None;
-                state.next = None;
-                state.mark = None;
-                state.verified = false;
-                state.verifying = None;
-            }
-        }
-        entries.push(ReportEntry {
-            topic: entry.topic.clone(),
-            partition: entry.partition,
-            cut: entry.cut,
-            outcome,
-        });
+        entries.push(carry_out(env, &mut d, entry, &writable).await);
     }
     if let Err(e) = logs::checkpoint(env, d.logs).await {
         tracing::warn!("replica: demotion {id}: writing the recovery checkpoint: {e}");
@@ -174,13 +100,128 @@ pub(super) async fn demotion<E: Env>(
         }
         d.synced.clear();
     }
-    // What was moved out is indexed where no later demotion replaces it, before the
-    // confirmation.
+    index_diverged(c, me, &id, &entries).await?;
+    let report = Report {
+        demotion: id.clone(),
+        entries,
+    };
+    super::offset_sync::put(c, &done_path, report.encode().as_bytes()).await?;
+    tracing::info!("replica: demotion {id} carried out and confirmed; copying from the source resumes at each cut");
+    *d.handled = Some(id);
+    Ok(true)
+}
+
+/// The cluster's current demotion and this broker's plan for it, when this broker has not
+/// carried it out yet; `None` when there is none, it is handled (confirmed, or its plan cannot
+/// be read: never guessed at, nothing is cut and it is not confirmed).
+async fn pending_demotion<C: Coordination>(
+    c: &C,
+    me: i32,
+    handled: &mut Option<String>,
+) -> Result<Option<(String, Plan)>, CoordError> {
+    let id = match c.get(DEMOTION_PATH).await {
+        Ok((data, _)) => String::from_utf8_lossy(&data).trim().to_string(),
+        Err(CoordError::NoNode(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if id.is_empty() || handled.as_deref() == Some(id.as_str()) {
+        return Ok(None);
+    }
+    match c.get(&demotion_done_path(me)).await {
+        Ok((data, _))
+            if Report::parse(&String::from_utf8_lossy(&data)).is_ok_and(|r| r.demotion == id) =>
+        {
+            *handled = Some(id);
+            return Ok(None);
+        }
+        Ok(_) | Err(CoordError::NoNode(_)) => {}
+        Err(e) => return Err(e),
+    }
+    let plan = match c.get(&demotion_plan_path(me)).await {
+        Ok((data, _)) => match Plan::parse(&String::from_utf8_lossy(&data)) {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::error!("replica: demotion {id}: this broker's plan cannot be read ({e}); nothing was cut; run `tributary demote` again");
+                *handled = Some(id);
+                return Ok(None);
+            }
+        },
+        Err(CoordError::NoNode(_)) => Plan::default(),
+        Err(e) => return Err(e),
+    };
+    Ok(Some((id, plan)))
+}
+
+/// Carries out one plan entry: cuts its partition back (unless it holds only copies of the
+/// source's messages past the cut), and, once cut, copying resumes at the cut.
+async fn carry_out<E: Env>(
+    env: &E,
+    d: &mut Demoting<'_, E::Fs>,
+    entry: &PlanEntry,
+    writable: &BTreeMap<TopicPartition, bool>,
+) -> ReportEntry {
+    let tp = TopicPartition::new(entry.topic.clone(), entry.partition);
+    let state = d.copied.get(&tp);
+    let copying = state.is_some_and(|s| s.verified && s.stopped.is_none());
+    // A replica (no produces taken here) whose log was checked against the source on this
+    // run, or held nothing past the cut when the demotion was planned, holds past the cut
+    // only copies of the source's messages: cutting them would move common history into
+    // a diverged file (a demotion run again while a broker copies, or carried out as it
+    // restarts, before its copy is checked again).
+    let copies_only = copying || entry.nothing_past;
+    let outcome = if copies_only && !writable.get(&tp).copied().unwrap_or(false) {
+        Outcome::Cut {
+            end: entry.cut,
+            entries: 0,
+            file: "-".into(),
+        }
+    } else {
+        cut_partition(env, d.logs, &tp, entry.cut).await
+    };
+    match &outcome {
+        Outcome::Cut { end, entries, file } if file != "-" => tracing::warn!(
+            "replica: {tp}: cut back to {}: {entries} messages ({} bytes, {}..{end}) written here past the other cluster's history are kept in {file}; dump-log lists them, replay-log-producer --from-file re-publishes them",
+            entry.cut,
+            end.saturating_sub(entry.cut),
+            entry.cut
+        ),
+        Outcome::Cut { .. } => {}
+        Outcome::Refused(why) => tracing::error!(
+            "replica: {tp}: not cut back to {}: {why}; it does not copy until this is looked at",
+            entry.cut
+        ),
+    }
+    if let Some(state) = d.copied.get_mut(&tp) {
+        if matches!(outcome, Outcome::Cut { .. }) {
+            // Copying resumes at the cut, its prefix checked again first.
+            state.stopped = None;
+            state.next = None;
+            state.mark = None;
+            state.verified = false;
+            state.verifying = None;
+        }
+    }
+    ReportEntry {
+        topic: entry.topic.clone(),
+        partition: entry.partition,
+        cut: entry.cut,
+        outcome,
+    }
+}
+
+/// Indexes what the demotion moved out where no later demotion replaces it (before the
+/// demotion is confirmed).
+async fn index_diverged<C: Coordination>(
+    c: &C,
+    me: i32,
+    id: &str,
+    entries: &[ReportEntry],
+) -> Result<(), CoordError> {
     let moved: Vec<DivergedEntry> = entries
         .iter()
         .filter_map(|e| match &e.outcome {
             Outcome::Cut { end, entries, file } if file != "-" => Some(DivergedEntry {
-                demotion: id.clone(),
+                demotion: id.to_string(),
                 topic: e.topic.clone(),
                 partition: e.partition,
                 cut: tributary_core::log::parse_diverged_file_name(file).map_or(e.cut, |(c, _)| c),
@@ -206,14 +247,7 @@ pub(super) async fn demotion<E: Env>(
         log.extend(moved);
         super::offset_sync::put(c, &path, log.encode().as_bytes()).await?;
     }
-    let report = Report {
-        demotion: id.clone(),
-        entries,
-    };
-    super::offset_sync::put(c, &done_path, report.encode().as_bytes()).await?;
-    tracing::info!("replica: demotion {id} carried out and confirmed; copying from the source resumes at each cut");
-    *d.handled = Some(id);
-    Ok(true)
+    Ok(())
 }
 
 /// Cuts `tp`'s log back to `cut` (a planted bug cuts one message earlier).

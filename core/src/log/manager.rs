@@ -475,7 +475,10 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         let shared = Arc::new(C::from(log));
         let before = self.logs().insert(tp.clone(), shared.clone());
         // On in release: under the creation lock no other log of this partition can appear.
-        assert!(before.is_none(), "{tp}: a second log created for one partition");
+        assert!(
+            before.is_none(),
+            "{tp}: a second log created for one partition"
+        );
         Ok((shared, true))
     }
 

@@ -268,4 +268,3 @@ fn registry_problem(st: &SharedSeen, model: &SharedModel) -> Option<String> {
     }
     None
 }
-
