@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::history::{state, Shared};
+use super::history::{state, Shared, State};
 use super::hosts::{parse_payload, payload};
-use super::reads::partitions_of;
+use super::reads::{partitions_of, FinalRead};
 use super::shape::Shape;
 use super::{MirrorReport, Part, GROUP};
 use crate::invariants::Invariant;
@@ -100,120 +100,17 @@ pub(super) fn judge(shared: &Shared, control: &Control, shape: &Shape, report: &
             *source_copies.entry(payload).or_insert(0) += 1;
         }
     }
-    // 2: every forward is what the source holds at that offset (or was deleted by retention).
-    for (part, forwards) in &s.forwards {
-        let earliest = read.source.get(part).map_or(0, |(e, _)| *e);
-        for f in forwards {
-            if f.end <= earliest {
-                continue;
-            }
-            if at.get(&(part, f.end)) != Some(&f.payload.as_slice()) {
-                return control.violate(
-                    Invariant::MirrorNoPhantom,
-                    format!(
-                        "{}/{}: {:?} forwarded {:?} ending at {}, but the source holds {:?} there",
-                        part.0,
-                        part.1,
-                        f.owner,
-                        String::from_utf8_lossy(&f.payload),
-                        f.end,
-                        at.get(&(part, f.end)).map(|p| String::from_utf8_lossy(p))
-                    ),
-                );
-            }
-        }
-    }
-    for payload in read.mirror.keys() {
-        if !parse_payload(payload).is_some_and(|seq| s.sent.contains(&seq)) {
-            return control.violate(
-                Invariant::MirrorNoPhantom,
-                format!(
-                    "the mirror cluster holds a message no producer sent: {:?}",
-                    String::from_utf8_lossy(payload)
-                ),
-            );
-        }
-    }
-    // 1 and 6: every acknowledged message is mirrored, or was deleted inside a reported gap.
-    let mut gap_messages = 0;
-    for (seq, acked) in &s.acked {
-        let bytes = payload(*seq);
-        if read.mirror.contains_key(&bytes) {
-            continue;
-        }
-        let in_source = source_copies.contains_key(bytes.as_slice());
-        let deleted = acked.start
-            < read
-                .source
-                .get(&acked.part)
-                .map_or(0, |(earliest, _)| *earliest);
-        let in_gap = s.gaps.iter().any(|(part, from, to, _)| {
-            *part == acked.part && acked.start >= *from && acked.start < *to
+    let judged = no_phantoms(&s, read, &at)
+        .and_then(|()| acked_mirrored_or_gapped(&s, read, &source_copies))
+        .and_then(|gap_messages| gaps_cover_only_deleted(&s, read).map(|()| gap_messages))
+        .and_then(|gap_messages| {
+            reforwards_bounded(&s, shape.reforward_bound()).map(|r| (gap_messages, r))
         });
-        let (part, start) = (&acked.part, acked.start);
-        match (in_source, deleted, in_gap) {
-            (true, _, _) => return control.violate(Invariant::MirrorNoLoss, format!("m {seq} acknowledged at {}/{} {start} is in the source but not in the mirror cluster", part.0, part.1)),
-            (false, true, true) => gap_messages += 1,
-            (false, true, false) => {
-                return control.violate(Invariant::MirrorGaps, format!("m {seq} acknowledged at {}/{} {start} was deleted by the source's retention unmirrored, and no gap was reported over it", part.0, part.1))
-            }
-            (false, false, _) => {
-                return control.violate(Invariant::MirrorNoLoss, format!("m {seq} acknowledged at {}/{} {start} is in neither cluster, though the source still holds that offset range: the acknowledgement was taken back", part.0, part.1))
-            }
-        }
-    }
-    // 6: a reported gap covers only what the source no longer has.
-    for (part, from, to, at) in &s.gaps {
-        // What the source held right after the report: its data below `to` must be gone.
-        // (Earliest offsets only grow: the first poll after the report must be at or past `to`.)
-        let polled_after = s
-            .earliest_seen
-            .get(part)
-            .and_then(|seen| seen.iter().find(|(t, _)| *t >= *at).map(|(_, e)| *e));
-        if let Some(earliest) = polled_after.filter(|e| to > e) {
-            return control.violate(
-                Invariant::MirrorGaps,
-                format!(
-                    "{}/{}: gap {from}..{to} reported at {at:?}, but the source still started at {earliest} then",
-                    part.0, part.1
-                ),
-            );
-        }
-        let earliest = read.source.get(part).map_or(0, |(e, _)| *e);
-        if *to > earliest || from >= to {
-            return control.violate(
-                Invariant::MirrorGaps,
-                format!(
-                    "{}/{}: gap {from}..{to} reported, but the source still starts at {earliest}",
-                    part.0, part.1
-                ),
-            );
-        }
-    }
-    // 3: what one ownership of a partition (a mirror incarnation's epoch) forwards again is
-    // within the bound: its re-forwards end where its furthest predecessor got, and each had at
-    // most that many uncommitted. (Summed over an ownership's partitions the bound holds per
-    // fault only: stacked faults leave one window each — `reforwards_owner_max` reports it.)
-    let bound = shape.reforward_bound();
-    let mut worst = 0;
-    let mut per_owner: BTreeMap<&(String, u64), usize> = BTreeMap::new();
-    for (part, forwards) in &s.forwards {
-        let mut seen: BTreeSet<i64> = BTreeSet::new();
-        let mut again: BTreeMap<&(String, u64), usize> = BTreeMap::new();
-        for f in forwards {
-            if !seen.insert(f.end) {
-                *again.entry(&f.owner).or_insert(0) += 1;
-                *per_owner.entry(&f.owner).or_insert(0) += 1;
-            }
-        }
-        if let Some((owner, n)) = again.iter().max_by_key(|(_, n)| **n) {
-            worst = worst.max(*n);
-            if *n > bound {
-                return control.violate(Invariant::MirrorDuplicates, format!("{}/{}: {owner:?} forwarded {n} messages again that were forwarded before (bound 2 × queue.size × streams = {bound})", part.0, part.1));
-            }
-        }
-    }
-    report.reforwards_owner_max = per_owner.values().copied().max().unwrap_or(0);
+    let (gap_messages, (worst, per_owner_max)) = match judged {
+        Ok(judged) => judged,
+        Err((invariant, detail)) => return control.violate(invariant, detail),
+    };
+    report.reforwards_owner_max = per_owner_max;
     report.reforwards_max = worst;
     report.acked = s.acked.len();
     report.mirrored = read
@@ -240,4 +137,142 @@ pub(super) fn judge(shared: &Shared, control: &Control, shape: &Shape, report: &
             ),
         );
     }
+}
+
+/// An invariant the final read breaks, with what breaks it.
+type Judged<T> = Result<T, (Invariant, String)>;
+
+/// 2: every forward is what the source holds at that offset (or was deleted by retention), and
+/// the mirror cluster holds only messages a producer sent.
+fn no_phantoms(s: &State, read: &FinalRead, at: &BTreeMap<(&Part, i64), &[u8]>) -> Judged<()> {
+    for (part, forwards) in &s.forwards {
+        let earliest = read.source.get(part).map_or(0, |(e, _)| *e);
+        for f in forwards {
+            if f.end <= earliest {
+                continue;
+            }
+            if at.get(&(part, f.end)) != Some(&f.payload.as_slice()) {
+                return Err((
+                    Invariant::MirrorNoPhantom,
+                    format!(
+                        "{}/{}: {:?} forwarded {:?} ending at {}, but the source holds {:?} there",
+                        part.0,
+                        part.1,
+                        f.owner,
+                        String::from_utf8_lossy(&f.payload),
+                        f.end,
+                        at.get(&(part, f.end)).map(|p| String::from_utf8_lossy(p))
+                    ),
+                ));
+            }
+        }
+    }
+    for payload in read.mirror.keys() {
+        if !parse_payload(payload).is_some_and(|seq| s.sent.contains(&seq)) {
+            return Err((
+                Invariant::MirrorNoPhantom,
+                format!(
+                    "the mirror cluster holds a message no producer sent: {:?}",
+                    String::from_utf8_lossy(payload)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// 1 and 6: every acknowledged message is mirrored, or was deleted inside a reported gap; how
+/// many were in gaps.
+fn acked_mirrored_or_gapped(
+    s: &State,
+    read: &FinalRead,
+    source_copies: &BTreeMap<&[u8], usize>,
+) -> Judged<usize> {
+    let mut gap_messages = 0;
+    for (seq, acked) in &s.acked {
+        let bytes = payload(*seq);
+        if read.mirror.contains_key(&bytes) {
+            continue;
+        }
+        let in_source = source_copies.contains_key(bytes.as_slice());
+        let deleted = acked.start
+            < read
+                .source
+                .get(&acked.part)
+                .map_or(0, |(earliest, _)| *earliest);
+        let in_gap = s.gaps.iter().any(|(part, from, to, _)| {
+            *part == acked.part && acked.start >= *from && acked.start < *to
+        });
+        let (part, start) = (&acked.part, acked.start);
+        match (in_source, deleted, in_gap) {
+            (true, _, _) => return Err((Invariant::MirrorNoLoss, format!("m {seq} acknowledged at {}/{} {start} is in the source but not in the mirror cluster", part.0, part.1))),
+            (false, true, true) => gap_messages += 1,
+            (false, true, false) => {
+                return Err((Invariant::MirrorGaps, format!("m {seq} acknowledged at {}/{} {start} was deleted by the source's retention unmirrored, and no gap was reported over it", part.0, part.1)))
+            }
+            (false, false, _) => {
+                return Err((Invariant::MirrorNoLoss, format!("m {seq} acknowledged at {}/{} {start} is in neither cluster, though the source still holds that offset range: the acknowledgement was taken back", part.0, part.1)))
+            }
+        }
+    }
+    Ok(gap_messages)
+}
+
+/// 6: a reported gap covers only what the source no longer has.
+fn gaps_cover_only_deleted(s: &State, read: &FinalRead) -> Judged<()> {
+    for (part, from, to, at) in &s.gaps {
+        // What the source held right after the report: its data below `to` must be gone.
+        // (Earliest offsets only grow: the first poll after the report must be at or past `to`.)
+        let polled_after = s
+            .earliest_seen
+            .get(part)
+            .and_then(|seen| seen.iter().find(|(t, _)| *t >= *at).map(|(_, e)| *e));
+        if let Some(earliest) = polled_after.filter(|e| to > e) {
+            return Err((
+                Invariant::MirrorGaps,
+                format!(
+                    "{}/{}: gap {from}..{to} reported at {at:?}, but the source still started at {earliest} then",
+                    part.0, part.1
+                ),
+            ));
+        }
+        let earliest = read.source.get(part).map_or(0, |(e, _)| *e);
+        if *to > earliest || from >= to {
+            return Err((
+                Invariant::MirrorGaps,
+                format!(
+                    "{}/{}: gap {from}..{to} reported, but the source still starts at {earliest}",
+                    part.0, part.1
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// 3: what one ownership of a partition (a mirror incarnation's epoch) forwards again is
+/// within `bound`: its re-forwards end where its furthest predecessor got, and each had at most
+/// that many uncommitted. (Summed over an ownership's partitions the bound holds per fault
+/// only: stacked faults leave one window each — `reforwards_owner_max` reports it.) The most
+/// one ownership forwarded again in one partition, and summed over its partitions.
+fn reforwards_bounded(s: &State, bound: usize) -> Judged<(usize, usize)> {
+    let mut worst = 0;
+    let mut per_owner: BTreeMap<&(String, u64), usize> = BTreeMap::new();
+    for (part, forwards) in &s.forwards {
+        let mut seen: BTreeSet<i64> = BTreeSet::new();
+        let mut again: BTreeMap<&(String, u64), usize> = BTreeMap::new();
+        for f in forwards {
+            if !seen.insert(f.end) {
+                *again.entry(&f.owner).or_insert(0) += 1;
+                *per_owner.entry(&f.owner).or_insert(0) += 1;
+            }
+        }
+        if let Some((owner, n)) = again.iter().max_by_key(|(_, n)| **n) {
+            worst = worst.max(*n);
+            if *n > bound {
+                return Err((Invariant::MirrorDuplicates, format!("{}/{}: {owner:?} forwarded {n} messages again that were forwarded before (bound 2 × queue.size × streams = {bound})", part.0, part.1)));
+            }
+        }
+    }
+    Ok((worst, per_owner.values().copied().max().unwrap_or(0)))
 }

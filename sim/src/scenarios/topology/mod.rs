@@ -151,53 +151,7 @@ pub fn run_seed(
     let rename = options.rename.unwrap_or_else(|| rng.random_bool(0.8));
     let embedded_mode = options.topology == Topology::ActiveActive && rng.random_bool(0.5);
     let queue_size: u32 = [4, 16, 64][rng.random_range(0..3)];
-    let (names, edges): (Vec<&'static str>, Vec<Edge>) = match options.topology {
-        Topology::ActiveActive => (
-            vec!["east", "west"],
-            vec![
-                Edge {
-                    from: "east",
-                    to: "west",
-                    rename,
-                    delay: Duration::ZERO,
-                    after_cycle: false,
-                },
-                Edge {
-                    from: "west",
-                    to: "east",
-                    rename,
-                    delay: Duration::ZERO,
-                    after_cycle: false,
-                },
-            ],
-        ),
-        Topology::Chain => (
-            vec!["east", "west", "north"],
-            vec![
-                Edge {
-                    from: "east",
-                    to: "west",
-                    rename: false,
-                    delay: Duration::ZERO,
-                    after_cycle: false,
-                },
-                Edge {
-                    from: "west",
-                    to: "north",
-                    rename: false,
-                    delay: Duration::ZERO,
-                    after_cycle: false,
-                },
-                Edge {
-                    from: "north",
-                    to: "east",
-                    rename: false,
-                    delay: options.duration / 3,
-                    after_cycle: true,
-                },
-            ],
-        ),
-    };
+    let (names, edges) = layout(options.topology, rename, options.duration);
     let mut builder = sim_builder(seed);
     builder
         .simulation_duration(options.duration + DRAIN_LIMIT * 3)
@@ -206,24 +160,7 @@ pub fn run_seed(
     let mut sim = builder.build();
     let control = Arc::new(Control::default());
     let _capture = control.trace.capture();
-    let shape = format!(
-        "{:?}{}{}, queue.size {queue_size}",
-        options.topology,
-        if options.topology == Topology::ActiveActive {
-            if rename {
-                ", renaming"
-            } else {
-                ", no renaming"
-            }
-        } else {
-            ""
-        },
-        if embedded_mode {
-            ", embedded mirrors"
-        } else {
-            ", mirror makers"
-        },
-    );
+    let shape = shape_of(options.topology, rename, embedded_mode, queue_size);
     control.trace.push(&format!("seed {seed}: {shape}"));
     let shared: Shared = Arc::default();
     let mut clusters: Vec<Cluster> = Vec::new();
@@ -307,23 +244,14 @@ pub fn run_seed(
         copiers: &copiers,
     };
     let expect = expected(options.topology, rename);
-    // In half the seeds (with network faults) every cluster's ZooKeeper followers are behind
-    // from the start for 5–15 s, while the mirrors start and make their first decisions.
-    let mut lag_rng = ChaCha8Rng::seed_from_u64(seed ^ 0x1a9_f011);
-    if matches!(options.faults, Faults::Network | Faults::Mixed) && lag_rng.random_bool(0.5) {
-        for (name, cluster) in names.iter().zip(&clusters) {
-            let length = Duration::from_millis(lag_rng.random_range(5000..15_000));
-            control.trace.push_at(
-                sim.elapsed(),
-                &format!("fault {name} zookeeper followers behind from the start for {length:?}"),
-            );
-            *report
-                .faults
-                .entry("zookeeper followers behind from the start")
-                .or_default() += 1;
-            let _asked = crate::zk_model::lag_followers(&cluster.model, length);
-        }
-    }
+    lag_followers_at_start(
+        &sim,
+        seed,
+        &options,
+        (&names, &clusters),
+        &control,
+        &mut report,
+    );
     let result = drive(
         &mut sim,
         &mut links,
@@ -357,6 +285,107 @@ pub fn run_seed(
     report.trace_tail = control.trace.report_tail(40);
     report.simulated = sim.elapsed();
     crate::world::outcome(result, &control, report)
+}
+
+/// The clusters and the mirrors between them: east ⇄ west (renaming or not), or the chain
+/// east → west → north → east, its last edge added a third of the way in.
+fn layout(topology: Topology, rename: bool, duration: Duration) -> (Vec<&'static str>, Vec<Edge>) {
+    match topology {
+        Topology::ActiveActive => (
+            vec!["east", "west"],
+            vec![
+                Edge {
+                    from: "east",
+                    to: "west",
+                    rename,
+                    delay: Duration::ZERO,
+                    after_cycle: false,
+                },
+                Edge {
+                    from: "west",
+                    to: "east",
+                    rename,
+                    delay: Duration::ZERO,
+                    after_cycle: false,
+                },
+            ],
+        ),
+        Topology::Chain => (
+            vec!["east", "west", "north"],
+            vec![
+                Edge {
+                    from: "east",
+                    to: "west",
+                    rename: false,
+                    delay: Duration::ZERO,
+                    after_cycle: false,
+                },
+                Edge {
+                    from: "west",
+                    to: "north",
+                    rename: false,
+                    delay: Duration::ZERO,
+                    after_cycle: false,
+                },
+                Edge {
+                    from: "north",
+                    to: "east",
+                    rename: false,
+                    delay: duration / 3,
+                    after_cycle: true,
+                },
+            ],
+        ),
+    }
+}
+
+/// The run's shape, as its trace and report name it.
+fn shape_of(topology: Topology, rename: bool, embedded_mode: bool, queue_size: u32) -> String {
+    format!(
+        "{:?}{}{}, queue.size {queue_size}",
+        topology,
+        if topology == Topology::ActiveActive {
+            if rename {
+                ", renaming"
+            } else {
+                ", no renaming"
+            }
+        } else {
+            ""
+        },
+        if embedded_mode {
+            ", embedded mirrors"
+        } else {
+            ", mirror makers"
+        },
+    )
+}
+
+/// In half the seeds (with network faults) every cluster's ZooKeeper followers are behind
+/// from the start for 5–15 s, while the mirrors start and make their first decisions.
+fn lag_followers_at_start(
+    sim: &turmoil::Sim<'_>,
+    seed: u64,
+    options: &Options,
+    (names, clusters): (&[&'static str], &[Cluster]),
+    control: &Control,
+    report: &mut TopologyReport,
+) {
+    let mut lag_rng = ChaCha8Rng::seed_from_u64(seed ^ 0x1a9_f011);
+    if matches!(options.faults, Faults::Network | Faults::Mixed) && lag_rng.random_bool(0.5) {
+        for (name, cluster) in names.iter().zip(clusters) {
+            let length = Duration::from_millis(lag_rng.random_range(5000..15_000));
+            control.trace.push_at(
+                sim.elapsed(),
+                &format!("fault {name} zookeeper followers behind from the start for {length:?}"),
+            );
+            *report
+                .faults
+                .entry("zookeeper followers behind from the start")
+                .or_default() += 1;
+            let _asked = crate::zk_model::lag_followers(&cluster.model, length);
+        }
+    }
 }
 
 /// Faults until the run's length, the heal, then reads of every cluster (one a second) until
