@@ -136,7 +136,7 @@ pub async fn run<E: Env>(
         Some(Ok(Ok(()))) => Ok(()),
         Some(Ok(Err(e))) => Err(ServerError::Mirror(e)),
         Some(Err(e)) => Err(ServerError::MirrorPanicked(if e.is_panic() {
-            crate::broker::logs::panic_message(e.into_panic().as_ref())
+            crate::sync::panic_message(e.into_panic().as_ref())
         } else {
             "cancelled".into()
         })),

@@ -12,6 +12,15 @@ pub fn lock<'a, T>(mutex: &'a Mutex<T>, what: &str) -> MutexGuard<'a, T> {
         .unwrap_or_else(|_| panic!("{what}: lock poisoned (a task panicked while holding it)"))
 }
 
+/// The text of a panic's payload.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

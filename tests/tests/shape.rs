@@ -61,7 +61,11 @@ fn starts_fn(line: &str) -> Option<&str> {
         match word {
             "pub" | "async" | "const" | "unsafe" | "extern" => continue,
             w if w.starts_with("pub(") => continue,
-            "fn" => return words.next().map(|name| name.split(['(', '<']).next().unwrap_or("")),
+            "fn" => {
+                return words
+                    .next()
+                    .map(|name| name.split(['(', '<']).next().unwrap_or(""))
+            }
             _ => return None,
         }
     }
@@ -109,14 +113,25 @@ fn no_file_or_function_is_too_long_to_read_at_once() {
     for dir in ["core/src", "bins/src", "sim/src"] {
         rust_files(&root.join(dir), &mut files);
     }
-    assert!(files.len() > 100, "the sources were not found under {}", root.display());
+    assert!(
+        files.len() > 100,
+        "the sources were not found under {}",
+        root.display()
+    );
     let mut problems = Vec::new();
     for path in &files {
         let text = std::fs::read_to_string(path).expect("a source file");
         let lines: Vec<&str> = text.lines().collect();
-        let shown = path.strip_prefix(&root).unwrap_or(path).display().to_string();
+        let shown = path
+            .strip_prefix(&root)
+            .unwrap_or(path)
+            .display()
+            .to_string();
         if lines.len() > FILE_LINES_MAX {
-            problems.push(format!("{shown}: {} lines (at most {FILE_LINES_MAX})", lines.len()));
+            problems.push(format!(
+                "{shown}: {} lines (at most {FILE_LINES_MAX})",
+                lines.len()
+            ));
         }
         for (name, line, length) in long_functions(&lines) {
             problems.push(format!(
@@ -129,7 +144,11 @@ fn no_file_or_function_is_too_long_to_read_at_once() {
 
 #[test]
 fn the_measure_finds_a_long_function_and_skips_braces_in_literals() {
-    let mut source = vec!["pub(crate) async fn long() {", "    let s = \"}}}\";", "    let c = '}';"];
+    let mut source = vec![
+        "pub(crate) async fn long() {",
+        "    let s = \"}}}\";",
+        "    let c = '}';",
+    ];
     source.extend(std::iter::repeat_n("    work();", FN_LINES_MAX));
     source.push("}");
     source.push("fn short() { done(); }");

@@ -83,9 +83,7 @@ impl CloseReason {
     }
 }
 
-/// The error code an acknowledged produce to a replica topic (replica mode) is answered with:
-/// the topic is read-only here (Tributary's; 0.7 has no such code).
-pub use tributary_core::wire::READ_ONLY_REPLICA;
+use tributary_core::wire::READ_ONLY_REPLICA;
 
 /// What a handled request asks of the broker besides its response.
 #[derive(Debug, Default)]

@@ -120,7 +120,7 @@ pub fn with_log<'a, E: Env, R: Send + 'static>(
         if let Err(panic) = &outcome {
             guard.fail(format!(
                 "an operation panicked: {}",
-                panic_message(panic.as_ref())
+                crate::sync::panic_message(panic.as_ref())
             ));
         }
         log.publish(&guard);
@@ -136,15 +136,6 @@ fn run_caught<F: LogFs, R>(
 ) -> (OwnedMutexGuard<Log<F>>, std::thread::Result<R>) {
     let outcome = catch_unwind(AssertUnwindSafe(|| op(&mut guard)));
     (guard, outcome)
-}
-
-/// The text of a panic's payload.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".to_string())
 }
 
 /// Makes everything written to `log` so far durable and visible, in two steps: note what to

@@ -272,7 +272,7 @@ impl Registration {
             Ok(Ok(())) => {}
             Ok(Err(e)) if e.is_panic() => tracing::error!(
                 "the ZooKeeper registration panicked: {}",
-                super::logs::panic_message(e.into_panic().as_ref())
+                crate::sync::panic_message(e.into_panic().as_ref())
             ),
             Ok(Err(_)) => {}
             Err(_) => {

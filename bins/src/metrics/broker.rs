@@ -224,7 +224,7 @@ pub fn code_label(code: ErrorCode) -> Cow<'static, str> {
         code if code == tributary_core::wire::TOPIC_AUTHORIZATION_FAILED => {
             Cow::Borrowed("topic_authorization_failed")
         }
-        code if code == crate::broker::handler::READ_ONLY_REPLICA => {
+        code if code == tributary_core::wire::READ_ONLY_REPLICA => {
             Cow::Borrowed("read_only_replica")
         }
         ErrorCode::Other(n) => Cow::Owned(n.to_string()),

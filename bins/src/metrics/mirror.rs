@@ -1,14 +1,34 @@
 //! The metrics of the mirror (embedded and mirror maker) and of replica mode: lag per source
 //! partition in bytes and time, what was copied, what is in flight, gaps, rebalances.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Weak;
+
+/// What the mirror did.
+#[derive(Debug, Default)]
+pub struct MirrorStats {
+    /// Messages handed to the producer.
+    pub sent: AtomicU64,
+    /// Bytes handed to the producer.
+    pub sent_bytes: AtomicU64,
+    /// Messages durably acknowledged by the mirror cluster.
+    pub acked: AtomicU64,
+    /// Their bytes.
+    pub acked_bytes: AtomicU64,
+    /// Source offsets committed.
+    pub commits: AtomicU64,
+    /// Read errors (unreadable source data: each stops its partition until the next rebalance).
+    pub errors: AtomicU64,
+    /// Messages not copied because their topic is refused (a loop, or a name the rename rule
+    /// cannot make): their partitions stop, uncommitted.
+    pub refused: AtomicU64,
+}
 
 use prometheus::{IntCounter, IntGauge, IntGaugeVec, Registry};
 use tributary_core::mirror::lag::{LagClock, LagSample};
 
 use super::{copy_count, counter, gauge, gauge_vec, LabelledGauges, Metrics};
-use crate::mirror::MirrorStats;
 
 /// The mirror's and replica's metrics, registered once per process.
 #[derive(Debug)]

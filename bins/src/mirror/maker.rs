@@ -117,7 +117,7 @@ async fn endpoint_ended(server: &mut Option<MetricsServer>) -> String {
     *server = None;
     match ended {
         Err(e) if e.is_panic() => {
-            let message = crate::broker::logs::panic_message(e.into_panic().as_ref());
+            let message = crate::sync::panic_message(e.into_panic().as_ref());
             format!("panicked ({message})")
         }
         _ => "stopped".to_string(),

@@ -28,7 +28,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +48,8 @@ use crate::metrics::mirror::{watch_mirror, LagGauges, MirrorMetrics};
 use crate::metrics::MaybeMetrics;
 use crate::producer::{Producer, ProducerStats, Record, SendError};
 use origins::OriginGate;
+
+pub use crate::metrics::mirror::MirrorStats;
 
 mod commits;
 pub mod identity;
@@ -196,26 +198,6 @@ fn exact_names(names: &[TopicName]) -> String {
         .map(|n| regex::escape(n.as_str()))
         .collect::<Vec<_>>()
         .join("|")
-}
-
-/// What the mirror did.
-#[derive(Debug, Default)]
-pub struct MirrorStats {
-    /// Messages handed to the producer.
-    pub sent: AtomicU64,
-    /// Bytes handed to the producer.
-    pub sent_bytes: AtomicU64,
-    /// Messages durably acknowledged by the mirror cluster.
-    pub acked: AtomicU64,
-    /// Their bytes.
-    pub acked_bytes: AtomicU64,
-    /// Source offsets committed.
-    pub commits: AtomicU64,
-    /// Read errors (unreadable source data: each stops its partition until the next rebalance).
-    pub errors: AtomicU64,
-    /// Messages not copied because their topic is refused (a loop, or a name the rename rule
-    /// cannot make): their partitions stop, uncommitted.
-    pub refused: AtomicU64,
 }
 
 /// A running mirror.

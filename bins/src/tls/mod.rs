@@ -6,6 +6,7 @@
 //! from the operating system), so simulated brokers listen in plaintext only: the same code
 //! runs, with [`link::Link::Plain`] on every connection.
 
+pub mod allow_list;
 pub mod client;
 pub mod endpoints;
 pub mod env;

@@ -18,7 +18,7 @@ use super::pem;
 use super::principal::subject;
 use super::refusals::RefusalLog;
 use super::TlsError;
-use crate::broker::access::AllowListFile;
+use crate::tls::allow_list::AllowListFile;
 use tributary_core::allow_list::ANONYMOUS;
 
 /// How often the certificate, key and CA files are checked for changes.

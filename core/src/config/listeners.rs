@@ -267,27 +267,80 @@ pub(crate) fn read(
     })
 }
 
+/// Why a listener or endpoint list cannot be read; each names the entry at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListenerError {
+    /// An entry without `://`.
+    #[error("\"{entry}\" is not PROTOCOL://host:port (e.g. PLAINTEXT://:9092,SSL://:9093)")]
+    NotAnEndpoint {
+        /// The entry.
+        entry: String,
+    },
+    /// A listener's protocol is neither PLAINTEXT nor SSL.
+    #[error("\"{protocol}\" in \"{entry}\" is not a protocol: expected PLAINTEXT or SSL")]
+    UnknownProtocol {
+        /// The protocol as written.
+        protocol: String,
+        /// The entry.
+        entry: String,
+    },
+    /// An entry without a port.
+    #[error("\"{entry}\" has no port")]
+    NoPort {
+        /// The entry.
+        entry: String,
+    },
+    /// A port that is not a number from 0 to 65535.
+    #[error("\"{port}\" in \"{entry}\" is not a port from 0 to 65535")]
+    BadPort {
+        /// The port as written.
+        port: String,
+        /// The entry.
+        entry: String,
+    },
+    /// Two listeners of one protocol.
+    #[error("more than one {0} listener")]
+    Repeated(ListenerProtocol),
+    /// No entry at all.
+    #[error("no listener: expected PROTOCOL://host:port[,...]")]
+    Empty,
+}
+
+/// `entry` split into its protocol, host and port as written.
+fn split_entry(entry: &str) -> Result<(&str, &str, u16), ListenerError> {
+    let (protocol, address) =
+        entry
+            .split_once("://")
+            .ok_or_else(|| ListenerError::NotAnEndpoint {
+                entry: entry.to_string(),
+            })?;
+    let (host, port) = address
+        .rsplit_once(':')
+        .ok_or_else(|| ListenerError::NoPort {
+            entry: entry.to_string(),
+        })?;
+    let port: u16 = port.parse().map_err(|_| ListenerError::BadPort {
+        port: port.to_string(),
+        entry: entry.to_string(),
+    })?;
+    Ok((protocol, host, port))
+}
+
 /// Parses `PROTOCOL://host:port[,PROTOCOL://host:port]`: at most one listener per protocol,
 /// plaintext first in the result.
-pub fn parse_listeners(raw: &str) -> Result<Vec<ListenerSpec>, String> {
+pub fn parse_listeners(raw: &str) -> Result<Vec<ListenerSpec>, ListenerError> {
     let mut specs: Vec<ListenerSpec> = Vec::new();
     for entry in raw.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (protocol, address) = entry.split_once("://").ok_or_else(|| {
-            format!("\"{entry}\" is not PROTOCOL://host:port (e.g. PLAINTEXT://:9092,SSL://:9093)")
-        })?;
-        let protocol = ListenerProtocol::parse(protocol).ok_or_else(|| {
-            format!("\"{protocol}\" in \"{entry}\" is not a protocol: expected PLAINTEXT or SSL")
-        })?;
-        let (host, port) = address
-            .rsplit_once(':')
-            .ok_or_else(|| format!("\"{entry}\" has no port"))?;
-        let port: u16 = port
-            .parse()
-            .map_err(|_| format!("\"{port}\" in \"{entry}\" is not a port from 0 to 65535"))?;
+        let (protocol, host, port) = split_entry(entry)?;
+        let protocol =
+            ListenerProtocol::parse(protocol).ok_or_else(|| ListenerError::UnknownProtocol {
+                protocol: protocol.to_string(),
+                entry: entry.to_string(),
+            })?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let host = (!host.is_empty() && host != "0.0.0.0").then(|| host.to_string());
         if specs.iter().any(|s| s.protocol == protocol) {
-            return Err(format!("more than one {protocol} listener"));
+            return Err(ListenerError::Repeated(protocol));
         }
         specs.push(ListenerSpec {
             protocol,
@@ -296,7 +349,7 @@ pub fn parse_listeners(raw: &str) -> Result<Vec<ListenerSpec>, String> {
         });
     }
     if specs.is_empty() {
-        return Err("no listener: expected PROTOCOL://host:port[,...]".into());
+        return Err(ListenerError::Empty);
     }
     specs.sort_by_key(|s| s.protocol);
     Ok(specs)
@@ -314,18 +367,10 @@ pub fn endpoints_registration(endpoints: &[(ListenerProtocol, String, u16)]) -> 
 
 /// Parses [`endpoints_registration`]'s format; entries of unknown protocols are skipped (a
 /// later version may register more), malformed ones are an error.
-pub fn parse_endpoints(data: &str) -> Result<Vec<(ListenerProtocol, String, u16)>, String> {
+pub fn parse_endpoints(data: &str) -> Result<Vec<(ListenerProtocol, String, u16)>, ListenerError> {
     let mut endpoints = Vec::new();
     for entry in data.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (protocol, address) = entry
-            .split_once("://")
-            .ok_or_else(|| format!("\"{entry}\" is not PROTOCOL://host:port"))?;
-        let (host, port) = address
-            .rsplit_once(':')
-            .ok_or_else(|| format!("\"{entry}\" has no port"))?;
-        let port: u16 = port
-            .parse()
-            .map_err(|_| format!("\"{port}\" in \"{entry}\" is not a port"))?;
+        let (protocol, host, port) = split_entry(entry)?;
         if let Some(protocol) = ListenerProtocol::parse(protocol) {
             endpoints.push((protocol, host.to_string(), port));
         }
@@ -390,7 +435,7 @@ mod tests {
             (":9092", "not PROTOCOL://host:port"),
             (" , ", "no listener"),
         ] {
-            let e = parse_listeners(raw).unwrap_err();
+            let e = parse_listeners(raw).unwrap_err().to_string();
             assert!(e.contains(expect), "{raw}: {e}");
         }
     }

@@ -23,8 +23,8 @@ pub use consumer::{AutoOffsetReset, ConsumerConfig, MirrorOptions, TopicFilter};
 pub use error::ConfigError;
 pub use fields::unknown_key_message;
 pub use listeners::{
-    endpoints_registration, parse_endpoints, parse_listeners, ClientAuth, ListenerProtocol,
-    ListenerSpec, Listeners, MetricsBind, TlsServerSettings,
+    endpoints_registration, parse_endpoints, parse_listeners, ClientAuth, ListenerError,
+    ListenerProtocol, ListenerSpec, Listeners, MetricsBind, TlsServerSettings,
 };
 pub use producer::{
     BrokerEndpoint, BrokerEndpointError, Discovery, EnqueueTimeout, ProducerConfig, ProducerType,
