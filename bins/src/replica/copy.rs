@@ -45,37 +45,39 @@ pub(super) async fn copy<E: Env>(
     }
 }
 
-/// The copier's state between its turns.
+/// The copier's state between its turns. Fields drop in this order when the copier stops: the
+/// connection to the source broker, then this cluster's ZooKeeper session, then the source's
+/// (the order the cluster's ZooKeeper and the source see them close in).
 struct Copying<E: Env> {
-    env: E,
-    broker: BrokerConfig,
-    replica: ReplicaConfig,
-    logs: Arc<Logs<E::Fs>>,
-    new_topics: Option<PendingSender<TopicName, ()>>,
-    meter: BrokerMeter,
-    metrics: Option<Arc<MirrorMetrics>>,
-    targets: watch::Sender<ProbeTargets>,
-    timeout: Duration,
-    backoff: Duration,
-    size_limit: u32,
-    /// The source's ZooKeeper.
-    coord: Option<E::Coord>,
-    /// This cluster's ZooKeeper: promotions are read there, synced offsets written there.
-    own: Option<E::Coord>,
-    synced: BTreeMap<(String, TopicPartition), i64>,
-    last_sync: Option<i64>,
-    sync_every: i64,
-    conn: Option<Connection<E::Stream>>,
-    view: SourceView,
-    copied: BTreeMap<TopicPartition, Copied>,
+    source_trouble: Trouble,
+    source_zk_trouble: Trouble,
+    own_trouble: Trouble,
+    demotion_handled: Option<String>,
+    last_promotions: Option<i64>,
+    last_discovery: Option<i64>,
     /// Fetched and decided, appended during the next round's fetch.
     pending: Vec<Pending>,
-    last_discovery: Option<i64>,
-    last_promotions: Option<i64>,
-    demotion_handled: Option<String>,
-    own_trouble: Trouble,
-    source_zk_trouble: Trouble,
-    source_trouble: Trouble,
+    copied: BTreeMap<TopicPartition, Copied>,
+    view: SourceView,
+    conn: Option<Connection<E::Stream>>,
+    sync_every: i64,
+    last_sync: Option<i64>,
+    synced: BTreeMap<(String, TopicPartition), i64>,
+    /// This cluster's ZooKeeper: promotions are read there, synced offsets written there.
+    own: Option<E::Coord>,
+    /// The source's ZooKeeper.
+    coord: Option<E::Coord>,
+    size_limit: u32,
+    backoff: Duration,
+    timeout: Duration,
+    metrics: Option<Arc<MirrorMetrics>>,
+    meter: BrokerMeter,
+    new_topics: Option<PendingSender<TopicName, ()>>,
+    logs: Arc<Logs<E::Fs>>,
+    replica: ReplicaConfig,
+    broker: BrokerConfig,
+    targets: watch::Sender<ProbeTargets>,
+    env: E,
 }
 
 impl<E: Env> Copying<E> {
