@@ -69,7 +69,7 @@ pub(super) struct CommitRequest {
     /// What to commit (empty when `everything`).
     pub commits: Vec<Commit>,
     pub done: oneshot::Sender<CommitBatch>,
-    /// Commit every owned partition up to what was handed out (`items` is then empty).
+    /// Commit every owned partition up to what was handed out (`commits` is then empty).
     pub everything: bool,
 }
 
