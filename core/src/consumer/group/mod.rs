@@ -3,7 +3,7 @@
 //!
 //! A rebalance: stop fetching and take back what is owned (committing it with autocommit);
 //! release the owner nodes held; read the members and the partitions; compute the range
-//! assignment ([`plan`]); find each new partition's start (committed, or `autooffset.reset`);
+//! assignment (`plan`); find each new partition's start (committed, or `autooffset.reset`);
 //! claim the owner nodes (a node held by someone else fails the attempt: what it claimed is
 //! released, and after `rebalance.backoff.ms` it is tried again, `rebalance.retries.max` times,
 //! then the member owns nothing until the next change). Unlike 0.7, a blocked attempt is tried
@@ -21,8 +21,8 @@
 //!    step is [`Step::Wait`], sleep until [`Rebalance::poll_timeout`] and call
 //!    [`Rebalance::handle_timeout`], or call [`Rebalance::handle_owner_gone`] when the named
 //!    owner node goes first.
-//! 3. It ends at [`Step::Install`] (own what it lists) or [`Step::GiveUp`]; a driver asked to
-//!    stop drops the machine at any step.
+//! 3. It ends at [`Step::Install`] (own what [`Step::Prepare`] listed) or [`Step::GiveUp`]; a
+//!    driver asked to stop drops the machine at any step.
 //!
 //! Every answer out of turn panics (on in release): a driver that lost track of the steps must
 //! not go on claiming partitions.
