@@ -31,8 +31,6 @@ use crate::env::Env;
 
 /// What the driver holds while the machine runs one rebalance.
 struct Run {
-    /// The monotonic origin of the machine's `now`.
-    origin: tokio::time::Instant,
     /// The watches the current attempt set (dropped with a failed attempt).
     watches: JoinSet<()>,
     /// Each topic's watch, read and not yet set going (see [`Member::read_addresses`]).
@@ -46,12 +44,6 @@ struct Run {
     unlogged: Option<RebalanceError>,
     /// Only with the planted bug `KeepLostPartitions`: what was held before, to go on fetching.
     held: BTreeMap<PartitionKey, Arc<PartitionState>>,
-}
-
-impl Run {
-    fn now(&self) -> Duration {
-        self.origin.elapsed()
-    }
 }
 
 impl<E: Env> Member<E> {
@@ -82,7 +74,6 @@ impl<E: Env> Member<E> {
     ) -> Option<JoinSet<()>> {
         let mut machine: Rebalance<RebalanceError> = Rebalance::new(self.rebalance_settings());
         let mut run = Run {
-            origin: tokio::time::Instant::now(),
             watches: JoinSet::new(),
             topic_watches: Vec::new(),
             start_errors: BTreeMap::new(),
@@ -114,7 +105,7 @@ impl<E: Env> Member<E> {
                         run.watches = JoinSet::new();
                         self.log_failure(&machine, &e);
                     }
-                    machine.handle_strays_left(left, run.now());
+                    machine.handle_strays_left(left, self.clock());
                 }
                 Step::TakeRestarts => {
                     machine.handle_restarts(std::mem::take(&mut *crate::sync::lock(
@@ -129,7 +120,7 @@ impl<E: Env> Member<E> {
                 Step::ReadGroup => {
                     run.watches = JoinSet::new();
                     match self.read_group(coord, &mut run.watches).await {
-                        Ok(group) => machine.handle_group(group, run.now()),
+                        Ok(group) => machine.handle_group(group, self.clock()),
                         Err(e) => self.failed(&mut machine, e, &mut run),
                     }
                 }
@@ -138,7 +129,7 @@ impl<E: Env> Member<E> {
                         .read_topics(coord, &topics, &mut run.topic_watches)
                         .await
                     {
-                        Ok(nodes) => machine.handle_topics(nodes, run.now()),
+                        Ok(nodes) => machine.handle_topics(nodes, self.clock()),
                         Err(e) => self.failed(&mut machine, e, &mut run),
                     }
                 }
@@ -163,7 +154,7 @@ impl<E: Env> Member<E> {
                     Ok(answers) => machine.handle_settled(answers),
                     Err(e) => {
                         run.unlogged = Some(e.clone());
-                        machine.handle_failed(e, run.now());
+                        machine.handle_failed(e, self.clock());
                     }
                 },
                 Step::Prepare(installed) => {
@@ -172,8 +163,10 @@ impl<E: Env> Member<E> {
                 }
                 Step::Wait { watch_owner } => {
                     // The machine sets the deadline at the attempt's first failure.
-                    let until = machine.poll_timeout().unwrap_or_else(|| unreachable_step());
-                    let backoff_ends = tokio::time::sleep_until(run.origin + until);
+                    let left = machine
+                        .wait_left(self.clock())
+                        .unwrap_or_else(|| unreachable_step());
+                    let backoff_ends = tokio::time::sleep(left);
                     let gone: Watch = match watch_owner {
                         Some(key) => self.owner_gone(coord, &key).await,
                         None => Box::pin(std::future::pending()),
@@ -181,7 +174,7 @@ impl<E: Env> Member<E> {
                     tokio::select! {
                         biased;
                         _ = stop.changed() => return None,
-                        () = backoff_ends => machine.handle_timeout(run.now()),
+                        () = backoff_ends => machine.handle_timeout(),
                         () = gone => machine.handle_owner_gone(),
                     }
                 }
@@ -198,11 +191,16 @@ impl<E: Env> Member<E> {
         }
     }
 
+    /// The machine's clock: the environment's, simulated in the simulator.
+    fn clock(&self) -> Duration {
+        Duration::from_millis(u64::try_from(self.env.now_ms()).unwrap_or(0))
+    }
+
     /// Drops the failed attempt's watches, logs the failure and hands it to the machine.
     fn failed(&self, machine: &mut Rebalance<RebalanceError>, e: RebalanceError, run: &mut Run) {
         run.watches = JoinSet::new();
         self.log_failure(machine, &e);
-        machine.handle_failed(e, run.now());
+        machine.handle_failed(e, self.clock());
     }
 
     fn log_failure(&self, machine: &Rebalance<RebalanceError>, e: &RebalanceError) {

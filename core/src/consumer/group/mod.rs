@@ -18,7 +18,7 @@
 //! 1. [`Rebalance::new`] for each rebalance (the member's task decides when one is due).
 //! 2. Loop: [`Rebalance::poll`] gives the next [`Step`]; carry it out and hand its answer to
 //!    the `handle_*` the step names (its failure to [`Rebalance::handle_failed`]). While the
-//!    step is [`Step::Wait`], sleep until [`Rebalance::poll_timeout`] and call
+//!    step is [`Step::Wait`], sleep for [`Rebalance::wait_left`] and call
 //!    [`Rebalance::handle_timeout`], or call [`Rebalance::handle_owner_gone`] when the named
 //!    owner node goes first.
 //! 3. It ends at [`Step::Install`] (own what [`Step::Prepare`] listed) or [`Step::GiveUp`]; a

@@ -336,6 +336,13 @@ impl<F: AttemptFailure> Rebalance<F> {
             .flatten()
     }
 
+    /// How long the wait after a failed attempt has left at `now`: never more than one backoff,
+    /// whatever the clock did (a wall clock set back does not stretch it); `None` unless waiting.
+    pub fn wait_left(&self, now: Duration) -> Option<Duration> {
+        self.poll_timeout()
+            .map(|until| until.saturating_sub(now).min(self.settings.backoff))
+    }
+
     /// The current attempt (from 1) and the attempts allowed, for the driver's logs.
     pub fn attempts(&self) -> (u32, u32) {
         (self.attempt, self.max_attempts())
@@ -771,11 +778,10 @@ impl<F: AttemptFailure> Rebalance<F> {
         self.then(Step::Release, Awaiting::Released);
     }
 
-    /// The backoff ended at `now` ([`Rebalance::poll_timeout`]): the next counted attempt, or
-    /// the end when every attempt is used.
-    pub fn handle_timeout(&mut self, now: Duration) {
+    /// The backoff ended ([`Rebalance::wait_left`] ran out): the next counted attempt, or the
+    /// end when every attempt is used.
+    pub fn handle_timeout(&mut self) {
         self.expect(Awaiting::WaitOver);
-        debug_assert!(self.backoff_until.is_none_or(|until| now >= until));
         self.backoff_until = None;
         if self.attempt >= self.max_attempts() {
             let strays = std::mem::take(&mut self.strays);
