@@ -286,7 +286,10 @@ fn a_partition_owned_elsewhere_is_retried_when_its_node_goes_without_counting_an
         Some(Duration::from_secs(2)),
         "a wall clock set back does not stretch the backoff"
     );
-    assert_eq!(machine.wait_left(NOW + Duration::from_secs(9)), Some(Duration::ZERO));
+    assert_eq!(
+        machine.wait_left(NOW + Duration::from_secs(9)),
+        Some(Duration::ZERO)
+    );
     machine.handle_owner_gone();
     assert_eq!(machine.attempts(), (1, 3), "an early retry is not counted");
     assert!(matches!(machine.poll(), Some(Step::Release)));
@@ -341,7 +344,10 @@ fn early_retries_are_bounded_and_every_counted_attempt_waits_its_backoff() {
             machine.handle_owner_gone();
             continue;
         }
-        assert!(machine.poll_timeout().is_some(), "a counted attempt waits out its backoff");
+        assert!(
+            machine.poll_timeout().is_some(),
+            "a counted attempt waits out its backoff"
+        );
         machine.handle_timeout();
         counted += 1;
         if machine.attempts().0 == counted {

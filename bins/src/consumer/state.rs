@@ -346,3 +346,54 @@ impl Shared {
         self.owned().get(&(topic.clone(), partition)).cloned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn partition(p: u32, epoch: u64) -> Arc<PartitionState> {
+        Arc::new(PartitionState::new(
+            "t".parse().unwrap(),
+            BrokerPartition {
+                broker_id: 0,
+                partition: p,
+            },
+            epoch,
+            epoch,
+            "g_a-0".into(),
+            0,
+            ("b".into(), 9092),
+            PartitionOffsets::starting_at(0),
+        ))
+    }
+
+    /// Every change of ownership reaches a watcher as it is made: none while a rebalance runs,
+    /// the whole ownership once installed, a stopped partition gone at once.
+    #[test]
+    fn every_ownership_change_is_told_as_it_is_made() {
+        let shared = Shared::new(None);
+        let mut changes = shared.ownership_changes();
+        assert!(changes.borrow_and_update().is_none());
+        shared.release_all();
+        shared.install(vec![partition(0, 1), partition(1, 1)]);
+        assert!(changes.has_changed().unwrap());
+        let told = changes.borrow_and_update().clone().unwrap();
+        assert_eq!((told.generation, told.partitions.len()), (1, 2));
+        assert!(shared.stop(
+            &"t".parse().unwrap(),
+            BrokerPartition {
+                broker_id: 0,
+                partition: 0
+            }
+        ));
+        assert!(changes.has_changed().unwrap(), "a stop is a change");
+        let told = changes.borrow_and_update().clone().unwrap();
+        assert_eq!(told.partitions.len(), 1);
+        shared.release_all();
+        assert!(
+            changes.borrow_and_update().is_none(),
+            "nothing settled while rebalancing"
+        );
+    }
+}
