@@ -29,6 +29,35 @@ const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 const _: () = assert!(ACCEPT_BACKOFF_MIN.as_millis() < ACCEPT_BACKOFF_MAX.as_millis());
 
+/// The pause after a failed accept: [`ACCEPT_BACKOFF_MIN`], doubling with each failure in a
+/// row up to [`ACCEPT_BACKOFF_MAX`], back to the least once a connection comes.
+#[derive(Debug, Clone, Copy)]
+struct AcceptBackoff {
+    next: Duration,
+}
+
+impl Default for AcceptBackoff {
+    fn default() -> Self {
+        AcceptBackoff {
+            next: ACCEPT_BACKOFF_MIN,
+        }
+    }
+}
+
+impl AcceptBackoff {
+    /// An accept failed: how long to pause.
+    fn failed(&mut self) -> Duration {
+        let pause = self.next;
+        self.next = (pause * 2).min(ACCEPT_BACKOFF_MAX);
+        pause
+    }
+
+    /// A connection came: the next failure pauses the least again.
+    fn succeeded(&mut self) {
+        self.next = ACCEPT_BACKOFF_MIN;
+    }
+}
+
 /// Which listener a connection came in on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
@@ -60,7 +89,7 @@ pub(super) struct Acceptor<E: Env> {
     /// The last seed handed to a connection (each gets the next of a fixed sequence).
     seeds: u64,
     /// The pause after the next failed accept, per listener.
-    backoff: [Duration; 2],
+    backoff: [AcceptBackoff; 2],
     /// Every connection's task.
     pub(super) connections: JoinSet<IpAddr>,
 }
@@ -87,7 +116,7 @@ impl<E: Env> Acceptor<E> {
                 config.max_connections_per_ip_overrides.clone(),
             ),
             seeds: env.rng_seed(),
-            backoff: [ACCEPT_BACKOFF_MIN; 2],
+            backoff: [AcceptBackoff::default(); 2],
             connections: JoinSet::new(),
         }
     }
@@ -102,12 +131,11 @@ impl<E: Env> Acceptor<E> {
         let backoff = &mut self.backoff[kind as usize];
         match accepted {
             Ok((stream, peer)) => {
-                *backoff = ACCEPT_BACKOFF_MIN;
+                backoff.succeeded();
                 self.admit(kind, stream, peer);
             }
             Err(e) => {
-                let pause = *backoff;
-                *backoff = (pause * 2).min(ACCEPT_BACKOFF_MAX);
+                let pause = backoff.failed();
                 tracing::warn!(
                     "accept failed on {}: {e}; trying again in {pause:?}",
                     kind.name()
@@ -349,5 +377,24 @@ impl<E: Env> Acceptor<E> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Failing accepts pause longer and longer, never past the most, and a connection resets
+    /// the pause: a listener that keeps failing (out of file descriptors) neither spins nor
+    /// stalls for long.
+    #[test]
+    fn failing_accepts_back_off_up_to_a_bound_and_a_connection_resets_it() {
+        let mut backoff = AcceptBackoff::default();
+        let pauses: Vec<Duration> = (0..10).map(|_| backoff.failed()).collect();
+        assert_eq!(pauses[0], ACCEPT_BACKOFF_MIN);
+        assert!(pauses.windows(2).all(|w| w[1] >= w[0]), "{pauses:?}");
+        assert_eq!(pauses[9], ACCEPT_BACKOFF_MAX);
+        backoff.succeeded();
+        assert_eq!(backoff.failed(), ACCEPT_BACKOFF_MIN);
     }
 }
