@@ -25,7 +25,7 @@ use tributary_core::consumer::group::{AttemptFailure, PartitionKey, PlanError, R
 use tributary_core::consumer::{BrokerPartition, Commit, Registration};
 use tributary_core::group_id::GroupId;
 use tributary_core::wire::TopicName;
-use tributary_core::zk_layout::{consumer_ids_path, consumer_offsets_path};
+use tributary_core::zk_layout::{consumer_ids_path, consumer_offsets_path, consumer_owners_path};
 
 use super::fetcher::FetchSettings;
 use super::state::{Shared, Streams};
@@ -45,6 +45,11 @@ const STALE_WAIT_MIN: Duration = Duration::from_secs(10);
 /// A partition's offset node: `/consumers/<group>/offsets/<topic>/<partition>`.
 fn offset_path(group: &GroupId, topic: &TopicName, partition: BrokerPartition) -> String {
     format!("{}/{partition}", consumer_offsets_path(group, topic))
+}
+
+/// A partition's owner node: `/consumers/<group>/owners/<topic>/<partition>`.
+fn owner_path(group: &GroupId, topic: &TopicName, partition: BrokerPartition) -> String {
+    format!("{}/{partition}", consumer_owners_path(group, topic))
 }
 
 impl From<PlanError> for RebalanceError {

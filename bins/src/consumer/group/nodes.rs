@@ -6,9 +6,7 @@ use std::time::Duration;
 use tributary_core::consumer::group::PartitionKey;
 use tributary_core::consumer::BrokerPartition;
 use tributary_core::wire::TopicName;
-use tributary_core::zk_layout::{
-    broker_id_path, consumer_offsets_path, consumer_owners_path, parse_broker_registration,
-};
+use tributary_core::zk_layout::{broker_id_path, parse_broker_registration};
 
 use super::super::offset_node::read_offset_node;
 use super::super::{OffsetNodeError, RebalanceError};
@@ -36,7 +34,7 @@ impl<E: Env> Member<E> {
         partition: BrokerPartition,
         owner: &str,
     ) {
-        let path = format!("{}/{partition}", consumer_owners_path(self.group(), topic));
+        let path = super::owner_path(self.group(), topic, partition);
         match coord.get(&path).await {
             Ok((data, version)) if data == owner.as_bytes() => {
                 match coord.delete(&path, Some(version)).await {
@@ -76,11 +74,7 @@ impl<E: Env> Member<E> {
         partition: BrokerPartition,
         start: i64,
     ) -> Result<Option<i64>, OffsetNodeError> {
-        let path = format!(
-            "{}/{}",
-            consumer_offsets_path(self.group(), topic),
-            partition
-        );
+        let path = super::offset_path(self.group(), topic, partition);
         let data = start.to_string();
         let mut created = coord
             .create(&path, data.as_bytes(), NodeKind::Persistent)
@@ -173,7 +167,7 @@ impl<E: Env> Member<E> {
         topic: &TopicName,
         partition: BrokerPartition,
     ) -> bool {
-        let path = format!("{}/{partition}", consumer_owners_path(self.group(), topic));
+        let path = super::owner_path(self.group(), topic, partition);
         let outcome = match coord.get_with_owner(&path).await {
             Ok(node) if node.owner == Some(coord.session_id()) => {
                 coord.delete(&path, Some(node.version)).await
@@ -194,11 +188,7 @@ impl<E: Env> Member<E> {
     /// or changes: at once when it is already gone, never for any other failure.
     pub(super) async fn owner_gone(&self, coord: &E::Coord, key: &PartitionKey) -> Watch {
         let (topic, partition) = key;
-        let path = format!(
-            "{}/{}",
-            consumer_owners_path(self.group(), topic),
-            partition
-        );
+        let path = super::owner_path(self.group(), topic, *partition);
         match coord.get_and_watch(&path).await {
             Ok((_, _, watch)) => watch,
             Err(CoordError::NoNode(_)) => Box::pin(std::future::ready(())),
@@ -217,11 +207,7 @@ impl<E: Env> Member<E> {
         partition: BrokerPartition,
         thread: &str,
     ) -> Result<(), RebalanceError> {
-        let path = format!(
-            "{}/{}",
-            consumer_owners_path(self.group(), topic),
-            partition
-        );
+        let path = super::owner_path(self.group(), topic, partition);
         match ephemeral::hold_creating_parents(coord, &path, thread.as_bytes(), &self.retired).await
         {
             Ok(_) => Ok(()),
