@@ -218,8 +218,10 @@ fn an_attempt_plans_the_range_claims_it_and_settles_each_start() {
         machine.poll(),
         Some(Step::Install { strays_left: 0 })
     ));
-    assert!(machine.is_finished());
-    assert!(machine.poll().is_none());
+    assert!(
+        machine.poll().is_none(),
+        "finished: no step after the install"
+    );
 }
 
 #[test]
@@ -331,7 +333,6 @@ fn early_retries_are_bounded_and_every_counted_attempt_waits_its_backoff() {
         assert!(matches!(machine.poll(), Some(Step::CheckRegistration)));
     };
     let mut watched = 0;
-    let mut counted = 0;
     loop {
         release(&mut machine);
         // The registration check fails as if blocked by an owner node.
@@ -349,17 +350,20 @@ fn early_retries_are_bounded_and_every_counted_attempt_waits_its_backoff() {
             "a counted attempt waits out its backoff"
         );
         machine.handle_timeout();
-        counted += 1;
-        if machine.attempts().0 == counted {
-            break;
-        }
+        assert_eq!(
+            machine.attempts(),
+            (2, 3),
+            "the first counted attempt is over"
+        );
+        break;
     }
     assert_eq!(
         watched, EARLY_RETRIES_MAX,
         "early retries stop at the bound"
     );
     // Each further counted attempt only ends at its backoff, until every attempt is used.
-    while !machine.is_finished() {
+    let mut gave_up = false;
+    while !gave_up {
         match machine.poll() {
             Some(Step::Release) => {
                 machine.handle_released(Released {
@@ -385,6 +389,7 @@ fn early_retries_are_bounded_and_every_counted_attempt_waits_its_backoff() {
                 assert_eq!(attempts, 3);
                 assert_eq!(last, Failure::ZooKeeper);
                 assert_eq!(retry_in, Duration::from_secs(2).max(RETRY_BACKOFF));
+                gave_up = true;
             }
             other => panic!("unexpected {other:?}"),
         }

@@ -348,11 +348,6 @@ impl<F: AttemptFailure> Rebalance<F> {
         (self.attempt, self.max_attempts())
     }
 
-    /// Whether the rebalance is over (installed or given up).
-    pub fn is_finished(&self) -> bool {
-        self.awaiting == Awaiting::Finished
-    }
-
     fn max_attempts(&self) -> u32 {
         self.settings.attempts.max(1)
     }
