@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh >/dev/null
 bin=${TRIBUTARY_BIN:-}
 if [ -z "$bin" ]; then
-  cargo build --release --locked -p tributary
+  cargo build --release --locked -p tributary-tools
   bin=target/release/tributary
 fi
 work=$(mktemp -d)

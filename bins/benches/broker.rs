@@ -817,7 +817,7 @@ async fn fetch_backlog_memory(dir: &std::path::Path, end: u64) {
 /// reading every segment byte once with plain 1 MiB preads in the same run. The logs are
 /// written without flushes (each is made durable once, at its close): only the start is timed.
 fn recovery_case(partitions: usize) {
-    use tributary::broker::logs::Logs;
+    use tributary::logs::Logs;
     use tributary_core::log::{CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE};
     let dir = tempfile::tempdir_in("target").expect("temp dir");
     let segment_bytes = if quick() { 16 << 10 } else { 64 << 10 };
@@ -850,7 +850,7 @@ fn recovery_case(partitions: usize) {
         (start.elapsed().as_secs_f64(), std::sync::Arc::new(logs))
     };
     let (_, logs) = open(config.clone());
-    rt.block_on(tributary::broker::logs::close(&TokioEnv, &logs, 0, true))
+    rt.block_on(tributary::logs::close(&TokioEnv, &logs, 0, true))
         .expect("close");
     drop(logs);
     let marker = dir.path().join(CLEAN_SHUTDOWN_FILE);

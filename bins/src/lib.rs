@@ -5,23 +5,23 @@
 //! production and on turmoil in the simulator: the broker ([`broker`], composed with a mirror
 //! broker's embedded mirror in [`server`]), the producer ([`producer`]), the consumer group
 //! ([`consumer`]), the mirror ([`mirror`], with the mirror maker in [`mirror::maker`]), replica
-//! mode ([`replica`]), the ZooKeeper sessions ([`coordination`]), the metrics endpoint ([`metrics`]), the client
-//! connection ([`client`]) and the tools ([`tools`]). [`cli`] holds the command line the
-//! `tributary` binary parses; each subcommand's entry point lives beside what it runs.
+//! mode ([`replica`]), the ZooKeeper sessions ([`coordination`]), the metrics endpoint
+//! ([`metrics`]) and the client connection ([`client`]). The tools and the `tributary` binary
+//! are a crate of their own (`tributary-tools`) over this one; nothing here names them.
 
 pub mod broker;
-pub mod cli;
 pub mod client;
 pub mod config_file;
 pub mod consumer;
 pub mod coordination;
 pub mod env;
+pub mod logs;
 pub mod metrics;
 pub mod mirror;
+pub mod pending;
 pub mod producer;
 pub mod real_fs;
 pub mod replica;
 pub mod server;
 pub mod sync;
 pub mod tls;
-pub mod tools;

@@ -1,5 +1,5 @@
 //! `tributary server`: a broker, and for a mirror broker (Kafka 0.7.0's embedded mirror) the
-//! mirror beside it. The command runs this ([`crate::cli::server`]), and the simulator runs it
+//! mirror beside it. The command runs this (`tributary_tools::cli::server`), and the simulator runs it
 //! on every broker host, so the composition simulated is the composition shipped.
 //!
 //! Order (0.7.0's): the broker starts first, then the mirror, under its supervisor

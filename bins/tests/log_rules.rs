@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tributary::broker::logs::{self, Logs};
 use tributary::env::TokioEnv;
+use tributary::logs::{self, Logs};
 use tributary::real_fs::{RealFile, RealFs};
 use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::log::segment_file_name;
@@ -334,9 +334,7 @@ fn manager(dir: &Path, extra: &str) -> (Arc<Logs<RealFs>>, tributary_core::log::
 }
 
 /// A partition's log; these tests run one task, so the lock is always free.
-fn lock(
-    log: &tributary::broker::logs::Partition<RealFs>,
-) -> tokio::sync::MutexGuard<'_, Log<RealFs>> {
+fn lock(log: &tributary::logs::Partition<RealFs>) -> tokio::sync::MutexGuard<'_, Log<RealFs>> {
     log.try_lock().expect("no other task holds the log")
 }
 

@@ -11,21 +11,15 @@ mod allow_list;
 mod broker_failure;
 #[path = "broker_partitions.rs"]
 mod broker_partitions;
-#[path = "cli.rs"]
-mod cli;
 #[path = "client_poison.rs"]
 mod client_poison;
 #[path = "dashboard.rs"]
 mod dashboard;
-#[path = "link_proxy.rs"]
-mod link_proxy;
 #[path = "log_rules.rs"]
 mod log_rules;
 #[path = "memory_budget.rs"]
 mod memory_budget;
 #[path = "producer.rs"]
 mod producer;
-#[path = "simple_perf.rs"]
-mod simple_perf;
 #[path = "zero_copy.rs"]
 mod zero_copy;

@@ -29,6 +29,7 @@ pub mod allow_list;
 pub mod config;
 pub mod connection_quota;
 pub mod consumer;
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod group_id;

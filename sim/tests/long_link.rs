@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tributary::tools::link_proxy::{LinkProxy, LinkSpec};
 use tributary_sim::env::SimEnv;
 use tributary_sim::long_link::{run, Options};
 use tributary_sim::sim_fs::sim_builder;
+use tributary_tools::link_proxy::{LinkProxy, LinkSpec};
 
 /// 8 partitions of 16 MB: 128 MB across the link (about 1 s at its rate).
 const PARTITIONS: u32 = 8;

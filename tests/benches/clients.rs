@@ -18,15 +18,15 @@ use tributary::client::connect;
 use tributary::consumer::{ConsumerConnector, Subscription};
 use tributary::env::TokioEnv;
 use tributary::producer::{Producer, Record};
-use tributary::tools::date_format::{DateFormat, PERF_DEFAULT};
-use tributary::tools::perf::{producer_perf, ProducerPerfArgs};
-use tributary::tools::simple_perf::{simple_consumer_perf, SimplePerfOptions};
 use tributary_core::config::{BrokerConfig, ConsumerConfig, ProducerConfig, Properties};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder, ShallowIter};
 use tributary_core::wire::{
     FetchRequest, OffsetsRequest, ProduceRequest, Request, Response, TopicName,
 };
 use tributary_tests::zookeeper::ZooKeeper;
+use tributary_tools::date_format::{DateFormat, PERF_DEFAULT};
+use tributary_tools::perf::{producer_perf, ProducerPerfArgs};
+use tributary_tools::simple_perf::{simple_consumer_perf, SimplePerfOptions};
 
 mod support;
 use support::BenchBroker;

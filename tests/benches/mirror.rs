@@ -557,7 +557,7 @@ fn link_bytes() -> usize {
 /// (1 MiB fetches, one fetch at a time per broker) and tuned ones (2 MiB fetches, a fetcher per
 /// partition) — each rate as a ratio of the link.
 async fn long_link(source_zk: &ZooKeeper, target_zk: &ZooKeeper) {
-    use tributary::tools::link_proxy::{LinkProxy, LinkSpec};
+    use tributary_tools::link_proxy::{LinkProxy, LinkSpec};
     let (broker_port, proxy_port) = (free_port(), free_port());
     let (ssl_port, ssl_proxy_port) = (free_port(), free_port());
     let dir = tempfile::tempdir().expect("dir");

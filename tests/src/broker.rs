@@ -12,7 +12,7 @@ pub fn tributary_binary() -> PathBuf {
     let binary = dir.join("tributary");
     assert!(
         binary.exists(),
-        "{} is missing: run `cargo build -p tributary` (cargo test --workspace builds it)",
+        "{} is missing: run `cargo build -p tributary-tools` (cargo test --workspace builds it)",
         binary.display()
     );
     binary

@@ -312,7 +312,7 @@ async fn the_offset_checker_prints_0_7s_report() {
                 .unwrap()
                 .parse()
                 .unwrap();
-            expected.push_str(&tributary::tools::offset_checker::format_partition(
+            expected.push_str(&tributary_tools::offset_checker::format_partition(
                 "chk",
                 "ct",
                 &name,

@@ -192,7 +192,7 @@ fn sorted(mut lines: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
 
 /// The debug line console-producer writes once it reads its input, and how to turn it on.
 const READY: &str = "reading standard input";
-const READY_LOG: &str = "tributary::tools::console_producer=debug";
+const READY_LOG: &str = "tributary_tools::console_producer=debug";
 
 #[test]
 fn a_second_signal_stops_console_producer_waiting_and_counts_what_is_unconfirmed() {

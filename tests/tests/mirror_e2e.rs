@@ -1221,7 +1221,7 @@ async fn a_mirror_into_its_own_source_through_an_alias_is_refused_and_copies_not
     let sent = send_acked(&producer, "once", 5).await;
     let server = format!("127.0.0.1:{port}");
     let end = || async {
-        tributary::tools::get_offsets::get_offsets(&server, &topic("zz"), 0, -1, 1, None)
+        tributary_tools::get_offsets::get_offsets(&server, &topic("zz"), 0, -1, 1, None)
             .await
             .unwrap()
     };

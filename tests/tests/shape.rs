@@ -1,5 +1,5 @@
 //! The shape of the source: no file over 1,000 lines and no function over 150 in `core/src`,
-//! `bins/src` and `sim/src`, so every file and every function can be read at once. Functions
+//! `bins/src`, `tools/src` and `sim/src`, so every file and every function can be read at once. Functions
 //! are found by their `fn` line and measured to their closing brace (strings, characters and
 //! comments skipped).
 
@@ -110,7 +110,7 @@ fn long_functions(lines: &[&str]) -> Vec<(String, usize, usize)> {
 fn no_file_or_function_is_too_long_to_read_at_once() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut files = Vec::new();
-    for dir in ["core/src", "bins/src", "sim/src"] {
+    for dir in ["core/src", "bins/src", "tools/src", "sim/src"] {
         rust_files(&root.join(dir), &mut files);
     }
     assert!(
@@ -154,4 +154,114 @@ fn the_measure_finds_a_long_function_and_skips_braces_in_literals() {
     source.push("fn short() { done(); }");
     let long = long_functions(&source);
     assert_eq!(long, vec![("long".to_string(), 1, FN_LINES_MAX + 4)]);
+}
+
+/// The modules of `tributary-tools` that `cli/` and the tools themselves must not name: the
+/// parse tree that names every tool, and the option rewriting that reads it.
+const TOOLS_TOP: [&str; 2] = ["crate::command", "crate::jopt"];
+
+/// The names in `text` (a tools source file at `shown`) that point up the crate's layers:
+/// `jopt` → `command` → each tool → `cli`. A tool names only `cli` and the runtime; `cli`
+/// names only itself and the runtime.
+fn upward_names(shown: &str, text: &str, tools: &[String]) -> Vec<String> {
+    let in_cli = shown.starts_with("tools/src/cli/");
+    let top = [
+        "tools/src/main.rs",
+        "tools/src/lib.rs",
+        "tools/src/command.rs",
+        "tools/src/jopt.rs",
+    ];
+    if top.contains(&shown) {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    for line in text.lines().map(code_of) {
+        for name in TOOLS_TOP {
+            if line.contains(name) {
+                found.push(format!("{shown}: names {name}"));
+            }
+        }
+        if in_cli {
+            for tool in tools {
+                if line.contains(&format!("crate::{tool}")) {
+                    found.push(format!("{shown}: cli names the tool {tool}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_runtime_names_no_tool_and_the_tools_arrows_point_down() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut problems = Vec::new();
+    let mut runtime = Vec::new();
+    rust_files(&root.join("bins/src"), &mut runtime);
+    for path in &runtime {
+        let text = std::fs::read_to_string(path).expect("a source file");
+        if text
+            .lines()
+            .map(code_of)
+            .any(|line| line.contains("tributary_tools"))
+        {
+            problems.push(format!(
+                "{}: the runtime names the tools crate",
+                path.display()
+            ));
+        }
+    }
+    let tools_dir = root.join("tools/src");
+    let tools: Vec<String> = std::fs::read_dir(&tools_dir)
+        .expect("tools/src")
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter_map(|path| Some(path.file_stem()?.to_str()?.to_string()))
+        .filter(|name| !["main", "lib", "command", "jopt", "cli"].contains(&name.as_str()))
+        .collect();
+    assert!(
+        tools.len() > 15,
+        "the tools were not found under {}",
+        tools_dir.display()
+    );
+    let mut files = Vec::new();
+    rust_files(&tools_dir, &mut files);
+    for path in &files {
+        let text = std::fs::read_to_string(path).expect("a source file");
+        let shown = path
+            .strip_prefix(&root)
+            .unwrap_or(path)
+            .display()
+            .to_string();
+        problems.extend(upward_names(&shown, &text, &tools));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_arrow_check_finds_a_tool_named_from_cli_and_the_parse_tree_named_from_a_tool() {
+    let tools = vec!["demote".to_string()];
+    let cli = upward_names(
+        "tools/src/cli/mod.rs",
+        "use crate::demote::DemoteArgs;\n",
+        &tools,
+    );
+    assert_eq!(
+        cli,
+        vec!["tools/src/cli/mod.rs: cli names the tool demote".to_string()]
+    );
+    let tool = upward_names(
+        "tools/src/demote/mod.rs",
+        "use crate::command::Command;\n",
+        &tools,
+    );
+    assert_eq!(
+        tool,
+        vec!["tools/src/demote/mod.rs: names crate::command".to_string()]
+    );
+    let fine = upward_names(
+        "tools/src/demote/mod.rs",
+        "use crate::cli::runtime; // crate::jopt\n",
+        &tools,
+    );
+    assert!(fine.is_empty(), "{fine:?}");
 }

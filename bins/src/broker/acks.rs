@@ -11,10 +11,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tributary_core::log::{LogFs, TopicPartition};
 
-use super::logs::{self, SharedLog};
-use super::pending::{pending, PendingSender};
 use crate::env::Env;
+use crate::logs::{self, SharedLog};
 use crate::metrics::broker::BrokerMeter;
+use crate::pending::{pending, PendingSender};
 
 /// Asks the committer to flush a partition soon. A partition asked for again before its flush
 /// is pending once: what waits is bounded by the number of partitions, not of requests.

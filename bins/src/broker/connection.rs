@@ -24,9 +24,9 @@ use super::handler::{Effects, FileOf, Handler};
 use super::limits::{
     IDLE_TIMEOUT, REQUEST_READ_TIMEOUT, RESPONSE_BYTES_MAX, RESPONSE_WRITE_TIMEOUT,
 };
-use super::pending::PendingSender;
 use super::reply::Reply;
 use crate::env::Env;
+use crate::pending::PendingSender;
 use crate::tls::link::Link;
 
 /// What every connection shares.

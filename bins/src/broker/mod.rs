@@ -17,8 +17,6 @@ pub mod connection;
 pub mod handler;
 pub mod limits;
 mod listener;
-pub mod logs;
-pub mod pending;
 pub mod registration;
 pub mod renamed;
 pub mod reply;
@@ -40,11 +38,11 @@ use self::connection::Shared;
 use self::handler::Handler;
 use self::limits::{IN_FLIGHT_BYTES_MAX, STOPPING_HOLDER_POLL, STOPPING_HOLDER_WAIT};
 use self::listener::{accept_on, bind_listeners, Acceptor, BoundListeners, Kind};
-use self::logs::Logs;
 use self::registration::Registration;
 use self::tasks::Tasks;
 use crate::coordination::origins::OriginStore;
 use crate::env::Env;
+use crate::logs::Logs;
 use crate::metrics::broker::BrokerMeter;
 use crate::metrics::server::MetricsServer;
 use crate::metrics::{LabelledGauges, MaybeMetrics, Metrics};
@@ -393,14 +391,14 @@ async fn register<E: Env>(
 ) -> Result<
     (
         Option<Registration>,
-        Option<pending::PendingSender<tributary_core::wire::TopicName, ()>>,
+        Option<crate::pending::PendingSender<tributary_core::wire::TopicName, ()>>,
     ),
     StartError,
 > {
     if !config.enable_zookeeper {
         return Ok((None, None));
     }
-    let (topics_tx, topics_rx) = pending::pending();
+    let (topics_tx, topics_rx) = crate::pending::pending();
     let counted = logs.clone();
     let counts: registration::Counts = Arc::new(move |t| counted.partition_count(t));
     let registration = Registration::start(
@@ -561,7 +559,7 @@ async fn run<E: Env>(
     acceptor.drain(&mut failure).await;
     running.stop(&mut failure).await;
     // After a failure, nothing vouches for the logs' state: the next start must recover.
-    let closed = logs::close(&env, &logs, env.now_ms(), failure.is_none()).await;
+    let closed = crate::logs::close(&env, &logs, env.now_ms(), failure.is_none()).await;
     running.leave().await;
     tracing::info!("shut down");
     match failure {

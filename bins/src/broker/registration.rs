@@ -19,12 +19,12 @@ use tributary_core::zk_layout::{
     broker_endpoints_path, broker_id_path, broker_registration, broker_topic_partitions_path,
 };
 
-use super::pending::PendingReceiver;
 use super::sessions::SessionBook;
 use crate::coordination::ephemeral::{self, HoldError, RetiredSessions};
 use crate::coordination::identity::{ensure_identity, ClusterIdentityError};
 use crate::coordination::{CoordError, Coordination, NodeKind, SessionEvent, Watch};
 use crate::env::Env;
+use crate::pending::PendingReceiver;
 
 /// Pause between attempts to get a new session after expiry.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(500);

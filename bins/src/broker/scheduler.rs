@@ -11,8 +11,8 @@ use tokio::task::JoinSet;
 use tributary_core::config::BrokerConfig;
 
 use super::limits::CLEANUP_FIRST_DELAY;
-use super::logs::{self, Logs};
 use crate::env::Env;
+use crate::logs::{self, Logs};
 use crate::metrics::broker::BrokerMeter;
 
 /// Starts both timers. They stop at shutdown; dropping the set aborts them.

@@ -1,5 +1,5 @@
 //! `tributary mirror-maker` (Kafka 0.7.1/0.7.2's standalone mirror): the mirror, with its own
-//! metrics endpoint when asked for one. The command runs this ([`crate::cli::mirror_maker`]),
+//! metrics endpoint when asked for one. The command runs this (`tributary_tools::cli::mirror_maker`),
 //! and the simulator runs it on its mirror-maker host, so the process simulated is the process
 //! shipped.
 //!

@@ -50,13 +50,13 @@ use tributary_core::zk_layout::{
     parse_broker_registration, promoted_ack_path, BROKER_TOPICS_PATH, PROMOTED_PATH,
 };
 
-use crate::broker::logs::{self, with_log, Logs};
-use crate::broker::pending::PendingSender;
 use crate::client::{connect, latest_offsets, Connection};
 use crate::coordination::{CoordError, Coordination, NodeKind};
 use crate::env::Env;
+use crate::logs::{self, with_log, Logs};
 use crate::metrics::broker::BrokerMeter;
 use crate::metrics::mirror::{LagGauges, MirrorMetrics};
+use crate::pending::PendingSender;
 use tributary_core::mirror::lag::LagSample;
 
 /// Where a replica broker keeps, per group and partition, the offset it last synced (in this

@@ -14,6 +14,7 @@ mod checkpoint;
 mod error;
 mod fs;
 mod manager;
+#[cfg(any(test, feature = "fuzzing"))]
 mod mem_fs;
 mod names;
 mod partition;
@@ -25,6 +26,7 @@ pub use checkpoint::{decode as decode_checkpoint, encode as encode_checkpoint, C
 pub use error::LogError;
 pub use fs::{tmp_path, DirEntry, LockError, LogFile, LogFs};
 pub use manager::{LogManager, OpenReport, CLEAN_SHUTDOWN_FILE, DIR_LOCK_FILE};
+#[cfg(any(test, feature = "fuzzing"))]
 pub use mem_fs::{MemFile, MemFs};
 pub use names::{
     diverged_file_name, gap_file_name, parse_diverged_file_name, parse_gap_file_name,

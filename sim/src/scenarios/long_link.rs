@@ -18,10 +18,10 @@ use bytes::Bytes;
 use tributary::client::{connect, latest_offsets};
 use tributary::mirror::maker::{self, MakerError};
 use tributary::mirror::{MirrorError, MirrorSettings};
-use tributary::tools::link_proxy::{LinkProxy, LinkSpec};
 use tributary_core::config::{ConsumerConfig, ProducerConfig};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{ProduceRequest, Request, TopicName};
+use tributary_tools::link_proxy::{LinkProxy, LinkSpec};
 
 use crate::env::SimEnv;
 use crate::sim_fs::sim_builder;

@@ -32,10 +32,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary::consumer::{ConsumerConnector, ConsumerError, Subscription};
 use tributary::producer::{Producer, Record};
-use tributary::tools::promote::{promote, PromoteOptions};
 use tributary_core::config::{ConsumerConfig, ProducerConfig, ZkConnect};
 use tributary_core::message::ShallowIter;
 use tributary_core::wire::TopicName;
+use tributary_tools::promote::{promote, PromoteOptions};
 
 use crate::cluster::Faults;
 use crate::env::SimEnv;

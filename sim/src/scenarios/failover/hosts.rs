@@ -10,10 +10,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary::consumer::{ConsumerConnector, ConsumerError, Subscription};
 use tributary::producer::{Producer, Record};
-use tributary::tools::demote::{demote, DemoteOptions};
-use tributary::tools::promote::{promote, PromoteOptions};
 use tributary_core::config::{ConsumerConfig, ProducerConfig, ZkConnect};
 use tributary_core::wire::TopicName;
+use tributary_tools::demote::{demote, DemoteOptions};
+use tributary_tools::promote::{promote, PromoteOptions};
 
 use super::{state, Acked, Shared, Step, GROUP, TOPIC};
 use crate::env::SimEnv;
