@@ -15,6 +15,7 @@ pub mod config_file;
 pub mod consumer;
 pub mod coordination;
 pub mod env;
+pub mod failure;
 pub mod logs;
 pub mod metrics;
 pub mod mirror;

@@ -3,29 +3,34 @@
 
 use std::future::Future;
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use tributary::coordination::{CoordError, Coordination, NodeKind, SessionEvent};
 
 /// How long a watch or an ephemeral node's removal may take to be seen.
 const SETTLE: Duration = Duration::from_secs(10);
 
-fn check(cond: bool, what: &str) -> Result<(), String> {
+fn check(cond: bool, what: &str) -> Result<(), Failure> {
     if cond {
         Ok(())
     } else {
-        Err(format!("conformance: {what}"))
+        Err(Failure::from(format!("conformance: {what}")))
     }
 }
 
 /// Runs every check under `base` (a path that does not exist yet), opening sessions with `open`.
-pub async fn run<C, F, Fut>(base: &str, open: F) -> Result<(), String>
+pub async fn run<C, F, Fut>(base: &str, open: F) -> Result<(), Failure>
 where
     C: Coordination,
     F: Fn() -> Fut,
     Fut: Future<Output = Result<C, CoordError>>,
 {
-    let a = open().await.map_err(|e| format!("open: {e}"))?;
-    let b = open().await.map_err(|e| format!("open: {e}"))?;
+    let a = open()
+        .await
+        .map_err(|e| Failure::caused(format!("open: {e}"), e))?;
+    let b = open()
+        .await
+        .map_err(|e| Failure::caused(format!("open: {e}"), e))?;
     nodes_and_versions(&a, base).await?;
     sequential_nodes(&a, base).await?;
     watches_fire_once_on_change(&a, &b, base).await?;
@@ -45,7 +50,7 @@ pub async fn run_restarts<C, F, Fut, R, RFut>(
     session: Duration,
     open: F,
     restart: R,
-) -> Result<(), String>
+) -> Result<(), Failure>
 where
     C: Coordination,
     F: Fn() -> Fut,
@@ -54,7 +59,9 @@ where
     RFut: Future<Output = ()>,
 {
     let e = |e: CoordError| e.to_string();
-    let a = open().await.map_err(|e| format!("open: {e}"))?;
+    let a = open()
+        .await
+        .map_err(|e| Failure::caused(format!("open: {e}"), e))?;
     a.create(base, b"", NodeKind::Persistent).await.map_err(e)?;
     let node = format!("{base}/short");
     a.create(&node, b"a", NodeKind::Ephemeral)
@@ -62,7 +69,9 @@ where
         .map_err(e)?;
     let before = a.session_id();
     // A watch set before the outage, for a change made just after it.
-    let b = open().await.map_err(|e| format!("open: {e}"))?;
+    let b = open()
+        .await
+        .map_err(|e| Failure::caused(format!("open: {e}"), e))?;
     let watched = format!("{base}/watched");
     a.create(&watched, b"x", NodeKind::Persistent)
         .await
@@ -78,7 +87,11 @@ where
             Err(CoordError::ConnectionLoss(_)) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(100)).await
             }
-            Err(other) => return Err(format!("conformance: after a short restart: {other}")),
+            Err(other) => {
+                return Err(Failure::from(format!(
+                    "conformance: after a short restart: {other}"
+                )))
+            }
         }
     };
     check(
@@ -115,7 +128,9 @@ where
     )?;
     // ...but the restarted server restored it: its node is there, owned by the old session,
     // and a new session sees that it is not its own...
-    let c = open().await.map_err(|e| format!("open: {e}"))?;
+    let c = open()
+        .await
+        .map_err(|e| Failure::caused(format!("open: {e}"), e))?;
     let found = c.get_with_owner(&long).await.map_err(e)?;
     check(
         found.owner == Some(before) && c.session_id() != before,
@@ -143,7 +158,7 @@ async fn ephemeral_owner_is_the_creating_session(
     a: &impl Coordination,
     b: &impl Coordination,
     base: &str,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let e = |e: CoordError| e.to_string();
     let node = format!("{base}/owned");
     a.create(&node, b"mine", NodeKind::Ephemeral)
@@ -164,7 +179,7 @@ async fn ephemeral_owner_is_the_creating_session(
     Ok(())
 }
 
-async fn nodes_and_versions(a: &impl Coordination, base: &str) -> Result<(), String> {
+async fn nodes_and_versions(a: &impl Coordination, base: &str) -> Result<(), Failure> {
     let e = |e: CoordError| e.to_string();
     a.create(base, b"", NodeKind::Persistent).await.map_err(e)?;
     let node = format!("{base}/node");
@@ -244,7 +259,7 @@ async fn nodes_and_versions(a: &impl Coordination, base: &str) -> Result<(), Str
     Ok(())
 }
 
-async fn sequential_nodes(a: &impl Coordination, base: &str) -> Result<(), String> {
+async fn sequential_nodes(a: &impl Coordination, base: &str) -> Result<(), Failure> {
     let e = |e: CoordError| e.to_string();
     let dir = format!("{base}/seq");
     a.create(&dir, b"", NodeKind::Persistent).await.map_err(e)?;
@@ -280,7 +295,7 @@ async fn a_read_after_sync_sees_what_was_written(
     a: &impl Coordination,
     b: &impl Coordination,
     base: &str,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let e = |e: CoordError| e.to_string();
     let node = format!("{base}/synced");
     b.create(&node, b"1", NodeKind::Persistent)
@@ -299,7 +314,7 @@ async fn watches_fire_once_on_change(
     a: &impl Coordination,
     b: &impl Coordination,
     base: &str,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let e = |e: CoordError| e.to_string();
     let node = format!("{base}/watched");
     a.create(&node, b"x", NodeKind::Persistent)
@@ -326,7 +341,7 @@ async fn ephemeral_nodes_go_with_their_session(
     a: impl Coordination,
     b: &impl Coordination,
     base: &str,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let e = |e: CoordError| e.to_string();
     let node = format!("{base}/ephemeral");
     a.create(&node, b"mine", NodeKind::Ephemeral)

@@ -15,6 +15,7 @@
 //! Payloads look like `msg <serial> ...`; the checker needs nothing else from them.
 
 use std::collections::BTreeMap;
+use tributary::failure::Failure;
 
 /// Where a message lives: (broker host, topic, partition).
 pub type Location = (String, String, u32);
@@ -72,24 +73,24 @@ impl History {
         location: &Location,
         position: Position,
         payload: &[u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), Failure> {
         let Some(serial) = serial_of(payload) else {
-            return Err(format!(
+            return Err(Failure::from(format!(
                 "phantom: {location:?} at {position:?} holds a message no client sent ({:?})",
                 String::from_utf8_lossy(payload)
-            ));
+            )));
         };
         let Some(sent) = self.sent.get(&serial).cloned() else {
-            return Err(format!(
+            return Err(Failure::from(format!(
                 "phantom: message {serial} read at {location:?} {position:?} was never sent"
-            ));
+            )));
         };
         if sent.location != *location {
-            return Err(format!("wrong partition: message {serial} was sent to {:?} but read from {location:?} at {position:?}", sent.location));
+            return Err(Failure::from(format!("wrong partition: message {serial} was sent to {:?} but read from {location:?} at {position:?}", sent.location)));
         }
         match self.read_at.get(&serial) {
             Some((_, before)) if *before == position => return Ok(()),
-            Some((_, before)) => return Err(format!("duplicated: message {serial} read at {before:?} and at {position:?} of {location:?}")),
+            Some((_, before)) => return Err(Failure::from(format!("duplicated: message {serial} read at {before:?} and at {position:?} of {location:?}"))),
             None => {}
         }
         self.read_at.insert(serial, (location.clone(), position));
@@ -102,16 +103,16 @@ impl History {
         let later = order.range(serial + 1..).next().map(|(s, p)| (*s, *p));
         order.insert(serial, position);
         if let Some((s, p)) = earlier.filter(|(_, p)| *p >= position) {
-            return Err(format!("reordered: message {s} (sent before {serial} on connection {}) is at {p:?}, after {serial} at {position:?}", sent.connection));
+            return Err(Failure::from(format!("reordered: message {s} (sent before {serial} on connection {}) is at {p:?}, after {serial} at {position:?}", sent.connection)));
         }
         if let Some((s, p)) = later.filter(|(_, p)| *p <= position) {
-            return Err(format!("reordered: message {s} (sent after {serial} on connection {}) is at {p:?}, before {serial} at {position:?}", sent.connection));
+            return Err(Failure::from(format!("reordered: message {s} (sent after {serial} on connection {}) is at {p:?}, before {serial} at {position:?}", sent.connection)));
         }
         Ok(())
     }
 
     /// The loss check; call once every partition has been read end to end.
-    pub fn check_nothing_lost(&self) -> Result<(), String> {
+    pub fn check_nothing_lost(&self) -> Result<(), Failure> {
         for ((location, connection), read) in &self.by_connection {
             let Some(&last) = read.keys().next_back() else {
                 continue;
@@ -122,7 +123,7 @@ impl History {
                     && !read.contains_key(serial)
             });
             if let Some((serial, _)) = missing {
-                return Err(format!("lost: message {serial} sent to {location:?} on connection {connection} was never read, though message {last}, sent after it on that connection, was"));
+                return Err(Failure::from(format!("lost: message {serial} sent to {location:?} on connection {connection} was never read, though message {last}, sent after it on that connection, was")));
             }
         }
         Ok(())

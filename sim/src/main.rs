@@ -5,6 +5,7 @@
 
 use std::process::ExitCode;
 use std::time::Instant;
+use tributary::failure::Failure;
 
 use tributary_sim::cluster::{run_seed, schedule, Faults, Layout, Options};
 
@@ -19,7 +20,7 @@ struct Args {
     layout: Option<Layout>,
 }
 
-fn parse() -> Result<Args, String> {
+fn parse() -> Result<Args, Failure> {
     let mut args = Args {
         scenario: Scenario::Cluster,
         seeds: 100,
@@ -43,29 +44,29 @@ fn parse() -> Result<Args, String> {
                     "active-active" => Scenario::ActiveActive,
                     "chain" => Scenario::Chain,
                     other => {
-                        return Err(format!(
+                        return Err(Failure::new(format!(
                             "unknown scenario {other}: cluster, mirror, replica, failover, long-link, active-active or chain"
-                        ))
+                        )))
                     }
                 }
             }
-            "--seeds" => args.seeds = value()?.parse().map_err(|_| "--seeds takes a number")?,
+            "--seeds" => args.seeds = value()?.parse().map_err(|e| Failure::caused("--seeds takes a number", e))?,
             "--first-seed" => {
                 args.first = value()?
                     .parse()
-                    .map_err(|_| "--first-seed takes a number")?
+                    .map_err(|e| Failure::caused("--first-seed takes a number", e))?
             }
-            "--seed" => args.one = Some(value()?.parse().map_err(|_| "--seed takes a number")?),
+            "--seed" => args.one = Some(value()?.parse().map_err(|e| Failure::caused("--seed takes a number", e))?),
             "--faults" => args.faults = value()?.parse()?,
             "--layout" => args.layout = Some(value()?.parse()?),
             "--duration" => {
-                args.duration_secs = value()?.parse().map_err(|_| "--duration takes seconds")?
+                args.duration_secs = value()?.parse().map_err(|e| Failure::caused("--duration takes seconds", e))?
             }
             "--help" | "-h" => {
                 println!("usage: tributary-sim [--scenario cluster|mirror|replica|failover|long-link|active-active|chain] [--seeds N] [--first-seed S] [--seed S] [--faults none|network|crash|mixed] [--duration SECS] [--layout few|many] (cluster and mirror: the seed draws many partitions one time in five unless told)");
                 std::process::exit(0);
             }
-            other => return Err(format!("unknown argument {other}; see --help")),
+            other => return Err(Failure::new(format!("unknown argument {other}; see --help"))),
         }
     }
     Ok(args)

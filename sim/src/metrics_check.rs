@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use tributary::metrics::server::scrape;
 use tributary_core::consumer::BrokerPartition;
@@ -125,10 +126,12 @@ async fn disagreements(
 }
 
 /// One scrape within [`SCRAPE_TIMEOUT`] (a hung endpoint is a disagreement, not a stuck check).
-async fn scrape_within(env: &SimEnv, host: &str, port: u16) -> Result<String, String> {
+async fn scrape_within(env: &SimEnv, host: &str, port: u16) -> Result<String, Failure> {
     match tokio::time::timeout(SCRAPE_TIMEOUT, scrape(env, host, port)).await {
-        Ok(scraped) => scraped.map_err(|e| e.to_string()),
-        Err(_) => Err(format!("no answer within {SCRAPE_TIMEOUT:?}")),
+        Ok(scraped) => scraped.map_err(|e| Failure::caused(e.to_string(), e)),
+        Err(_) => Err(Failure::from(format!(
+            "no answer within {SCRAPE_TIMEOUT:?}"
+        ))),
     }
 }
 

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -340,7 +341,7 @@ pub fn rng(seed: u64, part: u64) -> ChaCha8Rng {
 /// How a run ended: the first violation an invariant reported, else a driver error (as
 /// `BrokerHealth`: the simulation itself could not go on), else the report.
 pub fn outcome<R>(
-    result: Result<(), String>,
+    result: Result<(), Failure>,
     control: &Control,
     report: R,
 ) -> Result<R, (Violation, R)> {
@@ -349,7 +350,7 @@ pub fn outcome<R>(
         (Err(detail), None) => Err((
             Violation {
                 invariant: Invariant::BrokerHealth,
-                detail,
+                detail: detail.to_string(),
             },
             report,
         )),

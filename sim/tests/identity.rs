@@ -181,7 +181,7 @@ fn a_mirror_into_its_source_through_another_address_is_refused_and_the_planted_b
                     drop(mirror);
                     Ok(())
                 }
-                Err(MirrorError::Config(e)) => Err(e),
+                Err(MirrorError::Config(e)) => Err(e.to_string()),
                 Err(e) => panic!("expected a refusal or a start, got {e}"),
             };
             let after = end().await;
@@ -273,7 +273,7 @@ fn a_running_mirror_whose_source_becomes_another_cluster_stops_and_says_so() {
         let after = turmoil::sim_elapsed().unwrap_or_default() - changed_at;
         let result = match ended {
             Ok(()) => Ok(()),
-            Err(MirrorError::Source(e)) => Err(e),
+            Err(MirrorError::Source(e)) => Err(e.to_string()),
             Err(e) => Err(format!("another error: {e}")),
         };
         *told.lock().unwrap() = Some((result, after));

@@ -2,6 +2,7 @@
 //! Tributary will run with (every key, `(changed)` where the file differs from the default),
 //! or exactly what is wrong.
 
+use crate::error::ToolError;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,7 +54,7 @@ pub struct CheckConfigArgs {
 /// Checks every file and prints the settings of each valid one to standard output (each
 /// invalid one's error to standard error). Exit code 1 when a file is invalid, or has unknown
 /// keys without `--allow-unknown`; `Err` when a file's kind cannot be told or output fails.
-pub fn run_cli(args: CheckConfigArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: CheckConfigArgs) -> Result<ExitCode, ToolError> {
     let CheckConfigArgs {
         kind,
         allow_unknown,
@@ -65,16 +66,16 @@ pub fn run_cli(args: CheckConfigArgs) -> Result<ExitCode, String> {
         let kind = kind
             .or_else(|| ConfigKind::from_file_name(path))
             .ok_or_else(|| {
-                format!(
+                ToolError::Usage(format!(
                     "{}: cannot tell what kind of configuration this is; pass --kind",
                     path.display()
-                )
+                ))
             })?;
         match load_kind(path, kind) {
             Ok((config, props)) => {
                 unknown +=
                     print_config(&mut out, &path.display().to_string(), kind, &props, &config)
-                        .map_err(|e| e.to_string())?
+                        .map_err(ToolError::failed)?
             }
             Err(e) => {
                 eprintln!("error: {e}");

@@ -7,6 +7,7 @@
 //! and `--forget-origins <topic>` deletes a topic's record: what an operator does, with the
 //! mirrors involved stopped, to change a topology on purpose (see docs/mirroring.md).
 
+use crate::error::ToolError;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -176,12 +177,12 @@ pub async fn cluster_id(
 
 /// Prints the identity; exit code 1 (and a line saying why on standard error) when the
 /// cluster has none yet.
-pub fn run_cli(args: ClusterIdArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: ClusterIdArgs) -> Result<ExitCode, ToolError> {
     let connect = args.zk_security.connect("--zookeeper", &args.zookeeper)?;
     if args.origins {
         let listed = runtime(Some(1))?
             .block_on(list_origins(&TokioEnv, &connect))
-            .map_err(|e| e.to_string())?;
+            .map_err(ToolError::failed)?;
         for (topic, origins) in listed {
             for route in origins.routes() {
                 let hops: Vec<String> = route.iter().map(|hop| hop.0.to_string()).collect();
@@ -193,10 +194,10 @@ pub fn run_cli(args: ClusterIdArgs) -> Result<ExitCode, String> {
     if let Some(topic) = &args.forget_origins {
         let topic: TopicName = topic
             .parse()
-            .map_err(|e| format!("--forget-origins: {e}"))?;
+            .map_err(|e| ToolError::flag("--forget-origins", e))?;
         let deleted = runtime(Some(1))?
             .block_on(forget_origins(&TokioEnv, &connect, &topic))
-            .map_err(|e| e.to_string())?;
+            .map_err(ToolError::failed)?;
         if deleted {
             println!("deleted the origin record of {topic}");
         } else {
@@ -205,10 +206,10 @@ pub fn run_cli(args: ClusterIdArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(name) = &args.name {
-        let name = ClusterName::parse(name).map_err(|e| format!("--name: {e}"))?;
+        let name = ClusterName::parse(name).map_err(|e| ToolError::flag("--name", e))?;
         let identity = runtime(Some(1))?
             .block_on(name_cluster(&TokioEnv, &connect, &name))
-            .map_err(|e| e.to_string())?;
+            .map_err(ToolError::failed)?;
         println!("{}", identity.id);
         if let Some(name) = &identity.name {
             println!("name {name}");
@@ -217,7 +218,7 @@ pub fn run_cli(args: ClusterIdArgs) -> Result<ExitCode, String> {
     }
     let identity = runtime(Some(1))?
         .block_on(cluster_id(&TokioEnv, &connect))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     match identity {
         Some(identity) => {
             println!("{}", identity.id);

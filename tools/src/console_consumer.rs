@@ -4,6 +4,7 @@
 //! final commit, its registrations removed, and a group made up for the run (no `--group`)
 //! removed altogether — what 0.7.2's shutdown hook does.
 
+use crate::error::ToolError;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
@@ -405,7 +406,7 @@ pub struct ConsoleConsumerArgs {
 
 /// Consumes as `args` asks, printing each message to standard output, then says on standard
 /// error how many were consumed. `Err` for a wrong flag or a consumer that could not run.
-pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, ToolError> {
     let ConsoleConsumerArgs {
         zookeeper,
         topic,
@@ -431,7 +432,11 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
         // 0.7.2 reads --topic as a whitelist too (a plain name matches only itself).
         (Some(w), _, _) | (None, Some(w), _) => Subscription::Whitelist(w, 1),
         (None, None, Some(b)) => Subscription::Blacklist(b, 1),
-        (None, None, None) => return Err("give --topic, --whitelist or --blacklist".into()),
+        (None, None, None) => {
+            return Err(ToolError::Usage(
+                "give --topic, --whitelist or --blacklist".into(),
+            ))
+        }
     };
     let properties = match parse_properties(&properties) {
         Ok(parsed) => parsed,
@@ -467,7 +472,7 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
         max_messages: max_messages.and_then(|max| u64::try_from(max).ok()),
         settings,
         skip_message_on_error,
-        formatter: Formatter::named(&formatter, &properties).map_err(|e| e.to_string())?,
+        formatter: Formatter::named(&formatter, &properties).map_err(ToolError::failed)?,
         forget_group_at_exit,
     };
     let consumed = match runtime(Some(2))?.block_on(async {
@@ -480,7 +485,7 @@ pub fn run_cli(args: ConsoleConsumerArgs) -> Result<ExitCode, String> {
             eprintln!("Unable to write to standard out, closing consumer.");
             return Ok(ExitCode::from(1));
         }
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(ToolError::failed(e)),
     };
     eprintln!("Consumed {} messages", consumed.printed);
     // Stopped by a signal: the exit code a JVM gives after its shutdown hooks.

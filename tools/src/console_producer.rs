@@ -6,6 +6,7 @@
 //! input not yet read stays unread, and a line begun but not ended is said on standard error. Lines are split as Java's `readLine` splits them and sent as the
 //! bytes they are ([`crate::line_reader`]).
 
+use crate::error::ToolError;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -322,7 +323,7 @@ pub const LINE_READER: &str = "kafka.producer.ConsoleProducer$LineMessageReader"
 /// Sends standard input's lines as `args` asks and says on standard error how many were
 /// delivered. Exit code 1 when any line was not delivered; `Err` for a wrong flag or a producer
 /// that could not start.
-pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, ToolError> {
     let ConsoleProducerArgs {
         topic,
         zookeeper,
@@ -341,29 +342,29 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
     } = args;
     stray.warn("console-producer");
     if message_encoder != STRING_ENCODER && message_encoder != "kafka.serializer.DefaultEncoder" {
-        return Err(format!("--message-encoder {message_encoder}: Tributary sends each line's bytes; use {STRING_ENCODER} (the default) or kafka.serializer.DefaultEncoder"));
+        return Err(ToolError::Usage(format!("--message-encoder {message_encoder}: Tributary sends each line's bytes; use {STRING_ENCODER} (the default) or kafka.serializer.DefaultEncoder")));
     }
     if line_reader != LINE_READER {
-        return Err(format!(
+        return Err(ToolError::Usage(format!(
             "--line-reader {line_reader}: Tributary reads lines; use {LINE_READER} (the default)"
-        ));
+        )));
     }
     CompressionCodec::from_id(compress)
-        .ok_or_else(|| format!("--compress {compress}: expected 0, 1 or 2"))?;
+        .ok_or_else(|| ToolError::Usage(format!("--compress {compress}: expected 0, 1 or 2")))?;
     let discovery_is_zk = zookeeper.is_some();
     let discovery = match (zookeeper, broker_list) {
         (Some(zk), _) => format!(
             "zk.connect={}",
-            ZkConnect::parse(&zk).map_err(|e| format!("--zookeeper: {e}"))?
+            ZkConnect::parse(&zk).map_err(|e| ToolError::flag("--zookeeper", e))?
         ),
         (None, Some(list)) => {
             list.split(',')
                 .map(BrokerEndpoint::parse)
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("--broker-list: {e}"))?;
+                .map_err(|e| ToolError::flag("--broker-list", e))?;
             format!("broker.list={list}")
         }
-        (None, None) => return Err("give --zookeeper or --broker-list".into()),
+        (None, None) => return Err(ToolError::Usage("give --zookeeper or --broker-list".into())),
     };
     let options = ConsoleProducerOptions {
         discovery,
@@ -382,10 +383,10 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
             (true, security) => security,
             (false, None) => None,
             (false, Some(_)) => {
-                return Err(
+                return Err(ToolError::Usage(
                     "--zk-tls-config-file secures ZooKeeper, which --broker-list does not use: give --zookeeper, or leave the file out"
-                        .into(),
-                )
+                    .into(),
+                ))
             }
         },
     };
@@ -397,7 +398,7 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
     // Standard input is read by a blocking thread that cannot be cancelled: after a signal it
     // may still wait for input (`tail -f`), so the runtime is not waited for.
     runtime.shutdown_background();
-    let sent = sent.map_err(|e| e.to_string())?;
+    let sent = sent.map_err(ToolError::failed)?;
     let durably = if acks { " (durable)" } else { "" };
     let unconfirmed = match sent.unconfirmed {
         0 => String::new(),
@@ -408,7 +409,7 @@ pub fn run_cli(args: ConsoleProducerArgs) -> Result<ExitCode, String> {
         sent.delivered, sent.failed
     );
     if let Some(e) = sent.input_error {
-        return Err(format!("reading standard input: {e}"));
+        return Err(ToolError::io("reading standard input", e));
     }
     Ok(if sent.failed > 0 || sent.unconfirmed > 0 {
         ExitCode::from(1)

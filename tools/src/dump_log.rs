@@ -5,6 +5,7 @@
 //! broker's recovery would cut the log) and exits 1. An entry whose framing is broken (a length
 //! or header that cannot be) ends the listing with a line saying why.
 
+use crate::error::ToolError;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -117,20 +118,20 @@ pub struct DumpLogArgs {
 /// Dumps every file to standard output, in order (none given: nothing, as 0.7.2). Exit code 1
 /// when a file holds a damaged entry; `Err` when a file's name does not start with its offset,
 /// it cannot be read, or output fails.
-pub fn run_cli(args: DumpLogArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: DumpLogArgs) -> Result<ExitCode, ToolError> {
     let DumpLogArgs { no_print, files } = args;
     let print_payloads = !no_print;
     let mut corrupt = false;
     let mut out = std::io::stdout().lock();
     for path in &files {
         let start = start_offset_from_name(path).ok_or_else(|| {
-            format!(
+            ToolError::Usage(format!(
                 "{}: not a segment file name (expected <start offset>.kafka)",
                 path.display()
-            )
+            ))
         })?;
-        let bytes =
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let bytes = std::fs::read(path)
+            .map_err(|e| ToolError::io(format!("cannot read {}", path.display()), e))?;
         let found = dump_segment(
             &mut out,
             &path.display().to_string(),
@@ -138,9 +139,9 @@ pub fn run_cli(args: DumpLogArgs) -> Result<ExitCode, String> {
             &bytes,
             print_payloads,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
         corrupt |= found.any();
-        out.flush().map_err(|e| e.to_string())?;
+        out.flush().map_err(ToolError::failed)?;
     }
     Ok(if corrupt {
         ExitCode::from(1)

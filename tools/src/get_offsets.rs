@@ -1,5 +1,6 @@
 //! `get-offsets`: 0.7's GetOffsetShell.
 
+use crate::error::ToolError;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -68,7 +69,7 @@ pub struct GetOffsetsArgs {
 
 /// Asks the broker and prints `get <n> results`, then one offset per line, to standard output.
 /// `Err` when the broker cannot be asked or answers otherwise.
-pub fn run_cli(args: GetOffsetsArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: GetOffsetsArgs) -> Result<ExitCode, ToolError> {
     let GetOffsetsArgs {
         at,
         time,
@@ -86,7 +87,7 @@ pub fn run_cli(args: GetOffsetsArgs) -> Result<ExitCode, String> {
             offsets,
             link,
         ))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     println!("get {} results", found.len());
     found.iter().for_each(|o| println!("{o}"));
     Ok(ExitCode::SUCCESS)

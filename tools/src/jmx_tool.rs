@@ -3,6 +3,7 @@
 //! are on the metrics endpoint, in Prometheus' text format. The command says so, with how to
 //! read them, and exits 1 (it cannot do what a JmxTool invocation asks).
 
+use crate::error::ToolError;
 use std::process::ExitCode;
 
 /// What the command prints on standard error.
@@ -17,7 +18,7 @@ pub struct JmxToolArgs {
 }
 
 /// Says what replaces JmxTool; exit 1.
-pub fn run_cli(_args: JmxToolArgs) -> Result<ExitCode, String> {
+pub fn run_cli(_args: JmxToolArgs) -> Result<ExitCode, ToolError> {
     eprintln!("{REPLACED_BY_METRICS}");
     Ok(ExitCode::from(1))
 }

@@ -16,6 +16,7 @@ pub mod console_producer;
 pub mod date_format;
 pub mod demote;
 pub mod dump_log;
+pub mod error;
 pub mod get_offsets;
 pub mod jmx_tool;
 pub mod jopt;

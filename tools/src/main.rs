@@ -9,6 +9,7 @@ use clap::Parser;
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tributary_tools::cli::{mirror_maker, server};
 use tributary_tools::command::{Cli, Command, LogFormat, LogStream};
+use tributary_tools::error::ToolError;
 use tributary_tools::{
     check_config, cluster_id, console_consumer, console_producer, demote, dump_log, get_offsets,
     jmx_tool, link_proxy, mirror_status, offset_checker, perf, promote, replay, shells,
@@ -81,7 +82,7 @@ fn main() -> ExitCode {
 }
 
 /// Runs the subcommand's entry point.
-fn run(command: Command) -> Result<ExitCode, String> {
+fn run(command: Command) -> Result<ExitCode, ToolError> {
     match command {
         Command::Server(args) => server::run_cli(args),
         Command::MirrorMaker(args) => mirror_maker::run_cli(args),

@@ -7,6 +7,7 @@
 //! cannot be read leaves out that partition's log size, lag and blank line, as 0.7 does. Then
 //! `BROKER INFO`, one line per broker contacted (by id).
 
+use crate::error::ToolError;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -293,7 +294,7 @@ pub struct ConsumerOffsetCheckerArgs {
 
 /// Writes the group's report to standard output. `Err` for a wrong flag, or when ZooKeeper
 /// cannot be read.
-pub fn run_cli(args: ConsumerOffsetCheckerArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: ConsumerOffsetCheckerArgs) -> Result<ExitCode, ToolError> {
     let ConsumerOffsetCheckerArgs {
         group,
         zkconnect,
@@ -306,13 +307,17 @@ pub fn run_cli(args: ConsumerOffsetCheckerArgs) -> Result<ExitCode, String> {
     let zk_connect = zk_security.connect("--zkconnect", &zkconnect)?;
     let link = tls.link(Some((&zk_connect, ZK_TIMEOUT, ZK_TIMEOUT)))?;
     let options = CheckOptions {
-        group: group.parse().map_err(|e| format!("--group: {e}"))?,
+        group: group.parse().map_err(|e| ToolError::flag("--group", e))?,
         zk_connect,
         link,
         topics: topic
             .map(|t| {
                 t.split(',')
-                    .map(|t| t.trim().parse().map_err(|e| format!("--topic {t}: {e}")))
+                    .map(|t| {
+                        t.trim()
+                            .parse()
+                            .map_err(|e| ToolError::flag(format!("--topic {t}"), e))
+                    })
                     .collect::<Result<Vec<_>, _>>()
             })
             .transpose()?
@@ -324,7 +329,7 @@ pub fn run_cli(args: ConsumerOffsetCheckerArgs) -> Result<ExitCode, String> {
             eprintln!("error: {e}");
             Ok(ExitCode::from(1))
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(ToolError::failed(e)),
     }
 }
 

@@ -1,6 +1,7 @@
 //! `producer-perf` and `consumer-perf`: 0.7.1's ProducerPerformance and ConsumerPerformance,
 //! with their options and output columns; the load generators of the benchmarks.
 
+use crate::error::ToolError;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,9 +43,9 @@ pub enum PerfError {
     /// `--date-format` has a letter that is not formatted.
     #[error(transparent)]
     DateFormat(#[from] DateFormatError),
-    /// `--zk-tls-config-file` cannot be used (the message names the file and key).
-    #[error("{0}")]
-    ZkSecurity(String),
+    /// `--zk-tls-config-file` cannot be used (the error names the file and key).
+    #[error(transparent)]
+    ZkSecurity(Box<ToolError>),
     /// The group's state from an earlier run could not be removed.
     #[error(transparent)]
     ForgetGroup(#[from] crate::console_consumer::ConsumeError),
@@ -79,7 +80,7 @@ pub async fn producer_perf(
         options
             .zk_security
             .apply(zk)
-            .map_err(PerfError::ZkSecurity)?;
+            .map_err(|e| PerfError::ZkSecurity(Box::new(e)))?;
     }
     let dates = DateFormat::parse(&options.date_format)?;
     if !options.hide_header {
@@ -520,18 +521,18 @@ pub struct ProducerPerfArgs {
 /// Runs `producer-perf` as `args` asks, printing 0.7.1's columns to standard output. Exit code
 /// 1 (after saying how many on standard error) when any message was not delivered; `Err` for a
 /// wrong `--brokerinfo` or a run that could not start.
-pub fn run_producer_perf_cli(args: ProducerPerfArgs) -> Result<ExitCode, String> {
+pub fn run_producer_perf_cli(args: ProducerPerfArgs) -> Result<ExitCode, ToolError> {
     args.stray.warn("producer-perf");
     if !(args.brokerinfo.starts_with("zk.connect=") || args.brokerinfo.starts_with("broker.list="))
     {
-        return Err(format!(
+        return Err(ToolError::Usage(format!(
             "--brokerinfo {}: expected zk.connect=HOST:PORT or broker.list=id:host:port,...",
             args.brokerinfo
-        ));
+        )));
     }
     let (_, failed) = runtime(None)?
         .block_on(producer_perf(&args, &mut std::io::stdout()))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     if failed > 0 {
         eprintln!("{failed} messages not delivered");
         return Ok(ExitCode::from(1));
@@ -591,7 +592,7 @@ pub struct ConsumerPerfArgs {
 
 /// Runs `consumer-perf` as `args` asks, printing 0.7.1's columns to standard output. `Err` when
 /// the consumer could not run.
-pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String> {
+pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, ToolError> {
     let ConsumerPerfArgs {
         zookeeper,
         topic,
@@ -610,7 +611,7 @@ pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String>
         zk_security,
     } = args;
     stray.warn("consumer-perf");
-    let dates = DateFormat::parse(&date_format).map_err(|e| e.to_string())?;
+    let dates = DateFormat::parse(&date_format).map_err(ToolError::failed)?;
     let group = group.unwrap_or_else(|| format!("perf-consumer-{}", TokioEnv.rng_seed() % 100_000));
     let options = ConsumerPerfOptions {
         zookeeper,
@@ -629,7 +630,7 @@ pub fn run_consumer_perf_cli(args: ConsumerPerfArgs) -> Result<ExitCode, String>
     };
     runtime(None)?
         .block_on(consumer_perf(&options, &mut std::io::stdout()))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     Ok(ExitCode::SUCCESS)
 }
 

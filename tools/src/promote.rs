@@ -9,6 +9,7 @@
 //! to create a topic), and prints them. Idempotent: promoting again changes nothing and
 //! prints the same offsets.
 
+use crate::error::ToolError;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::ExitCode;
@@ -275,7 +276,7 @@ pub struct PromoteArgs {
 
 /// Promotes as `args` asks and prints every broker's confirmation to standard output. `Err` for
 /// a wrong flag, or when a broker did not confirm in time (naming it).
-pub fn run_cli(args: PromoteArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: PromoteArgs) -> Result<ExitCode, ToolError> {
     let PromoteArgs {
         zookeeper,
         topic,
@@ -286,12 +287,16 @@ pub fn run_cli(args: PromoteArgs) -> Result<ExitCode, String> {
         zk_connect: zk_security.connect("--zookeeper", &zookeeper)?,
         topics: topic
             .iter()
-            .map(|t| t.trim().parse().map_err(|e| format!("--topic {t}: {e}")))
-            .collect::<Result<Vec<_>, String>>()?,
+            .map(|t| {
+                t.trim()
+                    .parse()
+                    .map_err(|e| ToolError::flag(format!("--topic {t}"), e))
+            })
+            .collect::<Result<Vec<_>, ToolError>>()?,
         wait: Duration::from_secs(wait),
     };
     runtime(Some(1))?
         .block_on(promote(&TokioEnv, &options, &mut std::io::stdout()))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@
 //! topic — a `.diverged` file a demotion kept (what a cluster held past the other cluster's
 //! history), or any 0.7 segment — every message of it, compressed ones opened, in order.
 
+use crate::error::ToolError;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -85,29 +86,29 @@ pub struct ReplayLogProducerArgs {
 }
 
 impl ReplayLogProducerArgs {
-    fn consumer_config(&self) -> Result<ConsumerConfig, String> {
+    fn consumer_config(&self) -> Result<ConsumerConfig, ToolError> {
         let text = format!(
             "zk.connect={}\ngroupid={GROUP}\nconsumer.timeout.ms=10000\nautooffset.reset=smallest\nfetch.size=1048576\nsocket.buffersize=2097152\n{}",
             self.zookeeper,
             self.tls.properties()
         );
         let props =
-            Properties::parse("replay-log-producer options", &text).map_err(|e| e.to_string())?;
-        let mut config =
-            ConsumerConfig::from_properties(&props).map_err(|e| format!("--zookeeper: {e}"))?;
+            Properties::parse("replay-log-producer options", &text).map_err(ToolError::failed)?;
+        let mut config = ConsumerConfig::from_properties(&props)
+            .map_err(|e| ToolError::flag("--zookeeper", e))?;
         self.zk_security.apply(&mut config.zk_connect)?;
         Ok(config)
     }
 
-    fn producer_config(&self) -> Result<ProducerConfig, String> {
+    fn producer_config(&self) -> Result<ProducerConfig, ToolError> {
         let discovery = match self.brokerinfo.split_once('=') {
             Some(("zk.connect", value)) => format!("zk.connect={value}"),
             Some((_, value)) => format!("broker.list={value}"),
             None => {
-                return Err(format!(
+                return Err(ToolError::Usage(format!(
                 "--brokerinfo {}: expected zk.connect=HOST:PORT or broker.list=id:host:port,...",
                 self.brokerinfo
-            ))
+            )))
             }
         };
         let text = format!(
@@ -118,9 +119,9 @@ impl ReplayLogProducerArgs {
             self.tls.properties()
         );
         let props =
-            Properties::parse("replay-log-producer options", &text).map_err(|e| e.to_string())?;
-        let mut config =
-            ProducerConfig::from_properties(&props).map_err(|e| format!("--brokerinfo: {e}"))?;
+            Properties::parse("replay-log-producer options", &text).map_err(ToolError::failed)?;
+        let mut config = ProducerConfig::from_properties(&props)
+            .map_err(|e| ToolError::flag("--brokerinfo", e))?;
         if let tributary_core::config::Discovery::ZooKeeper(zk) = &mut config.discovery {
             self.zk_security.apply(zk)?;
         }
@@ -140,14 +141,14 @@ struct Counts {
 
 /// Replays as `args` asks; says on standard error how many were sent and delivered. Exit code
 /// 1 when any was not delivered.
-pub fn run_cli(args: ReplayLogProducerArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: ReplayLogProducerArgs) -> Result<ExitCode, ToolError> {
     args.stray.warn("replay-log-producer");
     let producer_config = args.producer_config()?;
     if let Some(path) = args.from_file.clone() {
         return replay_file(&args, &path, producer_config);
     }
     let Some(inputtopic) = args.inputtopic.clone() else {
-        return Err("give --inputtopic or --from-file".into());
+        return Err(ToolError::Usage("give --inputtopic or --from-file".into()));
     };
     let consumer_config = args.consumer_config()?;
     let counts = Arc::new(Counts::default());
@@ -155,14 +156,14 @@ pub fn run_cli(args: ReplayLogProducerArgs) -> Result<ExitCode, String> {
         tracing::info!("Cleaning up temporary zookeeper data under /consumers/{GROUP}.");
         forget_group(&consumer_config)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ToolError::failed)?;
         let streams = args.threads.max(1);
         let subscription =
             Subscription::Topics([(inputtopic.clone(), streams)].into_iter().collect());
         let (connector, streams) =
             ConsumerConnector::start(TokioEnv, consumer_config, subscription)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(ToolError::failed)?;
         let mut threads = tokio::task::JoinSet::new();
         for mut stream in streams {
             let (args, config, counts) = (args.clone(), producer_config.clone(), counts.clone());
@@ -170,7 +171,7 @@ pub fn run_cli(args: ReplayLogProducerArgs) -> Result<ExitCode, String> {
             threads.spawn(async move {
                 let producer = Producer::start(TokioEnv, config)
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ToolError::failed)?;
                 let mut pending: Vec<Delivery> = Vec::new();
                 let mut sent = 0i64;
                 while args.messages < 0 || sent < args.messages {
@@ -208,7 +209,7 @@ pub fn run_cli(args: ReplayLogProducerArgs) -> Result<ExitCode, String> {
                 producer.close().await;
                 settle(pending, &counts).await;
                 tracing::info!("Sent {sent} messages");
-                Ok::<(), String>(())
+                Ok::<(), ToolError>(())
             });
         }
         let mut result = Ok(());
@@ -216,7 +217,7 @@ pub fn run_cli(args: ReplayLogProducerArgs) -> Result<ExitCode, String> {
             match ended {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => result = Err(e),
-                Err(e) => result = Err(format!("a replay stream failed: {e}")),
+                Err(e) => result = Err(ToolError::failed(e)),
             }
         }
         connector.shutdown().await;
@@ -251,14 +252,15 @@ fn replay_file(
     args: &ReplayLogProducerArgs,
     path: &std::path::Path,
     config: ProducerConfig,
-) -> Result<ExitCode, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("--from-file {}: {e}", path.display()))?;
+) -> Result<ExitCode, ToolError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| ToolError::io(format!("--from-file {}", path.display()), e))?;
     let base = crate::dump_log::start_offset_from_name(path).unwrap_or(0);
     let counts = Counts::default();
     let unreadable = runtime(None)?.block_on(async {
         let producer = Producer::start(TokioEnv, config)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ToolError::failed)?;
         let mut pending = Vec::new();
         let mut unreadable = None;
         for entry in tributary_core::message::DeepIter::new(
@@ -290,7 +292,7 @@ fn replay_file(
         }
         producer.close().await;
         settle(pending, &counts).await;
-        Ok::<_, String>(unreadable)
+        Ok::<_, ToolError>(unreadable)
     })?;
     let (sent, delivered, failed) = (
         counts.sent.load(Ordering::Relaxed),

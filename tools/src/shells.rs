@@ -12,6 +12,7 @@
 //!   end (`consumer.timeout.ms` reached, or ^C) `Received <n> messages` and `thread shutdown !`;
 //!   after ^C, `consumer threads shutted down`.
 
+use crate::error::ToolError;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,14 +40,14 @@ pub struct ProducerShellArgs {
 }
 
 /// Sends standard input's lines, one message each, printing 0.7.2's line for each delivered.
-pub fn run_producer_cli(args: ProducerShellArgs) -> Result<ExitCode, String> {
+pub fn run_producer_cli(args: ProducerShellArgs) -> Result<ExitCode, ToolError> {
     args.stray.warn("producer-shell");
     let config = load_producer(&args.props)?;
     let max_message_bytes = config.max_message_bytes;
     let failed = runtime(Some(1))?.block_on(async {
         let producer = Producer::start(TokioEnv, config)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ToolError::failed)?;
         let limit = usize::try_from(max_message_bytes).unwrap_or(usize::MAX);
         let mut lines = LineReader::new(tokio::io::stdin(), limit);
         let mut failed = 0u64;
@@ -61,7 +62,7 @@ pub fn run_producer_cli(args: ProducerShellArgs) -> Result<ExitCode, String> {
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    input_error = Some(format!("reading standard input: {e}"));
+                    input_error = Some(ToolError::io("reading standard input", e));
                     break;
                 }
             };
@@ -73,8 +74,8 @@ pub fn run_producer_cli(args: ProducerShellArgs) -> Result<ExitCode, String> {
                 .send(Record::new(args.topic.clone(), message))
                 .await
             {
-                Ok(delivery) => delivery.await.map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
+                Ok(delivery) => delivery.await.map_err(ToolError::failed),
+                Err(e) => Err(ToolError::failed(e)),
             };
             match delivered {
                 Ok(_) => {
@@ -92,7 +93,7 @@ pub fn run_producer_cli(args: ProducerShellArgs) -> Result<ExitCode, String> {
         if let Some(e) = input_error {
             return Err(e);
         }
-        Ok::<u64, String>(failed)
+        Ok::<u64, ToolError>(failed)
     })?;
     Ok(if failed == 0 {
         ExitCode::SUCCESS
@@ -119,7 +120,7 @@ pub struct ConsumerShellArgs {
 }
 
 /// Consumes as `args` asks, printing 0.7.2's lines, until every stream ends or ^C.
-pub fn run_consumer_cli(args: ConsumerShellArgs) -> Result<ExitCode, String> {
+pub fn run_consumer_cli(args: ConsumerShellArgs) -> Result<ExitCode, ToolError> {
     args.stray.warn("consumer-shell");
     // As 0.7.2: the first line comes before the properties file is read.
     say("Starting consumer...")?;
@@ -130,7 +131,7 @@ pub fn run_consumer_cli(args: ConsumerShellArgs) -> Result<ExitCode, String> {
             Subscription::Topics([(args.topic.clone(), streams)].into_iter().collect());
         let (connector, streams) = ConsumerConnector::start(TokioEnv, config, subscription)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ToolError::failed)?;
         let mut threads = tokio::task::JoinSet::new();
         for mut stream in streams {
             threads.spawn(async move {
@@ -147,12 +148,12 @@ pub fn run_consumer_cli(args: ConsumerShellArgs) -> Result<ExitCode, String> {
                                 .and_then(|()| out.write_all(b"\n"))
                                 .and_then(|()| out.flush());
                             if let Err(e) = written {
-                                break Err(format!("writing standard output: {e}"));
+                                break Err(ToolError::io("writing standard output", e));
                             }
                         }
                         Err(ConsumerError::Timeout(_) | ConsumerError::Closed) => break Ok(()),
                         // Said and counted in the exit code (0.7.2 logged it and went on).
-                        Err(e) => break Err(e.to_string()),
+                        Err(e) => break Err(ToolError::failed(e)),
                     }
                 };
                 say(&format!("Received {received} messages"))?;
@@ -177,7 +178,7 @@ pub fn run_consumer_cli(args: ConsumerShellArgs) -> Result<ExitCode, String> {
         if interrupted {
             say("consumer threads shutted down")?;
         }
-        Ok::<_, String>(failed)
+        Ok::<_, ToolError>(failed)
     })?;
     // A stream that failed was logged (ERROR) when it ended; the exit code says so too.
     Ok(match failed {
@@ -197,22 +198,22 @@ fn java_trim(bytes: &[u8]) -> &[u8] {
 }
 
 /// Prints a line of the shell's own; an error (a closed pipe) instead of a panic.
-fn say(line: &str) -> Result<(), String> {
+fn say(line: &str) -> Result<(), ToolError> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{line}")
         .and_then(|()| out.flush())
-        .map_err(|e| format!("writing standard output: {e}"))
+        .map_err(|e| ToolError::io("writing standard output", e))
 }
 
 /// Keeps the first failure of a stream's task.
 fn note_failure(
-    failed: &mut Option<String>,
-    ended: Result<Result<(), String>, tokio::task::JoinError>,
+    failed: &mut Option<ToolError>,
+    ended: Result<Result<(), ToolError>, tokio::task::JoinError>,
 ) {
     let failure = match ended {
         Ok(Ok(())) => return,
         Ok(Err(e)) => e,
-        Err(e) => format!("a consumer-shell stream failed: {e}"),
+        Err(e) => ToolError::failed(e),
     };
     tracing::error!("consumer-shell: {failure}");
     failed.get_or_insert(failure);

@@ -1,6 +1,7 @@
 //! `simple-consumer`: 0.7's SimpleConsumerShell. Fetches a partition from an offset and prints
 //! every message (compressed sets opened), advancing by the valid bytes of each fetch.
 
+use crate::error::ToolError;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -228,7 +229,7 @@ pub struct SimpleConsumerArgs {
 
 /// Prints the partition's messages to standard output as `args` asks. `Err` when the broker
 /// cannot be reached or answers a fetch with an error (saying which).
-pub fn run_cli(args: SimpleConsumerArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: SimpleConsumerArgs) -> Result<ExitCode, ToolError> {
     let SimpleConsumerArgs {
         at,
         offset,
@@ -260,7 +261,7 @@ pub fn run_cli(args: SimpleConsumerArgs) -> Result<ExitCode, String> {
     };
     runtime(Some(1))?
         .block_on(consume(&options, &mut std::io::stdout()))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -291,7 +292,7 @@ pub struct SimpleConsumerShellArgs {
 
 /// Fetches as 0.7.2's SimpleConsumerShell does, without end, logging what `args` asks at
 /// `info` (the command's default level). `Err` when the broker cannot be reached or refuses.
-pub fn run_shell_cli(args: SimpleConsumerShellArgs) -> Result<ExitCode, String> {
+pub fn run_shell_cli(args: SimpleConsumerShellArgs) -> Result<ExitCode, ToolError> {
     let SimpleConsumerShellArgs {
         at,
         offset,
@@ -320,6 +321,6 @@ pub fn run_shell_cli(args: SimpleConsumerShellArgs) -> Result<ExitCode, String> 
     };
     runtime(Some(1))?
         .block_on(consume(&options, &mut std::io::stdout()))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     Ok(ExitCode::SUCCESS)
 }

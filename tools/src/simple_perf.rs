@@ -5,6 +5,7 @@
 //! Messages are counted as 0.7 counts them: inner messages of compressed sets one by one, by
 //! payload bytes.
 
+use crate::error::ToolError;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -378,7 +379,7 @@ pub struct SimpleConsumerPerfArgs {
 
 /// Reads the partition as `args` asks, printing 0.7.1's columns to standard output. `Err` for
 /// a wrong flag, or when the broker cannot be reached or answers with an error.
-pub fn run_cli(args: SimpleConsumerPerfArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: SimpleConsumerPerfArgs) -> Result<ExitCode, ToolError> {
     let SimpleConsumerPerfArgs {
         at,
         fetch_size,
@@ -401,7 +402,7 @@ pub fn run_cli(args: SimpleConsumerPerfArgs) -> Result<ExitCode, String> {
         messages,
         report_every: show_detailed_stats.then_some(reporting_interval.max(1)),
         hide_header,
-        dates: DateFormat::parse(&date_format).map_err(|e| e.to_string())?,
+        dates: DateFormat::parse(&date_format).map_err(ToolError::failed)?,
     };
     runtime(Some(1))?
         .block_on(simple_consumer_perf(
@@ -409,6 +410,6 @@ pub fn run_cli(args: SimpleConsumerPerfArgs) -> Result<ExitCode, String> {
             &options,
             &mut std::io::stdout(),
         ))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     Ok(ExitCode::SUCCESS)
 }

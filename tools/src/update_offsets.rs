@@ -9,6 +9,7 @@
 //! all answered (0.7.2 wrote the ones before a broker that failed); a group with live members
 //! is named in a warning (their next commit overwrites the new offsets).
 
+use crate::error::ToolError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -26,6 +27,7 @@ use tributary::client::connect;
 use tributary::consumer::write_offset;
 use tributary::coordination::{CoordError, Coordination};
 use tributary::env::{Env, TokioEnv};
+use tributary::failure::Failure;
 use tributary::tls::env::{ClientLink, SecureEnv};
 
 /// Broker connection timeout (0.7.2's: 10 s).
@@ -95,7 +97,8 @@ pub enum UpdateOffsetsError {
         /// Its address.
         address: String,
         /// What happened.
-        detail: String,
+        #[source]
+        detail: Failure,
     },
 }
 
@@ -185,7 +188,7 @@ async fn update_with<E: Env>(
         };
         let (host, port) =
             address.ok_or(UpdateOffsetsError::BrokerUnavailable(partition.broker_id))?;
-        let failed = |detail: String| UpdateOffsetsError::Offsets {
+        let failed = |detail: Failure| UpdateOffsetsError::Offsets {
             topic: topic.clone(),
             partition,
             broker: partition.broker_id,
@@ -194,7 +197,7 @@ async fn update_with<E: Env>(
         };
         let mut conn = connect(env, &host, port, BROKER_TIMEOUT)
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(Failure::caused(e.to_string(), e)))?;
         let request = Request::Offsets(OffsetsRequest {
             topic: topic.clone(),
             partition: i32::try_from(partition.partition).unwrap_or(i32::MAX),
@@ -204,15 +207,15 @@ async fn update_with<E: Env>(
         let offset = match conn
             .call(&request)
             .await
-            .map_err(|e| failed(e.to_string()))?
+            .map_err(|e| failed(Failure::caused(e.to_string(), e)))?
         {
             Response::Offsets(o) if o.error == ErrorCode::NoError => o
                 .offsets
                 .first()
                 .copied()
                 .ok_or_else(|| failed("no offset in the answer".into()))?,
-            Response::Offsets(o) => return Err(failed(format!("error {:?}", o.error))),
-            other => return Err(failed(format!("unexpected answer {other:?}"))),
+            Response::Offsets(o) => return Err(failed(format!("error {:?}", o.error).into())),
+            other => return Err(failed(format!("unexpected answer {other:?}").into())),
         };
         offsets.push((partition, offset));
     }
@@ -245,7 +248,7 @@ pub struct UpdateOffsetsArgs {
 
 /// Updates as `args` asks, printing 0.7.2's lines; 0.7.2's usage line and exit 1 for wrong
 /// words.
-pub fn run_cli(args: UpdateOffsetsArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: UpdateOffsetsArgs) -> Result<ExitCode, ToolError> {
     let (end, config, topic) = match args.words.as_slice() {
         [end, config, topic, ..] if end == "earliest" || end == "latest" => (
             if end == "earliest" {
@@ -268,8 +271,8 @@ pub fn run_cli(args: UpdateOffsetsArgs) -> Result<ExitCode, String> {
         config.tls.as_ref(),
         Some((&config.zk_connect, zk_timeout, zk_timeout)),
     )
-    .map_err(|e| e.to_string())?;
-    let topic: TopicName = topic.parse().map_err(|e| format!("topic: {e}"))?;
+    .map_err(ToolError::failed)?;
+    let topic: TopicName = topic.parse().map_err(|e| ToolError::flag("topic", e))?;
     let updated = runtime(Some(1))?
         .block_on(update(
             &SecureEnv::new(TokioEnv, link),
@@ -277,7 +280,7 @@ pub fn run_cli(args: UpdateOffsetsArgs) -> Result<ExitCode, String> {
             &topic,
             end,
         ))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     for (partition, offset) in &updated.offsets {
         println!("updating partition {partition} with new offset: {offset}");
     }

@@ -4,6 +4,7 @@
 //! `Rebalance operation failed !` on standard output, as 0.7.2 does, with each problem logged
 //! at `error` (0.7.2's wording). Exits 0 either way, as 0.7.2 does: scripts read the line.
 
+use crate::error::ToolError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -170,7 +171,7 @@ pub struct VerifyConsumerRebalanceArgs {
 }
 
 /// Checks as `args` asks; prints 0.7.2's line; exits 0 whatever it found (as 0.7.2 does).
-pub fn run_cli(args: VerifyConsumerRebalanceArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: VerifyConsumerRebalanceArgs) -> Result<ExitCode, ToolError> {
     let VerifyConsumerRebalanceArgs {
         zk_connect,
         group,
@@ -179,11 +180,11 @@ pub fn run_cli(args: VerifyConsumerRebalanceArgs) -> Result<ExitCode, String> {
     } = args;
     stray.warn("verify-consumer-rebalance");
     let connect = zk_security.connect("--zk.connect", &zk_connect)?;
-    let group: GroupId = group.parse().map_err(|e| format!("--group: {e}"))?;
+    let group: GroupId = group.parse().map_err(|e| ToolError::flag("--group", e))?;
     tracing::info!("Verifying rebalancing operation for consumer group {group}");
     let problems = runtime(Some(1))?
         .block_on(verify(&TokioEnv, &connect, &group))
-        .map_err(|e| format!("Error while verifying current rebalancing operation: {e}"))?;
+        .map_err(|e| ToolError::during("Error while verifying current rebalancing operation", e))?;
     for problem in &problems {
         tracing::error!("{problem}");
     }

@@ -10,6 +10,7 @@
 //! named in a warning (their next commit overwrites what is imported); both say on standard
 //! error what they did. The file's format and lines are 0.7.2's, sorted by node.
 
+use crate::error::ToolError;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -299,7 +300,7 @@ pub struct ExportZkOffsetsArgs {
 }
 
 /// Exports as `args` asks; says on standard error how many offsets of how many groups.
-pub fn run_export_cli(args: ExportZkOffsetsArgs) -> Result<ExitCode, String> {
+pub fn run_export_cli(args: ExportZkOffsetsArgs) -> Result<ExitCode, ToolError> {
     let ExportZkOffsetsArgs {
         zkconnect,
         group,
@@ -311,22 +312,21 @@ pub fn run_export_cli(args: ExportZkOffsetsArgs) -> Result<ExitCode, String> {
     let connect = zk_security.connect("--zkconnect", &zkconnect)?;
     let groups = group
         .iter()
-        .map(|g| g.parse().map_err(|e| format!("--group: {e}")))
+        .map(|g| g.parse().map_err(|e| ToolError::flag("--group", e)))
         .collect::<Result<Vec<GroupId>, _>>()?;
     let exported = runtime(Some(1))?
         .block_on(export(&TokioEnv, &connect, &groups))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     // A group asked for by name that has nothing is a mistake to say, not an empty file to
     // import later; among all groups, an empty one is only named.
     if let Some(group) = exported.empty_groups.iter().find(|g| groups.contains(g)) {
-        return Err(ZkOffsetsError::NoOffsets {
+        return Err(ToolError::failed(ZkOffsetsError::NoOffsets {
             group: group.clone(),
             connect,
             file: output_file,
-        }
-        .to_string());
+        }));
     }
-    write_file(&output_file, &exported.lines).map_err(|e| e.to_string())?;
+    write_file(&output_file, &exported.lines).map_err(ToolError::failed)?;
     for group in &exported.empty_groups {
         tracing::warn!("group {group} has no committed offsets in {connect}");
     }
@@ -356,7 +356,7 @@ pub struct ImportZkOffsetsArgs {
 }
 
 /// Imports as `args` asks; says on standard error how many offsets, and which groups were live.
-pub fn run_import_cli(args: ImportZkOffsetsArgs) -> Result<ExitCode, String> {
+pub fn run_import_cli(args: ImportZkOffsetsArgs) -> Result<ExitCode, ToolError> {
     let ImportZkOffsetsArgs {
         zkconnect,
         input_file,
@@ -365,10 +365,10 @@ pub fn run_import_cli(args: ImportZkOffsetsArgs) -> Result<ExitCode, String> {
     } = args;
     stray.warn("import-zk-offsets");
     let connect = zk_security.connect("--zkconnect", &zkconnect)?;
-    let lines = read_file(&input_file).map_err(|e| e.to_string())?;
+    let lines = read_file(&input_file).map_err(ToolError::failed)?;
     let imported = runtime(Some(1))?
         .block_on(import(&TokioEnv, &connect, &lines))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     for (group, members) in &imported.live_groups {
         tracing::warn!(
             "group {group} has {members} live member(s): their next commit overwrites the imported offsets; stop them and import again"

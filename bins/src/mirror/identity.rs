@@ -9,6 +9,7 @@
 //! closed, and says what to do (a `broker.list` no broker of which can be reached yet is waited
 //! for, as a mirror maker started before its target).
 
+use crate::failure::Failure;
 use crate::tls::env::{ClientLink, SecureEnv};
 use std::time::Duration;
 
@@ -19,8 +20,8 @@ use tributary_core::identity::ClusterIdentity;
 
 use super::MirrorError;
 use crate::client::{cluster_identity, connect, ClientError, IdentityQueryError};
-use crate::coordination::identity::ensure_identity;
-use crate::coordination::Coordination;
+use crate::coordination::identity::{ensure_identity, ClusterIdentityError};
+use crate::coordination::{CoordError, Coordination};
 use crate::env::Env;
 use crate::producer::targets::{how, SAY_EVERY};
 
@@ -48,10 +49,10 @@ pub async fn learn<E: Env>(
             .iter()
             .find(|s| same_zookeeper(&s.zk_connect, connect))
         {
-            return Err(MirrorError::Config(format!(
+            return Err(MirrorError::Config(Failure::new(format!(
                 "the consumer and the producer both point at ZooKeeper {connect} (the source's is {}): a cluster cannot be mirrored into itself; point the producer at the mirror cluster",
                 source.zk_connect
-            )));
+            ))));
         }
     }
     let mut source_identities = Vec::with_capacity(sources.len());
@@ -60,10 +61,10 @@ pub async fn learn<E: Env>(
         let identity = in_zookeeper(env, &source.zk_connect, timeout)
             .await
             .map_err(|e| {
-                MirrorError::Source(format!(
+                MirrorError::Source(Failure::caused(format!(
                     "{}: cannot learn the source cluster's identity ({e}); the mirror starts once it can tell the source from the target",
                     source.zk_connect
-                ))
+                ), e))
             })?;
         source_identities.push(identity);
     }
@@ -72,15 +73,16 @@ pub async fn learn<E: Env>(
         (None, Discovery::ZooKeeper(connect)) => {
             let timeout = Duration::from_millis(producer.zk.connection_timeout_ms.into());
             in_zookeeper(env, connect, timeout).await.map_err(|e| {
-                MirrorError::Target(format!(
+                MirrorError::Target(Failure::caused(format!(
                     "{connect}: cannot learn the mirror cluster's identity ({e}); the mirror starts once it can tell the source from the target"
-                ))
+                ), e))
             })?
         }
         (None, Discovery::BrokerList(list)) => {
             // Asked over the producer's own links (TLS when its security.protocol=ssl).
-            let link = ClientLink::load(producer.tls.as_ref(), None)
-                .map_err(|e| MirrorError::Config(format!("producer TLS settings: {e}")))?;
+            let link = ClientLink::load(producer.tls.as_ref(), None).map_err(|e| {
+                MirrorError::Config(Failure::caused(format!("producer TLS settings: {e}"), e))
+            })?;
             from_brokers(&SecureEnv::new(env.clone(), link), list, producer).await?
         }
     };
@@ -119,25 +121,25 @@ async fn from_brokers<E: Env>(
             match cluster_identity(&mut conn).await {
                 Ok(Some(identity)) => answers.push((at, identity)),
                 Ok(None) => {
-                    return Err(MirrorError::Config(format!(
+                    return Err(MirrorError::Config(Failure::new(format!(
                         "{at} runs without ZooKeeper: it has no cluster identity, so the mirror cannot tell it from the source; give the mirror cluster a ZooKeeper"
-                    )))
+                    ))))
                 }
                 Err(IdentityQueryError::Call(e @ (ClientError::Io { .. } | ClientError::Timeout { .. }))) => {
                     unreachable.push(format!("{at}: {}", how(&e)));
                 }
                 Err(e) => {
-                    return Err(MirrorError::Config(format!(
+                    return Err(MirrorError::Config(Failure::caused(format!(
                         "{at} cannot tell which cluster it belongs to ({e}); the mirror cannot tell the target from the source: point the producer at the mirror cluster's ZooKeeper (zk.connect) instead of broker.list"
-                    )))
+                    ), e)))
                 }
             }
         }
         if let Some((first_at, first)) = answers.first().cloned() {
             if let Some((at, other)) = answers.iter().find(|(_, i)| *i != first) {
-                return Err(MirrorError::Config(format!(
+                return Err(MirrorError::Config(Failure::new(format!(
                     "the producer's broker.list mixes clusters: {first_at} is in {first}, {at} in {other}; list the brokers of one mirror cluster"
-                )));
+                ))));
             }
             for failure in &unreachable {
                 tracing::warn!("mirror: {failure}; the other brokers of broker.list say the mirror cluster is {first}");
@@ -157,22 +159,33 @@ async fn from_brokers<E: Env>(
     }
 }
 
+/// Why a cluster's identity could not be learnt from its ZooKeeper.
+#[derive(Debug, thiserror::Error)]
+enum LookupError {
+    /// No session with the ZooKeeper.
+    #[error(transparent)]
+    Connect(CoordError),
+    /// The session could not read or create the identity.
+    #[error(transparent)]
+    Identity(ClusterIdentityError),
+}
+
 /// The identity of the cluster whose ZooKeeper is `connect`, created if it has none.
 async fn in_zookeeper<E: Env>(
     env: &E,
     connect: &ZkConnect,
     timeout: Duration,
-) -> Result<ClusterIdentity, String> {
+) -> Result<ClusterIdentity, LookupError> {
     let coord = env
         .coordinate(connect, timeout, timeout)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(LookupError::Connect)?;
     // Two clusters created by this one mirror get two ids: the seed differs per connect string
     // (a simulated environment's seed is the same at every call).
     let seed = env.rng_seed() ^ fnv1a(connect.to_string().as_bytes());
     let identity = ensure_identity(&coord, None, seed).await;
     coord.close().await;
-    identity.map_err(|e| e.to_string())
+    identity.map_err(LookupError::Identity)
 }
 
 /// FNV-1a: a stable hash, to tell seeds apart.
@@ -222,16 +235,16 @@ pub fn compare(
                 .get(index)
                 .map(|s| s.zk_connect.to_string())
                 .unwrap_or_default();
-            return Err(MirrorError::Source(format!(
+            return Err(MirrorError::Source(Failure::new(format!(
                 "the source at {zk} is now cluster {found}, not {then} as when the mirror started: its address leads to another cluster; this run stops and the next starts against it"
-            )));
+            ))));
         }
     }
     if at_start.target.id != now.target.id {
-        return Err(MirrorError::Target(format!(
+        return Err(MirrorError::Target(Failure::new(format!(
             "the mirror cluster is now {}, not {} as when the mirror started: the producer's addresses lead to another cluster; this run stops and the next starts against it",
             now.target, at_start.target
-        )));
+        ))));
     }
     Ok(())
 }
@@ -286,9 +299,9 @@ pub fn refuse_loops(
         }
         // By id: a name recorded since one of them was read changes nothing.
         if source.id == identities.target.id {
-            return Err(MirrorError::Config(format!(
+            return Err(MirrorError::Config(Failure::new(format!(
                 "the source at {zk} and the mirror cluster are the same cluster, {source}: a cluster cannot be mirrored into itself; point the producer at the mirror cluster"
-            )));
+            ))));
         }
         if let Some(earlier) = identities
             .sources
@@ -299,9 +312,9 @@ pub fn refuse_loops(
                 .get(earlier)
                 .map(|s| s.zk_connect.to_string())
                 .unwrap_or_default();
-            return Err(MirrorError::Config(format!(
+            return Err(MirrorError::Config(Failure::new(format!(
                 "sources {other} and {zk} are the same cluster, {source}: every message would be mirrored twice; give each source cluster once"
-            )));
+            ))));
         }
     }
     Ok(())

@@ -43,6 +43,7 @@ use tributary_core::wire::TopicName;
 use crate::consumer::{ConsumerConnector, GapReport, Subscription};
 use crate::coordination::origins::OriginStore;
 use crate::env::Env;
+use crate::failure::Failure;
 use crate::metrics::clients::{watch_consumer, watch_producer, ProducerMetrics};
 use crate::metrics::mirror::{watch_mirror, LagGauges, MirrorMetrics};
 use crate::metrics::MaybeMetrics;
@@ -153,17 +154,17 @@ pub trait MirrorObserver: Send + Sync + std::fmt::Debug {
 pub enum MirrorError {
     /// The configuration makes no sense for a mirror.
     #[error("{0}")]
-    Config(String),
+    Config(#[source] Failure),
     /// The source cluster could not be joined.
     #[error("cannot join the source cluster: {0}")]
-    Source(String),
+    Source(#[source] Failure),
     /// The mirror cluster could not be reached.
     #[error("cannot reach the mirror cluster: {0}")]
-    Target(String),
+    Target(#[source] Failure),
     /// The mirror cluster refused messages, or a send failed for good: the stream stopped
     /// (its source offsets stay uncommitted; nothing is lost, it is sent again on restart).
     #[error("mirroring stopped: {0}")]
-    Send(String),
+    Send(#[source] Failure),
 }
 
 impl MirrorSettings {
@@ -278,10 +279,10 @@ fn check_names(
         if let Some(rule) = &source.mirror.rename {
             if rule.needs_source_name() && identity.name.is_none() {
                 // Not a settings error: the source's brokers may name it when they start.
-                return Err(MirrorError::Source(format!(
+                return Err(MirrorError::Source(Failure::new(format!(
                     "mirror.rename.pattern={rule} names topics after the source cluster, and the cluster at {} ({identity}) has no name: set cluster.name on its brokers, or name it with `tributary cluster-id --zookeeper {} --name <name>`",
                     source.zk_connect, source.zk_connect
-                )));
+                ))));
             }
         }
     }
@@ -336,7 +337,7 @@ impl Mirror {
         for _ in 0..settings.producers.max(1) {
             let producer = Producer::start(env.clone(), producer_config.clone())
                 .await
-                .map_err(|e| MirrorError::Target(e.to_string()))?;
+                .map_err(|e| MirrorError::Target(Failure::caused(e.to_string(), e)))?;
             producers.push(Arc::new(producer));
         }
         let stats = Arc::new(MirrorStats::default());
@@ -346,8 +347,9 @@ impl Mirror {
         let mut streams = JoinSet::new();
         let queue_size = producer_config.queue_size.max(1) as usize;
         let mut stream_index = 0;
-        let in_target = origins::target_access(&env, &producer_config)
-            .map_err(|e| MirrorError::Config(format!("producer TLS settings: {e}")))?;
+        let in_target = origins::target_access(&env, &producer_config).map_err(|e| {
+            MirrorError::Config(Failure::caused(format!("producer TLS settings: {e}"), e))
+        })?;
         // Every origin-record store, closed at shutdown.
         let mut records: Vec<Arc<dyn origins::OriginsAccess>> = vec![in_target.clone()];
         for (index, (source, identity)) in
@@ -375,7 +377,9 @@ impl Mirror {
                 Some(gap_sink(settings.observer.clone(), index)),
             )
             .await
-            .map_err(|e| MirrorError::Source(format!("{}: {e}", config.zk_connect)))?;
+            .map_err(|e| {
+                MirrorError::Source(Failure::caused(format!("{}: {e}", config.zk_connect), e))
+            })?;
             let connector = Arc::new(connector);
             // One window for all streams of a source: a partition may move between them.
             let limit = queue_size.saturating_mul(source_streams.len().max(1));
@@ -473,7 +477,7 @@ impl Mirror {
                     Some(Ok(Ok(()))) => {}
                     Some(Ok(Err(e))) => break Some(e),
                     Some(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                    Some(Err(e)) => break Some(MirrorError::Send(format!("a mirror stream was cancelled: {e}"))),
+                    Some(Err(e)) => break Some(MirrorError::Send(Failure::caused(format!("a mirror stream was cancelled: {e}"), e))),
                     None => break None,
                 },
                 // It runs until stopped: ending before is a panic (a bug), which stops the mirror.

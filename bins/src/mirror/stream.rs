@@ -27,6 +27,7 @@ use super::{
     MirrorError, MirrorEvent, MirrorObserver, MirrorStats, ProducerHandle, SHUTDOWN_ACK_WAIT,
 };
 use crate::consumer::{ConsumedMessage, ConsumerConnector, ConsumerError, Hold, MessageStream};
+use crate::failure::Failure;
 use crate::producer::{Delivered, Delivery, Record, SendError};
 
 /// What a stream task works with.
@@ -396,7 +397,7 @@ async fn forward(
             context.window.changed();
             return Ok(room);
         }
-        Err(e) => return Err(MirrorError::Send(meta.describe(&e))),
+        Err(e) => return Err(MirrorError::Send(Failure::caused(meta.describe(&e), e))),
     };
     context.stats.sent.fetch_add(1, Ordering::Relaxed);
     context
@@ -454,10 +455,10 @@ fn on_acks(
                     }
                 }
                 Ok(_) => {
-                    failure = Some(MirrorError::Send(format!(
+                    failure = Some(MirrorError::Send(Failure::new(format!(
                         "{}: delivered without a durable acknowledgement",
                         meta.key
-                    )));
+                    ))));
                     break;
                 }
                 // Too large for the mirror cluster: that partition's failure alone. Its window
@@ -476,7 +477,7 @@ fn on_acks(
                     }
                 }
                 Err(e) => {
-                    failure = Some(MirrorError::Send(meta.describe(&e)));
+                    failure = Some(MirrorError::Send(Failure::caused(meta.describe(&e), e)));
                     break;
                 }
             }

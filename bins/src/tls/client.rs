@@ -19,6 +19,7 @@ use super::files::Reloading;
 use super::link::Link;
 use super::server::provider;
 use super::{pem, TlsError};
+use crate::failure::Failure;
 
 /// An outbound link's TLS configuration, replaced when its files change.
 pub struct ClientTls {
@@ -112,10 +113,15 @@ fn client_config(settings: &TlsClientSettings) -> Result<ClientConfig, TlsError>
     let provider = provider();
     let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
-        .map_err(|e| TlsError::Config(format!("{}: {e}", key("ssl.ca.location"))))?;
+        .map_err(|e| {
+            TlsError::Config(Failure::caused(
+                format!("{}: {e}", key("ssl.ca.location")),
+                e,
+            ))
+        })?;
     let builder = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| TlsError::Config(e.to_string()))?;
+        .map_err(|e| TlsError::Config(Failure::caused(e.to_string(), e)))?;
     let builder = if settings.verify_hostname {
         builder.with_webpki_verifier(verifier)
     } else {
@@ -129,10 +135,13 @@ fn client_config(settings: &TlsClientSettings) -> Result<ClientConfig, TlsError>
             let chain = pem::certificates(&key("ssl.certificate.location"), certificate)?;
             let private = pem::private_key(&key("ssl.key.location"), private_key)?;
             builder.with_client_auth_cert(chain, private).map_err(|e| {
-                TlsError::Config(format!(
-                    "{} with {}: {e}",
-                    key("ssl.certificate.location"),
-                    key("ssl.key.location")
+                TlsError::Config(Failure::caused(
+                    format!(
+                        "{} with {}: {e}",
+                        key("ssl.certificate.location"),
+                        key("ssl.key.location")
+                    ),
+                    e,
                 ))
             })
         }

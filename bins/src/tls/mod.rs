@@ -17,6 +17,8 @@ pub mod principal;
 pub mod refusals;
 pub mod server;
 
+use crate::failure::Failure;
+
 /// Why TLS settings could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -43,5 +45,5 @@ pub enum TlsError {
     /// rustls refused the certificates or key together (e.g. a key that is not the
     /// certificate's).
     #[error("the TLS settings cannot be used together: {0}")]
-    Config(String),
+    Config(#[source] Failure),
 }

@@ -5,11 +5,16 @@
 use rustls::pki_types::CertificateDer;
 use x509_parser::objects::{oid2abbrev, oid_registry};
 
+/// A client certificate that does not parse as X.509.
+#[derive(Debug, thiserror::Error)]
+#[error("the client certificate cannot be read: {0}")]
+pub struct UnreadableCertificate(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>);
+
 /// The subject of `certificate` (already verified by the handshake) as RFC 4514 writes it;
 /// an error says why it cannot be read.
-pub fn subject(certificate: &CertificateDer<'_>) -> Result<String, String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(certificate.as_ref())
-        .map_err(|e| format!("the client certificate cannot be read: {e}"))?;
+pub fn subject(certificate: &CertificateDer<'_>) -> Result<String, UnreadableCertificate> {
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(certificate.as_ref()).map_err(UnreadableCertificate)?;
     let registry = oid_registry();
     let mut rdns = Vec::new();
     // RFC 4514: the last RDN of the sequence first.

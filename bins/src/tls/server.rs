@@ -18,6 +18,7 @@ use super::pem;
 use super::principal::subject;
 use super::refusals::RefusalLog;
 use super::TlsError;
+use crate::failure::Failure;
 use crate::tls::allow_list::AllowListFile;
 use tributary_core::allow_list::ANONYMOUS;
 
@@ -146,14 +147,14 @@ fn server_config(
     let provider = provider();
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| TlsError::Config(e.to_string()))?;
+        .map_err(|e| TlsError::Config(Failure::caused(e.to_string(), e)))?;
     let builder = match (settings.client_auth, &settings.ca) {
         (ClientAuth::None, _) => builder.with_no_client_auth(),
         (ClientAuth::Requested | ClientAuth::Required, None) => {
-            return Err(TlsError::Config(format!(
+            return Err(TlsError::Config(Failure::new(format!(
                 "{} asks for client certificates but {} is not set",
                 keys.client_auth, keys.ca
-            )))
+            ))))
         }
         (auth, Some(ca)) => {
             let mut roots = RootCertStore::empty();
@@ -171,13 +172,16 @@ fn server_config(
             };
             let verifier = verifier
                 .build()
-                .map_err(|e| TlsError::Config(format!("{}: {e}", keys.ca)))?;
+                .map_err(|e| TlsError::Config(Failure::caused(format!("{}: {e}", keys.ca), e)))?;
             builder.with_client_cert_verifier(verifier)
         }
     };
-    builder
-        .with_single_cert(chain, key)
-        .map_err(|e| TlsError::Config(format!("{} with {}: {e}", keys.certificate, keys.key)))
+    builder.with_single_cert(chain, key).map_err(|e| {
+        TlsError::Config(Failure::caused(
+            format!("{} with {}: {e}", keys.certificate, keys.key),
+            e,
+        ))
+    })
 }
 
 /// Completes the TLS handshake of a connection accepted on a TLS listener within `timeout`,

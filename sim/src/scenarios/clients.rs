@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -308,7 +309,7 @@ fn drive(
     seed: u64,
     duration: Duration,
     report: &mut ClientsReport,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xC11E);
     let mut next_fault = Duration::from_secs(rng.random_range(3..6));
     let mut heal_at: Vec<(Duration, Heal)> = Vec::new();
@@ -335,7 +336,8 @@ fn drive(
             last_commit_check = sim.elapsed();
             check_commits(cluster, shared, control);
         }
-        sim.step().map_err(|e| format!("simulation error: {e}"))?;
+        sim.step()
+            .map_err(|e| Failure::from(format!("simulation error: {e}")))?;
     }
     heal_due(sim, links, &mut heal_at, true);
     state(shared).stop_producing = true;
@@ -388,7 +390,8 @@ fn drive(
             return Ok(());
         }
         for _ in 0..100 {
-            sim.step().map_err(|e| format!("simulation error: {e}"))?;
+            sim.step()
+                .map_err(|e| Failure::from(format!("simulation error: {e}")))?;
         }
     }
 }

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
@@ -47,16 +48,19 @@ fn lock(log: &Mutex<Log<SimFs>>) -> std::sync::MutexGuard<'_, Log<SimFs>> {
 }
 
 /// Flushes every partition whose unflushed data is due, then checkpoints (the broker's timer).
-fn flush_due(manager: &Manager, now: i64) -> Result<(), String> {
+fn flush_due(manager: &Manager, now: i64) -> Result<(), Failure> {
     let mut ends = BTreeMap::new();
     for (tp, log) in manager.all() {
         let mut log = lock(&log);
         if log.flush_due(now) {
-            log.flush(now).map_err(|e| e.to_string())?;
+            log.flush(now)
+                .map_err(|e| Failure::caused(e.to_string(), e))?;
         }
         ends.insert(tp, log.flushed_end());
     }
-    manager.write_checkpoint(ends).map_err(|e| e.to_string())
+    manager
+        .write_checkpoint(ends)
+        .map_err(|e| Failure::caused(e.to_string(), e))
 }
 
 /// Applies retention to every partition (the broker's cleaner): a partition that fails is
@@ -159,7 +163,7 @@ fn random_set(rng: &mut ChaCha8Rng, serial: u64) -> Bytes {
 }
 
 /// Runs one seed; `Err` names what broke.
-pub fn run_seed(seed: u64) -> Result<CrashReport, String> {
+pub fn run_seed(seed: u64) -> Result<CrashReport, Failure> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut builder = crate::sim_fs::sim_builder(seed);
     builder.simulation_duration(Duration::from_secs(24 * 3600));
@@ -204,9 +208,9 @@ pub fn run_seed(seed: u64) -> Result<CrashReport, String> {
     phase.store(1, Ordering::SeqCst);
     sim.bounce("broker");
     step_until(&mut sim, &model, |m| m.verified)?;
-    let model = model.lock().map_err(|e| e.to_string())?;
+    let model = model.lock().map_err(|e| Failure::from(e.to_string()))?;
     match &model.failure {
-        Some(failure) => Err(failure.clone()),
+        Some(failure) => Err(Failure::from(failure.clone())),
         None => Ok(CrashReport {
             crashed_mid_operation: crash.hit(),
             ..model.report.clone()
@@ -218,7 +222,7 @@ fn step_until(
     sim: &mut turmoil::Sim<'_>,
     model: &Arc<Mutex<Model>>,
     done: impl Fn(&Model) -> bool,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     for _ in 0..STEPS_MAX {
         if model
             .lock()
@@ -227,7 +231,8 @@ fn step_until(
         {
             return Ok(());
         }
-        sim.step().map_err(|e| format!("simulation failed: {e}"))?;
+        sim.step()
+            .map_err(|e| Failure::from(format!("simulation failed: {e}")))?;
     }
     Err("scenario stuck: the host did not finish within the step limit".into())
 }
@@ -279,14 +284,18 @@ fn one_op(
     rng: &mut ChaCha8Rng,
     serial: u32,
     model: &Mutex<Model>,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let now = now_ms();
     match rng.random_range(0..100) {
         0..60 => {
             let set = random_set(rng, u64::from(serial));
-            let (log, _) = manager.get_or_create(tp, now).map_err(|e| e.to_string())?;
-            let info = lock(&log).append(&set, now).map_err(|e| e.to_string())?;
-            let mut m = model.lock().map_err(|e| e.to_string())?;
+            let (log, _) = manager
+                .get_or_create(tp, now)
+                .map_err(|e| Failure::caused(e.to_string(), e))?;
+            let info = lock(&log)
+                .append(&set, now)
+                .map_err(|e| Failure::caused(e.to_string(), e))?;
+            let mut m = model.lock().map_err(|e| Failure::from(e.to_string()))?;
             m.sets
                 .entry(tp.clone())
                 .or_default()
@@ -296,7 +305,9 @@ fn one_op(
         60..72 => flush_due(manager, now)?,
         72..82 => {
             if let Some(log) = manager.get(tp) {
-                lock(&log).flush(now).map_err(|e| e.to_string())?;
+                lock(&log)
+                    .flush(now)
+                    .map_err(|e| Failure::caused(e.to_string(), e))?;
             }
         }
         82..94 => read_back(manager, tp, rng, model)?,
@@ -305,8 +316,9 @@ fn one_op(
                 let mut log = lock(&log);
                 let from = log.written_end();
                 let to = from + rng.random_range(1..3000);
-                log.skip_to(to, now).map_err(|e| e.to_string())?;
-                let mut m = model.lock().map_err(|e| e.to_string())?;
+                log.skip_to(to, now)
+                    .map_err(|e| Failure::caused(e.to_string(), e))?;
+                let mut m = model.lock().map_err(|e| Failure::from(e.to_string()))?;
                 m.holes.entry(tp.clone()).or_default().push((from, to));
             }
         }
@@ -323,13 +335,13 @@ fn read_back(
     tp: &TopicPartition,
     rng: &mut ChaCha8Rng,
     model: &Mutex<Model>,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let Some(log) = manager.get(tp) else {
         return Ok(());
     };
     let log = lock(&log);
     let candidates: Vec<(u64, Bytes)> = {
-        let m = model.lock().map_err(|e| e.to_string())?;
+        let m = model.lock().map_err(|e| Failure::from(e.to_string()))?;
         let sets = m.sets.get(tp).cloned().unwrap_or_default();
         sets.range(log.start_offset()..)
             .filter(|(o, s)| *o + s.len() as u64 <= log.flushed_end())
@@ -342,7 +354,7 @@ fn read_back(
     let (offset, set) = &candidates[rng.random_range(0..candidates.len())];
     let got = log
         .read(*offset as i64, set.len())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::caused(e.to_string(), e))?;
     if got != *set {
         fail(
             model,
@@ -369,23 +381,23 @@ fn verify_phase(params: Params, model: &Mutex<Model>) {
     let result = verify(params, model);
     if let Ok(mut m) = model.lock() {
         if let Err(e) = result {
-            m.failure.get_or_insert(e);
+            m.failure.get_or_insert(e.to_string());
         }
         m.verified = true;
     }
 }
 
-fn verify(params: Params, model: &Mutex<Model>) -> Result<(), String> {
+fn verify(params: Params, model: &Mutex<Model>) -> Result<(), Failure> {
     let now = now_ms();
     let (manager, report) =
         Manager::open(SimFs::new(CrashPoint::never()), broker_config(params), now)
-            .map_err(|e| format!("recovery failed: {e}"))?;
+            .map_err(|e| Failure::caused(format!("recovery failed: {e}"), e))?;
     if let Some((tp, why)) = report.refused.first() {
-        return Err(format!(
+        return Err(Failure::from(format!(
             "recovery refused {tp} after an honest crash: {why}"
-        ));
+        )));
     }
-    let mut m = model.lock().map_err(|e| e.to_string())?;
+    let mut m = model.lock().map_err(|e| Failure::from(e.to_string()))?;
     let visible: Vec<(TopicPartition, u64)> =
         m.visible_end.iter().map(|(k, v)| (k.clone(), *v)).collect();
     for (tp, visible_end) in visible {
@@ -393,18 +405,18 @@ fn verify(params: Params, model: &Mutex<Model>) -> Result<(), String> {
         let sets = m.sets.get(&tp).cloned().unwrap_or_default();
         let Some(log) = manager.get(&tp) else {
             if visible_end > start {
-                return Err(format!(
+                return Err(Failure::from(format!(
                     "{tp}: had visible data up to {visible_end}, gone after recovery"
-                ));
+                )));
             }
             continue;
         };
         let log = lock(&log);
         if log.flushed_end() < visible_end {
-            return Err(format!(
+            return Err(Failure::from(format!(
                 "{tp}: flushed end {} after recovery, {visible_end} was visible before",
                 log.flushed_end()
-            ));
+            )));
         }
         for (offset, set) in sets.range(start..) {
             if offset + set.len() as u64 > visible_end {
@@ -412,11 +424,11 @@ fn verify(params: Params, model: &Mutex<Model>) -> Result<(), String> {
             }
             let got = log
                 .read(*offset as i64, set.len())
-                .map_err(|e| format!("{tp}: visible set at {offset}: {e}"))?;
+                .map_err(|e| Failure::caused(format!("{tp}: visible set at {offset}: {e}"), e))?;
             if got != *set {
-                return Err(format!(
+                return Err(Failure::from(format!(
                     "{tp}: visible set at {offset} changed across the crash"
-                ));
+                )));
             }
             m.report.sets_checked += 1;
         }
@@ -424,16 +436,16 @@ fn verify(params: Params, model: &Mutex<Model>) -> Result<(), String> {
         for (from, to) in holes.into_iter().filter(|(_, to)| *to > log.start_offset()) {
             for at in [from, to - 1] {
                 if log.read(at as i64, 1 << 16).is_ok() {
-                    return Err(format!(
+                    return Err(Failure::from(format!(
                         "{tp}: hole {from}..{to} made before the crash serves data at {at} after it"
-                    ));
+                    )));
                 }
             }
             if log.advertised_start() < to {
-                return Err(format!(
+                return Err(Failure::from(format!(
                     "{tp}: hole {from}..{to} made before the crash, but OFFSETS start at {}",
                     log.advertised_start()
-                ));
+                )));
             }
             m.report.holes_checked += 1;
         }
@@ -445,7 +457,7 @@ fn verify(params: Params, model: &Mutex<Model>) -> Result<(), String> {
 }
 
 /// Reads the whole log through the public read path: every message must validate (deep).
-fn check_whole_log(manager: &Manager, tp: &TopicPartition) -> Result<(), String> {
+fn check_whole_log(manager: &Manager, tp: &TopicPartition) -> Result<(), Failure> {
     let Some(log) = manager.get(tp) else {
         return Ok(());
     };
@@ -460,57 +472,65 @@ fn check_whole_log(manager: &Manager, tp: &TopicPartition) -> Result<(), String>
         // checked read), then the copying read: the very same bytes.
         let served = log
             .serve(pos as i64, 4096)
-            .map_err(|e| format!("{tp}: serve at {pos}: {e}"))
+            .map_err(|e| Failure::caused(format!("{tp}: serve at {pos}: {e}"), e))
             .and_then(|s| {
-                s.into_bytes()
-                    .map_err(|e| format!("{tp}: reading a served range at {pos}: {e}"))
+                s.into_bytes().map_err(|e| {
+                    Failure::caused(format!("{tp}: reading a served range at {pos}: {e}"), e)
+                })
             })?;
         let chunk = log
             .read(pos as i64, 4096)
-            .map_err(|e| format!("{tp}: read at {pos}: {e}"))?;
+            .map_err(|e| Failure::caused(format!("{tp}: read at {pos}: {e}"), e))?;
         if served != chunk {
-            return Err(format!(
+            return Err(Failure::from(format!(
                 "{tp}: served bytes differ from read bytes at {pos}"
-            ));
+            )));
         }
         let mut entries = ShallowIter::new(&chunk, pos as i64);
         for entry in entries.by_ref() {
-            entry.map_err(|e| format!("{tp}: corrupt message served: {e}"))?;
+            entry.map_err(|e| Failure::caused(format!("{tp}: corrupt message served: {e}"), e))?;
         }
         let valid = entries.end().valid_bytes;
         for entry in DeepIter::new(chunk.slice(..valid), pos as i64, 1 << 24) {
-            entry.map_err(|e| format!("{tp}: corrupt inner message served: {e}"))?;
+            entry.map_err(|e| {
+                Failure::caused(format!("{tp}: corrupt inner message served: {e}"), e)
+            })?;
         }
         if valid == 0 {
-            return Err(format!("{tp}: no whole message at {pos} within 4096 bytes"));
+            return Err(Failure::from(format!(
+                "{tp}: no whole message at {pos} within 4096 bytes"
+            )));
         }
         pos += valid as u64;
     }
     Ok(())
 }
 
-fn check_appends_continue(manager: &Manager, tp: &TopicPartition, now: i64) -> Result<(), String> {
-    let (log, _) = manager.get_or_create(tp, now).map_err(|e| e.to_string())?;
+fn check_appends_continue(manager: &Manager, tp: &TopicPartition, now: i64) -> Result<(), Failure> {
+    let (log, _) = manager
+        .get_or_create(tp, now)
+        .map_err(|e| Failure::caused(e.to_string(), e))?;
     let mut log = lock(&log);
     let end = log.written_end();
     let set = random_set(&mut ChaCha8Rng::seed_from_u64(end), 0);
     let info = log
         .append(&set, now)
-        .map_err(|e| format!("{tp}: append after recovery: {e}"))?;
+        .map_err(|e| Failure::caused(format!("{tp}: append after recovery: {e}"), e))?;
     if info.offset != end {
-        return Err(format!(
+        return Err(Failure::from(format!(
             "{tp}: append after recovery landed at {}, not at the end {end}",
             info.offset
-        ));
+        )));
     }
-    log.flush(now).map_err(|e| e.to_string())?;
+    log.flush(now)
+        .map_err(|e| Failure::caused(e.to_string(), e))?;
     let got = log
         .read(info.offset as i64, set.len())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::caused(e.to_string(), e))?;
     if got != set {
-        return Err(format!(
+        return Err(Failure::from(format!(
             "{tp}: set appended after recovery reads back differently"
-        ));
+        )));
     }
     Ok(())
 }

@@ -13,6 +13,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use bytes::Bytes;
 use tributary::client::{connect, latest_offsets};
@@ -128,7 +129,7 @@ fn topic() -> TopicName {
 }
 
 /// Runs the scenario once.
-pub fn run(seed: u64, options: &Options) -> Result<LinkReport, String> {
+pub fn run(seed: u64, options: &Options) -> Result<LinkReport, Failure> {
     let mut sim = sim_builder(seed)
         .simulation_duration(options.limit + Duration::from_secs(60))
         // The proxy is the link: the network between hosts adds (almost) nothing.
@@ -229,7 +230,10 @@ pub fn run(seed: u64, options: &Options) -> Result<LinkReport, String> {
         {
             let s = state(&shared);
             if let Some(failure) = &s.failure {
-                return Err(format!("{failure}\n{}", control.trace.tail(40).join("\n")));
+                return Err(Failure::from(format!(
+                    "{failure}\n{}",
+                    control.trace.tail(40).join("\n")
+                )));
             }
             if s.done {
                 break;
@@ -238,20 +242,20 @@ pub fn run(seed: u64, options: &Options) -> Result<LinkReport, String> {
         match sim.step() {
             Ok(_) => {}
             Err(e) => {
-                return Err(format!(
+                return Err(Failure::from(format!(
                     "simulation failed: {e}\n{}",
                     control.trace.tail(40).join("\n")
-                ))
+                )))
             }
         }
         if turmoil::sim_elapsed().is_some_and(|t| t > options.limit + Duration::from_secs(30)) {
             let s = state(&shared);
-            return Err(format!(
+            return Err(Failure::from(format!(
                 "the mirror copied {} of {} bytes within {:?}",
                 s.samples.last().map_or(0, |x| x.1),
                 s.loaded.unwrap_or(0) * u64::from(options.partitions),
                 options.limit
-            ));
+            )));
         }
     }
     let report = report(&state(&shared), options);
@@ -298,7 +302,7 @@ async fn load(
     options: &Options,
     shared: &Mutex<Shared>,
     control: &Control,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let env = SimEnv::new(7);
     let timeout = Duration::from_secs(30);
     let mut conn = until_started("loader", control, || {
@@ -321,7 +325,7 @@ async fn load(
                 messages: set.clone(),
             }))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| Failure::caused(e.to_string(), e))?;
         }
     }
     let per_partition = (set.len() * sets) as u64;
@@ -331,7 +335,7 @@ async fn load(
     loop {
         let (ends, error) = latest_offsets(&mut conn, &parts).await;
         if let Some(e) = error {
-            return Err(e.to_string());
+            return Err(Failure::from(e.to_string()));
         }
         if ends.iter().all(|e| *e == Some(per_partition as i64)) {
             break;

@@ -27,6 +27,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -116,7 +117,7 @@ struct State {
     /// This seed gives the source a tiny retention.
     tiny_retention: bool,
     /// Per source partition: (source bytes, replica bytes) or a problem.
-    final_read: Option<Result<BothRead, String>>,
+    final_read: Option<Result<BothRead, Failure>>,
     /// This seed promotes [`PROMOTED`].
     promote_planned: bool,
     /// When `tributary promote` returned success.
@@ -515,7 +516,7 @@ fn synced_offsets(model: &crate::zk_model::SharedModel) -> Vec<(Part, i64)> {
 
 /// Reads what the source holds of `part` beyond what the archive has (noting what retention
 /// deleted before it was read).
-async fn archive(shared: &Shared, part: &Part) -> Result<(), String> {
+async fn archive(shared: &Shared, part: &Part) -> Result<(), Failure> {
     let (earliest, _) = range_of(part, "src").await?;
     let earliest = usize::try_from(earliest).map_err(|_| "negative earliest offset")?;
     let mut a = state(shared)
@@ -540,7 +541,7 @@ async fn read_both(
     (source_model, replica_model): (&crate::zk_model::SharedModel, &crate::zk_model::SharedModel),
     seen: &std::collections::BTreeSet<Part>,
     shared: &Shared,
-) -> Result<BothRead, String> {
+) -> Result<BothRead, Failure> {
     let mut out = BTreeMap::new();
     let parts: std::collections::BTreeSet<Part> = partitions_of(source_model).into_iter().collect();
     // A promoted topic may have partitions the source never had here (created by produces to
@@ -557,10 +558,10 @@ async fn read_both(
     // A source broker not registered again yet must not leave its partitions unchecked: every
     // partition ever seen registered must be there.
     if let Some(missing) = seen.iter().find(|p| !parts.contains(*p)) {
-        return Err(format!(
+        return Err(Failure::from(format!(
             "source partition {}/{} is not registered (yet)",
             missing.0, missing.1
-        ));
+        )));
     }
     for part in parts {
         archive(shared, &part).await?;
@@ -571,7 +572,10 @@ async fn read_both(
             .cloned()
             .unwrap_or_default();
         if source.bytes.len() as i64 != source_end {
-            return Err(format!("source {}/{} still growing", part.0, part.1));
+            return Err(Failure::from(format!(
+                "source {}/{} still growing",
+                part.0, part.1
+            )));
         }
         let replica = replica_runs(&part).await?;
         out.insert(part, PartRead { source, replica });
@@ -581,17 +585,17 @@ async fn read_both(
 
 /// The runs of bytes a replica partition serves: from offset 0 (or its first offset) up to
 /// the end or a hole, and after a hole from where its OFFSETS start.
-async fn replica_runs(part: &Part) -> Result<Vec<(usize, Vec<u8>)>, String> {
+async fn replica_runs(part: &Part) -> Result<Vec<(usize, Vec<u8>)>, Failure> {
     let (advertised, end) = range_of(part, "dst").await?;
     let advertised = usize::try_from(advertised).map_err(|_| "negative earliest offset")?;
     let mut runs = Vec::new();
     let (head, refused) = fetch_bytes(part, "dst", 0).await?;
     let head_end = head.len();
     if refused.is_some() && head_end >= advertised && (head_end as i64) < end {
-        return Err(format!(
+        return Err(Failure::from(format!(
             "replica {}/{} refuses offset {head_end}, inside the range its OFFSETS give ({advertised}..{end})",
             part.0, part.1
-        ));
+        )));
     }
     if !head.is_empty() {
         runs.push((0, head));
@@ -599,12 +603,12 @@ async fn replica_runs(part: &Part) -> Result<Vec<(usize, Vec<u8>)>, String> {
     if head_end < advertised {
         let (tail, refused) = fetch_bytes(part, "dst", advertised as i64).await?;
         if let Some(error) = refused {
-            return Err(format!(
+            return Err(Failure::from(format!(
                 "replica {}/{} at {}: {error:?}",
                 part.0,
                 part.1,
                 advertised + tail.len()
-            ));
+            )));
         }
         runs.push((advertised, tail));
     }
@@ -641,7 +645,7 @@ fn drive(
     seed: u64,
     options: Options,
     report: &mut ReplicaReport,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let (source, replica) = clusters;
     // What the shared faults act on: the copying hosts are the replica brokers.
     let both = TwoClusters {
@@ -660,7 +664,8 @@ fn drive(
         if control.violation().is_some() {
             return Ok(());
         }
-        sim.step().map_err(|e| format!("simulation error: {e}"))?;
+        sim.step()
+            .map_err(|e| Failure::from(format!("simulation error: {e}")))?;
     }
     schedule.end_all(sim, links, control, both);
     state(shared).stop_producing = true;
@@ -673,7 +678,8 @@ fn drive(
     while sim.elapsed() < healed + Duration::from_secs(3)
         || (!settled(&state(shared)) && sim.elapsed() < healed + DRAIN)
     {
-        sim.step().map_err(|e| format!("simulation error: {e}"))?;
+        sim.step()
+            .map_err(|e| Failure::from(format!("simulation error: {e}")))?;
     }
     state(shared).check = true;
     loop {
@@ -722,7 +728,8 @@ fn drive(
             None => {}
         }
         for _ in 0..50 {
-            sim.step().map_err(|e| format!("simulation error: {e}"))?;
+            sim.step()
+                .map_err(|e| Failure::from(format!("simulation error: {e}")))?;
         }
     }
 }

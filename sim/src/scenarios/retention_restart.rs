@@ -9,6 +9,7 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::log::{Log, LogManager, TopicPartition};
@@ -30,7 +31,7 @@ struct Shared {
     /// (segment start offset, write time in ms) of each segment, oldest first.
     written: Vec<(i64, i64)>,
     writer_done: bool,
-    result: Option<Result<(), String>>,
+    result: Option<Result<(), Failure>>,
 }
 
 fn config() -> BrokerConfig {
@@ -57,7 +58,7 @@ fn lock(log: &Mutex<Log<SimFs>>) -> std::sync::MutexGuard<'_, Log<SimFs>> {
 }
 
 /// Runs the scenario for `seed` (which varies the gap between segments and the crash time).
-pub fn run_seed(seed: u64) -> Result<(), String> {
+pub fn run_seed(seed: u64) -> Result<(), Failure> {
     let gap_minutes = 15 + (seed % 10) as i64;
     let mut sim = sim_builder(seed)
         .simulation_duration(Duration::from_secs(6 * 3600))
@@ -88,7 +89,7 @@ pub fn run_seed(seed: u64) -> Result<(), String> {
     phase.store(1, Ordering::SeqCst);
     sim.bounce("broker");
     step_until(&mut sim, &shared, |s| s.result.is_some())?;
-    let result = guard(&shared).result.clone();
+    let result = guard(&shared).result.take();
     result.unwrap_or_else(|| Err("the scenario ended without a verdict".into()))
 }
 
@@ -100,29 +101,30 @@ fn step_until(
     sim: &mut turmoil::Sim<'_>,
     shared: &Mutex<Shared>,
     done: impl Fn(&Shared) -> bool,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     for _ in 0..STEPS_MAX {
         if done(&guard(shared)) {
             return Ok(());
         }
-        sim.step().map_err(|e| format!("simulation failed: {e}"))?;
+        sim.step()
+            .map_err(|e| Failure::from(format!("simulation failed: {e}")))?;
     }
     Err("scenario stuck".into())
 }
 
-async fn write(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), String> {
+async fn write(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), Failure> {
     let (manager, _) = Manager::open(SimFs::new(CrashPoint::never()), config(), sim_now_ms())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::caused(e.to_string(), e))?;
     let (log, _) = manager
         .get_or_create(&tp(), sim_now_ms())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::caused(e.to_string(), e))?;
     for i in 0..SEGMENTS {
         let mut set = MessageSetBuilder::new();
         set.push(format!("segment {i}").into_bytes());
         let now = sim_now_ms();
         let info = lock(&log)
             .append(&set.build(CompressionCodec::None), now)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| Failure::caused(e.to_string(), e))?;
         guard(shared).written.push((info.offset as i64, now));
         tokio::time::sleep(Duration::from_millis((gap_minutes * MINUTE_MS) as u64)).await;
     }
@@ -130,12 +132,15 @@ async fn write(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), String> {
     Ok(())
 }
 
-async fn verify(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), String> {
+async fn verify(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), Failure> {
     let written = guard(shared).written.clone();
     let (manager, report) = Manager::open(SimFs::new(CrashPoint::never()), config(), sim_now_ms())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::caused(e.to_string(), e))?;
     if !report.refused.is_empty() {
-        return Err(format!("recovery refused {:?}", report.refused));
+        return Err(Failure::from(format!(
+            "recovery refused {:?}",
+            report.refused
+        )));
     }
     let log = manager
         .get(&tp())
@@ -146,10 +151,10 @@ async fn verify(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), String> 
         let between = at + gap_minutes * MINUTE_MS / 2;
         let found = lock(&log)
             .offsets_before(between, 10, sim_now_ms())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| Failure::caused(e.to_string(), e))?;
         let expected: Vec<i64> = written[..=i].iter().rev().map(|(s, _)| *s).collect();
         if found != expected {
-            return Err(format!("after the restart, OFFSETS before {between} (segment {i} at {start} was written at {at}) gave {found:?}, expected {expected:?}"));
+            return Err(Failure::from(format!("after the restart, OFFSETS before {between} (segment {i} at {start} was written at {at}) gave {found:?}, expected {expected:?}")));
         }
     }
     // Retention: wait until the first two segments are more than an hour old, the last not.
@@ -162,10 +167,12 @@ async fn verify(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), String> 
         u64::try_from(check_at - sim_now_ms()).unwrap_or(0),
     ))
     .await;
-    let deleted = lock(&log).retain(sim_now_ms()).map_err(|e| e.to_string())?;
+    let deleted = lock(&log)
+        .retain(sim_now_ms())
+        .map_err(|e| Failure::caused(e.to_string(), e))?;
     let start = lock(&log).start_offset() as i64;
     if deleted != 2 || start != written[2].0 {
-        return Err(format!("retention after the restart deleted {deleted} segments and kept from {start}; expected 2, keeping from {}", written[2].0));
+        return Err(Failure::from(format!("retention after the restart deleted {deleted} segments and kept from {start}; expected 2, keeping from {}", written[2].0)));
     }
     guard(shared).result = Some(Ok(()));
     Ok(())

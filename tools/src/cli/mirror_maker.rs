@@ -1,6 +1,7 @@
 //! `tributary mirror-maker` on the command line: its arguments, and the entry point that reads
 //! the files and runs [`tributary::mirror::maker::run`] on tokio until SIGINT or SIGTERM.
 
+use crate::error::ToolError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -81,7 +82,7 @@ pub struct MirrorMakerArgs {
 /// Runs the mirror maker until SIGINT or SIGTERM, then stops it gracefully (in-flight messages
 /// acknowledged, then committed). `Ok(ExitCode::SUCCESS)` only after a clean stop; `Err` says
 /// which file or flag is wrong, or why the mirror could not start or failed.
-pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, ToolError> {
     let MirrorMakerArgs {
         consumer_config,
         producer_config,
@@ -106,12 +107,12 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
     let filter = match (whitelist, blacklist) {
         (Some(w), _) => Subscription::Whitelist(w, 0),
         (None, Some(b)) => Subscription::Blacklist(b, 0),
-        (None, None) => return Err("give --whitelist or --blacklist".into()),
+        (None, None) => return Err(ToolError::Usage("give --whitelist or --blacklist".into())),
     };
     let metrics_tls = match (metrics_ssl_certificate, metrics_ssl_key) {
         (Some(certificate), Some(key)) => {
             if metrics_ssl_client_auth != ClientAuth::None && metrics_ssl_ca.is_none() {
-                return Err("--metrics.ssl.client.auth asks scrapers for certificates: name the CA certificates they must chain to with --metrics.ssl.ca.location".into());
+                return Err(ToolError::Usage("--metrics.ssl.client.auth asks scrapers for certificates: name the CA certificates they must chain to with --metrics.ssl.ca.location".into()));
             }
             let settings = TlsServerSettings {
                 certificate,
@@ -125,7 +126,7 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
                 MIRROR_MAKER_METRICS_KEYS,
                 settings,
             )
-            .map_err(|e| format!("the metrics endpoint's TLS: {e}"))?;
+            .map_err(|e| ToolError::flag("--metrics.ssl.*", e))?;
             Some(Arc::new(tls))
         }
         _ => None,
@@ -174,18 +175,21 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, String> {
             }),
             stop,
         ))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `--metrics.ssl.client.auth`: the broker's `ssl.client.auth` values, in any case.
-fn parse_client_auth(raw: &str) -> Result<ClientAuth, String> {
+fn parse_client_auth(raw: &str) -> Result<ClientAuth, UnknownClientAuth> {
     match raw.to_ascii_lowercase().as_str() {
         "none" => Ok(ClientAuth::None),
         "requested" => Ok(ClientAuth::Requested),
         "required" => Ok(ClientAuth::Required),
-        _ => Err(format!(
-            "expected none, requested or required, found \"{raw}\""
-        )),
+        _ => Err(UnknownClientAuth(raw.to_string())),
     }
 }
+
+/// A `--metrics.ssl.client.auth` value that is not one of the three.
+#[derive(Debug, thiserror::Error)]
+#[error("expected none, requested or required, found \"{0}\"")]
+pub struct UnknownClientAuth(String);

@@ -16,7 +16,9 @@ use tributary_core::config::{
 };
 use tributary_core::wire::TopicName;
 
-use tributary::config_file::load_file_with_properties;
+use tributary::config_file::{load_file_with_properties, FileError};
+
+use crate::error::ToolError;
 
 /// Which broker and partition a tool talks to.
 #[derive(Debug, clap::Args)]
@@ -70,25 +72,25 @@ pub struct ZkSecurityFile {
 
 impl ZkSecurityFile {
     /// The file's settings, when the flag was given.
-    pub fn security(&self) -> Result<Option<Box<ZkSecurity>>, String> {
+    pub fn security(&self) -> Result<Option<Box<ZkSecurity>>, ToolError> {
         let Some(path) = &self.zk_tls_config_file else {
             return Ok(None);
         };
         tributary::config_file::load_file(path, read_zk_security)
             .map(|security| Some(Box::new(security)))
-            .map_err(|e| format!("--zk-tls-config-file: {e}"))
+            .map_err(|e| ToolError::flag("--zk-tls-config-file", e))
     }
 
     /// Parses the connect string given with `flag`, secured as the file says.
-    pub fn connect(&self, flag: &str, raw: &str) -> Result<ZkConnect, String> {
-        let mut connect = ZkConnect::parse(raw).map_err(|e| format!("{flag}: {e}"))?;
+    pub fn connect(&self, flag: &str, raw: &str) -> Result<ZkConnect, ToolError> {
+        let mut connect = ZkConnect::parse(raw).map_err(|e| ToolError::flag(flag, e))?;
         self.apply(&mut connect)?;
         Ok(connect)
     }
 
     /// Secures `connect` (one a tool's configuration read from a `zk.connect=` it built) as the
     /// file says; without the flag, `connect` keeps what it has.
-    pub fn apply(&self, connect: &mut ZkConnect) -> Result<(), String> {
+    pub fn apply(&self, connect: &mut ZkConnect) -> Result<(), ToolError> {
         if let Some(security) = self.security()? {
             connect.security = security;
         }
@@ -153,15 +155,15 @@ impl BrokerTlsArgs {
     pub fn link(
         &self,
         zk: Option<(&ZkConnect, std::time::Duration, std::time::Duration)>,
-    ) -> Result<Option<tributary::tls::env::ClientLink>, String> {
+    ) -> Result<Option<tributary::tls::env::ClientLink>, ToolError> {
         let pairs = self.pairs();
         let props = tributary_core::config::Properties::from_pairs(
             "--ssl flags",
             pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
         );
-        let settings = tributary_core::config::read_client_tls(&props)
-            .map_err(|e| format!("--{}: {}", e.key, e.problem))?;
-        tributary::tls::env::ClientLink::load(settings.as_ref(), zk).map_err(|e| e.to_string())
+        let settings =
+            tributary_core::config::read_client_tls(&props).map_err(ToolError::Setting)?;
+        tributary::tls::env::ClientLink::load(settings.as_ref(), zk).map_err(ToolError::failed)
     }
 }
 
@@ -172,15 +174,12 @@ pub const LOG_TARGET: &str = "tributary";
 
 /// A multi-threaded tokio runtime with timers and I/O, with `threads` workers (tokio's default,
 /// one per core, when `None`). The error says the runtime could not start, and why.
-pub fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime, String> {
+pub fn runtime(threads: Option<u32>) -> Result<tokio::runtime::Runtime, ToolError> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = threads {
         builder.worker_threads(n as usize);
     }
-    builder
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))
+    builder.enable_all().build().map_err(ToolError::Runtime)
 }
 
 /// Waits for SIGTERM or SIGINT (^C). If they cannot be listened for, says so and waits for ^C
@@ -306,15 +305,11 @@ pub async fn next_stop(signals: &mut Option<StopSignals>) -> StopSignal {
 }
 
 /// A consumer configuration file (its errors name the file).
-pub fn load_consumer(path: &Path) -> Result<ConsumerConfig, String> {
-    load_file_with_properties(path, ConsumerConfig::from_properties)
-        .map(|(c, _)| c)
-        .map_err(|e| e.to_string())
+pub fn load_consumer(path: &Path) -> Result<ConsumerConfig, FileError> {
+    load_file_with_properties(path, ConsumerConfig::from_properties).map(|(c, _)| c)
 }
 
 /// A producer configuration file (its errors name the file).
-pub fn load_producer(path: &Path) -> Result<ProducerConfig, String> {
-    load_file_with_properties(path, ProducerConfig::from_properties)
-        .map(|(c, _)| c)
-        .map_err(|e| e.to_string())
+pub fn load_producer(path: &Path) -> Result<ProducerConfig, FileError> {
+    load_file_with_properties(path, ProducerConfig::from_properties).map(|(c, _)| c)
 }

@@ -1,6 +1,7 @@
 //! `tributary server` on the command line: its arguments, and the entry point that reads the
 //! files and runs [`tributary::server::run`] on tokio until SIGINT or SIGTERM.
 
+use crate::error::ToolError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -32,7 +33,7 @@ pub struct ServerArgs {
 /// Runs a broker (with its embedded mirror when given the two mirror files) until SIGINT or
 /// SIGTERM, then stops it in order. `Ok(ExitCode::SUCCESS)` only after a clean stop; `Err` says
 /// which file is wrong, or why the server could not start or stopped on its own.
-pub fn run_cli(args: ServerArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: ServerArgs) -> Result<ExitCode, ToolError> {
     let ServerArgs {
         server,
         mirror,
@@ -42,16 +43,16 @@ pub fn run_cli(args: ServerArgs) -> Result<ExitCode, String> {
         [] => None,
         [consumer, producer] => Some(MirrorSettings::embedded(load_consumer(consumer)?, load_producer(producer)?)),
         [only] => {
-            return Err(format!(
+            return Err(ToolError::Usage(format!(
                 "a mirror broker takes three files: server.properties consumer.properties producer.properties; only {} was given after {}",
                 only.display(),
                 server.display()
-            ))
+            )))
         }
-        _ => return Err("tributary server takes one file, or three for a mirror broker".into()),
+        _ => return Err(ToolError::Usage("tributary server takes one file, or three for a mirror broker".into())),
     };
     let (mut config, props) = load_file_with_properties(&server, BrokerConfig::from_properties)
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     if let Some(port) = metrics_port {
         if let Some(file) = config.metrics_port.filter(|p| *p != port) {
             tracing::info!(
@@ -75,6 +76,6 @@ pub fn run_cli(args: ServerArgs) -> Result<ExitCode, String> {
     };
     runtime(config.num_threads)?
         .block_on(tributary::server::run(TokioEnv, config, mirror, stop))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     Ok(ExitCode::SUCCESS)
 }

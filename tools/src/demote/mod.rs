@@ -17,6 +17,7 @@
 
 pub mod cut;
 
+use crate::error::ToolError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::process::ExitCode;
@@ -39,6 +40,7 @@ use crate::cli::runtime;
 use tributary::client::connect;
 use tributary::coordination::{CoordError, Coordination, NodeKind};
 use tributary::env::{Env, TokioEnv};
+use tributary::failure::Failure;
 
 /// ZooKeeper session and connection timeout of the tool.
 const ZK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -68,7 +70,8 @@ pub enum DemoteError {
         /// The broker whose source it is.
         broker: i32,
         /// What went wrong.
-        problem: String,
+        #[source]
+        problem: Failure,
     },
     /// A replica broker of the cluster is not registered (down): its partitions cannot be
     /// planned, nor cut until it runs.
@@ -178,19 +181,19 @@ pub async fn demote<E: Env>(
     let mut sources: BTreeMap<String, E::Coord> = BTreeMap::new();
     for broker in &brokers {
         let connect_text = broker.record.source_zk.clone();
-        let source_error = |problem: String| DemoteError::SourceZooKeeper {
+        let source_error = |problem: Failure| DemoteError::SourceZooKeeper {
             connect: connect_text.clone(),
             broker: broker.id,
             problem,
         };
         if !sources.contains_key(&connect_text) {
-            let mut connect =
-                ZkConnect::parse(&connect_text).map_err(|e| source_error(e.to_string()))?;
+            let mut connect = ZkConnect::parse(&connect_text)
+                .map_err(|e| source_error(Failure::caused(e.to_string(), e)))?;
             connect.security = options.zk_connect.security.clone();
             let source = env
                 .coordinate(&connect, ZK_TIMEOUT, ZK_TIMEOUT)
                 .await
-                .map_err(|e| source_error(e.to_string()))?;
+                .map_err(|e| source_error(Failure::caused(e.to_string(), e)))?;
             sources.insert(connect_text.clone(), source);
         }
         let Some(source) = sources.get(&connect_text) else {
@@ -200,9 +203,9 @@ pub async fn demote<E: Env>(
             .await
             .map_err(|e| match e {
                 PlanError::Here(c) => zk(c),
-                PlanError::Source(c) => source_error(c.to_string()),
-                PlanError::NotPromotedYet(id, topic) => source_error(format!("its broker {id} has not confirmed the promotion of {topic} yet (it may still copy from this cluster): wait for it (tributary promote there prints it) and demote again; nothing was changed")),
-                PlanError::SourceDown(id) => source_error(format!("its broker {id}, which broker {} copies, is not registered: start it (what it holds decides the cuts) and demote again; nothing was changed", broker.id)),
+                PlanError::Source(c) => source_error(Failure::caused(c.to_string(), c)),
+                PlanError::NotPromotedYet(id, topic) => source_error(Failure::new(format!("its broker {id} has not confirmed the promotion of {topic} yet (it may still copy from this cluster): wait for it (tributary promote there prints it) and demote again; nothing was changed"))),
+                PlanError::SourceDown(id) => source_error(Failure::new(format!("its broker {id}, which broker {} copies, is not registered: start it (what it holds decides the cuts) and demote again; nothing was changed", broker.id))),
                 PlanError::Record(path, error) => DemoteError::Record { path, error },
                 PlanError::Cut(error) => DemoteError::Cut {
                     broker: broker.id,
@@ -675,7 +678,7 @@ pub struct DemoteArgs {
 
 /// Demotes as `args` asks, printing the plan and the brokers' confirmations. `Err` for a wrong
 /// flag, a plan that cannot be worked out, or brokers that did not confirm in time.
-pub fn run_cli(args: DemoteArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: DemoteArgs) -> Result<ExitCode, ToolError> {
     let DemoteArgs {
         zk_security,
         zookeeper,
@@ -689,6 +692,6 @@ pub fn run_cli(args: DemoteArgs) -> Result<ExitCode, String> {
     };
     runtime(Some(1))?
         .block_on(demote(&TokioEnv, &options, &mut std::io::stdout()))
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,7 @@
 //! `tributary link-proxy` on the command line: its arguments, and the entry point that runs a
 //! [`LinkProxy`] on tokio until SIGINT or SIGTERM, logging what it carried every 10 s.
 
+use crate::error::ToolError;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
@@ -38,7 +39,7 @@ pub struct LinkProxyArgs {
 /// Carries connections as `args` asks until SIGINT or SIGTERM, then stops the proxy.
 /// `Ok(ExitCode::SUCCESS)` after a clean stop; `Err` for a wrong flag, or when the proxy could
 /// not listen or did not stop cleanly.
-pub fn run_cli(args: LinkProxyArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: LinkProxyArgs) -> Result<ExitCode, ToolError> {
     let LinkProxyArgs {
         listen,
         upstream,
@@ -50,13 +51,13 @@ pub fn run_cli(args: LinkProxyArgs) -> Result<ExitCode, String> {
     let upstream_tls = link.is_some();
     let (host, port) = match listen.parse::<u16>() {
         Ok(port) => ("0.0.0.0".to_string(), port),
-        Err(_) => parse_server(&listen).map_err(|e| format!("--listen: {e}"))?,
+        Err(_) => parse_server(&listen).map_err(|e| ToolError::flag("--listen", e))?,
     };
-    let upstream = parse_server(&upstream).map_err(|e| format!("--upstream: {e}"))?;
+    let upstream = parse_server(&upstream).map_err(|e| ToolError::flag("--upstream", e))?;
     if !(rate_mbit.is_finite() && (0.0..=1_000_000.0).contains(&rate_mbit)) {
-        return Err(format!(
+        return Err(ToolError::Usage(format!(
             "--rate-mbit {rate_mbit}: give megabits a second between 0 (no cap) and 1000000"
-        ));
+        )));
     }
     let rate = (rate_mbit > 0.0).then(|| (rate_mbit * 1e6 / 8.0).max(1.0) as u64);
     let spec = LinkSpec::new(std::time::Duration::from_millis(rtt_ms.into()), rate);
@@ -64,7 +65,7 @@ pub fn run_cli(args: LinkProxyArgs) -> Result<ExitCode, String> {
         let env = SecureEnv::new(TokioEnv, link);
         let proxy = LinkProxy::start(env, &host, port, upstream.clone(), spec)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ToolError::failed)?;
         tracing::info!(
             target: LOG_TARGET,
             "link proxy on {} to {}:{}{}: {rtt_ms} ms round trip, {}; up to {} KiB queued per direction of a connection",
@@ -102,7 +103,7 @@ pub fn run_cli(args: LinkProxyArgs) -> Result<ExitCode, String> {
             _ = progress => {}
             () = wait_for_signal() => {}
         }
-        proxy.stop().await.map_err(|e| e.to_string())
+        proxy.stop().await.map_err(ToolError::failed)
     })?;
     Ok(ExitCode::SUCCESS)
 }

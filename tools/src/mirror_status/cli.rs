@@ -1,6 +1,7 @@
 //! `tributary mirror-status` on the command line: its arguments, and the entry point that runs
 //! [`super::run`] on tokio until it is done or interrupted.
 
+use crate::error::ToolError;
 use std::process::ExitCode;
 
 use super::{run, StatusOptions};
@@ -46,7 +47,7 @@ pub struct MirrorStatusArgs {
 /// Prints the mirror's status to standard output as `args` asks (redrawn in place on a
 /// terminal), until done or until SIGINT or SIGTERM, which end it successfully. `Err` for a
 /// wrong flag, or when the source cannot be read.
-pub fn run_cli(args: MirrorStatusArgs) -> Result<ExitCode, String> {
+pub fn run_cli(args: MirrorStatusArgs) -> Result<ExitCode, ToolError> {
     let MirrorStatusArgs {
         zkconnect,
         group,
@@ -59,15 +60,15 @@ pub fn run_cli(args: MirrorStatusArgs) -> Result<ExitCode, String> {
         tls,
     } = args;
     if !(interval.is_finite() && (0.1..=3600.0).contains(&interval)) {
-        return Err(format!(
+        return Err(ToolError::Usage(format!(
             "--interval {interval}: give seconds between 0.1 and 3600"
-        ));
+        )));
     }
     let zk_connect = zk_security.connect("--zkconnect", &zkconnect)?;
     let timeout = std::time::Duration::from_secs(10);
     let env = SecureEnv::new(TokioEnv, tls.link(Some((&zk_connect, timeout, timeout)))?);
     let options = StatusOptions {
-        group: group.parse().map_err(|e| format!("--group: {e}"))?,
+        group: group.parse().map_err(|e| ToolError::flag("--group", e))?,
         zk_connect,
         verbose,
         watch,
@@ -84,6 +85,6 @@ pub fn run_cli(args: MirrorStatusArgs) -> Result<ExitCode, String> {
                 () = wait_for_signal() => Ok(()),
             }
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(ToolError::failed)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -35,7 +35,7 @@ pub(super) async fn final_checks(st: &SharedSeen, control: &Control, model: &Sha
             .check_nothing_lost()
             .map_err(|e| Violation {
                 invariant: Invariant::History,
-                detail: e,
+                detail: e.to_string(),
             })?;
         new_messages_become_readable(&mut client, st).await?;
         registry_settles(st, model).await

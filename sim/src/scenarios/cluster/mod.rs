@@ -23,6 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
@@ -77,16 +78,16 @@ pub enum Faults {
 }
 
 impl std::str::FromStr for Faults {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = Failure;
+    fn from_str(s: &str) -> Result<Self, Failure> {
         match s {
             "none" => Ok(Faults::None),
             "network" => Ok(Faults::Network),
             "crash" => Ok(Faults::Crash),
             "mixed" => Ok(Faults::Mixed),
-            other => Err(format!(
+            other => Err(Failure::from(format!(
                 "unknown fault mode {other}: none, network, crash or mixed"
-            )),
+            ))),
         }
     }
 }
@@ -160,12 +161,14 @@ pub enum Layout {
 }
 
 impl std::str::FromStr for Layout {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = Failure;
+    fn from_str(s: &str) -> Result<Self, Failure> {
         match s {
             "few" => Ok(Layout::Few),
             "many" => Ok(Layout::Many),
-            other => Err(format!("unknown layout {other}: few or many")),
+            other => Err(Failure::from(format!(
+                "unknown layout {other}: few or many"
+            ))),
         }
     }
 }
@@ -367,7 +370,7 @@ fn drive(
     faults: Vec<(Duration, Fault)>,
     duration: Duration,
     report: &mut ClusterReport,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let mut pending = faults.into_iter().peekable();
     let mut down = BTreeSet::new();
     let mut hosts = vec![cluster.zk_host.clone(), "client".to_string()];
@@ -380,7 +383,8 @@ fn drive(
                 .trace
                 .push_at(sim.elapsed(), &format!("fault {fault:?}"));
         }
-        sim.step().map_err(|e| format!("simulation error: {e}"))?;
+        sim.step()
+            .map_err(|e| Failure::from(format!("simulation error: {e}")))?;
     }
     heal(sim, &mut links, control, cluster, &mut down, report);
     seen(state).stop = true;
@@ -388,7 +392,8 @@ fn drive(
         if sim.elapsed() > duration + FINAL_CHECKS_TIME {
             return Err("final checks did not finish".into());
         }
-        sim.step().map_err(|e| format!("simulation error: {e}"))?;
+        sim.step()
+            .map_err(|e| Failure::from(format!("simulation error: {e}")))?;
     }
     Ok(())
 }
@@ -703,7 +708,7 @@ fn record_entries(
                     (entry.offset, index as u32),
                     &inner.message.payload,
                 )
-                .map_err(|e| violation(Invariant::History, e))?;
+                .map_err(|e| violation(Invariant::History, e.to_string()))?;
         }
         s.served_topics.insert((broker, t.to_string()));
         let end = s
@@ -778,7 +783,7 @@ async fn latest(
 /// A broker asked to stop while ZooKeeper is unreachable (its session expired, and the
 /// re-registration cannot get through) still stops gracefully within a bounded time. Returns
 /// how long the stop took, in simulated time.
-pub fn stop_while_zookeeper_is_unreachable(seed: u64) -> Result<Duration, String> {
+pub fn stop_while_zookeeper_is_unreachable(seed: u64) -> Result<Duration, Failure> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut sim = sim_builder(seed)
         .simulation_duration(Duration::from_secs(300))
@@ -787,16 +792,16 @@ pub fn stop_while_zookeeper_is_unreachable(seed: u64) -> Result<Duration, String
     let _capture = control.trace.capture();
     let cluster = add_cluster(&mut sim, &ClusterSpec::new("", 1, 1), &mut rng, &control);
     let (broker, zk) = (cluster.brokers[0].clone(), cluster.zk_host.clone());
-    let until = |sim: &mut turmoil::Sim<'_>, what: &str, limit: Duration| -> Result<(), String> {
+    let until = |sim: &mut turmoil::Sim<'_>, what: &str, limit: Duration| -> Result<(), Failure> {
         let deadline = sim.elapsed() + limit;
         while control.trace.grep(what).is_empty() {
             if sim.elapsed() > deadline {
-                return Err(format!(
+                return Err(Failure::from(format!(
                     "no \"{what}\" within {limit:?}:\n{}",
                     control.trace.tail(20).join("\n")
-                ));
+                )));
             }
-            sim.step().map_err(|e| e.to_string())?;
+            sim.step().map_err(|e| Failure::from(e.to_string()))?;
         }
         Ok(())
     };
@@ -807,7 +812,7 @@ pub fn stop_while_zookeeper_is_unreachable(seed: u64) -> Result<Duration, String
     sim.partition(broker.as_str(), zk.as_str());
     let cut_until = sim.elapsed() + Duration::from_secs(8);
     while sim.elapsed() < cut_until {
-        sim.step().map_err(|e| e.to_string())?;
+        sim.step().map_err(|e| Failure::from(e.to_string()))?;
     }
     sim.repair(broker.as_str(), zk.as_str());
     until(
@@ -818,7 +823,7 @@ pub fn stop_while_zookeeper_is_unreachable(seed: u64) -> Result<Duration, String
     sim.partition(broker.as_str(), zk.as_str());
     let retry_until = sim.elapsed() + Duration::from_secs(3);
     while sim.elapsed() < retry_until {
-        sim.step().map_err(|e| e.to_string())?;
+        sim.step().map_err(|e| Failure::from(e.to_string()))?;
     }
     let asked = sim.elapsed();
     control.request_stop(&broker);
@@ -828,7 +833,7 @@ pub fn stop_while_zookeeper_is_unreachable(seed: u64) -> Result<Duration, String
         Duration::from_secs(30),
     )?;
     match control.violation() {
-        Some(v) => Err(v.to_string()),
+        Some(v) => Err(Failure::from(v.to_string())),
         None => Ok(sim.elapsed() - asked),
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -302,22 +303,30 @@ async fn caught_up(
     ahead: &SharedModel,
     acked: &BTreeSet<Part>,
     (behind, ahead_name): (&str, &str),
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let registered = partitions_of(ahead);
     let wanted: BTreeSet<Part> = registered.iter().chain(acked).cloned().collect();
     if wanted.is_empty() {
-        return Err(format!("{ahead_name} registers no partition"));
+        return Err(Failure::from(format!(
+            "{ahead_name} registers no partition"
+        )));
     }
     for part in wanted {
         if !registered.contains(&part) {
-            return Err(format!("{part:?} is not registered on {ahead_name}"));
+            return Err(Failure::from(format!(
+                "{part:?} is not registered on {ahead_name}"
+            )));
         }
         match (
             range_of(&part, ahead_name).await,
             range_of(&part, behind).await,
         ) {
             (Ok((_, x)), Ok((_, y))) if x == y => {}
-            (x, y) => return Err(format!("{part:?}: {ahead_name} {x:?}, {behind} {y:?}")),
+            (x, y) => {
+                return Err(Failure::from(format!(
+                    "{part:?}: {ahead_name} {x:?}, {behind} {y:?}"
+                )))
+            }
         }
     }
     Ok(())
@@ -491,7 +500,7 @@ pub(super) fn add_checker(sim: &mut turmoil::Sim<'_>, shared: &Shared) {
             }
             state(&shared).final_read = Some(match problem {
                 None => Ok(out),
-                Some(p) => Err(p),
+                Some(p) => Err(Failure::from(p)),
             });
             Ok(())
         }

@@ -22,6 +22,7 @@ mod judge;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -147,7 +148,7 @@ pub(crate) struct State {
     pub(crate) over: bool,
     /// The final read, by the checker: every partition of both clusters.
     pub(crate) check: bool,
-    pub(crate) final_read: Option<Result<FinalRead, String>>,
+    pub(crate) final_read: Option<Result<FinalRead, Failure>>,
 }
 
 pub(crate) type Shared = Arc<Mutex<State>>;
@@ -277,7 +278,7 @@ fn drive(
     shared: &Shared,
     (seed, options, disaster_at, outage): (u64, Options, Duration, Duration),
     report: &mut FailoverReport,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let both = TwoClusters {
         source: a,
         destination: b,
@@ -291,8 +292,10 @@ fn drive(
     );
     let mut struck: Option<Duration> = None;
     let mut healed = false;
-    let step =
-        |sim: &mut turmoil::Sim<'_>| sim.step().map_err(|e| format!("simulation error: {e}"));
+    let step = |sim: &mut turmoil::Sim<'_>| {
+        sim.step()
+            .map_err(|e| Failure::from(format!("simulation error: {e}")))
+    };
     loop {
         let now = sim.elapsed();
         if control.violation().is_some() {
@@ -390,7 +393,7 @@ fn drive(
                 other if sim.elapsed() > healed + DRAIN => {
                     let detail = match other {
                         Ok(parts) => judge::unsettled(&parts),
-                        Err(e) => e,
+                        Err(e) => e.to_string(),
                     };
                     control.violate(
                         Invariant::FailoverCompletes,

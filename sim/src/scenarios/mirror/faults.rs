@@ -4,6 +4,7 @@
 //! drain invariant 5 waits on, and the hand-over to the checker.
 
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -64,7 +65,7 @@ pub(super) fn drive(
     world: &World<'_>,
     shared: &Shared,
     report: &mut MirrorReport,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let duration = world.options.duration;
     let mut schedule = FaultSchedule::new(
         ChaCha8Rng::seed_from_u64(world.seed ^ 0x3177_0FF5),
@@ -90,7 +91,8 @@ pub(super) fn drive(
         if control.violation().is_some() {
             return Ok(());
         }
-        sim.step().map_err(|e| format!("simulation error: {e}"))?;
+        sim.step()
+            .map_err(|e| Failure::from(format!("simulation error: {e}")))?;
     }
     schedule.end_all(sim, links, control, world.clusters());
     // An operator restarts a mirror broker whose disk failed a sync (its poisoned partitions
@@ -151,7 +153,8 @@ pub(super) fn drive(
             return Ok(());
         }
         for _ in 0..50 {
-            sim.step().map_err(|e| format!("simulation error: {e}"))?;
+            sim.step()
+                .map_err(|e| Failure::from(format!("simulation error: {e}")))?;
         }
     }
     state(shared).phase = Phase::Check;
@@ -161,7 +164,8 @@ pub(super) fn drive(
         if sim.elapsed() > deadline {
             return Err("the checker did not finish reading the clusters".into());
         }
-        sim.step().map_err(|e| format!("simulation error: {e}"))?;
+        sim.step()
+            .map_err(|e| Failure::from(format!("simulation error: {e}")))?;
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use bytes::Bytes;
 use tributary::client::connect;
@@ -55,7 +56,7 @@ fn broker_and_partition(part: &Part) -> Option<(String, i32)> {
 }
 
 /// A partition's (earliest, latest) offsets, asked of its broker in cluster `cluster`.
-pub(crate) async fn range_of(part: &Part, cluster: &str) -> Result<(i64, i64), String> {
+pub(crate) async fn range_of(part: &Part, cluster: &str) -> Result<(i64, i64), Failure> {
     let (broker, partition) = broker_and_partition(part).ok_or("bad partition name")?;
     let topic: TopicName = part.0.parse().map_err(|_| "bad topic")?;
     let mut conn = connect(
@@ -65,7 +66,7 @@ pub(crate) async fn range_of(part: &Part, cluster: &str) -> Result<(i64, i64), S
         Duration::from_secs(2),
     )
     .await
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| Failure::caused(e.to_string(), e))?;
     let mut ends = [0i64; 2];
     for (i, time) in [-2i64, -1].into_iter().enumerate() {
         match conn
@@ -76,12 +77,12 @@ pub(crate) async fn range_of(part: &Part, cluster: &str) -> Result<(i64, i64), S
                 max_offsets: 1,
             }))
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(|e| Failure::caused(e.to_string(), e))?
         {
             Response::Offsets(o) if o.error == ErrorCode::NoError => {
                 ends[i] = o.offsets.first().copied().unwrap_or(0)
             }
-            other => return Err(format!("{other:?}")),
+            other => return Err(Failure::from(format!("{other:?}"))),
         }
     }
     Ok((ends[0], ends[1]))
@@ -93,7 +94,7 @@ pub(crate) async fn fetch_bytes(
     part: &Part,
     cluster: &str,
     from: i64,
-) -> Result<(Vec<u8>, Option<ErrorCode>), String> {
+) -> Result<(Vec<u8>, Option<ErrorCode>), Failure> {
     let (broker, partition) = broker_and_partition(part).ok_or("bad partition name")?;
     let topic: TopicName = part.0.parse().map_err(|_| "bad topic")?;
     let mut conn = connect(
@@ -103,7 +104,7 @@ pub(crate) async fn fetch_bytes(
         Duration::from_secs(2),
     )
     .await
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| Failure::caused(e.to_string(), e))?;
     let mut out = Vec::new();
     loop {
         let offset = from + out.len() as i64;
@@ -113,7 +114,11 @@ pub(crate) async fn fetch_bytes(
             offset,
             max_bytes: 1 << 16,
         });
-        let Response::Fetch(f) = conn.call(&fetch).await.map_err(|e| e.to_string())? else {
+        let Response::Fetch(f) = conn
+            .call(&fetch)
+            .await
+            .map_err(|e| Failure::caused(e.to_string(), e))?
+        else {
             return Err("not a fetch answer".into());
         };
         if f.error != ErrorCode::NoError {
@@ -126,10 +131,10 @@ pub(crate) async fn fetch_bytes(
         entries.by_ref().for_each(drop);
         let valid = entries.end().valid_bytes;
         if valid == 0 {
-            return Err(format!(
+            return Err(Failure::from(format!(
                 "{cluster} {}/{}: no whole message at {offset}",
                 part.0, part.1
-            ));
+            )));
         }
         out.extend_from_slice(f.messages.get(..valid).unwrap_or_default());
     }
@@ -141,21 +146,29 @@ async fn read_partition(
     part: &Part,
     cluster: &str,
     from: i64,
-) -> Result<Vec<(i64, i64, Vec<u8>)>, String> {
+) -> Result<Vec<(i64, i64, Vec<u8>)>, Failure> {
     let (raw, refused) = fetch_bytes(part, cluster, from).await?;
     if let Some(error) = refused {
         let at = from + raw.len() as i64;
-        return Err(format!("{}/{} at {at}: {error:?}", part.0, part.1));
+        return Err(Failure::from(format!(
+            "{}/{} at {at}: {error:?}",
+            part.0, part.1
+        )));
     }
     let raw = Bytes::from(raw);
     let mut out = Vec::new();
     let mut entries = ShallowIter::new(&raw, from);
     for entry in entries.by_ref() {
-        let entry = entry.map_err(|e| format!("{}/{}: corrupt: {e}", part.0, part.1))?;
+        let entry = entry
+            .map_err(|e| Failure::caused(format!("{}/{}: corrupt: {e}", part.0, part.1), e))?;
         let whole = raw.slice((entry.offset - from) as usize..(entry.next_offset - from) as usize);
         for inner in DeepIter::new(whole, entry.offset, 1 << 24) {
-            let inner =
-                inner.map_err(|e| format!("{}/{}: corrupt inner message: {e}", part.0, part.1))?;
+            let inner = inner.map_err(|e| {
+                Failure::caused(
+                    format!("{}/{}: corrupt inner message: {e}", part.0, part.1),
+                    e,
+                )
+            })?;
             out.push((
                 entry.offset,
                 entry.next_offset,
@@ -189,10 +202,10 @@ pub(crate) async fn registered_settled(model: &crate::zk_model::SharedModel) -> 
 }
 
 /// One partition of `cluster` read whole: its earliest offset and its messages.
-pub(crate) async fn read_whole(part: &Part, cluster: &str) -> Result<SourceRead, String> {
+pub(crate) async fn read_whole(part: &Part, cluster: &str) -> Result<SourceRead, Failure> {
     let (earliest, _) = range_of(part, cluster)
         .await
-        .map_err(|e| format!("{}/{}: {e}", part.0, part.1))?;
+        .map_err(|e| Failure::caused(format!("{}/{}: {e}", part.0, part.1), e))?;
     Ok((earliest, read_partition(part, cluster, earliest).await?))
 }
 

@@ -31,6 +31,7 @@ mod hosts;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tributary::failure::Failure;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -401,7 +402,7 @@ fn drive(
     shared: &Shared,
     expect: &Expect,
     report: &mut TopologyReport,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let mut schedule = FaultSchedule::new(
         ChaCha8Rng::seed_from_u64(seed ^ 0x7090_1097),
         options.faults,
@@ -414,7 +415,8 @@ fn drive(
         if control.violation().is_some() {
             return Ok(());
         }
-        sim.step().map_err(|e| format!("simulation error: {e}"))?;
+        sim.step()
+            .map_err(|e| Failure::from(format!("simulation error: {e}")))?;
     }
     schedule.end_all(sim, links, control, clusters);
     state(shared).stop_producing = true;
@@ -423,7 +425,8 @@ fn drive(
     // Let the producers' last sends resolve before the first look.
     let settle = healed + Duration::from_secs(3);
     while sim.elapsed() < settle {
-        sim.step().map_err(|e| format!("simulation error: {e}"))?;
+        sim.step()
+            .map_err(|e| Failure::from(format!("simulation error: {e}")))?;
     }
     state(shared).check = true;
     loop {
@@ -445,7 +448,8 @@ fn drive(
         if control.violation().is_some() {
             return Ok(());
         }
-        sim.step().map_err(|e| format!("simulation error: {e}"))?;
+        sim.step()
+            .map_err(|e| Failure::from(format!("simulation error: {e}")))?;
     }
 }
 
