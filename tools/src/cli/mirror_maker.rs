@@ -126,7 +126,7 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, ToolError> {
                 MIRROR_MAKER_METRICS_KEYS,
                 settings,
             )
-            .map_err(|e| ToolError::flag("--metrics.ssl.*", e))?;
+            .map_err(|e| ToolError::during("the metrics endpoint's TLS", e))?;
             Some(Arc::new(tls))
         }
         _ => None,
