@@ -5,7 +5,7 @@
 //!
 //! Arrows point down only: `jopt` (0.7's option spellings) reads `command`'s options;
 //! `command` names every tool and `cli`; the tools use `cli`'s shared arguments and helpers;
-//! `cli` names no tool.
+//! `cli` names no tool; `error` (what every entry point returns) names nothing of the crate.
 
 pub mod check_config;
 pub mod cli;
