@@ -13,6 +13,7 @@ use crate::consumer::offsets_file;
 use crate::identity::ClusterIdentity;
 use crate::log::{Log, LogManager, MemFs, TopicPartition};
 use crate::message::{validate_set, DeepIter, ShallowIter, ValidationLimits};
+use crate::mirror::position::PositionBook;
 use crate::origin::Origins;
 use crate::wire::{Request, RequestDecoder, Response, ResponseDecoder, ResponseKind};
 
@@ -256,6 +257,38 @@ pub fn offsets_file(data: &[u8]) {
             "offsets file re-read"
         );
     }
+}
+
+/// Reads a mirror partition's position records (the file a broker reads back after a crash),
+/// against a log end taken from the first 8 bytes: never a panic; the book read back holds its
+/// invariants, keeps only sets wholly below the log's end, asks for no cut past it, and its
+/// records, rewritten, read back as the same book.
+pub fn position_records(data: &[u8]) {
+    let (end, file) = match data.split_first_chunk::<8>() {
+        Some((end, file)) => (u64::from_be_bytes(*end) % (1 << 40), file),
+        None => (0, data),
+    };
+    let recovery = PositionBook::recover(file, end);
+    assert!(
+        recovery.keep_bytes <= file.len(),
+        "keeps no more than the file"
+    );
+    assert!(recovery.book.invariants_hold(), "the book read back holds");
+    assert!(
+        recovery.book.end() <= end,
+        "no recorded set past the log's end"
+    );
+    assert!(
+        recovery.cut_log_to.is_none_or(|cut| cut < end),
+        "a cut only ever shortens the log"
+    );
+    let rewritten = recovery.book.records();
+    let again = PositionBook::recover(&rewritten, end);
+    assert_eq!(
+        again.book, recovery.book,
+        "rewritten records read back as the same book"
+    );
+    assert_eq!((again.dropped, again.cut_log_to), (0, None));
 }
 
 /// Reads the texts of the TLS settings that come from outside the process: a broker's

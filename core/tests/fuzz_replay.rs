@@ -20,7 +20,7 @@ const MUTATIONS_PER_TARGET: usize = 3000;
 
 type Target = (&'static str, fn(&[u8]));
 
-const TARGETS: [Target; 8] = [
+const TARGETS: [Target; 9] = [
     ("request_frames", fuzzing::request_stream),
     ("response_frames", fuzzing::response_frame),
     ("message_set", fuzzing::message_set),
@@ -29,6 +29,7 @@ const TARGETS: [Target; 8] = [
     ("cluster_records", fuzzing::cluster_records),
     ("offsets_file", fuzzing::offsets_file),
     ("security_texts", fuzzing::security_texts),
+    ("position_records", fuzzing::position_records),
 ];
 
 fn corpus_dir(target: &str) -> PathBuf {
@@ -78,6 +79,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
                 }
                 text.into_bytes()
             }
+            "position_records" => position_records(&mut rng, seed),
             "security_texts" => match seed % 3 {
                 0 => format!("PLAINTEXT://h{seed}:9092,SSL://h{seed}:9093").into_bytes(),
                 1 => format!(
@@ -195,4 +197,46 @@ fn fuzz_targets_hold_on_the_corpus_and_its_mutations() {
             run(&input);
         }
     }
+}
+
+/// A log end (8 bytes) and the position records of a few sets as a broker writes them, the
+/// end sometimes inside the last set or before it, the file sometimes torn.
+fn position_records(rng: &mut impl Rng, seed: u64) -> Vec<u8> {
+    use tributary_core::consumer::BrokerPartition;
+    use tributary_core::identity::ClusterId;
+    use tributary_core::mirror::position::{record, Position, SourceKey};
+    let mut file = Vec::new();
+    let (mut source, mut end) = (0i64, 0u64);
+    for i in 0..=seed % 5 {
+        let (source_bytes, mirror_bytes) = (rng.random_range(1..500), rng.random_range(1..600));
+        end += rng.random_range(0..50);
+        let position = Position {
+            key: SourceKey {
+                cluster: ClusterId::parse(&format!("c{}", i % 2)).unwrap(),
+                topic: "orders".parse().unwrap(),
+                partition: BrokerPartition {
+                    broker_id: (i % 3) as i32,
+                    partition: 0,
+                },
+            },
+            source_start: source,
+            source_next: source + source_bytes,
+            mirror_start: end,
+            mirror_end: end + mirror_bytes,
+        };
+        source += source_bytes;
+        end += mirror_bytes;
+        file.extend_from_slice(&record::encode(&position));
+    }
+    let log_end = match seed % 3 {
+        0 => end,
+        1 => end - end / 9,
+        _ => end + 10,
+    };
+    if seed % 4 == 3 {
+        file.truncate(file.len() - 5);
+    }
+    let mut bytes = log_end.to_be_bytes().to_vec();
+    bytes.extend_from_slice(&file);
+    bytes
 }

@@ -24,6 +24,7 @@
 //! [`uncommitted`]: MirrorWindow::uncommitted
 
 pub mod lag;
+pub mod position;
 pub mod rename;
 pub mod source;
 pub mod watchdog;
