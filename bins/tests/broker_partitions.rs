@@ -2,8 +2,6 @@
 //! invalid first set creates nothing, refused partitions answer with an error, a panicking
 //! operation stops its partition, and `log.dir` belongs to one process.
 
-use crate::support;
-
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,6 +21,8 @@ use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{
     ErrorCode, FetchRequest, OffsetsRequest, ProduceRequest, Request, Response,
 };
+
+use crate::support;
 
 const T0: i64 = 1_700_000_000_000;
 

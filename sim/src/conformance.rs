@@ -3,9 +3,9 @@
 
 use std::future::Future;
 use std::time::Duration;
-use tributary::failure::Failure;
 
 use tributary::coordination::{CoordError, Coordination, NodeKind, SessionEvent};
+use tributary::failure::Failure;
 
 /// How long a watch or an ephemeral node's removal may take to be seen.
 const SETTLE: Duration = Duration::from_secs(10);

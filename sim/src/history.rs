@@ -15,6 +15,7 @@
 //! Payloads look like `msg <serial> ...`; the checker needs nothing else from them.
 
 use std::collections::BTreeMap;
+
 use tributary::failure::Failure;
 
 /// Where a message lives: (broker host, topic, partition).

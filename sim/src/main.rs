@@ -5,8 +5,8 @@
 
 use std::process::ExitCode;
 use std::time::Instant;
-use tributary::failure::Failure;
 
+use tributary::failure::Failure;
 use tributary_sim::cluster::{run_seed, schedule, Faults, Layout, Options};
 
 struct Args {

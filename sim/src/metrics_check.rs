@@ -12,8 +12,8 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tributary::failure::Failure;
 
+use tributary::failure::Failure;
 use tributary::metrics::server::scrape;
 use tributary_core::consumer::BrokerPartition;
 

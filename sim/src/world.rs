@@ -9,10 +9,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tributary::failure::Failure;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use tributary::failure::Failure;
 use tributary::server::{EmbeddedMirror, ServerError};
 use tributary_core::config::{BrokerConfig, Properties};
 

@@ -2,14 +2,14 @@
 //! Tributary will run with (every key, `(changed)` where the file differs from the default),
 //! or exactly what is wrong.
 
-use crate::error::ToolError;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use tributary::config_file::{load_kind, AnyConfig, ConfigKind};
 use tributary_core::config::{reference, unknown_key_message, Properties};
 
-use tributary::config_file::{load_kind, AnyConfig, ConfigKind};
+use crate::error::ToolError;
 
 /// Prints the effective settings of a loaded configuration and its unknown keys (each with the
 /// key it most likely meant); returns how many unknown keys there were.

@@ -7,20 +7,20 @@
 //! and `--forget-origins <topic>` deletes a topic's record: what an operator does, with the
 //! mirrors involved stopped, to change a topology on purpose (see docs/mirroring.md).
 
-use crate::error::ToolError;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use tributary::coordination::identity::{ensure_identity, read_identity, ClusterIdentityError};
+use tributary::coordination::origins::{origins_path, read_origins, OriginsStoreError};
+use tributary::coordination::{CoordError, Coordination};
+use tributary::env::{Env, TokioEnv};
 use tributary_core::config::ZkConnect;
 use tributary_core::identity::{ClusterIdentity, ClusterName};
 use tributary_core::origin::{Origins, ORIGINS_PATH};
 use tributary_core::wire::TopicName;
 
 use crate::cli::runtime;
-use tributary::coordination::identity::{ensure_identity, read_identity, ClusterIdentityError};
-use tributary::coordination::origins::{origins_path, read_origins, OriginsStoreError};
-use tributary::coordination::{CoordError, Coordination};
-use tributary::env::{Env, TokioEnv};
+use crate::error::ToolError;
 
 /// How long the tool waits for ZooKeeper.
 const ZOOKEEPER_TIMEOUT: Duration = Duration::from_secs(10);

@@ -4,20 +4,20 @@
 //! final commit, its registrations removed, and a group made up for the run (no `--group`)
 //! removed altogether — what 0.7.2's shutdown hook does.
 
-use crate::error::ToolError;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 
+use tributary::consumer::{ConsumerConnector, ConsumerError, StartError, Subscription};
+use tributary::coordination::{CoordError, Coordination};
+use tributary::env::{Env, TokioEnv};
 use tributary_core::config::{ConsumerConfig, LoadError, Properties, ZkConnect};
 use tributary_core::message::Message;
 
 use crate::cli::{
     finish_unless_stopped_twice, listen_for_stop, next_stop, runtime, StopSignal, StopSignals,
 };
-use tributary::consumer::{ConsumerConnector, ConsumerError, StartError, Subscription};
-use tributary::coordination::{CoordError, Coordination};
-use tributary::env::{Env, TokioEnv};
+use crate::error::ToolError;
 
 /// 0.7.2's default formatter, by its class name.
 pub const NEWLINE_FORMATTER: &str = "kafka.consumer.ConsoleConsumer$NewlineMessageFormatter";

@@ -6,11 +6,12 @@
 //! input not yet read stays unread, and a line begun but not ended is said on standard error. Lines are split as Java's `readLine` splits them and sent as the
 //! bytes they are ([`crate::line_reader`]).
 
-use crate::error::ToolError;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use tokio::io::AsyncRead;
+use tributary::env::TokioEnv;
+use tributary::producer::{Producer, Record, StartError};
 use tributary_core::config::{
     BrokerEndpoint, Discovery, LoadError, ProducerConfig, Properties, ZkConnect, ZkSecurity,
 };
@@ -20,9 +21,8 @@ use tributary_core::wire::TopicName;
 use crate::cli::{
     finish_unless_stopped_twice, listen_for_stop, next_stop, runtime, StopSignal, StopSignals,
 };
+use crate::error::ToolError;
 use crate::line_reader::{Line, LineReader};
-use tributary::env::TokioEnv;
-use tributary::producer::{Producer, Record, StartError};
 
 /// Why standard input could not be sent.
 #[derive(Debug, thiserror::Error)]

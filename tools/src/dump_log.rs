@@ -5,12 +5,13 @@
 //! broker's recovery would cut the log) and exits 1. An entry whose framing is broken (a length
 //! or header that cannot be) ends the listing with a line saying why.
 
-use crate::error::ToolError;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use tributary_core::message::{MessageError, ShallowIter};
+
+use crate::error::ToolError;
 
 /// The start offset a segment file's name encodes, read as 0.7.2 reads it: the number before
 /// the first `.` (`00000000000000000000.kafka`, and copies such as `5.kafka.bak`).

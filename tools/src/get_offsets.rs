@@ -1,15 +1,15 @@
 //! `get-offsets`: 0.7's GetOffsetShell.
 
-use crate::error::ToolError;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tributary_core::wire::{OffsetsRequest, Request, Response, TopicName};
-
-use crate::cli::{runtime, PartitionArgs};
 use tributary::client::{connect, parse_server, ClientError, ServerAddressError};
 use tributary::env::TokioEnv;
 use tributary::tls::env::{ClientLink, SecureEnv};
+use tributary_core::wire::{OffsetsRequest, Request, Response, TopicName};
+
+use crate::cli::{runtime, PartitionArgs};
+use crate::error::ToolError;
 
 /// Why the offsets could not be had.
 #[derive(Debug, thiserror::Error)]

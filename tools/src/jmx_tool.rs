@@ -3,8 +3,9 @@
 //! are on the metrics endpoint, in Prometheus' text format. The command says so, with how to
 //! read them, and exits 1 (it cannot do what a JmxTool invocation asks).
 
-use crate::error::ToolError;
 use std::process::ExitCode;
+
+use crate::error::ToolError;
 
 /// What the command prints on standard error.
 pub const REPLACED_BY_METRICS: &str = "JmxTool: Tributary has no JVM and no JMX. The figures Kafka 0.7's MBeans carried are on the metrics endpoint, in Prometheus' text format: start the broker with --metrics.port <port> (or metrics.port=<port> in server.properties; the mirror maker takes --metrics.port too), then read http://<host>:<port>/metrics, e.g. every 5 s as JmxTool's --reporting-interval: watch -n 5 curl -s http://localhost:<port>/metrics. docs/operations.md (Monitoring) lists the series.";

@@ -7,12 +7,15 @@
 //! cannot be read leaves out that partition's log size, lag and blank line, as 0.7 does. Then
 //! `BROKER INFO`, one line per broker contacted (by id).
 
-use crate::error::ToolError;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use tributary::client::connect;
+use tributary::consumer::{read_offset_node, OffsetNodeError};
+use tributary::coordination::{CoordError, Coordination};
+use tributary::env::{Env, TokioEnv};
 use tributary_core::config::ZkConnect;
 use tributary_core::consumer::BrokerPartition;
 use tributary_core::group_id::GroupId;
@@ -22,10 +25,7 @@ use tributary_core::zk_layout::{
 };
 
 use crate::cli::runtime;
-use tributary::client::connect;
-use tributary::consumer::{read_offset_node, OffsetNodeError};
-use tributary::coordination::{CoordError, Coordination};
-use tributary::env::{Env, TokioEnv};
+use crate::error::ToolError;
 
 /// ZooKeeper session and connection timeout of the tool (0.7's: 30 s).
 const ZK_TIMEOUT: Duration = Duration::from_secs(30);

@@ -1,13 +1,15 @@
 //! `producer-perf` and `consumer-perf`: 0.7.1's ProducerPerformance and ConsumerPerformance,
 //! with their options and output columns; the load generators of the benchmarks.
 
-use crate::error::ToolError;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use tributary::consumer::{self, ConsumerConnector, ConsumerError, Subscription};
+use tributary::env::{Env, TokioEnv};
+use tributary::producer::{self, Producer, Record, SendError};
 use tributary_core::config::{
     ConsumerConfig, Discovery, LoadError, ProducerConfig, Properties, ZkSecurity,
 };
@@ -15,9 +17,7 @@ use tributary_core::wire::TopicName;
 
 use crate::cli::runtime;
 use crate::date_format::{DateFormat, DateFormatError, PERF_DEFAULT};
-use tributary::consumer::{self, ConsumerConnector, ConsumerError, Subscription};
-use tributary::env::{Env, TokioEnv};
-use tributary::producer::{self, Producer, Record, SendError};
+use crate::error::ToolError;
 
 /// Why `producer-perf` or `consumer-perf` could not run.
 #[derive(Debug, thiserror::Error)]

@@ -9,12 +9,13 @@
 //! to create a topic), and prints them. Idempotent: promoting again changes nothing and
 //! prints the same offsets.
 
-use crate::error::ToolError;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use tributary::coordination::{CoordError, Coordination, NodeKind};
+use tributary::env::{Env, TokioEnv};
 use tributary_core::config::ZkConnect;
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::{
@@ -23,8 +24,7 @@ use tributary_core::zk_layout::{
 };
 
 use crate::cli::runtime;
-use tributary::coordination::{CoordError, Coordination, NodeKind};
-use tributary::env::{Env, TokioEnv};
+use crate::error::ToolError;
 
 /// ZooKeeper session and connection timeout of the tool.
 const ZK_TIMEOUT: Duration = Duration::from_secs(30);

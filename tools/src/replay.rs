@@ -9,20 +9,20 @@
 //! topic — a `.diverged` file a demotion kept (what a cluster held past the other cluster's
 //! history), or any 0.7 segment — every message of it, compressed ones opened, in order.
 
-use crate::error::ToolError;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tributary::consumer::{ConsumerConnector, ConsumerError, Subscription};
+use tributary::env::TokioEnv;
+use tributary::producer::{Delivery, Producer, Record};
 use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
 use tributary_core::wire::TopicName;
 
 use crate::cli::{runtime, StrayWords};
 use crate::console_consumer::forget_group;
-use tributary::consumer::{ConsumerConnector, ConsumerError, Subscription};
-use tributary::env::TokioEnv;
-use tributary::producer::{Delivery, Producer, Record};
+use crate::error::ToolError;
 
 /// The group the replay reads as (0.7.2's).
 pub const GROUP: &str = "replay-log-producer";

@@ -12,18 +12,18 @@
 //!   end (`consumer.timeout.ms` reached, or ^C) `Received <n> messages` and `thread shutdown !`;
 //!   after ^C, `consumer threads shutted down`.
 
-use crate::error::ToolError;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use tributary_core::wire::TopicName;
-
-use crate::cli::{load_consumer, load_producer, runtime, wait_for_signal, StrayWords};
-use crate::line_reader::{Line, LineReader};
 use tributary::consumer::{ConsumerConnector, ConsumerError, Subscription};
 use tributary::env::TokioEnv;
 use tributary::producer::{Producer, Record};
+use tributary_core::wire::TopicName;
+
+use crate::cli::{load_consumer, load_producer, runtime, wait_for_signal, StrayWords};
+use crate::error::ToolError;
+use crate::line_reader::{Line, LineReader};
 
 /// `tributary producer-shell`'s arguments (0.7.2's ProducerShell flags).
 #[derive(Debug, clap::Args)]

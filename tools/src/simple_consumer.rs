@@ -1,20 +1,20 @@
 //! `simple-consumer`: 0.7's SimpleConsumerShell. Fetches a partition from an offset and prints
 //! every message (compressed sets opened), advancing by the valid bytes of each fetch.
 
-use crate::error::ToolError;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use tributary::client::{connect, parse_server, ClientError, ServerAddressError};
+use tributary::env::TokioEnv;
+use tributary::tls::env::{ClientLink, SecureEnv};
 use tributary_core::message::{
     DeepIter, MessageError, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT,
 };
 use tributary_core::wire::{ErrorCode, FetchRequest, Request, Response, TopicName};
 
 use crate::cli::{runtime, PartitionArgs};
-use tributary::client::{connect, parse_server, ClientError, ServerAddressError};
-use tributary::env::TokioEnv;
-use tributary::tls::env::{ClientLink, SecureEnv};
+use crate::error::ToolError;
 
 /// Why consuming stopped.
 #[derive(Debug, thiserror::Error)]

@@ -5,11 +5,13 @@
 //! Messages are counted as 0.7 counts them: inner messages of compressed sets one by one, by
 //! payload bytes.
 
-use crate::error::ToolError;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use tributary::client::{connect, parse_server, ClientError, Connection, ServerAddressError};
+use tributary::env::{Env, TokioEnv};
+use tributary::tls::env::SecureEnv;
 use tributary_core::message::{
     DeepIter, MessageError, ShallowIter, DECOMPRESSED_BYTES_MAX_DEFAULT,
 };
@@ -18,9 +20,7 @@ use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Res
 use super::date_format::{DateFormat, PERF_DEFAULT};
 use super::perf::mb;
 use crate::cli::{runtime, PartitionArgs};
-use tributary::client::{connect, parse_server, ClientError, Connection, ServerAddressError};
-use tributary::env::{Env, TokioEnv};
-use tributary::tls::env::SecureEnv;
+use crate::error::ToolError;
 
 /// The socket timeout of the tool's one connection (0.7's: 30 s).
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);

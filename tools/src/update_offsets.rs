@@ -9,11 +9,16 @@
 //! all answered (0.7.2 wrote the ones before a broker that failed); a group with live members
 //! is named in a warning (their next commit overwrites the new offsets).
 
-use crate::error::ToolError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use tributary::client::connect;
+use tributary::consumer::write_offset;
+use tributary::coordination::{CoordError, Coordination};
+use tributary::env::{Env, TokioEnv};
+use tributary::failure::Failure;
+use tributary::tls::env::{ClientLink, SecureEnv};
 use tributary_core::config::ConsumerConfig;
 use tributary_core::consumer::BrokerPartition;
 use tributary_core::wire::{ErrorCode, OffsetsRequest, Request, Response, TopicName};
@@ -23,12 +28,7 @@ use tributary_core::zk_layout::{
 };
 
 use crate::cli::{load_consumer, runtime};
-use tributary::client::connect;
-use tributary::consumer::write_offset;
-use tributary::coordination::{CoordError, Coordination};
-use tributary::env::{Env, TokioEnv};
-use tributary::failure::Failure;
-use tributary::tls::env::{ClientLink, SecureEnv};
+use crate::error::ToolError;
 
 /// Broker connection timeout (0.7.2's: 10 s).
 const BROKER_TIMEOUT: Duration = Duration::from_secs(10);

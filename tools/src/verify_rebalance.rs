@@ -4,20 +4,20 @@
 //! `Rebalance operation failed !` on standard output, as 0.7.2 does, with each problem logged
 //! at `error` (0.7.2's wording). Exits 0 either way, as 0.7.2 does: scripts read the line.
 
-use crate::error::ToolError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use tributary::consumer::view::{read_group, Owner, ViewError};
+use tributary::coordination::{CoordError, Coordination};
+use tributary::env::{Env, TokioEnv};
 use tributary_core::config::ZkConnect;
 use tributary_core::consumer::{thread_id, Registration};
 use tributary_core::group_id::GroupId;
 use tributary_core::zk_layout::consumer_ids_path;
 
 use crate::cli::{runtime, StrayWords};
-use tributary::consumer::view::{read_group, Owner, ViewError};
-use tributary::coordination::{CoordError, Coordination};
-use tributary::env::{Env, TokioEnv};
+use crate::error::ToolError;
 
 /// ZooKeeper session and connection timeout (0.7.2's: 30 s).
 const ZK_TIMEOUT: Duration = Duration::from_secs(30);

@@ -10,12 +10,14 @@
 //! named in a warning (their next commit overwrites what is imported); both say on standard
 //! error what they did. The file's format and lines are 0.7.2's, sorted by node.
 
-use crate::error::ToolError;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use tributary::consumer::{read_offset_node, write_offset, OffsetNodeError};
+use tributary::coordination::{CoordError, Coordination};
+use tributary::env::{Env, TokioEnv};
 use tributary_core::config::ZkConnect;
 use tributary_core::consumer::offsets_file::{self, OffsetLine, OffsetsFileError};
 use tributary_core::consumer::BrokerPartition;
@@ -23,9 +25,7 @@ use tributary_core::group_id::GroupId;
 use tributary_core::zk_layout::{consumer_ids_path, consumer_offsets_path};
 
 use crate::cli::{runtime, StrayWords};
-use tributary::consumer::{read_offset_node, write_offset, OffsetNodeError};
-use tributary::coordination::{CoordError, Coordination};
-use tributary::env::{Env, TokioEnv};
+use crate::error::ToolError;
 
 /// ZooKeeper session and connection timeout (0.7.2's: 30 s).
 const ZK_TIMEOUT: Duration = Duration::from_secs(30);

@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use crate::support;
-
 use bytes::Bytes;
 use tributary::client::connect;
 use tributary::env::TokioEnv;
@@ -13,6 +11,8 @@ use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, Response};
 use tributary_tools::date_format::DateFormat;
 use tributary_tools::simple_perf::{simple_consumer_perf, SimplePerfOptions};
+
+use crate::support;
 
 fn set(n: usize, size: usize, codec: CompressionCodec) -> Bytes {
     let mut b = MessageSetBuilder::new();

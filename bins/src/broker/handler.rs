@@ -1,21 +1,21 @@
 //! Serving one decoded request against the log manager, with 0.7's responses and error codes.
 
-use super::access::Access;
 use std::sync::Arc;
-use tributary_core::allow_list::Operation;
-use tributary_core::wire::TOPIC_AUTHORIZATION_FAILED;
 
 use bytes::Bytes;
 use rand::Rng;
+use tributary_core::allow_list::Operation;
 use tributary_core::identity::ClusterIdentity;
 use tributary_core::log::{LogError, LogFs, Served, TopicPartition, ValidatedSet};
 use tributary_core::origin::Origins;
+use tributary_core::wire::TOPIC_AUTHORIZATION_FAILED;
 use tributary_core::wire::{
     AckedProduceResponse, ClusterIdentityResponse, ErrorCode, FetchRequest, OffsetsRequest,
     OffsetsResponse, ProduceAck, ProduceRequest, Request, Response, TopicName, TopicOriginsRequest,
     TopicOriginsResponse, PARTITION_BROKER_PICKS,
 };
 
+use super::access::Access;
 use super::acks::FlushRequests;
 use super::limits::{ACK_WAIT_TIMEOUT, RESPONSE_BYTES_MAX};
 use super::reply::{Reply, ServedBlock};

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinError;
 use tributary_core::config::{BrokerConfig, MetricsBind};
+use tributary_core::identity::ClusterIdentity;
 use tributary_core::log::{LogError, OpenReport};
 
 use self::budget::Budget;
@@ -49,7 +50,6 @@ use crate::metrics::{LabelledGauges, MaybeMetrics, Metrics};
 use crate::sync::panic_message;
 use crate::tls::env::ClientLink;
 use crate::tls::server::ServerTls;
-use tributary_core::identity::ClusterIdentity;
 
 /// Why the broker could not start.
 #[derive(Debug, thiserror::Error)]

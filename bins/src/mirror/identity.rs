@@ -9,8 +9,6 @@
 //! closed, and says what to do (a `broker.list` no broker of which can be reached yet is waited
 //! for, as a mirror maker started before its target).
 
-use crate::failure::Failure;
-use crate::tls::env::{ClientLink, SecureEnv};
 use std::time::Duration;
 
 use tributary_core::config::{
@@ -23,7 +21,9 @@ use crate::client::{cluster_identity, connect, ClientError, IdentityQueryError};
 use crate::coordination::identity::{ensure_identity, ClusterIdentityError};
 use crate::coordination::{CoordError, Coordination};
 use crate::env::Env;
+use crate::failure::Failure;
 use crate::producer::targets::{how, SAY_EVERY};
+use crate::tls::env::{ClientLink, SecureEnv};
 
 /// The clusters of one mirror.
 #[derive(Debug, Clone, PartialEq, Eq)]

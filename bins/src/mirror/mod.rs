@@ -32,6 +32,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use origins::OriginGate;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tributary_core::config::{ConsumerConfig, EnqueueTimeout, ProducerConfig, TopicFilter};
@@ -48,7 +49,6 @@ use crate::metrics::clients::{watch_consumer, watch_producer, ProducerMetrics};
 use crate::metrics::mirror::{watch_mirror, LagGauges, MirrorMetrics};
 use crate::metrics::MaybeMetrics;
 use crate::producer::{Producer, ProducerStats, Record, SendError};
-use origins::OriginGate;
 
 pub use crate::metrics::mirror::MirrorStats;
 

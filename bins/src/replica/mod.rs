@@ -25,14 +25,6 @@ mod probe;
 mod promote;
 mod trouble;
 
-use self::copy::{copy, copying};
-use self::discover::{announce, discover};
-use self::error::StopReason;
-use self::offset_sync::sync_offsets;
-use self::probe::{probe_lag, ProbeTargets};
-use self::promote::promotions;
-use crate::tls::env::{ClientLink, SecureEnv};
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +34,7 @@ use tributary_core::config::{BrokerConfig, ReplicaConfig};
 use tributary_core::group_id::GroupId;
 use tributary_core::log::{TopicPartition, ValidatedSet};
 use tributary_core::message::MessageMark;
+use tributary_core::mirror::lag::LagSample;
 use tributary_core::planted::{self, Bug};
 use tributary_core::replica::{decide, fetch_size, Fetched};
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};
@@ -50,6 +43,12 @@ use tributary_core::zk_layout::{
     parse_broker_registration, promoted_ack_path, BROKER_TOPICS_PATH, PROMOTED_PATH,
 };
 
+use self::copy::{copy, copying};
+use self::discover::{announce, discover};
+use self::error::StopReason;
+use self::offset_sync::sync_offsets;
+use self::probe::{probe_lag, ProbeTargets};
+use self::promote::promotions;
 use crate::client::{connect, latest_offsets, Connection};
 use crate::coordination::{CoordError, Coordination, NodeKind};
 use crate::env::Env;
@@ -57,7 +56,7 @@ use crate::logs::{self, with_log, Logs};
 use crate::metrics::broker::BrokerMeter;
 use crate::metrics::mirror::{LagGauges, MirrorMetrics};
 use crate::pending::PendingSender;
-use tributary_core::mirror::lag::LagSample;
+use crate::tls::env::{ClientLink, SecureEnv};
 
 /// Where a replica broker keeps, per group and partition, the offset it last synced (in this
 /// cluster's ZooKeeper).

@@ -10,6 +10,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
+use tributary_core::allow_list::ANONYMOUS;
 use tributary_core::config::{ClientAuth, TlsServerSettings};
 
 use super::files::Reloading;
@@ -20,7 +21,6 @@ use super::refusals::RefusalLog;
 use super::TlsError;
 use crate::failure::Failure;
 use crate::tls::allow_list::AllowListFile;
-use tributary_core::allow_list::ANONYMOUS;
 
 /// How often the certificate, key and CA files are checked for changes.
 pub const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(5);

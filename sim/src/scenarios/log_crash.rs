@@ -18,11 +18,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tributary::failure::Failure;
 
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use tributary::failure::Failure;
 use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::log::{Log, LogManager, TopicPartition};
 use tributary_core::message::{

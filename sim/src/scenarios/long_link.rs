@@ -13,10 +13,10 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tributary::failure::Failure;
 
 use bytes::Bytes;
 use tributary::client::{connect, latest_offsets};
+use tributary::failure::Failure;
 use tributary::mirror::maker::{self, MakerError};
 use tributary::mirror::{MirrorError, MirrorSettings};
 use tributary_core::config::{ConsumerConfig, ProducerConfig};

@@ -27,11 +27,11 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tributary::failure::Failure;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary::consumer::{ConsumerConnector, ConsumerError, Subscription};
+use tributary::failure::Failure;
 use tributary::producer::{Producer, Record};
 use tributary_core::config::{ConsumerConfig, ProducerConfig, ZkConnect};
 use tributary_core::message::ShallowIter;

@@ -9,8 +9,8 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tributary::failure::Failure;
 
+use tributary::failure::Failure;
 use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::log::{Log, LogManager, TopicPartition};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};

@@ -1,19 +1,19 @@
 //! `tributary mirror-maker` on the command line: its arguments, and the entry point that reads
 //! the files and runs [`tributary::mirror::maker::run`] on tokio until SIGINT or SIGTERM.
 
-use crate::error::ToolError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use tributary_core::config::{ClientAuth, MetricsBind, TlsServerSettings};
-
-use super::{load_consumer, load_producer, runtime, wait_for_signal, LOG_TARGET};
 use tributary::consumer::Subscription;
 use tributary::env::TokioEnv;
 use tributary::mirror::maker::MetricsAt;
 use tributary::mirror::MirrorSettings;
 use tributary::tls::server::{ServerTls, MIRROR_MAKER_METRICS_KEYS};
+use tributary_core::config::{ClientAuth, MetricsBind, TlsServerSettings};
+
+use super::{load_consumer, load_producer, runtime, wait_for_signal, LOG_TARGET};
+use crate::error::ToolError;
 
 /// `tributary mirror-maker`'s arguments: the source clusters' and the target's files, the
 /// topic filter, and how many streams and producers.

@@ -11,12 +11,11 @@ pub mod server;
 
 use std::path::Path;
 
+use tributary::config_file::{load_file_with_properties, FileError};
 use tributary_core::config::{
     read_zk_security, ConsumerConfig, ProducerConfig, ZkConnect, ZkSecurity,
 };
 use tributary_core::wire::TopicName;
-
-use tributary::config_file::{load_file_with_properties, FileError};
 
 use crate::error::ToolError;
 

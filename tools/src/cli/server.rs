@@ -1,17 +1,17 @@
 //! `tributary server` on the command line: its arguments, and the entry point that reads the
 //! files and runs [`tributary::server::run`] on tokio until SIGINT or SIGTERM.
 
-use crate::error::ToolError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use tributary_core::config::{reference, BrokerConfig};
-
-use super::{load_consumer, load_producer, runtime, wait_for_signal, LOG_TARGET};
 use tributary::config_file::load_file_with_properties;
 use tributary::env::TokioEnv;
 use tributary::mirror::MirrorSettings;
 use tributary::server::EmbeddedMirror;
+use tributary_core::config::{reference, BrokerConfig};
+
+use super::{load_consumer, load_producer, runtime, wait_for_signal, LOG_TARGET};
+use crate::error::ToolError;
 
 /// `tributary server`'s arguments: the broker's file, for a mirror broker the embedded mirror's
 /// two, and an optional metrics port.

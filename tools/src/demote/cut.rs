@@ -10,12 +10,11 @@
 //! history since is read as far as it holds it.
 
 use tokio::io::{AsyncRead, AsyncWrite};
+use tributary::client::{ClientError, Connection};
 use tributary_core::log::TopicPartition;
 use tributary_core::message::ShallowIter;
 use tributary_core::replica::demotion::{compare_entries, Compared};
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response};
-
-use tributary::client::{ClientError, Connection};
 
 /// Bytes asked per fetch while comparing or counting.
 const FETCH_BYTES: u32 = 1024 * 1024;

@@ -17,12 +17,15 @@
 
 pub mod cut;
 
-use crate::error::ToolError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use tributary::client::connect;
+use tributary::coordination::{CoordError, Coordination, NodeKind};
+use tributary::env::{Env, TokioEnv};
+use tributary::failure::Failure;
 use tributary_core::config::ZkConnect;
 use tributary_core::log::{diverged_file_name, TopicPartition};
 use tributary_core::replica::demotion::{
@@ -37,10 +40,7 @@ use tributary_core::zk_layout::{
 
 use self::cut::{CutError, CutFrom, Found};
 use crate::cli::runtime;
-use tributary::client::connect;
-use tributary::coordination::{CoordError, Coordination, NodeKind};
-use tributary::env::{Env, TokioEnv};
-use tributary::failure::Failure;
+use crate::error::ToolError;
 
 /// ZooKeeper session and connection timeout of the tool.
 const ZK_TIMEOUT: Duration = Duration::from_secs(30);

@@ -1,15 +1,16 @@
 //! `tributary link-proxy` on the command line: its arguments, and the entry point that runs a
 //! [`LinkProxy`] on tokio until SIGINT or SIGTERM, logging what it carried every 10 s.
 
-use crate::error::ToolError;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
-use super::{LinkProxy, LinkSpec};
-use crate::cli::{runtime, wait_for_signal, LOG_TARGET};
 use tributary::client::parse_server;
 use tributary::env::TokioEnv;
 use tributary::tls::env::SecureEnv;
+
+use super::{LinkProxy, LinkSpec};
+use crate::cli::{runtime, wait_for_signal, LOG_TARGET};
+use crate::error::ToolError;
 
 /// `tributary link-proxy`'s arguments: where to listen, where to carry to, and the link's round
 /// trip and rate.

@@ -1,13 +1,14 @@
 //! `tributary mirror-status` on the command line: its arguments, and the entry point that runs
 //! [`super::run`] on tokio until it is done or interrupted.
 
-use crate::error::ToolError;
 use std::process::ExitCode;
+
+use tributary::env::TokioEnv;
+use tributary::tls::env::SecureEnv;
 
 use super::{run, StatusOptions};
 use crate::cli::{runtime, wait_for_signal};
-use tributary::env::TokioEnv;
-use tributary::tls::env::SecureEnv;
+use crate::error::ToolError;
 
 /// `tributary mirror-status`'s arguments: the source cluster, the mirror's group, and how to
 /// show and repeat.

@@ -15,6 +15,11 @@ pub use self::cli::{run_cli, MirrorStatusArgs};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use tributary::consumer::view::latest_ends;
+use tributary::consumer::{read_offset_node, OffsetNodeError};
+use tributary::coordination::identity::read_identity;
+use tributary::coordination::{CoordError, Coordination};
+use tributary::env::Env;
 use tributary_core::config::ZkConnect;
 use tributary_core::consumer::BrokerPartition;
 use tributary_core::group_id::GroupId;
@@ -22,11 +27,6 @@ use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::consumer_offsets_path;
 
 use self::render::{render, PartitionSample, Sample};
-use tributary::consumer::view::latest_ends;
-use tributary::consumer::{read_offset_node, OffsetNodeError};
-use tributary::coordination::identity::read_identity;
-use tributary::coordination::{CoordError, Coordination};
-use tributary::env::Env;
 
 /// `(topic, <broker>-<partition>)`.
 type PartitionKey = (String, String);

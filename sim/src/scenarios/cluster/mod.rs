@@ -23,12 +23,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tributary::failure::Failure;
 
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary::client::{connect, Connection};
+use tributary::failure::Failure;
 use tributary_core::message::{
     CompressionCodec, DeepIter, Message, MessageSetBuilder, ShallowIter,
 };

@@ -5,11 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
-use tributary::failure::Failure;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tributary::consumer::{ConsumerConnector, ConsumerError, Subscription};
+use tributary::failure::Failure;
 use tributary::producer::{Producer, Record};
 use tributary_core::config::{ConsumerConfig, ProducerConfig, ZkConnect};
 use tributary_core::wire::TopicName;

@@ -22,10 +22,10 @@ mod judge;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tributary::failure::Failure;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use tributary::failure::Failure;
 
 use crate::cluster::Faults;
 use crate::invariants::{Invariant, Violation};

@@ -4,10 +4,10 @@
 //! drain invariant 5 waits on, and the hand-over to the checker.
 
 use std::time::Duration;
-use tributary::failure::Failure;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use tributary::failure::Failure;
 
 use super::history::{state, Phase, Shared};
 use super::judge::{check_commits, lag};

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tributary::failure::Failure;
 
 use bytes::Bytes;
 use tributary::client::connect;
+use tributary::failure::Failure;
 use tributary_core::consumer::BrokerPartition;
 use tributary_core::message::{DeepIter, ShallowIter};
 use tributary_core::wire::{ErrorCode, FetchRequest, OffsetsRequest, Request, Response, TopicName};

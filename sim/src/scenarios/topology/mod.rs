@@ -31,10 +31,10 @@ mod hosts;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tributary::failure::Failure;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use tributary::failure::Failure;
 
 use self::hosts::{add_checker, add_maker, add_producer, embedded, state, Reads, Shared};
 use crate::cluster::Faults;
