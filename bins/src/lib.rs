@@ -19,6 +19,7 @@ pub mod failure;
 pub mod logs;
 pub mod metrics;
 pub mod mirror;
+pub mod origin_store;
 pub mod pending;
 pub mod producer;
 pub mod real_fs;

@@ -1,7 +1,8 @@
 //! The shape of the source: no file over 1,000 lines and no function over 150 in `core/src`,
-//! `bins/src`, `tools/src` and `sim/src`, so every file and every function can be read at once. Functions
-//! are found by their `fn` line and measured to their closing brace (strings, characters and
-//! comments skipped).
+//! `bins/src`, `tools/src` and `sim/src`, so every file and every function can be read at once
+//! (functions are found by their `fn` line and measured to their closing brace, strings,
+//! characters and comments skipped); the runtime's modules name each other without a circle;
+//! the runtime names no tool, and the tools crate's layers point down.
 
 use std::path::{Path, PathBuf};
 
@@ -264,4 +265,122 @@ fn the_arrow_check_finds_a_tool_named_from_cli_and_the_parse_tree_named_from_a_t
         &tools,
     );
     assert!(fine.is_empty(), "{fine:?}");
+}
+
+/// Which modules each module names.
+type Arrows = std::collections::BTreeMap<String, std::collections::BTreeSet<String>>;
+
+/// The runtime's top-level modules each name, from any of their files (`crate::<module>`).
+fn runtime_arrows(root: &Path) -> Arrows {
+    let src = root.join("bins/src");
+    let mut modules: Vec<(String, Vec<PathBuf>)> = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(&src)
+        .expect("bins/src")
+        .map(|entry| entry.expect("a directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let Some(name) = path
+            .file_stem()
+            .and_then(|n| n.to_str())
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        if name == "lib" {
+            continue;
+        }
+        let mut files = Vec::new();
+        if path.is_dir() {
+            rust_files(&path, &mut files);
+        } else {
+            files.push(path);
+        }
+        modules.push((name, files));
+    }
+    let names: Vec<String> = modules.iter().map(|(name, _)| name.clone()).collect();
+    modules
+        .into_iter()
+        .map(|(name, files)| {
+            let mut named = std::collections::BTreeSet::new();
+            for file in files {
+                let text = std::fs::read_to_string(&file).expect("a source file");
+                for line in text.lines().map(code_of) {
+                    for other in names.iter().filter(|other| **other != name) {
+                        let word = format!("crate::{other}");
+                        let found = line.match_indices(&word).any(|(at, _)| {
+                            let after = line[at + word.len()..].chars().next();
+                            !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                        });
+                        if found {
+                            named.insert(other.clone());
+                        }
+                    }
+                }
+            }
+            (name, named)
+        })
+        .collect()
+}
+
+/// A cycle among `arrows`, if there is one (the modules on it, in order).
+fn a_cycle(arrows: &Arrows) -> Option<Vec<String>> {
+    fn visit(
+        at: &str,
+        arrows: &Arrows,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(start) = path.iter().position(|m| m == at) {
+            return Some(path[start..].to_vec());
+        }
+        if done.contains(at) {
+            return None;
+        }
+        path.push(at.to_string());
+        for next in arrows.get(at).into_iter().flatten() {
+            if let Some(cycle) = visit(next, arrows, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(at.to_string());
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    arrows
+        .keys()
+        .find_map(|start| visit(start, arrows, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn the_runtimes_modules_name_each_other_without_a_cycle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let arrows = runtime_arrows(&root);
+    assert!(arrows.len() > 10, "the runtime's modules were not found");
+    if let Some(cycle) = a_cycle(&arrows) {
+        panic!(
+            "bins/src's modules name each other in a circle: {}",
+            cycle.join(" → ")
+        );
+    }
+}
+
+#[test]
+fn the_cycle_check_finds_a_cycle() {
+    let arrows = [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]
+        .into_iter()
+        .fold(
+            std::collections::BTreeMap::new(),
+            |mut map: Arrows, (from, to)| {
+                map.entry(from.to_string())
+                    .or_default()
+                    .insert(to.to_string());
+                map
+            },
+        );
+    assert_eq!(
+        a_cycle(&arrows),
+        Some(vec!["a".into(), "b".into(), "c".into()])
+    );
 }

@@ -11,9 +11,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use tributary::coordination::identity::{ensure_identity, read_identity, ClusterIdentityError};
-use tributary::coordination::origins::{origins_path, read_origins, OriginsStoreError};
 use tributary::coordination::{CoordError, Coordination};
 use tributary::env::{Env, TokioEnv};
+use tributary::origin_store::{origins_path, read_origins, OriginsStoreError};
 use tributary_core::config::ZkConnect;
 use tributary_core::identity::{ClusterIdentity, ClusterName};
 use tributary_core::origin::{Origins, ORIGINS_PATH};

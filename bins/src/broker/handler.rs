@@ -19,10 +19,10 @@ use super::access::Access;
 use super::acks::FlushRequests;
 use super::limits::{ACK_WAIT_TIMEOUT, RESPONSE_BYTES_MAX};
 use super::reply::{Reply, ServedBlock};
-use crate::coordination::origins::OriginStore;
 use crate::env::Env;
 use crate::logs::{self, with_log, Logs, SharedLog};
 use crate::metrics::broker::{code_label, request_kind, BrokerMeter};
+use crate::origin_store::OriginStore;
 
 /// Why a connection must be closed instead of answered (0.7 closes on these).
 #[derive(Debug, thiserror::Error)]

@@ -41,12 +41,12 @@ use self::limits::{IN_FLIGHT_BYTES_MAX, STOPPING_HOLDER_POLL, STOPPING_HOLDER_WA
 use self::listener::{accept_on, bind_listeners, Acceptor, BoundListeners, Kind};
 use self::registration::Registration;
 use self::tasks::Tasks;
-use crate::coordination::origins::OriginStore;
 use crate::env::Env;
 use crate::logs::Logs;
 use crate::metrics::broker::BrokerMeter;
 use crate::metrics::server::MetricsServer;
 use crate::metrics::{LabelledGauges, MaybeMetrics, Metrics};
+use crate::origin_store::OriginStore;
 use crate::sync::panic_message;
 use crate::tls::env::ClientLink;
 use crate::tls::server::ServerTls;
@@ -70,7 +70,7 @@ pub enum StartError {
     Registration(#[from] registration::RegistrationError),
     /// The origin records (renamed mirror copies' partition counts) could not be read.
     #[error("cannot read the origin records in ZooKeeper: {0}")]
-    Origins(#[from] crate::coordination::origins::OriginsStoreError),
+    Origins(#[from] crate::origin_store::OriginsStoreError),
     /// The TLS settings (the SSL listener's, or the replica copier's) cannot be used.
     #[error("cannot use the TLS settings: {0}")]
     Tls(#[from] crate::tls::TlsError),

@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use tributary_core::wire::TopicName;
 
-use crate::coordination::origins::{OriginStore, OriginsStoreError};
 use crate::env::Env;
 use crate::logs::Logs;
+use crate::origin_store::{OriginStore, OriginsStoreError};
 
 /// How long a produce creating a topic waits for its origin record.
 pub const READ_WAIT: Duration = Duration::from_secs(3);

@@ -14,11 +14,11 @@ use super::limits::SHUTDOWN_GRACE;
 use super::listener::BoundListeners;
 use super::registration::Registration;
 use super::{scheduler, BrokerError};
-use crate::coordination::origins::OriginStore;
 use crate::env::Env;
 use crate::logs::Logs;
 use crate::metrics::server::MetricsServer;
 use crate::metrics::MaybeMetrics;
+use crate::origin_store::OriginStore;
 use crate::tls::env::ClientLink;
 
 /// The broker's long-lived tasks besides connections and timers.

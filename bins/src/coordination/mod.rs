@@ -4,7 +4,6 @@
 
 pub mod ephemeral;
 pub mod identity;
-pub mod origins;
 pub mod pipeline;
 pub mod zk;
 mod zk_security;

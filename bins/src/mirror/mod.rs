@@ -42,12 +42,12 @@ use tributary_core::mirror::lag::LagSample;
 use tributary_core::wire::TopicName;
 
 use crate::consumer::{ConsumerConnector, GapReport, Subscription};
-use crate::coordination::origins::OriginStore;
 use crate::env::Env;
 use crate::failure::Failure;
 use crate::metrics::clients::{watch_consumer, watch_producer, ProducerMetrics};
 use crate::metrics::mirror::{watch_mirror, LagGauges, MirrorMetrics};
 use crate::metrics::MaybeMetrics;
+use crate::origin_store::OriginStore;
 use crate::producer::{Producer, ProducerStats, Record, SendError};
 
 pub use crate::metrics::mirror::MirrorStats;

@@ -28,9 +28,9 @@ use tributary_core::origin::{check_copy, routes_into, Origins};
 use tributary_core::wire::TopicName;
 
 use crate::client::{connect, topic_origins, OriginsQueryError};
-use crate::coordination::origins::{OriginStore, OriginsStoreError};
 use crate::coordination::Watch;
 use crate::env::Env;
+use crate::origin_store::{OriginStore, OriginsStoreError};
 use crate::producer::targets::how;
 
 /// How often a decision is made again.

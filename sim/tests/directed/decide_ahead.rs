@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tributary::coordination::origins::OriginStore;
 use tributary::mirror::origins::{
     DecideAhead, OriginGate, OriginsAccess, OriginsAccessError, Verdict, AHEAD_IN_FLIGHT,
 };
+use tributary::origin_store::OriginStore;
 use tributary_core::config::ZkConnect;
 use tributary_core::identity::{ClusterId, ClusterIdentity, ClusterName};
 use tributary_core::origin::Origins;

@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tributary::coordination::origins::OriginStore;
 use tributary::mirror::origins::{OriginGate, Verdict};
+use tributary::origin_store::OriginStore;
 use tributary_core::config::ZkConnect;
 use tributary_core::identity::{ClusterId, ClusterIdentity, ClusterName};
 use tributary_core::origin::{routes_into, Origins};

@@ -14,7 +14,7 @@ use tributary_core::planted::{self, Bug};
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::broker_topic_path;
 
-use super::{CoordError, Coordination, NodeKind, Watch};
+use crate::coordination::{CoordError, Coordination, NodeKind, Watch};
 use crate::env::Env;
 
 /// How long closing a session may take.
