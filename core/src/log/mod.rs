@@ -19,6 +19,7 @@ mod mem_fs;
 mod names;
 mod partition;
 mod policy;
+pub mod positions;
 mod recovery;
 mod segment;
 

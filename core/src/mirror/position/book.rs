@@ -171,6 +171,20 @@ impl PositionBook {
         Ok(())
     }
 
+    /// Undoes the last [`record`](Self::record) of `key`, whose set could not be appended after
+    /// all; `end_before` is [`end`](Self::end) as it was before it. (Positions that recording
+    /// thinned out stay out: translation through them lands earlier, never later.)
+    pub fn unrecord_last(&mut self, key: &SourceKey, end_before: u64) {
+        if let Some(history) = self.sources.get_mut(key) {
+            history.pop_back();
+            if history.is_empty() {
+                self.sources.remove(key);
+            }
+        }
+        self.end = end_before;
+        debug_assert!(self.invariants_hold());
+    }
+
     /// The source offset `key`'s copy has reached (where copying goes on), if any set of it is
     /// recorded.
     pub fn resume_at(&self, key: &SourceKey) -> Option<i64> {
