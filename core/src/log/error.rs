@@ -107,6 +107,16 @@ pub enum LogError {
         /// Whether the holder said it is stopping (the lock is about to be free).
         stopping: bool,
     },
+    /// The partition's mirror position records could not be read, written or synced, or
+    /// refused a position.
+    #[error("{partition}: mirror positions: {source}")]
+    Positions {
+        /// The partition.
+        partition: String,
+        /// What failed.
+        #[source]
+        source: super::positions::PositionsError,
+    },
     /// The file system failed.
     #[error("{partition}: {op} {path}: {source}")]
     Io {

@@ -34,6 +34,9 @@ pub use names::{
     parse_segment_file_name, segment_file_name, TopicPartition, DIVERGED_SUFFIX, GAP_SUFFIX,
     SEGMENT_SUFFIX,
 };
-pub use partition::{AppendInfo, FileRange, FlushTicket, Log, Served, TailCut, ValidatedSet};
+pub use partition::{
+    AppendInfo, FileRange, FlushTicket, Log, MirroredAppend, Served, SourceRange, TailCut,
+    ValidatedSet,
+};
 pub use policy::LogPolicy;
 pub use recovery::RecoveryHints;

@@ -43,9 +43,11 @@ use super::names::{gap_file_name, segment_file_name, TopicPartition};
 use super::policy::LogPolicy;
 use super::segment::{read_exact_at, Segment};
 
+mod mirrored;
 mod serve;
 mod tail;
 use crate::message::{validate_set, MessageError, ShallowIter, ValidationLimits};
+pub use mirrored::{MirroredAppend, SourceRange};
 pub use serve::{FileRange, Served};
 pub(crate) use tail::LastEntry;
 pub use tail::TailCut;
@@ -112,6 +114,9 @@ impl ValidatedSet {
 /// time) and the end it makes visible.
 #[derive(Debug)]
 pub struct FlushTicket<F: LogFs> {
+    /// The mirror position records, synced before the segment: a durable byte of a mirrored
+    /// set always has a durable record.
+    positions: Option<Arc<F::File>>,
     file: Arc<F::File>,
     path: PathBuf,
     /// The log's directory, when its entries are not known durable yet: synced after the file.
@@ -123,10 +128,13 @@ pub struct FlushTicket<F: LogFs> {
 }
 
 impl<F: LogFs> FlushTicket<F> {
-    /// Syncs the file, then the log's directory if the ticket carries it (call it without
-    /// holding the log's lock). A synced file whose directory entry is not durable can vanish
-    /// whole in a machine crash.
+    /// Syncs the mirror position records (when the log has them), the file, then the log's
+    /// directory if the ticket carries it (call it without holding the log's lock). A synced
+    /// file whose directory entry is not durable can vanish whole in a machine crash.
     pub fn sync(&self) -> std::io::Result<()> {
+        if let Some(positions) = &self.positions {
+            positions.sync()?;
+        }
         self.file.sync()?;
         if let Some((fs, dir)) = &self.dir {
             fs.sync_dir(dir).map_err(|e| {
@@ -172,6 +180,8 @@ pub struct Log<F: LogFs> {
     pub(crate) failed: Option<String>,
     /// Where the last top-level message starts ([`Log::last_message`]).
     pub(crate) last_entry: LastEntry,
+    /// The mirror position records, once a mirrored set was appended (or found at open).
+    pub(crate) positions: Option<super::positions::MirrorPositions<F>>,
 }
 
 impl<F: LogFs> Log<F> {
@@ -225,6 +235,7 @@ impl<F: LogFs> Log<F> {
             poisoned: None,
             failed: None,
             last_entry: LastEntry::Unknown,
+            positions: None,
         };
         log.new_segment(start, now_ms)?;
         Ok(log)
@@ -547,6 +558,7 @@ impl<F: LogFs> Log<F> {
         self.flushes_in_flight += 1;
         let dir = (!self.dir_synced).then(|| (self.fs.clone(), self.dir.clone()));
         Ok(Some(FlushTicket {
+            positions: self.positions.as_ref().map(|p| p.file()),
             file: active.file.clone(),
             path: active.path.clone(),
             dir,

@@ -77,8 +77,10 @@ impl<F: LogFs> Log<F> {
             poisoned: None,
             failed: None,
             last_entry: super::partition::LastEntry::Unknown,
+            positions: None,
         };
         log.recover(hints, &diverged)?;
+        log.open_positions(now_ms)?;
         if !hints.clean_shutdown {
             log.dir_synced = log.sync_recovered(hints.checkpoint.unwrap_or(0))?;
         }
