@@ -92,6 +92,9 @@ pub enum Bug {
     /// A demotion does not take the other cluster's committed offsets for the synced groups
     /// (a group moved back re-reads from its commits of before the failover).
     DemoteKeepsOldOffsets = 536870912,
+    /// A flush does not sync a log's mirror position records: a crash after a mirrored set was
+    /// acknowledged can lose its record, and recovery then cuts the set from the log.
+    PositionsNotSynced = 1073741824,
 }
 
 /// The partitions of one commit request [`Bug::CommitCapped`] writes.

@@ -8,7 +8,7 @@ use rand_chacha::ChaCha8Rng;
 use tributary_core::consumer::BrokerPartition;
 use tributary_core::identity::ClusterId;
 use tributary_core::mirror::position::book::{HISTORY_MAX, SOURCES_MAX};
-use tributary_core::mirror::position::record::{self, RecordProblem, Tail};
+use tributary_core::mirror::position::record::{self, Record, RecordProblem, Tail};
 use tributary_core::mirror::position::{
     Decision, Position, PositionBook, PositionError, SourceKey,
 };
@@ -56,12 +56,19 @@ fn records_read_back_as_written_and_a_torn_last_record_leaves_the_others() {
     let decoded = record::decode(&file);
     assert_eq!(decoded.tail, Tail::Clean);
     assert_eq!(decoded.valid_bytes, file.len());
-    let read: Vec<Position> = decoded.positions.into_iter().map(|(_, p)| p).collect();
+    let read: Vec<Position> = decoded
+        .records
+        .into_iter()
+        .map(|(_, r)| match r {
+            Record::Mirrored(p) => p,
+            other => panic!("not a mirrored set: {other:?}"),
+        })
+        .collect();
     assert_eq!(read, positions);
     let last_start = file.len() - record::encode(&positions[3]).len();
     for cut in last_start..file.len() {
         let decoded = record::decode(&file[..cut]);
-        assert_eq!(decoded.positions.len(), 3, "cut at {cut}");
+        assert_eq!(decoded.records.len(), 3, "cut at {cut}");
         assert_eq!(decoded.valid_bytes, last_start);
         let clean_cut = cut == last_start;
         assert_eq!(
@@ -78,7 +85,7 @@ fn a_damaged_record_ends_the_valid_ones_and_says_where() {
     let second = record::encode(&positions[0]).len();
     file[second + 12] ^= 0x40;
     let decoded = record::decode(&file);
-    assert_eq!(decoded.positions.len(), 1);
+    assert_eq!(decoded.records.len(), 1);
     assert_eq!(decoded.valid_bytes, second);
     assert_eq!(
         decoded.tail,
@@ -111,20 +118,27 @@ fn recovery_keeps_what_the_log_holds_and_cuts_a_set_only_partly_in_it() {
     );
     assert_eq!(whole.book.resume_at(&key(0)), Some(300));
 
-    // The last set's data never reached the log: its record goes, the log stays.
+    // The last set's data never reached the log: its record goes. The log's bytes 360..400
+    // have no record (an append whose record the crash lost while the disk kept its bytes:
+    // never flushed), so the log is cut back to where the records end.
     let lost = PositionBook::recover(&file, 400);
     assert_eq!(
         (lost.keep_bytes, lost.cut_log_to, lost.dropped),
-        (kept_three, None, 1)
+        (kept_three, Some(360), 1)
     );
     assert_eq!(lost.book.resume_at(&key(0)), Some(250));
-    assert_eq!(lost.book.records(), file[..kept_three].to_vec());
+    let rewritten = PositionBook::recover(&lost.book.records(), 360);
+    assert_eq!(
+        rewritten.book, lost.book,
+        "a rewrite reads back as the same book"
+    );
 
-    // Half of it did: the log is cut back to where the set began.
+    // Half of it did: the log is cut back to where the records end (before the set, and
+    // before the unrecorded bytes ahead of it).
     let torn = PositionBook::recover(&file, 430);
     assert_eq!(
         (torn.keep_bytes, torn.cut_log_to, torn.dropped),
-        (kept_three, Some(400), 1)
+        (kept_three, Some(360), 1)
     );
 
     // A set torn in the middle of the file: it and everything after go.
@@ -372,4 +386,35 @@ fn a_translated_offset_never_skips_an_unread_message() {
             }
         }
     }
+}
+
+#[test]
+fn other_appends_are_accounted_for_and_an_unrecorded_tail_is_cut() {
+    let a = key(0);
+    let mut file = record::encode(&at(&a, (0, 100), (0, 120)));
+    file.extend(record::encode_record(&Record::Other {
+        start: 120,
+        end: 200,
+    }));
+    file.extend(record::encode(&at(&a, (100, 200), (200, 330))));
+    // Everything recorded is in the log: nothing is cut.
+    let whole = PositionBook::recover(&file, 330);
+    assert_eq!((whole.cut_log_to, whole.dropped), (None, 0));
+    assert_eq!(whole.book.end(), 330);
+    // The log goes on past the records: those bytes were never flushed.
+    let past = PositionBook::recover(&file, 500);
+    assert_eq!((past.cut_log_to, past.dropped), (Some(330), 0));
+    // The other append is torn: the log is cut where it began, and the set after it goes.
+    let torn = PositionBook::recover(&file, 150);
+    assert_eq!((torn.cut_log_to, torn.dropped), (Some(120), 2));
+    // A rewrite from the book accounts for the same bytes.
+    let mut book = PositionBook::new();
+    book.record(at(&a, (0, 100), (0, 120))).unwrap();
+    book.note_other(120, 200).unwrap();
+    let again = PositionBook::recover(&book.records(), 200);
+    assert_eq!((again.cut_log_to, again.book.end()), (None, 200));
+    assert!(matches!(
+        book.note_other(150, 260),
+        Err(PositionError::OtherOutOfLogOrder { known_end: 200, .. })
+    ));
 }

@@ -43,6 +43,6 @@ pub mod world;
 pub mod zk_model;
 
 pub use scenarios::{
-    clients, cluster, failover, log_crash, long_link, mirror, replica, retention_restart, topology,
-    two_clusters,
+    clients, cluster, failover, log_crash, long_link, mirror, mirror_positions, replica,
+    retention_restart, topology, two_clusters,
 };

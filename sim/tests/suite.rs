@@ -29,6 +29,8 @@ mod log_restart;
 mod long_link;
 #[path = "mirror.rs"]
 mod mirror;
+#[path = "mirror_positions.rs"]
+mod mirror_positions;
 #[path = "replica.rs"]
 mod replica;
 #[path = "retention_restart.rs"]

@@ -114,8 +114,9 @@ impl ValidatedSet {
 /// time) and the end it makes visible.
 #[derive(Debug)]
 pub struct FlushTicket<F: LogFs> {
-    /// The mirror position records, synced before the segment: a durable byte of a mirrored
-    /// set always has a durable record.
+    /// The mirror position records, synced with the segment: a flushed byte always has a
+    /// durable record (bytes the disk kept without one were never flushed, and recovery
+    /// cuts them).
     positions: Option<Arc<F::File>>,
     file: Arc<F::File>,
     path: PathBuf,
@@ -133,7 +134,9 @@ impl<F: LogFs> FlushTicket<F> {
     /// file whose directory entry is not durable can vanish whole in a machine crash.
     pub fn sync(&self) -> std::io::Result<()> {
         if let Some(positions) = &self.positions {
-            positions.sync()?;
+            if !crate::planted::active(crate::planted::Bug::PositionsNotSynced) {
+                positions.sync()?;
+            }
         }
         self.file.sync()?;
         if let Some((fs, dir)) = &self.dir {
@@ -283,6 +286,7 @@ impl<F: LogFs> Log<F> {
             });
         }
         self.flush(now_ms)?;
+        self.record_hole(from, to)?;
         let path = self.dir.join(gap_file_name(from, to));
         let record = self
             .fs
@@ -410,9 +414,8 @@ impl<F: LogFs> Log<F> {
         Ok(info)
     }
 
-    /// Appends an already validated set (see [`Log::append`]), without flushing: when the
-    /// message-count trigger fires, `flush_needed` says so and the caller flushes.
-    pub fn append_validated(
+    /// [`Log::append_validated`] without writing a mirror position record first.
+    pub(crate) fn append_unrecorded(
         &mut self,
         set: &ValidatedSet,
         now_ms: i64,

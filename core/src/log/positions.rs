@@ -2,16 +2,20 @@
 //! `mirror-positions` in the partition's directory, beside its segments, and the book read
 //! from it.
 //!
-//! Order is what makes data and records come back together: a set's record is written before
-//! the set, and [`MirrorPositions::sync`] runs before the segment's sync in every flush, so
-//! any durable byte of a mirrored set has a durable record. [`MirrorPositions::open`] reads the
-//! records back against the log as recovered, drops those whose sets the log lacks and says
-//! where a set only partly in the log began (the log is cut there by its caller).
+//! Data and records come back together: a set's record is written before the set, every
+//! append to a partition with records writes one (another append's range, or a hole's), and
+//! every flush syncs the records with the segment, so every flushed byte has a durable record.
+//! [`MirrorPositions::open`] reads the records back against the log as recovered, drops those
+//! whose appends the log lacks and says where to cut the log so that no byte past the first
+//! record lacks its record (such bytes were never flushed: torn by a crash, or written back by
+//! the disk on its own); the caller cuts it there.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::fs::{LogFile, LogFs};
+use crate::mirror::position::book::BookMark;
+use crate::mirror::position::record::Record;
 use crate::mirror::position::record::{self, Tail, POSITIONS_FILE};
 use crate::mirror::position::{Position, PositionBook, PositionError, Recovery, SourceKey};
 
@@ -53,9 +57,10 @@ pub struct MirrorPositions<F: LogFs> {
 #[derive(Debug)]
 #[must_use = "a record whose set is not appended must be taken back"]
 pub struct Written {
-    key: SourceKey,
+    /// The source partition of a mirrored set; `None` for another append.
+    key: Option<SourceKey>,
     len_before: u64,
-    end_before: u64,
+    mark: BookMark,
 }
 
 /// What opening the records found.
@@ -105,17 +110,24 @@ impl<F: LogFs> MirrorPositions<F> {
             file.set_len(len).map_err(|e| io("truncate", e))?;
             file.sync().map_err(|e| io("sync", e))?;
         }
-        if !existed {
-            fs.sync_dir(dir).map_err(|e| io("sync directory of", e))?;
+        let mut positions = MirrorPositions {
+            fs,
+            path,
+            file: Arc::new(file),
+            len,
+            book,
+        };
+        if !existed || bytes.is_empty() {
+            // Where the records begin, durable before any append they account for.
+            positions.write_begin(log_end)?;
+            positions.sync()?;
+            positions
+                .fs
+                .sync_dir(dir)
+                .map_err(|e| positions.io("sync directory of", e))?;
         }
         Ok(Opened {
-            positions: MirrorPositions {
-                fs,
-                path,
-                file: Arc::new(file),
-                len,
-                book,
-            },
+            positions,
             cut_log_to,
             dropped,
             tail,
@@ -137,12 +149,42 @@ impl<F: LogFs> MirrorPositions<F> {
             .write_all_at(&bytes, self.len)
             .map_err(|e| self.io("write", e))?;
         let written = Written {
-            key: position.key.clone(),
+            key: Some(position.key.clone()),
             len_before: self.len,
-            end_before: self.book.end(),
+            mark: self.book.mark(),
         };
         self.len += bytes.len() as u64;
         self.book.record(position)?;
+        Ok(written)
+    }
+
+    /// Writes where the records begin (the first record of a new file).
+    fn write_begin(&mut self, at: u64) -> Result<(), PositionsError> {
+        let bytes = record::encode_record(&Record::Begin { at });
+        self.file
+            .write_all_at(&bytes, self.len)
+            .map_err(|e| self.io("write", e))?;
+        self.len += bytes.len() as u64;
+        self.book.begin_at(at)?;
+        Ok(())
+    }
+
+    /// Writes the record of an append that is not a mirrored set (or of a hole), `start..end`
+    /// of the log, before it is made; taken back as [`write`](Self::write)'s is.
+    pub fn write_other(&mut self, start: u64, end: u64) -> Result<Written, PositionsError> {
+        let mark = self.book.mark();
+        self.book.check_other(start, end)?;
+        let bytes = record::encode_record(&Record::Other { start, end });
+        self.file
+            .write_all_at(&bytes, self.len)
+            .map_err(|e| self.io("write", e))?;
+        let written = Written {
+            key: None,
+            len_before: self.len,
+            mark,
+        };
+        self.len += bytes.len() as u64;
+        self.book.note_other(start, end)?;
         Ok(written)
     }
 
@@ -152,12 +194,15 @@ impl<F: LogFs> MirrorPositions<F> {
         self.file
             .set_len(written.len_before)
             .map_err(|e| self.io("truncate", e))?;
-        self.book.unrecord_last(&written.key, written.end_before);
+        match &written.key {
+            Some(key) => self.book.unrecord_last(key, written.mark),
+            None => self.book.unnote_other(written.mark),
+        }
         self.len = written.len_before;
         Ok(())
     }
 
-    /// The file handle a flush syncs (before the segment's).
+    /// The file handle a flush syncs (with the segment's).
     pub fn file(&self) -> Arc<F::File> {
         self.file.clone()
     }
@@ -245,7 +290,9 @@ mod tests {
         let kept = fs
             .read_file(&MirrorPositions::<MemFs>::path_in(dir))
             .unwrap();
-        assert_eq!(kept, record::encode(&position((0, 10), (0, 30))));
+        let mut expected = record::encode_record(&Record::Begin { at: 0 });
+        expected.extend(record::encode(&position((0, 10), (0, 30))));
+        assert_eq!(kept, expected);
     }
 
     #[test]

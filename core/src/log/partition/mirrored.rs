@@ -33,6 +33,59 @@ pub enum MirroredAppend {
 }
 
 impl<F: LogFs> Log<F> {
+    /// Appends an already validated set (see [`Log::append`]), without flushing: when the
+    /// message-count trigger fires, `flush_needed` says so and the caller flushes. When the
+    /// log keeps mirror position records, the append's record is written first (and taken
+    /// back if the append fails), so they account for every byte.
+    pub fn append_validated(
+        &mut self,
+        set: &ValidatedSet,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        if self.positions.is_none() || set.messages == 0 {
+            return self.append_unrecorded(set, now_ms);
+        }
+        self.check_writable()?;
+        let start = self.written_end();
+        let end = start.saturating_add(set.bytes.len() as u64);
+        let tp = self.tp.clone();
+        let positions = self.positions_for_writing()?;
+        let written = positions
+            .write_other(start, end)
+            .map_err(|e| positions_error(&tp, e))?;
+        let appended = self.append_unrecorded(set, now_ms);
+        if appended.is_err() {
+            self.take_back(written);
+        }
+        appended
+    }
+
+    /// Records a hole `from..to` the log is about to leave (synced at once: the hole is
+    /// durable as soon as it is made).
+    pub(crate) fn record_hole(&mut self, from: u64, to: u64) -> Result<(), LogError> {
+        if self.positions.is_none() {
+            return Ok(());
+        }
+        let tp = self.tp.clone();
+        let positions = self.positions_for_writing()?;
+        let _recorded = positions
+            .write_other(from, to)
+            .map_err(|e| positions_error(&tp, e))?;
+        positions.sync().map_err(|e| positions_error(&tp, e))
+    }
+
+    /// Takes back a record whose append failed; when even that fails, nothing more is
+    /// appended (a crash would keep a record naming bytes the log does not hold).
+    fn take_back(&mut self, written: crate::log::positions::Written) {
+        if let Some(positions) = self.positions.as_mut() {
+            if let Err(undo) = positions.take_back(written) {
+                self.poisoned.get_or_insert_with(|| {
+                    format!("a mirror position could not be taken back: {undo}")
+                });
+            }
+        }
+    }
+
     /// Appends `set` unless the log already holds (some of) its source messages: the set's
     /// position is written before it, and taken back if the append fails, so the records never
     /// name a set the log does not hold. Flushing is the caller's, as after
@@ -70,7 +123,7 @@ impl<F: LogFs> Log<F> {
         let written = positions
             .write(position)
             .map_err(|e| positions_error(&tp, e))?;
-        match self.append_validated(set, now_ms) {
+        match self.append_unrecorded(set, now_ms) {
             Ok(info) => {
                 assert_eq!(
                     info.offset, mirror_start,
@@ -79,15 +132,7 @@ impl<F: LogFs> Log<F> {
                 Ok(MirroredAppend::Appended(info))
             }
             Err(e) => {
-                if let Some(positions) = self.positions.as_mut() {
-                    if let Err(undo) = positions.take_back(written) {
-                        // A record naming a set the log lacks would be kept by a crash:
-                        // nothing more is appended to this log.
-                        self.poisoned.get_or_insert_with(|| {
-                            format!("a mirror position could not be taken back: {undo}")
-                        });
-                    }
-                }
+                self.take_back(written);
                 Err(e)
             }
         }

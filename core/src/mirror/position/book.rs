@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::record::{self, Tail};
+use super::record::{self, Record, Tail};
 use super::{Position, PositionError, SourceKey};
 
 /// The most source partitions one mirror partition keeps positions for (fan-in of many
@@ -35,9 +35,11 @@ pub struct Recovery {
     pub book: PositionBook,
     /// The records file keeps this many bytes from its start; the rest goes.
     pub keep_bytes: usize,
-    /// A recorded set only partly in the log (its tail torn by the crash, so never
-    /// acknowledged): the log is cut to where the set began, so that no message is in the log
-    /// without its position.
+    /// Where the log is cut so that no byte of it past the first record lacks its record:
+    /// where a recorded append only partly in the log began, or where the records end when
+    /// the log goes on past them. Such bytes were never flushed (a flush syncs the records
+    /// first), so never acknowledged nor served: a crash tore them, or the disk wrote them
+    /// back on its own.
     pub cut_log_to: Option<u64>,
     /// Records dropped because their sets are not (wholly) in the log.
     pub dropped: usize,
@@ -45,13 +47,22 @@ pub struct Recovery {
     pub tail: Tail,
 }
 
+/// Where a book stood before a record ([`PositionBook::mark`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BookMark {
+    end: u64,
+    begin: Option<u64>,
+}
+
 /// The positions of one mirror partition: per source partition, its recorded sets, oldest
 /// first (thinned past [`HISTORY_MAX`]), the last being where its copy has reached.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PositionBook {
     sources: BTreeMap<SourceKey, VecDeque<Position>>,
-    /// The mirror log's end after the last recorded set.
+    /// The mirror log's end after the last record (a mirrored set or another append).
     end: u64,
+    /// Where the first record began: the records account for every byte from there.
+    begin: Option<u64>,
 }
 
 impl PositionBook {
@@ -71,16 +82,22 @@ impl PositionBook {
         let mut cut_log_to = None;
         let mut dropped = 0;
         let mut tail = decoded.tail;
-        for (at, position) in decoded.positions {
-            if cut_log_to.is_some() || position.mirror_end > log_end {
-                if position.mirror_start < log_end && cut_log_to.is_none() {
-                    cut_log_to = Some(position.mirror_start);
+        let first_start = decoded.records.first().map(|(_, r)| r.start());
+        for (at, record) in decoded.records {
+            if cut_log_to.is_some() || record.end() > log_end {
+                if record.start() < log_end && cut_log_to.is_none() {
+                    cut_log_to = Some(record.start());
                 }
                 keep_bytes = keep_bytes.min(at);
                 dropped += 1;
                 continue;
             }
-            if book.record(position).is_err() {
+            let kept = match record {
+                Record::Mirrored(position) => book.record(position).is_ok(),
+                Record::Begin { at } => book.begin_at(at).is_ok(),
+                Record::Other { start, end } => book.note_other(start, end).is_ok(),
+            };
+            if !kept {
                 keep_bytes = at;
                 tail = Tail::Damaged {
                     at,
@@ -88,6 +105,11 @@ impl PositionBook {
                 };
                 break;
             }
+        }
+        let covered_to = book.begin.map(|_| book.end).or(first_start);
+        if let Some(covered_to) = covered_to.filter(|c| *c < log_end) {
+            let cut = cut_log_to.map_or(covered_to, |c: u64| c.min(covered_to));
+            cut_log_to = Some(cut);
         }
         Recovery {
             book,
@@ -157,10 +179,53 @@ impl PositionBook {
         }
     }
 
+    /// Notes where the records begin (the log's end when they were made): from there on they
+    /// account for every byte.
+    pub fn begin_at(&mut self, at: u64) -> Result<(), PositionError> {
+        if self.begin.is_some() || at < self.end {
+            return Err(PositionError::OtherOutOfLogOrder {
+                start: at,
+                end: at,
+                known_end: self.end,
+            });
+        }
+        self.begin = Some(at);
+        self.end = at;
+        Ok(())
+    }
+
+    /// Whether another append at `start..end` may be noted next: non-empty, after every record.
+    pub fn check_other(&self, start: u64, end: u64) -> Result<(), PositionError> {
+        if start >= end || start < self.end {
+            return Err(PositionError::OtherOutOfLogOrder {
+                start,
+                end,
+                known_end: self.end,
+            });
+        }
+        Ok(())
+    }
+
+    /// Notes an append that is not a mirrored set (or a hole), `start..end` of the log: the
+    /// records account for it, so a crash that keeps its bytes without the record can tell.
+    pub fn note_other(&mut self, start: u64, end: u64) -> Result<(), PositionError> {
+        self.check_other(start, end)?;
+        self.begin.get_or_insert(start);
+        self.end = end;
+        Ok(())
+    }
+
+    /// Takes back the last [`note_other`](Self::note_other) (its append did not happen).
+    pub fn unnote_other(&mut self, mark: BookMark) {
+        self.end = mark.end;
+        self.begin = mark.begin;
+    }
+
     /// Records an appended set's position (after [`check`](Self::check) accepts it; the same
     /// error otherwise, and nothing changes).
     pub fn record(&mut self, position: Position) -> Result<(), PositionError> {
         self.check(&position)?;
+        self.begin.get_or_insert(position.mirror_start);
         self.end = position.mirror_end;
         let history = self.sources.entry(position.key.clone()).or_default();
         history.push_back(position);
@@ -171,17 +236,26 @@ impl PositionBook {
         Ok(())
     }
 
+    /// Where the book stands, for [`unrecord_last`](Self::unrecord_last).
+    pub fn mark(&self) -> BookMark {
+        BookMark {
+            end: self.end,
+            begin: self.begin,
+        }
+    }
+
     /// Undoes the last [`record`](Self::record) of `key`, whose set could not be appended after
-    /// all; `end_before` is [`end`](Self::end) as it was before it. (Positions that recording
+    /// all; `mark` is the book's [`mark`](Self::mark) from before it. (Positions that recording
     /// thinned out stay out: translation through them lands earlier, never later.)
-    pub fn unrecord_last(&mut self, key: &SourceKey, end_before: u64) {
+    pub fn unrecord_last(&mut self, key: &SourceKey, mark: BookMark) {
         if let Some(history) = self.sources.get_mut(key) {
             history.pop_back();
             if history.is_empty() {
                 self.sources.remove(key);
             }
         }
-        self.end = end_before;
+        self.end = mark.end;
+        self.begin = mark.begin;
         debug_assert!(self.invariants_hold());
     }
 
@@ -223,7 +297,24 @@ impl PositionBook {
     pub fn records(&self) -> Vec<u8> {
         let mut kept: Vec<&Position> = self.sources.values().flatten().collect();
         kept.sort_by_key(|p| p.mirror_start);
-        kept.into_iter().flat_map(record::encode).collect()
+        let mirrored_end = kept.last().map(|p| p.mirror_end);
+        let mut bytes: Vec<u8> = self
+            .begin
+            .map(|at| record::encode_record(&Record::Begin { at }))
+            .unwrap_or_default();
+        bytes.extend(kept.into_iter().flat_map(record::encode));
+        // What came after the last kept set (other appends), so the rewrite accounts for the
+        // same bytes.
+        if let Some(begin) = self.begin {
+            let start = mirrored_end.unwrap_or(begin).max(begin);
+            if start < self.end {
+                bytes.extend(record::encode_record(&Record::Other {
+                    start,
+                    end: self.end,
+                }));
+            }
+        }
+        bytes
     }
 
     /// The book's invariants: every source partition has between one and [`HISTORY_MAX`]

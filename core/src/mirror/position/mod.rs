@@ -25,7 +25,7 @@
 pub mod book;
 pub mod record;
 
-pub use book::{Decision, PositionBook, Recovery};
+pub use book::{BookMark, Decision, PositionBook, Recovery};
 
 use std::fmt;
 
@@ -98,6 +98,18 @@ pub enum PositionError {
         /// The set's first mirror offset.
         start: u64,
         /// The mirror offset after the set.
+        end: u64,
+        /// Where the records seen so far end.
+        known_end: u64,
+    },
+    /// Another append's record starts before the end of the records, or is empty.
+    #[error(
+        "an append at {start}..{end} does not follow the log (its records end at {known_end})"
+    )]
+    OtherOutOfLogOrder {
+        /// Where it began.
+        start: u64,
+        /// Where it ended.
         end: u64,
         /// Where the records seen so far end.
         known_end: u64,

@@ -1,12 +1,21 @@
-//! The position records' file: one record per mirrored set, appended in log order.
+//! The position records' file: one record per append to the partition once it has the file,
+//! in log order: a mirrored set's position, or the range of any other append (a producer
+//! writing to the mirror topic too, a hole), so that the records account for every byte of the
+//! log from the first record on.
 //!
 //! ```text
 //! record := length u32 | crc u32 | body           (big-endian; crc is CRC-32 of body)
-//! body   := version u8 (1)
-//!           | cluster id (u16 length, bytes) | topic (u16 length, bytes)
+//! body   := version u8 (1) | kind u8
+//!   kind 1 (a mirrored set):
+//!           cluster id (u16 length, bytes) | topic (u16 length, bytes)
 //!           | broker id i32 | partition u32
 //!           | source start i64 | source next i64 | mirror start u64 | mirror end u64
+//!   kind 2 (another append): mirror start u64 | mirror end u64
+//!   kind 3 (where the records begin): mirror offset u64
 //! ```
+//!
+//! The file starts with a kind-3 record, written and synced when the file is made, before any
+//! append it accounts for: the records account for every byte of the log from there on.
 //!
 //! Reading stops at the first record that is cut short or fails its CRC: a crash can tear only
 //! the last record written, and what follows a damaged record cannot be trusted either. The
@@ -27,6 +36,49 @@ const VERSION: u8 = 1;
 
 /// A record's header: length and CRC.
 const HEADER_BYTES: usize = 8;
+
+/// One record: what one append put into the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// A mirrored set and its source position.
+    Mirrored(Position),
+    /// Where the records begin: they account for every byte of the log from `at` on.
+    Begin {
+        /// The log's end when the records were made.
+        at: u64,
+    },
+    /// Another append (or a hole): the log's bytes `start..end`, from no recorded source.
+    Other {
+        /// The log's end before it.
+        start: u64,
+        /// The log's end after it.
+        end: u64,
+    },
+}
+
+impl Record {
+    /// Where the append began in the log.
+    pub fn start(&self) -> u64 {
+        match self {
+            Record::Mirrored(p) => p.mirror_start,
+            Record::Begin { at } => *at,
+            Record::Other { start, .. } => *start,
+        }
+    }
+
+    /// Where the log ended after it.
+    pub fn end(&self) -> u64 {
+        match self {
+            Record::Mirrored(p) => p.mirror_end,
+            Record::Begin { at } => *at,
+            Record::Other { end, .. } => *end,
+        }
+    }
+}
+
+const KIND_MIRRORED: u8 = 1;
+const KIND_OTHER: u8 = 2;
+const KIND_BEGIN: u8 = 3;
 
 /// The longest body a record may have: a cluster id and a topic name at their limits and the
 /// fixed fields, with room to spare. A longer length is damage, never a record.
@@ -60,6 +112,9 @@ pub enum RecordProblem {
     /// Its version is not one this broker reads.
     #[error("version {0} (this broker reads {VERSION})")]
     Version(u8),
+    /// Its kind is not one this broker reads.
+    #[error("kind {0} (this broker reads 1 to 3)")]
+    Kind(u8),
     /// A field runs past the body's end.
     #[error("a field is cut short")]
     CutShort,
@@ -70,7 +125,9 @@ pub enum RecordProblem {
     #[error(transparent)]
     Topic(#[from] crate::wire::TopicError),
     /// The offsets take the wrong number of bytes.
-    #[error("{0} bytes of offsets (expected 40)")]
+    #[error(
+        "{0} bytes of offsets (40 for a mirrored set, 16 for another append, 8 for a beginning)"
+    )]
     OffsetBytes(usize),
     /// The offsets are not a set's (a negative broker id, an empty or reversed range).
     #[error("its offsets are not a set's")]
@@ -85,36 +142,53 @@ pub enum RecordProblem {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decoded {
     /// The valid records, in the order written, each with the byte where it starts.
-    pub positions: Vec<(usize, Position)>,
+    pub records: Vec<(usize, Record)>,
     /// The bytes they take from the file's start.
     pub valid_bytes: usize,
     /// What ends them.
     pub tail: Tail,
 }
 
-/// One record's bytes.
+/// A mirrored set's record.
 pub fn encode(position: &Position) -> Vec<u8> {
-    let cluster = position.key.cluster.as_str().as_bytes();
-    let topic = position.key.topic.as_str().as_bytes();
-    let mut body = Vec::with_capacity(1 + 2 + cluster.len() + 2 + topic.len() + 40);
+    encode_record(&Record::Mirrored(position.clone()))
+}
+
+/// One record's bytes.
+pub fn encode_record(record: &Record) -> Vec<u8> {
+    let mut body = Vec::with_capacity(128);
     body.put_u8(VERSION);
-    put_text(&mut body, cluster);
-    put_text(&mut body, topic);
-    body.put_i32(position.key.partition.broker_id);
-    body.put_u32(position.key.partition.partition);
-    body.put_i64(position.source_start);
-    body.put_i64(position.source_next);
-    body.put_u64(position.mirror_start);
-    body.put_u64(position.mirror_end);
+    match record {
+        Record::Mirrored(position) => {
+            body.put_u8(KIND_MIRRORED);
+            put_text(&mut body, position.key.cluster.as_str().as_bytes());
+            put_text(&mut body, position.key.topic.as_str().as_bytes());
+            body.put_i32(position.key.partition.broker_id);
+            body.put_u32(position.key.partition.partition);
+            body.put_i64(position.source_start);
+            body.put_i64(position.source_next);
+            body.put_u64(position.mirror_start);
+            body.put_u64(position.mirror_end);
+        }
+        Record::Begin { at } => {
+            body.put_u8(KIND_BEGIN);
+            body.put_u64(*at);
+        }
+        Record::Other { start, end } => {
+            body.put_u8(KIND_OTHER);
+            body.put_u64(*start);
+            body.put_u64(*end);
+        }
+    }
     assert!(
         body.len() <= BODY_BYTES_MAX,
         "a record's body fits its limit"
     );
-    let mut record = Vec::with_capacity(HEADER_BYTES + body.len());
-    record.put_u32(u32::try_from(body.len()).unwrap_or(u32::MAX));
-    record.put_u32(crc32fast::hash(&body));
-    record.extend_from_slice(&body);
-    record
+    let mut bytes = Vec::with_capacity(HEADER_BYTES + body.len());
+    bytes.put_u32(u32::try_from(body.len()).unwrap_or(u32::MAX));
+    bytes.put_u32(crc32fast::hash(&body));
+    bytes.extend_from_slice(&body);
+    bytes
 }
 
 /// A length-prefixed text field (cluster ids and topic names are far below `u16::MAX`).
@@ -125,51 +199,75 @@ fn put_text(body: &mut Vec<u8>, text: &[u8]) {
 
 /// Every valid record of `bytes`, up to the first that is torn or damaged.
 pub fn decode(bytes: &[u8]) -> Decoded {
-    let mut positions = Vec::new();
+    let mut records = Vec::new();
     let mut at = 0usize;
     loop {
         let rest = bytes.get(at..).unwrap_or_default();
         if rest.is_empty() {
-            return decoded(positions, at, Tail::Clean);
+            return decoded(records, at, Tail::Clean);
         }
         let Some(mut header) = rest.get(..HEADER_BYTES) else {
-            return decoded(positions, at, Tail::Torn);
+            return decoded(records, at, Tail::Torn);
         };
         let length = header.get_u32() as usize;
         let crc = header.get_u32();
         if length > BODY_BYTES_MAX {
             let problem = RecordProblem::TooLong(length);
-            return decoded(positions, at, Tail::Damaged { at, problem });
+            return decoded(records, at, Tail::Damaged { at, problem });
         }
         let Some(body) = rest.get(HEADER_BYTES..HEADER_BYTES + length) else {
-            return decoded(positions, at, Tail::Torn);
+            return decoded(records, at, Tail::Torn);
         };
         if crc32fast::hash(body) != crc {
             let problem = RecordProblem::Crc;
-            return decoded(positions, at, Tail::Damaged { at, problem });
+            return decoded(records, at, Tail::Damaged { at, problem });
         }
         match decode_body(body) {
-            Ok(position) => positions.push((at, position)),
-            Err(problem) => return decoded(positions, at, Tail::Damaged { at, problem }),
+            Ok(record) => records.push((at, record)),
+            Err(problem) => return decoded(records, at, Tail::Damaged { at, problem }),
         }
         at += HEADER_BYTES + length;
     }
 }
 
-fn decoded(positions: Vec<(usize, Position)>, valid_bytes: usize, tail: Tail) -> Decoded {
+fn decoded(records: Vec<(usize, Record)>, valid_bytes: usize, tail: Tail) -> Decoded {
     Decoded {
-        positions,
+        records,
         valid_bytes,
         tail,
     }
 }
 
 /// One record's body; the error says what is wrong with it.
-fn decode_body(mut body: &[u8]) -> Result<Position, RecordProblem> {
+fn decode_body(mut body: &[u8]) -> Result<Record, RecordProblem> {
     let version = take_u8(&mut body)?;
     if version != VERSION {
         return Err(RecordProblem::Version(version));
     }
+    match take_u8(&mut body)? {
+        KIND_MIRRORED => decode_position(body).map(Record::Mirrored),
+        KIND_OTHER => {
+            if body.len() != 16 {
+                return Err(RecordProblem::OffsetBytes(body.len()));
+            }
+            let (start, end) = (body.get_u64(), body.get_u64());
+            if start >= end {
+                return Err(RecordProblem::NotASet);
+            }
+            Ok(Record::Other { start, end })
+        }
+        KIND_BEGIN => {
+            if body.len() != 8 {
+                return Err(RecordProblem::OffsetBytes(body.len()));
+            }
+            Ok(Record::Begin { at: body.get_u64() })
+        }
+        kind => Err(RecordProblem::Kind(kind)),
+    }
+}
+
+/// A mirrored set's record, after its kind.
+fn decode_position(mut body: &[u8]) -> Result<Position, RecordProblem> {
     let cluster = take_text(&mut body)?;
     let cluster = std::str::from_utf8(cluster)
         .ok()
