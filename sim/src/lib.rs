@@ -38,6 +38,7 @@ pub mod invariants;
 pub mod metrics_check;
 pub mod scenarios;
 pub mod sim_fs;
+pub mod stepping;
 pub mod trace;
 pub mod world;
 pub mod zk_model;

@@ -46,6 +46,8 @@ use super::segment::{read_exact_at, Segment};
 mod mirrored;
 mod serve;
 mod tail;
+#[cfg(test)]
+mod testing;
 use crate::message::{validate_set, MessageError, ShallowIter, ValidationLimits};
 pub use mirrored::{MirroredAppend, SourceRange};
 pub use serve::{FileRange, Served};

@@ -30,6 +30,7 @@ use tributary_core::mirror::position::SourceKey;
 
 use crate::env::sim_now_ms;
 use crate::sim_fs::{sim_builder, CrashPoint, SimFs};
+use crate::stepping::{lock_state, step_until};
 
 const DIR: &str = "/data/logs/mirrored-0";
 /// Source messages the sender has to copy.
@@ -146,42 +147,23 @@ pub fn run_seed(seed: u64) -> Result<(), Failure> {
             async move {
                 if phase.load(Ordering::SeqCst) == 0 {
                     write(writer_seed, &messages, crash, &shared);
-                    guard(&shared).writer_done = true;
+                    lock_state(&shared).writer_done = true;
                 } else {
                     let verdict = verify(&messages, &shared);
-                    guard(&shared).result = Some(verdict);
+                    lock_state(&shared).result = Some(verdict);
                 }
                 std::future::pending::<()>().await;
                 Ok(())
             }
         });
     }
-    step_until(&mut sim, &shared, |s| s.writer_done)?;
+    step_until(&mut sim, &shared, STEPS_MAX, |s| s.writer_done)?;
     sim.crash("broker");
     phase.store(1, Ordering::SeqCst);
     sim.bounce("broker");
-    step_until(&mut sim, &shared, |s| s.result.is_some())?;
-    let result = guard(&shared).result.take();
+    step_until(&mut sim, &shared, STEPS_MAX, |s| s.result.is_some())?;
+    let result = lock_state(&shared).result.take();
     result.unwrap_or_else(|| Err("the scenario ended without a verdict".into()))
-}
-
-fn guard(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
-    shared.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn step_until(
-    sim: &mut turmoil::Sim<'_>,
-    shared: &Mutex<Shared>,
-    done: impl Fn(&Shared) -> bool,
-) -> Result<(), Failure> {
-    for _ in 0..STEPS_MAX {
-        if done(&guard(shared)) {
-            return Ok(());
-        }
-        sim.step()
-            .map_err(|e| Failure::from(format!("simulation failed: {e}")))?;
-    }
-    Err("scenario stuck".into())
 }
 
 /// Appends the source in random sets, sometimes compressed, sometimes sending a set again,
@@ -230,14 +212,14 @@ fn write(seed: u64, messages: &[(i64, Vec<u8>)], crash: CrashPoint, shared: &Mut
             if log.flush(sim_now_ms()).is_err() {
                 return;
             }
-            guard(shared).acknowledged_to = appended_to;
+            lock_state(shared).acknowledged_to = appended_to;
         }
     }
 }
 
 /// The checks after the restart (see the module's doc).
 fn verify(messages: &[(i64, Vec<u8>)], shared: &Mutex<Shared>) -> Result<(), Failure> {
-    let acknowledged_to = guard(shared).acknowledged_to;
+    let acknowledged_to = lock_state(shared).acknowledged_to;
     let hints = RecoveryHints {
         clean_shutdown: false,
         checkpoint: None,

@@ -17,6 +17,7 @@ use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 
 use crate::env::sim_now_ms;
 use crate::sim_fs::{sim_builder, CrashPoint, SimFs};
+use crate::stepping::{lock_state, step_until};
 
 type Manager = LogManager<SimFs, Mutex<Log<SimFs>>>;
 
@@ -77,39 +78,22 @@ pub fn run_seed(seed: u64) -> Result<(), Failure> {
                     verify(gap_minutes, &shared).await
                 };
                 if let Err(e) = outcome {
-                    guard(&shared).result = Some(Err(e));
+                    lock_state(&shared).result = Some(Err(e));
                 }
                 std::future::pending::<()>().await;
                 Ok(())
             }
         });
     }
-    step_until(&mut sim, &shared, |s| s.writer_done || s.result.is_some())?;
+    step_until(&mut sim, &shared, STEPS_MAX, |s| {
+        s.writer_done || s.result.is_some()
+    })?;
     sim.crash("broker");
     phase.store(1, Ordering::SeqCst);
     sim.bounce("broker");
-    step_until(&mut sim, &shared, |s| s.result.is_some())?;
-    let result = guard(&shared).result.take();
+    step_until(&mut sim, &shared, STEPS_MAX, |s| s.result.is_some())?;
+    let result = lock_state(&shared).result.take();
     result.unwrap_or_else(|| Err("the scenario ended without a verdict".into()))
-}
-
-fn guard(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
-    shared.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn step_until(
-    sim: &mut turmoil::Sim<'_>,
-    shared: &Mutex<Shared>,
-    done: impl Fn(&Shared) -> bool,
-) -> Result<(), Failure> {
-    for _ in 0..STEPS_MAX {
-        if done(&guard(shared)) {
-            return Ok(());
-        }
-        sim.step()
-            .map_err(|e| Failure::from(format!("simulation failed: {e}")))?;
-    }
-    Err("scenario stuck".into())
 }
 
 async fn write(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), Failure> {
@@ -125,15 +109,15 @@ async fn write(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), Failure> 
         let info = lock(&log)
             .append(&set.build(CompressionCodec::None), now)
             .map_err(|e| Failure::caused(e.to_string(), e))?;
-        guard(shared).written.push((info.offset as i64, now));
+        lock_state(shared).written.push((info.offset as i64, now));
         tokio::time::sleep(Duration::from_millis((gap_minutes * MINUTE_MS) as u64)).await;
     }
-    guard(shared).writer_done = true;
+    lock_state(shared).writer_done = true;
     Ok(())
 }
 
 async fn verify(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), Failure> {
-    let written = guard(shared).written.clone();
+    let written = lock_state(shared).written.clone();
     let (manager, report) = Manager::open(SimFs::new(CrashPoint::never()), config(), sim_now_ms())
         .map_err(|e| Failure::caused(e.to_string(), e))?;
     if !report.refused.is_empty() {
@@ -174,6 +158,6 @@ async fn verify(gap_minutes: i64, shared: &Mutex<Shared>) -> Result<(), Failure>
     if deleted != 2 || start != written[2].0 {
         return Err(Failure::from(format!("retention after the restart deleted {deleted} segments and kept from {start}; expected 2, keeping from {}", written[2].0)));
     }
-    guard(shared).result = Some(Ok(()));
+    lock_state(shared).result = Some(Ok(()));
     Ok(())
 }

@@ -203,29 +203,12 @@ mod tests {
 
     use bytes::Bytes;
 
+    use super::super::testing::{policy, tp, DIR, SEGMENT};
     use super::*;
-    use crate::config::{BrokerConfig, Properties};
     use crate::consumer::BrokerPartition;
     use crate::identity::ClusterId;
-    use crate::log::{LogPolicy, MemFs, RecoveryHints, TopicPartition};
+    use crate::log::MemFs;
     use crate::message::{CompressionCodec, MessageSetBuilder};
-
-    const DIR: &str = "/logs/t-0";
-    const SEGMENT: &str = "/logs/t-0/00000000000000000000.kafka";
-
-    fn policy() -> LogPolicy {
-        let props = Properties::parse(
-            "test",
-            "brokerid=0\nlog.dir=/logs\nenable.zookeeper=false\n",
-        )
-        .expect("properties");
-        let config = BrokerConfig::from_properties(&props).expect("config");
-        LogPolicy::for_topic(&config, &"t".parse().expect("topic"))
-    }
-
-    fn tp() -> TopicPartition {
-        TopicPartition::new("t".parse().expect("topic"), 0)
-    }
 
     fn source(start: i64, next: i64) -> SourceRange {
         SourceRange {
@@ -252,11 +235,7 @@ mod tests {
     }
 
     fn reopen(fs: &MemFs) -> Log<MemFs> {
-        let hints = RecoveryHints {
-            clean_shutdown: false,
-            checkpoint: None,
-        };
-        Log::open(fs.clone(), Path::new(DIR), tp(), policy(), hints, 0).expect("open")
+        super::super::testing::reopen(fs, false)
     }
 
     #[test]

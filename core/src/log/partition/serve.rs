@@ -147,27 +147,10 @@ mod tests {
     #![allow(clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
     use std::path::Path;
 
+    use super::super::testing::{policy, tp, DIR, SEGMENT};
     use super::*;
-    use crate::config::{BrokerConfig, Properties};
-    use crate::log::{LogPolicy, MemFs, RecoveryHints, TopicPartition};
+    use crate::log::MemFs;
     use crate::message::{CompressionCodec, MessageSetBuilder};
-
-    const DIR: &str = "/logs/t-0";
-    const SEGMENT: &str = "/logs/t-0/00000000000000000000.kafka";
-
-    fn policy() -> LogPolicy {
-        let props = Properties::parse(
-            "test",
-            "brokerid=0\nlog.dir=/logs\nenable.zookeeper=false\n",
-        )
-        .expect("properties");
-        let config = BrokerConfig::from_properties(&props).expect("config");
-        LogPolicy::for_topic(&config, &"t".parse().expect("topic"))
-    }
-
-    fn tp() -> TopicPartition {
-        TopicPartition::new("t".parse().expect("topic"), 0)
-    }
 
     /// Three sets of three 100-byte messages, flushed; the offsets where each message starts.
     fn written(fs: &MemFs) -> (Log<MemFs>, Vec<u64>) {
@@ -199,11 +182,7 @@ mod tests {
     }
 
     fn reopen(fs: &MemFs) -> Log<MemFs> {
-        let hints = RecoveryHints {
-            clean_shutdown: true,
-            checkpoint: None,
-        };
-        Log::open(fs.clone(), Path::new(DIR), tp(), policy(), hints, 0).expect("open")
+        super::super::testing::reopen(fs, true)
     }
 
     fn bytes_of(served: Served<crate::log::MemFile>) -> Bytes {
