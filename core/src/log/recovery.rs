@@ -80,7 +80,7 @@ impl<F: LogFs> Log<F> {
             positions: None,
         };
         log.recover(hints, &diverged)?;
-        log.open_positions(now_ms)?;
+        log.open_positions(hints.checkpoint.unwrap_or(0), now_ms)?;
         if !hints.clean_shutdown {
             log.dir_synced = log.sync_recovered(hints.checkpoint.unwrap_or(0))?;
         }

@@ -157,9 +157,12 @@ impl<F: LogFs> Log<F> {
     }
 
     /// Reads the records back at open, if the partition has them, against the log as
-    /// recovered: a set only partly in the log (its tail torn by a crash, never acknowledged)
-    /// is cut from the log into a diverged file, so data and records come back together.
-    pub(crate) fn open_positions(&mut self, now_ms: i64) -> Result<(), LogError> {
+    /// recovered: a tail they do not account for (never flushed: torn by a crash, or written
+    /// back by the disk on its own) is cut from the log into a diverged file, so data and
+    /// records come back together. Never below `promised`, the recovery checkpoint's flushed
+    /// end: records that fail to account for promised data are damaged themselves (bit rot),
+    /// and the data stays (its sets may be appended again: duplicates, never a loss).
+    pub(crate) fn open_positions(&mut self, promised: u64, now_ms: i64) -> Result<(), LogError> {
         if !self.fs.exists(&MirrorPositions::<F>::path_in(&self.dir)) {
             return Ok(());
         }
@@ -181,8 +184,15 @@ impl<F: LogFs> Log<F> {
                 self.tp
             );
         }
-        if let Some(cut) = opened.cut_log_to {
-            self.cut_tail(cut, now_ms)?;
+        match opened.cut_log_to {
+            Some(cut) if cut < promised => tracing::warn!(
+                "{}: the mirror position records stop at {cut}, below the data the checkpoint promises ({promised}); the log is kept whole",
+                self.tp
+            ),
+            Some(cut) => {
+                self.cut_tail(cut, now_ms)?;
+            }
+            None => {}
         }
         self.positions = Some(opened.positions);
         Ok(())
@@ -320,5 +330,30 @@ mod tests {
             .filter(|e| e.name.ends_with(".diverged"))
             .count();
         assert_eq!(diverged, 1, "what was cut is kept beside the log");
+    }
+
+    #[test]
+    fn records_damaged_below_the_checkpoint_never_cut_promised_data() {
+        let fs = MemFs::new(0);
+        let mut log = Log::create(fs.clone(), Path::new(DIR), tp(), policy(), 0).expect("log");
+        log.append_mirrored(&set(0, 3), &source(0, 300), 0)
+            .expect("append");
+        log.append_mirrored(&set(3, 3), &source(300, 600), 0)
+            .expect("append");
+        log.flush(0).expect("flush");
+        let end = log.written_end();
+        drop(log);
+        // Bit rot in the records: the second set's record fails its CRC.
+        let path = MirrorPositions::<MemFs>::path_in(Path::new(DIR));
+        let mut records = fs.read_file(&path).expect("records");
+        let last = records.len() - 3;
+        records[last] ^= 0x55;
+        fs.put(&path, &records);
+        let hints = crate::log::RecoveryHints {
+            clean_shutdown: false,
+            checkpoint: Some(end),
+        };
+        let log = Log::open(fs.clone(), Path::new(DIR), tp(), policy(), hints, 0).expect("open");
+        assert_eq!(log.written_end(), end, "promised data is never cut");
     }
 }

@@ -72,12 +72,9 @@ impl PositionBook {
     }
 
     /// Reads the records `file` back against a log recovered to `log_end`: keeps every record
-    /// whose append is wholly below `log_end` and drops the others. When the records end
-    /// cleanly or torn (a crash tears only the last), it asks for the log to be cut where they
-    /// stop accounting for it: where an append only partly in the log began, or where the
-    /// records end. Records that are damaged, or do not follow one another in the log, end
-    /// the valid ones and cut nothing: the records are what is broken, not the log (sets past
-    /// them may then be appended again: duplicates, never a loss).
+    /// whose set is wholly below `log_end`, drops the others, and asks for the log to be cut
+    /// where a set only partly in it began. Records that do not follow one another in the log
+    /// end the valid ones, as damage does.
     pub fn recover(file: &[u8], log_end: u64) -> Recovery {
         let decoded = record::decode(file);
         let mut book = PositionBook::new();
@@ -113,9 +110,6 @@ impl PositionBook {
         if let Some(covered_to) = covered_to.filter(|c| *c < log_end) {
             let cut = cut_log_to.map_or(covered_to, |c: u64| c.min(covered_to));
             cut_log_to = Some(cut);
-        }
-        if matches!(tail, Tail::Damaged { .. }) {
-            cut_log_to = None;
         }
         Recovery {
             book,
