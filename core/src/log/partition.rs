@@ -288,16 +288,22 @@ impl<F: LogFs> Log<F> {
             });
         }
         self.flush(now_ms)?;
-        self.record_hole(from, to)?;
+        let recorded = self.record_hole(from, to)?;
         let path = self.dir.join(gap_file_name(from, to));
-        let record = self
+        let gap = self
             .fs
             .open(&path, true)
-            .map_err(|e| self.io("create", &path, e))?;
-        record.sync().map_err(|e| self.io("sync", &path, e))?;
-        self.fs
-            .sync_dir(&self.dir)
-            .map_err(|e| self.io("sync directory", &self.dir.clone(), e))?;
+            .and_then(|gap| gap.sync())
+            .map_err(|e| self.io("create", &path, e))
+            .and_then(|()| {
+                self.fs
+                    .sync_dir(&self.dir)
+                    .map_err(|e| self.io("sync directory", &self.dir.clone(), e))
+            });
+        if let Err(e) = gap {
+            self.take_back_record(recorded);
+            return Err(e);
+        }
         if let Err(e) = self.new_segment(to, now_ms) {
             // The segment at `to` may exist on disk without being known here: nothing more is
             // appended at `from` (recovery sorts it out at restart, the hole being recorded).

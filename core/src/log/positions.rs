@@ -144,6 +144,7 @@ impl<F: LogFs> MirrorPositions<F> {
     /// [`Written`] it returns takes the record back if the set cannot be appended.
     pub fn write(&mut self, position: Position) -> Result<Written, PositionsError> {
         self.book.check(&position)?;
+        self.compact_if_large()?;
         let bytes = record::encode(&position);
         self.file
             .write_all_at(&bytes, self.len)
@@ -174,6 +175,7 @@ impl<F: LogFs> MirrorPositions<F> {
     pub fn write_other(&mut self, start: u64, end: u64) -> Result<Written, PositionsError> {
         let mark = self.book.mark();
         self.book.check_other(start, end)?;
+        self.compact_if_large()?;
         let bytes = record::encode_record(&Record::Other { start, end });
         self.file
             .write_all_at(&bytes, self.len)
@@ -212,22 +214,34 @@ impl<F: LogFs> MirrorPositions<F> {
         self.file.sync().map_err(|e| self.io("sync", e))
     }
 
-    /// Rewrites the file from the book when it has grown past [`COMPACT_BYTES`] (atomically:
-    /// the old file stays whole until the new one is durable in its place).
+    /// Rewrites the file from the book when it has grown past [`COMPACT_BYTES`]: a temporary
+    /// file is written and synced whole, then renamed over the records; the handle written to
+    /// from then on is the new file's, taken before the rename, so no record can go to a file
+    /// that is no longer there. Called before each record is written.
     pub fn compact_if_large(&mut self) -> Result<bool, PositionsError> {
         if self.len < COMPACT_BYTES {
             return Ok(false);
         }
         let records = self.book.records();
-        self.fs
-            .write_file_atomic(&self.path, &records)
-            .map_err(|e| self.io("rewrite", e))?;
+        let tmp = super::fs::tmp_path(&self.path);
         let file = self
             .fs
-            .open(&self.path, false)
-            .map_err(|e| self.io("open", e))?;
+            .open(&tmp, true)
+            .map_err(|e| self.io("create the rewrite of", e))?;
+        file.set_len(0)
+            .and_then(|()| file.write_all_at(&records, 0))
+            .and_then(|()| file.sync())
+            .map_err(|e| self.io("write the rewrite of", e))?;
+        self.fs
+            .rename(&tmp, &self.path)
+            .map_err(|e| self.io("rename the rewrite over", e))?;
         self.file = Arc::new(file);
         self.len = records.len() as u64;
+        if let Some(dir) = self.path.parent() {
+            self.fs
+                .sync_dir(dir)
+                .map_err(|e| self.io("sync the directory of", e))?;
+        }
         Ok(true)
     }
 
@@ -303,9 +317,18 @@ mod tests {
         let mut positions = MirrorPositions::open(fs.clone(), dir, 0).unwrap().positions;
         let _ = positions.write(position((0, 10), (0, 30))).unwrap();
         let before = positions.book().clone();
+        let length = fs
+            .read_file(&MirrorPositions::<MemFs>::path_in(dir))
+            .unwrap()
+            .len();
         let written = positions.write(position((10, 20), (30, 60))).unwrap();
         positions.take_back(written).unwrap();
         assert_eq!(positions.book(), &before);
+        let after = fs
+            .read_file(&MirrorPositions::<MemFs>::path_in(dir))
+            .unwrap()
+            .len();
+        assert_eq!(after, length, "the record is cut from the file");
         let _ = positions.write(position((10, 25), (30, 70))).unwrap();
         let again = MirrorPositions::open(fs, dir, 70).unwrap();
         assert_eq!(again.dropped, 0);
@@ -328,9 +351,13 @@ mod tests {
             written = positions.len;
             i += 1;
         }
-        assert!(positions.compact_if_large().unwrap());
+        // The next record rewrites the file first, and lands in the rewrite.
+        let at = i as u64 * 10;
+        let _ = positions
+            .write(position((i * 5, i * 5 + 5), (at, at + 10)))
+            .unwrap();
         assert!(positions.len < COMPACT_BYTES / 100);
-        let again = MirrorPositions::open(fs, dir, i as u64 * 10).unwrap();
+        let again = MirrorPositions::open(fs, dir, at + 10).unwrap();
         assert_eq!(again.positions.book(), positions.book());
         assert_eq!(again.dropped, 0);
     }

@@ -61,17 +61,32 @@ impl<F: LogFs> Log<F> {
     }
 
     /// Records a hole `from..to` the log is about to leave (synced at once: the hole is
-    /// durable as soon as it is made).
-    pub(crate) fn record_hole(&mut self, from: u64, to: u64) -> Result<(), LogError> {
+    /// durable as soon as it is made); the record, to take back if the hole is not made.
+    pub(crate) fn record_hole(
+        &mut self,
+        from: u64,
+        to: u64,
+    ) -> Result<Option<crate::log::positions::Written>, LogError> {
         if self.positions.is_none() {
-            return Ok(());
+            return Ok(None);
         }
         let tp = self.tp.clone();
         let positions = self.positions_for_writing()?;
-        let _recorded = positions
+        let recorded = positions
             .write_other(from, to)
             .map_err(|e| positions_error(&tp, e))?;
-        positions.sync().map_err(|e| positions_error(&tp, e))
+        if let Err(e) = positions.sync() {
+            self.take_back(recorded);
+            return Err(positions_error(&tp, e));
+        }
+        Ok(Some(recorded))
+    }
+
+    /// Takes back a hole's record when the hole could not be made.
+    pub(crate) fn take_back_record(&mut self, recorded: Option<crate::log::positions::Written>) {
+        if let Some(recorded) = recorded {
+            self.take_back(recorded);
+        }
     }
 
     /// Takes back a record whose append failed; when even that fails, nothing more is

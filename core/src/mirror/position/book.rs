@@ -282,11 +282,6 @@ impl PositionBook {
         })
     }
 
-    /// The last recorded position of every source partition, in key order.
-    pub fn latest(&self) -> impl Iterator<Item = &Position> {
-        self.sources.values().filter_map(VecDeque::back)
-    }
-
     /// The mirror log's end after the last recorded set (0 when none is).
     pub fn end(&self) -> u64 {
         self.end
