@@ -51,6 +51,8 @@ pub fn response_frame(data: &[u8]) {
         ResponseKind::AckedProduce,
         ResponseKind::ClusterIdentity,
         ResponseKind::TopicOrigins,
+        ResponseKind::MirrorProduce,
+        ResponseKind::MirrorPositions,
     ] {
         let mut buf = BytesMut::from(data);
         if let Ok(Some(response)) = decoder.decode(kind, &mut buf) {

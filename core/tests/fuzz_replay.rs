@@ -126,12 +126,27 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
     out
 }
 
+/// Frames of the mirror requests and responses, kept beside the seeds above (which predate
+/// them) so that the older seed files stay as they are.
+fn mirror_seeds(target: &str) -> Vec<Vec<u8>> {
+    let mut rng = rng(0x4d1);
+    let frame = |rng: &mut rand_chacha::ChaCha8Rng| match target {
+        "request_frames" => Some(mirror_request(rng).to_bytes().unwrap().to_vec()),
+        "response_frames" => Some(mirror_response(rng).to_bytes().unwrap().to_vec()),
+        _ => None,
+    };
+    (0..6).filter_map(|_| frame(&mut rng)).collect()
+}
+
 fn write_seeds() {
     for (target, _) in TARGETS {
         let dir = corpus_dir(target);
         std::fs::create_dir_all(&dir).unwrap();
         for (i, bytes) in seeds(target).iter().enumerate() {
             std::fs::write(dir.join(format!("seed-{i:02}")), bytes).unwrap();
+        }
+        for (i, bytes) in mirror_seeds(target).iter().enumerate() {
+            std::fs::write(dir.join(format!("seed-mirror-{i:02}")), bytes).unwrap();
         }
     }
 }

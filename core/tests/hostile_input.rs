@@ -107,7 +107,9 @@ fn check_cut_response(
         Response::Offsets(_)
         | Response::AckedProduce(_)
         | Response::ClusterIdentity(_)
-        | Response::TopicOrigins(_) => {
+        | Response::TopicOrigins(_)
+        | Response::MirrorProduce(_)
+        | Response::MirrorPositions(_) => {
             assert!(
                 decoded.is_err(),
                 "{context}: a cut OFFSETS/ACKED_PRODUCE/CLUSTER_IDENTITY/TOPIC_ORIGINS body must be refused, got {decoded:?}"

@@ -58,8 +58,18 @@ fn response_bytes_bound(request: &Request) -> usize {
         Request::ClusterIdentity => 2 * (2 + 64),
         // One record, at most 16 KiB.
         Request::TopicOrigins(_) => 2 + tributary_core::origin::ORIGINS_BYTES_MAX,
+        // Every source the partition holds (a key of at most 2 + 64 + 2 + 255 + 8 bytes and
+        // two offsets), and the translations asked for.
+        Request::MirrorPositions(p) => {
+            tributary_core::mirror::position::book::SOURCES_MAX * (331 + 16)
+                + 8 * p.translate.len()
+                + 4
+        }
         // Covered by the request's own share, which it keeps (see `serve`).
-        Request::Produce(_) | Request::MultiProduce(_) | Request::AckedProduce(_) => 0,
+        Request::Produce(_)
+        | Request::MultiProduce(_)
+        | Request::AckedProduce(_)
+        | Request::MirrorProduce(_) => 0,
     }
     .min(RESPONSE_BYTES_MAX)
         + 64

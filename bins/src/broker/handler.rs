@@ -139,6 +139,18 @@ struct Appended<F: tributary_core::log::LogFs> {
     end: u64,
 }
 
+/// A set ready to append ([`Handler::prepare`]).
+pub(super) struct Prepared<F: tributary_core::log::LogFs> {
+    /// Its partition.
+    pub(super) tp: TopicPartition,
+    /// The partition's log (created if it was not there).
+    pub(super) log: SharedLog<F>,
+    /// The set, validated.
+    pub(super) set: ValidatedSet,
+    /// Its size as sent.
+    pub(super) bytes: usize,
+}
+
 impl<E: Env> Handler<E> {
     /// A handler over `logs`, refusing ACKED_PRODUCE (no committer).
     pub fn new(env: E, logs: Arc<Logs<E::Fs>>) -> Self {
@@ -191,6 +203,16 @@ impl<E: Env> Handler<E> {
     /// What it counts with.
     pub fn meter(&self) -> &BrokerMeter {
         &self.meter
+    }
+
+    /// Where acknowledged and mirrored produces ask for their flush (`None`: refused).
+    pub(super) fn acks(&self) -> Option<&FlushRequests<E::Fs>> {
+        self.acks.as_ref()
+    }
+
+    /// The log manager served.
+    pub(super) fn logs(&self) -> &Arc<Logs<E::Fs>> {
+        &self.logs
     }
 
     /// The environment it serves in.
@@ -321,6 +343,13 @@ impl<E: Env> Handler<E> {
                 .acked_produce(ps, rng, effects, access)
                 .await
                 .map(|r| Some(Reply::Response(Response::AckedProduce(r)))),
+            Request::MirrorProduce(sets) => self
+                .mirror_produce(sets, effects, access)
+                .await
+                .map(|r| Some(Reply::Response(Response::MirrorProduce(r)))),
+            Request::MirrorPositions(p) => Ok(Some(Reply::Response(Response::MirrorPositions(
+                self.mirror_positions(p, access).await,
+            )))),
             Request::ClusterIdentity => Ok(Some(Reply::Response(Response::ClusterIdentity(
                 match &self.identity {
                     Some(identity) => ClusterIdentityResponse {
@@ -482,6 +511,35 @@ impl<E: Env> Handler<E> {
         rng: &mut impl Rng,
         effects: &mut Effects,
     ) -> Result<Appended<E::Fs>, ErrorCode> {
+        let prepared = self
+            .prepare(p, |count| rng.random_range(0..count) as i32, effects)
+            .await?;
+        let Prepared { tp, log, set, bytes } = prepared;
+        let now = self.env.now_ms();
+        let info = with_log(&self.env, &log, move |l| l.append_validated(&set, now))
+            .await
+            .map_err(|e| {
+                tracing::error!("{e}");
+                ErrorCode::Unknown
+            })?;
+        self.meter.bytes_in(tp.topic.as_str(), bytes);
+        Ok(Appended {
+            tp,
+            log,
+            offset: info.offset,
+            end: info.next_offset,
+        })
+    }
+
+    /// A set of an acknowledged or mirrored produce made ready to append: its partition
+    /// (`pick` chooses one from the topic's count when the request says -1; created here if
+    /// needed) and the validated set; or the error code to answer with.
+    pub(super) async fn prepare(
+        &self,
+        p: ProduceRequest,
+        pick: impl FnOnce(u32) -> i32,
+        effects: &mut Effects,
+    ) -> Result<Prepared<E::Fs>, ErrorCode> {
         if self.logs.is_replica(&p.topic) {
             tracing::warn!(
                 "{}: acknowledged produce refused: the topic is a read-only replica",
@@ -492,7 +550,7 @@ impl<E: Env> Handler<E> {
         self.learn_renamed_count(&p.topic).await;
         let count = self.logs.partition_count(&p.topic);
         let partition = if p.partition == PARTITION_BROKER_PICKS {
-            rng.random_range(0..count) as i32
+            pick(count)
         } else {
             p.partition
         };
@@ -526,18 +584,11 @@ impl<E: Env> Handler<E> {
         if created {
             effects.new_topics.push(p.topic);
         }
-        let info = with_log(&self.env, &log, move |l| l.append_validated(&set, now))
-            .await
-            .map_err(|e| {
-                tracing::error!("{e}");
-                ErrorCode::Unknown
-            })?;
-        self.meter.bytes_in(tp.topic.as_str(), bytes);
-        Ok(Appended {
+        Ok(Prepared {
             tp,
             log,
-            offset: info.offset,
-            end: info.next_offset,
+            set,
+            bytes,
         })
     }
 

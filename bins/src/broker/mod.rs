@@ -17,6 +17,7 @@ pub mod connection;
 pub mod handler;
 pub mod limits;
 mod listener;
+mod mirrored;
 pub mod registration;
 pub mod renamed;
 pub mod reply;

@@ -209,6 +209,8 @@ pub fn request_kind(request: &Request) -> &'static str {
         Request::AckedProduce(_) => "acked_produce",
         Request::ClusterIdentity => "cluster_identity",
         Request::TopicOrigins(_) => "topic_origins",
+        Request::MirrorProduce(_) => "mirror_produce",
+        Request::MirrorPositions(_) => "mirror_positions",
     }
 }
 

@@ -42,8 +42,8 @@ pub enum DecodeError {
         /// The configured limit.
         max: usize,
     },
-    /// The request type is not one of 0..=4, 100, 101.
-    #[error("unknown request type {0} (0.7 knows 0 PRODUCE .. 4 OFFSETS; Tributary adds 100 ACKED_PRODUCE, 101 CLUSTER_IDENTITY and 102 TOPIC_ORIGINS)")]
+    /// The request type is not one of 0..=4, 100..=104.
+    #[error("unknown request type {0} (0.7 knows 0 PRODUCE .. 4 OFFSETS; Tributary adds 100 ACKED_PRODUCE, 101 CLUSTER_IDENTITY, 102 TOPIC_ORIGINS, 103 MIRROR_PRODUCE and 104 MIRROR_POSITIONS)")]
     UnknownRequestType(i16),
     /// A field runs past the end of its frame or region.
     #[error("truncated {field}: needs {needed} bytes, {available} left")]
@@ -82,6 +82,14 @@ pub enum DecodeError {
     /// A text field that is not UTF-8.
     #[error("{0} is not UTF-8")]
     NotUtf8(&'static str),
+    /// A source partition in a mirror request names no valid cluster id or partition.
+    #[error("invalid {field} {value:?} in a mirror request")]
+    InvalidSource {
+        /// The field being read.
+        field: &'static str,
+        /// The value as sent.
+        value: String,
+    },
     /// A topic name in a request is not valid.
     #[error("invalid topic name: {0}")]
     InvalidTopic(#[from] TopicError),

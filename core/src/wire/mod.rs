@@ -8,6 +8,7 @@ mod codec;
 mod error;
 mod error_code;
 mod frame;
+mod mirror;
 mod request;
 mod response;
 mod topic;
@@ -24,6 +25,11 @@ pub use response::{
     encode_fetch, encode_multifetch, AckedProduceResponse, ClusterIdentityResponse, FetchResponse,
     MessageBody, MultiFetchResponse, OffsetsResponse, ProduceAck, Response, ResponseChunk,
     ResponseKind, TopicOriginsResponse, MULTIFETCH_BLOCK_HEADER_BYTES,
+};
+pub use mirror::{
+    MirrorAck, MirrorOutcome, MirrorPositionsRequest, MirrorPositionsResponse,
+    MirrorProduceResponse, MirrorSet, SourceHeld, SourceStamp, MIRROR_POSITIONS_ID,
+    MIRROR_PRODUCE_ID,
 };
 pub use topic::{TopicError, TopicName, TOPIC_NAME_BYTES_MAX};
 

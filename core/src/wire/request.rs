@@ -13,6 +13,7 @@
 //! | 100 ACKED_PRODUCE (Tributary) | int16 count, count × PRODUCE body |
 //! | 101 CLUSTER_IDENTITY (Tributary) | empty |
 //! | 102 TOPIC_ORIGINS (Tributary) | topic, string record to merge (empty: only read) |
+//! | 103 MIRROR_PRODUCE, 104 MIRROR_POSITIONS (Tributary) | see [`super::mirror`] |
 //!
 //! ACKED_PRODUCE is Tributary's extension: MULTIPRODUCE's body, answered (see
 //! [`super::response`]) once every appended set is flushed, so a producer knows its data is
@@ -31,6 +32,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::codec::{put_string, Reader};
 use super::error::DecodeError;
+use super::mirror::{self, MirrorPositionsRequest, MirrorSet, MIRROR_POSITIONS_ID, MIRROR_PRODUCE_ID};
 use super::topic::TopicName;
 
 /// The request type id, the int16 after the size.
@@ -52,6 +54,10 @@ pub enum RequestType {
     ClusterIdentity,
     /// 102 (Tributary): read, and merge routes into, a topic's origin record.
     TopicOrigins,
+    /// 103 (Tributary): append mirrored sets at most once each, answered once durable.
+    MirrorProduce,
+    /// 104 (Tributary): where a mirror partition's copy of each source partition reaches.
+    MirrorPositions,
 }
 
 impl RequestType {
@@ -66,6 +72,8 @@ impl RequestType {
             RequestType::AckedProduce => ACKED_PRODUCE_ID,
             RequestType::ClusterIdentity => CLUSTER_IDENTITY_ID,
             RequestType::TopicOrigins => TOPIC_ORIGINS_ID,
+            RequestType::MirrorProduce => MIRROR_PRODUCE_ID,
+            RequestType::MirrorPositions => MIRROR_POSITIONS_ID,
         }
     }
 
@@ -80,6 +88,8 @@ impl RequestType {
             ACKED_PRODUCE_ID => Ok(RequestType::AckedProduce),
             CLUSTER_IDENTITY_ID => Ok(RequestType::ClusterIdentity),
             TOPIC_ORIGINS_ID => Ok(RequestType::TopicOrigins),
+            MIRROR_PRODUCE_ID => Ok(RequestType::MirrorProduce),
+            MIRROR_POSITIONS_ID => Ok(RequestType::MirrorPositions),
             other => Err(DecodeError::UnknownRequestType(other)),
         }
     }
@@ -165,6 +175,10 @@ pub enum Request {
     ClusterIdentity,
     /// TOPIC_ORIGINS (102, Tributary): a topic's origin record, read or merged into.
     TopicOrigins(TopicOriginsRequest),
+    /// MIRROR_PRODUCE (103, Tributary): mirrored sets, each with the source messages it holds.
+    MirrorProduce(Vec<MirrorSet>),
+    /// MIRROR_POSITIONS (104, Tributary): a mirror partition's positions and translations.
+    MirrorPositions(MirrorPositionsRequest),
 }
 
 /// Why a request could not be encoded.
@@ -195,6 +209,8 @@ impl Request {
             Request::AckedProduce(_) => RequestType::AckedProduce,
             Request::ClusterIdentity => RequestType::ClusterIdentity,
             Request::TopicOrigins(_) => RequestType::TopicOrigins,
+            Request::MirrorProduce(_) => RequestType::MirrorProduce,
+            Request::MirrorPositions(_) => RequestType::MirrorPositions,
         }
     }
 
@@ -226,6 +242,12 @@ impl Request {
                 let topic = decode_topic(&mut r)?;
                 let merge = frame.slice_ref(r.string("origin record")?);
                 Request::TopicOrigins(TopicOriginsRequest { topic, merge })
+            }
+            RequestType::MirrorProduce => {
+                Request::MirrorProduce(mirror::decode_mirror_sets(frame, &mut r)?)
+            }
+            RequestType::MirrorPositions => {
+                Request::MirrorPositions(mirror::decode_positions_request(&mut r)?)
             }
         };
         r.expect_end("request")?;
@@ -259,6 +281,8 @@ impl Request {
                 }
                 put_string(out, &o.merge);
             }
+            Request::MirrorProduce(sets) => mirror::encode_mirror_sets(out, sets)?,
+            Request::MirrorPositions(p) => mirror::encode_positions_request(out, p)?,
         }
         patch_size(out, start)
     }

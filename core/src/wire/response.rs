@@ -1,5 +1,6 @@
-//! The three 0.7 responses (FETCH, MULTIFETCH, OFFSETS) and Tributary's three (ACKED_PRODUCE,
-//! CLUSTER_IDENTITY, TOPIC_ORIGINS).
+//! The three 0.7 responses (FETCH, MULTIFETCH, OFFSETS) and Tributary's five (ACKED_PRODUCE,
+//! CLUSTER_IDENTITY, TOPIC_ORIGINS, and MIRROR_PRODUCE and MIRROR_POSITIONS, whose bodies
+//! [`super::mirror`] describes).
 //!
 //! Layout: `int32 size | int16 error | body`, `size` counting the error and the body. A response
 //! carries no request id; the client knows which request it answers by order on the connection,
@@ -25,6 +26,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::codec::{put_string, Reader};
 use super::error::DecodeError;
 use super::error_code::ErrorCode;
+use super::mirror::{self, MirrorPositionsResponse, MirrorProduceResponse};
 use super::request::{EncodeError, RequestType};
 
 /// Which request a response answers.
@@ -42,6 +44,10 @@ pub enum ResponseKind {
     ClusterIdentity,
     /// Answers TOPIC_ORIGINS.
     TopicOrigins,
+    /// Answers MIRROR_PRODUCE.
+    MirrorProduce,
+    /// Answers MIRROR_POSITIONS.
+    MirrorPositions,
 }
 
 impl ResponseKind {
@@ -54,6 +60,8 @@ impl ResponseKind {
             RequestType::AckedProduce => Some(ResponseKind::AckedProduce),
             RequestType::ClusterIdentity => Some(ResponseKind::ClusterIdentity),
             RequestType::TopicOrigins => Some(ResponseKind::TopicOrigins),
+            RequestType::MirrorProduce => Some(ResponseKind::MirrorProduce),
+            RequestType::MirrorPositions => Some(ResponseKind::MirrorPositions),
             RequestType::Produce | RequestType::MultiProduce => None,
         }
     }
@@ -141,6 +149,10 @@ pub enum Response {
     ClusterIdentity(ClusterIdentityResponse),
     /// Answers TOPIC_ORIGINS.
     TopicOrigins(TopicOriginsResponse),
+    /// Answers MIRROR_PRODUCE.
+    MirrorProduce(MirrorProduceResponse),
+    /// Answers MIRROR_POSITIONS.
+    MirrorPositions(MirrorPositionsResponse),
 }
 
 /// The error code of a response or block.
@@ -164,6 +176,8 @@ impl Response {
             Response::AckedProduce(_) => ResponseKind::AckedProduce,
             Response::ClusterIdentity(_) => ResponseKind::ClusterIdentity,
             Response::TopicOrigins(_) => ResponseKind::TopicOrigins,
+            Response::MirrorProduce(_) => ResponseKind::MirrorProduce,
+            Response::MirrorPositions(_) => ResponseKind::MirrorPositions,
         }
     }
 
@@ -239,6 +253,18 @@ impl Response {
                 let record = frame.slice_ref(r.string("origin record")?);
                 Response::TopicOrigins(TopicOriginsResponse { error, record })
             }
+            ResponseKind::MirrorProduce => Response::MirrorProduce(MirrorProduceResponse {
+                error,
+                acks: mirror::decode_mirror_acks(&mut r)?,
+            }),
+            ResponseKind::MirrorPositions => {
+                let (sources, translated) = mirror::decode_positions_response(&mut r)?;
+                Response::MirrorPositions(MirrorPositionsResponse {
+                    error,
+                    sources,
+                    translated,
+                })
+            }
         };
         r.expect_end("response")?;
         Ok(response)
@@ -313,6 +339,12 @@ impl Response {
                 put_string(&mut out, &o.record);
                 Ok(vec![out.freeze()])
             }
+            Response::MirrorProduce(m) => encode_with_size(m.error, |out| {
+                mirror::encode_mirror_acks(out, &m.acks)
+            }),
+            Response::MirrorPositions(p) => encode_with_size(p.error, |out| {
+                mirror::encode_positions_response(out, p)
+            }),
         }
     }
 
@@ -330,6 +362,19 @@ impl Response {
         self.encode(&mut out)?;
         Ok(out.freeze())
     }
+}
+
+/// One frame: the size (patched once the body is written), the error code, then `body`.
+fn encode_with_size(
+    error: ErrorCode,
+    body: impl FnOnce(&mut BytesMut) -> Result<(), EncodeError>,
+) -> Result<Vec<Bytes>, EncodeError> {
+    let mut out = BytesMut::new();
+    out.put_i32(0);
+    out.put_i16(error.code());
+    body(&mut out)?;
+    super::request::patch_size(&mut out, 0)?;
+    Ok(vec![out.freeze()])
 }
 
 /// A message set placed in a FETCH or MULTIFETCH response without being looked into: the

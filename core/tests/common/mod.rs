@@ -101,8 +101,91 @@ pub fn fetch(rng: &mut ChaCha8Rng) -> FetchRequest {
     }
 }
 
+/// A source partition as a mirror request names it.
+pub fn source_key(rng: &mut ChaCha8Rng) -> tributary_core::mirror::position::SourceKey {
+    tributary_core::mirror::position::SourceKey {
+        cluster: tributary_core::identity::ClusterId::parse(
+            ["east", "west-1", "c0ffee"][rng.random_range(0..3)],
+        )
+        .expect("id"),
+        topic: topic(rng),
+        partition: tributary_core::consumer::BrokerPartition {
+            broker_id: rng.random_range(0..5),
+            partition: rng.random_range(0..8),
+        },
+    }
+}
+
+/// A MIRROR_PRODUCE or MIRROR_POSITIONS request.
+pub fn mirror_request(rng: &mut ChaCha8Rng) -> Request {
+    use tributary_core::wire::{MirrorPositionsRequest, MirrorSet, SourceStamp};
+    match rng.random_bool(0.5) {
+        true => Request::MirrorProduce(
+            (0..rng.random_range(0..4))
+                .map(|_| {
+                    let start = rng.random_range(0..1_000_000);
+                    MirrorSet {
+                        produce: produce(rng),
+                        source: SourceStamp {
+                            key: source_key(rng),
+                            start,
+                            next: start + rng.random_range(1..10_000),
+                        },
+                    }
+                })
+                .collect(),
+        ),
+        false => Request::MirrorPositions(MirrorPositionsRequest {
+            topic: topic(rng),
+            partition: rng.random_range(-1..8),
+            translate: (0..rng.random_range(0..4))
+                .map(|_| (source_key(rng), rng.random_range(0..1_000_000)))
+                .collect(),
+        }),
+    }
+}
+
+/// A MIRROR_PRODUCE or MIRROR_POSITIONS response.
+pub fn mirror_response(rng: &mut ChaCha8Rng) -> Response {
+    use tributary_core::wire::{
+        MirrorAck, MirrorOutcome, MirrorPositionsResponse, MirrorProduceResponse, SourceHeld,
+    };
+    match rng.random_bool(0.5) {
+        true => Response::MirrorProduce(MirrorProduceResponse {
+            error: error_code(rng),
+            acks: (0..rng.random_range(0..5))
+                .map(|_| MirrorAck {
+                    error: error_code(rng),
+                    outcome: [
+                        MirrorOutcome::Appended,
+                        MirrorOutcome::Held,
+                        MirrorOutcome::Overlap,
+                    ][rng.random_range(0..3)],
+                    partition: rng.random_range(-1..8),
+                    offset: rng.random_range(-1..i64::MAX),
+                    held_to: rng.random_range(-1..i64::MAX),
+                })
+                .collect(),
+        }),
+        false => Response::MirrorPositions(MirrorPositionsResponse {
+            error: error_code(rng),
+            sources: (0..rng.random_range(0..4))
+                .map(|_| SourceHeld {
+                    key: source_key(rng),
+                    held_to: rng.random_range(0..i64::MAX),
+                    mirror_end: rng.random_range(0..i64::MAX),
+                })
+                .collect(),
+            translated: (0..rng.random_range(0..4))
+                .map(|_| rng.random_range(-1..i64::MAX))
+                .collect(),
+        }),
+    }
+}
+
 pub fn request(rng: &mut ChaCha8Rng) -> Request {
-    match rng.random_range(0..8) {
+    match rng.random_range(0..9) {
+        8 => mirror_request(rng),
         7 => Request::TopicOrigins(TopicOriginsRequest {
             topic: topic(rng),
             merge: origin_record(rng),
@@ -157,7 +240,8 @@ pub fn fetch_response(rng: &mut ChaCha8Rng) -> FetchResponse {
 }
 
 pub fn response(rng: &mut ChaCha8Rng) -> Response {
-    match rng.random_range(0..6) {
+    match rng.random_range(0..7) {
+        6 => mirror_response(rng),
         5 => Response::TopicOrigins(TopicOriginsResponse {
             error: error_code(rng),
             record: origin_record(rng),

@@ -268,6 +268,12 @@ impl PositionBook {
             .map(|p| p.source_next)
     }
 
+    /// Every source partition with a recorded set, in key order, with its last position
+    /// (where its copy has reached).
+    pub fn sources(&self) -> impl Iterator<Item = &Position> {
+        self.sources.values().filter_map(VecDeque::back)
+    }
+
     /// The mirror offset from which a reader that has read `key` up to source offset
     /// `source_offset` misses none of `key`'s messages it had not read: the end of the last
     /// recorded set wholly before it, or the start of the first set when none is (never past

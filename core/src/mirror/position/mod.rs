@@ -23,6 +23,7 @@
 //!   source partition up to a source offset misses nothing it had not read.
 
 pub mod book;
+pub mod placement;
 pub mod record;
 
 pub use book::{BookMark, Decision, PositionBook, Recovery};
