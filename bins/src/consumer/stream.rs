@@ -27,6 +27,10 @@ pub struct ConsumedMessage {
     /// The offset to resume after this message (0.7's rule: inside a compressed wrapper, the
     /// wrapper's start, after its last message its end). Committing it never skips a message.
     pub offset: i64,
+    /// Where the message's top-level entry starts (for a message inside a compressed wrapper,
+    /// the wrapper's start): the source offsets `start..offset` are what handing this message
+    /// on covers (none for a wrapper's messages before its last).
+    pub start: i64,
     /// The ownership epoch of the partition when it was handed out: the rebalance since which
     /// this member has owned it without interruption. Commits name it; it changes only when the
     /// partition was lost (then its uncommitted messages are the next owner's to deliver).
@@ -164,6 +168,7 @@ impl MessageStream {
                             topic: partition.topic.clone(),
                             partition: partition.partition,
                             offset: entry.next_offset,
+                            start: entry.offset,
                             epoch: partition.epoch,
                             payload: entry.message.payload,
                             holder: Holder {

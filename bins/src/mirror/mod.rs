@@ -416,6 +416,10 @@ impl Mirror {
                     window: window.clone(),
                     observer: settings.observer.clone(),
                     gate: gate.clone(),
+                    positions: source
+                        .mirror
+                        .preserve_partitions
+                        .then(|| identity.id.clone()),
                     _running: running.clone(),
                 };
                 streams.spawn(run_stream(context, stream, stop_rx.clone()));

@@ -17,6 +17,8 @@ use std::task::Poll;
 
 use tokio::sync::{mpsc, watch};
 use tributary_core::consumer::BrokerPartition;
+use tributary_core::identity::ClusterId;
+use tributary_core::mirror::position::SourceKey;
 use tributary_core::mirror::source::{AckEffect, AckOutcome, Admission, Reset};
 use tributary_core::mirror::SourcePartition;
 use tributary_core::wire::TopicName;
@@ -28,7 +30,7 @@ use super::{
 };
 use crate::consumer::{ConsumedMessage, ConsumerConnector, ConsumerError, Hold, MessageStream};
 use crate::failure::Failure;
-use crate::producer::{Delivered, Delivery, Record, SendError};
+use crate::producer::{Delivered, Delivery, Record, SendError, SourceMark};
 
 /// What a stream task works with.
 pub(super) struct StreamContext {
@@ -42,6 +44,9 @@ pub(super) struct StreamContext {
     pub(super) observer: Option<Arc<dyn MirrorObserver>>,
     /// Which topics are copied, under which names (shared by the source's streams).
     pub(super) gate: Arc<OriginGate>,
+    /// The source cluster's id when `mirror.preserve.partitions` is on: each message is sent
+    /// with the source position it copies.
+    pub(super) positions: Option<ClusterId>,
     /// Held while the stream runs: the source's commit task makes its last round once every
     /// stream of the source has let go of its sender (their last acknowledgements recorded).
     pub(super) _running: mpsc::Sender<std::convert::Infallible>,
@@ -169,26 +174,37 @@ impl Deliveries {
     }
 }
 
-/// The key of the partition a stream handled last: messages come a chunk of one partition at a
-/// time, so one entry spares allocating the key for nearly every message.
+/// The keys of the partition a stream handled last: messages come a chunk of one partition at
+/// a time, so one entry spares allocating the keys for nearly every message.
 #[derive(Debug, Default)]
 struct Keys {
-    last: Option<Arc<SourcePartition>>,
+    last: Option<(Arc<SourcePartition>, Option<Arc<SourceKey>>)>,
 }
 
 impl Keys {
+    /// The window's key of the partition, and its key in mirror positions (with `cluster`).
     fn key(
         &mut self,
         source: usize,
+        cluster: Option<&ClusterId>,
         topic: &TopicName,
         partition: BrokerPartition,
-    ) -> Arc<SourcePartition> {
+    ) -> (Arc<SourcePartition>, Option<Arc<SourceKey>>) {
         match &self.last {
-            Some(key) if key.topic == *topic && key.partition == partition => key.clone(),
+            Some((key, position)) if key.topic == *topic && key.partition == partition => {
+                (key.clone(), position.clone())
+            }
             _ => {
                 let key = Arc::new(SourcePartition::new(source, topic.clone(), partition));
-                self.last = Some(key.clone());
-                key
+                let position = cluster.map(|cluster| {
+                    Arc::new(SourceKey {
+                        cluster: cluster.clone(),
+                        topic: topic.clone(),
+                        partition,
+                    })
+                });
+                self.last = Some((key.clone(), position.clone()));
+                (key, position)
             }
         }
     }
@@ -275,7 +291,12 @@ async fn forward(
     verdicts: &mut StreamVerdicts,
     message: ConsumedMessage,
 ) -> Result<bool, MirrorError> {
-    let key = keys.key(context.source, &message.topic, message.partition);
+    let (key, position_key) = keys.key(
+        context.source,
+        context.positions.as_ref(),
+        &message.topic,
+        message.partition,
+    );
     let target_topic = match verdicts.verdict(&context.gate, &message.topic).await {
         Verdict::Copy(name) => name,
         Verdict::Refused(_) => {
@@ -372,7 +393,18 @@ async fn forward(
         offset: message.offset,
         bytes: message.payload.len() as u64,
     };
-    let record = Record::new(target_topic, message.payload);
+    let record = match position_key {
+        Some(key) => Record::mirrored(
+            target_topic,
+            message.payload,
+            SourceMark {
+                key,
+                start: message.start,
+                next: message.offset,
+            },
+        ),
+        None => Record::new(target_topic, message.payload),
+    };
     let delivery = match context.producer.send(record).await {
         Ok(delivery) => delivery,
         // Kafka 0.7's loss, planted for the simulator: the message is dropped and the mirror
@@ -544,6 +576,7 @@ mod tests {
             broker_id: 0,
             partition: 0,
             offset: Some(0),
+            held: false,
         })
     }
 

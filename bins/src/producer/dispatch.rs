@@ -28,27 +28,39 @@ use crate::env::Env;
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
-type Done = oneshot::Sender<Result<Delivered, SendError>>;
+pub(super) type Done = oneshot::Sender<Result<Delivered, SendError>>;
 
 /// A connection is not reused after sitting idle this long: brokers close idle connections
 /// (after 10 minutes), and a produce written into a connection the broker already closed would
 /// be lost while looking sent.
-const IDLE_REUSE_MAX: Duration = Duration::from_secs(120);
+pub(super) const IDLE_REUSE_MAX: Duration = Duration::from_secs(120);
 
 /// A cached connection and when it was last used.
-struct Pooled<S> {
+pub(super) struct Pooled<S> {
     conn: Connection<S>,
-    used: tokio::time::Instant,
+    pub(super) used: tokio::time::Instant,
 }
 
 /// A message being sent, with where it is going this attempt.
-struct Pending {
-    record: Record,
-    done: Done,
+pub(super) struct Pending {
+    pub(super) record: Record,
+    pub(super) done: Done,
 }
 
+/// What an attempt left: messages to retry after the pause, and messages to send again at
+/// once (the rest of a mirror's set whose start the partition held already).
+#[derive(Default)]
+pub(super) struct Left {
+    pub(super) retry: Vec<Pending>,
+    pub(super) again: Vec<Pending>,
+}
+
+/// How many times in a row a batch is sent again at once for sets the partition partly held,
+/// before the rest waits for an ordinary retry.
+const AGAIN_ROUNDS_MAX: usize = 4;
+
 /// What happened to one message set.
-enum SetOutcome {
+pub(super) enum SetOutcome {
     Delivered(Option<i64>),
     Retry(String),
     Fail(SendError),
@@ -56,16 +68,21 @@ enum SetOutcome {
 
 /// Sends batches for a producer; shared by the sync path and the async sender task.
 pub(super) struct Dispatcher<E: Env> {
-    env: E,
-    config: ProducerConfig,
+    pub(super) env: E,
+    pub(super) config: ProducerConfig,
     directory: Directory,
-    connections: tokio::sync::Mutex<BTreeMap<i32, Pooled<E::Stream>>>,
+    pub(super) connections: tokio::sync::Mutex<BTreeMap<i32, Pooled<E::Stream>>>,
     rng: Mutex<ChaCha8Rng>,
     /// Brokers that refused ACKED_PRODUCE (said once in the log, remembered).
     without_acks: Mutex<BTreeSet<i32>>,
-    stats: std::sync::Arc<ProducerStats>,
+    /// Brokers that do not know MIRROR_PRODUCE (a Tributary release before it): a mirror's
+    /// messages go to them as acknowledged produces, without positions.
+    pub(super) without_positions: Mutex<BTreeSet<i32>>,
+    /// Where each source partition's messages go (see `mirrored::place`).
+    pub(super) placed: Mutex<super::mirrored::Placements>,
+    pub(super) stats: std::sync::Arc<ProducerStats>,
     /// Brokers failing now, said plainly every 30 s.
-    targets: Targets,
+    pub(super) targets: Targets,
 }
 
 impl<E: Env> Dispatcher<E> {
@@ -78,6 +95,8 @@ impl<E: Env> Dispatcher<E> {
             connections: tokio::sync::Mutex::default(),
             rng,
             without_acks: Mutex::default(),
+            without_positions: Mutex::default(),
+            placed: Mutex::default(),
             stats: std::sync::Arc::default(),
             targets: Targets::default(),
         }
@@ -101,7 +120,18 @@ impl<E: Env> Dispatcher<E> {
         let mut last = String::new();
         let mut backoff = RETRY_BACKOFF;
         for attempt in 1..=attempts {
-            let retry = self.attempt(pending, &mut last, attempt > 1).await;
+            let mut left = self.attempt(pending, &mut last, attempt > 1).await;
+            for _ in 0..AGAIN_ROUNDS_MAX {
+                if left.again.is_empty() {
+                    break;
+                }
+                let again = self.attempt(std::mem::take(&mut left.again), &mut last, false);
+                let more = again.await;
+                left.retry.extend(more.retry);
+                left.again = more.again;
+            }
+            left.retry.append(&mut left.again);
+            let retry = left.retry;
             if retry.is_empty() {
                 return;
             }
@@ -142,7 +172,7 @@ impl<E: Env> Dispatcher<E> {
         }
     }
 
-    fn finish(&self, done: Done, outcome: Result<Delivered, SendError>) {
+    pub(super) fn finish(&self, done: Done, outcome: Result<Delivered, SendError>) {
         let counter = if outcome.is_ok() {
             &self.stats.delivered
         } else {
@@ -160,19 +190,24 @@ impl<E: Env> Dispatcher<E> {
         pending: Vec<Pending>,
         last: &mut String,
         retry_anywhere: bool,
-    ) -> Vec<Pending> {
+    ) -> Left {
         let snapshot = self.directory.snapshot();
         let mut by_broker: BTreeMap<i32, Vec<(Pending, i32)>> = BTreeMap::new();
         let mut retry = Vec::new();
         for p in pending {
-            let candidates = if retry_anywhere && p.record.key.is_none() {
+            let candidates = if retry_anywhere && p.record.key.is_none() && p.record.source.is_none()
+            {
                 snapshot.candidates_on_retry(&p.record.topic)
             } else {
                 snapshot.candidates(&p.record.topic)
             };
-            let choice = {
-                let mut rng = crate::sync::lock(&self.rng, "the producer's partition chooser");
-                choose(&candidates, p.record.key.as_deref(), &mut *rng)
+            let choice = match &p.record.source {
+                Some(mark) => self.place(&candidates, &mark.key),
+                None => {
+                    let mut rng =
+                        crate::sync::lock(&self.rng, "the producer's partition chooser");
+                    choose(&candidates, p.record.key.as_deref(), &mut *rng)
+                }
             };
             match choice {
                 Some(Candidate {
@@ -185,18 +220,22 @@ impl<E: Env> Dispatcher<E> {
                 }
             }
         }
+        let mut again = Vec::new();
         for (broker_id, messages) in by_broker {
-            retry.extend(
-                self.send_to(
-                    broker_id,
-                    snapshot.brokers.get(&broker_id).cloned(),
-                    messages,
-                    last,
-                )
-                .await,
-            );
+            let address = snapshot.brokers.get(&broker_id).cloned();
+            let (marked, plain) = self.split_marked(broker_id, messages);
+            if !marked.is_empty() {
+                let left = self
+                    .send_marked(broker_id, address.clone(), marked, last)
+                    .await;
+                retry.extend(left.retry);
+                again.extend(left.again);
+            }
+            if !plain.is_empty() {
+                retry.extend(self.send_to(broker_id, address, plain, last).await);
+            }
         }
-        retry
+        Left { retry, again }
     }
 
     /// Sends `messages` to one broker as one request; returns those to retry.
@@ -292,6 +331,7 @@ impl<E: Env> Dispatcher<E> {
                             broker_id,
                             partition: request.partition,
                             offset: *offset,
+                            held: false,
                         }),
                     ),
                     SetOutcome::Fail(e) => self.finish(p.done, Err(e.clone())),
@@ -309,7 +349,11 @@ impl<E: Env> Dispatcher<E> {
     /// `max.message.size`: a compressed set is split into as many wrappers as needed (each
     /// holding at most that many uncompressed bytes), so batching never makes a message too
     /// large. Only a message too large on its own fails.
-    fn build_set(&self, topic: &TopicName, values: &[Bytes]) -> Result<Bytes, SendError> {
+    pub(super) fn build_set(
+        &self,
+        topic: &TopicName,
+        values: &[Bytes],
+    ) -> Result<Bytes, SendError> {
         let max = self.config.max_message_bytes as usize;
         let codec = self.config.codec_for(topic);
         let mut out = bytes::BytesMut::new();
@@ -493,7 +537,7 @@ impl<E: Env> Dispatcher<E> {
     }
 
     /// The open connection to `broker_id`, dialled if needed.
-    async fn connection<'a>(
+    pub(super) async fn connection<'a>(
         &self,
         connections: &'a mut BTreeMap<i32, Pooled<E::Stream>>,
         broker_id: i32,
@@ -520,12 +564,12 @@ impl<E: Env> Dispatcher<E> {
     }
 }
 
-fn retry_all(count: usize, why: String) -> Vec<SetOutcome> {
+pub(super) fn retry_all(count: usize, why: String) -> Vec<SetOutcome> {
     (0..count).map(|_| SetOutcome::Retry(why.clone())).collect()
 }
 
 /// One set's outcome from its ack.
-fn ack_outcome(broker_id: i32, error: ErrorCode, offset: i64) -> SetOutcome {
+pub(super) fn ack_outcome(broker_id: i32, error: ErrorCode, offset: i64) -> SetOutcome {
     match error {
         ErrorCode::NoError => SetOutcome::Delivered(Some(offset)),
         ErrorCode::InvalidMessage => SetOutcome::Fail(SendError::Refused {

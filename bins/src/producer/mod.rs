@@ -20,6 +20,7 @@
 
 pub mod directory;
 mod dispatch;
+mod mirrored;
 pub(crate) mod targets;
 
 use crate::tls::env::{ClientLink, SecureEnv};
@@ -34,6 +35,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tributary_core::config::{Discovery, EnqueueTimeout, ProducerConfig, ProducerType};
+use tributary_core::mirror::position::SourceKey;
 use tributary_core::producer::BatchPolicy;
 use tributary_core::wire::TopicName;
 
@@ -51,6 +53,9 @@ pub struct Record {
     pub key: Option<Bytes>,
     /// The payload.
     pub value: Bytes,
+    /// For a mirror's message: which source message it is. Such messages go to one partition
+    /// per source partition, in MIRROR_PRODUCE sets the broker appends at most once each.
+    pub source: Option<SourceMark>,
 }
 
 impl Record {
@@ -60,8 +65,30 @@ impl Record {
             topic,
             key: None,
             value: value.into(),
+            source: None,
         }
     }
+
+    /// A mirror's copy of the source message `mark` names.
+    pub fn mirrored(topic: TopicName, value: impl Into<Bytes>, mark: SourceMark) -> Self {
+        Record {
+            source: Some(mark),
+            ..Record::new(topic, value)
+        }
+    }
+}
+
+/// Which source message a mirror's record copies: the message of `key` that resumes at `next`
+/// and whose top-level entry starts at `start` (the same offset as `next` for every message of a
+/// compressed wrapper but its last: 0.7's resume rule).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceMark {
+    /// The source partition (shared by its messages).
+    pub key: Arc<SourceKey>,
+    /// Where the message's top-level source entry starts.
+    pub start: i64,
+    /// Where the source resumes after it.
+    pub next: i64,
 }
 
 /// Where a message went.
@@ -71,8 +98,11 @@ pub struct Delivered {
     pub broker_id: i32,
     /// The partition (-1 when the broker picked it, with `broker.list`).
     pub partition: i32,
-    /// With durable acks: the offset of the message set it was appended in, now durable.
+    /// With durable acks: the offset of the message set it was appended in, now durable (-1
+    /// for a mirror's message the partition already held).
     pub offset: Option<i64>,
+    /// A mirror's message the partition already held, durably: not appended again.
+    pub held: bool,
 }
 
 /// Why a message was not delivered.
@@ -168,6 +198,8 @@ pub struct ProducerStats {
     pub requests: AtomicU64,
     /// Failed attempts to send to a broker (refused, closed, no answer, not a Kafka answer).
     pub target_failures: AtomicU64,
+    /// A mirror's messages the mirror cluster already held (acknowledged, not appended again).
+    pub held: AtomicU64,
 }
 
 /// Why a producer could not start.
