@@ -119,7 +119,14 @@ impl<E: Env> Dispatcher<E> {
         let attempts = 1 + self.config.num_retries;
         let mut last = String::new();
         let mut backoff = RETRY_BACKOFF;
-        for attempt in 1..=attempts {
+        let mut attempt = 0;
+        let mut warned = false;
+        loop {
+            // A mirror's messages waiting for the broker their source partition is placed on
+            // do not use up attempts (see `mirrored::PLACEMENT_GRACE`).
+            if !self.waits_for_placement(&pending) {
+                attempt += 1;
+            }
             let mut left = self.attempt(pending, &mut last, attempt > 1).await;
             for _ in 0..AGAIN_ROUNDS_MAX {
                 if left.again.is_empty() {
@@ -136,26 +143,28 @@ impl<E: Env> Dispatcher<E> {
                 return;
             }
             pending = retry;
-            if attempt < attempts {
-                // The failing broker itself is said every 30 s (`Targets`); a batch's own
-                // retries after its first are for the debug log.
-                if attempt == 1 {
-                    tracing::warn!(
-                        "{} messages not sent ({last}); retrying (up to {} retries)",
-                        pending.len(),
-                        attempts - 1
-                    );
-                } else {
-                    tracing::debug!(
-                        "{} messages not sent ({last}); retrying ({attempt} of {} retries)",
-                        pending.len(),
-                        attempts - 1
-                    );
-                }
-                self.directory.reload();
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
+            if attempt >= attempts && !self.waits_for_placement(&pending) {
+                break;
             }
+            // The failing broker itself is said every 30 s (`Targets`); a batch's own
+            // retries after its first are for the debug log.
+            if !warned {
+                warned = true;
+                tracing::warn!(
+                    "{} messages not sent ({last}); retrying (up to {} retries)",
+                    pending.len(),
+                    attempts - 1
+                );
+            } else {
+                tracing::debug!(
+                    "{} messages not sent ({last}); retrying ({attempt} of {} retries)",
+                    pending.len(),
+                    attempts - 1
+                );
+            }
+            self.directory.reload();
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
         }
         tracing::error!(
             "{} messages not sent after {attempts} attempts: {last}",
@@ -202,7 +211,7 @@ impl<E: Env> Dispatcher<E> {
                 snapshot.candidates(&p.record.topic)
             };
             let choice = match &p.record.source {
-                Some(mark) => self.place(&candidates, &mark.key),
+                Some(mark) => self.place(&candidates, &snapshot.brokers, &mark.key),
                 None => {
                     let mut rng =
                         crate::sync::lock(&self.rng, "the producer's partition chooser");

@@ -30,8 +30,23 @@ use crate::env::Env;
 /// each time (still the same broker while the topic's brokers stay).
 const PLACEMENTS_MAX: usize = 100_000;
 
-/// Which broker each source partition's messages go to.
-pub(super) type Placements = BTreeMap<Arc<SourceKey>, i32>;
+/// Which broker each source partition's messages go to, and what is known of those brokers.
+#[derive(Debug, Default)]
+pub(super) struct Placements {
+    by_key: BTreeMap<Arc<SourceKey>, i32>,
+    /// The last address seen for each broker placed on: a broker that lost its ZooKeeper
+    /// registration but still answers keeps its source partitions.
+    addresses: BTreeMap<i32, (String, u16)>,
+    /// Brokers whose sends have failed since then: they keep their source partitions while
+    /// registered, and for [`PLACEMENT_GRACE`] after that.
+    failing: BTreeMap<i32, tokio::time::Instant>,
+}
+
+/// How long a source partition waits for the mirror broker it is placed on when that broker
+/// fails and leaves the cluster's registry (a crash, a restart), before it moves to another
+/// broker. Moving costs a second copy of what the mirror sent but had not committed (the
+/// other broker's positions do not know it); waiting costs that much lag.
+pub const PLACEMENT_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// One set: the messages (indexes into the request's slots) of one source partition, in order.
 struct Run {
@@ -42,23 +57,38 @@ struct Run {
 
 impl<E: Env> Dispatcher<E> {
     /// Where a message of the source partition `key` goes among `candidates`: the broker it
-    /// went to before while that broker still has the topic, else one chosen from `key`;
-    /// partition -1 (the broker chooses it from `key`).
-    pub(super) fn place(&self, candidates: &[Candidate], key: &Arc<SourceKey>) -> Option<Candidate> {
+    /// went to before while that broker still has the topic or still answers (a source
+    /// partition that moves goes to a partition whose positions do not know what was sent
+    /// before, so moving is a last resort), else one chosen from `key`; partition -1 (the
+    /// broker chooses it from `key`). `registered` are the live brokers' addresses.
+    pub(super) fn place(
+        &self,
+        candidates: &[Candidate],
+        registered: &BTreeMap<i32, (String, u16)>,
+        key: &Arc<SourceKey>,
+    ) -> Option<Candidate> {
         let mut brokers: Vec<i32> = candidates.iter().map(|c| c.broker_id).collect();
         brokers.dedup();
-        if brokers.is_empty() {
-            return None;
-        }
         let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
-        let broker_id = match placed.get(key) {
-            Some(broker) if brokers.contains(broker) => *broker,
+        for broker in &brokers {
+            if let Some(address) = registered.get(broker) {
+                placed.addresses.insert(*broker, address.clone());
+            }
+        }
+        let keep = |broker: &i32, placed: &Placements| {
+            let waited = placed.failing.get(broker).map(|since| since.elapsed());
+            brokers.contains(broker)
+                || (placed.addresses.contains_key(broker)
+                    && waited.is_none_or(|waited| waited < PLACEMENT_GRACE))
+        };
+        let broker_id = match placed.by_key.get(key) {
+            Some(broker) if keep(broker, &placed) => *broker,
             _ => {
                 let chosen = brokers
-                    .get(placement::index(key, BROKER_SALT, brokers.len()))
+                    .get(placement::index(key, BROKER_SALT, brokers.len().max(1)))
                     .copied()?;
-                if placed.len() < PLACEMENTS_MAX || placed.contains_key(key) {
-                    placed.insert(key.clone(), chosen);
+                if placed.by_key.len() < PLACEMENTS_MAX || placed.by_key.contains_key(key) {
+                    placed.by_key.insert(key.clone(), chosen);
                 }
                 chosen
             }
@@ -66,6 +96,44 @@ impl<E: Env> Dispatcher<E> {
         Some(Candidate {
             broker_id,
             partition: -1,
+        })
+    }
+
+    /// The address of a broker placed on that is no longer registered (still tried while it
+    /// answers).
+    pub(super) fn placed_address(&self, broker_id: i32) -> Option<(String, u16)> {
+        crate::sync::lock(&self.placed, "the mirror's placements")
+            .addresses
+            .get(&broker_id)
+            .cloned()
+    }
+
+    /// Whether the last send to `broker_id` failed (its source partitions then move once it
+    /// is unregistered and has failed for [`PLACEMENT_GRACE`]).
+    fn note_send(&self, broker_id: i32, failed: bool) {
+        let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
+        match failed {
+            true => {
+                placed
+                    .failing
+                    .entry(broker_id)
+                    .or_insert_with(tokio::time::Instant::now);
+            }
+            false => drop(placed.failing.remove(&broker_id)),
+        }
+    }
+
+    /// Whether some of `pending` waits for the broker its source partition is placed on
+    /// (failing for less than [`PLACEMENT_GRACE`]): its retries are not counted meanwhile.
+    pub(super) fn waits_for_placement(&self, pending: &[Pending]) -> bool {
+        let placed = crate::sync::lock(&self.placed, "the mirror's placements");
+        pending.iter().any(|p| {
+            p.record
+                .source
+                .as_ref()
+                .and_then(|mark| placed.by_key.get(&mark.key))
+                .and_then(|broker| placed.failing.get(broker))
+                .is_some_and(|since| since.elapsed() < PLACEMENT_GRACE)
         })
     }
 
@@ -106,6 +174,7 @@ impl<E: Env> Dispatcher<E> {
         if sets.is_empty() {
             return Left::default();
         }
+        let address = address.or_else(|| self.placed_address(broker_id));
         let outcomes = match address {
             Some((host, port)) => self.send_mirror_sets(broker_id, &host, port, &sets).await,
             None => retry_all(sets.len(), format!("broker {broker_id} is not registered"))
@@ -113,6 +182,10 @@ impl<E: Env> Dispatcher<E> {
                 .map(Answer::Plain)
                 .collect(),
         };
+        let failed = outcomes
+            .iter()
+            .all(|o| matches!(o, Answer::Plain(SetOutcome::Retry(_))));
+        self.note_send(broker_id, failed);
         let mut left = Left::default();
         for ((set, run), outcome) in sets.iter().zip(outcomes) {
             let partition = set.produce.partition;
