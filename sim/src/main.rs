@@ -386,12 +386,16 @@ fn run_mirror(args: &Args) -> ExitCode {
     let mut worst_owner = (0.0f64, 0usize, 0usize, 0u64);
     let mut owner_past_bound = Vec::new();
     let mut mirror_failures: std::collections::BTreeMap<String, u32> = Default::default();
+    // (seeds, acknowledged, duplicate copies) with mirror.preserve.partitions on and off.
+    let mut by_preserve = [(0u64, 0usize, 0usize); 2];
     for seed in args.first..args.first + args.seeds {
         match run_seed(seed, options) {
             Ok(r) => {
                 simulated += r.simulated.as_secs_f64();
                 acked += r.acked;
                 duplicates += r.duplicates;
+                let split = &mut by_preserve[usize::from(r.preserve)];
+                *split = (split.0 + 1, split.1 + r.acked, split.2 + r.duplicates);
                 gaps += r.gaps;
                 commits += r.commits_checked;
                 for (reason, n) in &r.mirror_failures {
@@ -440,6 +444,13 @@ fn run_mirror(args: &Args) -> ExitCode {
     }
     drains.sort();
     let wall = start.elapsed().as_secs_f64();
+    for (preserve, (seeds, acked, duplicates)) in [(true, by_preserve[1]), (false, by_preserve[0])]
+    {
+        println!(
+            "mirror.preserve.partitions={preserve}: {seeds} seeds, {acked} acknowledged, {duplicates} duplicate copies ({:.2} %)",
+            100.0 * duplicates as f64 / acked.max(1) as f64
+        );
+    }
     println!(
         "{} mirror seeds ({:?} faults, {} s each): {failures} failed; {simulated:.0} simulated s in {wall:.1} wall s ({:.1} sim s per wall s); faults {faults:?}; {acked} acknowledged messages checked, {duplicates} duplicate copies (one ownership re-forwarded at most {} messages against a bound of {}, {:.0} % of it, seed {}), {gaps} gaps reported, {commits} commits checked; lag drained in {:?} (median), {:?} (worst)",
         args.seeds,

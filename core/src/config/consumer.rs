@@ -70,11 +70,13 @@ pub struct MirrorOptions {
     /// (`{source}.{topic}`): the rule naming mirrored topics in the mirror cluster (active-active
     /// mirroring); `None` keeps names, as 0.7.
     pub rename: Option<crate::mirror::rename::RenameRule>,
-    /// `mirror.preserve.partitions` (`true`; Tributary): each source partition is copied into
+    /// `mirror.preserve.partitions` (`false`; Tributary): each source partition is copied into
     /// one mirror partition, in sets the mirror cluster appends at most once each, recording
-    /// how far each source partition's copy has reached (exactly-once copies, offset
-    /// translation, the loss window); `false` spreads messages over the mirror partitions as
-    /// 0.7 does, and a set sent again after a failure may be copied twice.
+    /// how far each source partition's copy has reached (no second copy of a set sent again);
+    /// `false` spreads messages over the mirror partitions as 0.7 does, and a set sent again
+    /// after a failure may be copied twice. Off by default until a source partition whose
+    /// offsets start again lower (its log lost) is recognised: its new messages would be taken
+    /// for ones the mirror holds.
     pub preserve_partitions: bool,
 }
 
@@ -219,7 +221,7 @@ fn read_mirror(f: &mut Fields<'_>) -> Result<MirrorOptions, ConfigError> {
         stop_on_gap,
         unowned_alarm_ms: f.int("mirror.unowned.alarm.ms", 30_000, 1000..=I32_MAX)?,
         rename: read_rename(f)?,
-        preserve_partitions: f.bool("mirror.preserve.partitions", true)?,
+        preserve_partitions: f.bool("mirror.preserve.partitions", false)?,
     })
 }
 

@@ -127,6 +127,8 @@ pub struct MirrorReport {
     pub mode: Option<Mode>,
     /// Whether the source had a tiny retention (gap seeds).
     pub tiny_retention: bool,
+    /// Whether `mirror.preserve.partitions` was on.
+    pub preserve: bool,
     /// Simulated time covered.
     pub simulated: Duration,
     /// Faults injected, by kind.
@@ -171,7 +173,8 @@ pub(crate) type Part = (String, String);
 )]
 pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation, MirrorReport)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let shape = Shape::draw(&mut rng, &options);
+    let mut shape = Shape::draw(&mut rng, &options);
+    shape.preserve = Shape::preserve(seed);
     let layout = options.layout.unwrap_or_else(|| Layout::draw(seed));
     let mut builder = sim_builder(seed);
     builder
@@ -257,6 +260,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
         layout,
         mode: Some(shape.mode),
         tiny_retention: shape.tiny_retention,
+        preserve: shape.preserve,
         reforward_bound: shape.reforward_bound(),
         ..MirrorReport::default()
     };

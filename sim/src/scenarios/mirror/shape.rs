@@ -32,6 +32,8 @@ pub(super) struct Shape {
     sync_producer: bool,
     drop_timeout: bool,
     pub(super) tiny_retention: bool,
+    /// `mirror.preserve.partitions`: drawn apart from the other draws (see [`Shape::preserve`]).
+    pub(super) preserve: bool,
 }
 
 impl Shape {
@@ -50,7 +52,15 @@ impl Shape {
             // A file asking to drop on a full queue (the mirror must block anyway).
             drop_timeout: rng.random_bool(0.5),
             tiny_retention: rng.random_bool(0.3),
+            preserve: false,
         }
+    }
+
+    /// Whether the seed turns `mirror.preserve.partitions` on (four seeds in five), from a
+    /// generator of its own, so that the seed's other draws are those of the runs before it.
+    pub(super) fn preserve(seed: u64) -> bool {
+        use rand::SeedableRng;
+        ChaCha8Rng::seed_from_u64(seed ^ 0x7072_6573_6572_7665).random_bool(0.8)
     }
 
     /// Invariant 3's bound for one ownership of a partition: what one member can hold
@@ -64,8 +74,8 @@ fn consumer_config(shape: &Shape) -> ConsumerConfig {
     let text = format!(
         "zk.connect=src-zk:{ZK_PORT}\ngroupid={GROUP}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nautooffset.reset=smallest\n\
          fetcher.backoff.ms=100\nrebalance.backoff.ms=500\nrebalance.retries.max=10\nsocket.timeout.ms=2000\nfetch.size=4096\nqueuedchunks.max=4\n\
-         mirror.commit.interval.ms=500\nmirror.consumer.numthreads={}\n",
-        shape.streams
+         mirror.commit.interval.ms=500\nmirror.consumer.numthreads={}\nmirror.preserve.partitions={}\n",
+        shape.streams, shape.preserve
     );
     scenario_config("consumer", &text, ConsumerConfig::from_properties)
 }
