@@ -19,6 +19,8 @@ mod dashboard;
 mod log_rules;
 #[path = "memory_budget.rs"]
 mod memory_budget;
+#[path = "mirrored_produce.rs"]
+mod mirrored_produce;
 #[path = "producer.rs"]
 mod producer;
 #[path = "zero_copy.rs"]

@@ -169,8 +169,8 @@ impl<E: Env> Handler<E> {
     }
 
     /// The partition's positions and the translations asked for, once the data they describe
-    /// is durable. A partition that is not here answers `WrongPartition`; one with no mirrored
-    /// set, empty lists (and -1 for every translation).
+    /// is durable. A partition past the topic's count answers `WrongPartition`; one with no
+    /// mirrored set (or not created yet), empty lists and -1 for every translation.
     pub(super) async fn mirror_positions(
         &self,
         request: MirrorPositionsRequest,
@@ -191,12 +191,20 @@ impl<E: Env> Handler<E> {
             // rather than answered with positions a crash could take back.
             return refused(ErrorCode::Unknown);
         };
-        let tp = u32::try_from(request.partition)
+        let Some(tp) = u32::try_from(request.partition)
             .ok()
             .filter(|p| *p < self.logs().partition_count(&request.topic))
-            .map(|p| TopicPartition::new(request.topic.clone(), p));
-        let Some((tp, log)) = tp.and_then(|tp| self.logs().get(&tp).map(|log| (tp, log))) else {
+            .map(|p| TopicPartition::new(request.topic.clone(), p))
+        else {
             return refused(ErrorCode::WrongPartition);
+        };
+        let Some(log) = self.logs().get(&tp) else {
+            // A partition never written to here holds nothing of any source.
+            return MirrorPositionsResponse {
+                error: ErrorCode::NoError,
+                sources: Vec::new(),
+                translated: vec![-1; request.translate.len()],
+            };
         };
         let translate = request.translate;
         let (sources, translated, end) = with_log(self.env(), &log, move |l| {
