@@ -63,6 +63,7 @@ async fn send(producer: &Producer<TokioEnv>, from: u64, to: u64) -> (u64, u64) {
             key: key(),
             start: 10 * i as i64,
             next: 10 * (i + 1) as i64,
+            epoch: 1,
         };
         let record = Record::mirrored(topic(), format!("message {i}").into_bytes(), mark);
         deliveries.push(producer.send(record).await.unwrap());
@@ -90,9 +91,10 @@ async fn stored(port: u16) -> Vec<String> {
             max_bytes: 1 << 20,
         });
         match conn.call(&fetch).await.unwrap() {
-            Response::Fetch(f) => out.extend(ShallowIter::new(&f.messages, 0).map(|e| {
-                String::from_utf8(e.unwrap().message.payload.to_vec()).unwrap()
-            })),
+            Response::Fetch(f) => out.extend(
+                ShallowIter::new(&f.messages, 0)
+                    .map(|e| String::from_utf8(e.unwrap().message.payload.to_vec()).unwrap()),
+            ),
             other => panic!("{other:?}"),
         }
     }
@@ -114,7 +116,10 @@ async fn source_messages_sent_again_by_another_producer_are_held_not_copied_twic
     second.close().await;
     let stored = stored(port).await;
     let expected: Vec<String> = (0..15).map(|i| format!("message {i}")).collect();
-    assert_eq!(stored, expected, "one copy of each, in source order, in one partition");
+    assert_eq!(
+        stored, expected,
+        "one copy of each, in source order, in one partition"
+    );
 
     // The broker says how far the copy has reached, durably.
     let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(10))
@@ -145,5 +150,28 @@ async fn source_messages_sent_again_by_another_producer_are_held_not_copied_twic
         }
     }
     assert_eq!(partitions_holding.len(), 1, "{partitions_holding:?}");
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_source_offsets_go_back_stores_each_message_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker(dir.path()).await;
+    let port = broker.addr.port();
+    // One batch holds 0..6 and, read again from an earlier offset (a partition this member
+    // took over again), 3..9: sent as one set, 3..6 would be stored twice.
+    let text = format!(
+        "broker.list=0:127.0.0.1:{port}\ndurable.acks=true\nproducer.type=async\nbatch.size=100\nqueue.time=300\n"
+    );
+    let config = ProducerConfig::from_properties(&Properties::parse("test", &text).unwrap());
+    let producer = Producer::start(TokioEnv, config.unwrap()).await.unwrap();
+    let (first, again) = tokio::join!(send(&producer, 0, 6), async {
+        tokio::task::yield_now().await;
+        send(&producer, 3, 9).await
+    });
+    assert_eq!(first.0 + again.0, 12);
+    producer.close().await;
+    let expected: Vec<String> = (0..9).map(|i| format!("message {i}")).collect();
+    assert_eq!(stored(port).await, expected);
     broker.shutdown().await.unwrap();
 }

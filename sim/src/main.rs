@@ -341,8 +341,8 @@ fn print_mirror_replay(r: &tributary_sim::mirror::MirrorReport) {
     println!("last trace lines:");
     r.trace_tail.iter().for_each(|l| println!("{l}"));
     println!(
-        "{:?}, tiny retention {}: {} acknowledged, {} in the mirror, {} duplicate copies (most re-forwarded by one ownership {} of {}), {} gaps ({} messages), {} commits checked, drained after {:?}",
-        r.mode, r.tiny_retention, r.acked, r.mirrored, r.duplicates, r.reforwards_max, r.reforward_bound, r.gaps, r.gap_messages, r.commits_checked, r.drained_after
+        "{:?}, tiny retention {}, preserve partitions {}: {} acknowledged, {} in the mirror, {} duplicate copies (most re-forwarded by one ownership {} of {}), {} gaps ({} messages), {} commits checked, drained after {:?}",
+        r.mode, r.tiny_retention, r.preserve, r.acked, r.mirrored, r.duplicates, r.reforwards_max, r.reforward_bound, r.gaps, r.gap_messages, r.commits_checked, r.drained_after
     );
     r.mirror_failures
         .iter()

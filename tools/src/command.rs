@@ -16,6 +16,7 @@ use crate::dump_log::DumpLogArgs;
 use crate::get_offsets::GetOffsetsArgs;
 use crate::jmx_tool::JmxToolArgs;
 use crate::link_proxy::LinkProxyArgs;
+use crate::mirror_positions::MirrorPositionsArgs;
 use crate::mirror_status::MirrorStatusArgs;
 use crate::offset_checker::ConsumerOffsetCheckerArgs;
 use crate::perf::{ConsumerPerfArgs, ProducerPerfArgs};
@@ -24,6 +25,7 @@ use crate::replay::ReplayLogProducerArgs;
 use crate::shells::{ConsumerShellArgs, ProducerShellArgs};
 use crate::simple_consumer::{SimpleConsumerArgs, SimpleConsumerShellArgs};
 use crate::simple_perf::SimpleConsumerPerfArgs;
+use crate::translate_offsets::TranslateOffsetsArgs;
 use crate::update_offsets::UpdateOffsetsArgs;
 use crate::verify_rebalance::VerifyConsumerRebalanceArgs;
 use crate::zk_offsets::{ExportZkOffsetsArgs, ImportZkOffsetsArgs};
@@ -185,6 +187,23 @@ pub enum Command {
         with the same identity as its source, whatever addresses point there."
     )]
     ClusterId(ClusterIdArgs),
+    /// Print how far the mirror cluster's durable copy of each source partition reaches (the
+    /// loss window), and with the source's ZooKeeper what the mirror lacks.
+    #[command(
+        name = "mirror-positions",
+        after_help = "Examples:\n  tributary mirror-positions --zookeeper mirror-zk:2181\n  \
+        tributary mirror-positions --zookeeper mirror-zk:2181 --source-zookeeper source-zk:2181   # what the mirror lacks\n\n\
+        Copies made with mirror.preserve.partitions=true have positions."
+    )]
+    MirrorPositions(MirrorPositionsArgs),
+    /// Translate a consumer group's source offsets into the mirror cluster's partitions (to
+    /// move the group there without skipping a message).
+    #[command(
+        name = "translate-offsets",
+        after_help = "Examples:\n  tributary translate-offsets --group orders --source-zookeeper source-zk:2181 --zookeeper mirror-zk:2181\n  \
+        tributary translate-offsets --group orders --source-zookeeper source-zk:2181 --zookeeper mirror-zk:2181 --write"
+    )]
+    TranslateOffsets(TranslateOffsetsArgs),
     /// Print the entries of log segment files (Kafka's DumpLogSegments).
     #[command(
         after_help = "Example:\n  tributary dump-log /tmp/tributary-logs/test-0/00000000000000000000.kafka"

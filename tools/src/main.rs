@@ -12,8 +12,9 @@ use tributary_tools::command::{Cli, Command, LogFormat, LogStream};
 use tributary_tools::error::ToolError;
 use tributary_tools::{
     check_config, cluster_id, console_consumer, console_producer, demote, dump_log, get_offsets,
-    jmx_tool, link_proxy, mirror_status, offset_checker, perf, promote, replay, shells,
-    simple_consumer, simple_perf, update_offsets, verify_rebalance, zk_offsets,
+    jmx_tool, link_proxy, mirror_positions, mirror_status, offset_checker, perf, promote, replay,
+    shells, simple_consumer, simple_perf, translate_offsets, update_offsets, verify_rebalance,
+    zk_offsets,
 };
 
 fn main() -> ExitCode {
@@ -98,6 +99,8 @@ fn run(command: Command) -> Result<ExitCode, ToolError> {
         Command::SimpleConsumer(args) => simple_consumer::run_cli(args),
         Command::GetOffsets(args) => get_offsets::run_cli(args),
         Command::ClusterId(args) => cluster_id::run_cli(args),
+        Command::MirrorPositions(args) => mirror_positions::run_cli(args),
+        Command::TranslateOffsets(args) => translate_offsets::run_cli(args),
         Command::LinkProxy(args) => link_proxy::run_cli(args),
         Command::CheckConfig(args) => check_config::run_cli(args),
         Command::DumpLog(args) => dump_log::run_cli(args),

@@ -514,7 +514,12 @@ impl<E: Env> Handler<E> {
         let prepared = self
             .prepare(p, |count| rng.random_range(0..count) as i32, effects)
             .await?;
-        let Prepared { tp, log, set, bytes } = prepared;
+        let Prepared {
+            tp,
+            log,
+            set,
+            bytes,
+        } = prepared;
         let now = self.env.now_ms();
         let info = with_log(&self.env, &log, move |l| l.append_validated(&set, now))
             .await

@@ -46,10 +46,12 @@ impl<E: Env> Handler<E> {
         };
         let mut judged = Vec::with_capacity(sets.len());
         for set in sets {
-            judged.push(match access.allows(Operation::Produce, &set.produce.topic) {
-                true => self.judge(set, effects).await,
-                false => Err(TOPIC_AUTHORIZATION_FAILED),
-            });
+            judged.push(
+                match access.allows(Operation::Produce, &set.produce.topic) {
+                    true => self.judge(set, effects).await,
+                    false => Err(TOPIC_AUTHORIZATION_FAILED),
+                },
+            );
         }
         for j in judged.iter().flatten() {
             if acks.request(&j.tp, &j.log, j.durable_to).is_err() {
@@ -63,10 +65,7 @@ impl<E: Env> Handler<E> {
                 Ok(j) => match acks.wait_durable(&j.log, j.durable_to, deadline).await {
                     Ok(()) => j.ack,
                     Err(why) => {
-                        tracing::warn!(
-                            "{}: mirrored set not acknowledged: {why:?}",
-                            j.tp
-                        );
+                        tracing::warn!("{}: mirrored set not acknowledged: {why:?}", j.tp);
                         MirrorAck::failed(ErrorCode::Unknown)
                     }
                 },
@@ -120,7 +119,9 @@ impl<E: Env> Handler<E> {
             // A set inside one compressed source message (its messages all resume at the
             // message's start) holds no whole source offset: appended as any other write.
             let outcome = match range.start == range.next {
-                true => l.append_validated(&validated, now).map(MirroredAppend::Appended),
+                true => l
+                    .append_validated(&validated, now)
+                    .map(MirroredAppend::Appended),
                 false => l.append_mirrored(&validated, &range, now),
             }?;
             let held_to = l

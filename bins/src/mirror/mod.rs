@@ -53,6 +53,7 @@ use crate::producer::{Producer, ProducerStats, Record, SendError};
 pub use crate::metrics::mirror::MirrorStats;
 
 mod commits;
+pub mod held;
 pub mod identity;
 pub mod maker;
 pub mod origins;

@@ -393,18 +393,7 @@ async fn forward(
         offset: message.offset,
         bytes: message.payload.len() as u64,
     };
-    let record = match position_key {
-        Some(key) => Record::mirrored(
-            target_topic,
-            message.payload,
-            SourceMark {
-                key,
-                start: message.start,
-                next: message.offset,
-            },
-        ),
-        None => Record::new(target_topic, message.payload),
-    };
+    let record = record_of(target_topic, message, position_key);
     let delivery = match context.producer.send(record).await {
         Ok(delivery) => delivery,
         // Kafka 0.7's loss, planted for the simulator: the message is dropped and the mirror
@@ -438,6 +427,23 @@ async fn forward(
         .fetch_add(meta.bytes, Ordering::Relaxed);
     acks.push(PendingAck { meta, delivery });
     Ok(room)
+}
+
+/// The mirror's copy of `message` in `topic`; with its source position when positions are on.
+fn record_of(topic: TopicName, message: ConsumedMessage, key: Option<Arc<SourceKey>>) -> Record {
+    match key {
+        Some(key) => Record::mirrored(
+            topic,
+            message.payload,
+            SourceMark {
+                key,
+                start: message.start,
+                next: message.offset,
+                epoch: message.epoch,
+            },
+        ),
+        None => Record::new(topic, message.payload),
+    }
 }
 
 /// Stops the source partition of `meta` at that message (too large for the mirror cluster): the

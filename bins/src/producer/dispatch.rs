@@ -201,20 +201,28 @@ impl<E: Env> Dispatcher<E> {
         retry_anywhere: bool,
     ) -> Left {
         let snapshot = self.directory.snapshot();
+        self.locate(&snapshot, &pending).await;
         let mut by_broker: BTreeMap<i32, Vec<(Pending, i32)>> = BTreeMap::new();
         let mut retry = Vec::new();
         for p in pending {
-            let candidates = if retry_anywhere && p.record.key.is_none() && p.record.source.is_none()
-            {
-                snapshot.candidates_on_retry(&p.record.topic)
-            } else {
-                snapshot.candidates(&p.record.topic)
-            };
+            if self.is_locating(&p) {
+                *last = format!(
+                    "{}: where its copy is in the mirror cluster is not known yet (a broker did not answer)",
+                    p.record.topic
+                );
+                retry.push(p);
+                continue;
+            }
+            let candidates =
+                if retry_anywhere && p.record.key.is_none() && p.record.source.is_none() {
+                    snapshot.candidates_on_retry(&p.record.topic)
+                } else {
+                    snapshot.candidates(&p.record.topic)
+                };
             let choice = match &p.record.source {
                 Some(mark) => self.place(&candidates, &snapshot.brokers, &mark.key),
                 None => {
-                    let mut rng =
-                        crate::sync::lock(&self.rng, "the producer's partition chooser");
+                    let mut rng = crate::sync::lock(&self.rng, "the producer's partition chooser");
                     choose(&candidates, p.record.key.as_deref(), &mut *rng)
                 }
             };

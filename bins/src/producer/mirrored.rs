@@ -16,8 +16,8 @@ use tributary_core::mirror::position::placement::{self, BROKER_SALT};
 use tributary_core::mirror::position::SourceKey;
 use tributary_core::producer::Candidate;
 use tributary_core::wire::{
-    MirrorAck, MirrorOutcome, MirrorSet, OffsetsRequest, ProduceRequest, Request, Response,
-    SourceStamp, TopicName,
+    ErrorCode, MirrorAck, MirrorOutcome, MirrorPositionsRequest, MirrorSet, OffsetsRequest,
+    ProduceRequest, Request, Response, SourceStamp, TopicName,
 };
 
 use super::dispatch::{ack_outcome, retry_all, Dispatcher, Left, Pending, SetOutcome};
@@ -30,10 +30,19 @@ use crate::env::Env;
 /// each time (still the same broker while the topic's brokers stay).
 const PLACEMENTS_MAX: usize = 100_000;
 
+/// Messages with the partition each goes to (-1: the broker's choice).
+pub(super) type Placed = Vec<(Pending, i32)>;
+
 /// Which broker each source partition's messages go to, and what is known of those brokers.
 #[derive(Debug, Default)]
 pub(super) struct Placements {
-    by_key: BTreeMap<Arc<SourceKey>, i32>,
+    /// Broker and partition (-1: the broker's choice) per source partition.
+    by_key: BTreeMap<Arc<SourceKey>, (i32, i32)>,
+    /// The ownership epoch each source partition was last located for.
+    located: BTreeMap<Arc<SourceKey>, u64>,
+    /// Source partitions whose copy could not be located yet (a broker that may hold it did
+    /// not answer), since when: their messages wait, for [`PLACEMENT_GRACE`] at most.
+    locating: BTreeMap<Arc<SourceKey>, tokio::time::Instant>,
     /// The last address seen for each broker placed on: a broker that lost its ZooKeeper
     /// registration but still answers keeps its source partitions.
     addresses: BTreeMap<i32, (String, u16)>,
@@ -41,6 +50,10 @@ pub(super) struct Placements {
     /// registered, and for [`PLACEMENT_GRACE`] after that.
     failing: BTreeMap<i32, tokio::time::Instant>,
 }
+
+/// The most partitions of one topic asked on one broker of a `broker.list` (whose counts the
+/// producer does not know).
+const LOCATE_PARTITIONS_MAX: i32 = 1024;
 
 /// How long a source partition waits for the mirror broker it is placed on when that broker
 /// fails and leaves the cluster's registry (a crash, a restart), before it moves to another
@@ -51,6 +64,8 @@ pub const PLACEMENT_GRACE: std::time::Duration = std::time::Duration::from_secs(
 /// One set: the messages (indexes into the request's slots) of one source partition, in order.
 struct Run {
     topic: TopicName,
+    /// The partition asked for (-1: the broker's choice).
+    partition: i32,
     key: Arc<SourceKey>,
     indexes: Vec<usize>,
 }
@@ -81,22 +96,156 @@ impl<E: Env> Dispatcher<E> {
                 || (placed.addresses.contains_key(broker)
                     && waited.is_none_or(|waited| waited < PLACEMENT_GRACE))
         };
-        let broker_id = match placed.by_key.get(key) {
-            Some(broker) if keep(broker, &placed) => *broker,
+        let (broker_id, partition) = match placed.by_key.get(key) {
+            Some((broker, partition)) if keep(broker, &placed) => (*broker, *partition),
             _ => {
                 let chosen = brokers
                     .get(placement::index(key, BROKER_SALT, brokers.len().max(1)))
                     .copied()?;
                 if placed.by_key.len() < PLACEMENTS_MAX || placed.by_key.contains_key(key) {
-                    placed.by_key.insert(key.clone(), chosen);
+                    placed.by_key.insert(key.clone(), (chosen, -1));
                 }
-                chosen
+                (chosen, -1)
             }
         };
         Some(Candidate {
             broker_id,
-            partition: -1,
+            partition,
         })
+    }
+
+    /// Before the first messages of a source partition in an ownership (the mirror's start,
+    /// or the source partition taken over from another member): asks each partition of its
+    /// mirror topic (on every broker that has it) how far its copies of source partitions
+    /// reach, and places the source partition where its copy reaches furthest. What was sent
+    /// but not committed before then goes again to the partition that holds it (acknowledged
+    /// without a second copy), wherever an earlier member had placed it. A partition that does
+    /// not answer is passed over (then the placement stays as it was, or the default).
+    pub(super) async fn locate(&self, snapshot: &super::directory::Snapshot, pending: &[Pending]) {
+        if !self.config.durable_acks {
+            return;
+        }
+        let (wanted, known) = {
+            let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
+            for (broker, address) in &snapshot.brokers {
+                placed.addresses.insert(*broker, address.clone());
+            }
+            let mut wanted: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>> = BTreeMap::new();
+            for p in pending {
+                let Some(mark) = &p.record.source else {
+                    continue;
+                };
+                if placed.located.get(&mark.key) != Some(&mark.epoch) {
+                    wanted
+                        .entry(p.record.topic.clone())
+                        .or_default()
+                        .insert(mark.key.clone(), mark.epoch);
+                }
+            }
+            (wanted, placed.addresses.clone())
+        };
+        for (topic, keys) in wanted {
+            // Every broker that may hold a copy: those with the topic registered, and every
+            // other broker known (a crashed one is unregistered, yet holds what it held).
+            let mut brokers: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+            for c in snapshot.candidates(&topic) {
+                brokers.entry(c.broker_id).or_default().push(c.partition);
+            }
+            for broker in known.keys() {
+                brokers.entry(*broker).or_insert_with(|| vec![-1]);
+            }
+            let mut found: BTreeMap<SourceKey, (i64, i32, i32)> = BTreeMap::new();
+            let mut complete = true;
+            for (broker_id, partitions) in brokers {
+                let Some((host, port)) = known.get(&broker_id).cloned() else {
+                    continue;
+                };
+                complete &= self
+                    .locate_on(&topic, broker_id, &host, port, &partitions, &mut found)
+                    .await;
+            }
+            let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
+            for (key, epoch) in keys {
+                let waited = placed.locating.get(&key).map(|since| since.elapsed());
+                if !complete && waited.is_none_or(|w| w < PLACEMENT_GRACE) {
+                    placed
+                        .locating
+                        .entry(key)
+                        .or_insert_with(tokio::time::Instant::now);
+                    continue;
+                }
+                placed.locating.remove(&key);
+                if let Some((held_to, broker_id, partition)) = found.get(&*key) {
+                    tracing::debug!(
+                        "{topic}: the copy of {key} reaches {held_to} in partition {partition} of broker {broker_id}; sending there"
+                    );
+                    placed.by_key.insert(key.clone(), (*broker_id, *partition));
+                }
+                if placed.located.len() < PLACEMENTS_MAX || placed.located.contains_key(&key) {
+                    placed.located.insert(key, epoch);
+                }
+            }
+        }
+    }
+
+    /// Whether `p` waits for its source partition's copy to be located (a broker that may
+    /// hold it has not answered yet, for less than [`PLACEMENT_GRACE`]).
+    pub(super) fn is_locating(&self, p: &Pending) -> bool {
+        let placed = crate::sync::lock(&self.placed, "the mirror's placements");
+        p.record
+            .source
+            .as_ref()
+            .and_then(|mark| placed.locating.get(&mark.key))
+            .is_some_and(|since| since.elapsed() < PLACEMENT_GRACE)
+    }
+
+    /// Asks one broker about its partitions of `topic` (`-1` among them: every partition,
+    /// until one past its count); whether it answered.
+    async fn locate_on(
+        &self,
+        topic: &TopicName,
+        broker_id: i32,
+        host: &str,
+        port: u16,
+        partitions: &[i32],
+        found: &mut BTreeMap<SourceKey, (i64, i32, i32)>,
+    ) -> bool {
+        let timeout = std::time::Duration::from_millis(self.config.socket_timeout_ms.into());
+        let Ok(Ok(mut conn)) =
+            tokio::time::timeout(timeout, connect(&self.env, host, port, timeout)).await
+        else {
+            return false;
+        };
+        let every = partitions.iter().any(|p| *p < 0);
+        let asked: Vec<i32> = match every {
+            true => (0..LOCATE_PARTITIONS_MAX).collect(),
+            false => partitions.to_vec(),
+        };
+        for partition in asked {
+            let ask = Request::MirrorPositions(MirrorPositionsRequest {
+                topic: topic.clone(),
+                partition,
+                translate: Vec::new(),
+            });
+            match tokio::time::timeout(timeout, conn.call(&ask)).await {
+                Ok(Ok(Response::MirrorPositions(r))) if r.error == ErrorCode::NoError => {
+                    for held in r.sources {
+                        let best = found.entry(held.key).or_insert((-1, broker_id, partition));
+                        if held.held_to > best.0 {
+                            *best = (held.held_to, broker_id, partition);
+                        }
+                    }
+                }
+                // Past the broker's count (or the topic is not there): all it has is known.
+                Ok(Ok(Response::MirrorPositions(r))) if r.error == ErrorCode::WrongPartition => {
+                    return true
+                }
+                // A broker that does not know the request (closes on it) holds no positions.
+                Ok(Err(ClientError::Closed(_))) => return true,
+                _ => return false,
+            }
+        }
+        true
     }
 
     /// The address of a broker placed on that is no longer registered (still tried while it
@@ -124,15 +273,19 @@ impl<E: Env> Dispatcher<E> {
     }
 
     /// Whether some of `pending` waits for the broker its source partition is placed on
-    /// (failing for less than [`PLACEMENT_GRACE`]): its retries are not counted meanwhile.
+    /// (failing for less than [`PLACEMENT_GRACE`]), or for its copy to be located: its retries
+    /// are not counted meanwhile.
     pub(super) fn waits_for_placement(&self, pending: &[Pending]) -> bool {
+        if pending.iter().any(|p| self.is_locating(p)) {
+            return true;
+        }
         let placed = crate::sync::lock(&self.placed, "the mirror's placements");
         pending.iter().any(|p| {
             p.record
                 .source
                 .as_ref()
                 .and_then(|mark| placed.by_key.get(&mark.key))
-                .and_then(|broker| placed.failing.get(broker))
+                .and_then(|(broker, _)| placed.failing.get(broker))
                 .is_some_and(|since| since.elapsed() < PLACEMENT_GRACE)
         })
     }
@@ -142,7 +295,7 @@ impl<E: Env> Dispatcher<E> {
         &self,
         broker_id: i32,
         messages: Vec<(Pending, i32)>,
-    ) -> (Vec<Pending>, Vec<(Pending, i32)>) {
+    ) -> (Placed, Placed) {
         let positions = self.config.durable_acks
             && !crate::sync::lock(&self.without_positions, "the brokers without positions")
                 .contains(&broker_id);
@@ -150,7 +303,7 @@ impl<E: Env> Dispatcher<E> {
         let mut plain = Vec::new();
         for (p, partition) in messages {
             match p.record.source.is_some() && positions {
-                true => marked.push(p),
+                true => marked.push((p, partition)),
                 false => plain.push((p, partition)),
             }
         }
@@ -163,12 +316,13 @@ impl<E: Env> Dispatcher<E> {
         &self,
         broker_id: i32,
         address: Option<(String, u16)>,
-        messages: Vec<Pending>,
+        messages: Vec<(Pending, i32)>,
         last: &mut String,
     ) -> Left {
-        let mut slots: Vec<Option<Pending>> = messages.into_iter().map(Some).collect();
+        let partitions: Vec<i32> = messages.iter().map(|(_, partition)| *partition).collect();
+        let mut slots: Vec<Option<Pending>> = messages.into_iter().map(|(p, _)| Some(p)).collect();
         let mut sets: Vec<(MirrorSet, Run)> = Vec::new();
-        for run in self.runs(&mut slots) {
+        for run in self.runs(&mut slots, &partitions) {
             sets.extend(self.build_runs(&mut slots, run));
         }
         if sets.is_empty() {
@@ -246,24 +400,42 @@ impl<E: Env> Dispatcher<E> {
         );
     }
 
-    /// The messages grouped by topic and source partition, each group in the order sent.
-    fn runs(&self, slots: &mut [Option<Pending>]) -> Vec<Run> {
-        let mut runs: BTreeMap<(TopicName, Arc<SourceKey>), Vec<usize>> = BTreeMap::new();
+    /// The messages grouped by topic, source partition and the partition asked for, each
+    /// group in the order sent; a group whose source offsets go back (the source partition read
+    /// again from an earlier offset: taken over again, or a rebalance of this member) is cut
+    /// there, so that no set's source offsets claim messages twice: the set after the cut is
+    /// judged on its own (then held, or an overlap).
+    fn runs(&self, slots: &mut [Option<Pending>], partitions: &[i32]) -> Vec<Run> {
+        type RunKey = (TopicName, Arc<SourceKey>, i32);
+        let mut runs: Vec<Run> = Vec::new();
+        // The open run of each group, and the source offset its last message resumes at.
+        let mut open: BTreeMap<RunKey, (usize, i64)> = BTreeMap::new();
         for (i, slot) in slots.iter().enumerate() {
             let Some(p) = slot else { continue };
-            if let Some(mark) = &p.record.source {
-                runs.entry((p.record.topic.clone(), mark.key.clone()))
-                    .or_default()
-                    .push(i);
+            let Some(mark) = &p.record.source else {
+                continue;
+            };
+            let partition = partitions.get(i).copied().unwrap_or(-1);
+            let group = (p.record.topic.clone(), mark.key.clone(), partition);
+            match open.get_mut(&group) {
+                Some((run, next)) if mark.start >= *next => {
+                    if let Some(run) = runs.get_mut(*run) {
+                        run.indexes.push(i);
+                    }
+                    *next = mark.next;
+                }
+                _ => {
+                    open.insert(group, (runs.len(), mark.next));
+                    runs.push(Run {
+                        topic: p.record.topic.clone(),
+                        partition,
+                        key: mark.key.clone(),
+                        indexes: vec![i],
+                    });
+                }
             }
         }
-        runs.into_iter()
-            .map(|((topic, key), indexes)| Run {
-                topic,
-                key,
-                indexes,
-            })
-            .collect()
+        runs
     }
 
     /// The sets of one run: one, unless a message is too large on its own — it alone fails,
@@ -321,6 +493,7 @@ impl<E: Env> Dispatcher<E> {
             .collect();
         let part = Run {
             topic: run.topic.clone(),
+            partition: run.partition,
             key: run.key.clone(),
             indexes,
         };
@@ -357,7 +530,7 @@ impl<E: Env> Dispatcher<E> {
             MirrorSet {
                 produce: ProduceRequest {
                     topic: run.topic.clone(),
-                    partition: -1,
+                    partition: run.partition,
                     messages: set,
                 },
                 source: SourceStamp {
@@ -404,7 +577,7 @@ impl<E: Env> Dispatcher<E> {
                 r.acks
                     .iter()
                     .map(|ack| match ack.error {
-                        tributary_core::wire::ErrorCode::NoError => Answer::Judged(*ack),
+                        ErrorCode::NoError => Answer::Judged(*ack),
                         error => Answer::Plain(ack_outcome(broker_id, error, -1)),
                     })
                     .collect()
@@ -420,13 +593,17 @@ impl<E: Env> Dispatcher<E> {
             Err(ClientError::Closed(_)) if fresh => {
                 connections.remove(&broker_id);
                 drop(connections);
-                self.after_positions_refused(broker_id, host, port, sets).await
+                self.after_positions_refused(broker_id, host, port, sets)
+                    .await
             }
             Err(e) => {
                 connections.remove(&broker_id);
                 self.targets
                     .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
-                plain(retry_all(sets.len(), format!("broker {broker_id}: {}", how(&e))))
+                plain(retry_all(
+                    sets.len(),
+                    format!("broker {broker_id}: {}", how(&e)),
+                ))
             }
         }
     }

@@ -24,6 +24,7 @@ mod mirrored;
 pub(crate) mod targets;
 
 use crate::tls::env::{ClientLink, SecureEnv};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -89,6 +90,10 @@ pub struct SourceMark {
     pub start: i64,
     /// Where the source resumes after it.
     pub next: i64,
+    /// The mirror's ownership epoch of the source partition when the message was read: a new
+    /// one (the partition taken over) has the producer ask the mirror cluster again where the
+    /// source partition's copy is.
+    pub epoch: u64,
 }
 
 /// Where a message went.
@@ -397,6 +402,54 @@ const ACKED_CATCH_UP_MAX: usize = 10_000;
 /// it (requests stay well under brokers' `max.socket.request.bytes`).
 const ACKED_CATCH_UP_BYTES_MAX: usize = 8 * 1024 * 1024;
 
+/// How long a batch waits for the rest of a compressed source wrapper it holds part of.
+const WRAPPER_WAIT: Duration = Duration::from_millis(100);
+
+/// A mirror's batch does not end inside a compressed source wrapper when the rest of it is
+/// coming: a wrapper's messages before its last all resume at its start, so a set ending with
+/// them covers no source offset of theirs, and a restart there would copy them again. Takes
+/// more from the queue (waiting at most [`WRAPPER_WAIT`], within the batch's byte limit)
+/// until every source partition's last message in the batch ends its wrapper. `Some(true)`
+/// when the queue closed meanwhile; `None` when nothing was needed.
+async fn complete_wrappers(
+    rx: &mut mpsc::Receiver<Queued>,
+    batch: &mut Vec<Queued>,
+    mut bytes: usize,
+) -> Option<bool> {
+    let inside = |q: &Queued| {
+        q.record
+            .source
+            .as_ref()
+            .map(|m| (m.key.clone(), m.start == m.next))
+    };
+    let mut open: BTreeMap<Arc<SourceKey>, bool> = BTreeMap::new();
+    for (key, now_open) in batch.iter().filter_map(inside) {
+        open.insert(key, now_open);
+    }
+    let mut unfinished = open.values().filter(|o| **o).count();
+    if unfinished == 0 {
+        return None;
+    }
+    let deadline = tokio::time::Instant::now() + WRAPPER_WAIT;
+    while unfinished > 0 && bytes < ACKED_CATCH_UP_BYTES_MAX {
+        let next = tokio::select! {
+            biased;
+            next = rx.recv() => next,
+            () = tokio::time::sleep_until(deadline) => break,
+        };
+        let Some(next) = next else {
+            return Some(true);
+        };
+        if let Some((key, now_open)) = inside(&next) {
+            let was_open = open.insert(key, now_open).unwrap_or(false);
+            unfinished = unfinished + usize::from(now_open) - usize::from(was_open);
+        }
+        bytes += next.record.value.len();
+        batch.push(next);
+    }
+    Some(false)
+}
+
 /// The async sender: batches of `batch.size`, or what is there when the first message of the
 /// batch has waited `queue.time`, plus up to `catch_up` more already queued; one batch at a time.
 async fn send_batches<E: Env>(
@@ -437,6 +490,9 @@ async fn send_batches<E: Env>(
                 Err(_) => break,
             }
         }
+        if let Some(more) = complete_wrappers(&mut rx, &mut batch, bytes).await {
+            closed |= more;
+        }
         tracing::trace!(
             "sending a batch of {} messages; {} left in the queue",
             batch.len(),
@@ -448,5 +504,78 @@ async fn send_batches<E: Env>(
         if closed {
             break;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+    use super::*;
+    use tributary_core::consumer::BrokerPartition;
+    use tributary_core::identity::ClusterId;
+
+    fn queued(key: &Arc<SourceKey>, start: i64, next: i64) -> Queued {
+        let mark = SourceMark {
+            key: key.clone(),
+            start,
+            next,
+            epoch: 1,
+        };
+        Queued {
+            record: Record::mirrored("t".parse().unwrap(), &b"m"[..], mark),
+            done: oneshot::channel().0,
+            queued_at: tokio::time::Instant::now(),
+        }
+    }
+
+    fn key(partition: u32) -> Arc<SourceKey> {
+        Arc::new(SourceKey {
+            cluster: ClusterId::parse("east").unwrap(),
+            topic: "t".parse().unwrap(),
+            partition: BrokerPartition {
+                broker_id: 0,
+                partition,
+            },
+        })
+    }
+
+    #[tokio::test]
+    async fn a_batch_ending_inside_a_source_wrapper_takes_the_rest_of_it() {
+        let (a, b) = (key(0), key(1));
+        let (tx, mut rx) = mpsc::channel(16);
+        // Source partition a's wrapper at 100..160 holds three messages: two resume at 100.
+        let mut batch = vec![queued(&a, 40, 100), queued(&a, 100, 100), queued(&b, 0, 10)];
+        for q in [
+            queued(&a, 100, 100),
+            queued(&b, 10, 20),
+            queued(&a, 100, 160),
+            queued(&a, 160, 200),
+        ] {
+            tx.send(q).await.unwrap();
+        }
+        let closed = complete_wrappers(&mut rx, &mut batch, 0).await;
+        assert_eq!(closed, Some(false));
+        assert_eq!(
+            batch.len(),
+            6,
+            "up to the wrapper's last message, no further"
+        );
+        assert_eq!(rx.len(), 1);
+        // A batch that ends no wrapper inside is left as it is.
+        let mut whole = vec![queued(&a, 160, 200)];
+        assert_eq!(complete_wrappers(&mut rx, &mut whole, 0).await, None);
+        assert_eq!(whole.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_rest_of_a_wrapper_is_waited_for_only_so_long() {
+        let a = key(0);
+        let (_tx, mut rx) = mpsc::channel(4);
+        let mut batch = vec![queued(&a, 100, 100)];
+        let waited =
+            tokio::time::timeout(WRAPPER_WAIT * 20, complete_wrappers(&mut rx, &mut batch, 0))
+                .await;
+        assert_eq!(waited, Ok(Some(false)), "given up after WRAPPER_WAIT");
+        assert_eq!(batch.len(), 1);
     }
 }

@@ -290,7 +290,9 @@ fn open_segments<F: LogFs>(
             continue;
         }
         let Some(start) = parse_segment_file_name(&entry.name) else {
-            if !entry.name.ends_with(".tmp") {
+            // The mirror position records (read back by `Log::open`), and files being written.
+            let known = entry.name == crate::mirror::position::record::POSITIONS_FILE;
+            if !known && !entry.name.ends_with(".tmp") {
                 tracing::warn!(
                     "{tp}: ignoring {} in {}: not a segment file",
                     entry.name,

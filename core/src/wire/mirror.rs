@@ -262,7 +262,10 @@ pub(super) fn decode_mirror_sets(
 }
 
 /// Writes a MIRROR_PRODUCE body.
-pub(super) fn encode_mirror_sets(out: &mut BytesMut, sets: &[MirrorSet]) -> Result<(), EncodeError> {
+pub(super) fn encode_mirror_sets(
+    out: &mut BytesMut,
+    sets: &[MirrorSet],
+) -> Result<(), EncodeError> {
     put_count(out, sets.len())?;
     for set in sets {
         put_string(out, set.produce.topic.as_str().as_bytes());
@@ -336,7 +339,10 @@ pub(super) fn decode_mirror_acks(r: &mut Reader<'_>) -> Result<Vec<MirrorAck>, D
 }
 
 /// Writes a MIRROR_PRODUCE response body.
-pub(super) fn encode_mirror_acks(out: &mut BytesMut, acks: &[MirrorAck]) -> Result<(), EncodeError> {
+pub(super) fn encode_mirror_acks(
+    out: &mut BytesMut,
+    acks: &[MirrorAck],
+) -> Result<(), EncodeError> {
     put_count(out, acks.len())?;
     for ack in acks {
         out.put_i16(ack.error.code());

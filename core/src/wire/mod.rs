@@ -17,6 +17,11 @@ pub use codec::Reader;
 pub use error::DecodeError;
 pub use error_code::{ErrorCode, READ_ONLY_REPLICA, TOPIC_AUTHORIZATION_FAILED};
 pub use frame::{split_frame, FrameStatus, RequestDecoder, ResponseDecoder, SIZE_PREFIX_BYTES};
+pub use mirror::{
+    MirrorAck, MirrorOutcome, MirrorPositionsRequest, MirrorPositionsResponse,
+    MirrorProduceResponse, MirrorSet, SourceHeld, SourceStamp, MIRROR_POSITIONS_ID,
+    MIRROR_PRODUCE_ID,
+};
 pub use request::{
     EncodeError, FetchRequest, OffsetsRequest, ProduceRequest, Request, RequestType,
     TopicOriginsRequest, ACKED_PRODUCE_ID, CLUSTER_IDENTITY_ID, TOPIC_ORIGINS_ID,
@@ -25,11 +30,6 @@ pub use response::{
     encode_fetch, encode_multifetch, AckedProduceResponse, ClusterIdentityResponse, FetchResponse,
     MessageBody, MultiFetchResponse, OffsetsResponse, ProduceAck, Response, ResponseChunk,
     ResponseKind, TopicOriginsResponse, MULTIFETCH_BLOCK_HEADER_BYTES,
-};
-pub use mirror::{
-    MirrorAck, MirrorOutcome, MirrorPositionsRequest, MirrorPositionsResponse,
-    MirrorProduceResponse, MirrorSet, SourceHeld, SourceStamp, MIRROR_POSITIONS_ID,
-    MIRROR_PRODUCE_ID,
 };
 pub use topic::{TopicError, TopicName, TOPIC_NAME_BYTES_MAX};
 

@@ -32,7 +32,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::codec::{put_string, Reader};
 use super::error::DecodeError;
-use super::mirror::{self, MirrorPositionsRequest, MirrorSet, MIRROR_POSITIONS_ID, MIRROR_PRODUCE_ID};
+use super::mirror::{
+    self, MirrorPositionsRequest, MirrorSet, MIRROR_POSITIONS_ID, MIRROR_PRODUCE_ID,
+};
 use super::topic::TopicName;
 
 /// The request type id, the int16 after the size.

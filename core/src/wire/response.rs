@@ -339,12 +339,12 @@ impl Response {
                 put_string(&mut out, &o.record);
                 Ok(vec![out.freeze()])
             }
-            Response::MirrorProduce(m) => encode_with_size(m.error, |out| {
-                mirror::encode_mirror_acks(out, &m.acks)
-            }),
-            Response::MirrorPositions(p) => encode_with_size(p.error, |out| {
-                mirror::encode_positions_response(out, p)
-            }),
+            Response::MirrorProduce(m) => {
+                encode_with_size(m.error, |out| mirror::encode_mirror_acks(out, &m.acks))
+            }
+            Response::MirrorPositions(p) => {
+                encode_with_size(p.error, |out| mirror::encode_positions_response(out, p))
+            }
         }
     }
 
