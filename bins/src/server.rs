@@ -83,6 +83,10 @@ pub async fn run<E: Env>(
     mirror: Option<EmbeddedMirror<E>>,
     stop: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
+    let target_zookeeper = config
+        .zk_connect
+        .clone()
+        .filter(|_| config.enable_zookeeper);
     let broker = Broker::start(env, config).await?;
     if !broker.report.refused.is_empty() {
         tracing::error!(
@@ -104,6 +108,7 @@ pub async fn run<E: Env>(
         let (env, mut settings) = start();
         settings.metrics = metrics.clone();
         settings.target_identity = identity.clone();
+        settings.target_zookeeper = target_zookeeper.clone();
         (env, settings)
     };
     let (mirror_stop, mirror_stop_rx) = watch::channel(false);

@@ -1,8 +1,9 @@
 //! Mirror positions with real processes and real ZooKeepers on loopback: a mirror maker with
 //! `mirror.preserve.partitions=true`; a consumer group moved from the source cluster to the
-//! mirror cluster by `tributary translate-offsets`, skipping nothing; and after the source
-//! loses its mirror, `tributary mirror-positions` listing exactly the acknowledged messages the
-//! mirror lacks.
+//! mirror cluster by `tributary translate-offsets`, and after a disaster of the whole source
+//! (its ZooKeeper too) by the mirror's offset syncer, skipping nothing either way; and after
+//! the source loses its mirror, `tributary mirror-positions` listing exactly the acknowledged
+//! messages the mirror lacks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -57,13 +58,13 @@ impl Drop for KilledOnDrop {
 }
 
 /// A mirror maker copying `orders` from `source` into `target` with positions, in small sets.
-fn mirror_maker(dir: &Path, source: &Cluster, target: &Cluster) -> KilledOnDrop {
+fn mirror_maker(dir: &Path, source: &Cluster, target: &Cluster, extra: &str) -> KilledOnDrop {
     let consumer = dir.join("consumer.properties");
     std::fs::write(
         &consumer,
         format!(
             "zk.connect={}\ngroupid=mirror\nzk.sessiontimeout.ms={SESSION_MS}\nzk.connectiontimeout.ms=20000\n\
-             fetcher.backoff.ms=50\nmirror.commit.interval.ms=200\nmirror.preserve.partitions=true\n",
+             fetcher.backoff.ms=50\nmirror.commit.interval.ms=200\nmirror.preserve.partitions=true\n{extra}",
             source.zk.connect_string()
         ),
     )
@@ -196,7 +197,7 @@ async fn a_group_moved_to_the_mirror_cluster_by_translated_offsets_skips_nothing
     let mut source = cluster();
     let mirror = cluster();
     let dir = tempfile::tempdir().unwrap();
-    let _maker = mirror_maker(dir.path(), &source, &mirror);
+    let _maker = mirror_maker(dir.path(), &source, &mirror, "");
     let producer = producer(&source.zk).await;
     let sent: BTreeSet<String> = send(&producer, 0..400).await.into_keys().collect();
     producer.close().await;
@@ -263,7 +264,7 @@ async fn after_the_mirror_stops_the_tool_lists_exactly_the_acknowledged_messages
     let source = cluster();
     let mirror = cluster();
     let dir = tempfile::tempdir().unwrap();
-    let maker = mirror_maker(dir.path(), &source, &mirror);
+    let maker = mirror_maker(dir.path(), &source, &mirror, "");
     let producer = producer(&source.zk).await;
     let copied = send(&producer, 0..300).await;
     until_mirrored(&mirror, copied.len()).await;
@@ -317,4 +318,58 @@ async fn after_the_mirror_stops_the_tool_lists_exactly_the_acknowledged_messages
         "listed as lacking though mirrored: {wrongly_lacking:?}; listed as held though never copied: {wrongly_held:?}\n{listing}"
     );
     assert!(listing.contains("lacks offsets"), "{listing}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn after_a_whole_source_disaster_the_synced_group_resumes_on_the_mirror_skipping_nothing() {
+    let mut source = cluster();
+    let mirror = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let _maker = mirror_maker(
+        dir.path(),
+        &source,
+        &mirror,
+        "mirror.offsets.sync.groups=app\nmirror.offsets.sync.interval.ms=200\n",
+    );
+    let producer = producer(&source.zk).await;
+    let sent: BTreeSet<String> = send(&producer, 0..400).await.into_keys().collect();
+    producer.close().await;
+    let read_on_source: BTreeSet<String> =
+        consume(&source.zk, "app", "smallest", 150, Duration::from_secs(3))
+            .await
+            .into_iter()
+            .collect();
+    until_mirrored(&mirror, sent.len()).await;
+    // A few sync rounds, then the whole source cluster is gone: brokers and ZooKeeper.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    source.broker.kill();
+    source.zk.kill();
+    let read_on_mirror: BTreeSet<String> = consume(
+        &mirror.zk,
+        "app",
+        "largest",
+        sent.len(),
+        Duration::from_secs(3),
+    )
+    .await
+    .into_iter()
+    .collect();
+    let skipped: Vec<&String> = sent
+        .difference(&read_on_source)
+        .filter(|m| !read_on_mirror.contains(*m))
+        .collect();
+    let re_read = read_on_mirror.intersection(&read_on_source).count();
+    eprintln!(
+        "read {} on the source, {} on the mirror after the disaster: {} skipped, {re_read} read again",
+        read_on_source.len(),
+        read_on_mirror.len(),
+        skipped.len()
+    );
+    assert!(
+        skipped.is_empty(),
+        "{} messages unread on the source were skipped on the mirror, e.g. {:?}",
+        skipped.len(),
+        skipped.iter().take(5).collect::<Vec<_>>()
+    );
+    assert!(re_read <= 2 * 20, "{re_read} messages read again");
 }

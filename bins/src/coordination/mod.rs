@@ -4,6 +4,7 @@
 
 pub mod ephemeral;
 pub mod identity;
+pub mod nodes;
 pub mod pipeline;
 pub mod zk;
 mod zk_security;

@@ -56,6 +56,7 @@ mod commits;
 pub mod held;
 pub mod identity;
 pub mod maker;
+pub mod offset_sync;
 pub mod origins;
 mod stream;
 pub mod supervise;
@@ -109,6 +110,10 @@ pub struct MirrorSettings {
     /// The mirror cluster's identity when the caller knows it (an embedded mirror's broker);
     /// otherwise it is read in the producer's ZooKeeper or asked of its brokers.
     pub target_identity: Option<ClusterIdentity>,
+    /// The mirror cluster's ZooKeeper when the caller knows it (an embedded mirror's broker);
+    /// otherwise the producer's `zk.connect`, if it has one. Consumer offsets are synced there
+    /// (`mirror.offsets.sync.groups`).
+    pub target_zookeeper: Option<tributary_core::config::ZkConnect>,
 }
 
 /// One source message as the mirror handled it.
@@ -189,6 +194,7 @@ impl MirrorSettings {
             observer: None,
             metrics: None,
             target_identity: None,
+            target_zookeeper: None,
         }
     }
 }
@@ -217,6 +223,8 @@ pub struct Mirror {
     /// The origin-record stores (target's, then each source's): their sessions close at
     /// shutdown.
     records: Vec<Arc<dyn origins::OriginsAccess>>,
+    /// The offset syncers (`mirror.offsets.sync.groups`); they end at the stop.
+    syncers: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Mirror {
@@ -447,6 +455,7 @@ impl Mirror {
             identities.clone(),
             stop_rx.clone(),
         ));
+        let syncers = start_offset_syncs(&env, &settings, &producer_config, &identities, &stop_rx);
         let summary = tokio::spawn(summarize(
             env,
             connectors.clone(),
@@ -467,6 +476,7 @@ impl Mirror {
             stats,
             summary: Some(summary),
             recheck: Some(recheck),
+            syncers,
             records,
         })
     }
@@ -516,6 +526,15 @@ impl Mirror {
         if let Some(recheck) = self.recheck.take() {
             recheck.abort();
             if let Err(e) = recheck.await {
+                if e.is_panic() {
+                    std::panic::resume_unwind(e.into_panic());
+                }
+            }
+        }
+        // The syncers end at the stop (a round under way is cut short: it is idempotent).
+        for syncer in self.syncers.drain(..) {
+            syncer.abort();
+            if let Err(e) = syncer.await {
                 if e.is_panic() {
                     std::panic::resume_unwind(e.into_panic());
                 }
@@ -602,6 +621,51 @@ async fn task_ended<R>(
         }
         None => std::future::pending().await,
     }
+}
+
+/// One offset syncer per source that asks for one (`mirror.offsets.sync.groups`), writing into
+/// the mirror cluster's ZooKeeper; a source that asks without positions, or a mirror cluster
+/// whose ZooKeeper is not known (a `broker.list` producer of a mirror maker), is said once.
+fn start_offset_syncs<E: Env>(
+    env: &E,
+    settings: &MirrorSettings,
+    producer: &ProducerConfig,
+    identities: &identity::Identities,
+    stop: &watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let target = settings
+        .target_zookeeper
+        .clone()
+        .or(match &producer.discovery {
+            tributary_core::config::Discovery::ZooKeeper(connect) => Some(connect.clone()),
+            tributary_core::config::Discovery::BrokerList(_) => None,
+        });
+    let mut syncers = Vec::new();
+    for (source, identity) in settings.sources.iter().zip(&identities.sources) {
+        let Some(groups) = source.mirror.offsets_sync_groups.clone() else {
+            continue;
+        };
+        if !source.mirror.preserve_partitions {
+            tracing::warn!("mirror: {}: mirror.offsets.sync.groups needs mirror.preserve.partitions=true (offsets are translated through the copies' positions); no offsets are synced", source.zk_connect);
+            continue;
+        }
+        let Some(target) = target.clone() else {
+            tracing::warn!("mirror: {}: mirror.offsets.sync.groups is set, but the mirror cluster's ZooKeeper is not known (the producer has a broker.list): give the producer its zk.connect; no offsets are synced", source.zk_connect);
+            continue;
+        };
+        let sync = offset_sync::OffsetSync {
+            groups,
+            interval: Duration::from_millis(source.mirror.offsets_sync_interval_ms.into()),
+            source: (source.zk_connect.clone(), identity.id.clone()),
+            mirror: target,
+        };
+        syncers.push(tokio::spawn(offset_sync::run_offset_sync(
+            env.clone(),
+            sync,
+            stop.clone(),
+        )));
+    }
+    syncers
 }
 
 /// The mirror's producer: durable acknowledgements always, never dropping on a full queue, and

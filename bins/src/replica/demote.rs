@@ -105,7 +105,7 @@ pub(super) async fn demotion<E: Env>(
         demotion: id.clone(),
         entries,
     };
-    super::offset_sync::put(c, &done_path, report.encode().as_bytes()).await?;
+    crate::coordination::nodes::put(c, &done_path, report.encode().as_bytes()).await?;
     tracing::info!("replica: demotion {id} carried out and confirmed; copying from the source resumes at each cut");
     *d.handled = Some(id);
     Ok(true)
@@ -245,7 +245,7 @@ async fn index_diverged<C: Coordination>(
             Err(e) => return Err(e),
         };
         log.extend(moved);
-        super::offset_sync::put(c, &path, log.encode().as_bytes()).await?;
+        crate::coordination::nodes::put(c, &path, log.encode().as_bytes()).await?;
     }
     Ok(())
 }

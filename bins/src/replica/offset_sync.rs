@@ -3,6 +3,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use crate::coordination::nodes::{data_of, put, versioned_data_of};
 use tributary_core::consumer::BrokerPartition;
 use tributary_core::replica::offset_sync::{
     group_commits_here, offset_to_write, owned_during_write,
@@ -175,42 +176,4 @@ where
         }
     }
     Ok(())
-}
-
-/// Creates `path` with `data`, or sets it.
-pub(super) async fn put<C: Coordination>(
-    coord: &C,
-    path: &str,
-    data: &[u8],
-) -> Result<(), CoordError> {
-    coord.ensure_parents(path).await?;
-    match coord.create(path, data, NodeKind::Persistent).await {
-        Ok(_) => Ok(()),
-        Err(CoordError::NodeExists(_)) => coord.set(path, data, None).await.map(drop),
-        Err(e) => Err(e),
-    }
-}
-
-/// The data of `path` and its version, `None` when it does not exist.
-async fn versioned_data_of<C: Coordination>(
-    coord: &C,
-    path: &str,
-) -> Result<Option<(Vec<u8>, i32)>, CoordError> {
-    match coord.get(path).await {
-        Ok(found) => Ok(Some(found)),
-        Err(CoordError::NoNode(_)) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// The data of `path`, `None` when it does not exist.
-pub(super) async fn data_of<C: Coordination>(
-    coord: &C,
-    path: &str,
-) -> Result<Option<Vec<u8>>, CoordError> {
-    match coord.get(path).await {
-        Ok((data, _)) => Ok(Some(data)),
-        Err(CoordError::NoNode(_)) => Ok(None),
-        Err(e) => Err(e),
-    }
 }

@@ -46,7 +46,7 @@ pub(super) async fn promotions<E: Env>(
             source_zk: replica.source.to_string(),
             source_broker_id: replica.source_broker_id,
         };
-        super::offset_sync::put(
+        crate::coordination::nodes::put(
             &c,
             &replica_record_path(broker.broker_id),
             record.encode().as_bytes(),

@@ -78,6 +78,12 @@ pub struct MirrorOptions {
     /// offsets start again lower (its log lost) is recognised: its new messages would be taken
     /// for ones the mirror holds.
     pub preserve_partitions: bool,
+    /// `mirror.offsets.sync.groups` (unset; Tributary): consumer groups (regex, whole name)
+    /// whose committed source offsets the mirror translates into the mirror cluster's
+    /// partitions and writes there (needs `mirror.preserve.partitions=true`).
+    pub offsets_sync_groups: Option<crate::consumer::TopicPattern>,
+    /// `mirror.offsets.sync.interval.ms` (1000; Tributary): how often.
+    pub offsets_sync_interval_ms: u32,
 }
 
 /// The most fetch connections a consumer keeps to one broker (`num.consumer.fetchers`).
@@ -222,6 +228,14 @@ fn read_mirror(f: &mut Fields<'_>) -> Result<MirrorOptions, ConfigError> {
         unowned_alarm_ms: f.int("mirror.unowned.alarm.ms", 30_000, 1000..=I32_MAX)?,
         rename: read_rename(f)?,
         preserve_partitions: f.bool("mirror.preserve.partitions", false)?,
+        offsets_sync_groups: match f.string("mirror.offsets.sync.groups") {
+            Some(g) => Some(
+                crate::consumer::TopicPattern::new(crate::consumer::FilterKind::Whitelist, &g)
+                    .map_err(|e| f.error("mirror.offsets.sync.groups", e.to_string()))?,
+            ),
+            None => None,
+        },
+        offsets_sync_interval_ms: f.int("mirror.offsets.sync.interval.ms", 1000, 1..=I32_MAX)?,
     })
 }
 

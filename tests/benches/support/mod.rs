@@ -128,5 +128,6 @@ pub fn bench_mirror_settings(
         observer: None,
         metrics: None,
         target_identity: None,
+        target_zookeeper: None,
     }
 }

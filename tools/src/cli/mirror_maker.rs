@@ -159,6 +159,7 @@ pub fn run_cli(args: MirrorMakerArgs) -> Result<ExitCode, ToolError> {
         observer: None,
         metrics: None,
         target_identity: None,
+        target_zookeeper: None,
     };
     let stop = async {
         wait_for_signal().await;
