@@ -7,6 +7,7 @@
 
 /// A bug that can be planted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u64)]
 pub enum Bug {
     /// Reads and OFFSETS see written but unflushed data (breaks visible ⇒ durable).
     ServeUnflushed = 1,
@@ -95,6 +96,12 @@ pub enum Bug {
     /// A flush does not sync a log's mirror position records: a crash after a mirrored set was
     /// acknowledged can lose its record, and recovery then cuts the set from the log.
     PositionsNotSynced = 1073741824,
+    /// The broker appends every mirrored set, whether the partition holds it or not (the
+    /// positions are recorded but never consulted): every set sent again is copied twice.
+    MirrorPositionsIgnored = 1 << 31,
+    /// A mirrored set whose start the partition holds is taken as wholly held: the messages
+    /// past what is held are acknowledged without being appended (one deduplication too many).
+    MirrorOverlapTakenAsHeld = 1 << 32,
 }
 
 /// The partitions of one commit request [`Bug::CommitCapped`] writes.
@@ -105,7 +112,7 @@ pub const REGISTRATION_CAP: usize = 8;
 
 #[cfg(feature = "planted-bugs")]
 thread_local! {
-    static ACTIVE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    static ACTIVE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Whether `bug` is planted on this thread.
@@ -113,7 +120,7 @@ thread_local! {
 pub fn active(bug: Bug) -> bool {
     #[cfg(feature = "planted-bugs")]
     {
-        ACTIVE.with(|a| a.get() & bug as u32 != 0)
+        ACTIVE.with(|a| a.get() & bug as u64 != 0)
     }
     #[cfg(not(feature = "planted-bugs"))]
     {
@@ -125,5 +132,5 @@ pub fn active(bug: Bug) -> bool {
 /// Plants exactly `bugs` on this thread (an empty slice clears them).
 #[cfg(feature = "planted-bugs")]
 pub fn plant(bugs: &[Bug]) {
-    ACTIVE.with(|a| a.set(bugs.iter().fold(0, |acc, b| acc | *b as u32)));
+    ACTIVE.with(|a| a.set(bugs.iter().fold(0, |acc, b| acc | *b as u64)));
 }

@@ -91,11 +91,14 @@ pub enum Invariant {
     /// S31 (failover): every step of the drill (promote, demote, catching up, offsets synced)
     /// completes in bounded time.
     FailoverCompletes,
+    /// S32 (mirror): with `mirror.preserve.partitions` on, the mirror cluster holds no more
+    /// copies of a message than the source does.
+    MirrorExactlyOnce,
 }
 
 impl Invariant {
     /// Every invariant, in number order.
-    pub const ALL: [Invariant; 31] = [
+    pub const ALL: [Invariant; 32] = [
         Invariant::VisibleIsDurable,
         Invariant::NoCorruptRead,
         Invariant::LatestNeverGoesBack,
@@ -127,6 +130,7 @@ impl Invariant {
         Invariant::FailoverWritableOnlyPromoted,
         Invariant::FailoverOffsetsFollow,
         Invariant::FailoverCompletes,
+        Invariant::MirrorExactlyOnce,
     ];
 
     /// Its number: `S<n>` in docs/ARCHITECTURE.md.

@@ -183,6 +183,20 @@ fn each_planted_mirror_bug_is_caught_by_its_invariant_and_the_clean_build_passes
             Faults::Crash,
             Invariant::MirrorProgress,
         ),
+        // A broker that appends every mirrored set, held or not: what is sent again after a
+        // fault is copied twice.
+        (
+            Bug::MirrorPositionsIgnored,
+            Faults::Mixed,
+            Invariant::MirrorExactlyOnce,
+        ),
+        // A set whose start the partition holds taken as wholly held: its new messages are
+        // acknowledged and committed, never appended.
+        (
+            Bug::MirrorOverlapTakenAsHeld,
+            Faults::Mixed,
+            Invariant::MirrorNoLoss,
+        ),
     ];
     assert_each_caught(&cases, PLANTED_SEEDS_MAX, |seed, faults| {
         run_seed(seed, options(faults)).err().map(|(v, _)| v)

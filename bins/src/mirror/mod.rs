@@ -349,6 +349,7 @@ impl Mirror {
                 .map_err(|e| MirrorError::Target(Failure::caused(e.to_string(), e)))?;
             producers.push(Arc::new(producer));
         }
+        let all_producers = Arc::new(producers.clone());
         let stats = Arc::new(MirrorStats::default());
         let (stop, stop_rx) = watch::channel(false);
         let mut connectors = Vec::new();
@@ -421,6 +422,7 @@ impl Mirror {
                     stream: stream_index,
                     connector: connector.clone(),
                     producer,
+                    producers: all_producers.clone(),
                     stats: stats.clone(),
                     window: window.clone(),
                     observer: settings.observer.clone(),

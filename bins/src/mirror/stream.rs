@@ -38,6 +38,10 @@ pub(super) struct StreamContext {
     pub(super) stream: usize,
     pub(super) connector: Arc<ConsumerConnector>,
     pub(super) producer: Arc<dyn ProducerHandle>,
+    /// Every producer of the mirror: with positions on, a source partition's messages all go
+    /// through one of them (chosen from the source partition), whichever stream reads them, so
+    /// that one producer sees them all in order (see `SendError::SourceGap`).
+    pub(super) producers: Arc<Vec<Arc<dyn ProducerHandle>>>,
     pub(super) stats: Arc<MirrorStats>,
     /// Shared by every stream of this source and its commit task.
     pub(super) window: Arc<SourceWindow>,
@@ -394,7 +398,18 @@ async fn forward(
         bytes: message.payload.len() as u64,
     };
     let record = record_of(target_topic, message, position_key);
-    let delivery = match context.producer.send(record).await {
+    let producer = match &record.source {
+        Some(mark) if context.producers.len() > 1 => {
+            let index = tributary_core::mirror::position::placement::index(
+                &mark.key,
+                tributary_core::mirror::position::placement::BROKER_SALT,
+                context.producers.len(),
+            );
+            context.producers.get(index).unwrap_or(&context.producer)
+        }
+        _ => &context.producer,
+    };
+    let delivery = match producer.send(record).await {
         Ok(delivery) => delivery,
         // Kafka 0.7's loss, planted for the simulator: the message is dropped and the mirror
         // goes on as if it had been delivered.
@@ -471,6 +486,7 @@ fn on_acks(
     let (mut acked, mut acked_bytes) = (0u64, 0u64);
     let mut failure = None;
     let mut too_large = Vec::new();
+    let mut restart: Vec<AckMeta> = Vec::new();
     let mut recorded: Vec<AckMeta> = Vec::new();
     let (commit_due, room) = {
         let mut state = context.window.lock();
@@ -514,6 +530,20 @@ fn on_acks(
                         too_large.push((meta, e));
                     }
                 }
+                // Not sent after a gap in this ownership (positions on): the partition's window
+                // is dropped as for a message too large, and it starts again from its commit.
+                Err(SendError::SourceGap { .. }) => {
+                    let effect = state.on_ack(
+                        &meta.key,
+                        meta.epoch,
+                        meta.seq,
+                        meta.offset,
+                        AckOutcome::TooLarge,
+                    );
+                    if effect == AckEffect::Stop {
+                        restart.push(meta);
+                    }
+                }
                 Err(e) => {
                     failure = Some(MirrorError::Send(Failure::caused(meta.describe(&e), e)));
                     break;
@@ -524,6 +554,19 @@ fn on_acks(
     };
     for (meta, e) in too_large {
         stop_partition(context, &meta, &e);
+    }
+    for meta in restart {
+        tracing::info!(
+            "mirror: {}: a message before the one ending at {} was not sent in this ownership; the partition starts again from its commit",
+            meta.key,
+            meta.offset
+        );
+        if context
+            .connector
+            .stop_partition(&meta.key.topic, meta.key.partition)
+        {
+            context.connector.rejoin();
+        }
     }
     context.stats.acked.fetch_add(acked, Ordering::Relaxed);
     context

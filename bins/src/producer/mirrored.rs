@@ -40,6 +40,9 @@ pub(super) struct Placements {
     by_key: BTreeMap<Arc<SourceKey>, (i32, i32)>,
     /// The ownership epoch each source partition was last located for.
     located: BTreeMap<Arc<SourceKey>, u64>,
+    /// Per source partition, the ownership epoch of the last message put in a set and where it
+    /// resumes: a later message of the same epoch must start there (or before: sent again).
+    sent: BTreeMap<Arc<SourceKey>, (u64, i64)>,
     /// Source partitions whose copy could not be located yet (a broker that may hold it did
     /// not answer), since when: their messages wait, for [`PLACEMENT_GRACE`] at most.
     locating: BTreeMap<Arc<SourceKey>, tokio::time::Instant>,
@@ -321,6 +324,7 @@ impl<E: Env> Dispatcher<E> {
     ) -> Left {
         let partitions: Vec<i32> = messages.iter().map(|(_, partition)| *partition).collect();
         let mut slots: Vec<Option<Pending>> = messages.into_iter().map(|(p, _)| Some(p)).collect();
+        self.refuse_gaps(&mut slots);
         let mut sets: Vec<(MirrorSet, Run)> = Vec::new();
         for run in self.runs(&mut slots, &partitions) {
             sets.extend(self.build_runs(&mut slots, run));
@@ -385,6 +389,45 @@ impl<E: Env> Dispatcher<E> {
             }
         }
         left
+    }
+
+    /// Fails every message that follows a gap in its source partition's messages of one
+    /// ownership epoch (a message between was withdrawn by the mirror, or refused): appended
+    /// after the gap, it would record a position past a message the mirror cluster does not
+    /// hold, and that message, sent again from the commit, would then be taken for held and
+    /// lost. What is put in sets is remembered across batches.
+    fn refuse_gaps(&self, slots: &mut [Option<Pending>]) {
+        let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
+        for slot in slots.iter_mut() {
+            let Some(mark) = slot.as_ref().and_then(|p| p.record.source.clone()) else {
+                continue;
+            };
+            let gap = match placed.sent.get(&mark.key) {
+                Some((epoch, next)) if *epoch == mark.epoch && mark.start > *next => Some(*next),
+                _ => None,
+            };
+            match gap {
+                Some(expected) => {
+                    if let Some(p) = slot.take() {
+                        let error = SendError::SourceGap {
+                            key: mark.key.to_string(),
+                            expected,
+                            found: mark.start,
+                        };
+                        self.finish(p.done, Err(error));
+                    }
+                }
+                None => {
+                    let reached = match placed.sent.get(&mark.key) {
+                        Some((epoch, next)) if *epoch == mark.epoch => (*next).max(mark.next),
+                        _ => mark.next,
+                    };
+                    if placed.sent.len() < PLACEMENTS_MAX || placed.sent.contains_key(&mark.key) {
+                        placed.sent.insert(mark.key.clone(), (mark.epoch, reached));
+                    }
+                }
+            }
+        }
     }
 
     fn finish_held(&self, p: Pending, ack: &MirrorAck, broker_id: i32) {
@@ -470,11 +513,36 @@ impl<E: Env> Dispatcher<E> {
             if let Some(p) = slots.get_mut(i).and_then(Option::take) {
                 let size = p.record.value.len();
                 let max = self.config.max_message_bytes;
+                let failed_at = p.record.source.as_ref().map(|m| (m.epoch, m.start));
                 self.finish(p.done, Err(SendError::TooLarge { size, max }));
+                // What follows it in this ownership would leave a gap: not sent either.
+                if let Some(at) = failed_at {
+                    self.gap_after(slots, &run, i, at);
+                }
             }
+            return out;
         }
         out.extend(self.close_run(slots, &run, current));
         out
+    }
+
+    /// Fails the messages of `run` after index `failed` (whose message, starting at `at.1`
+    /// in epoch `at.0`, was not stored) as following a gap, and has later batches do the same.
+    fn gap_after(&self, slots: &mut [Option<Pending>], run: &Run, failed: usize, at: (u64, i64)) {
+        crate::sync::lock(&self.placed, "the mirror's placements")
+            .sent
+            .insert(run.key.clone(), at);
+        for i in run.indexes.iter().copied().filter(|i| *i > failed) {
+            if let Some(p) = slots.get_mut(i).and_then(Option::take) {
+                let found = p.record.source.as_ref().map_or(at.1, |m| m.start);
+                let error = SendError::SourceGap {
+                    key: run.key.to_string(),
+                    expected: at.1,
+                    found,
+                };
+                self.finish(p.done, Err(error));
+            }
+        }
     }
 
     fn close_run(

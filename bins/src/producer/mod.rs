@@ -144,6 +144,19 @@ pub enum SendError {
     /// The broker does not know ACKED_PRODUCE and `durable.acks.fallback=false`.
     #[error("broker {0} does not support acknowledged produce (a Kafka 0.7 broker?); set durable.acks.fallback=true to send to it without acknowledgements")]
     AcksUnsupported(i32),
+    /// A mirror's message that follows a gap in its source partition's messages of the same
+    /// ownership (a message before it was withdrawn, or refused as too large): sent, it would
+    /// have the mirror cluster take the missing one for held. Not sent; the mirror starts the
+    /// source partition again from its commit.
+    #[error("{key}: source offset {found} follows a gap after {expected} in this ownership; not sent (the partition starts again from its commit)")]
+    SourceGap {
+        /// The source partition.
+        key: String,
+        /// Where the previous message sent resumed.
+        expected: i64,
+        /// Where this one starts.
+        found: i64,
+    },
     /// Every attempt failed.
     #[error("not sent after {attempts} attempts: {last}")]
     Failed {

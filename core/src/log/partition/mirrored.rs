@@ -121,6 +121,12 @@ impl<F: LogFs> Log<F> {
             .decide(&source.key, source.start, source.next)
             .map_err(|e| positions_error(&self.tp, e.into()))?
         {
+            _ if crate::planted::active(crate::planted::Bug::MirrorPositionsIgnored) => {
+                // Appended anyway, and recorded as another write (the records stay in order).
+                return self
+                    .append_validated(set, now_ms)
+                    .map(MirroredAppend::Appended);
+            }
             Decision::Held => return Ok(MirroredAppend::Held),
             Decision::Overlap { held_to } => return Ok(MirroredAppend::Overlap { held_to }),
             Decision::Append => {}

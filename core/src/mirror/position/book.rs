@@ -137,6 +137,10 @@ impl PositionBook {
         let Some(held_to) = self.resume_at(key) else {
             return Ok(Decision::Append);
         };
+        if crate::planted::active(crate::planted::Bug::MirrorOverlapTakenAsHeld) && start < held_to
+        {
+            return Ok(Decision::Held);
+        }
         Ok(if next <= held_to {
             Decision::Held
         } else if start >= held_to {

@@ -127,6 +127,22 @@ pub(super) fn judge(shared: &Shared, control: &Control, shape: &Shape, report: &
         .sum();
     report.gaps = s.gaps.len();
     report.gap_messages = gap_messages;
+    // 32: with positions, a set sent again is never copied twice.
+    if shape.preserve && report.duplicates > 0 {
+        let example = read
+            .mirror
+            .iter()
+            .find(|(p, n)| **n > source_copies.get(p.as_slice()).copied().unwrap_or(1).max(1))
+            .map(|(p, n)| format!("{} ({n} copies)", String::from_utf8_lossy(p)));
+        return control.violate(
+            Invariant::MirrorExactlyOnce,
+            format!(
+                "{} duplicate copies with mirror.preserve.partitions on, e.g. {}",
+                report.duplicates,
+                example.unwrap_or_default()
+            ),
+        );
+    }
     // 8: the metrics agree with the clusters.
     if let Some(problem) = s.metrics_problems.first() {
         control.violate(
