@@ -309,6 +309,12 @@ async fn main() {
             mirror_produce_rate(&target_zk, &format!("produce-{size}"), size, count).await;
         let consumer = mirror_consumer_config(&source_zk, &format!("mirror-{name}"), "smallest");
         let (mirror, cores) = mirror_rate(consumer, &target_zk, &name, count).await;
+        // The same copy with mirror.preserve.partitions (MIRROR_PRODUCE and position records),
+        // measured right after.
+        let mut positioned =
+            mirror_consumer_config(&source_zk, &format!("positions-{name}"), "smallest");
+        positioned.mirror.preserve_partitions = true;
+        let (with_positions, _) = mirror_rate(positioned, &target_zk, &name, count).await;
         let mb = |rate: f64| rate * size as f64 / 1e6;
         println!("{count} messages of {size} B:");
         println!(
@@ -338,6 +344,17 @@ async fn main() {
             ),
             "published reference (not this run): 190 MB/s per core",
             mb(mirror) / cores.max(1e-9) / 190.0,
+        );
+        println!(
+            "  mirror with positions:         {with_positions:>10.0} msg/s {:>7.1} MB/s  = {:.2} of the mirror without them",
+            mb(with_positions),
+            with_positions / mirror
+        );
+        tributary_tests::bench::row(
+            &format!("mirror with positions (mirror.preserve.partitions), {size} B messages"),
+            &format!("{:.0} MB/s", mb(with_positions)),
+            &format!("the same mirror without them, just before: {:.0} MB/s", mb(mirror)),
+            with_positions / mirror,
         );
         tributary_tests::bench::row(
             &format!("mirror end to end, {size} B messages"),

@@ -342,13 +342,7 @@ impl Mirror {
         .await?;
         identity::refuse_loops(&identities, &settings.sources)?;
         check_names(&settings, &identities)?;
-        let mut producers: Vec<Arc<dyn ProducerHandle>> = Vec::new();
-        for _ in 0..settings.producers.max(1) {
-            let producer = Producer::start(env.clone(), producer_config.clone())
-                .await
-                .map_err(|e| MirrorError::Target(Failure::caused(e.to_string(), e)))?;
-            producers.push(Arc::new(producer));
-        }
+        let producers = start_producers(&env, &producer_config, settings.producers).await?;
         let all_producers = Arc::new(producers.clone());
         let stats = Arc::new(MirrorStats::default());
         let (stop, stop_rx) = watch::channel(false);
@@ -623,6 +617,22 @@ async fn task_ended<R>(
         }
         None => std::future::pending().await,
     }
+}
+
+/// The mirror's producers (at least one).
+async fn start_producers<E: Env>(
+    env: &E,
+    config: &ProducerConfig,
+    count: u32,
+) -> Result<Vec<Arc<dyn ProducerHandle>>, MirrorError> {
+    let mut producers: Vec<Arc<dyn ProducerHandle>> = Vec::new();
+    for _ in 0..count.max(1) {
+        let producer = Producer::start(env.clone(), config.clone())
+            .await
+            .map_err(|e| MirrorError::Target(Failure::caused(e.to_string(), e)))?;
+        producers.push(Arc::new(producer));
+    }
+    Ok(producers)
 }
 
 /// One offset syncer per source that asks for one (`mirror.offsets.sync.groups`), writing into

@@ -57,6 +57,22 @@ pub(super) struct StreamContext {
 }
 
 impl StreamContext {
+    /// The producer for `record`: the stream's own, or with positions on the one its source
+    /// partition's messages all go through.
+    fn producer_for(&self, record: &Record) -> &Arc<dyn ProducerHandle> {
+        match &record.source {
+            Some(mark) if self.producers.len() > 1 => {
+                let index = tributary_core::mirror::position::placement::index(
+                    &mark.key,
+                    tributary_core::mirror::position::placement::BROKER_SALT,
+                    self.producers.len(),
+                );
+                self.producers.get(index).unwrap_or(&self.producer)
+            }
+            _ => &self.producer,
+        }
+    }
+
     fn event<'a>(
         &self,
         topic: &'a TopicName,
@@ -398,18 +414,7 @@ async fn forward(
         bytes: message.payload.len() as u64,
     };
     let record = record_of(target_topic, message, position_key);
-    let producer = match &record.source {
-        Some(mark) if context.producers.len() > 1 => {
-            let index = tributary_core::mirror::position::placement::index(
-                &mark.key,
-                tributary_core::mirror::position::placement::BROKER_SALT,
-                context.producers.len(),
-            );
-            context.producers.get(index).unwrap_or(&context.producer)
-        }
-        _ => &context.producer,
-    };
-    let delivery = match producer.send(record).await {
+    let delivery = match context.producer_for(&record).send(record).await {
         Ok(delivery) => delivery,
         // Kafka 0.7's loss, planted for the simulator: the message is dropped and the mirror
         // goes on as if it had been delivered.
