@@ -353,7 +353,10 @@ async fn main() {
         tributary_tests::bench::row(
             &format!("mirror with positions (mirror.preserve.partitions), {size} B messages"),
             &format!("{:.0} MB/s", mb(with_positions)),
-            &format!("the same mirror without them, just before: {:.0} MB/s", mb(mirror)),
+            &format!(
+                "the same mirror without them, just before: {:.0} MB/s",
+                mb(mirror)
+            ),
             with_positions / mirror,
         );
         tributary_tests::bench::row(

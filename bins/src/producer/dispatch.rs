@@ -13,6 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::sync::oneshot;
 use tributary_core::config::ProducerConfig;
 use tributary_core::message::{Message, MessageSetBuilder};
+use tributary_core::mirror::position::SourceKey;
 use tributary_core::producer::{choose, group_by_partition, Candidate};
 use tributary_core::wire::{
     ErrorCode, OffsetsRequest, ProduceRequest, Request, Response, TopicName, READ_ONLY_REPLICA,
@@ -204,24 +205,44 @@ impl<E: Env> Dispatcher<E> {
         self.locate(&snapshot, &pending).await;
         let mut by_broker: BTreeMap<i32, Vec<(Pending, i32)>> = BTreeMap::new();
         let mut retry = Vec::new();
+        // A mirror's messages come a source partition at a time: its decision is taken once
+        // per run of them (compared by the key's pointer, shared by the partition's messages).
+        let mut decided: Option<(std::sync::Arc<SourceKey>, Option<Option<Candidate>>)> = None;
         for p in pending {
-            if self.is_locating(&p) {
-                *last = format!(
-                    "{}: where its copy is in the mirror cluster is not known yet (a broker did not answer)",
-                    p.record.topic
-                );
-                retry.push(p);
-                continue;
-            }
-            let candidates =
-                if retry_anywhere && p.record.key.is_none() && p.record.source.is_none() {
-                    snapshot.candidates_on_retry(&p.record.topic)
-                } else {
-                    snapshot.candidates(&p.record.topic)
-                };
             let choice = match &p.record.source {
-                Some(mark) => self.place(&candidates, &snapshot.brokers, &mark.key),
+                Some(mark) => {
+                    let known = decided
+                        .as_ref()
+                        .filter(|(key, _)| std::sync::Arc::ptr_eq(key, &mark.key))
+                        .map(|(_, choice)| *choice);
+                    let choice = known.unwrap_or_else(|| {
+                        let choice = match self.is_locating(&p) {
+                            true => None,
+                            false => Some(self.place(
+                                &snapshot.candidates(&p.record.topic),
+                                &snapshot.brokers,
+                                &mark.key,
+                            )),
+                        };
+                        decided = Some((mark.key.clone(), choice));
+                        choice
+                    });
+                    let Some(choice) = choice else {
+                        *last = format!(
+                            "{}: where its copy is in the mirror cluster is not known yet (a broker did not answer)",
+                            p.record.topic
+                        );
+                        retry.push(p);
+                        continue;
+                    };
+                    choice
+                }
                 None => {
+                    let candidates = if retry_anywhere && p.record.key.is_none() {
+                        snapshot.candidates_on_retry(&p.record.topic)
+                    } else {
+                        snapshot.candidates(&p.record.topic)
+                    };
                     let mut rng = crate::sync::lock(&self.rng, "the producer's partition chooser");
                     choose(&candidates, p.record.key.as_deref(), &mut *rng)
                 }

@@ -195,6 +195,9 @@ impl<E: Env> Dispatcher<E> {
     /// hold it has not answered yet, for less than [`PLACEMENT_GRACE`]).
     pub(super) fn is_locating(&self, p: &Pending) -> bool {
         let placed = crate::sync::lock(&self.placed, "the mirror's placements");
+        if placed.locating.is_empty() {
+            return false;
+        }
         p.record
             .source
             .as_ref()
@@ -279,18 +282,30 @@ impl<E: Env> Dispatcher<E> {
     /// (failing for less than [`PLACEMENT_GRACE`]), or for its copy to be located: its retries
     /// are not counted meanwhile.
     pub(super) fn waits_for_placement(&self, pending: &[Pending]) -> bool {
-        if pending.iter().any(|p| self.is_locating(p)) {
-            return true;
-        }
         let placed = crate::sync::lock(&self.placed, "the mirror's placements");
-        pending.iter().any(|p| {
-            p.record
-                .source
-                .as_ref()
-                .and_then(|mark| placed.by_key.get(&mark.key))
-                .and_then(|(broker, _)| placed.failing.get(broker))
-                .is_some_and(|since| since.elapsed() < PLACEMENT_GRACE)
-        })
+        if placed.locating.is_empty() && placed.failing.is_empty() {
+            return false;
+        }
+        let mut previous: Option<&Arc<SourceKey>> = None;
+        pending
+            .iter()
+            .filter_map(|p| p.record.source.as_ref())
+            .any(|mark| {
+                if previous.is_some_and(|key| Arc::ptr_eq(key, &mark.key)) {
+                    return false;
+                }
+                previous = Some(&mark.key);
+                let locating = placed
+                    .locating
+                    .get(&mark.key)
+                    .is_some_and(|since| since.elapsed() < PLACEMENT_GRACE);
+                let waiting = placed
+                    .by_key
+                    .get(&mark.key)
+                    .and_then(|(broker, _)| placed.failing.get(broker))
+                    .is_some_and(|since| since.elapsed() < PLACEMENT_GRACE);
+                locating || waiting
+            })
     }
 
     /// The messages for `broker_id` that go as mirrored sets, and the others.
@@ -449,18 +464,17 @@ impl<E: Env> Dispatcher<E> {
     /// there, so that no set's source offsets claim messages twice: the set after the cut is
     /// judged on its own (then held, or an overlap).
     fn runs(&self, slots: &mut [Option<Pending>], partitions: &[i32]) -> Vec<Run> {
-        type RunKey = (TopicName, Arc<SourceKey>, i32);
         let mut runs: Vec<Run> = Vec::new();
-        // The open run of each group, and the source offset its last message resumes at.
-        let mut open: BTreeMap<RunKey, (usize, i64)> = BTreeMap::new();
+        // The open run of each source partition and partition asked for (a source partition's
+        // messages all go to one mirror topic), and where its last message resumes.
+        let mut open: BTreeMap<(Arc<SourceKey>, i32), (usize, i64)> = BTreeMap::new();
         for (i, slot) in slots.iter().enumerate() {
             let Some(p) = slot else { continue };
             let Some(mark) = &p.record.source else {
                 continue;
             };
             let partition = partitions.get(i).copied().unwrap_or(-1);
-            let group = (p.record.topic.clone(), mark.key.clone(), partition);
-            match open.get_mut(&group) {
+            match open.get_mut(&(mark.key.clone(), partition)) {
                 Some((run, next)) if mark.start >= *next => {
                     if let Some(run) = runs.get_mut(*run) {
                         run.indexes.push(i);
@@ -468,7 +482,7 @@ impl<E: Env> Dispatcher<E> {
                     *next = mark.next;
                 }
                 _ => {
-                    open.insert(group, (runs.len(), mark.next));
+                    open.insert((mark.key.clone(), partition), (runs.len(), mark.next));
                     runs.push(Run {
                         topic: p.record.topic.clone(),
                         partition,
