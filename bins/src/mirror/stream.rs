@@ -523,21 +523,9 @@ fn on_acks(
                 // Too large for the mirror cluster: that partition's failure alone. Its window
                 // is dropped (nothing of it is committed past its last commit; what was sent
                 // after is sent again when it restarts from there) and it stops.
-                Err(e @ SendError::TooLarge { .. }) => {
-                    let effect = state.on_ack(
-                        &meta.key,
-                        meta.epoch,
-                        meta.seq,
-                        meta.offset,
-                        AckOutcome::TooLarge,
-                    );
-                    if effect == AckEffect::Stop {
-                        too_large.push((meta, e));
-                    }
-                }
                 // Not sent after a gap in this ownership (positions on): the partition's window
-                // is dropped as for a message too large, and it starts again from its commit.
-                Err(SendError::SourceGap { .. }) => {
+                // is dropped in the same way, and it starts again from its commit.
+                Err(e @ (SendError::TooLarge { .. } | SendError::SourceGap { .. })) => {
                     let effect = state.on_ack(
                         &meta.key,
                         meta.epoch,
@@ -545,8 +533,10 @@ fn on_acks(
                         meta.offset,
                         AckOutcome::TooLarge,
                     );
-                    if effect == AckEffect::Stop {
-                        restart.push(meta);
+                    match (effect, &e) {
+                        (AckEffect::Stop, SendError::SourceGap { .. }) => restart.push(meta),
+                        (AckEffect::Stop, _) => too_large.push((meta, e)),
+                        _ => {}
                     }
                 }
                 Err(e) => {

@@ -509,6 +509,34 @@ impl<E: Env> Dispatcher<E> {
         }
     }
 
+    /// After a fresh connection was closed on a request of Tributary's: an OFFSETS request on
+    /// a new connection tells a broker that does not know the request (it answers) from one
+    /// that died (`Err`: why, for the retry; the broker's failure is counted and said).
+    pub(super) async fn probe(
+        &self,
+        broker_id: i32,
+        host: &str,
+        port: u16,
+        topic: &TopicName,
+    ) -> Result<(), String> {
+        let timeout = Duration::from_millis(self.config.socket_timeout_ms.into());
+        let probe = Request::Offsets(OffsetsRequest {
+            topic: topic.clone(),
+            partition: 0,
+            time: -1,
+            max_offsets: 1,
+        });
+        let probed = match connect(&self.env, host, port, timeout).await {
+            Ok(mut conn) => conn.call(&probe).await.map(drop),
+            Err(e) => Err(e),
+        };
+        probed.map_err(|e| {
+            self.targets
+                .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
+            format!("broker {broker_id}: {}", how(&e))
+        })
+    }
+
     fn lock_without_acks(&self) -> std::sync::MutexGuard<'_, BTreeSet<i32>> {
         crate::sync::lock(&self.without_acks, "the producer's brokers without acks")
     }
@@ -524,24 +552,11 @@ impl<E: Env> Dispatcher<E> {
         parts: Vec<ProduceRequest>,
     ) -> Vec<SetOutcome> {
         let count = parts.len();
-        let timeout = Duration::from_millis(self.config.socket_timeout_ms.into());
         let Some(first) = parts.first() else {
             return Vec::new();
         };
-        let probe = Request::Offsets(OffsetsRequest {
-            topic: first.topic.clone(),
-            partition: 0,
-            time: -1,
-            max_offsets: 1,
-        });
-        let probed = match connect(&self.env, host, port, timeout).await {
-            Ok(mut conn) => conn.call(&probe).await.map(drop),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = probed {
-            self.targets
-                .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
-            return retry_all(count, format!("broker {broker_id}: {}", how(&e)));
+        if let Err(why) = self.probe(broker_id, host, port, &first.topic).await {
+            return retry_all(count, why);
         }
         if self.lock_without_acks().insert(broker_id) {
             tracing::warn!(

@@ -1,7 +1,7 @@
-//! A mirror's messages: each source partition's go to one broker (chosen from the source
-//! partition, and kept while that broker has the topic), which chooses the partition from the
-//! source partition too; they travel as MIRROR_PRODUCE sets, one per source partition per
-//! request, each naming the source offsets it holds. The broker appends a set only if its
+//! A mirror's messages: each source partition's go to one broker (where its copy reaches
+//! furthest, else chosen from the source partition; kept while that broker answers), which
+//! chooses the partition from the source partition too; they travel as MIRROR_PRODUCE sets,
+//! one per source partition per request, each naming the source offsets it holds. The broker appends a set only if its
 //! partition does not hold it already, so a set sent again — a retry after a lost answer, a
 //! restart, a partition moved to another mirror member — is acknowledged without a second
 //! copy; a set the partition holds the start of comes back as an overlap, and only its rest is
@@ -16,8 +16,8 @@ use tributary_core::mirror::position::placement::{self, BROKER_SALT};
 use tributary_core::mirror::position::SourceKey;
 use tributary_core::producer::Candidate;
 use tributary_core::wire::{
-    ErrorCode, MirrorAck, MirrorOutcome, MirrorPositionsRequest, MirrorSet, OffsetsRequest,
-    ProduceRequest, Request, Response, SourceStamp, TopicName,
+    ErrorCode, MirrorAck, MirrorOutcome, MirrorPositionsRequest, MirrorSet, ProduceRequest,
+    Request, Response, SourceStamp, TopicName,
 };
 
 use super::dispatch::{ack_outcome, retry_all, Dispatcher, Left, Pending, SetOutcome};
@@ -701,7 +701,6 @@ impl<E: Env> Dispatcher<E> {
         port: u16,
         sets: &[(MirrorSet, Run)],
     ) -> Vec<Answer> {
-        let timeout = std::time::Duration::from_millis(self.config.socket_timeout_ms.into());
         let retry = |why: String| {
             retry_all(sets.len(), why)
                 .into_iter()
@@ -711,20 +710,11 @@ impl<E: Env> Dispatcher<E> {
         let Some((first, _)) = sets.first() else {
             return Vec::new();
         };
-        let probe = Request::Offsets(OffsetsRequest {
-            topic: first.produce.topic.clone(),
-            partition: 0,
-            time: -1,
-            max_offsets: 1,
-        });
-        let probed = match connect(&self.env, host, port, timeout).await {
-            Ok(mut conn) => conn.call(&probe).await.map(drop),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = probed {
-            self.targets
-                .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
-            return retry(format!("broker {broker_id}: {}", how(&e)));
+        if let Err(why) = self
+            .probe(broker_id, host, port, &first.produce.topic)
+            .await
+        {
+            return retry(why);
         }
         if crate::sync::lock(&self.without_positions, "the brokers without positions")
             .insert(broker_id)

@@ -179,26 +179,12 @@ const TRANSLATION_BYTES_MIN: usize = SOURCE_BYTES_MIN + 8;
 /// Bytes of one MIRROR_PRODUCE ack.
 const MIRROR_ACK_BYTES: usize = 2 + 2 + 4 + 8 + 8;
 
-/// Reads an int16 count whose entries take at least `entry_min` bytes each, refusing one the
-/// rest of the frame cannot hold.
 fn count(r: &mut Reader<'_>, field: &'static str, entry_min: usize) -> Result<usize, DecodeError> {
-    let count = r.i16(field)?;
-    let count = usize::try_from(count).map_err(|_| DecodeError::CountInvalid {
-        field,
-        count: count.into(),
-    })?;
-    if count.saturating_mul(entry_min) > r.remaining() {
-        return Err(DecodeError::Truncated {
-            field,
-            needed: count.saturating_mul(entry_min),
-            available: r.remaining(),
-        });
-    }
-    Ok(count)
+    super::request::decode_count(r, field, entry_min)
 }
 
 fn put_count(out: &mut BytesMut, len: usize) -> Result<(), EncodeError> {
-    out.put_i16(i16::try_from(len).map_err(|_| EncodeError::TooManyEntries(len))?);
+    out.put_i16(super::request::count_to_i16(len)?);
     Ok(())
 }
 

@@ -307,13 +307,13 @@ pub(crate) fn patch_size(out: &mut BytesMut, start: usize) -> Result<(), EncodeE
     Ok(())
 }
 
-fn count_to_i16(len: usize) -> Result<i16, EncodeError> {
+pub(super) fn count_to_i16(len: usize) -> Result<i16, EncodeError> {
     i16::try_from(len).map_err(|_| EncodeError::TooManyEntries(len))
 }
 
 /// Reads an int16 entry count and checks it against what the rest of the frame could hold, so a
 /// lying count never makes us reserve memory the frame cannot fill.
-fn decode_count(
+pub(super) fn decode_count(
     r: &mut Reader<'_>,
     field: &'static str,
     entry_bytes_min: usize,
