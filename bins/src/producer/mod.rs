@@ -245,6 +245,11 @@ pub struct Producer<E: Env> {
     queue: Option<mpsc::Sender<Queued>>,
     sender: Option<JoinHandle<()>>,
     config: ProducerConfig,
+    /// Sync mode: a mirror's messages are dispatched one call at a time, as the async sender
+    /// does, so that a source partition's sets never overtake one another (two streams of a
+    /// mirror may hand on one partition's messages, one after the other, while the first's
+    /// send is still being retried).
+    mirrored: tokio::sync::Mutex<()>,
 }
 
 impl<E: Env> std::fmt::Debug for Producer<E> {
@@ -304,6 +309,7 @@ impl<E: Env> Producer<E> {
             queue,
             sender,
             config,
+            mirrored: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -312,6 +318,10 @@ impl<E: Env> Producer<E> {
         let Some(queue) = &self.queue else {
             let (delivery, done) = Delivery::pending();
             self.count_accepted(1);
+            let _one_at_a_time = match record.source.is_some() {
+                true => Some(self.mirrored.lock().await),
+                false => None,
+            };
             self.dispatcher.dispatch(vec![(record, done)]).await;
             return Ok(delivery);
         };
@@ -373,6 +383,10 @@ impl<E: Env> Producer<E> {
             })
             .unzip();
         self.count_accepted(batch.len() as u64);
+        let _one_at_a_time = match batch.iter().any(|(r, _)| r.source.is_some()) {
+            true => Some(self.mirrored.lock().await),
+            false => None,
+        };
         self.dispatcher.dispatch(batch).await;
         Ok(deliveries)
     }
