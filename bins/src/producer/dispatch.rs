@@ -443,21 +443,9 @@ impl<E: Env> Dispatcher<E> {
         }
         let acks = self.config.durable_acks && !known_without_acks;
         let mut connections = self.connections.lock().await;
-        connections.retain(|_, pooled| pooled.used.elapsed() < IDLE_REUSE_MAX);
-        let fresh = !connections.contains_key(&broker_id);
-        let conn = match self
-            .connection(&mut connections, broker_id, host, port)
-            .await
-        {
-            Ok(conn) => conn,
-            Err(e) => {
-                self.targets
-                    .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
-                return retry_all(
-                    sets.len(),
-                    format!("broker {broker_id} at {host}:{port}: {}", how(&e)),
-                );
-            }
+        let (conn, fresh) = match self.checkout(&mut connections, broker_id, host, port).await {
+            Ok(checked_out) => checked_out,
+            Err(why) => return retry_all(sets.len(), why),
         };
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         if !acks {
@@ -585,6 +573,28 @@ impl<E: Env> Dispatcher<E> {
             Err(e) => {
                 connections.remove(&broker_id);
                 retry_all(count, format!("broker {broker_id}: {e}"))
+            }
+        }
+    }
+
+    /// The pooled connection to `broker_id` (idle ones dropped first) and whether it was
+    /// dialled for this call; or, when it cannot be dialled, the failure (counted and said
+    /// every 30 s) as the reason to retry.
+    pub(super) async fn checkout<'a>(
+        &self,
+        connections: &'a mut BTreeMap<i32, Pooled<E::Stream>>,
+        broker_id: i32,
+        host: &str,
+        port: u16,
+    ) -> Result<(&'a mut Connection<E::Stream>, bool), String> {
+        connections.retain(|_, pooled| pooled.used.elapsed() < IDLE_REUSE_MAX);
+        let fresh = !connections.contains_key(&broker_id);
+        match self.connection(connections, broker_id, host, port).await {
+            Ok(conn) => Ok((conn, fresh)),
+            Err(e) => {
+                self.targets
+                    .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
+                Err(format!("broker {broker_id} at {host}:{port}: {}", how(&e)))
             }
         }
     }

@@ -636,21 +636,9 @@ impl<E: Env> Dispatcher<E> {
         let plain = |outcomes: Vec<SetOutcome>| outcomes.into_iter().map(Answer::Plain).collect();
         let request = Request::MirrorProduce(sets.iter().map(|(s, _)| s.clone()).collect());
         let mut connections = self.connections.lock().await;
-        connections.retain(|_, pooled| pooled.used.elapsed() < super::dispatch::IDLE_REUSE_MAX);
-        let fresh = !connections.contains_key(&broker_id);
-        let conn = match self
-            .connection(&mut connections, broker_id, host, port)
-            .await
-        {
-            Ok(conn) => conn,
-            Err(e) => {
-                self.targets
-                    .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
-                return plain(retry_all(
-                    sets.len(),
-                    format!("broker {broker_id} at {host}:{port}: {}", how(&e)),
-                ));
-            }
+        let (conn, fresh) = match self.checkout(&mut connections, broker_id, host, port).await {
+            Ok(checked_out) => checked_out,
+            Err(why) => return plain(retry_all(sets.len(), why)),
         };
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         match conn.call(&request).await {
