@@ -93,7 +93,14 @@ pub async fn positions<E: Env>(
             .coordinate(source, TIMEOUT, TIMEOUT)
             .await
             .map_err(connect_failed(source))?;
-        source_id = read_identity(&coord).await.ok().flatten().map(|i| i.id);
+        source_id = match read_identity(&coord).await {
+            Ok(identity) => identity.map(|i| i.id),
+            Err(e) => {
+                // Said: without it the lines cannot name what the mirror lacks.
+                eprintln!("{source}: the source cluster's identity could not be read ({e}); the source's ends are left out");
+                None
+            }
+        };
         let asked = held
             .furthest()
             .keys()

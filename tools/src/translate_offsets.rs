@@ -64,6 +64,12 @@ pub enum TranslateOffsetsError {
     /// The source cluster has no identity: its copies cannot be told apart.
     #[error("{0}: the source cluster has no identity (no Tributary broker has run against it), so no mirror position names it")]
     NoIdentity(ZkConnect),
+    /// The source cluster's identity could not be read.
+    #[error("{0}: the source cluster's identity could not be read: {1}")]
+    Identity(
+        ZkConnect,
+        tributary::coordination::identity::ClusterIdentityError,
+    ),
     /// The group has live members in the mirror cluster: they commit for themselves.
     #[error("group {0} has live members in the mirror cluster; its offsets there are theirs (stop them first)")]
     GroupLive(GroupId),
@@ -85,13 +91,15 @@ pub async fn translate_offsets<E: Env>(
         .coordinate(source, TIMEOUT, TIMEOUT)
         .await
         .map_err(zk(source))?;
-    let identity = read_identity(&coord).await.ok().flatten();
+    let identity = read_identity(&coord).await;
     let offsets = committed_offsets(&coord, source, group).await;
     coord.close().await;
     let offsets = offsets?;
-    let cluster = identity
-        .map(|i| i.id)
-        .ok_or_else(|| TranslateOffsetsError::NoIdentity(source.clone()))?;
+    let cluster = match identity {
+        Ok(Some(identity)) => identity.id,
+        Ok(None) => return Err(TranslateOffsetsError::NoIdentity(source.clone())),
+        Err(e) => return Err(TranslateOffsetsError::Identity(source.clone(), e)),
+    };
     let directory = Directory::from_zookeeper(env, mirror, TIMEOUT, TIMEOUT)
         .await
         .map_err(zk(mirror))?;
