@@ -102,6 +102,13 @@ pub enum Bug {
     /// A mirrored set whose start the partition holds is taken as wholly held: the messages
     /// past what is held are acknowledged without being appended (one deduplication too many).
     MirrorOverlapTakenAsHeld = 1 << 32,
+    /// Recovery keeps a mirror position record whose set the crash took from the log (the
+    /// record was durable before its data): the set, sent again, is judged held and never
+    /// appended.
+    PositionOutlivesData = 1 << 33,
+    /// A translation answers the end of the recorded set that holds the source offset instead
+    /// of the end of the set before it: a reader moved there skips the rest of that set.
+    TranslationOneSetTooFar = 1 << 34,
 }
 
 /// The partitions of one commit request [`Bug::CommitCapped`] writes.

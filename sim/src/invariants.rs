@@ -94,11 +94,15 @@ pub enum Invariant {
     /// S32 (mirror): with `mirror.preserve.partitions` on, the mirror cluster holds no more
     /// copies of a message than the source does.
     MirrorExactlyOnce,
+    /// S33 (mirror): with `mirror.preserve.partitions` on, a source offset translated into a
+    /// mirror offset is never past the mirror partition's end, and a reader starting there
+    /// skips none of the source partition's messages at or past that source offset.
+    MirrorTranslation,
 }
 
 impl Invariant {
     /// Every invariant, in number order.
-    pub const ALL: [Invariant; 32] = [
+    pub const ALL: [Invariant; 33] = [
         Invariant::VisibleIsDurable,
         Invariant::NoCorruptRead,
         Invariant::LatestNeverGoesBack,
@@ -131,6 +135,7 @@ impl Invariant {
         Invariant::FailoverOffsetsFollow,
         Invariant::FailoverCompletes,
         Invariant::MirrorExactlyOnce,
+        Invariant::MirrorTranslation,
     ];
 
     /// Its number: `S<n>` in docs/ARCHITECTURE.md.

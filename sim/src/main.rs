@@ -341,8 +341,8 @@ fn print_mirror_replay(r: &tributary_sim::mirror::MirrorReport) {
     println!("last trace lines:");
     r.trace_tail.iter().for_each(|l| println!("{l}"));
     println!(
-        "{:?}, tiny retention {}, preserve partitions {}: {} acknowledged, {} in the mirror, {} duplicate copies (most re-forwarded by one ownership {} of {}), {} gaps ({} messages), {} commits checked, drained after {:?}",
-        r.mode, r.tiny_retention, r.preserve, r.acked, r.mirrored, r.duplicates, r.reforwards_max, r.reforward_bound, r.gaps, r.gap_messages, r.commits_checked, r.drained_after
+        "{:?}, tiny retention {}, preserve partitions {}: {} acknowledged, {} in the mirror, {} duplicate copies (most re-forwarded by one ownership {} of {}), {} gaps ({} messages), {} commits checked, {} translations judged (at most {} re-read), drained after {:?}",
+        r.mode, r.tiny_retention, r.preserve, r.acked, r.mirrored, r.duplicates, r.reforwards_max, r.reforward_bound, r.gaps, r.gap_messages, r.commits_checked, r.translations.judged, r.translations.rereads_max, r.drained_after
     );
     r.mirror_failures
         .iter()
@@ -388,6 +388,8 @@ fn run_mirror(args: &Args) -> ExitCode {
     let mut mirror_failures: std::collections::BTreeMap<String, u32> = Default::default();
     // (seeds, acknowledged, duplicate copies) with mirror.preserve.partitions on and off.
     let mut by_preserve = [(0u64, 0usize, 0usize); 2];
+    // Translations judged (S33), and the most messages one of them re-reads.
+    let (mut translations, mut rereads_max) = (0usize, 0usize);
     for seed in args.first..args.first + args.seeds {
         match run_seed(seed, options) {
             Ok(r) => {
@@ -396,6 +398,8 @@ fn run_mirror(args: &Args) -> ExitCode {
                 duplicates += r.duplicates;
                 let split = &mut by_preserve[usize::from(r.preserve)];
                 *split = (split.0 + 1, split.1 + r.acked, split.2 + r.duplicates);
+                translations += r.translations.judged;
+                rereads_max = rereads_max.max(r.translations.rereads_max);
                 gaps += r.gaps;
                 commits += r.commits_checked;
                 for (reason, n) in &r.mirror_failures {
@@ -451,6 +455,9 @@ fn run_mirror(args: &Args) -> ExitCode {
             100.0 * duplicates as f64 / acked.max(1) as f64
         );
     }
+    println!(
+        "{translations} source offsets translated and judged; one translation re-reads at most {rereads_max} messages"
+    );
     println!(
         "{} mirror seeds ({:?} faults, {} s each): {failures} failed; {simulated:.0} simulated s in {wall:.1} wall s ({:.1} sim s per wall s); faults {faults:?}; {acked} acknowledged messages checked, {duplicates} duplicate copies (one ownership re-forwarded at most {} messages against a bound of {}, {:.0} % of it, seed {}), {gaps} gaps reported, {commits} commits checked; lag drained in {:?} (median), {:?} (worst)",
         args.seeds,

@@ -197,6 +197,13 @@ fn each_planted_mirror_bug_is_caught_by_its_invariant_and_the_clean_build_passes
             Faults::Mixed,
             Invariant::MirrorNoLoss,
         ),
+        // A translation one recorded set too far: a reader moved there skips the rest of
+        // the set holding its offset.
+        (
+            Bug::TranslationOneSetTooFar,
+            Faults::None,
+            Invariant::MirrorTranslation,
+        ),
     ];
     assert_each_caught(&cases, PLANTED_SEEDS_MAX, |seed, faults| {
         run_seed(seed, options(faults)).err().map(|(v, _)| v)

@@ -39,3 +39,15 @@ fn records_left_unsynced_by_a_flush_are_caught() {
         "no seed of 100 caught a flush that leaves positions unsynced"
     );
 }
+
+#[test]
+fn a_record_kept_past_the_data_the_crash_took_is_caught() {
+    plant(&[Bug::PositionOutlivesData]);
+    let caught = (0..100).find(|seed| tributary_sim::mirror_positions::run_seed(*seed).is_err());
+    plant(&[]);
+    eprintln!("PositionOutlivesData caught by seed {caught:?}");
+    assert!(
+        caught.is_some(),
+        "no seed of 100 caught a recovery that keeps a record whose set the log lost"
+    );
+}

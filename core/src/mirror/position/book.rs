@@ -84,7 +84,9 @@ impl PositionBook {
         let mut tail = decoded.tail;
         let first_start = decoded.records.first().map(|(_, r)| r.start());
         for (at, record) in decoded.records {
-            if cut_log_to.is_some() || record.end() > log_end {
+            let past_log = record.end() > log_end
+                && !crate::planted::active(crate::planted::Bug::PositionOutlivesData);
+            if cut_log_to.is_some() || past_log {
                 if record.start() < log_end && cut_log_to.is_none() {
                     cut_log_to = Some(record.start());
                 }
@@ -285,7 +287,12 @@ impl PositionBook {
     pub fn translate(&self, key: &SourceKey, source_offset: i64) -> Option<u64> {
         let history = self.sources.get(key)?;
         let first = history.front()?;
-        let before = history.partition_point(|p| p.source_next <= source_offset);
+        let mut before = history.partition_point(|p| p.source_next <= source_offset);
+        if crate::planted::active(crate::planted::Bug::TranslationOneSetTooFar)
+            && before < history.len()
+        {
+            before += 1;
+        }
         Some(match before.checked_sub(1).and_then(|i| history.get(i)) {
             Some(last_before) => last_before.mirror_end,
             None => first.mirror_start,

@@ -11,6 +11,7 @@ use tributary::consumer::GapReport;
 use tributary::mirror::{MirrorEvent, MirrorObserver};
 
 use super::reads::FinalRead;
+use super::translation::Translation;
 use super::Part;
 use crate::invariants::Invariant;
 use crate::world::Control;
@@ -59,6 +60,9 @@ pub(super) struct State {
     pub(super) mirror_failures: BTreeMap<String, u32>,
     /// What the checker host read at the end.
     pub(super) final_read: Option<FinalRead>,
+    /// The mirror brokers' translations of source offsets, asked after the final read (with
+    /// `mirror.preserve.partitions` on), or why they could not be asked.
+    pub(super) translations: Option<Result<Vec<Translation>, String>>,
     /// Where the metrics disagreed with the clusters at the end (empty: they agreed).
     pub(super) metrics_problems: Vec<String>,
     /// Source partitions' latest offsets, polled during the drain.

@@ -22,6 +22,7 @@ use tributary_core::wire::TopicName;
 use super::history::{state, Acked, Observer, Phase, Shared};
 use super::reads::{partitions_of, range_of, read_everything};
 use super::shape::{settings, Shape};
+use super::translation;
 use super::{topic_name, Part, MAKER, PRODUCERS, TOPICS};
 use crate::env::SimEnv;
 use crate::invariants::Invariant;
@@ -331,13 +332,14 @@ pub(super) fn add_reader(
 }
 
 /// Reads the clusters when the driver asks: the source's latest offsets while the lag drains,
-/// then both clusters end to end.
+/// then both clusters end to end (and, with `translate`, has the mirror brokers translate
+/// every source offset they hold copies of).
 pub(super) fn add_checker(
     sim: &mut turmoil::Sim<'_>,
     (source, mirror, mirror_hosts): (&Cluster, &Cluster, &[String]),
     shared: &Shared,
     control: &Arc<Control>,
-    poll_earliest: bool,
+    (poll_earliest, translate): (bool, bool),
 ) {
     let (shared, control) = (shared.clone(), control.clone());
     let (source_model, mirror_model) = (source.model.clone(), mirror.model.clone());
@@ -429,8 +431,14 @@ pub(super) fn add_checker(
                             latest.len(),
                             problems.len()
                         ));
+                        let translations = if translate && read.problems.is_empty() {
+                            Some(translation::ask(&read).await)
+                        } else {
+                            None
+                        };
                         let mut s = state(&shared);
                         s.metrics_problems = problems;
+                        s.translations = translations;
                         s.final_read = Some(read);
                         return Ok(());
                     }

@@ -143,6 +143,19 @@ pub(super) fn judge(shared: &Shared, control: &Control, shape: &Shape, report: &
             ),
         );
     }
+    // 33: translated offsets skip nothing and stay within the mirror's data.
+    if let Some(translations) = &s.translations {
+        let judged = translations
+            .as_ref()
+            .map_err(|e| {
+                format!("the mirror brokers could not translate offsets after the drain: {e}")
+            })
+            .and_then(|t| super::translation::judge(read, t));
+        match judged {
+            Ok(translated) => report.translations = translated,
+            Err(detail) => return control.violate(Invariant::MirrorTranslation, detail),
+        }
+    }
     // 8: the metrics agree with the clusters.
     if let Some(problem) = s.metrics_problems.first() {
         control.violate(

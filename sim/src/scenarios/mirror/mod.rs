@@ -48,6 +48,7 @@ mod hosts;
 mod judge;
 mod reads;
 mod shape;
+mod translation;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -61,6 +62,7 @@ use self::history::{state, Shared};
 use self::hosts::{add_checker, add_maker, add_producer, add_reader, embedded_mirror};
 use self::judge::judge;
 use self::shape::Shape;
+pub use self::translation::TranslationReport;
 use crate::cluster::{Faults, Layout};
 use crate::invariants::Violation;
 use crate::metrics_check::BROKER_METRICS_PORT;
@@ -139,6 +141,8 @@ pub struct MirrorReport {
     pub mirrored: usize,
     /// Copies in the mirror cluster beyond the source's copies.
     pub duplicates: usize,
+    /// The translations of source offsets judged (S33), with `mirror.preserve.partitions` on.
+    pub translations: TranslationReport,
     /// The largest re-forward count of one ownership of a partition.
     pub reforwards_max: usize,
     /// The largest re-forward count of one ownership over all its partitions.
@@ -238,7 +242,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
         (&source, &mirror, &mirror_hosts),
         &shared,
         &control,
-        shape.tiny_retention,
+        (shape.tiny_retention, shape.preserve),
     );
 
     let mut hosts = vec![

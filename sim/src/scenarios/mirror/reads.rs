@@ -23,6 +23,8 @@ pub(super) struct FinalRead {
     pub(super) source: BTreeMap<Part, SourceRead>,
     /// Every payload in the mirror cluster, with its copies.
     pub(super) mirror: BTreeMap<Vec<u8>, usize>,
+    /// Per mirror partition: its messages as (start, end, payload).
+    pub(super) mirror_parts: BTreeMap<Part, Vec<(i64, i64, Vec<u8>)>>,
     /// Problems met while reading.
     pub(super) problems: Vec<String>,
 }
@@ -225,9 +227,10 @@ pub(super) async fn read_everything(
     for part in registered_settled(mirror_model).await {
         match read_whole(&part, "dst").await {
             Ok((_, messages)) => {
-                for (_, _, payload) in messages {
-                    *read.mirror.entry(payload).or_insert(0) += 1;
+                for (_, _, payload) in &messages {
+                    *read.mirror.entry(payload.clone()).or_insert(0) += 1;
                 }
+                read.mirror_parts.insert(part, messages);
             }
             Err(e) => read.problems.push(format!("mirror {e}")),
         }
