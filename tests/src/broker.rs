@@ -146,12 +146,7 @@ impl BrokerProcess {
 
     fn signal(&self, signal: &str) {
         if let Some(child) = &self.child {
-            let status = Command::new("kill")
-                .arg(format!("-{signal}"))
-                .arg(child.id().to_string())
-                .status()
-                .expect("kill");
-            assert!(status.success(), "kill -{signal} failed");
+            send_signal(child, signal);
         }
     }
 
@@ -165,21 +160,7 @@ impl BrokerProcess {
 
     /// SIGTERM, and wait (up to 30 s) for a clean exit; returns whether it exited successfully.
     pub fn terminate(&mut self) -> bool {
-        self.signal("TERM");
-        let Some(mut child) = self.child.take() else {
-            return false;
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                return status.success();
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.child.take().is_some_and(terminate)
     }
 
     /// SIGSTOP: freeze the process (its ZooKeeper session will expire).
@@ -202,6 +183,34 @@ impl Drop for BrokerProcess {
                 .status();
         }
         self.kill();
+    }
+}
+
+/// Sends `signal` (`TERM`, `STOP`, ...) to `child` with `kill`.
+pub fn send_signal(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -{signal} failed");
+}
+
+/// SIGTERM to `child`, then waits (up to 30 s, SIGKILL after) for it to exit; whether it
+/// exited successfully.
+pub fn terminate(mut child: Child) -> bool {
+    send_signal(&child, "TERM");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.success();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod broker;
 pub mod java;
+pub mod maker;
 pub mod prometheus;
 pub mod tls;
 pub mod zookeeper;

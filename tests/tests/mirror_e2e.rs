@@ -1,8 +1,10 @@
 //! The mirror with real processes and real ZooKeepers on loopback: the mirror maker merging two
 //! source clusters into two mirror brokers, stopped and restarted with nothing duplicated;
 //! chaos (SIGKILLs of mirror and source brokers, a mirror broker frozen past its session, a
-//! topic appearing mid-run) with nothing lost; a gap in the source reported with its range; a
-//! corrupt source partition stopping only itself.
+//! topic appearing mid-run) with nothing lost, and with mirror positions nothing duplicated;
+//! Kafka 0.7.2's `broker_failure` shape (three mirror makers, every role bounced) with
+//! positions duplicating nothing; a gap in the source reported with its range; a corrupt
+//! source partition stopping only itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -17,6 +19,7 @@ use tributary::producer::{Producer, Record};
 use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
 use tributary_core::wire::TopicName;
 use tributary_tests::broker::{tributary_binary, wait_until_listening, BrokerProcess};
+use tributary_tests::maker::MakerProcess;
 use tributary_tests::zookeeper::{free_port, ZooKeeper};
 
 const SESSION_MS: u64 = 2000;
@@ -402,13 +405,38 @@ async fn the_mirror_maker_merges_two_sources_into_two_brokers_and_a_sigterm_dupl
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn chaos_loses_nothing_and_duplicates_stay_within_the_in_flight_window() {
+/// What a chaos run left: every acknowledged message, the copies of each in both clusters,
+/// the faults injected.
+struct Chaos {
+    acked: BTreeSet<String>,
+    mirrored: BTreeMap<String, usize>,
+    in_source: BTreeMap<String, usize>,
+    faults: BTreeMap<&'static str, usize>,
+}
+
+impl Chaos {
+    /// Copies in the mirror cluster beyond the source's own copies of the same message.
+    fn duplicates(&self) -> usize {
+        self.mirrored
+            .iter()
+            .map(|(m, n)| n.saturating_sub(self.in_source.get(m).copied().unwrap_or(1).max(1)))
+            .sum()
+    }
+}
+
+/// A window small enough that the duplicate bound is well under what is sent: a regression
+/// that resends more than the window breaks it.
+const CHAOS_QUEUE_SIZE: usize = 10;
+
+/// Two source brokers and two embedded mirror brokers (`consumer_extra` in their consumer
+/// files), a producer with durable acknowledgements for 25 s, and every 1.5–3.5 s a SIGKILL
+/// of a mirror or source broker or a SIGSTOP of a mirror broker past its session; then the
+/// mirror cluster read by a group and whole. Asserts no acknowledged message is lost and no
+/// message appears that was never sent.
+async fn chaos(consumer_extra: &str) -> Chaos {
     let mut source = source_cluster(2, "");
-    // A window small enough that the duplicate bound below is well under what is sent: a
-    // regression that resends more than the window breaks it.
-    let queue_size = 10;
-    let mut mirror = mirror_cluster_with(&source.zk, 2, "", queue_size);
+    let queue_size = CHAOS_QUEUE_SIZE;
+    let mut mirror = mirror_cluster_with(&source.zk, 2, consumer_extra, queue_size);
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let producing = {
         let connect = source.zk.connect_string();
@@ -490,9 +518,17 @@ async fn chaos_loses_nothing_and_duplicates_stay_within_the_in_flight_window() {
         "a consumer group on the mirror cluster did not read every acknowledged message"
     );
     let seen = copies(&mirror, &["chaos", "chaos-new"]).await;
+    let in_source = copies(&source, &["chaos", "chaos-new"]).await;
+    let run = Chaos {
+        acked,
+        mirrored: seen,
+        in_source,
+        faults,
+    };
+    let (acked, seen, faults) = (&run.acked, &run.mirrored, &run.faults);
     let lost: Vec<&String> = acked.iter().filter(|m| !seen.contains_key(*m)).collect();
     let phantoms = seen.keys().filter(|m| !m.starts_with("chaos")).count();
-    let duplicates: usize = seen.values().map(|n| n - 1).sum();
+    let duplicates = run.duplicates();
     let logs: String = mirror
         .brokers
         .iter()
@@ -520,19 +556,183 @@ async fn chaos_loses_nothing_and_duplicates_stay_within_the_in_flight_window() {
         seen.keys().any(|m| m.starts_with("chaos-new")),
         "the topic that appeared mid-run was not mirrored"
     );
+    run
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chaos_loses_nothing_and_duplicates_stay_within_the_in_flight_window() {
+    let run = chaos("").await;
+    let faults = run.faults.values().sum::<usize>();
     // The stated bound (docs/mirroring.md): per fault, each of the two streams (one per mirror
     // broker) resends at most what it had uncommitted, 2 × queue.size.
-    let bound = faults.values().sum::<usize>() * 2 * (2 * queue_size);
+    let bound = faults * 2 * (2 * CHAOS_QUEUE_SIZE);
     assert!(
-        bound < acked.len() / 2,
+        bound < run.acked.len() / 2,
         "the bound ({bound}) must be well under what was sent ({}) to mean anything",
-        acked.len()
+        run.acked.len()
     );
     assert!(
-        duplicates <= bound,
-        "{duplicates} duplicates for {} faults (bound {bound})",
-        faults.values().sum::<usize>()
+        run.duplicates() <= bound,
+        "{} duplicates for {faults} faults (bound {bound})",
+        run.duplicates()
     );
+}
+
+/// With `mirror.preserve.partitions`, the same chaos (SIGKILLs of mirror and source brokers,
+/// mirror brokers frozen past their sessions) leaves no copy the source does not have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chaos_with_mirror_positions_loses_nothing_and_duplicates_nothing() {
+    let run = chaos("mirror.preserve.partitions=true\n").await;
+    let duplicated: Vec<(&String, &usize)> = run
+        .mirrored
+        .iter()
+        .filter(|(m, n)| **n > run.in_source.get(*m).copied().unwrap_or(1).max(1))
+        .take(5)
+        .collect();
+    assert_eq!(
+        run.duplicates(),
+        0,
+        "{} duplicate copies with positions on ({} faults: {:?}), e.g. {duplicated:?}",
+        run.duplicates(),
+        run.faults.values().sum::<usize>(),
+        run.faults
+    );
+}
+
+/// Sends `<topic>-<i>` to `topic` on the cluster of `zk` with durable acknowledgements, one
+/// at a time, for `run_for`; the messages acknowledged.
+fn produce_acknowledged(
+    zk: &ZooKeeper,
+    topic_name: &'static str,
+    run_for: Duration,
+) -> tokio::task::JoinHandle<BTreeSet<String>> {
+    let connect = zk.connect_string();
+    tokio::spawn(async move {
+        let text = format!("zk.connect={connect}\nzk.sessiontimeout.ms={SESSION_MS}\ndurable.acks=true\nnum.retries=1000\nproducer.type=sync\n");
+        let producer = Producer::start(
+            TokioEnv,
+            ProducerConfig::from_properties(&Properties::parse("t", &text).unwrap()).unwrap(),
+        )
+        .await
+        .unwrap();
+        let mut acked = BTreeSet::new();
+        let started = Instant::now();
+        let mut i = 0u64;
+        while started.elapsed() < run_for {
+            let m = format!("{topic_name}-{i}");
+            if let Ok(d) = producer
+                .send(Record::new(topic(topic_name), m.clone().into_bytes()))
+                .await
+            {
+                if d.await.is_ok() {
+                    acked.insert(m);
+                }
+            }
+            i += 1;
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        producer.close().await;
+        acked
+    })
+}
+
+/// Kafka 0.7.2's `system_test/broker_failure`, in its shape: two source brokers, two target
+/// brokers, three mirror makers (`consumer_extra` in their consumer files) and a producer
+/// with durable acknowledgements; a source broker, a mirror maker and a target broker bounced
+/// in turn with SIGTERM, twice over, then a mirror maker SIGKILLed mid-stream. Asserts no
+/// acknowledged message is lost.
+async fn every_role_bounced(consumer_extra: &str) -> Chaos {
+    const TOPIC: &str = "bounce";
+    let mut source = source_cluster(2, "");
+    let mut target = source_cluster(2, "");
+    let dir = tempfile::tempdir().unwrap();
+    let consumer = mirror_consumer(&source.zk, consumer_extra);
+    let producer = mirror_producer(&target.zk, 200);
+    let mut makers: Vec<MakerProcess> = (0..3)
+        .map(|i| {
+            MakerProcess::start(
+                &dir.path().join(format!("maker{i}")),
+                &consumer,
+                &producer,
+                TOPIC,
+            )
+        })
+        .collect();
+    let producing = produce_acknowledged(&source.zk, TOPIC, Duration::from_secs(24));
+    let mut faults = BTreeMap::new();
+    let pause = || tokio::time::sleep(Duration::from_secs(3));
+    for round in 0..2 {
+        pause().await;
+        source.brokers[round].terminate();
+        source.brokers[round].spawn();
+        *faults.entry("SIGTERM source broker").or_insert(0) += 1;
+        pause().await;
+        makers[round].terminate();
+        makers[round].spawn();
+        *faults.entry("SIGTERM mirror maker").or_insert(0) += 1;
+        pause().await;
+        target.brokers[round].terminate();
+        target.brokers[round].spawn();
+        *faults.entry("SIGTERM target broker").or_insert(0) += 1;
+    }
+    pause().await;
+    makers[2].kill();
+    makers[2].spawn();
+    *faults.entry("SIGKILL mirror maker").or_insert(0) += 1;
+    let acked = producing.await.unwrap();
+    read_all(&target.zk, &[TOPIC], acked.len(), Duration::from_secs(90)).await;
+    let run = Chaos {
+        mirrored: copies(&target, &[TOPIC]).await,
+        in_source: copies(&source, &[TOPIC]).await,
+        acked,
+        faults,
+    };
+    let lost: Vec<&String> = run
+        .acked
+        .iter()
+        .filter(|m| !run.mirrored.contains_key(*m))
+        .collect();
+    eprintln!(
+        "every role bounced ({consumer_extra:?}): {} acknowledged, {} mirrored, {} lost, {} duplicate copies; faults {:?}",
+        run.acked.len(),
+        run.mirrored.len(),
+        lost.len(),
+        run.duplicates(),
+        run.faults
+    );
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged messages lost, e.g. {:?}\n{}",
+        lost.len(),
+        lost.iter().take(5).collect::<Vec<_>>(),
+        makers
+            .iter()
+            .map(MakerProcess::log_text)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    run
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_role_bounced_as_in_broker_failure_duplicates_nothing_with_mirror_positions() {
+    let run = every_role_bounced("mirror.preserve.partitions=true\n").await;
+    assert_eq!(
+        run.duplicates(),
+        0,
+        "{} duplicate copies of {} acknowledged messages with positions on",
+        run.duplicates(),
+        run.acked.len()
+    );
+}
+
+/// The same without positions, for the comparison docs/mirroring.md gives (its duplicates
+/// are bounded by the in-flight window per fault, not zero): run by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a measurement for comparison; the bounded duplicates are checked by the chaos test"]
+async fn every_role_bounced_as_in_broker_failure_without_positions_loses_nothing() {
+    let run = every_role_bounced("").await;
+    assert!(!run.acked.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
