@@ -22,8 +22,10 @@ use std::sync::Arc;
 
 use tokio::sync::{watch, OwnedMutexGuard};
 use tributary_core::log::{Log, LogError, LogFs, LogManager, TopicPartition};
+use tributary_core::mirror::position::SourceKey;
 
 use crate::env::Env;
+use crate::sync::lock;
 use crate::metrics::broker::BrokerMeter;
 
 /// What has been made durable in a partition, published after every operation on it.
@@ -44,6 +46,19 @@ pub struct Partition<F: LogFs> {
     durable: watch::Sender<Durable>,
     /// The written end, published after every operation (for metrics, read without the lock).
     written_end: AtomicU64,
+    /// Per source partition copied here with positions: the source offset its durable copy
+    /// reaches, published when the flushed end moves (for metrics, read without the log's lock).
+    held: std::sync::Mutex<Vec<(SourceKey, i64)>>,
+}
+
+/// Per source partition recorded in `log`'s positions: how far its copy reaches within the
+/// flushed end.
+fn durably_held<F: LogFs>(log: &Log<F>, flushed_end: u64) -> Vec<(SourceKey, i64)> {
+    log.positions().map_or_else(Vec::new, |book| {
+        book.held_within(flushed_end)
+            .map(|p| (p.key.clone(), p.source_next))
+            .collect()
+    })
 }
 
 impl<F: LogFs> From<Log<F>> for Partition<F> {
@@ -53,6 +68,7 @@ impl<F: LogFs> From<Log<F>> for Partition<F> {
             stopped: log.is_poisoned() || log.is_failed(),
         };
         Partition {
+            held: std::sync::Mutex::new(durably_held(&log, durable.flushed_end)),
             written_end: AtomicU64::new(log.written_end()),
             log: Arc::new(tokio::sync::Mutex::new(log)),
             durable: watch::channel(durable).0,
@@ -92,11 +108,21 @@ impl<F: LogFs> Partition<F> {
             flushed_end: log.flushed_end(),
             stopped: log.is_poisoned() || log.is_failed(),
         };
-        self.durable.send_if_modified(|was| {
+        let moved = self.durable.send_if_modified(|was| {
             let changed = *was != now;
             *was = now;
             changed
         });
+        if moved {
+            *lock(&self.held, "a partition's durably held positions") =
+                durably_held(log, now.flushed_end);
+        }
+    }
+
+    /// Per source partition copied here with positions: the source offset its durable copy
+    /// reaches (empty for a partition without positions).
+    pub fn held(&self) -> Vec<(SourceKey, i64)> {
+        lock(&self.held, "a partition's durably held positions").clone()
     }
 }
 

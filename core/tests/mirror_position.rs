@@ -254,6 +254,31 @@ fn translation_lands_at_a_set_boundary_at_or_before_the_reader() {
     assert_eq!(book.translate(&key(7), 10), None);
 }
 
+#[test]
+fn what_is_held_within_a_flushed_end_is_each_source_s_last_set_wholly_below_it() {
+    let mut book = PositionBook::new();
+    for p in four() {
+        book.record(p).unwrap();
+    }
+    let held = |end| -> Vec<(u32, i64)> {
+        book.held_within(end)
+            .map(|p| (p.key.partition.partition, p.source_next))
+            .collect()
+    };
+    assert_eq!(held(0), vec![], "nothing is wholly below 0");
+    assert_eq!(held(119), vec![], "a set only partly below the end is not held");
+    assert_eq!(held(120), vec![(0, 100)]);
+    assert_eq!(held(359), vec![(0, 100), (1, 560)]);
+    assert_eq!(held(460), vec![(0, 300), (1, 560)]);
+    assert_eq!(
+        held(u64::MAX),
+        book.sources()
+            .map(|p| (p.key.partition.partition, p.source_next))
+            .collect::<Vec<_>>(),
+        "with everything flushed, every source's last position"
+    );
+}
+
 /// A source partition's messages, `(source offset, size)`, cut into sets at random.
 fn messages(rng: &mut ChaCha8Rng, count: usize) -> Vec<(i64, i64)> {
     let mut offset = rng.random_range(0..1000);

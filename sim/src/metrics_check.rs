@@ -5,7 +5,9 @@
 //! - each source broker's `tributary_log_flushed_offset` of a partition is the latest offset
 //!   the broker answers for it (a partition with no log there, latest 0, has no gauge);
 //! - for every source partition, some mirror reports `tributary_mirror_lag_bytes` of 0, and
-//!   none reports more (the lag gauges follow the commits).
+//!   none reports more (the lag gauges follow the commits);
+//! - with mirror positions, for every source partition holding data, the furthest
+//!   `tributary_mirror_held_offset` the mirror brokers report for it is its latest offset.
 //!
 //! Gauges are refreshed on their own clocks (the mirror's every 5 s), so the check reads again
 //! for a bounded time before calling a disagreement.
@@ -35,8 +37,18 @@ pub type Part = (String, String);
 /// The value of the first sample `name{…}` in a text-format scrape that carries every one of
 /// `labels` (in any order, among others).
 pub fn sample_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    sample_values(text, name, labels).next()
+}
+
+/// The values of every sample `name{…}` in a text-format scrape that carries every one of
+/// `labels`, in the scrape's order.
+pub fn sample_values<'a>(
+    text: &'a str,
+    name: &'a str,
+    labels: &[(&str, &str)],
+) -> impl Iterator<Item = f64> + 'a {
     let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-    text.lines().find_map(|line| {
+    text.lines().filter_map(move |line| {
         let rest = line.strip_prefix(name)?;
         let (found, value) = match rest.strip_prefix('{') {
             Some(inner) => {
@@ -54,11 +66,13 @@ pub fn sample_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f
 }
 
 /// What disagrees now (empty: everything agrees). `latest` holds each source partition's
-/// latest offset as its broker answered.
+/// latest offset as its broker answered; `held_by`, the mirror brokers whose positions must
+/// reach it (none: not checked).
 async fn disagreements(
     latest: &BTreeMap<Part, i64>,
     source_cluster: &str,
     mirror_endpoints: &[(String, u16)],
+    held_by: &[String],
 ) -> Vec<String> {
     let env = SimEnv::new(0);
     let mut problems = Vec::new();
@@ -122,6 +136,40 @@ async fn disagreements(
             ));
         }
     }
+    problems.extend(held_disagreements(&env, latest, held_by).await);
+    problems
+}
+
+/// Where the mirror brokers' `tributary_mirror_held_offset` does not reach a source
+/// partition's latest offset (the furthest of their gauges for it is taken).
+async fn held_disagreements(
+    env: &SimEnv,
+    latest: &BTreeMap<Part, i64>,
+    held_by: &[String],
+) -> Vec<String> {
+    if held_by.is_empty() {
+        return Vec::new();
+    }
+    let mut problems = Vec::new();
+    let mut texts = Vec::new();
+    for host in held_by {
+        match scrape_within(env, host, BROKER_METRICS_PORT).await {
+            Ok(text) => texts.push(text),
+            Err(e) => problems.push(format!("{host}: {e}")),
+        }
+    }
+    for ((topic, name), end) in latest.iter().filter(|(_, end)| **end > 0) {
+        let labels = [("source_topic", topic.as_str()), ("source_partition", name.as_str())];
+        let furthest = texts
+            .iter()
+            .flat_map(|text| sample_values(text, "tributary_mirror_held_offset", &labels))
+            .reduce(f64::max);
+        if furthest != Some(*end as f64) {
+            problems.push(format!(
+                "{topic}/{name}: the mirror brokers hold its copy to {furthest:?} (tributary_mirror_held_offset), its latest offset is {end}"
+            ));
+        }
+    }
     problems
 }
 
@@ -141,10 +189,11 @@ pub async fn check(
     latest: &BTreeMap<Part, i64>,
     source_cluster: &str,
     mirror_endpoints: &[(String, u16)],
+    held_by: &[String],
 ) -> Vec<String> {
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
-        let problems = disagreements(latest, source_cluster, mirror_endpoints).await;
+        let problems = disagreements(latest, source_cluster, mirror_endpoints, held_by).await;
         if problems.is_empty() || tokio::time::Instant::now() >= deadline {
             return problems;
         }

@@ -3,7 +3,7 @@
 //! mirror cluster by `tributary translate-offsets`, and after a disaster of the whole source
 //! (its ZooKeeper too) by the mirror's offset syncer, skipping nothing either way; and after
 //! the source loses its mirror, `tributary mirror-positions` listing exactly the acknowledged
-//! messages the mirror lacks.
+//! messages the mirror lacks, and the mirror broker's `tributary_mirror_held_offset` agreeing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -21,19 +21,20 @@ use tributary_tests::zookeeper::{free_port, ZooKeeper};
 const SESSION_MS: u64 = 2000;
 const TOPIC: &str = "orders";
 
-/// A cluster of one broker (two partitions of each topic) and its ZooKeeper.
+/// A cluster of one broker (two partitions of each topic, metrics served) and its ZooKeeper.
 struct Cluster {
     zk: ZooKeeper,
     broker: BrokerProcess,
+    metrics_port: u16,
     _dir: tempfile::TempDir,
 }
 
 fn cluster() -> Cluster {
     let zk = ZooKeeper::start();
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let (port, metrics_port) = (free_port(), free_port());
     let properties = format!(
-        "brokerid=0\nhostname=127.0.0.1\nport={port}\nlog.dir={}\nnum.partitions=2\nlog.flush.interval=1000\n\
+        "brokerid=0\nhostname=127.0.0.1\nport={port}\nmetrics.port={metrics_port}\nlog.dir={}\nnum.partitions=2\nlog.flush.interval=1000\n\
          log.default.flush.interval.ms=100\nlog.default.flush.scheduler.interval.ms=50\n\
          zk.connect={}\nzk.sessiontimeout.ms={SESSION_MS}\nzk.connectiontimeout.ms=20000\n",
         dir.path().join("logs").display(),
@@ -44,6 +45,7 @@ fn cluster() -> Cluster {
     Cluster {
         zk,
         broker,
+        metrics_port,
         _dir: dir,
     }
 }
@@ -318,6 +320,25 @@ async fn after_the_mirror_stops_the_tool_lists_exactly_the_acknowledged_messages
         "listed as lacking though mirrored: {wrongly_lacking:?}; listed as held though never copied: {wrongly_held:?}\n{listing}"
     );
     assert!(listing.contains("lacks offsets"), "{listing}");
+    // The mirror broker's gauge says the same, per source partition.
+    let scraped = tributary::metrics::server::scrape(&TokioEnv, "127.0.0.1", mirror.metrics_port)
+        .await
+        .unwrap();
+    let mut gauged: BTreeMap<String, i64> = BTreeMap::new();
+    for line in scraped.lines().filter(|l| l.starts_with("tributary_mirror_held_offset{")) {
+        let partition = line
+            .split("source_partition=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_default()
+            .to_string();
+        let value = line.rsplit(' ').next().and_then(|v| v.parse::<i64>().ok());
+        gauged.insert(partition, value.unwrap_or(-1));
+    }
+    assert_eq!(
+        gauged, held_to,
+        "tributary_mirror_held_offset against mirror-positions\n{listing}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -495,7 +495,8 @@ fn flatten(finished: Result<Result<(), BrokerError>, JoinError>) -> Result<(), B
     finished.map_err(|e| BrokerError::from_join("the broker's main task", e))?
 }
 
-/// Sets each partition's end and flushed end before every scrape, while the logs live.
+/// Sets each partition's end and flushed end, and how far its durable copies of source
+/// partitions reach, before every scrape, while the logs live.
 fn watch_partitions<F: tributary_core::log::LogFs + Clone + Send + Sync + 'static>(
     metrics: &Metrics,
     logs: &Arc<Logs<F>>,
@@ -506,15 +507,24 @@ fn watch_partitions<F: tributary_core::log::LogFs + Clone + Send + Sync + 'stati
 {
     let logs = Arc::downgrade(logs);
     let (mut ends, mut flushed) = (LabelledGauges::default(), LabelledGauges::default());
+    let mut held = LabelledGauges::default();
     metrics.on_scrape(Box::new(move || {
         let Some(logs) = logs.upgrade() else {
             return false;
         };
-        let partitions = logs.all().into_iter().map(|(tp, log)| {
+        let all = logs.all();
+        let partitions = all.iter().map(|(tp, log)| {
             let (end, flushed_end) = log.ends();
             (tp.topic.to_string(), tp.partition, end, flushed_end)
         });
         meter.partitions(&mut ends, &mut flushed, partitions);
+        let copies: Vec<_> = all.iter().map(|(tp, log)| (tp, log.held())).collect();
+        let copied = copies.iter().flat_map(|(tp, sources)| {
+            sources
+                .iter()
+                .map(|(key, held_to)| (tp.topic.to_string(), tp.partition, key, *held_to))
+        });
+        meter.mirror_held(&mut held, copied);
         true
     }));
 }

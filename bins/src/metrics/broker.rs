@@ -1,11 +1,13 @@
 //! The broker's metrics: bytes in and out per topic, requests and their errors per type, each
-//! partition's end and flushed end, flush latency, open connections.
+//! partition's end and flushed end, how far its durable copies of source partitions reach (a
+//! mirror partition with positions), flush latency, open connections.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Registry};
+use tributary_core::mirror::position::SourceKey;
 use tributary_core::wire::{ErrorCode, Request};
 
 use super::{counter_vec, gauge, gauge_vec, register, LabelledGauges, Metrics};
@@ -24,6 +26,7 @@ pub struct BrokerMetrics {
     request_errors: IntCounterVec,
     log_end: IntGaugeVec,
     log_flushed: IntGaugeVec,
+    mirror_held: IntGaugeVec,
     flush_seconds: Histogram,
     connections: IntGauge,
     connections_refused: IntCounterVec,
@@ -78,6 +81,12 @@ impl BrokerMetrics {
                 "tributary_log_flushed_offset",
                 "A partition's flushed end: every byte below it is durable and visible to consumers.",
                 &["topic", "partition"],
+            ),
+            mirror_held: gauge_vec(
+                registry,
+                "tributary_mirror_held_offset",
+                "Per source partition copied into a partition here with mirror.preserve.partitions: the source offset up to which its copy is durable. After a disaster of the source, the acknowledged messages the mirror lacks are those at or past it.",
+                &["source_cluster", "source_topic", "source_partition", "topic", "partition"],
             ),
             flush_seconds: register(registry, flush_seconds),
             connections: gauge(
@@ -195,6 +204,31 @@ impl BrokerMeter {
         }
         seen.finish(&m.log_end);
         seen_flushed.finish(&m.log_flushed);
+    }
+
+    /// Sets, per mirror partition and source partition copied into it, the source offset up
+    /// to which the copy is durable (`(topic, partition, source, held_to)`), removing those no
+    /// longer there.
+    pub fn mirror_held<'a>(
+        &self,
+        seen: &mut LabelledGauges,
+        held: impl IntoIterator<Item = (String, u32, &'a SourceKey, i64)>,
+    ) {
+        let Some(m) = &self.0 else { return };
+        for (topic, partition, source, held_to) in held {
+            let (cluster, source_partition) =
+                (source.cluster.to_string(), source.partition.to_string());
+            let partition = partition.to_string();
+            let labels = [
+                cluster.as_str(),
+                source.topic.as_str(),
+                source_partition.as_str(),
+                topic.as_str(),
+                partition.as_str(),
+            ];
+            seen.set(&m.mirror_held, &labels, held_to);
+        }
+        seen.finish(&m.mirror_held);
     }
 }
 

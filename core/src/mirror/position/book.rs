@@ -280,6 +280,16 @@ impl PositionBook {
         self.sources.values().filter_map(VecDeque::back)
     }
 
+    /// Every source partition with a recorded set wholly below the mirror offset `end`, in key
+    /// order, with the last such position: how far its copy reaches within `end` (with the
+    /// log's flushed end, what the partition holds durably).
+    pub fn held_within(&self, end: u64) -> impl Iterator<Item = &Position> {
+        self.sources.values().filter_map(move |history| {
+            let within = history.partition_point(|p| p.mirror_end <= end);
+            within.checked_sub(1).and_then(|i| history.get(i))
+        })
+    }
+
     /// The mirror offset from which a reader that has read `key` up to source offset
     /// `source_offset` misses none of `key`'s messages it had not read: the end of the last
     /// recorded set wholly before it, or the start of the first set when none is (never past

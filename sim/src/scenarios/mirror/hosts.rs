@@ -344,6 +344,12 @@ pub(super) fn add_checker(
     let (shared, control) = (shared.clone(), control.clone());
     let (source_model, mirror_model) = (source.model.clone(), mirror.model.clone());
     let mirror_hosts = mirror_hosts.to_vec();
+    // With positions, the mirror brokers' held offsets must reach every source partition's end.
+    let held_by: Vec<String> = if translate {
+        mirror.brokers.clone()
+    } else {
+        Vec::new()
+    };
     crate::host::add(sim, "checker", move || {
         let (shared, control, source_model, mirror_model) = (
             shared.clone(),
@@ -351,7 +357,7 @@ pub(super) fn add_checker(
             source_model.clone(),
             mirror_model.clone(),
         );
-        let mirror_hosts = mirror_hosts.clone();
+        let (mirror_hosts, held_by) = (mirror_hosts.clone(), held_by.clone());
         async move {
             loop {
                 let phase = state(&shared).phase;
@@ -425,7 +431,7 @@ pub(super) fn add_checker(
                                 (h.clone(), port)
                             })
                             .collect();
-                        let problems = metrics_check::check(&latest, "src", &endpoints).await;
+                        let problems = metrics_check::check(&latest, "src", &endpoints, &held_by).await;
                         control.trace.push(&format!(
                             "checker: metrics of {} source partitions read, {} disagreements",
                             latest.len(),
