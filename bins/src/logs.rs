@@ -25,8 +25,8 @@ use tributary_core::log::{Log, LogError, LogFs, LogManager, TopicPartition};
 use tributary_core::mirror::position::SourceKey;
 
 use crate::env::Env;
-use crate::sync::lock;
 use crate::metrics::broker::BrokerMeter;
+use crate::sync::lock;
 
 /// What has been made durable in a partition, published after every operation on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

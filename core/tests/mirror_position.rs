@@ -266,7 +266,11 @@ fn what_is_held_within_a_flushed_end_is_each_source_s_last_set_wholly_below_it()
             .collect()
     };
     assert_eq!(held(0), vec![], "nothing is wholly below 0");
-    assert_eq!(held(119), vec![], "a set only partly below the end is not held");
+    assert_eq!(
+        held(119),
+        vec![],
+        "a set only partly below the end is not held"
+    );
     assert_eq!(held(120), vec![(0, 100)]);
     assert_eq!(held(359), vec![(0, 100), (1, 560)]);
     assert_eq!(held(460), vec![(0, 300), (1, 560)]);

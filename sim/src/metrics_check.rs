@@ -159,7 +159,10 @@ async fn held_disagreements(
         }
     }
     for ((topic, name), end) in latest.iter().filter(|(_, end)| **end > 0) {
-        let labels = [("source_topic", topic.as_str()), ("source_partition", name.as_str())];
+        let labels = [
+            ("source_topic", topic.as_str()),
+            ("source_partition", name.as_str()),
+        ];
         let furthest = texts
             .iter()
             .flat_map(|text| sample_values(text, "tributary_mirror_held_offset", &labels))

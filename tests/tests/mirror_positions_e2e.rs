@@ -325,7 +325,10 @@ async fn after_the_mirror_stops_the_tool_lists_exactly_the_acknowledged_messages
         .await
         .unwrap();
     let mut gauged: BTreeMap<String, i64> = BTreeMap::new();
-    for line in scraped.lines().filter(|l| l.starts_with("tributary_mirror_held_offset{")) {
+    for line in scraped
+        .lines()
+        .filter(|l| l.starts_with("tributary_mirror_held_offset{"))
+    {
         let partition = line
             .split("source_partition=\"")
             .nth(1)
@@ -339,6 +342,25 @@ async fn after_the_mirror_stops_the_tool_lists_exactly_the_acknowledged_messages
         gauged, held_to,
         "tributary_mirror_held_offset against mirror-positions\n{listing}"
     );
+    // And mirror-status, given the mirror cluster, shows the same lines under its table.
+    let (ok, status, errors) = run_tool(&[
+        "mirror-status",
+        "--zkconnect",
+        &source.zk.connect_string(),
+        "--group",
+        "mirror",
+        "--interval",
+        "0.1",
+        "--mirror-zookeeper",
+        &mirror.zk.connect_string(),
+    ]);
+    assert!(ok, "mirror-status failed: {errors}\n{status}");
+    for line in listing.lines() {
+        assert!(
+            status.contains(line),
+            "mirror-status lacks {line:?}:\n{status}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -27,6 +27,11 @@ pub struct MirrorStatusArgs {
     /// The mirror's consumer group (the embedded mirror's groupid; KafkaMirror in the seed).
     #[arg(long)]
     pub group: String,
+    /// The MIRROR cluster's ZooKeeper: also show, per source partition copied with
+    /// mirror.preserve.partitions, how far the mirror's durable copy reaches and what it lacks
+    /// (its brokers are asked with the same TLS flags).
+    #[arg(long = "mirror-zookeeper")]
+    pub mirror_zookeeper: Option<String>,
     /// One line per partition too.
     #[arg(short, long)]
     pub verbose: bool,
@@ -52,6 +57,7 @@ pub fn run_cli(args: MirrorStatusArgs) -> Result<ExitCode, ToolError> {
     let MirrorStatusArgs {
         zkconnect,
         group,
+        mirror_zookeeper,
         verbose,
         watch,
         interval,
@@ -66,11 +72,16 @@ pub fn run_cli(args: MirrorStatusArgs) -> Result<ExitCode, ToolError> {
         )));
     }
     let zk_connect = zk_security.connect("--zkconnect", &zkconnect)?;
+    let mirror_zk = match &mirror_zookeeper {
+        Some(raw) => Some(zk_security.connect("--mirror-zookeeper", raw)?),
+        None => None,
+    };
     let timeout = std::time::Duration::from_secs(10);
     let env = SecureEnv::new(TokioEnv, tls.link(Some((&zk_connect, timeout, timeout)))?);
     let options = StatusOptions {
         group: group.parse().map_err(|e| ToolError::flag("--group", e))?,
         zk_connect,
+        mirror_zk,
         verbose,
         watch,
         interval: std::time::Duration::from_secs_f64(interval),

@@ -5,7 +5,8 @@
 //! cluster durably has: a mirror commits only that) and asks each source broker, over one
 //! connection, for its partitions' latest offsets. Without `--watch` it takes two samples
 //! `--interval` apart and prints once; with it, it redraws in place after every interval until
-//! interrupted. Everything goes through [`Env`].
+//! interrupted. With the mirror cluster's ZooKeeper it also shows how far the mirror's durable
+//! copy of each source partition reaches (mirror positions). Everything goes through [`Env`].
 
 mod cli;
 pub mod render;
@@ -80,6 +81,8 @@ pub struct StatusOptions {
     pub group: GroupId,
     /// The source cluster's ZooKeeper.
     pub zk_connect: ZkConnect,
+    /// The mirror cluster's ZooKeeper: also show how far its durable copies reach (positions).
+    pub mirror_zk: Option<ZkConnect>,
     /// One line per partition too.
     pub verbose: bool,
     /// Redraw every interval until interrupted.
@@ -150,16 +153,44 @@ async fn run_with<E: Env>(
         taken = tokio::time::Instant::now();
         round += 1;
         let table = render(group, Some(&earlier), &now, Some(elapsed), options.verbose);
+        let held = held_section(env, options).await;
         if !options.watch {
-            return write(out, &format!("{cluster}{table}"));
+            return write(out, &format!("{cluster}{table}{held}"));
         }
-        write(out, &format!("{clear}{}{table}", header(round)))?;
+        write(out, &format!("{clear}{}{table}{held}", header(round)))?;
         let done = options.until_caught_up && render::caught_up(&now);
         if done || options.rounds.is_some_and(|max| round >= max) {
             return Ok(());
         }
         earlier = now;
     }
+}
+
+/// With a mirror cluster given: a heading and one line per source partition it holds copies
+/// of (how far the durable copy reaches, the source's end, what it lacks), and what could not
+/// be asked. Empty without one.
+async fn held_section<E: Env>(env: &E, options: &StatusOptions) -> String {
+    let Some(mirror) = &options.mirror_zk else {
+        return String::new();
+    };
+    let mut text = format!("durable copies in the mirror cluster {mirror}:\n");
+    match crate::mirror_positions::positions(env, mirror, Some(&options.zk_connect), &[]).await {
+        Ok((lines, unanswered)) => {
+            if lines.is_empty() {
+                text.push_str(
+                    "  none (copies made with mirror.preserve.partitions=true have positions)\n",
+                );
+            }
+            for line in &lines {
+                text.push_str(&format!("  {}\n", crate::mirror_positions::render(line)));
+            }
+            for why in &unanswered {
+                text.push_str(&format!("  not asked: {why}\n"));
+            }
+        }
+        Err(e) => text.push_str(&format!("  not read: {e}\n")),
+    }
+    text
 }
 
 /// Moves the cursor home and clears the screen (the redraw of `--watch`).

@@ -431,7 +431,8 @@ pub(super) fn add_checker(
                                 (h.clone(), port)
                             })
                             .collect();
-                        let problems = metrics_check::check(&latest, "src", &endpoints, &held_by).await;
+                        let problems =
+                            metrics_check::check(&latest, "src", &endpoints, &held_by).await;
                         control.trace.push(&format!(
                             "checker: metrics of {} source partitions read, {} disagreements",
                             latest.len(),
