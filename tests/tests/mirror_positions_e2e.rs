@@ -416,3 +416,64 @@ async fn after_a_whole_source_disaster_the_synced_group_resumes_on_the_mirror_sk
     );
     assert!(re_read <= 2 * 20, "{re_read} messages read again");
 }
+
+/// A source partition that went back (its broker's log lost, the broker started again empty,
+/// new messages written at offsets the mirror already holds copies of) is stopped and said by
+/// the mirror, not taken for copies it holds (which would drop the new messages unsaid).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_source_partition_that_went_back_is_stopped_and_said_not_taken_for_held_copies() {
+    let mut source = cluster();
+    let mirror = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let maker = mirror_maker(dir.path(), &source, &mirror, "");
+    let producer = producer(&source.zk).await;
+    let first = send(&producer, 0..200).await;
+    producer.close().await;
+    until_mirrored(&mirror, first.len()).await;
+    // Let a commit round pass, then the mirror stops; the source broker loses its disk.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    drop(maker);
+    source.broker.kill();
+    std::fs::remove_dir_all(source._dir.path().join("logs")).unwrap();
+    source.broker.spawn();
+    let producer = self::producer(&source.zk).await;
+    let again = send(&producer, 200..230).await;
+    producer.close().await;
+    assert!(
+        again
+            .values()
+            .all(|(partition, offset)| first.values().any(|(p, o)| p == partition && o > offset)),
+        "the new messages must sit at offsets the mirror already holds copies of"
+    );
+    let again_dir = tempfile::tempdir().unwrap();
+    let _maker = mirror_maker(again_dir.path(), &source, &mirror, "");
+    let log = again_dir.path().join("maker.log");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let said = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("the source partition went back") {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let held: BTreeSet<String> = consume(
+        &mirror.zk,
+        "check-after",
+        "smallest",
+        first.len() + again.len(),
+        Duration::from_secs(3),
+    )
+    .await
+    .into_iter()
+    .collect();
+    let dropped_unsaid = again.keys().filter(|m| !held.contains(*m)).count();
+    assert!(
+        said,
+        "the mirror did not say the source went back ({dropped_unsaid} of {} new messages not copied):\n{}",
+        again.len(),
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}

@@ -62,6 +62,20 @@ pub enum ConsumerError {
         /// The configured policy.
         policy: String,
     },
+    /// A mirror with positions met an offset past the source partition's end: the partition
+    /// went back (its log lost and started again, or the topic deleted and made again). Its
+    /// new messages sit at offsets the mirror holds copies of, and would be taken for them.
+    #[error("{topic}/{partition}: offset {offset} is past the partition's end {latest}: the source partition went back (its log lost, or the topic made again). With mirror.preserve.partitions its new messages would be taken for copies the mirror already holds, so this partition is not mirrored; move the mirror topic aside (or mirror this source without mirror.preserve.partitions) and restart the mirror")]
+    SourceWentBack {
+        /// The topic.
+        topic: TopicName,
+        /// The partition.
+        partition: BrokerPartition,
+        /// The offset asked for.
+        offset: i64,
+        /// The partition's end now.
+        latest: i64,
+    },
     /// The data at an offset inside the partition cannot be read.
     #[error("{topic}/{partition}: cannot read at offset {offset}: {detail}")]
     Unreadable {

@@ -55,6 +55,10 @@ pub struct FetchSettings {
     pub receive_buffer: u32,
     /// `autooffset.reset`.
     pub reset: AutoOffsetReset,
+    /// An offset past a partition's end stops the partition instead of being reset (a mirror
+    /// with positions: the source partition went back, and its new messages would be taken
+    /// for copies already held).
+    pub stop_past_end: bool,
 }
 
 /// Which of a broker's fetchers this is: fetcher `index` of `of` fetches the broker's partitions
@@ -308,7 +312,8 @@ async fn deliver(
 }
 
 /// OffsetOutOfRange: look at what the partition holds. Inside its range the data there cannot be
-/// read (corrupt, or a bad offset): an error. Outside it, `autooffset.reset` decides.
+/// read (corrupt, or a bad offset): an error. Past its end with `stop_past_end`: an error (the
+/// source went back). Otherwise `autooffset.reset` decides.
 #[allow(clippy::too_many_arguments)]
 async fn out_of_range<E: Env>(
     env: &E,
@@ -332,6 +337,12 @@ async fn out_of_range<E: Env>(
             partition: partition.partition,
             offset,
             detail: format!("the partition holds {earliest}..{latest}, but no valid message starts at {offset} (corrupt data, or an offset that is not a message boundary)"),
+        },
+        Ok((_, latest)) if offset > latest && settings.stop_past_end => ConsumerError::SourceWentBack {
+            topic: partition.topic.clone(),
+            partition: partition.partition,
+            offset,
+            latest,
         },
         Ok((earliest, latest)) => match &settings.reset {
             AutoOffsetReset::Smallest | AutoOffsetReset::Largest => {

@@ -108,6 +108,7 @@ impl<E: Env> Member<E> {
             socket_timeout: Duration::from_millis(self.config.socket_timeout_ms.max(1000).into()),
             receive_buffer: self.config.socket_buffer_bytes,
             reset: self.config.auto_offset_reset.clone(),
+            stop_past_end: self.config.mirror.preserve_partitions,
         }
     }
 
