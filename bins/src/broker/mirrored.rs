@@ -101,7 +101,20 @@ impl<E: Env> Handler<E> {
             return Err(ErrorCode::InvalidMessage);
         }
         let key = source.key.clone();
-        let pick = move |count: u32| placement::index(&key, PARTITION_SALT, count as usize) as i32;
+        let (topic, logs) = (produce.topic.clone(), self.logs().clone());
+        // A partition that durably holds a copy of the source partition keeps it: the topic's
+        // count may have changed since (a renamed copy given its source's count at a restart),
+        // and one source partition split over two partitions is copied twice.
+        let pick = move |count: u32| {
+            let holds = |p: &u32| {
+                logs.get(&TopicPartition::new(topic.clone(), *p))
+                    .is_some_and(|log| log.held().iter().any(|(k, _)| *k == key))
+            };
+            match (0..count).find(holds) {
+                Some(p) => p as i32,
+                None => placement::index(&key, PARTITION_SALT, count as usize) as i32,
+            }
+        };
         let Prepared {
             tp,
             log,

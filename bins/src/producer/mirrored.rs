@@ -52,7 +52,18 @@ pub(super) struct Placements {
     /// Brokers whose sends have failed since then: they keep their source partitions while
     /// registered, and for [`PLACEMENT_GRACE`] after that.
     failing: BTreeMap<i32, tokio::time::Instant>,
+    /// Per mirror topic, the last complete survey of its partitions' copies and the ownership
+    /// epoch it was made for: the other source partitions taken in that epoch are placed from
+    /// it without asking every partition again (at most [`SURVEYS_MAX`] topics).
+    surveyed: BTreeMap<TopicName, (u64, Survey)>,
 }
+
+/// Where each source partition's copy reaches furthest in a mirror topic: (held to, broker,
+/// partition).
+type Survey = BTreeMap<SourceKey, (i64, i32, i32)>;
+
+/// The most topics whose survey is kept.
+const SURVEYS_MAX: usize = 1024;
 
 /// The most partitions of one topic asked on one broker of a `broker.list` (whose counts the
 /// producer does not know).
@@ -148,26 +159,33 @@ impl<E: Env> Dispatcher<E> {
             (wanted, placed.addresses.clone())
         };
         for (topic, keys) in wanted {
-            // Every broker that may hold a copy: those with the topic registered, and every
-            // other broker known (a crashed one is unregistered, yet holds what it held).
-            let mut brokers: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
-            for c in snapshot.candidates(&topic) {
-                brokers.entry(c.broker_id).or_default().push(c.partition);
-            }
-            for broker in known.keys() {
-                brokers.entry(*broker).or_insert_with(|| vec![-1]);
-            }
-            let mut found: BTreeMap<SourceKey, (i64, i32, i32)> = BTreeMap::new();
-            let mut complete = true;
-            for (broker_id, partitions) in brokers {
-                let Some((host, port)) = known.get(&broker_id).cloned() else {
-                    continue;
-                };
-                complete &= self
-                    .locate_on(&topic, broker_id, &host, port, &partitions, &mut found)
-                    .await;
-            }
+            // One epoch for every key: a survey made for it serves them all.
+            let mut epochs = keys.values();
+            let epoch = epochs
+                .next()
+                .copied()
+                .filter(|e| epochs.all(|other| other == e));
+            let cached = epoch.and_then(|epoch| {
+                let placed = crate::sync::lock(&self.placed, "the mirror's placements");
+                placed
+                    .surveyed
+                    .get(&topic)
+                    .filter(|(at, _)| *at == epoch)
+                    .map(|(_, survey)| survey.clone())
+            });
+            let (found, complete) = match cached {
+                Some(survey) => (survey, true),
+                None => self.survey(snapshot, &known, &topic).await,
+            };
             let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
+            if let (Some(epoch), true) = (epoch, complete) {
+                if placed.surveyed.len() >= SURVEYS_MAX && !placed.surveyed.contains_key(&topic) {
+                    placed.surveyed.clear();
+                }
+                placed
+                    .surveyed
+                    .insert(topic.clone(), (epoch, found.clone()));
+            }
             for (key, epoch) in keys {
                 let waited = placed.locating.get(&key).map(|since| since.elapsed());
                 if !complete && waited.is_none_or(|w| w < PLACEMENT_GRACE) {
@@ -189,6 +207,35 @@ impl<E: Env> Dispatcher<E> {
                 }
             }
         }
+    }
+
+    /// Asks every broker that may hold a copy of `topic` (those with the topic registered,
+    /// and every other broker known: a crashed one is unregistered, yet holds what it held)
+    /// how far each partition's copies reach; whether every one answered.
+    async fn survey(
+        &self,
+        snapshot: &super::directory::Snapshot,
+        known: &BTreeMap<i32, (String, u16)>,
+        topic: &TopicName,
+    ) -> (Survey, bool) {
+        let mut brokers: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+        for c in snapshot.candidates(topic) {
+            brokers.entry(c.broker_id).or_default().push(c.partition);
+        }
+        for broker in known.keys() {
+            brokers.entry(*broker).or_insert_with(|| vec![-1]);
+        }
+        let mut found = Survey::new();
+        let mut complete = true;
+        for (broker_id, partitions) in brokers {
+            let Some((host, port)) = known.get(&broker_id).cloned() else {
+                continue;
+            };
+            complete &= self
+                .locate_on(topic, broker_id, &host, port, &partitions, &mut found)
+                .await;
+        }
+        (found, complete)
     }
 
     /// Whether `p` waits for its source partition's copy to be located (a broker that may
@@ -214,7 +261,7 @@ impl<E: Env> Dispatcher<E> {
         host: &str,
         port: u16,
         partitions: &[i32],
-        found: &mut BTreeMap<SourceKey, (i64, i32, i32)>,
+        found: &mut Survey,
     ) -> bool {
         let timeout = std::time::Duration::from_millis(self.config.socket_timeout_ms.into());
         let Ok(Ok(mut conn)) =
@@ -359,6 +406,7 @@ impl<E: Env> Dispatcher<E> {
             .iter()
             .all(|o| matches!(o, Answer::Plain(SetOutcome::Retry(_))));
         self.note_send(broker_id, failed);
+        self.pin_chosen(broker_id, &sets, &outcomes);
         let mut left = Left::default();
         for ((set, run), outcome) in sets.iter().zip(outcomes) {
             let partition = set.produce.partition;
@@ -404,6 +452,24 @@ impl<E: Env> Dispatcher<E> {
             }
         }
         left
+    }
+
+    /// Where the broker chose the partition (-1 asked) and judged the set, the source
+    /// partition stays there: later sets name it, so a change of the topic's partition count on
+    /// that broker does not split the copy over two partitions.
+    fn pin_chosen(&self, broker_id: i32, sets: &[(MirrorSet, Run)], outcomes: &[Answer]) {
+        let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
+        for ((_, run), outcome) in sets.iter().zip(outcomes) {
+            let Answer::Judged(ack) = outcome else {
+                continue;
+            };
+            let chosen_here = placed.by_key.get(&run.key) == Some(&(broker_id, -1));
+            if run.partition < 0 && ack.partition >= 0 && chosen_here {
+                placed
+                    .by_key
+                    .insert(run.key.clone(), (broker_id, ack.partition));
+            }
+        }
     }
 
     /// Fails every message that follows a gap in its source partition's messages of one

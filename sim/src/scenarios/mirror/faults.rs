@@ -141,7 +141,7 @@ pub(super) fn drive(
             control.trace.push_at(sim.elapsed(), "lag drained");
             break;
         }
-        let limit = drain_limit(duration);
+        let limit = drain_limit(duration, &world.shape);
         if sim.elapsed() > healed + limit {
             control.violate(
                 Invariant::MirrorProgress,

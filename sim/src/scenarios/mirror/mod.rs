@@ -23,7 +23,7 @@
 //!    message the mirror cluster durably acknowledged (or the start the group recorded when it
 //!    first claimed the partition);
 //! 5. `MirrorProgress`: after the last fault heals, every committed offset reaches its source
-//!    partition's end within [`drain_limit`] (three times the run's length, at least 60 s);
+//!    partition's end within [`drain_limit`] (three or four times the run's length, at least 60 s);
 //! 6. `MirrorGaps`: every acknowledged message missing from both clusters lies in a reported gap
 //!    of its partition, and every reported gap covers only data the source no longer has;
 //! 7. `MirrorOrder`: one ownership of a partition forwards its messages in source order.
@@ -77,13 +77,21 @@ pub use self::shape::Mode;
 /// The mirror's consumer group on the source.
 pub const GROUP: &str = "KafkaMirror";
 /// After the last fault heals, how long the lag may take to drain (invariant 5): three times
-/// the run's length, at least 60 s. The slowest mirrors a seed draws copy at about half the rate
-/// the producers write — a sync producer waits one durable round trip per message; with
-/// `queue.size=4` and one stream at most 8 messages are uncommitted, so every few messages wait
-/// for a commit round (ZooKeeper writes, one partition after another) — and a mirror kept away
-/// for most of the run must copy most of its messages after healing.
-pub fn drain_limit(duration: Duration) -> Duration {
-    (duration * 3).max(Duration::from_secs(60))
+/// the run's length, at least 60 s; four times for a sync producer copying with positions. The
+/// slowest mirrors a seed draws copy at about half the rate the producers write — a sync
+/// producer waits one durable round trip per message; with `queue.size=4` and one stream at
+/// most 8 messages are uncommitted, so every few messages wait for a commit round (ZooKeeper
+/// writes, one partition after another) — and a mirror kept away for most of the run must copy
+/// most of its messages after healing. With positions each of those round trips syncs two files
+/// (the segment and its position records: four disk operations instead of two), and the
+/// slowest draw copies at about a third of the producers' rate.
+fn drain_limit(duration: Duration, shape: &Shape) -> Duration {
+    let runs = if shape.sync_producer && shape.preserve {
+        4
+    } else {
+        3
+    };
+    (duration * runs).max(Duration::from_secs(60))
 }
 /// Source topics: the first from the start, the second created a third of the way in.
 const TOPICS: [&str; 2] = ["orders", "clicks"];
@@ -182,7 +190,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
     let layout = options.layout.unwrap_or_else(|| Layout::draw(seed));
     let mut builder = sim_builder(seed);
     builder
-        .simulation_duration(options.duration + drain_limit(options.duration) * 2)
+        .simulation_duration(options.duration + drain_limit(options.duration, &shape) * 2)
         .tcp_capacity(rng.random_range(64..256))
         .max_message_latency(Duration::from_millis(rng.random_range(2..20)));
     let mut sim = builder.build();

@@ -29,7 +29,7 @@ pub(super) struct Shape {
     streams: u32,
     queue_size: u32,
     batch_size: u32,
-    sync_producer: bool,
+    pub(super) sync_producer: bool,
     drop_timeout: bool,
     pub(super) tiny_retention: bool,
     /// `mirror.preserve.partitions`: drawn apart from the other draws (see [`Shape::preserve`]).

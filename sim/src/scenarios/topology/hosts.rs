@@ -48,6 +48,9 @@ pub(super) struct State {
 #[derive(Debug, Default, Clone)]
 pub(super) struct Reads {
     pub(super) copies: BTreeMap<String, BTreeMap<(String, String, u64), usize>>,
+    /// Where each message was found: per (cluster, topic, origin, seq), `<broker>-<partition>
+    /// at <offset>` of each copy.
+    pub(super) places: BTreeMap<(String, String, String, u64), Vec<String>>,
     /// Payloads that are no message of the run: (cluster, topic, payload).
     pub(super) strangers: Vec<(String, String, String)>,
     pub(super) problems: Vec<String>,
@@ -143,8 +146,15 @@ fn settings(edge: &Edge, queue_size: u32) -> MirrorSettings {
     let consumer = format!(
         "zk.connect={}-zk:{ZK_PORT}\ngroupid=mirror-{}-{}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nautooffset.reset=smallest\n\
          fetcher.backoff.ms=100\nrebalance.backoff.ms=500\nrebalance.retries.max=10\nsocket.timeout.ms=2000\nfetch.size=4096\n\
-         mirror.commit.interval.ms=500\n{rename}",
-        edge.from, edge.from, edge.to
+         mirror.commit.interval.ms=500\n{rename}{preserve}",
+        edge.from,
+        edge.from,
+        edge.to,
+        preserve = if edge.preserve {
+            "mirror.preserve.partitions=true\n"
+        } else {
+            ""
+        }
     );
     let producer = format!(
         "zk.connect={}-zk:{ZK_PORT}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\nproducer.type=async\nqueue.size={queue_size}\nbatch.size=10\nqueue.time=30\n\
@@ -304,9 +314,19 @@ pub(super) fn add_checker(
                         for part in registered_settled(model).await {
                             match read_whole(&part, cluster).await {
                                 Ok((_, messages)) => {
-                                    for (_, _, payload) in messages {
+                                    for (start, _, payload) in messages {
                                         match parse_payload(&payload) {
                                             Some((origin, seq)) => {
+                                                reads
+                                                    .places
+                                                    .entry((
+                                                        cluster.to_string(),
+                                                        part.0.clone(),
+                                                        origin.clone(),
+                                                        seq,
+                                                    ))
+                                                    .or_default()
+                                                    .push(format!("{} at {start}", part.1));
                                                 *copies
                                                     .entry((part.0.clone(), origin, seq))
                                                     .or_insert(0) += 1;

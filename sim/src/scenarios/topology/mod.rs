@@ -23,8 +23,10 @@
 //! under another topic), S25 `TopologyNoAmplification` (no message in more copies in a cluster
 //! than one plus the run's faults and mirror starts), S26 `TopologyPartitionCount` (a renamed
 //! copy has its source topic's per-broker partition count; each cluster draws its own
-//! `num.partitions`, so the brokers' own count would differ), and every message read is one a
-//! producer sent, intact.
+//! `num.partitions`, so the brokers' own count would differ), every message read is one a
+//! producer sent, intact, and on the four seeds in five that copy with
+//! `mirror.preserve.partitions`, S32 `MirrorExactlyOnce` (no message in any topic of any cluster
+//! twice).
 
 mod hosts;
 
@@ -84,6 +86,8 @@ pub(crate) struct Edge {
     /// after it (a mirror blind to its source for a while), and the cycle is then broken at
     /// another edge — as guaranteed, but not what the chain's expectations model.
     after_cycle: bool,
+    /// `mirror.preserve.partitions`: copies with positions (each message copied once).
+    preserve: bool,
 }
 
 impl Edge {
@@ -152,7 +156,12 @@ pub fn run_seed(
     let rename = options.rename.unwrap_or_else(|| rng.random_bool(0.8));
     let embedded_mode = options.topology == Topology::ActiveActive && rng.random_bool(0.5);
     let queue_size: u32 = [4, 16, 64][rng.random_range(0..3)];
-    let (names, edges) = layout(options.topology, rename, options.duration);
+    let (names, mut edges) = layout(options.topology, rename, options.duration);
+    // Four seeds in five copy with positions (drawn apart, so the other draws stay the seed's).
+    let preserve = ChaCha8Rng::seed_from_u64(seed ^ 0x9e5e_77e0).random_bool(0.8);
+    for edge in &mut edges {
+        edge.preserve = preserve;
+    }
     let mut builder = sim_builder(seed);
     builder
         .simulation_duration(options.duration + DRAIN_LIMIT * 3)
@@ -161,7 +170,12 @@ pub fn run_seed(
     let mut sim = builder.build();
     let control = Arc::new(Control::default());
     let _capture = control.trace.capture();
-    let shape = shape_of(options.topology, rename, embedded_mode, queue_size);
+    let shape = shape_of(
+        options.topology,
+        rename,
+        (embedded_mode, preserve),
+        queue_size,
+    );
     control.trace.push(&format!("seed {seed}: {shape}"));
     let shared: Shared = Arc::default();
     let mut clusters: Vec<Cluster> = Vec::new();
@@ -268,6 +282,9 @@ pub fn run_seed(
         let reads = state(&shared).read.clone();
         if let Some(reads) = reads {
             judge(&reads, &shared, &expect, &control, &mut report);
+            if preserve && control.violation().is_none() {
+                judge_exactly_once(&reads, &control);
+            }
         }
     }
     if result.is_ok() && control.violation().is_none() {
@@ -301,6 +318,7 @@ fn layout(topology: Topology, rename: bool, duration: Duration) -> (Vec<&'static
                     rename,
                     delay: Duration::ZERO,
                     after_cycle: false,
+                    preserve: false,
                 },
                 Edge {
                     from: "west",
@@ -308,6 +326,7 @@ fn layout(topology: Topology, rename: bool, duration: Duration) -> (Vec<&'static
                     rename,
                     delay: Duration::ZERO,
                     after_cycle: false,
+                    preserve: false,
                 },
             ],
         ),
@@ -320,6 +339,7 @@ fn layout(topology: Topology, rename: bool, duration: Duration) -> (Vec<&'static
                     rename: false,
                     delay: Duration::ZERO,
                     after_cycle: false,
+                    preserve: false,
                 },
                 Edge {
                     from: "west",
@@ -327,6 +347,7 @@ fn layout(topology: Topology, rename: bool, duration: Duration) -> (Vec<&'static
                     rename: false,
                     delay: Duration::ZERO,
                     after_cycle: false,
+                    preserve: false,
                 },
                 Edge {
                     from: "north",
@@ -334,6 +355,7 @@ fn layout(topology: Topology, rename: bool, duration: Duration) -> (Vec<&'static
                     rename: false,
                     delay: duration / 3,
                     after_cycle: true,
+                    preserve: false,
                 },
             ],
         ),
@@ -341,9 +363,14 @@ fn layout(topology: Topology, rename: bool, duration: Duration) -> (Vec<&'static
 }
 
 /// The run's shape, as its trace and report name it.
-fn shape_of(topology: Topology, rename: bool, embedded_mode: bool, queue_size: u32) -> String {
+fn shape_of(
+    topology: Topology,
+    rename: bool,
+    (embedded_mode, preserve): (bool, bool),
+    queue_size: u32,
+) -> String {
     format!(
-        "{:?}{}{}, queue.size {queue_size}",
+        "{:?}{}{}{}, queue.size {queue_size}",
         topology,
         if topology == Topology::ActiveActive {
             if rename {
@@ -359,6 +386,7 @@ fn shape_of(topology: Topology, rename: bool, embedded_mode: bool, queue_size: u
         } else {
             ", mirror makers"
         },
+        if preserve { ", positions" } else { "" },
     )
 }
 
@@ -577,6 +605,24 @@ fn judge(
             .delivered
             .entry((origin.to_string(), cluster.to_string()))
             .or_default() += acked;
+    }
+}
+
+/// S32: with positions, no message is in any topic of any cluster more than once.
+fn judge_exactly_once(reads: &Reads, control: &Control) {
+    for (cluster, copies) in &reads.copies {
+        let doubled: Vec<_> = copies.iter().filter(|(_, n)| **n > 1).collect();
+        if let Some(((topic, origin, seq), n)) = doubled.first() {
+            let places = reads
+                .places
+                .get(&(cluster.clone(), topic.clone(), origin.clone(), *seq))
+                .map(|p| p.join(", "))
+                .unwrap_or_default();
+            return control.violate(
+                Invariant::MirrorExactlyOnce,
+                format!("{} messages are in {cluster} more than once with mirror.preserve.partitions on, e.g. {origin} {seq} in {topic} ({n} copies: {places})", doubled.len()),
+            );
+        }
     }
 }
 
