@@ -46,12 +46,15 @@ impl Ord for BrokerPartition {
 }
 
 impl BrokerPartition {
-    /// The string form on the stack.
+    /// The string form on the stack, the digits written by hand: partitions are compared on
+    /// every lookup of a map keyed by them, and `core::fmt` there cost the mirror a tenth of
+    /// its CPU at 100 B messages.
     fn name(&self) -> NameBuf {
         let mut name = NameBuf::default();
         // Always fits: at most 11 + 1 + 10 bytes ("-2147483648-4294967295").
-        let written = fmt::write(&mut name, format_args!("{self}"));
-        debug_assert!(written.is_ok(), "a partition name longer than its buffer");
+        name.push_decimal(i64::from(self.broker_id));
+        name.push(b'-');
+        name.push_decimal(i64::from(self.partition));
         name
     }
 }
@@ -65,18 +68,42 @@ struct NameBuf {
 
 impl NameBuf {
     fn as_bytes(&self) -> &[u8] {
-        // In range: `write_str` never moves `len` past the buffer.
+        // In range: `push` never moves `len` past the buffer.
         &self.bytes[..self.len]
     }
-}
 
-impl fmt::Write for NameBuf {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let end = self.len + s.len();
-        let slot = self.bytes.get_mut(self.len..end).ok_or(fmt::Error)?;
-        slot.copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
+    fn push(&mut self, byte: u8) {
+        debug_assert!(
+            self.len < self.bytes.len(),
+            "a partition name longer than its buffer"
+        );
+        if let Some(slot) = self.bytes.get_mut(self.len) {
+            *slot = byte;
+            self.len += 1;
+        }
+    }
+
+    /// Writes `n` in decimal, as `Display` does.
+    fn push_decimal(&mut self, n: i64) {
+        if n < 0 {
+            self.push(b'-');
+        }
+        let mut magnitude = n.unsigned_abs();
+        let mut digits = [0u8; 20];
+        let mut count = 0;
+        loop {
+            if let Some(slot) = digits.get_mut(count) {
+                *slot = b'0' + (magnitude % 10) as u8;
+            }
+            count += 1;
+            magnitude /= 10;
+            if magnitude == 0 {
+                break;
+            }
+        }
+        for digit in digits.iter().take(count).rev() {
+            self.push(*digit);
+        }
     }
 }
 
@@ -121,4 +148,48 @@ pub fn assign(
         "every partition is owned exactly once"
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BrokerPartition;
+
+    #[test]
+    fn partitions_sort_as_their_names_do() {
+        let values_b = [
+            i32::MIN,
+            -10,
+            -1,
+            0,
+            1,
+            2,
+            9,
+            10,
+            11,
+            19,
+            100,
+            123,
+            i32::MAX,
+        ];
+        let values_p = [0u32, 1, 2, 9, 10, 11, 99, 100, 4_294_967_295];
+        let all: Vec<BrokerPartition> = values_b
+            .iter()
+            .flat_map(|b| {
+                values_p.iter().map(|p| BrokerPartition {
+                    broker_id: *b,
+                    partition: *p,
+                })
+            })
+            .collect();
+        for a in &all {
+            assert_eq!(a.name().as_bytes(), a.to_string().as_bytes());
+            for b in &all {
+                assert_eq!(
+                    a.cmp(b),
+                    a.to_string().cmp(&b.to_string()),
+                    "{a} against {b}"
+                );
+            }
+        }
+    }
 }
