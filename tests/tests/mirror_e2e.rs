@@ -441,13 +441,7 @@ async fn chaos(consumer_extra: &str) -> Chaos {
     let producing = {
         let connect = source.zk.connect_string();
         tokio::spawn(async move {
-            let text = format!("zk.connect={connect}\nzk.sessiontimeout.ms={SESSION_MS}\ndurable.acks=true\nnum.retries=1000\nproducer.type=sync\n");
-            let producer = Producer::start(
-                TokioEnv,
-                ProducerConfig::from_properties(&Properties::parse("t", &text).unwrap()).unwrap(),
-            )
-            .await
-            .unwrap();
+            let producer = durable_sync_producer(&connect).await;
             let mut acked = BTreeSet::new();
             let started = Instant::now();
             let mut i = 0u64;
@@ -599,6 +593,18 @@ async fn chaos_with_mirror_positions_loses_nothing_and_duplicates_nothing() {
     );
 }
 
+/// A sync producer on the cluster at `connect` that waits for durable acknowledgements and
+/// retries for as long as a test runs.
+async fn durable_sync_producer(connect: &str) -> Producer<TokioEnv> {
+    let text = format!("zk.connect={connect}\nzk.sessiontimeout.ms={SESSION_MS}\ndurable.acks=true\nnum.retries=1000\nproducer.type=sync\n");
+    Producer::start(
+        TokioEnv,
+        ProducerConfig::from_properties(&Properties::parse("t", &text).unwrap()).unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
 /// Sends `<topic>-<i>` to `topic` on the cluster of `zk` with durable acknowledgements, one
 /// at a time, for `run_for`; the messages acknowledged.
 fn produce_acknowledged(
@@ -608,13 +614,7 @@ fn produce_acknowledged(
 ) -> tokio::task::JoinHandle<BTreeSet<String>> {
     let connect = zk.connect_string();
     tokio::spawn(async move {
-        let text = format!("zk.connect={connect}\nzk.sessiontimeout.ms={SESSION_MS}\ndurable.acks=true\nnum.retries=1000\nproducer.type=sync\n");
-        let producer = Producer::start(
-            TokioEnv,
-            ProducerConfig::from_properties(&Properties::parse("t", &text).unwrap()).unwrap(),
-        )
-        .await
-        .unwrap();
+        let producer = durable_sync_producer(&connect).await;
         let mut acked = BTreeSet::new();
         let started = Instant::now();
         let mut i = 0u64;
@@ -661,18 +661,25 @@ async fn every_role_bounced(consumer_extra: &str) -> Chaos {
     let producing = produce_acknowledged(&source.zk, TOPIC, Duration::from_secs(24));
     let mut faults = BTreeMap::new();
     let pause = || tokio::time::sleep(Duration::from_secs(3));
-    for round in 0..2 {
+    // Two rounds: the first broker of each cluster and the first maker, then the second ones.
+    let rounds = source
+        .brokers
+        .iter_mut()
+        .zip(makers.iter_mut())
+        .zip(target.brokers.iter_mut())
+        .take(2);
+    for ((source_broker, maker), target_broker) in rounds {
         pause().await;
-        source.brokers[round].terminate();
-        source.brokers[round].spawn();
+        source_broker.terminate();
+        source_broker.spawn();
         *faults.entry("SIGTERM source broker").or_insert(0) += 1;
         pause().await;
-        makers[round].terminate();
-        makers[round].spawn();
+        maker.terminate();
+        maker.spawn();
         *faults.entry("SIGTERM mirror maker").or_insert(0) += 1;
         pause().await;
-        target.brokers[round].terminate();
-        target.brokers[round].spawn();
+        target_broker.terminate();
+        target_broker.spawn();
         *faults.entry("SIGTERM target broker").or_insert(0) += 1;
     }
     pause().await;
