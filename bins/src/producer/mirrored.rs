@@ -116,6 +116,7 @@ impl<E: Env> Dispatcher<E> {
                 let chosen = brokers
                     .get(placement::index(key, BROKER_SALT, brokers.len().max(1)))
                     .copied()?;
+                tracing::debug!("{key}: placed on broker {chosen} of {brokers:?}");
                 if placed.by_key.len() < PLACEMENTS_MAX || placed.by_key.contains_key(key) {
                     placed.by_key.insert(key.clone(), (chosen, -1));
                 }
@@ -196,11 +197,16 @@ impl<E: Env> Dispatcher<E> {
                     continue;
                 }
                 placed.locating.remove(&key);
-                if let Some((held_to, broker_id, partition)) = found.get(&*key) {
-                    tracing::debug!(
-                        "{topic}: the copy of {key} reaches {held_to} in partition {partition} of broker {broker_id}; sending there"
-                    );
-                    placed.by_key.insert(key.clone(), (*broker_id, *partition));
+                match found.get(&*key) {
+                    Some((held_to, broker_id, partition)) => {
+                        tracing::debug!(
+                            "{topic}: the copy of {key} reaches {held_to} in partition {partition} of broker {broker_id}; sending there"
+                        );
+                        placed.by_key.insert(key.clone(), (*broker_id, *partition));
+                    }
+                    None => tracing::debug!(
+                        "{topic}: no copy of {key} found (survey complete: {complete}); placed by its hash"
+                    ),
                 }
                 if placed.located.len() < PLACEMENTS_MAX || placed.located.contains_key(&key) {
                     placed.located.insert(key, epoch);
@@ -225,6 +231,10 @@ impl<E: Env> Dispatcher<E> {
         for broker in known.keys() {
             brokers.entry(*broker).or_insert_with(|| vec![-1]);
         }
+        tracing::debug!(
+            "{topic}: surveying {brokers:?} (registered: {:?})",
+            snapshot.brokers.keys().collect::<Vec<_>>()
+        );
         let mut found = Survey::new();
         let mut complete = true;
         for (broker_id, partitions) in brokers {

@@ -618,9 +618,16 @@ fn judge_exactly_once(reads: &Reads, control: &Control) {
                 .get(&(cluster.clone(), topic.clone(), origin.clone(), *seq))
                 .map(|p| p.join(", "))
                 .unwrap_or_default();
+            // Where the message is in every cluster: which source partition the copies came from.
+            let everywhere: Vec<String> = reads
+                .places
+                .iter()
+                .filter(|((_, _, o, s), _)| o == origin && s == seq)
+                .map(|((c, t, _, _), p)| format!("{c} {t}: {}", p.join(", ")))
+                .collect();
             return control.violate(
                 Invariant::MirrorExactlyOnce,
-                format!("{} messages are in {cluster} more than once with mirror.preserve.partitions on, e.g. {origin} {seq} in {topic} ({n} copies: {places})", doubled.len()),
+                format!("{} messages are in {cluster} more than once with mirror.preserve.partitions on, e.g. {origin} {seq} in {topic} ({n} copies: {places}; everywhere: {})", doubled.len(), everywhere.join("; ")),
             );
         }
     }
