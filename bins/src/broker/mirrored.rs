@@ -8,7 +8,7 @@
 
 use tributary_core::allow_list::Operation;
 use tributary_core::log::{MirroredAppend, SourceRange, TopicPartition};
-use tributary_core::mirror::position::placement;
+use tributary_core::mirror::position::placement::{self, PARTITION_SALT};
 use tributary_core::wire::{
     ErrorCode, MirrorAck, MirrorOutcome, MirrorPositionsRequest, MirrorPositionsResponse,
     MirrorProduceResponse, MirrorSet, SourceHeld, TOPIC_AUTHORIZATION_FAILED,
@@ -112,7 +112,7 @@ impl<E: Env> Handler<E> {
             };
             match (0..count).find(holds) {
                 Some(p) => p as i32,
-                None => placement::spread(&key, count as usize) as i32,
+                None => placement::index(&key, PARTITION_SALT, count as usize) as i32,
             }
         };
         let Prepared {

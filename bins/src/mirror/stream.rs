@@ -62,8 +62,9 @@ impl StreamContext {
     fn producer_for(&self, record: &Record) -> &Arc<dyn ProducerHandle> {
         match &record.source {
             Some(mark) if self.producers.len() > 1 => {
-                let index = tributary_core::mirror::position::placement::spread(
+                let index = tributary_core::mirror::position::placement::index(
                     &mark.key,
+                    tributary_core::mirror::position::placement::BROKER_SALT,
                     self.producers.len(),
                 );
                 self.producers.get(index).unwrap_or(&self.producer)

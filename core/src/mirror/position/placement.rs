@@ -6,6 +6,9 @@ use super::SourceKey;
 
 /// Picks the broker among a broker list's brokers.
 pub const BROKER_SALT: u64 = 0x6272_6f6b_6572;
+/// Picks the partition among a broker's partitions of the topic (the broker's choice, for a
+/// set sent with partition -1).
+pub const PARTITION_SALT: u64 = 0x7061_7274;
 /// Picks the (broker, partition) pair among a topic's registered partitions.
 pub const CANDIDATE_SALT: u64 = 0x6361_6e64;
 
@@ -39,19 +42,6 @@ pub fn index(key: &SourceKey, salt: u64, count: usize) -> usize {
     (slot(key, salt) % count.max(1) as u64) as usize
 }
 
-/// A place among `count` (> 0) that spreads one source broker's partitions evenly: the source
-/// partition's number plus its broker's id, modulo `count`. A mirror broker gives a set that
-/// asks it to choose (partition -1) the partition with this index, and the mirror's streams
-/// hand a source partition to the producer with it: consecutive source partitions take
-/// consecutive places, so `count` of them never share one (a hash would put two source
-/// partitions of two places in one half the time, and that place would carry the whole copy).
-pub fn spread(key: &SourceKey, count: usize) -> usize {
-    debug_assert!(count > 0, "no place to choose from");
-    let count = count.max(1) as i64;
-    let sum = i64::from(key.partition.partition) + i64::from(key.partition.broker_id);
-    sum.rem_euclid(count) as usize
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::expect_used)]
@@ -74,32 +64,15 @@ mod tests {
     fn the_slot_is_fixed_across_releases() {
         // A changed hash would send every source partition elsewhere after an upgrade
         // (its sets judged by a book that never saw them): pinned here.
-        assert_eq!(slot(&key(0), BROKER_SALT), 0x8939_8b33_5062_e591);
+        assert_eq!(slot(&key(0), PARTITION_SALT), 0x30e9_c072_7103_c269);
     }
 
     #[test]
-    fn source_partitions_spread_over_the_brokers() {
+    fn source_partitions_spread_over_the_mirror_partitions() {
         let mut used = [0u32; 8];
         for p in 0..64 {
-            used[index(&key(p), BROKER_SALT, 8)] += 1;
+            used[index(&key(p), PARTITION_SALT, 8)] += 1;
         }
         assert!(used.iter().all(|n| *n >= 3), "{used:?}");
-    }
-
-    #[test]
-    fn consecutive_source_partitions_take_every_place_once() {
-        for count in 1..=8 {
-            let mut used = vec![0u32; count];
-            for p in 0..count as u32 {
-                used[spread(&key(p), count)] += 1;
-            }
-            assert!(used.iter().all(|n| *n == 1), "{count}: {used:?}");
-        }
-        // Two source brokers' partition 0 into two places: one each.
-        let mut other = key(0);
-        other.partition.broker_id = 2;
-        assert_ne!(spread(&key(0), 2), spread(&other, 2));
-        other.partition.broker_id = -3;
-        assert!(spread(&other, 2) < 2);
     }
 }
