@@ -156,12 +156,8 @@ pub fn run_seed(
     let rename = options.rename.unwrap_or_else(|| rng.random_bool(0.8));
     let embedded_mode = options.topology == Topology::ActiveActive && rng.random_bool(0.5);
     let queue_size: u32 = [4, 16, 64][rng.random_range(0..3)];
-    let (names, mut edges) = layout(options.topology, rename, options.duration);
-    // Four seeds in five copy with positions (drawn apart, so the other draws stay the seed's).
-    let preserve = ChaCha8Rng::seed_from_u64(seed ^ 0x9e5e_77e0).random_bool(0.8);
-    for edge in &mut edges {
-        edge.preserve = preserve;
-    }
+    let preserve = draws_positions(seed);
+    let (names, edges) = layout(options.topology, rename, options.duration, preserve);
     let mut builder = sim_builder(seed);
     builder
         .simulation_duration(options.duration + DRAIN_LIMIT * 3)
@@ -282,9 +278,7 @@ pub fn run_seed(
         let reads = state(&shared).read.clone();
         if let Some(reads) = reads {
             judge(&reads, &shared, &expect, &control, &mut report);
-            if preserve && control.violation().is_none() {
-                judge_exactly_once(&reads, &control);
-            }
+            judge_exactly_once(preserve, &reads, &control);
         }
     }
     if result.is_ok() && control.violation().is_none() {
@@ -305,9 +299,21 @@ pub fn run_seed(
     crate::world::outcome(result, &control, report)
 }
 
+/// Whether the seed copies with positions (four seeds in five), drawn from a generator of its
+/// own so that the seed's other draws are those it had before.
+fn draws_positions(seed: u64) -> bool {
+    ChaCha8Rng::seed_from_u64(seed ^ 0x9e5e_77e0).random_bool(0.8)
+}
+
 /// The clusters and the mirrors between them: east ⇄ west (renaming or not), or the chain
-/// east → west → north → east, its last edge added a third of the way in.
-fn layout(topology: Topology, rename: bool, duration: Duration) -> (Vec<&'static str>, Vec<Edge>) {
+/// east → west → north → east, its last edge added a third of the way in; every edge copies with
+/// positions when `preserve`.
+fn layout(
+    topology: Topology,
+    rename: bool,
+    duration: Duration,
+    preserve: bool,
+) -> (Vec<&'static str>, Vec<Edge>) {
     match topology {
         Topology::ActiveActive => (
             vec!["east", "west"],
@@ -318,7 +324,7 @@ fn layout(topology: Topology, rename: bool, duration: Duration) -> (Vec<&'static
                     rename,
                     delay: Duration::ZERO,
                     after_cycle: false,
-                    preserve: false,
+                    preserve,
                 },
                 Edge {
                     from: "west",
@@ -326,7 +332,7 @@ fn layout(topology: Topology, rename: bool, duration: Duration) -> (Vec<&'static
                     rename,
                     delay: Duration::ZERO,
                     after_cycle: false,
-                    preserve: false,
+                    preserve,
                 },
             ],
         ),
@@ -339,7 +345,7 @@ fn layout(topology: Topology, rename: bool, duration: Duration) -> (Vec<&'static
                     rename: false,
                     delay: Duration::ZERO,
                     after_cycle: false,
-                    preserve: false,
+                    preserve,
                 },
                 Edge {
                     from: "west",
@@ -347,7 +353,7 @@ fn layout(topology: Topology, rename: bool, duration: Duration) -> (Vec<&'static
                     rename: false,
                     delay: Duration::ZERO,
                     after_cycle: false,
-                    preserve: false,
+                    preserve,
                 },
                 Edge {
                     from: "north",
@@ -355,7 +361,7 @@ fn layout(topology: Topology, rename: bool, duration: Duration) -> (Vec<&'static
                     rename: false,
                     delay: duration / 3,
                     after_cycle: true,
-                    preserve: false,
+                    preserve,
                 },
             ],
         ),
@@ -609,7 +615,10 @@ fn judge(
 }
 
 /// S32: with positions, no message is in any topic of any cluster more than once.
-fn judge_exactly_once(reads: &Reads, control: &Control) {
+fn judge_exactly_once(preserve: bool, reads: &Reads, control: &Control) {
+    if !preserve || control.violation().is_some() {
+        return;
+    }
     for (cluster, copies) in &reads.copies {
         let doubled: Vec<_> = copies.iter().filter(|(_, n)| **n > 1).collect();
         if let Some(((topic, origin, seq), n)) = doubled.first() {
