@@ -109,6 +109,14 @@ pub enum Bug {
     /// A translation answers the end of the recorded set that holds the source offset instead
     /// of the end of the set before it: a reader moved there skips the rest of that set.
     TranslationOneSetTooFar = 1 << 34,
+    /// A mirror's producer places source partitions without the mirror cluster's placement
+    /// records: each member chooses from its own view, and two that see the cluster
+    /// differently copy one source partition into two brokers.
+    PlacementRecordsIgnored = 1 << 35,
+    /// A mirror forwards and commits a partition's messages while one of its streams holds an
+    /// earlier message of it across a wait: another stream that took the partition over in the
+    /// same epoch copies (and commits) past the held one first.
+    CommitPastWaitingMessage = 1 << 36,
 }
 
 /// The partitions of one commit request [`Bug::CommitCapped`] writes.

@@ -145,3 +145,23 @@ pub const DIVERGED_PATH: &str = "/tributary/diverged";
 pub fn diverged_log_path(broker_id: i32) -> String {
     format!("{DIVERGED_PATH}/{broker_id}")
 }
+
+/// Mirror mode with `mirror.preserve.partitions` (Tributary): per mirror topic, the broker each
+/// source partition's copy goes to, one persistent node per source partition holding the
+/// broker id (see [`crate::mirror::position::placement::record_step`]).
+pub const MIRROR_PLACEMENTS_PATH: &str = "/tributary/placements";
+
+/// `/tributary/placements/<mirror topic>/<cluster id>,<source topic>,<broker>-<partition>`: the
+/// placement record of `key`'s copy in `topic`. Neither a cluster id nor a topic name holds a
+/// `,`, so the name is read one way only.
+pub fn mirror_placement_path(
+    topic: &TopicName,
+    key: &crate::mirror::position::SourceKey,
+) -> String {
+    format!(
+        "{MIRROR_PLACEMENTS_PATH}/{topic}/{},{},{}",
+        key.cluster,
+        key.topic,
+        broker_partition_name(key.partition.broker_id, key.partition.partition)
+    )
+}

@@ -313,6 +313,41 @@ fn a_partition_stopped_in_an_epoch_forwards_and_commits_nothing_more_in_it() {
 }
 
 #[test]
+fn a_held_message_keeps_later_ones_of_its_partition_back_and_commits_waiting() {
+    let (p, q) = (part("0-0"), part("0-1"));
+    let mut m = SourceMirror::new(0, 10, SECOND, 0);
+    // Stream A holds p's first message (to 100) while its topic is decided; the partition
+    // moves to stream B in the same epoch, whose next message must wait behind it.
+    m.on_wait(&p, 100);
+    assert!(m.waits_behind(&p, 200), "a later message waits");
+    assert!(!m.waits_behind(&p, 100), "the held message itself does not");
+    assert!(!m.waits_behind(&q, 200), "another partition goes on");
+    // Whatever is forwarded meanwhile (here q, and p's own message of the same offset), p is
+    // not committed while A holds its message.
+    let same = forward(&mut m, &p, 1, 100);
+    let other = forward(&mut m, &q, 1, 100);
+    m.on_ack(&p, 1, same, 100, AckOutcome::Durable);
+    m.on_ack(&q, 1, other, 100, AckOutcome::Durable);
+    let round = m.force_commits().unwrap();
+    let committed: Vec<_> = round.commits.iter().map(|c| c.partition).collect();
+    assert_eq!(
+        committed,
+        vec![bp("0-1")],
+        "p waits for A's message; q goes on"
+    );
+    for commit in &round.commits {
+        m.on_commit_outcome(&answer(commit, CommitOutcome::Written));
+    }
+    m.on_round_done();
+    // A's wait is over: B goes on, and p is committed again.
+    m.on_wait_over(&p, 100);
+    assert!(!m.waits_behind(&p, 200));
+    let round = m.force_commits().unwrap();
+    assert_eq!(round.commits[0].offset, 100);
+    assert!(m.invariants_hold());
+}
+
+#[test]
 fn a_stop_in_an_old_epoch_leaves_the_window_of_a_newer_one() {
     let p = part("0-0");
     let mut m = SourceMirror::new(0, 10, SECOND, 0);

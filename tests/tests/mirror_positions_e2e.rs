@@ -194,6 +194,28 @@ fn run_tool(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// The mirror cluster's placement records of `orders`: node name → the broker it names.
+async fn placement_records(mirror: &Cluster) -> BTreeMap<String, i32> {
+    use tributary::coordination::zk::ZkCoordination;
+    use tributary::coordination::Coordination;
+    let connect = tributary_core::config::ZkConnect::parse(&mirror.zk.connect_string()).unwrap();
+    let coord = ZkCoordination::connect(&connect, Duration::from_secs(10), Duration::from_secs(10))
+        .await
+        .unwrap();
+    let parent = format!(
+        "{}/{TOPIC}",
+        tributary_core::zk_layout::MIRROR_PLACEMENTS_PATH
+    );
+    let mut records = BTreeMap::new();
+    for node in coord.children(&parent).await.unwrap() {
+        let (data, _) = coord.get(&format!("{parent}/{node}")).await.unwrap();
+        let broker = String::from_utf8_lossy(&data).parse::<i32>().unwrap();
+        records.insert(node, broker);
+    }
+    coord.close().await;
+    records
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_group_moved_to_the_mirror_cluster_by_translated_offsets_skips_nothing() {
     let mut source = cluster();
@@ -320,6 +342,27 @@ async fn after_the_mirror_stops_the_tool_lists_exactly_the_acknowledged_messages
         "listed as lacking though mirrored: {wrongly_lacking:?}; listed as held though never copied: {wrongly_held:?}\n{listing}"
     );
     assert!(listing.contains("lacks offsets"), "{listing}");
+    // Each source partition's placement record in the mirror cluster's ZooKeeper names the
+    // broker its copy is in (`in orders/<broker>-<partition>` in the listing).
+    let records = placement_records(&mirror).await;
+    let mut placed = BTreeMap::new();
+    for line in listing.lines().filter(|l| l.contains(" in ")) {
+        let source_partition = line.split_whitespace().next().unwrap_or_default();
+        let broker = line
+            .split(&format!(" in {TOPIC}/"))
+            .nth(1)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|b| b.parse::<i32>().ok());
+        placed.insert(source_partition.replace('/', ","), broker);
+    }
+    assert!(!placed.is_empty(), "{listing}");
+    for (node, broker) in &placed {
+        assert_eq!(
+            records.get(node).copied(),
+            *broker,
+            "the placement record of {node} against the listing (records: {records:?})\n{listing}"
+        );
+    }
     // The mirror broker's gauge says the same, per source partition.
     let scraped = tributary::metrics::server::scrape(&TokioEnv, "127.0.0.1", mirror.metrics_port)
         .await

@@ -540,6 +540,14 @@ pub struct StreamVerdicts {
 }
 
 impl StreamVerdicts {
+    /// Whether `topic`'s verdict is kept (and not stale): [`StreamVerdicts::verdict`] then
+    /// answers without waiting.
+    pub fn is_kept(&self, topic: &TopicName) -> bool {
+        self.last
+            .as_ref()
+            .is_some_and(|(kept, _, stale)| kept == topic && !stale.load(Ordering::Acquire))
+    }
+
     /// `topic`'s verdict: the one kept when it is `topic`'s and not stale, else the gate's.
     pub async fn verdict(&mut self, gate: &OriginGate, topic: &TopicName) -> Verdict {
         if let Some((kept, verdict, stale)) = &self.last {

@@ -24,7 +24,7 @@ use tributary_core::mirror::SourcePartition;
 use tributary_core::wire::TopicName;
 
 use super::origins::{DecideAhead, OriginGate, StreamVerdicts, Verdict};
-use super::window::SourceWindow;
+use super::window::{SourceWindow, WaitMark};
 use super::{
     MirrorError, MirrorEvent, MirrorObserver, MirrorStats, ProducerHandle, SHUTDOWN_ACK_WAIT,
 };
@@ -302,6 +302,37 @@ pub(super) async fn run_stream(
     Ok(())
 }
 
+/// A message held across its topic's decision whose partition moved meanwhile to another
+/// stream of this member in the same epoch: that stream goes on after it and may have
+/// forwarded later messages already, so forwarding it now would put it after them. Withdrawn
+/// instead, as a refused message is (nothing of the partition is forwarded or committed after
+/// it in this epoch); the partition starts again from its commit, in a new epoch, at a
+/// rebalance asked for now. Whether the window has room.
+fn withdraw_moved(
+    context: &StreamContext,
+    key: &SourcePartition,
+    message: &ConsumedMessage,
+) -> bool {
+    let room = {
+        let mut state = context.window.lock();
+        state.on_withdrawn(key, message.epoch);
+        state.has_room()
+    };
+    if context
+        .connector
+        .stop_partition(&message.topic, message.partition)
+    {
+        tracing::info!(
+            "mirror: {}/{}: moved to another stream of this mirror while its topic was being decided; it starts again from its commit",
+            message.topic,
+            message.partition
+        );
+        context.connector.rejoin();
+    }
+    context.window.changed();
+    room
+}
+
 /// Hands one message to the producer (waiting while its queue is full) and records it; whether
 /// the window has room for another.
 async fn forward(
@@ -317,6 +348,12 @@ async fn forward(
         &message.topic,
         message.partition,
     );
+    // Marked while it waits: later messages of its partition, which a rebalance may hand to
+    // another stream of this member in the same epoch, wait behind it (copied first, they
+    // would have the mirror partition's positions take this one as held, and a commit past
+    // them would skip it).
+    let mut mark = (!verdicts.is_kept(&message.topic))
+        .then(|| WaitMark::new(&context.window, &key, message.offset));
     let target_topic = match verdicts.verdict(&context.gate, &message.topic).await {
         Verdict::Copy(name) => name,
         Verdict::Refused(_) => {
@@ -337,66 +374,60 @@ async fn forward(
         }
     };
     // A message held across the decision's wait: a rebalance may have moved its partition
-    // meanwhile. No await from here to the window's record of it, so what is decided holds.
-    let mut hold = message.holder.now();
-    if tributary_core::planted::active(tributary_core::planted::Bug::HeldMessageForwarded) {
-        hold = Hold::Held;
-    }
-    while hold == Hold::Unsettled {
-        tokio::time::sleep(HOLD_RECHECK).await;
-        hold = message.holder.now();
-    }
-    match hold {
-        Hold::Held | Hold::Unsettled => {}
-        Hold::Gone => {
-            // The ownership it was handed out in is over; the next one starts from the commit,
-            // which is not past it.
-            tracing::debug!(
-                "mirror: {}/{}: its ownership ended while its topic was being decided; its next owner reads it again",
-                message.topic,
-                message.partition
-            );
-            return Ok(context.window.lock().has_room());
+    // meanwhile. No await from the last look at its hold to the window's record of it, so
+    // what is decided holds.
+    let (seq, room) = loop {
+        let mut hold = message.holder.now();
+        if tributary_core::planted::active(tributary_core::planted::Bug::HeldMessageForwarded) {
+            hold = Hold::Held;
         }
-        Hold::Moved => {
-            // Another stream of this member goes on after it in the same epoch and may have
-            // forwarded later messages already: forwarding it now would put it after them.
-            // Withdrawn instead, as a refused message is (nothing of the partition is forwarded
-            // or committed after it in this epoch); the partition starts again from its commit,
-            // in a new epoch, at a rebalance asked for now.
-            let room = {
-                let mut state = context.window.lock();
-                state.on_withdrawn(&key, message.epoch);
-                state.has_room()
-            };
-            if context
-                .connector
-                .stop_partition(&message.topic, message.partition)
-            {
-                tracing::info!(
-                    "mirror: {}/{}: moved to another stream of this mirror while its topic was being decided; it starts again from its commit",
+        match hold {
+            Hold::Held => {}
+            Hold::Unsettled => {
+                mark.get_or_insert_with(|| WaitMark::new(&context.window, &key, message.offset));
+                tokio::time::sleep(HOLD_RECHECK).await;
+                continue;
+            }
+            Hold::Gone => {
+                // The ownership it was handed out in is over; the next one starts from the
+                // commit, which is not past it.
+                tracing::debug!(
+                    "mirror: {}/{}: its ownership ended while its topic was being decided; its next owner reads it again",
                     message.topic,
                     message.partition
                 );
-                context.connector.rejoin();
+                return Ok(context.window.lock().has_room());
             }
-            context.window.changed();
-            return Ok(room);
+            Hold::Moved => return Ok(withdraw_moved(context, &key, &message)),
         }
-    }
-    let (seq, room) = {
-        let mut state = context.window.lock();
-        match state.on_message(&key, message.epoch, message.offset) {
+        // Looked at and recorded under one lock: no earlier message of the partition is
+        // marked between the look and the record.
+        let admitted = {
+            let mut state = context.window.lock();
+            match state.waits_behind(&key, message.offset) {
+                true => None,
+                false => Some((
+                    state.on_message(&key, message.epoch, message.offset),
+                    state.has_room(),
+                )),
+            }
+        };
+        match admitted {
+            None => {
+                mark.get_or_insert_with(|| WaitMark::new(&context.window, &key, message.offset));
+                tokio::time::sleep(HOLD_RECHECK).await;
+            }
             // Stopped in this epoch: what the stream still holds of it is not forwarded.
-            Admission::Skip => return Ok(state.has_room()),
-            Admission::Forward { seq, reset } => {
+            Some((Admission::Skip, room)) => return Ok(room),
+            Some((Admission::Forward { seq, reset }, room)) => {
                 if let Some(Reset::WentBack { from, dropped }) = reset {
                     tracing::warn!("mirror: {}/{} went back from {from} to {}; {dropped} unacknowledged messages of the old offsets are not committed", message.topic, message.partition, message.offset);
                 }
-                (seq, state.has_room())
+                break (seq, room);
             }
         }
     };
+    drop(mark);
     if let Some(observer) = &context.observer {
         let event = context.event(
             &message.topic,

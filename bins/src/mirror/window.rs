@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
-use tributary_core::mirror::SourceMirror;
+use tributary_core::mirror::{SourceMirror, SourcePartition};
 
 /// One source's mirror state, shared by its streams and its commit task.
 #[derive(Debug)]
@@ -56,5 +56,37 @@ impl SourceWindow {
     /// Whether a stream may take another message from the source.
     pub(super) fn has_room(&self) -> bool {
         self.lock().has_room()
+    }
+}
+
+/// A message a stream holds across a wait (its topic's decision, a rebalance under way, an
+/// earlier message of its partition held by another stream), marked in the window until
+/// dropped: meanwhile later messages of its partition wait behind it and nothing of the
+/// partition is committed (`SourceMirror::on_wait`).
+pub(super) struct WaitMark<'a> {
+    window: &'a SourceWindow,
+    key: SourcePartition,
+    offset: i64,
+}
+
+impl<'a> WaitMark<'a> {
+    /// Marks the message of `key` with resume offset `offset`.
+    pub(super) fn new(window: &'a SourceWindow, key: &SourcePartition, offset: i64) -> Self {
+        window.lock().on_wait(key, offset);
+        WaitMark {
+            window,
+            key: key.clone(),
+            offset,
+        }
+    }
+}
+
+impl Drop for WaitMark<'_> {
+    fn drop(&mut self) {
+        // A poisoned lock stopped the mirror where it was met; nothing is left to unmark.
+        if let Ok(mut state) = self.window.state.lock() {
+            state.on_wait_over(&self.key, self.offset);
+        }
+        self.window.changed();
     }
 }

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::oneshot;
-use tributary_core::config::ProducerConfig;
+use tributary_core::config::{Discovery, ProducerConfig};
 use tributary_core::message::{Message, MessageSetBuilder};
 use tributary_core::mirror::position::SourceKey;
 use tributary_core::producer::{choose, group_by_partition, Candidate};
@@ -20,6 +20,7 @@ use tributary_core::wire::{
 };
 
 use super::directory::Directory;
+use super::placement_records::PlacementRecords;
 use super::targets::{how, Targets};
 use super::{Delivered, ProducerStats, Record, SendError};
 use crate::client::{connect, ClientError, Connection};
@@ -81,6 +82,10 @@ pub(super) struct Dispatcher<E: Env> {
     pub(super) without_positions: Mutex<BTreeSet<i32>>,
     /// Where each source partition's messages go (see `mirrored::place`).
     pub(super) placed: Mutex<super::mirrored::Placements>,
+    /// The mirror cluster's placement records, for a producer that sends a mirror's sets with
+    /// positions and reads the cluster from ZooKeeper (a `broker.list` is the same for every
+    /// member, and needs none).
+    pub(super) records: Option<PlacementRecords<E>>,
     pub(super) stats: std::sync::Arc<ProducerStats>,
     /// Brokers failing now, said plainly every 30 s.
     pub(super) targets: Targets,
@@ -89,6 +94,14 @@ pub(super) struct Dispatcher<E: Env> {
 impl<E: Env> Dispatcher<E> {
     pub(super) fn new(env: E, config: ProducerConfig, directory: Directory) -> Self {
         let rng = Mutex::new(ChaCha8Rng::seed_from_u64(env.rng_seed()));
+        let records = match (&config.discovery, config.durable_acks) {
+            (Discovery::ZooKeeper(connect), true) => Some(PlacementRecords::new(
+                connect.clone(),
+                Duration::from_millis(config.zk.session_timeout_ms.into()),
+                Duration::from_millis(config.zk.connection_timeout_ms.into()),
+            )),
+            _ => None,
+        };
         Dispatcher {
             env,
             config,
@@ -98,6 +111,7 @@ impl<E: Env> Dispatcher<E> {
             without_acks: Mutex::default(),
             without_positions: Mutex::default(),
             placed: Mutex::default(),
+            records,
             stats: std::sync::Arc::default(),
             targets: Targets::default(),
         }
@@ -229,7 +243,7 @@ impl<E: Env> Dispatcher<E> {
                     });
                     let Some(choice) = choice else {
                         *last = format!(
-                            "{}: where its copy is in the mirror cluster is not known yet (a broker did not answer)",
+                            "{}: where its copy is in the mirror cluster is not known yet (a broker, or the cluster's ZooKeeper, did not answer)",
                             p.record.topic
                         );
                         retry.push(p);

@@ -21,9 +21,11 @@ use tributary_core::wire::{
 };
 
 use super::dispatch::{ack_outcome, retry_all, Dispatcher, Left, Pending, SetOutcome};
+use super::placement_records::{Brokers, Claimed};
 use super::targets::how;
 use super::{Delivered, SendError};
 use crate::client::{connect, ClientError};
+use crate::coordination::CoordError;
 use crate::env::Env;
 
 /// The most source partitions whose broker is remembered; past it, a new one is placed afresh
@@ -58,6 +60,16 @@ pub(super) struct Placements {
     surveyed: BTreeMap<TopicName, (u64, Survey)>,
 }
 
+/// Whether a source partition placed on `broker` stays there: while the broker has the topic
+/// (`brokers`, this member's view), or has not been `failing` for [`PLACEMENT_GRACE`] (a
+/// restarted broker unregistered for a moment, or not yet seen registered again).
+fn usable(failing: &BTreeMap<i32, tokio::time::Instant>, broker: i32, brokers: &[i32]) -> bool {
+    brokers.contains(&broker)
+        || failing
+            .get(&broker)
+            .is_none_or(|since| since.elapsed() < PLACEMENT_GRACE)
+}
+
 /// Where each source partition's copy reaches furthest in a mirror topic: (held to, broker,
 /// partition).
 type Survey = BTreeMap<SourceKey, (i64, i32, i32)>;
@@ -84,12 +96,25 @@ struct Run {
     indexes: Vec<usize>,
 }
 
+/// The brokers `topic` is registered on, in this member's view, sorted; every live broker when
+/// it is registered on none (the first write creates it).
+fn topic_brokers(snapshot: &super::directory::Snapshot, topic: &TopicName) -> Vec<i32> {
+    let mut brokers: Vec<i32> = snapshot
+        .candidates(topic)
+        .iter()
+        .map(|c| c.broker_id)
+        .collect();
+    brokers.dedup();
+    brokers
+}
+
 impl<E: Env> Dispatcher<E> {
     /// Where a message of the source partition `key` goes among `candidates`: the broker it
     /// went to before while that broker still has the topic or still answers (a source
     /// partition that moves goes to a partition whose positions do not know what was sent
-    /// before, so moving is a last resort), else one chosen from `key`; partition -1 (the
-    /// broker chooses it from `key`). `registered` are the live brokers' addresses.
+    /// before, so moving is a last resort), else (without placement records) one chosen from
+    /// `key`, partition -1 (the broker chooses it from `key`); `None` while its placement is
+    /// looked up again. `registered` are the live brokers' addresses.
     pub(super) fn place(
         &self,
         candidates: &[Candidate],
@@ -104,14 +129,21 @@ impl<E: Env> Dispatcher<E> {
                 placed.addresses.insert(*broker, address.clone());
             }
         }
-        let keep = |broker: &i32, placed: &Placements| {
-            let waited = placed.failing.get(broker).map(|since| since.elapsed());
-            brokers.contains(broker)
-                || (placed.addresses.contains_key(broker)
-                    && waited.is_none_or(|waited| waited < PLACEMENT_GRACE))
-        };
         let (broker_id, partition) = match placed.by_key.get(key) {
-            Some((broker, partition)) if keep(broker, &placed) => (*broker, *partition),
+            Some((broker, partition)) if usable(&placed.failing, *broker, &brokers) => {
+                (*broker, *partition)
+            }
+            // With placement records, a source partition moves only through its record:
+            // `locate` reads it again (moving it off a broker that is gone) before the next
+            // attempt; its messages wait meanwhile.
+            _ if self.records().is_some() => {
+                placed.located.remove(key);
+                placed
+                    .locating
+                    .entry(key.clone())
+                    .or_insert_with(tokio::time::Instant::now);
+                return None;
+            }
             _ => {
                 let chosen = brokers
                     .get(placement::index(key, BROKER_SALT, brokers.len().max(1)))
@@ -178,6 +210,10 @@ impl<E: Env> Dispatcher<E> {
                 Some(survey) => (survey, true),
                 None => self.survey(snapshot, &known, &topic).await,
             };
+            let brokers = topic_brokers(snapshot, &topic);
+            let claimed = self
+                .claim_records(&topic, &keys, &found, complete, &brokers)
+                .await;
             let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
             if let (Some(epoch), true) = (epoch, complete) {
                 if placed.surveyed.len() >= SURVEYS_MAX && !placed.surveyed.contains_key(&topic) {
@@ -187,32 +223,117 @@ impl<E: Env> Dispatcher<E> {
                     .surveyed
                     .insert(topic.clone(), (epoch, found.clone()));
             }
-            for (key, epoch) in keys {
+            for (i, (key, epoch)) in keys.into_iter().enumerate() {
                 let waited = placed.locating.get(&key).map(|since| since.elapsed());
-                if !complete && waited.is_none_or(|w| w < PLACEMENT_GRACE) {
-                    placed
-                        .locating
-                        .entry(key)
-                        .or_insert_with(tokio::time::Instant::now);
-                    continue;
-                }
-                placed.locating.remove(&key);
-                match found.get(&*key) {
-                    Some((held_to, broker_id, partition)) => {
-                        tracing::debug!(
-                            "{topic}: the copy of {key} reaches {held_to} in partition {partition} of broker {broker_id}; sending there"
-                        );
-                        placed.by_key.insert(key.clone(), (*broker_id, *partition));
+                let patient = waited.is_none_or(|w| w < PLACEMENT_GRACE);
+                let copy = found.get(&*key);
+                let chosen = match &claimed {
+                    Some(Ok(claimed)) => match claimed.get(i) {
+                        Some(Claimed::Broker(broker)) => {
+                            let partition = copy.filter(|c| c.1 == *broker).map_or(-1, |c| c.2);
+                            Some((*broker, partition))
+                        }
+                        _ => {
+                            placed
+                                .locating
+                                .entry(key)
+                                .or_insert_with(tokio::time::Instant::now);
+                            continue;
+                        }
+                    },
+                    // Records unreadable (ZooKeeper out of reach): wait for them, however
+                    // long (past the grace, the messages' retries count and run out: a
+                    // failure the mirror sees, never a second copy). Without records, a survey
+                    // not complete: wait for it up to the grace.
+                    Some(Err(_)) => {
+                        placed
+                            .locating
+                            .entry(key)
+                            .or_insert_with(tokio::time::Instant::now);
+                        continue;
                     }
-                    None => tracing::debug!(
-                        "{topic}: no copy of {key} found (survey complete: {complete}); placed by its hash"
-                    ),
+                    None if patient && !complete => {
+                        placed
+                            .locating
+                            .entry(key)
+                            .or_insert_with(tokio::time::Instant::now);
+                        continue;
+                    }
+                    // Without records: the furthest copy, else the broker chosen from the
+                    // source partition.
+                    _ => copy.map(|c| (c.1, c.2)).or_else(|| {
+                        let at = placement::index(&key, BROKER_SALT, brokers.len().max(1));
+                        brokers.get(at).map(|broker| (*broker, -1))
+                    }),
+                };
+                placed.locating.remove(&key);
+                match chosen {
+                    Some((broker_id, partition)) => {
+                        match copy {
+                            Some((held_to, b, p)) if (*b, *p) == (broker_id, partition) => tracing::debug!(
+                                "{topic}: the copy of {key} reaches {held_to} in partition {partition} of broker {broker_id}; sending there"
+                            ),
+                            _ => tracing::debug!(
+                                "{topic}: {key} placed on broker {broker_id} (its furthest copy: {copy:?}; survey complete: {complete})"
+                            ),
+                        }
+                        if placed.by_key.len() < PLACEMENTS_MAX || placed.by_key.contains_key(&key)
+                        {
+                            placed.by_key.insert(key.clone(), (broker_id, partition));
+                        }
+                    }
+                    None => tracing::debug!("{topic}: no broker for {key} yet"),
                 }
                 if placed.located.len() < PLACEMENTS_MAX || placed.located.contains_key(&key) {
                     placed.located.insert(key, epoch);
                 }
             }
         }
+    }
+
+    /// The placement records, when this producer keeps them.
+    fn records(&self) -> Option<&super::placement_records::PlacementRecords<E>> {
+        if tributary_core::planted::active(tributary_core::planted::Bug::PlacementRecordsIgnored) {
+            return None;
+        }
+        self.records.as_ref()
+    }
+
+    /// With placement records: reads (creating or moving) the record of each of `keys` in
+    /// `topic`, from the copies `found` by a survey (`complete` or not, or past the grace for
+    /// one). `None` without records; an error (said in the log) when ZooKeeper was not usable.
+    async fn claim_records(
+        &self,
+        topic: &TopicName,
+        keys: &BTreeMap<Arc<SourceKey>, u64>,
+        found: &Survey,
+        complete: bool,
+        brokers: &[i32],
+    ) -> Option<Result<Vec<Claimed>, CoordError>> {
+        let records = self.records()?;
+        let (claims, failing) = {
+            let placed = crate::sync::lock(&self.placed, "the mirror's placements");
+            let claims: Vec<_> = keys
+                .keys()
+                .map(|key| {
+                    let waited = placed.locating.get(key).map(|since| since.elapsed());
+                    let complete = complete || waited.is_some_and(|w| w >= PLACEMENT_GRACE);
+                    (key.clone(), found.get(&**key).map(|c| c.1), complete)
+                })
+                .collect();
+            (claims, placed.failing.clone())
+        };
+        let on = Brokers {
+            topic: brokers,
+            usable: &|broker| usable(&failing, broker, brokers),
+        };
+        let claimed = records.claim(&self.env, topic, &claims, &on).await;
+        if let Err(e) = &claimed {
+            tracing::warn!(
+                "{topic}: the mirror's placement records in the mirror cluster's ZooKeeper cannot be read ({e}); its new source partitions wait for them"
+            );
+        }
+        Some(claimed)
     }
 
     /// Asks every broker that may hold a copy of `topic` (those with the topic registered,

@@ -21,6 +21,7 @@
 pub mod directory;
 mod dispatch;
 mod mirrored;
+mod placement_records;
 pub(crate) mod targets;
 
 use crate::tls::env::{ClientLink, SecureEnv};

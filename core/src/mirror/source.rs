@@ -51,6 +51,12 @@ pub struct SourceMirror {
     /// stopped in: nothing more of them is forwarded, acknowledged into the window or committed
     /// in that epoch (the source group starts them again in a new one).
     stopped: BTreeMap<SourcePartition, u64>,
+    /// Messages streams hold across a wait before they are forwarded or dropped (their topic's
+    /// decision, a rebalance under way): per partition, their resume offsets, counted. Another
+    /// stream of the member may take the partition over in the same epoch: its later messages
+    /// wait ([`SourceMirror::waits_behind`]) and nothing of the partition is committed
+    /// meanwhile, so neither a commit nor the mirror cluster's copy gets past the held one.
+    waiting: BTreeMap<SourcePartition, BTreeMap<i64, usize>>,
     /// The last sequence number given to a message.
     seq: u64,
     /// At most this many messages in flight.
@@ -169,6 +175,7 @@ impl SourceMirror {
             window: MirrorWindow::new(),
             epochs: BTreeMap::new(),
             stopped: BTreeMap::new(),
+            waiting: BTreeMap::new(),
             seq: 0,
             limit: limit.max(1),
             commit_interval_ms,
@@ -215,6 +222,46 @@ impl SourceMirror {
             seq: self.seq,
             reset,
         }
+    }
+
+    /// A stream holds the message of `partition` with resume offset `offset` across a wait,
+    /// before [`SourceMirror::on_message`] (or a withdrawal, or dropping it): until
+    /// [`SourceMirror::on_wait_over`], later messages of the partition wait and nothing of it
+    /// is committed.
+    pub fn on_wait(&mut self, partition: &SourcePartition, offset: i64) {
+        let marks = self.waiting.entry(partition.clone()).or_default();
+        *marks.entry(offset).or_insert(0) += 1;
+    }
+
+    /// The wait [`SourceMirror::on_wait`] marked is over (the message recorded, withdrawn or
+    /// dropped).
+    pub fn on_wait_over(&mut self, partition: &SourcePartition, offset: i64) {
+        let Some(marks) = self.waiting.get_mut(partition) else {
+            return;
+        };
+        if let Some(count) = marks.get_mut(&offset) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                marks.remove(&offset);
+            }
+        }
+        if marks.is_empty() {
+            self.waiting.remove(partition);
+        }
+    }
+
+    /// Whether the message of `partition` with resume offset `offset` must wait before
+    /// [`SourceMirror::on_message`]: a stream holds an earlier message of the partition across
+    /// a wait. Forwarded now, it would reach the mirror cluster before that one, whose copy
+    /// the mirror partition's positions would then take as held.
+    pub fn waits_behind(&self, partition: &SourcePartition, offset: i64) -> bool {
+        if crate::planted::active(crate::planted::Bug::CommitPastWaitingMessage) {
+            return false;
+        }
+        self.waiting
+            .get(partition)
+            .and_then(|marks| marks.keys().next())
+            .is_some_and(|first| *first < offset)
     }
 
     /// The last message forwarded for `partition` (epoch `epoch`) was refused by the producer
@@ -357,6 +404,10 @@ impl SourceMirror {
             .window
             .commits_due()
             .into_iter()
+            .filter(|(partition, _)| {
+                !self.waiting.contains_key(partition)
+                    || crate::planted::active(crate::planted::Bug::CommitPastWaitingMessage)
+            })
             .filter_map(|(partition, offset)| {
                 let epoch = *self.epochs.get(&partition)?;
                 Some(Commit {
