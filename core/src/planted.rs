@@ -117,6 +117,10 @@ pub enum Bug {
     /// earlier message of it across a wait: another stream that took the partition over in the
     /// same epoch copies (and commits) past the held one first.
     CommitPastWaitingMessage = 1 << 36,
+    /// A partition whose mirror position records could not be begun durably (a failed sync)
+    /// is not poisoned: the next mirrored append opens the records again on that beginning,
+    /// and sets appended after it can come back from a restart without their records.
+    PositionsBeginFailureIgnored = 1 << 37,
 }
 
 /// The partitions of one commit request [`Bug::CommitCapped`] writes.

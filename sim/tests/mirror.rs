@@ -241,6 +241,27 @@ fn a_message_copied_behind_later_ones_of_another_stream_is_caught_on_the_seeds_t
     }
 }
 
+/// The seed that found a mirror partition copying on mirror position records whose beginning
+/// had failed to sync: after the broker's restart its copy of a source partition had no
+/// records, and the copy placed there again was translated past the first one. Caught with the
+/// poisoning planted away; the clean build passes it.
+#[test]
+fn records_begun_on_a_failed_sync_are_caught_on_the_seed_that_found_them() {
+    let seed = 89_207;
+    tributary_core::planted::plant(&[Bug::PositionsBeginFailureIgnored]);
+    let planted = run_seed(seed, options(Faults::Mixed))
+        .err()
+        .map(|(v, _)| v.invariant);
+    tributary_core::planted::plant(&[]);
+    assert_eq!(planted, Some(Invariant::MirrorTranslation), "seed {seed}");
+    let clean = run_seed(seed, options(Faults::Mixed));
+    assert!(
+        clean.is_ok(),
+        "seed {seed}: {}",
+        clean.err().map(|(v, _)| v.to_string()).unwrap_or_default()
+    );
+}
+
 /// A bug only many partitions show: the many-partitions layout catches it, the clean build
 /// passes the seed that does, and so does that seed with the bug planted when the source has
 /// the usual eight partitions.

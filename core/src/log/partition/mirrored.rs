@@ -164,15 +164,23 @@ impl<F: LogFs> Log<F> {
         self.positions.as_ref().map(MirrorPositions::book)
     }
 
-    /// The records, created on the first mirrored append.
+    /// The records, created on the first mirrored append. When they cannot be begun durably
+    /// (a failed write or sync), the log is poisoned as after any failed sync: the file may
+    /// hold a beginning that is not durable, and opened again it would be taken for one, so
+    /// sets appended after it could come back from a crash without their records.
     fn positions_for_writing(&mut self) -> Result<&mut MirrorPositions<F>, LogError> {
         let positions = match self.positions.take() {
             Some(positions) => positions,
-            None => {
-                MirrorPositions::open(self.fs.clone(), &self.dir, self.written_end())
-                    .map_err(|e| positions_error(&self.tp, e))?
-                    .positions
-            }
+            None => match MirrorPositions::open(self.fs.clone(), &self.dir, self.written_end()) {
+                Ok(opened) => opened.positions,
+                Err(e) => {
+                    let error = positions_error(&self.tp, e);
+                    if !crate::planted::active(crate::planted::Bug::PositionsBeginFailureIgnored) {
+                        self.poisoned.get_or_insert_with(|| error.to_string());
+                    }
+                    return Err(error);
+                }
+            },
         };
         Ok(self.positions.insert(positions))
     }
