@@ -60,6 +60,17 @@ pub(super) struct Placements {
     surveyed: BTreeMap<TopicName, (u64, Survey)>,
 }
 
+impl Placements {
+    /// `key`'s copy is being located from now on, unless it was already (its messages wait for
+    /// [`PLACEMENT_GRACE`] from the first time). Time is tokio's: the simulator's clock under
+    /// turmoil.
+    fn start_locating(&mut self, key: Arc<SourceKey>) {
+        self.locating
+            .entry(key)
+            .or_insert_with(tokio::time::Instant::now);
+    }
+}
+
 /// Whether a source partition placed on `broker` stays there: while the broker has the topic
 /// (`brokers`, this member's view), or has not been `failing` for [`PLACEMENT_GRACE`] (a
 /// restarted broker unregistered for a moment, or not yet seen registered again).
@@ -138,10 +149,7 @@ impl<E: Env> Dispatcher<E> {
             // attempt; its messages wait meanwhile.
             _ if self.records().is_some() => {
                 placed.located.remove(key);
-                placed
-                    .locating
-                    .entry(key.clone())
-                    .or_insert_with(tokio::time::Instant::now);
+                placed.start_locating(key.clone());
                 return None;
             }
             _ => {
@@ -234,10 +242,7 @@ impl<E: Env> Dispatcher<E> {
                             Some((*broker, partition))
                         }
                         _ => {
-                            placed
-                                .locating
-                                .entry(key)
-                                .or_insert_with(tokio::time::Instant::now);
+                            placed.start_locating(key);
                             continue;
                         }
                     },
@@ -246,17 +251,11 @@ impl<E: Env> Dispatcher<E> {
                     // failure the mirror sees, never a second copy). Without records, a survey
                     // not complete: wait for it up to the grace.
                     Some(Err(_)) => {
-                        placed
-                            .locating
-                            .entry(key)
-                            .or_insert_with(tokio::time::Instant::now);
+                        placed.start_locating(key);
                         continue;
                     }
                     None if patient && !complete => {
-                        placed
-                            .locating
-                            .entry(key)
-                            .or_insert_with(tokio::time::Instant::now);
+                        placed.start_locating(key);
                         continue;
                     }
                     // Without records: the furthest copy, else the broker chosen from the
