@@ -11,6 +11,9 @@ mod decide_ahead;
 /// it reliably).
 #[path = "directed/held_message.rs"]
 mod held_message;
+/// Source partitions located ahead of their first messages, their records all at once.
+#[path = "directed/place_ahead.rs"]
+mod place_ahead;
 /// Two members placing one new source partition while they see the brokers differently, built
 /// step by step (drawn seeds reach it about twice in a thousand).
 #[path = "directed/placement_race.rs"]

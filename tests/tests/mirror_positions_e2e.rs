@@ -3,7 +3,8 @@
 //! mirror cluster by `tributary translate-offsets`, and after a disaster of the whole source
 //! (its ZooKeeper too) by the mirror's offset syncer, skipping nothing either way; and after
 //! the source loses its mirror, `tributary mirror-positions` listing exactly the acknowledged
-//! messages the mirror lacks, and the mirror broker's `tributary_mirror_held_offset` agreeing.
+//! messages the mirror lacks, and the mirror broker's `tributary_mirror_held_offset` agreeing;
+//! and the mirror's placement records covering every source partition it owns, messages or not.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -518,5 +519,49 @@ async fn a_source_partition_that_went_back_is_stopped_and_said_not_taken_for_hel
         "the mirror did not say the source went back ({dropped_unsaid} of {} new messages not copied):\n{}",
         again.len(),
         std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
+/// A mirror with positions places each source partition it owns as it comes to own it, not
+/// at the partition's first message: a partition that has had no message yet has its
+/// placement record too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_mirror_places_every_source_partition_it_owns_before_its_first_message() {
+    let source = cluster();
+    let mirror = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let producer = producer(&source.zk).await;
+    // Under one key, every message goes to one of the topic's two partitions.
+    let mut landed = BTreeSet::new();
+    for i in 0..20 {
+        let mut record = Record::new(
+            TOPIC.parse::<TopicName>().unwrap(),
+            format!("{TOPIC}-{i}").into_bytes(),
+        );
+        record.key = Some(bytes::Bytes::from_static(b"one key"));
+        let d = producer.send(record).await.unwrap().await.unwrap();
+        landed.insert(format!("{}-{}", d.broker_id, d.partition));
+    }
+    producer.close().await;
+    assert_eq!(landed.len(), 1, "{landed:?}");
+    let _maker = mirror_maker(dir.path(), &source, &mirror, "");
+    until_mirrored(&mirror, 20).await;
+    let started = Instant::now();
+    let placed = loop {
+        // Record names end in `,<broker>-<partition>` of the source partition.
+        let placed: BTreeSet<String> = placement_records(&mirror)
+            .await
+            .into_keys()
+            .filter_map(|node| node.rsplit(',').next().map(str::to_string))
+            .collect();
+        if placed.len() >= 2 || started.elapsed() > Duration::from_secs(20) {
+            break placed;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        placed,
+        BTreeSet::from(["0-0".to_string(), "0-1".to_string()]),
+        "placement records (the messages all went to {landed:?})"
     );
 }

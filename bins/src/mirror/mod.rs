@@ -39,6 +39,7 @@ use tributary_core::config::{ConsumerConfig, EnqueueTimeout, ProducerConfig, Top
 use tributary_core::consumer::BrokerPartition;
 use tributary_core::identity::ClusterIdentity;
 use tributary_core::mirror::lag::LagSample;
+use tributary_core::mirror::position::SourceKey;
 use tributary_core::wire::TopicName;
 
 use crate::consumer::{ConsumerConnector, GapReport, Subscription};
@@ -58,6 +59,7 @@ pub mod identity;
 pub mod maker;
 pub mod offset_sync;
 pub mod origins;
+mod place_ahead;
 mod stream;
 pub mod supervise;
 mod watchdog;
@@ -244,6 +246,10 @@ trait ProducerHandle: Send + Sync {
     ) -> std::pin::Pin<
         Box<dyn Future<Output = Result<crate::producer::Delivery, SendError>> + Send + '_>,
     >;
+    fn locate_ahead(
+        &self,
+        sources: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>>;
     fn queued(&self) -> usize;
     fn stats_weak(&self) -> std::sync::Weak<ProducerStats>;
     fn close(self: Arc<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -257,6 +263,13 @@ impl<E: Env> ProducerHandle for Producer<E> {
         Box<dyn Future<Output = Result<crate::producer::Delivery, SendError>> + Send + '_>,
     > {
         Box::pin(Producer::send(self, record))
+    }
+
+    fn locate_ahead(
+        &self,
+        sources: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(Producer::locate_ahead(self, sources))
     }
 
     fn queued(&self) -> usize {
@@ -276,6 +289,16 @@ impl<E: Env> ProducerHandle for Producer<E> {
                 ),
             }
         })
+    }
+}
+
+/// Which of `count` producers a source partition's messages all go through (with positions
+/// on, so that one producer sees them all in order).
+fn producer_index(key: &SourceKey, count: usize) -> usize {
+    use tributary_core::mirror::position::placement::{index, BROKER_SALT};
+    match count {
+        0 | 1 => 0,
+        _ => index(key, BROKER_SALT, count),
     }
 }
 
@@ -409,6 +432,21 @@ impl Mirror {
                 stop_rx.clone(),
                 streams_done,
             ));
+            let positions = source
+                .mirror
+                .preserve_partitions
+                .then(|| identity.id.clone());
+            if let Some(cluster) = &positions {
+                streams.spawn(place_ahead::run_place_ahead(
+                    place_ahead::PlaceAheadContext {
+                        connector: connector.clone(),
+                        gate: gate.clone(),
+                        producers: all_producers.clone(),
+                        cluster: cluster.clone(),
+                    },
+                    stop_rx.clone(),
+                ));
+            }
             for stream in source_streams {
                 let producer = producers[stream_index % producers.len()].clone();
                 let context = StreamContext {
@@ -421,10 +459,7 @@ impl Mirror {
                     window: window.clone(),
                     observer: settings.observer.clone(),
                     gate: gate.clone(),
-                    positions: source
-                        .mirror
-                        .preserve_partitions
-                        .then(|| identity.id.clone()),
+                    positions: positions.clone(),
                     _running: running.clone(),
                 };
                 streams.spawn(run_stream(context, stream, stop_rx.clone()));

@@ -39,7 +39,7 @@ pub const RECHECK_EVERY: Duration = Duration::from_secs(30);
 pub const AHEAD_IN_FLIGHT: usize = 16;
 /// How long a decision made ahead is waited for before it is left to the stream that needs it
 /// (a topic that cannot be decided now does not hold a slot).
-const AHEAD_WAIT: Duration = Duration::from_secs(5);
+pub(super) const AHEAD_WAIT: Duration = Duration::from_secs(5);
 /// How long the first decision waits between attempts while a ZooKeeper or broker cannot say.
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 

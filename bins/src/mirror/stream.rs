@@ -61,15 +61,11 @@ impl StreamContext {
     /// partition's messages all go through.
     fn producer_for(&self, record: &Record) -> &Arc<dyn ProducerHandle> {
         match &record.source {
-            Some(mark) if self.producers.len() > 1 => {
-                let index = tributary_core::mirror::position::placement::index(
-                    &mark.key,
-                    tributary_core::mirror::position::placement::BROKER_SALT,
-                    self.producers.len(),
-                );
-                self.producers.get(index).unwrap_or(&self.producer)
-            }
-            _ => &self.producer,
+            Some(mark) => self
+                .producers
+                .get(super::producer_index(&mark.key, self.producers.len()))
+                .unwrap_or(&self.producer),
+            None => &self.producer,
         }
     }
 

@@ -72,7 +72,7 @@ pub(super) enum SetOutcome {
 pub(super) struct Dispatcher<E: Env> {
     pub(super) env: E,
     pub(super) config: ProducerConfig,
-    directory: Directory,
+    pub(super) directory: Directory,
     pub(super) connections: tokio::sync::Mutex<BTreeMap<i32, Pooled<E::Stream>>>,
     rng: Mutex<ChaCha8Rng>,
     /// Brokers that refused ACKED_PRODUCE (said once in the log, remembered).

@@ -58,9 +58,22 @@ pub(super) struct Placements {
     /// epoch it was made for: the other source partitions taken in that epoch are placed from
     /// it without asking every partition again (at most [`SURVEYS_MAX`] topics).
     surveyed: BTreeMap<TopicName, (u64, Survey)>,
+    /// Per mirror topic, the turn to locate its source partitions: the sender's locate and a
+    /// locate ahead (see [`Dispatcher::locate_ahead`]) of the same topic take turns, so that
+    /// the second finds what the first placed instead of asking again (at most [`SURVEYS_MAX`]
+    /// topics; past it the map starts afresh, which costs at most a second look).
+    turns: BTreeMap<TopicName, Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl Placements {
+    /// The turn to locate `topic`'s source partitions.
+    fn turn(&mut self, topic: &TopicName) -> Arc<tokio::sync::Mutex<()>> {
+        if self.turns.len() >= SURVEYS_MAX && !self.turns.contains_key(topic) {
+            self.turns.clear();
+        }
+        self.turns.entry(topic.clone()).or_default().clone()
+    }
+
     /// `key`'s copy is being located from now on, unless it was already (its messages wait for
     /// [`PLACEMENT_GRACE`] from the first time). Time is tokio's: the simulator's clock under
     /// turmoil.
@@ -87,6 +100,10 @@ type Survey = BTreeMap<SourceKey, (i64, i32, i32)>;
 
 /// The most topics whose survey is kept.
 const SURVEYS_MAX: usize = 1024;
+
+/// The most source partitions of one mirror topic located ahead in one turn (one pipelined
+/// claim of their records, well within a ZooKeeper session timeout).
+const AHEAD_CHUNK: usize = 1024;
 
 /// The most partitions of one topic asked on one broker of a `broker.list` (whose counts the
 /// producer does not know).
@@ -180,112 +197,163 @@ impl<E: Env> Dispatcher<E> {
         if !self.config.durable_acks {
             return;
         }
-        let (wanted, known) = {
-            let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
-            for (broker, address) in &snapshot.brokers {
-                placed.addresses.insert(*broker, address.clone());
+        let mut wanted: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>> = BTreeMap::new();
+        for p in pending {
+            if let Some(mark) = &p.record.source {
+                wanted
+                    .entry(p.record.topic.clone())
+                    .or_default()
+                    .insert(mark.key.clone(), mark.epoch);
             }
-            let mut wanted: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>> = BTreeMap::new();
-            for p in pending {
-                let Some(mark) = &p.record.source else {
-                    continue;
-                };
-                if placed.located.get(&mark.key) != Some(&mark.epoch) {
-                    wanted
-                        .entry(p.record.topic.clone())
-                        .or_default()
-                        .insert(mark.key.clone(), mark.epoch);
-                }
+        }
+        self.locate_wanted(snapshot, wanted).await;
+    }
+
+    /// Locates, ahead of their first messages, the source partitions a mirror member has just
+    /// come to own: per mirror topic, each source partition with its ownership epoch. They are
+    /// located as [`Dispatcher::locate`] would at their first message (a survey of the topic
+    /// and, with placement records, the records of all of them at once, pipelined), so that a
+    /// member taking over many source partitions does not wait for one locate per partition,
+    /// one after another, as its messages come. At most [`AHEAD_CHUNK`] source partitions of a
+    /// topic are located in one turn: the sender's locate of that topic waits at most one chunk.
+    pub(super) async fn locate_ahead(
+        &self,
+        sources: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>>,
+    ) {
+        if !self.config.durable_acks {
+            return;
+        }
+        for (topic, keys) in sources {
+            let keys: Vec<(Arc<SourceKey>, u64)> = keys.into_iter().collect();
+            for chunk in keys.chunks(AHEAD_CHUNK) {
+                let snapshot = self.directory.snapshot();
+                let wanted = BTreeMap::from([(topic.clone(), chunk.iter().cloned().collect())]);
+                self.locate_wanted(&snapshot, wanted).await;
             }
-            (wanted, placed.addresses.clone())
-        };
+        }
+    }
+
+    /// Locates each source partition of `wanted` (per mirror topic, with the ownership epoch
+    /// its messages were read in) not located for that epoch yet, a topic at a time, in the
+    /// topic's turn.
+    async fn locate_wanted(
+        &self,
+        snapshot: &super::directory::Snapshot,
+        wanted: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>>,
+    ) {
         for (topic, keys) in wanted {
-            // One epoch for every key: a survey made for it serves them all.
-            let mut epochs = keys.values();
-            let epoch = epochs
-                .next()
-                .copied()
-                .filter(|e| epochs.all(|other| other == e));
-            let cached = epoch.and_then(|epoch| {
-                let placed = crate::sync::lock(&self.placed, "the mirror's placements");
-                placed
-                    .surveyed
-                    .get(&topic)
-                    .filter(|(at, _)| *at == epoch)
-                    .map(|(_, survey)| survey.clone())
-            });
-            let (found, complete) = match cached {
-                Some(survey) => (survey, true),
-                None => self.survey(snapshot, &known, &topic).await,
+            let turn = crate::sync::lock(&self.placed, "the mirror's placements").turn(&topic);
+            let _turn = turn.lock().await;
+            let (keys, known) = {
+                let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
+                for (broker, address) in &snapshot.brokers {
+                    placed.addresses.insert(*broker, address.clone());
+                }
+                let keys: BTreeMap<Arc<SourceKey>, u64> = keys
+                    .into_iter()
+                    .filter(|(key, epoch)| placed.located.get(key) != Some(epoch))
+                    .collect();
+                (keys, placed.addresses.clone())
             };
-            let brokers = topic_brokers(snapshot, &topic);
-            let claimed = self
-                .claim_records(&topic, &keys, &found, complete, &brokers)
-                .await;
-            let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
-            if let (Some(epoch), true) = (epoch, complete) {
-                if placed.surveyed.len() >= SURVEYS_MAX && !placed.surveyed.contains_key(&topic) {
-                    placed.surveyed.clear();
-                }
-                placed
-                    .surveyed
-                    .insert(topic.clone(), (epoch, found.clone()));
+            if keys.is_empty() {
+                continue;
             }
-            for (i, (key, epoch)) in keys.into_iter().enumerate() {
-                let waited = placed.locating.get(&key).map(|since| since.elapsed());
-                let patient = waited.is_none_or(|w| w < PLACEMENT_GRACE);
-                let copy = found.get(&*key);
-                let chosen = match &claimed {
-                    Some(Ok(claimed)) => match claimed.get(i) {
-                        Some(Claimed::Broker(broker)) => {
-                            let partition = copy.filter(|c| c.1 == *broker).map_or(-1, |c| c.2);
-                            Some((*broker, partition))
-                        }
-                        _ => {
-                            placed.start_locating(key);
-                            continue;
-                        }
-                    },
-                    // Records unreadable (ZooKeeper out of reach): wait for them, however
-                    // long (past the grace, the messages' retries count and run out: a
-                    // failure the mirror sees, never a second copy). Without records, a survey
-                    // not complete: wait for it up to the grace.
-                    Some(Err(_)) => {
+            self.locate_topic(snapshot, &known, topic, keys).await;
+        }
+    }
+
+    /// Locates `keys` (not located for their epochs yet) in the mirror topic `topic`.
+    async fn locate_topic(
+        &self,
+        snapshot: &super::directory::Snapshot,
+        known: &BTreeMap<i32, (String, u16)>,
+        topic: TopicName,
+        keys: BTreeMap<Arc<SourceKey>, u64>,
+    ) {
+        // One epoch for every key: a survey made for it serves them all.
+        let mut epochs = keys.values();
+        let epoch = epochs
+            .next()
+            .copied()
+            .filter(|e| epochs.all(|other| other == e));
+        let cached = epoch.and_then(|epoch| {
+            let placed = crate::sync::lock(&self.placed, "the mirror's placements");
+            placed
+                .surveyed
+                .get(&topic)
+                .filter(|(at, _)| *at == epoch)
+                .map(|(_, survey)| survey.clone())
+        });
+        let (found, complete) = match cached {
+            Some(survey) => (survey, true),
+            None => self.survey(snapshot, known, &topic).await,
+        };
+        let brokers = topic_brokers(snapshot, &topic);
+        let claimed = self
+            .claim_records(&topic, &keys, &found, complete, &brokers)
+            .await;
+        let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
+        if let (Some(epoch), true) = (epoch, complete) {
+            if placed.surveyed.len() >= SURVEYS_MAX && !placed.surveyed.contains_key(&topic) {
+                placed.surveyed.clear();
+            }
+            placed
+                .surveyed
+                .insert(topic.clone(), (epoch, found.clone()));
+        }
+        for (i, (key, epoch)) in keys.into_iter().enumerate() {
+            let waited = placed.locating.get(&key).map(|since| since.elapsed());
+            let patient = waited.is_none_or(|w| w < PLACEMENT_GRACE);
+            let copy = found.get(&*key);
+            let chosen = match &claimed {
+                Some(Ok(claimed)) => match claimed.get(i) {
+                    Some(Claimed::Broker(broker)) => {
+                        let partition = copy.filter(|c| c.1 == *broker).map_or(-1, |c| c.2);
+                        Some((*broker, partition))
+                    }
+                    _ => {
                         placed.start_locating(key);
                         continue;
                     }
-                    None if patient && !complete => {
-                        placed.start_locating(key);
-                        continue;
-                    }
-                    // Without records: the furthest copy, else the broker chosen from the
-                    // source partition.
-                    _ => copy.map(|c| (c.1, c.2)).or_else(|| {
-                        let at = placement::index(&key, BROKER_SALT, brokers.len().max(1));
-                        brokers.get(at).map(|broker| (*broker, -1))
-                    }),
-                };
-                placed.locating.remove(&key);
-                match chosen {
-                    Some((broker_id, partition)) => {
-                        match copy {
-                            Some((held_to, b, p)) if (*b, *p) == (broker_id, partition) => tracing::debug!(
-                                "{topic}: the copy of {key} reaches {held_to} in partition {partition} of broker {broker_id}; sending there"
-                            ),
-                            _ => tracing::debug!(
-                                "{topic}: {key} placed on broker {broker_id} (its furthest copy: {copy:?}; survey complete: {complete})"
-                            ),
-                        }
-                        if placed.by_key.len() < PLACEMENTS_MAX || placed.by_key.contains_key(&key)
-                        {
-                            placed.by_key.insert(key.clone(), (broker_id, partition));
-                        }
-                    }
-                    None => tracing::debug!("{topic}: no broker for {key} yet"),
+                },
+                // Records unreadable (ZooKeeper out of reach): wait for them, however
+                // long (past the grace, the messages' retries count and run out: a
+                // failure the mirror sees, never a second copy). Without records, a survey
+                // not complete: wait for it up to the grace.
+                Some(Err(_)) => {
+                    placed.start_locating(key);
+                    continue;
                 }
-                if placed.located.len() < PLACEMENTS_MAX || placed.located.contains_key(&key) {
-                    placed.located.insert(key, epoch);
+                None if patient && !complete => {
+                    placed.start_locating(key);
+                    continue;
                 }
+                // Without records: the furthest copy, else the broker chosen from the
+                // source partition.
+                _ => copy.map(|c| (c.1, c.2)).or_else(|| {
+                    let at = placement::index(&key, BROKER_SALT, brokers.len().max(1));
+                    brokers.get(at).map(|broker| (*broker, -1))
+                }),
+            };
+            placed.locating.remove(&key);
+            match chosen {
+                Some((broker_id, partition)) => {
+                    match copy {
+                        Some((held_to, b, p)) if (*b, *p) == (broker_id, partition) => tracing::debug!(
+                            "{topic}: the copy of {key} reaches {held_to} in partition {partition} of broker {broker_id}; sending there"
+                        ),
+                        _ => tracing::debug!(
+                            "{topic}: {key} placed on broker {broker_id} (its furthest copy: {copy:?}; survey complete: {complete})"
+                        ),
+                    }
+                    if placed.by_key.len() < PLACEMENTS_MAX || placed.by_key.contains_key(&key) {
+                        placed.by_key.insert(key.clone(), (broker_id, partition));
+                    }
+                }
+                None => tracing::debug!("{topic}: no broker for {key} yet"),
+            }
+            if placed.located.len() < PLACEMENTS_MAX || placed.located.contains_key(&key) {
+                placed.located.insert(key, epoch);
             }
         }
     }

@@ -392,6 +392,16 @@ impl<E: Env> Producer<E> {
         Ok(deliveries)
     }
 
+    /// Locates, ahead of their first messages, the source partitions a mirror member has just
+    /// come to own (per mirror topic, each with the ownership epoch its messages will carry):
+    /// where their copies are in the mirror cluster and, with placement records, their
+    /// records, many at once. What is located then is not asked again at the first message of
+    /// that epoch. A source partition that cannot be located now is located at its first
+    /// message, as without this call. Only with durable acks (a mirror with positions).
+    pub async fn locate_ahead(&self, sources: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>>) {
+        self.dispatcher.locate_ahead(sources).await;
+    }
+
     /// Messages waiting in the async queue.
     pub fn queued(&self) -> usize {
         self.queue

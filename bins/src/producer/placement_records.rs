@@ -85,26 +85,35 @@ impl<E: Env> PlacementRecords<E> {
         brokers: &Brokers<'_>,
     ) -> Result<Vec<Claimed>, CoordError> {
         let mut session = self.session.lock().await;
-        let coord = match session.take() {
-            Some(coord) => coord,
-            None => {
-                env.coordinate(&self.connect, self.session_timeout, self.connection_timeout)
-                    .await?
-            }
+        if session.is_none() {
+            let opened = env
+                .coordinate(&self.connect, self.session_timeout, self.connection_timeout)
+                .await?;
+            *session = Some(opened);
+        }
+        let Some(coord) = session.as_ref() else {
+            return Err(CoordError::ConnectionLoss(
+                "placement records: no ZooKeeper session".to_string(),
+            ));
         };
         let deadline = self.session_timeout.max(self.connection_timeout);
         let claimed =
-            tokio::time::timeout(deadline, claim_all(&coord, topic, claims, brokers)).await;
+            tokio::time::timeout(deadline, claim_all(coord, topic, claims, brokers)).await;
+        // A claim cancelled by its caller keeps the session: its requests in flight land or
+        // not, and the next claim reads the records again after a `sync`.
         match claimed {
-            Ok(Ok(claimed)) => {
-                *session = Some(coord);
-                Ok(claimed)
+            Ok(Ok(claimed)) => Ok(claimed),
+            Ok(Err(e)) => {
+                *session = None;
+                Err(e)
             }
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(CoordError::ConnectionLoss(format!(
-                "placement records not read within {} ms",
-                deadline.as_millis()
-            ))),
+            Err(_) => {
+                *session = None;
+                Err(CoordError::ConnectionLoss(format!(
+                    "placement records not read within {} ms",
+                    deadline.as_millis()
+                )))
+            }
         }
     }
 }

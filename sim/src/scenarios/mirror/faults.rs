@@ -10,7 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use tributary::failure::Failure;
 
 use super::history::{state, Phase, Shared};
-use super::judge::{check_commits, lag};
+use super::judge::{check_commits, lag, messages_behind};
 use super::shape::Shape;
 use super::{drain_limit, MirrorReport, Options, MAKER, PRODUCERS};
 use crate::invariants::Invariant;
@@ -121,7 +121,14 @@ pub(super) fn drive(
         s.phase = Phase::Drain;
     }
     let healed = sim.elapsed();
-    control.trace.push_at(healed, "healed; producing stopped");
+    let behind = messages_behind(world.source, shared);
+    let limit = drain_limit(duration, &world.shape, behind);
+    control.trace.push_at(
+        healed,
+        &format!(
+            "healed; producing stopped; {behind} acknowledged messages to copy within {limit:?}"
+        ),
+    );
     // 5: the committed offsets reach every source partition's end.
     loop {
         check_commits(world.source, shared, control);
@@ -141,7 +148,6 @@ pub(super) fn drive(
             control.trace.push_at(sim.elapsed(), "lag drained");
             break;
         }
-        let limit = drain_limit(duration, &world.shape);
         if sim.elapsed() > healed + limit {
             control.violate(
                 Invariant::MirrorProgress,

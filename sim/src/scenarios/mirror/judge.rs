@@ -40,6 +40,17 @@ pub(super) fn lag(source: &Cluster, shared: &Shared) -> Vec<(Part, i64, i64)> {
         .collect()
 }
 
+/// How many messages the source acknowledged start at or past the mirror group's committed
+/// offset of their partition: what the mirror has still to copy.
+pub(super) fn messages_behind(source: &Cluster, shared: &Shared) -> usize {
+    let committed = committed_offsets(source);
+    state(shared)
+        .acked
+        .values()
+        .filter(|a| a.start >= committed.get(&a.part).copied().unwrap_or(0))
+        .count()
+}
+
 /// The mirror group's committed offsets in the source's ZooKeeper model.
 fn committed_offsets(source: &Cluster) -> BTreeMap<Part, i64> {
     let m = source.model.lock().unwrap_or_else(|p| p.into_inner());

@@ -23,7 +23,8 @@
 //!    message the mirror cluster durably acknowledged (or the start the group recorded when it
 //!    first claimed the partition);
 //! 5. `MirrorProgress`: after the last fault heals, every committed offset reaches its source
-//!    partition's end within [`drain_limit`] (three or four times the run's length, at least 60 s);
+//!    partition's end within [`drain_limit`] (three or four times the run's length, at least 60 s;
+//!    for a sync producer, longer with a long backlog at the heal);
 //! 6. `MirrorGaps`: every acknowledged message missing from both clusters lies in a reported gap
 //!    of its partition, and every reported gap covers only data the source no longer has;
 //! 7. `MirrorOrder`: one ownership of a partition forwards its messages in source order.
@@ -76,16 +77,31 @@ pub use self::shape::Mode;
 
 /// The mirror's consumer group on the source.
 pub const GROUP: &str = "KafkaMirror";
-/// After the last fault heals, how long the lag may take to drain (invariant 5): three times
-/// the run's length, at least 60 s; four times for a sync producer copying with positions. The
-/// slowest mirrors a seed draws copy at about half the rate the producers write — a sync
-/// producer waits one durable round trip per message; with `queue.size=4` and one stream at
-/// most 8 messages are uncommitted, so every few messages wait for a commit round (ZooKeeper
-/// writes, one partition after another) — and a mirror kept away for most of the run must copy
-/// most of its messages after healing. With positions each of those round trips syncs two files
-/// (the segment and its position records: four disk operations instead of two), and the
-/// slowest draw copies at about a third of the producers' rate.
-fn drain_limit(duration: Duration, shape: &Shape) -> Duration {
+/// After the last fault heals, how long the lag may take to drain (invariant 5), when
+/// `behind` acknowledged messages are still to be copied then: three times the run's length, at
+/// least 60 s; four times for a sync producer copying with positions. The slowest mirrors a
+/// seed draws copy at about half the rate the producers write — a sync producer waits one
+/// durable round trip per message; with `queue.size=4` and one stream at most 8 messages are
+/// uncommitted, so every few messages wait for a commit round (ZooKeeper writes, one partition
+/// after another) — and a mirror kept away for most of the run must copy most of its messages
+/// after healing. With positions each of those round trips syncs two files (the segment and its
+/// position records: four disk operations instead of two), and the slowest draw copies at about
+/// a third of the producers' rate. A sync producer's rate is its round trip's, whatever the
+/// producers' was: its limit is also at least 60 s and [`SYNC_MESSAGE_WORST`] per message
+/// behind, up to [`drain_limit_max`].
+fn drain_limit(duration: Duration, shape: &Shape, behind: usize) -> Duration {
+    let by_run = drain_limit_by_run(duration, shape);
+    if !shape.sync_producer {
+        return by_run;
+    }
+    let per_message = u32::try_from(behind).unwrap_or(u32::MAX);
+    let by_backlog =
+        Duration::from_secs(60).saturating_add(SYNC_MESSAGE_WORST.saturating_mul(per_message));
+    by_run.max(by_backlog).min(drain_limit_max(duration, shape))
+}
+
+/// [`drain_limit`] by the run's length alone.
+fn drain_limit_by_run(duration: Duration, shape: &Shape) -> Duration {
     let runs = if shape.sync_producer && shape.preserve {
         4
     } else {
@@ -93,6 +109,22 @@ fn drain_limit(duration: Duration, shape: &Shape) -> Duration {
     };
     (duration * runs).max(Duration::from_secs(60))
 }
+
+/// The most [`drain_limit`] gives for a run of `duration`: twice the limit by the run's length
+/// for a sync producer, that limit otherwise.
+fn drain_limit_max(duration: Duration, shape: &Shape) -> Duration {
+    let by_run = drain_limit_by_run(duration, shape);
+    match shape.sync_producer {
+        true => by_run * 2,
+        false => by_run,
+    }
+}
+
+/// A sync producer's slowest round trip per message the seeds draw, with positions: up to 20 ms
+/// of network latency each way and four disk operations of up to 15 ms each (about 50 ms on
+/// average), with the commit rounds between.
+const SYNC_MESSAGE_WORST: Duration = Duration::from_millis(50);
+
 /// Source topics: the first from the start, the second created a third of the way in.
 const TOPICS: [&str; 2] = ["orders", "clicks"];
 /// Partitions per source broker.
@@ -190,7 +222,7 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
     let layout = options.layout.unwrap_or_else(|| Layout::draw(seed));
     let mut builder = sim_builder(seed);
     builder
-        .simulation_duration(options.duration + drain_limit(options.duration, &shape) * 2)
+        .simulation_duration(options.duration + drain_limit_max(options.duration, &shape) * 2)
         .tcp_capacity(rng.random_range(64..256))
         .max_message_latency(Duration::from_millis(rng.random_range(2..20)));
     let mut sim = builder.build();
