@@ -197,16 +197,29 @@ impl<E: Env> Dispatcher<E> {
         if !self.config.durable_acks {
             return;
         }
-        let mut wanted: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>> = BTreeMap::new();
-        for p in pending {
-            if let Some(mark) = &p.record.source {
-                wanted
-                    .entry(p.record.topic.clone())
-                    .or_default()
-                    .insert(mark.key.clone(), mark.epoch);
+        // Most batches have nothing to locate: looked at under one lock, without a turn.
+        let wanted = {
+            let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
+            for (broker, address) in &snapshot.brokers {
+                placed.addresses.insert(*broker, address.clone());
             }
+            let mut wanted: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>> = BTreeMap::new();
+            for p in pending {
+                let Some(mark) = &p.record.source else {
+                    continue;
+                };
+                if placed.located.get(&mark.key) != Some(&mark.epoch) {
+                    wanted
+                        .entry(p.record.topic.clone())
+                        .or_default()
+                        .insert(mark.key.clone(), mark.epoch);
+                }
+            }
+            wanted
+        };
+        if !wanted.is_empty() {
+            self.locate_wanted(snapshot, wanted).await;
         }
-        self.locate_wanted(snapshot, wanted).await;
     }
 
     /// Locates, ahead of their first messages, the source partitions a mirror member has just
@@ -244,6 +257,7 @@ impl<E: Env> Dispatcher<E> {
         for (topic, keys) in wanted {
             let turn = crate::sync::lock(&self.placed, "the mirror's placements").turn(&topic);
             let _turn = turn.lock().await;
+            // Looked at again in the turn: another locate may have placed them meanwhile.
             let (keys, known) = {
                 let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
                 for (broker, address) in &snapshot.brokers {
