@@ -1122,3 +1122,68 @@ fn a_log_created_at_an_offset_serves_from_it_and_reopens_there() {
         (1000, 1000 + bytes.len() as u64)
     );
 }
+
+/// Mirror position records that cannot begin durably (their new file's sync fails) poison the
+/// log as any failed sync does: opened again by the next mirrored set, a beginning that is not
+/// durable could come back from a crash without the records of the sets after it. With the
+/// poisoning planted away, the next set is appended on that beginning.
+#[test]
+fn mirror_position_records_that_fail_to_begin_durably_poison_the_log() {
+    use tributary_core::consumer::BrokerPartition;
+    use tributary_core::identity::ClusterId;
+    use tributary_core::log::{SourceRange, ValidatedSet};
+    use tributary_core::mirror::position::SourceKey;
+    use tributary_core::planted::{plant, Bug};
+    let range = |start: i64, next: i64| SourceRange {
+        key: SourceKey {
+            cluster: ClusterId::parse("east").unwrap(),
+            topic: "orders".parse().unwrap(),
+            partition: BrokerPartition {
+                broker_id: 0,
+                partition: 0,
+            },
+        },
+        start,
+        next,
+    };
+    let checked = |tag: u8| ValidatedSet::check(set(tag, 2, 10), policy().validation).unwrap();
+    for planted in [true, false] {
+        plant(if planted {
+            &[Bug::PositionsBeginFailureIgnored]
+        } else {
+            &[]
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FlakyFs::default();
+        let mut log = Log::create(
+            fs.clone(),
+            &dir.path().join("t-0"),
+            tp("t", 0),
+            policy(),
+            T0,
+        )
+        .unwrap();
+        fs.fail_new_files_sync.store(true, Ordering::SeqCst);
+        let first = log.append_mirrored(&checked(1), &range(0, 100), T0);
+        fs.fail_new_files_sync.store(false, Ordering::SeqCst);
+        let second = log.append_mirrored(&checked(2), &range(100, 200), T0);
+        plant(&[]);
+        assert!(
+            first.is_err(),
+            "the records' beginning did not fail to sync"
+        );
+        match planted {
+            true => assert!(
+                second.is_ok() && !log.is_poisoned(),
+                "with the poisoning planted away the next set is appended: {second:?}"
+            ),
+            false => {
+                assert!(log.is_poisoned());
+                assert!(
+                    matches!(second, Err(LogError::Poisoned { .. })),
+                    "{second:?}"
+                );
+            }
+        }
+    }
+}

@@ -217,47 +217,6 @@ fn each_planted_mirror_bug_is_caught_by_its_invariant_and_the_clean_build_passes
     });
 }
 
-/// Runs `seed` with `bug` planted, which must break `invariant`, then clean, which must pass.
-fn assert_seed_caught_only_with(seed: u64, bug: Bug, invariant: Invariant) {
-    tributary_core::planted::plant(&[bug]);
-    let planted = run_seed(seed, options(Faults::Mixed))
-        .err()
-        .map(|(v, _)| v.invariant);
-    tributary_core::planted::plant(&[]);
-    assert_eq!(planted, Some(invariant), "seed {seed} with {bug:?}");
-    let clean = run_seed(seed, options(Faults::Mixed));
-    assert!(
-        clean.is_ok(),
-        "seed {seed}: {}",
-        clean.err().map(|(v, _)| v.to_string()).unwrap_or_default()
-    );
-}
-
-/// The seeds that found a message lost: a stream held a partition's first message while its
-/// topic was decided, a rebalance handed the partition to another stream of the member in the
-/// same epoch, and that stream copied the later messages first; the held one, withdrawn and
-/// sent again from the commit, was then taken as held by the mirror partition's positions.
-/// With the wait marks planted away each seed loses it again; the clean build passes them.
-#[test]
-fn a_message_copied_behind_later_ones_of_another_stream_is_caught_on_the_seeds_that_found_it() {
-    for seed in [88_154, 88_415] {
-        assert_seed_caught_only_with(seed, Bug::CommitPastWaitingMessage, Invariant::MirrorNoLoss);
-    }
-}
-
-/// The seed that found a mirror partition copying on mirror position records whose beginning
-/// had failed to sync: after the broker's restart its copy of a source partition had no
-/// records, and the copy placed there again was translated past the first one. Caught with the
-/// poisoning planted away; the clean build passes it.
-#[test]
-fn records_begun_on_a_failed_sync_are_caught_on_the_seed_that_found_them() {
-    assert_seed_caught_only_with(
-        89_207,
-        Bug::PositionsBeginFailureIgnored,
-        Invariant::MirrorTranslation,
-    );
-}
-
 /// A bug only many partitions show: the many-partitions layout catches it, the clean build
 /// passes the seed that does, and so does that seed with the bug planted when the source has
 /// the usual eight partitions.
