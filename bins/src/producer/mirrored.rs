@@ -51,9 +51,12 @@ pub(super) struct Placements {
     /// The last address seen for each broker placed on: a broker that lost its ZooKeeper
     /// registration but still answers keeps its source partitions.
     addresses: BTreeMap<i32, (String, u16)>,
-    /// Brokers whose sends have failed since then: they keep their source partitions while
-    /// registered, and for [`PLACEMENT_GRACE`] after that.
+    /// Brokers whose sends have failed since then (every send since, not only those after
+    /// the broker left the registry: see `absent`).
     failing: BTreeMap<i32, tokio::time::Instant>,
+    /// Brokers placed on that this member has not seen registered since then: with `failing`,
+    /// they keep their source partitions for [`PLACEMENT_GRACE`] after both began.
+    absent: BTreeMap<i32, tokio::time::Instant>,
     /// Per mirror topic, the last complete survey of its partitions' copies and the ownership
     /// epoch it was made for: the other source partitions taken in that epoch are placed from
     /// it without asking every partition again (at most [`SURVEYS_MAX`] topics).
@@ -74,6 +77,25 @@ impl Placements {
         self.turns.entry(topic.clone()).or_default().clone()
     }
 
+    /// What this member sees registered now (`registered`, broker id → address): their
+    /// addresses are kept, and every broker known is marked absent from the first look that
+    /// does not find it until one that does.
+    fn note_registry(&mut self, registered: &BTreeMap<i32, (String, u16)>) {
+        for (broker, address) in registered {
+            self.addresses.insert(*broker, address.clone());
+        }
+        for broker in self.addresses.keys() {
+            match registered.contains_key(broker) {
+                true => drop(self.absent.remove(broker)),
+                false => {
+                    self.absent
+                        .entry(*broker)
+                        .or_insert_with(tokio::time::Instant::now);
+                }
+            }
+        }
+    }
+
     /// `key`'s copy is being located from now on, unless it was already (its messages wait for
     /// [`PLACEMENT_GRACE`] from the first time). Time is tokio's: the simulator's clock under
     /// turmoil.
@@ -85,13 +107,35 @@ impl Placements {
 }
 
 /// Whether a source partition placed on `broker` stays there: while the broker has the topic
-/// (`brokers`, this member's view), or has not been `failing` for [`PLACEMENT_GRACE`] (a
-/// restarted broker unregistered for a moment, or not yet seen registered again).
-fn usable(failing: &BTreeMap<i32, tokio::time::Instant>, broker: i32, brokers: &[i32]) -> bool {
-    brokers.contains(&broker)
-        || failing
-            .get(&broker)
-            .is_none_or(|since| since.elapsed() < PLACEMENT_GRACE)
+/// (`brokers`, this member's view), or until it has both been `failing` and been `absent` from
+/// the registry for [`PLACEMENT_GRACE`] (a restarted broker unregistered for a moment, or not
+/// yet seen registered again, keeps them; so does one whose sends failed for long while it was
+/// registered — one of its partitions refusing sets — and that has just crashed).
+fn usable(
+    failing: &BTreeMap<i32, tokio::time::Instant>,
+    absent: &BTreeMap<i32, tokio::time::Instant>,
+    broker: i32,
+    brokers: &[i32],
+) -> bool {
+    let gone_for = |since: Option<&tokio::time::Instant>| {
+        since.is_some_and(|since| since.elapsed() >= PLACEMENT_GRACE)
+    };
+    brokers.contains(&broker) || !(gone_for(failing.get(&broker)) && gone_for(absent.get(&broker)))
+}
+
+/// A source partition and where its messages put in sets reach (ownership epoch, resume
+/// offset; `None` when none was yet), as a run of its messages leaves it.
+type SentRun = (Arc<SourceKey>, Option<(u64, i64)>);
+
+/// Records where a source partition's messages put in sets reach (`done`: the key and its
+/// entry; nothing when it has none), within [`PLACEMENTS_MAX`] source partitions.
+fn remember_sent(sent: &mut BTreeMap<Arc<SourceKey>, (u64, i64)>, (key, entry): SentRun) {
+    let Some(entry) = entry else {
+        return;
+    };
+    if sent.len() < PLACEMENTS_MAX || sent.contains_key(&key) {
+        sent.insert(key, entry);
+    }
 }
 
 /// Where each source partition's copy reaches furthest in a mirror topic: (held to, broker,
@@ -158,7 +202,9 @@ impl<E: Env> Dispatcher<E> {
             }
         }
         let (broker_id, partition) = match placed.by_key.get(key) {
-            Some((broker, partition)) if usable(&placed.failing, *broker, &brokers) => {
+            Some((broker, partition))
+                if usable(&placed.failing, &placed.absent, *broker, &brokers) =>
+            {
                 (*broker, *partition)
             }
             // With placement records, a source partition moves only through its record:
@@ -200,14 +246,20 @@ impl<E: Env> Dispatcher<E> {
         // Most batches have nothing to locate: looked at under one lock, without a turn.
         let wanted = {
             let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
-            for (broker, address) in &snapshot.brokers {
-                placed.addresses.insert(*broker, address.clone());
-            }
+            placed.note_registry(&snapshot.brokers);
             let mut wanted: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>> = BTreeMap::new();
+            // Messages come in runs of one source partition: one look per run.
+            let mut previous: Option<(&Arc<SourceKey>, u64)> = None;
             for p in pending {
                 let Some(mark) = &p.record.source else {
                     continue;
                 };
+                if previous
+                    .is_some_and(|(key, epoch)| Arc::ptr_eq(key, &mark.key) && epoch == mark.epoch)
+                {
+                    continue;
+                }
+                previous = Some((&mark.key, mark.epoch));
                 if placed.located.get(&mark.key) != Some(&mark.epoch) {
                     wanted
                         .entry(p.record.topic.clone())
@@ -260,9 +312,7 @@ impl<E: Env> Dispatcher<E> {
             // Looked at again in the turn: another locate may have placed them meanwhile.
             let (keys, known) = {
                 let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
-                for (broker, address) in &snapshot.brokers {
-                    placed.addresses.insert(*broker, address.clone());
-                }
+                placed.note_registry(&snapshot.brokers);
                 let keys: BTreeMap<Arc<SourceKey>, u64> = keys
                     .into_iter()
                     .filter(|(key, epoch)| placed.located.get(key) != Some(epoch))
@@ -392,7 +442,7 @@ impl<E: Env> Dispatcher<E> {
         brokers: &[i32],
     ) -> Option<Result<Vec<Claimed>, CoordError>> {
         let records = self.records()?;
-        let (claims, failing) = {
+        let (claims, failing, absent) = {
             let placed = crate::sync::lock(&self.placed, "the mirror's placements");
             let claims: Vec<_> = keys
                 .keys()
@@ -402,11 +452,11 @@ impl<E: Env> Dispatcher<E> {
                     (key.clone(), found.get(&**key).map(|c| c.1), complete)
                 })
                 .collect();
-            (claims, placed.failing.clone())
+            (claims, placed.failing.clone(), placed.absent.clone())
         };
         let on = Brokers {
             topic: brokers,
-            usable: &|broker| usable(&failing, broker, brokers),
+            usable: &|broker| usable(&failing, &absent, broker, brokers),
         };
         let claimed = records.claim(&self.env, topic, &claims, &on).await;
         if let Err(e) = &claimed {
@@ -691,35 +741,48 @@ impl<E: Env> Dispatcher<E> {
     /// lost. What is put in sets is remembered across batches.
     fn refuse_gaps(&self, slots: &mut [Option<Pending>]) {
         let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
+        // The source partition of the run of messages being looked at, and its entry as this
+        // batch has left it so far (written back when the run ends): one lookup per run.
+        let mut cursor: Option<SentRun> = None;
         for slot in slots.iter_mut() {
-            let Some(mark) = slot.as_ref().and_then(|p| p.record.source.clone()) else {
+            let Some(mark) = slot.as_ref().and_then(|p| p.record.source.as_ref()) else {
                 continue;
             };
-            let gap = match placed.sent.get(&mark.key) {
-                Some((epoch, next)) if *epoch == mark.epoch && mark.start > *next => Some(*next),
-                _ => None,
+            let (epoch, start, next) = (mark.epoch, mark.start, mark.next);
+            if !cursor
+                .as_ref()
+                .is_some_and(|(key, _)| Arc::ptr_eq(key, &mark.key))
+            {
+                // The run before is written back first: it may be the same source partition
+                // under another pointer (a key built again for a later chunk).
+                if let Some(done) = cursor.take() {
+                    remember_sent(&mut placed.sent, done);
+                }
+                let entry = placed.sent.get(&mark.key).copied();
+                cursor = Some((mark.key.clone(), entry));
+            }
+            let Some((key, entry)) = cursor.as_mut() else {
+                continue;
             };
-            match gap {
-                Some(expected) => {
+            match *entry {
+                Some((sent_epoch, expected)) if sent_epoch == epoch && start > expected => {
                     if let Some(p) = slot.take() {
                         let error = SendError::SourceGap {
-                            key: mark.key.to_string(),
+                            key: key.to_string(),
                             expected,
-                            found: mark.start,
+                            found: start,
                         };
                         self.finish(p.done, Err(error));
                     }
                 }
-                None => {
-                    let reached = match placed.sent.get(&mark.key) {
-                        Some((epoch, next)) if *epoch == mark.epoch => (*next).max(mark.next),
-                        _ => mark.next,
-                    };
-                    if placed.sent.len() < PLACEMENTS_MAX || placed.sent.contains_key(&mark.key) {
-                        placed.sent.insert(mark.key.clone(), (mark.epoch, reached));
-                    }
+                Some((sent_epoch, reached)) if sent_epoch == epoch => {
+                    *entry = Some((epoch, reached.max(next)));
                 }
+                _ => *entry = Some((epoch, next)),
             }
+        }
+        if let Some(done) = cursor {
+            remember_sent(&mut placed.sent, done);
         }
     }
 
@@ -743,32 +806,52 @@ impl<E: Env> Dispatcher<E> {
     /// judged on its own (then held, or an overlap).
     fn runs(&self, slots: &mut [Option<Pending>], partitions: &[i32]) -> Vec<Run> {
         let mut runs: Vec<Run> = Vec::new();
+        // Where each run's last message resumes, by run.
+        let mut resumes: Vec<i64> = Vec::new();
         // The open run of each source partition and partition asked for (a source partition's
-        // messages all go to one mirror topic), and where its last message resumes.
-        let mut open: BTreeMap<(Arc<SourceKey>, i32), (usize, i64)> = BTreeMap::new();
+        // messages all go to one mirror topic).
+        let mut open: BTreeMap<(Arc<SourceKey>, i32), usize> = BTreeMap::new();
+        // The run the last message joined: the next one of the same source partition (by
+        // pointer: messages come in runs of one) joins it without a lookup.
+        let mut last: Option<(&Arc<SourceKey>, i32, usize)> = None;
         for (i, slot) in slots.iter().enumerate() {
             let Some(p) = slot else { continue };
             let Some(mark) = &p.record.source else {
                 continue;
             };
             let partition = partitions.get(i).copied().unwrap_or(-1);
-            match open.get_mut(&(mark.key.clone(), partition)) {
-                Some((run, next)) if mark.start >= *next => {
-                    if let Some(run) = runs.get_mut(*run) {
-                        run.indexes.push(i);
-                    }
-                    *next = mark.next;
+            let joined = match last {
+                Some((key, asked, run)) if Arc::ptr_eq(key, &mark.key) && asked == partition => {
+                    Some(run)
                 }
-                _ => {
-                    open.insert((mark.key.clone(), partition), (runs.len(), mark.next));
+                _ => open.get(&(mark.key.clone(), partition)).copied(),
+            };
+            let follows = joined.and_then(|run| {
+                let resume = resumes.get_mut(run)?;
+                (mark.start >= *resume).then(|| {
+                    *resume = mark.next;
+                    run
+                })
+            });
+            let run = match follows.and_then(|run| runs.get_mut(run).map(|r| (run, r))) {
+                Some((run, joined)) => {
+                    joined.indexes.push(i);
+                    run
+                }
+                None => {
+                    let run = runs.len();
+                    open.insert((mark.key.clone(), partition), run);
                     runs.push(Run {
                         topic: p.record.topic.clone(),
                         partition,
                         key: mark.key.clone(),
                         indexes: vec![i],
                     });
+                    resumes.push(mark.next);
+                    run
                 }
-            }
+            };
+            last = Some((&mark.key, partition, run));
         }
         runs
     }
@@ -999,4 +1082,222 @@ impl<E: Env> Dispatcher<E> {
 enum Answer {
     Judged(MirrorAck),
     Plain(SetOutcome),
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+    use super::*;
+    use crate::env::TokioEnv;
+    use crate::producer::directory::Directory;
+    use crate::producer::{Record, SourceMark};
+    use tributary_core::config::{Discovery, Properties};
+    use tributary_core::consumer::BrokerPartition;
+    use tributary_core::identity::ClusterId;
+
+    type Answer = tokio::sync::oneshot::Receiver<Result<Delivered, SendError>>;
+
+    fn dispatcher() -> Dispatcher<TokioEnv> {
+        let text = "broker.list=0:127.0.0.1:9\ndurable.acks=true\nproducer.type=sync\n";
+        let config = tributary_core::config::ProducerConfig::from_properties(
+            &Properties::parse("test", text).unwrap(),
+        )
+        .unwrap();
+        let Discovery::BrokerList(list) = &config.discovery else {
+            panic!("a broker.list producer");
+        };
+        let directory = Directory::fixed(list);
+        Dispatcher::new(TokioEnv, config, directory)
+    }
+
+    fn key(partition: u32) -> Arc<SourceKey> {
+        Arc::new(SourceKey {
+            cluster: ClusterId::parse("east").unwrap(),
+            topic: "orders".parse().unwrap(),
+            partition: BrokerPartition {
+                broker_id: 0,
+                partition,
+            },
+        })
+    }
+
+    /// A mirror's message of `key` from `start` to `next` in `epoch`, and where its outcome
+    /// is told.
+    fn message(
+        key: &Arc<SourceKey>,
+        start: i64,
+        next: i64,
+        epoch: u64,
+    ) -> (Option<Pending>, Answer) {
+        let (done, answer) = tokio::sync::oneshot::channel();
+        let mark = SourceMark {
+            key: key.clone(),
+            start,
+            next,
+            epoch,
+        };
+        let record = Record::mirrored("t".parse().unwrap(), &b"m"[..], mark);
+        (Some(Pending { record, done }), answer)
+    }
+
+    fn slots(messages: Vec<(Option<Pending>, Answer)>) -> (Vec<Option<Pending>>, Vec<Answer>) {
+        messages.into_iter().unzip()
+    }
+
+    #[test]
+    fn a_broker_keeps_its_source_partitions_until_failing_and_unregistered_for_the_grace() {
+        let now = tokio::time::Instant::now();
+        let long_ago = now
+            .checked_sub(PLACEMENT_GRACE + std::time::Duration::from_secs(10))
+            .expect("a clock past the grace");
+        let since = |at| BTreeMap::from([(0, at)]);
+        let never = BTreeMap::new();
+        assert!(
+            usable(&since(long_ago), &since(long_ago), 0, &[0, 1]),
+            "registered with the topic"
+        );
+        assert!(
+            usable(&since(long_ago), &since(now), 0, &[1]),
+            "failing for long (a partition refusing sets), unregistered just now (a crash)"
+        );
+        assert!(
+            usable(&since(now), &since(long_ago), 0, &[1]),
+            "failing just now"
+        );
+        assert!(
+            usable(&never, &since(long_ago), 0, &[1]),
+            "never failed here"
+        );
+        assert!(
+            usable(&since(long_ago), &never, 0, &[1]),
+            "never seen unregistered"
+        );
+        assert!(
+            !usable(&since(long_ago), &since(long_ago), 0, &[1]),
+            "gone for the grace"
+        );
+    }
+
+    #[test]
+    fn a_broker_is_absent_from_the_first_look_without_it_to_the_next_with_it() {
+        let mut placed = Placements::default();
+        let both = BTreeMap::from([(0, ("b0".to_string(), 9)), (1, ("b1".to_string(), 9))]);
+        let one = BTreeMap::from([(1, ("b1".to_string(), 9))]);
+        placed.note_registry(&both);
+        assert!(placed.absent.is_empty());
+        placed.note_registry(&one);
+        let first = placed.absent.get(&0).copied();
+        assert!(first.is_some(), "broker 0 missing");
+        placed.note_registry(&one);
+        assert_eq!(
+            placed.absent.get(&0).copied(),
+            first,
+            "absent since the first look"
+        );
+        assert_eq!(placed.addresses.get(&0).map(|a| a.0.as_str()), Some("b0"));
+        placed.note_registry(&both);
+        assert!(placed.absent.is_empty(), "seen again");
+    }
+
+    #[test]
+    fn runs_group_each_source_partition_in_order_and_cut_where_its_offsets_go_back() {
+        let d = dispatcher();
+        let (a, b) = (key(0), key(1));
+        // The same source partition under another pointer (a key built again for a later
+        // chunk) joins the same run.
+        let a_again = Arc::new((*a).clone());
+        let (mut slots, _answers) = slots(vec![
+            message(&a, 0, 100, 1),
+            message(&a, 100, 200, 1),
+            message(&b, 0, 100, 1),
+            message(&a_again, 200, 300, 1),
+            message(&a, 50, 150, 1),
+            message(&b, 100, 200, 1),
+            message(&a, 150, 250, 1),
+        ]);
+        let partitions = vec![-1; slots.len()];
+        let runs = d.runs(&mut slots, &partitions);
+        let grouped: Vec<(u32, Vec<usize>)> = runs
+            .iter()
+            .map(|r| (r.key.partition.partition, r.indexes.clone()))
+            .collect();
+        assert_eq!(
+            grouped,
+            vec![(0, vec![0, 1, 3]), (1, vec![2, 5]), (0, vec![4, 6])],
+        );
+        // Another partition asked for is another run.
+        let (mut slots, _answers) = slots_of(&a);
+        let runs = d.runs(&mut slots, &[-1, 3, -1]);
+        let grouped: Vec<(i32, Vec<usize>)> = runs
+            .iter()
+            .map(|r| (r.partition, r.indexes.clone()))
+            .collect();
+        assert_eq!(grouped, vec![(-1, vec![0, 2]), (3, vec![1])]);
+    }
+
+    fn slots_of(key: &Arc<SourceKey>) -> (Vec<Option<Pending>>, Vec<Answer>) {
+        slots(vec![
+            message(key, 0, 10, 1),
+            message(key, 10, 20, 1),
+            message(key, 20, 30, 1),
+        ])
+    }
+
+    #[test]
+    fn a_message_after_a_gap_in_its_epoch_is_refused_and_the_sent_point_is_kept_across_batches() {
+        let d = dispatcher();
+        let (a, b) = (key(0), key(1));
+        // The same source partition under another pointer (a key built again for a later
+        // chunk) goes on from where the first left it.
+        let a_again = Arc::new((*a).clone());
+        let (mut first, mut answers) = slots(vec![
+            message(&a, 0, 50, 1),
+            message(&a_again, 50, 100, 1),
+            message(&b, 0, 10, 1),
+            message(&a, 100, 200, 1),
+            // A gap: 200..300 was not handed on.
+            message(&a, 300, 400, 1),
+            message(&a, 200, 300, 1),
+            // Sent again (went back): not a gap.
+            message(&a, 0, 100, 1),
+        ]);
+        d.refuse_gaps(&mut first);
+        let kept: Vec<bool> = first.iter().map(Option::is_some).collect();
+        assert_eq!(kept, vec![true, true, true, true, false, true, true]);
+        match answers.get_mut(4).unwrap().try_recv() {
+            Ok(Err(SendError::SourceGap {
+                expected, found, ..
+            })) => assert_eq!((expected, found), (200, 300)),
+            other => panic!("the message after the gap: {other:?}"),
+        }
+        {
+            let placed = d.placed.lock().unwrap();
+            assert_eq!(placed.sent.get(&a), Some(&(1, 300)));
+            assert_eq!(placed.sent.get(&b), Some(&(1, 10)));
+        }
+        // The next batch goes on from there; a new epoch starts afresh.
+        let (mut second, _answers) = slots(vec![
+            message(&a, 350, 450, 1),
+            message(&b, 10, 20, 1),
+            message(&a, 900, 1000, 2),
+        ]);
+        d.refuse_gaps(&mut second);
+        let kept: Vec<bool> = second.iter().map(Option::is_some).collect();
+        assert_eq!(kept, vec![false, true, true]);
+        {
+            let placed = d.placed.lock().unwrap();
+            assert_eq!(placed.sent.get(&a), Some(&(2, 1000)));
+            assert_eq!(placed.sent.get(&b), Some(&(1, 20)));
+        }
+        // A run under another pointer right after one of the same source partition goes on
+        // from where that run left it, not from what the batch found.
+        let (mut third, _answers) = slots(vec![
+            message(&a, 1000, 1100, 2),
+            message(&a_again, 1100, 1200, 2),
+        ]);
+        d.refuse_gaps(&mut third);
+        let kept: Vec<bool> = third.iter().map(Option::is_some).collect();
+        assert_eq!(kept, vec![true, true]);
+        assert_eq!(d.placed.lock().unwrap().sent.get(&a), Some(&(2, 1200)));
+    }
 }

@@ -144,7 +144,35 @@ pub(super) fn judge(shared: &Shared, control: &Control, shape: &Shape, report: &
             .mirror
             .iter()
             .find(|(p, n)| **n > source_copies.get(p.as_slice()).copied().unwrap_or(1).max(1))
-            .map(|(p, n)| format!("{} ({n} copies)", String::from_utf8_lossy(p)));
+            .map(|(p, n)| {
+                // Where each copy is (mirror partition and offset), and where it came from.
+                let copies: Vec<String> = read
+                    .mirror_parts
+                    .iter()
+                    .flat_map(|(part, messages)| {
+                        messages
+                            .iter()
+                            .filter(|m| m.2 == *p)
+                            .map(move |m| format!("{}/{} at {}", part.0, part.1, m.0))
+                    })
+                    .collect();
+                let source: Vec<String> = read
+                    .source
+                    .iter()
+                    .flat_map(|(part, (_, messages))| {
+                        messages
+                            .iter()
+                            .filter(|m| m.2 == *p)
+                            .map(move |m| format!("{}/{} at {}", part.0, part.1, m.0))
+                    })
+                    .collect();
+                format!(
+                    "{} ({n} copies: {}; from {})",
+                    String::from_utf8_lossy(p),
+                    copies.join(", "),
+                    source.join(", ")
+                )
+            });
         return control.violate(
             Invariant::MirrorExactlyOnce,
             format!(
