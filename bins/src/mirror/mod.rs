@@ -35,11 +35,10 @@ use std::time::Duration;
 use origins::OriginGate;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tributary_core::config::{ConsumerConfig, EnqueueTimeout, ProducerConfig, TopicFilter};
+use tributary_core::config::{ConsumerConfig, ProducerConfig, TopicFilter};
 use tributary_core::consumer::BrokerPartition;
 use tributary_core::identity::ClusterIdentity;
 use tributary_core::mirror::lag::LagSample;
-use tributary_core::mirror::position::SourceKey;
 use tributary_core::wire::TopicName;
 
 use crate::consumer::{ConsumerConnector, GapReport, Subscription};
@@ -49,7 +48,6 @@ use crate::metrics::clients::{watch_consumer, watch_producer, ProducerMetrics};
 use crate::metrics::mirror::{watch_mirror, LagGauges, MirrorMetrics};
 use crate::metrics::MaybeMetrics;
 use crate::origin_store::OriginStore;
-use crate::producer::{Producer, ProducerStats, Record, SendError};
 
 pub use crate::metrics::mirror::MirrorStats;
 
@@ -60,11 +58,14 @@ pub mod maker;
 pub mod offset_sync;
 pub mod origins;
 mod place_ahead;
+mod producers;
 mod stream;
 pub mod supervise;
 mod watchdog;
 mod window;
 use commits::{run_commits, CommitContext};
+use place_ahead::{run_place_ahead, PlaceAheadContext};
+use producers::{mirror_producer, producer_index, start_producers, ProducerHandle};
 use stream::{run_stream, StreamContext};
 use watchdog::SourceWatch;
 use window::SourceWindow;
@@ -238,70 +239,6 @@ impl std::fmt::Debug for Mirror {
     }
 }
 
-/// A producer as the mirror uses it (type-erased over the environment).
-trait ProducerHandle: Send + Sync {
-    fn send(
-        &self,
-        record: Record,
-    ) -> std::pin::Pin<
-        Box<dyn Future<Output = Result<crate::producer::Delivery, SendError>> + Send + '_>,
-    >;
-    fn locate_ahead(
-        &self,
-        sources: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>>,
-    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>>;
-    fn queued(&self) -> usize;
-    fn stats_weak(&self) -> std::sync::Weak<ProducerStats>;
-    fn close(self: Arc<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
-}
-
-impl<E: Env> ProducerHandle for Producer<E> {
-    fn send(
-        &self,
-        record: Record,
-    ) -> std::pin::Pin<
-        Box<dyn Future<Output = Result<crate::producer::Delivery, SendError>> + Send + '_>,
-    > {
-        Box::pin(Producer::send(self, record))
-    }
-
-    fn locate_ahead(
-        &self,
-        sources: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>>,
-    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(Producer::locate_ahead(self, sources))
-    }
-
-    fn queued(&self) -> usize {
-        Producer::queued(self)
-    }
-
-    fn stats_weak(&self) -> std::sync::Weak<ProducerStats> {
-        Producer::stats_weak(self)
-    }
-
-    fn close(self: Arc<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
-        Box::pin(async move {
-            match Arc::try_unwrap(self) {
-                Ok(producer) => producer.close().await,
-                Err(_) => tracing::warn!(
-                    "a mirror producer is still in use at shutdown; its queue is not drained"
-                ),
-            }
-        })
-    }
-}
-
-/// Which of `count` producers a source partition's messages all go through (with positions
-/// on, so that one producer sees them all in order).
-fn producer_index(key: &SourceKey, count: usize) -> usize {
-    use tributary_core::mirror::position::placement::{index, BROKER_SALT};
-    match count {
-        0 | 1 => 0,
-        _ => index(key, BROKER_SALT, count),
-    }
-}
-
 /// Every source a renaming rule names after its cluster has a name; says what is copied where.
 fn check_names(
     settings: &MirrorSettings,
@@ -432,20 +369,11 @@ impl Mirror {
                 stop_rx.clone(),
                 streams_done,
             ));
-            let positions = source
-                .mirror
-                .preserve_partitions
-                .then(|| identity.id.clone());
-            if let Some(cluster) = &positions {
-                streams.spawn(place_ahead::run_place_ahead(
-                    place_ahead::PlaceAheadContext {
-                        connector: connector.clone(),
-                        gate: gate.clone(),
-                        producers: all_producers.clone(),
-                        cluster: cluster.clone(),
-                    },
-                    stop_rx.clone(),
-                ));
+            let preserve = source.mirror.preserve_partitions;
+            let positions = preserve.then(|| identity.id.clone());
+            if let Some(cluster) = positions.clone() {
+                let context = PlaceAheadContext::new(&connector, &gate, &all_producers, cluster);
+                streams.spawn(run_place_ahead(context, stop_rx.clone()));
             }
             for stream in source_streams {
                 let producer = producers[stream_index % producers.len()].clone();
@@ -654,22 +582,6 @@ async fn task_ended<R>(
     }
 }
 
-/// The mirror's producers (at least one).
-async fn start_producers<E: Env>(
-    env: &E,
-    config: &ProducerConfig,
-    count: u32,
-) -> Result<Vec<Arc<dyn ProducerHandle>>, MirrorError> {
-    let mut producers: Vec<Arc<dyn ProducerHandle>> = Vec::new();
-    for _ in 0..count.max(1) {
-        let producer = Producer::start(env.clone(), config.clone())
-            .await
-            .map_err(|e| MirrorError::Target(Failure::caused(e.to_string(), e)))?;
-        producers.push(Arc::new(producer));
-    }
-    Ok(producers)
-}
-
 /// One offset syncer per source that asks for one (`mirror.offsets.sync.groups`), writing into
 /// the mirror cluster's ZooKeeper; a source that asks without positions, or a mirror cluster
 /// whose ZooKeeper is not known (a `broker.list` producer of a mirror maker), is said once.
@@ -713,27 +625,6 @@ fn start_offset_syncs<E: Env>(
         )));
     }
     syncers
-}
-
-/// The mirror's producer: durable acknowledgements always, never dropping on a full queue, and
-/// retrying sends until they succeed (a send that fails for good stops the stream instead).
-fn mirror_producer(mut config: ProducerConfig) -> ProducerConfig {
-    if !config.durable_acks {
-        tracing::info!("the mirror asks the mirror cluster for durable acknowledgements (durable.acks=true): source offsets are committed only for what it has stored");
-        config.durable_acks = true;
-    }
-    if config.enqueue_timeout != EnqueueTimeout::Block
-        && !tributary_core::planted::active(tributary_core::planted::Bug::MirrorDropOnFull)
-    {
-        tracing::warn!("queue.enqueueTimeout.ms would drop messages on a full queue; the mirror waits instead (as queue.enqueueTimeout.ms=-1)");
-        config.enqueue_timeout = EnqueueTimeout::Block;
-    }
-    if config.durable_acks_fallback {
-        tracing::warn!("durable.acks.fallback=true is ignored by the mirror: it never sends unacknowledged (a broker without acknowledged produce cannot be a mirror target)");
-        config.durable_acks_fallback = false;
-    }
-    config.num_retries = config.num_retries.max(1_000_000);
-    config
 }
 
 /// The mirror's consumer: it commits itself, only what the mirror cluster has.

@@ -30,6 +30,24 @@ pub(super) struct PlaceAheadContext {
     pub(super) cluster: ClusterId,
 }
 
+impl PlaceAheadContext {
+    /// The context for one source's member `connector`, its `gate`, the mirror's `producers`
+    /// and the source cluster's id.
+    pub(super) fn new(
+        connector: &Arc<ConsumerConnector>,
+        gate: &Arc<OriginGate>,
+        producers: &Arc<Vec<Arc<dyn ProducerHandle>>>,
+        cluster: ClusterId,
+    ) -> Self {
+        PlaceAheadContext {
+            connector: connector.clone(),
+            gate: gate.clone(),
+            producers: producers.clone(),
+            cluster,
+        }
+    }
+}
+
 /// Places ahead at every settled ownership until `stop`. An ownership replaced before its
 /// placing is done is left for the new one: what was placed stays placed (a locate is
 /// cancel-safe), the rest is placed for the new ownership or at its first message.

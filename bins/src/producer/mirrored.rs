@@ -16,21 +16,19 @@ use tributary_core::mirror::position::placement::{self, BROKER_SALT};
 use tributary_core::mirror::position::SourceKey;
 use tributary_core::producer::Candidate;
 use tributary_core::wire::{
-    ErrorCode, MirrorAck, MirrorOutcome, MirrorPositionsRequest, MirrorSet, ProduceRequest,
-    Request, Response, SourceStamp, TopicName,
+    ErrorCode, MirrorAck, MirrorOutcome, MirrorSet, ProduceRequest, Request, Response, SourceStamp,
+    TopicName,
 };
 
 use super::dispatch::{ack_outcome, retry_all, Dispatcher, Left, Pending, SetOutcome};
-use super::placement_records::{Brokers, Claimed};
 use super::targets::how;
 use super::{Delivered, SendError};
-use crate::client::{connect, ClientError};
-use crate::coordination::CoordError;
+use crate::client::ClientError;
 use crate::env::Env;
 
 /// The most source partitions whose broker is remembered; past it, a new one is placed afresh
 /// each time (still the same broker while the topic's brokers stay).
-const PLACEMENTS_MAX: usize = 100_000;
+pub(super) const PLACEMENTS_MAX: usize = 100_000;
 
 /// Messages with the partition each goes to (-1: the broker's choice).
 pub(super) type Placed = Vec<(Pending, i32)>;
@@ -39,38 +37,38 @@ pub(super) type Placed = Vec<(Pending, i32)>;
 #[derive(Debug, Default)]
 pub(super) struct Placements {
     /// Broker and partition (-1: the broker's choice) per source partition.
-    by_key: BTreeMap<Arc<SourceKey>, (i32, i32)>,
+    pub(super) by_key: BTreeMap<Arc<SourceKey>, (i32, i32)>,
     /// The ownership epoch each source partition was last located for.
-    located: BTreeMap<Arc<SourceKey>, u64>,
+    pub(super) located: BTreeMap<Arc<SourceKey>, u64>,
     /// Per source partition, the ownership epoch of the last message put in a set and where it
     /// resumes: a later message of the same epoch must start there (or before: sent again).
-    sent: BTreeMap<Arc<SourceKey>, (u64, i64)>,
+    pub(super) sent: BTreeMap<Arc<SourceKey>, (u64, i64)>,
     /// Source partitions whose copy could not be located yet (a broker that may hold it did
     /// not answer), since when: their messages wait, for [`PLACEMENT_GRACE`] at most.
-    locating: BTreeMap<Arc<SourceKey>, tokio::time::Instant>,
+    pub(super) locating: BTreeMap<Arc<SourceKey>, tokio::time::Instant>,
     /// The last address seen for each broker placed on: a broker that lost its ZooKeeper
     /// registration but still answers keeps its source partitions.
-    addresses: BTreeMap<i32, (String, u16)>,
+    pub(super) addresses: BTreeMap<i32, (String, u16)>,
     /// Brokers whose sends have failed since then (every send since, not only those after
     /// the broker left the registry: see `absent`).
-    failing: BTreeMap<i32, tokio::time::Instant>,
+    pub(super) failing: BTreeMap<i32, tokio::time::Instant>,
     /// Brokers placed on that this member has not seen registered since then: with `failing`,
     /// they keep their source partitions for [`PLACEMENT_GRACE`] after both began.
-    absent: BTreeMap<i32, tokio::time::Instant>,
+    pub(super) absent: BTreeMap<i32, tokio::time::Instant>,
     /// Per mirror topic, the last complete survey of its partitions' copies and the ownership
     /// epoch it was made for: the other source partitions taken in that epoch are placed from
     /// it without asking every partition again (at most [`SURVEYS_MAX`] topics).
-    surveyed: BTreeMap<TopicName, (u64, Survey)>,
+    pub(super) surveyed: BTreeMap<TopicName, (u64, Survey)>,
     /// Per mirror topic, the turn to locate its source partitions: the sender's locate and a
     /// locate ahead (see [`Dispatcher::locate_ahead`]) of the same topic take turns, so that
     /// the second finds what the first placed instead of asking again (at most [`SURVEYS_MAX`]
     /// topics; past it the map starts afresh, which costs at most a second look).
-    turns: BTreeMap<TopicName, Arc<tokio::sync::Mutex<()>>>,
+    pub(super) turns: BTreeMap<TopicName, Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl Placements {
     /// The turn to locate `topic`'s source partitions.
-    fn turn(&mut self, topic: &TopicName) -> Arc<tokio::sync::Mutex<()>> {
+    pub(super) fn turn(&mut self, topic: &TopicName) -> Arc<tokio::sync::Mutex<()>> {
         if self.turns.len() >= SURVEYS_MAX && !self.turns.contains_key(topic) {
             self.turns.clear();
         }
@@ -80,7 +78,7 @@ impl Placements {
     /// What this member sees registered now (`registered`, broker id → address): their
     /// addresses are kept, and every broker known is marked absent from the first look that
     /// does not find it until one that does.
-    fn note_registry(&mut self, registered: &BTreeMap<i32, (String, u16)>) {
+    pub(super) fn note_registry(&mut self, registered: &BTreeMap<i32, (String, u16)>) {
         for (broker, address) in registered {
             self.addresses.insert(*broker, address.clone());
         }
@@ -99,7 +97,7 @@ impl Placements {
     /// `key`'s copy is being located from now on, unless it was already (its messages wait for
     /// [`PLACEMENT_GRACE`] from the first time). Time is tokio's: the simulator's clock under
     /// turmoil.
-    fn start_locating(&mut self, key: Arc<SourceKey>) {
+    pub(super) fn start_locating(&mut self, key: Arc<SourceKey>) {
         self.locating
             .entry(key)
             .or_insert_with(tokio::time::Instant::now);
@@ -111,7 +109,7 @@ impl Placements {
 /// the registry for [`PLACEMENT_GRACE`] (a restarted broker unregistered for a moment, or not
 /// yet seen registered again, keeps them; so does one whose sends failed for long while it was
 /// registered — one of its partitions refusing sets — and that has just crashed).
-fn usable(
+pub(super) fn usable(
     failing: &BTreeMap<i32, tokio::time::Instant>,
     absent: &BTreeMap<i32, tokio::time::Instant>,
     broker: i32,
@@ -140,18 +138,10 @@ fn remember_sent(sent: &mut BTreeMap<Arc<SourceKey>, (u64, i64)>, (key, entry): 
 
 /// Where each source partition's copy reaches furthest in a mirror topic: (held to, broker,
 /// partition).
-type Survey = BTreeMap<SourceKey, (i64, i32, i32)>;
+pub(super) type Survey = BTreeMap<SourceKey, (i64, i32, i32)>;
 
 /// The most topics whose survey is kept.
-const SURVEYS_MAX: usize = 1024;
-
-/// The most source partitions of one mirror topic located ahead in one turn (one pipelined
-/// claim of their records, well within a ZooKeeper session timeout).
-const AHEAD_CHUNK: usize = 1024;
-
-/// The most partitions of one topic asked on one broker of a `broker.list` (whose counts the
-/// producer does not know).
-const LOCATE_PARTITIONS_MAX: i32 = 1024;
+pub(super) const SURVEYS_MAX: usize = 1024;
 
 /// How long a source partition waits for the mirror broker it is placed on when that broker
 /// fails and leaves the cluster's registry (a crash, a restart), before it moves to another
@@ -166,18 +156,6 @@ struct Run {
     partition: i32,
     key: Arc<SourceKey>,
     indexes: Vec<usize>,
-}
-
-/// The brokers `topic` is registered on, in this member's view, sorted; every live broker when
-/// it is registered on none (the first write creates it).
-fn topic_brokers(snapshot: &super::directory::Snapshot, topic: &TopicName) -> Vec<i32> {
-    let mut brokers: Vec<i32> = snapshot
-        .candidates(topic)
-        .iter()
-        .map(|c| c.broker_id)
-        .collect();
-    brokers.dedup();
-    brokers
 }
 
 impl<E: Env> Dispatcher<E> {
@@ -230,337 +208,6 @@ impl<E: Env> Dispatcher<E> {
             broker_id,
             partition,
         })
-    }
-
-    /// Before the first messages of a source partition in an ownership (the mirror's start,
-    /// or the source partition taken over from another member): asks each partition of its
-    /// mirror topic (on every broker that has it) how far its copies of source partitions
-    /// reach, and places the source partition where its copy reaches furthest. What was sent
-    /// but not committed before then goes again to the partition that holds it (acknowledged
-    /// without a second copy), wherever an earlier member had placed it. A partition that does
-    /// not answer is passed over (then the placement stays as it was, or the default).
-    pub(super) async fn locate(&self, snapshot: &super::directory::Snapshot, pending: &[Pending]) {
-        if !self.config.durable_acks {
-            return;
-        }
-        // Most batches have nothing to locate: looked at under one lock, without a turn.
-        let wanted = {
-            let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
-            placed.note_registry(&snapshot.brokers);
-            let mut wanted: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>> = BTreeMap::new();
-            // Messages come in runs of one source partition: one look per run.
-            let mut previous: Option<(&Arc<SourceKey>, u64)> = None;
-            for p in pending {
-                let Some(mark) = &p.record.source else {
-                    continue;
-                };
-                if previous
-                    .is_some_and(|(key, epoch)| Arc::ptr_eq(key, &mark.key) && epoch == mark.epoch)
-                {
-                    continue;
-                }
-                previous = Some((&mark.key, mark.epoch));
-                if placed.located.get(&mark.key) != Some(&mark.epoch) {
-                    wanted
-                        .entry(p.record.topic.clone())
-                        .or_default()
-                        .insert(mark.key.clone(), mark.epoch);
-                }
-            }
-            wanted
-        };
-        if !wanted.is_empty() {
-            self.locate_wanted(snapshot, wanted).await;
-        }
-    }
-
-    /// Locates, ahead of their first messages, the source partitions a mirror member has just
-    /// come to own: per mirror topic, each source partition with its ownership epoch. They are
-    /// located as [`Dispatcher::locate`] would at their first message (a survey of the topic
-    /// and, with placement records, the records of all of them at once, pipelined), so that a
-    /// member taking over many source partitions does not wait for one locate per partition,
-    /// one after another, as its messages come. At most [`AHEAD_CHUNK`] source partitions of a
-    /// topic are located in one turn: the sender's locate of that topic waits at most one chunk.
-    pub(super) async fn locate_ahead(
-        &self,
-        sources: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>>,
-    ) {
-        if !self.config.durable_acks {
-            return;
-        }
-        for (topic, keys) in sources {
-            let keys: Vec<(Arc<SourceKey>, u64)> = keys.into_iter().collect();
-            for chunk in keys.chunks(AHEAD_CHUNK) {
-                let snapshot = self.directory.snapshot();
-                let wanted = BTreeMap::from([(topic.clone(), chunk.iter().cloned().collect())]);
-                self.locate_wanted(&snapshot, wanted).await;
-            }
-        }
-    }
-
-    /// Locates each source partition of `wanted` (per mirror topic, with the ownership epoch
-    /// its messages were read in) not located for that epoch yet, a topic at a time, in the
-    /// topic's turn.
-    async fn locate_wanted(
-        &self,
-        snapshot: &super::directory::Snapshot,
-        wanted: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>>,
-    ) {
-        for (topic, keys) in wanted {
-            let turn = crate::sync::lock(&self.placed, "the mirror's placements").turn(&topic);
-            let _turn = turn.lock().await;
-            // Looked at again in the turn: another locate may have placed them meanwhile.
-            let (keys, known) = {
-                let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
-                placed.note_registry(&snapshot.brokers);
-                let keys: BTreeMap<Arc<SourceKey>, u64> = keys
-                    .into_iter()
-                    .filter(|(key, epoch)| placed.located.get(key) != Some(epoch))
-                    .collect();
-                (keys, placed.addresses.clone())
-            };
-            if keys.is_empty() {
-                continue;
-            }
-            self.locate_topic(snapshot, &known, topic, keys).await;
-        }
-    }
-
-    /// Locates `keys` (not located for their epochs yet) in the mirror topic `topic`.
-    async fn locate_topic(
-        &self,
-        snapshot: &super::directory::Snapshot,
-        known: &BTreeMap<i32, (String, u16)>,
-        topic: TopicName,
-        keys: BTreeMap<Arc<SourceKey>, u64>,
-    ) {
-        // One epoch for every key: a survey made for it serves them all.
-        let mut epochs = keys.values();
-        let epoch = epochs
-            .next()
-            .copied()
-            .filter(|e| epochs.all(|other| other == e));
-        let cached = epoch.and_then(|epoch| {
-            let placed = crate::sync::lock(&self.placed, "the mirror's placements");
-            placed
-                .surveyed
-                .get(&topic)
-                .filter(|(at, _)| *at == epoch)
-                .map(|(_, survey)| survey.clone())
-        });
-        let (found, complete) = match cached {
-            Some(survey) => (survey, true),
-            None => self.survey(snapshot, known, &topic).await,
-        };
-        let brokers = topic_brokers(snapshot, &topic);
-        let claimed = self
-            .claim_records(&topic, &keys, &found, complete, &brokers)
-            .await;
-        let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
-        if let (Some(epoch), true) = (epoch, complete) {
-            if placed.surveyed.len() >= SURVEYS_MAX && !placed.surveyed.contains_key(&topic) {
-                placed.surveyed.clear();
-            }
-            placed
-                .surveyed
-                .insert(topic.clone(), (epoch, found.clone()));
-        }
-        for (i, (key, epoch)) in keys.into_iter().enumerate() {
-            let waited = placed.locating.get(&key).map(|since| since.elapsed());
-            let patient = waited.is_none_or(|w| w < PLACEMENT_GRACE);
-            let copy = found.get(&*key);
-            let chosen = match &claimed {
-                Some(Ok(claimed)) => match claimed.get(i) {
-                    Some(Claimed::Broker(broker)) => {
-                        let partition = copy.filter(|c| c.1 == *broker).map_or(-1, |c| c.2);
-                        Some((*broker, partition))
-                    }
-                    _ => {
-                        placed.start_locating(key);
-                        continue;
-                    }
-                },
-                // Records unreadable (ZooKeeper out of reach): wait for them, however
-                // long (past the grace, the messages' retries count and run out: a
-                // failure the mirror sees, never a second copy). Without records, a survey
-                // not complete: wait for it up to the grace.
-                Some(Err(_)) => {
-                    placed.start_locating(key);
-                    continue;
-                }
-                None if patient && !complete => {
-                    placed.start_locating(key);
-                    continue;
-                }
-                // Without records: the furthest copy, else the broker chosen from the
-                // source partition.
-                _ => copy.map(|c| (c.1, c.2)).or_else(|| {
-                    let at = placement::index(&key, BROKER_SALT, brokers.len().max(1));
-                    brokers.get(at).map(|broker| (*broker, -1))
-                }),
-            };
-            placed.locating.remove(&key);
-            match chosen {
-                Some((broker_id, partition)) => {
-                    match copy {
-                        Some((held_to, b, p)) if (*b, *p) == (broker_id, partition) => tracing::debug!(
-                            "{topic}: the copy of {key} reaches {held_to} in partition {partition} of broker {broker_id}; sending there"
-                        ),
-                        _ => tracing::debug!(
-                            "{topic}: {key} placed on broker {broker_id} (its furthest copy: {copy:?}; survey complete: {complete})"
-                        ),
-                    }
-                    if placed.by_key.len() < PLACEMENTS_MAX || placed.by_key.contains_key(&key) {
-                        placed.by_key.insert(key.clone(), (broker_id, partition));
-                    }
-                }
-                None => tracing::debug!("{topic}: no broker for {key} yet"),
-            }
-            if placed.located.len() < PLACEMENTS_MAX || placed.located.contains_key(&key) {
-                placed.located.insert(key, epoch);
-            }
-        }
-    }
-
-    /// The placement records, when this producer keeps them.
-    fn records(&self) -> Option<&super::placement_records::PlacementRecords<E>> {
-        if tributary_core::planted::active(tributary_core::planted::Bug::PlacementRecordsIgnored) {
-            return None;
-        }
-        self.records.as_ref()
-    }
-
-    /// With placement records: reads (creating or moving) the record of each of `keys` in
-    /// `topic`, from the copies `found` by a survey (`complete` or not, or past the grace for
-    /// one). `None` without records; an error (said in the log) when ZooKeeper was not usable.
-    async fn claim_records(
-        &self,
-        topic: &TopicName,
-        keys: &BTreeMap<Arc<SourceKey>, u64>,
-        found: &Survey,
-        complete: bool,
-        brokers: &[i32],
-    ) -> Option<Result<Vec<Claimed>, CoordError>> {
-        let records = self.records()?;
-        let (claims, failing, absent) = {
-            let placed = crate::sync::lock(&self.placed, "the mirror's placements");
-            let claims: Vec<_> = keys
-                .keys()
-                .map(|key| {
-                    let waited = placed.locating.get(key).map(|since| since.elapsed());
-                    let complete = complete || waited.is_some_and(|w| w >= PLACEMENT_GRACE);
-                    (key.clone(), found.get(&**key).map(|c| c.1), complete)
-                })
-                .collect();
-            (claims, placed.failing.clone(), placed.absent.clone())
-        };
-        let on = Brokers {
-            topic: brokers,
-            usable: &|broker| usable(&failing, &absent, broker, brokers),
-        };
-        let claimed = records.claim(&self.env, topic, &claims, &on).await;
-        if let Err(e) = &claimed {
-            tracing::warn!(
-                "{topic}: the mirror's placement records in the mirror cluster's ZooKeeper cannot be read ({e}); its new source partitions wait for them"
-            );
-        }
-        Some(claimed)
-    }
-
-    /// Asks every broker that may hold a copy of `topic` (those with the topic registered,
-    /// and every other broker known: a crashed one is unregistered, yet holds what it held)
-    /// how far each partition's copies reach; whether every one answered.
-    async fn survey(
-        &self,
-        snapshot: &super::directory::Snapshot,
-        known: &BTreeMap<i32, (String, u16)>,
-        topic: &TopicName,
-    ) -> (Survey, bool) {
-        let mut brokers: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
-        for c in snapshot.candidates(topic) {
-            brokers.entry(c.broker_id).or_default().push(c.partition);
-        }
-        for broker in known.keys() {
-            brokers.entry(*broker).or_insert_with(|| vec![-1]);
-        }
-        tracing::debug!(
-            "{topic}: surveying {brokers:?} (registered: {:?})",
-            snapshot.brokers.keys().collect::<Vec<_>>()
-        );
-        let mut found = Survey::new();
-        let mut complete = true;
-        for (broker_id, partitions) in brokers {
-            let Some((host, port)) = known.get(&broker_id).cloned() else {
-                continue;
-            };
-            complete &= self
-                .locate_on(topic, broker_id, &host, port, &partitions, &mut found)
-                .await;
-        }
-        (found, complete)
-    }
-
-    /// Whether `p` waits for its source partition's copy to be located (a broker that may
-    /// hold it has not answered yet, for less than [`PLACEMENT_GRACE`]).
-    pub(super) fn is_locating(&self, p: &Pending) -> bool {
-        let placed = crate::sync::lock(&self.placed, "the mirror's placements");
-        if placed.locating.is_empty() {
-            return false;
-        }
-        p.record
-            .source
-            .as_ref()
-            .and_then(|mark| placed.locating.get(&mark.key))
-            .is_some_and(|since| since.elapsed() < PLACEMENT_GRACE)
-    }
-
-    /// Asks one broker about its partitions of `topic` (`-1` among them: every partition,
-    /// until one past its count); whether it answered.
-    async fn locate_on(
-        &self,
-        topic: &TopicName,
-        broker_id: i32,
-        host: &str,
-        port: u16,
-        partitions: &[i32],
-        found: &mut Survey,
-    ) -> bool {
-        let timeout = std::time::Duration::from_millis(self.config.socket_timeout_ms.into());
-        let Ok(Ok(mut conn)) =
-            tokio::time::timeout(timeout, connect(&self.env, host, port, timeout)).await
-        else {
-            return false;
-        };
-        let every = partitions.iter().any(|p| *p < 0);
-        let asked: Vec<i32> = match every {
-            true => (0..LOCATE_PARTITIONS_MAX).collect(),
-            false => partitions.to_vec(),
-        };
-        for partition in asked {
-            let ask = Request::MirrorPositions(MirrorPositionsRequest {
-                topic: topic.clone(),
-                partition,
-                translate: Vec::new(),
-            });
-            match tokio::time::timeout(timeout, conn.call(&ask)).await {
-                Ok(Ok(Response::MirrorPositions(r))) if r.error == ErrorCode::NoError => {
-                    for held in r.sources {
-                        let best = found.entry(held.key).or_insert((-1, broker_id, partition));
-                        if held.held_to > best.0 {
-                            *best = (held.held_to, broker_id, partition);
-                        }
-                    }
-                }
-                // Past the broker's count (or the topic is not there): all it has is known.
-                Ok(Ok(Response::MirrorPositions(r))) if r.error == ErrorCode::WrongPartition => {
-                    return true
-                }
-                // A broker that does not know the request (closes on it) holds no positions.
-                Ok(Err(ClientError::Closed(_))) => return true,
-                _ => return false,
-            }
-        }
-        true
     }
 
     /// The address of a broker placed on that is no longer registered (still tried while it
@@ -1085,219 +732,4 @@ enum Answer {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::expect_used, clippy::unwrap_used)]
-    use super::*;
-    use crate::env::TokioEnv;
-    use crate::producer::directory::Directory;
-    use crate::producer::{Record, SourceMark};
-    use tributary_core::config::{Discovery, Properties};
-    use tributary_core::consumer::BrokerPartition;
-    use tributary_core::identity::ClusterId;
-
-    type Answer = tokio::sync::oneshot::Receiver<Result<Delivered, SendError>>;
-
-    fn dispatcher() -> Dispatcher<TokioEnv> {
-        let text = "broker.list=0:127.0.0.1:9\ndurable.acks=true\nproducer.type=sync\n";
-        let config = tributary_core::config::ProducerConfig::from_properties(
-            &Properties::parse("test", text).unwrap(),
-        )
-        .unwrap();
-        let Discovery::BrokerList(list) = &config.discovery else {
-            panic!("a broker.list producer");
-        };
-        let directory = Directory::fixed(list);
-        Dispatcher::new(TokioEnv, config, directory)
-    }
-
-    fn key(partition: u32) -> Arc<SourceKey> {
-        Arc::new(SourceKey {
-            cluster: ClusterId::parse("east").unwrap(),
-            topic: "orders".parse().unwrap(),
-            partition: BrokerPartition {
-                broker_id: 0,
-                partition,
-            },
-        })
-    }
-
-    /// A mirror's message of `key` from `start` to `next` in `epoch`, and where its outcome
-    /// is told.
-    fn message(
-        key: &Arc<SourceKey>,
-        start: i64,
-        next: i64,
-        epoch: u64,
-    ) -> (Option<Pending>, Answer) {
-        let (done, answer) = tokio::sync::oneshot::channel();
-        let mark = SourceMark {
-            key: key.clone(),
-            start,
-            next,
-            epoch,
-        };
-        let record = Record::mirrored("t".parse().unwrap(), &b"m"[..], mark);
-        (Some(Pending { record, done }), answer)
-    }
-
-    fn slots(messages: Vec<(Option<Pending>, Answer)>) -> (Vec<Option<Pending>>, Vec<Answer>) {
-        messages.into_iter().unzip()
-    }
-
-    #[test]
-    fn a_broker_keeps_its_source_partitions_until_failing_and_unregistered_for_the_grace() {
-        let now = tokio::time::Instant::now();
-        let long_ago = now
-            .checked_sub(PLACEMENT_GRACE + std::time::Duration::from_secs(10))
-            .expect("a clock past the grace");
-        let since = |at| BTreeMap::from([(0, at)]);
-        let never = BTreeMap::new();
-        assert!(
-            usable(&since(long_ago), &since(long_ago), 0, &[0, 1]),
-            "registered with the topic"
-        );
-        assert!(
-            usable(&since(long_ago), &since(now), 0, &[1]),
-            "failing for long (a partition refusing sets), unregistered just now (a crash)"
-        );
-        assert!(
-            usable(&since(now), &since(long_ago), 0, &[1]),
-            "failing just now"
-        );
-        assert!(
-            usable(&never, &since(long_ago), 0, &[1]),
-            "never failed here"
-        );
-        assert!(
-            usable(&since(long_ago), &never, 0, &[1]),
-            "never seen unregistered"
-        );
-        assert!(
-            !usable(&since(long_ago), &since(long_ago), 0, &[1]),
-            "gone for the grace"
-        );
-    }
-
-    #[test]
-    fn a_broker_is_absent_from_the_first_look_without_it_to_the_next_with_it() {
-        let mut placed = Placements::default();
-        let both = BTreeMap::from([(0, ("b0".to_string(), 9)), (1, ("b1".to_string(), 9))]);
-        let one = BTreeMap::from([(1, ("b1".to_string(), 9))]);
-        placed.note_registry(&both);
-        assert!(placed.absent.is_empty());
-        placed.note_registry(&one);
-        let first = placed.absent.get(&0).copied();
-        assert!(first.is_some(), "broker 0 missing");
-        placed.note_registry(&one);
-        assert_eq!(
-            placed.absent.get(&0).copied(),
-            first,
-            "absent since the first look"
-        );
-        assert_eq!(placed.addresses.get(&0).map(|a| a.0.as_str()), Some("b0"));
-        placed.note_registry(&both);
-        assert!(placed.absent.is_empty(), "seen again");
-    }
-
-    #[test]
-    fn runs_group_each_source_partition_in_order_and_cut_where_its_offsets_go_back() {
-        let d = dispatcher();
-        let (a, b) = (key(0), key(1));
-        // The same source partition under another pointer (a key built again for a later
-        // chunk) joins the same run.
-        let a_again = Arc::new((*a).clone());
-        let (mut slots, _answers) = slots(vec![
-            message(&a, 0, 100, 1),
-            message(&a, 100, 200, 1),
-            message(&b, 0, 100, 1),
-            message(&a_again, 200, 300, 1),
-            message(&a, 50, 150, 1),
-            message(&b, 100, 200, 1),
-            message(&a, 150, 250, 1),
-        ]);
-        let partitions = vec![-1; slots.len()];
-        let runs = d.runs(&mut slots, &partitions);
-        let grouped: Vec<(u32, Vec<usize>)> = runs
-            .iter()
-            .map(|r| (r.key.partition.partition, r.indexes.clone()))
-            .collect();
-        assert_eq!(
-            grouped,
-            vec![(0, vec![0, 1, 3]), (1, vec![2, 5]), (0, vec![4, 6])],
-        );
-        // Another partition asked for is another run.
-        let (mut slots, _answers) = slots_of(&a);
-        let runs = d.runs(&mut slots, &[-1, 3, -1]);
-        let grouped: Vec<(i32, Vec<usize>)> = runs
-            .iter()
-            .map(|r| (r.partition, r.indexes.clone()))
-            .collect();
-        assert_eq!(grouped, vec![(-1, vec![0, 2]), (3, vec![1])]);
-    }
-
-    fn slots_of(key: &Arc<SourceKey>) -> (Vec<Option<Pending>>, Vec<Answer>) {
-        slots(vec![
-            message(key, 0, 10, 1),
-            message(key, 10, 20, 1),
-            message(key, 20, 30, 1),
-        ])
-    }
-
-    #[test]
-    fn a_message_after_a_gap_in_its_epoch_is_refused_and_the_sent_point_is_kept_across_batches() {
-        let d = dispatcher();
-        let (a, b) = (key(0), key(1));
-        // The same source partition under another pointer (a key built again for a later
-        // chunk) goes on from where the first left it.
-        let a_again = Arc::new((*a).clone());
-        let (mut first, mut answers) = slots(vec![
-            message(&a, 0, 50, 1),
-            message(&a_again, 50, 100, 1),
-            message(&b, 0, 10, 1),
-            message(&a, 100, 200, 1),
-            // A gap: 200..300 was not handed on.
-            message(&a, 300, 400, 1),
-            message(&a, 200, 300, 1),
-            // Sent again (went back): not a gap.
-            message(&a, 0, 100, 1),
-        ]);
-        d.refuse_gaps(&mut first);
-        let kept: Vec<bool> = first.iter().map(Option::is_some).collect();
-        assert_eq!(kept, vec![true, true, true, true, false, true, true]);
-        match answers.get_mut(4).unwrap().try_recv() {
-            Ok(Err(SendError::SourceGap {
-                expected, found, ..
-            })) => assert_eq!((expected, found), (200, 300)),
-            other => panic!("the message after the gap: {other:?}"),
-        }
-        {
-            let placed = d.placed.lock().unwrap();
-            assert_eq!(placed.sent.get(&a), Some(&(1, 300)));
-            assert_eq!(placed.sent.get(&b), Some(&(1, 10)));
-        }
-        // The next batch goes on from there; a new epoch starts afresh.
-        let (mut second, _answers) = slots(vec![
-            message(&a, 350, 450, 1),
-            message(&b, 10, 20, 1),
-            message(&a, 900, 1000, 2),
-        ]);
-        d.refuse_gaps(&mut second);
-        let kept: Vec<bool> = second.iter().map(Option::is_some).collect();
-        assert_eq!(kept, vec![false, true, true]);
-        {
-            let placed = d.placed.lock().unwrap();
-            assert_eq!(placed.sent.get(&a), Some(&(2, 1000)));
-            assert_eq!(placed.sent.get(&b), Some(&(1, 20)));
-        }
-        // A run under another pointer right after one of the same source partition goes on
-        // from where that run left it, not from what the batch found.
-        let (mut third, _answers) = slots(vec![
-            message(&a, 1000, 1100, 2),
-            message(&a_again, 1100, 1200, 2),
-        ]);
-        d.refuse_gaps(&mut third);
-        let kept: Vec<bool> = third.iter().map(Option::is_some).collect();
-        assert_eq!(kept, vec![true, true]);
-        assert_eq!(d.placed.lock().unwrap().sent.get(&a), Some(&(2, 1200)));
-    }
-}
+mod tests;

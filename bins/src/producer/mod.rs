@@ -20,6 +20,7 @@
 
 pub mod directory;
 mod dispatch;
+mod locate;
 mod mirrored;
 mod placement_records;
 pub(crate) mod targets;

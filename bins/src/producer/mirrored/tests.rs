@@ -1,0 +1,212 @@
+//! Unit tests of the mirror's producer bookkeeping: placement clocks, set grouping and gap
+//! refusal.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+use super::*;
+use crate::env::TokioEnv;
+use crate::producer::directory::Directory;
+use crate::producer::{Record, SourceMark};
+use tributary_core::config::{Discovery, Properties};
+use tributary_core::consumer::BrokerPartition;
+use tributary_core::identity::ClusterId;
+
+type Answer = tokio::sync::oneshot::Receiver<Result<Delivered, SendError>>;
+
+fn dispatcher() -> Dispatcher<TokioEnv> {
+    let text = "broker.list=0:127.0.0.1:9\ndurable.acks=true\nproducer.type=sync\n";
+    let config = tributary_core::config::ProducerConfig::from_properties(
+        &Properties::parse("test", text).unwrap(),
+    )
+    .unwrap();
+    let Discovery::BrokerList(list) = &config.discovery else {
+        panic!("a broker.list producer");
+    };
+    let directory = Directory::fixed(list);
+    Dispatcher::new(TokioEnv, config, directory)
+}
+
+fn key(partition: u32) -> Arc<SourceKey> {
+    Arc::new(SourceKey {
+        cluster: ClusterId::parse("east").unwrap(),
+        topic: "orders".parse().unwrap(),
+        partition: BrokerPartition {
+            broker_id: 0,
+            partition,
+        },
+    })
+}
+
+/// A mirror's message of `key` from `start` to `next` in `epoch`, and where its outcome
+/// is told.
+fn message(key: &Arc<SourceKey>, start: i64, next: i64, epoch: u64) -> (Option<Pending>, Answer) {
+    let (done, answer) = tokio::sync::oneshot::channel();
+    let mark = SourceMark {
+        key: key.clone(),
+        start,
+        next,
+        epoch,
+    };
+    let record = Record::mirrored("t".parse().unwrap(), &b"m"[..], mark);
+    (Some(Pending { record, done }), answer)
+}
+
+fn slots(messages: Vec<(Option<Pending>, Answer)>) -> (Vec<Option<Pending>>, Vec<Answer>) {
+    messages.into_iter().unzip()
+}
+
+#[test]
+fn a_broker_keeps_its_source_partitions_until_failing_and_unregistered_for_the_grace() {
+    let now = tokio::time::Instant::now();
+    let long_ago = now
+        .checked_sub(PLACEMENT_GRACE + std::time::Duration::from_secs(10))
+        .expect("a clock past the grace");
+    let since = |at| BTreeMap::from([(0, at)]);
+    let never = BTreeMap::new();
+    assert!(
+        usable(&since(long_ago), &since(long_ago), 0, &[0, 1]),
+        "registered with the topic"
+    );
+    assert!(
+        usable(&since(long_ago), &since(now), 0, &[1]),
+        "failing for long (a partition refusing sets), unregistered just now (a crash)"
+    );
+    assert!(
+        usable(&since(now), &since(long_ago), 0, &[1]),
+        "failing just now"
+    );
+    assert!(
+        usable(&never, &since(long_ago), 0, &[1]),
+        "never failed here"
+    );
+    assert!(
+        usable(&since(long_ago), &never, 0, &[1]),
+        "never seen unregistered"
+    );
+    assert!(
+        !usable(&since(long_ago), &since(long_ago), 0, &[1]),
+        "gone for the grace"
+    );
+}
+
+#[test]
+fn a_broker_is_absent_from_the_first_look_without_it_to_the_next_with_it() {
+    let mut placed = Placements::default();
+    let both = BTreeMap::from([(0, ("b0".to_string(), 9)), (1, ("b1".to_string(), 9))]);
+    let one = BTreeMap::from([(1, ("b1".to_string(), 9))]);
+    placed.note_registry(&both);
+    assert!(placed.absent.is_empty());
+    placed.note_registry(&one);
+    let first = placed.absent.get(&0).copied();
+    assert!(first.is_some(), "broker 0 missing");
+    placed.note_registry(&one);
+    assert_eq!(
+        placed.absent.get(&0).copied(),
+        first,
+        "absent since the first look"
+    );
+    assert_eq!(placed.addresses.get(&0).map(|a| a.0.as_str()), Some("b0"));
+    placed.note_registry(&both);
+    assert!(placed.absent.is_empty(), "seen again");
+}
+
+#[test]
+fn runs_group_each_source_partition_in_order_and_cut_where_its_offsets_go_back() {
+    let d = dispatcher();
+    let (a, b) = (key(0), key(1));
+    // The same source partition under another pointer (a key built again for a later
+    // chunk) joins the same run.
+    let a_again = Arc::new((*a).clone());
+    let (mut slots, _answers) = slots(vec![
+        message(&a, 0, 100, 1),
+        message(&a, 100, 200, 1),
+        message(&b, 0, 100, 1),
+        message(&a_again, 200, 300, 1),
+        message(&a, 50, 150, 1),
+        message(&b, 100, 200, 1),
+        message(&a, 150, 250, 1),
+    ]);
+    let partitions = vec![-1; slots.len()];
+    let runs = d.runs(&mut slots, &partitions);
+    let grouped: Vec<(u32, Vec<usize>)> = runs
+        .iter()
+        .map(|r| (r.key.partition.partition, r.indexes.clone()))
+        .collect();
+    assert_eq!(
+        grouped,
+        vec![(0, vec![0, 1, 3]), (1, vec![2, 5]), (0, vec![4, 6])],
+    );
+    // Another partition asked for is another run.
+    let (mut slots, _answers) = slots_of(&a);
+    let runs = d.runs(&mut slots, &[-1, 3, -1]);
+    let grouped: Vec<(i32, Vec<usize>)> = runs
+        .iter()
+        .map(|r| (r.partition, r.indexes.clone()))
+        .collect();
+    assert_eq!(grouped, vec![(-1, vec![0, 2]), (3, vec![1])]);
+}
+
+fn slots_of(key: &Arc<SourceKey>) -> (Vec<Option<Pending>>, Vec<Answer>) {
+    slots(vec![
+        message(key, 0, 10, 1),
+        message(key, 10, 20, 1),
+        message(key, 20, 30, 1),
+    ])
+}
+
+#[test]
+fn a_message_after_a_gap_in_its_epoch_is_refused_and_the_sent_point_is_kept_across_batches() {
+    let d = dispatcher();
+    let (a, b) = (key(0), key(1));
+    // The same source partition under another pointer (a key built again for a later
+    // chunk) goes on from where the first left it.
+    let a_again = Arc::new((*a).clone());
+    let (mut first, mut answers) = slots(vec![
+        message(&a, 0, 50, 1),
+        message(&a_again, 50, 100, 1),
+        message(&b, 0, 10, 1),
+        message(&a, 100, 200, 1),
+        // A gap: 200..300 was not handed on.
+        message(&a, 300, 400, 1),
+        message(&a, 200, 300, 1),
+        // Sent again (went back): not a gap.
+        message(&a, 0, 100, 1),
+    ]);
+    d.refuse_gaps(&mut first);
+    let kept: Vec<bool> = first.iter().map(Option::is_some).collect();
+    assert_eq!(kept, vec![true, true, true, true, false, true, true]);
+    match answers.get_mut(4).unwrap().try_recv() {
+        Ok(Err(SendError::SourceGap {
+            expected, found, ..
+        })) => assert_eq!((expected, found), (200, 300)),
+        other => panic!("the message after the gap: {other:?}"),
+    }
+    {
+        let placed = d.placed.lock().unwrap();
+        assert_eq!(placed.sent.get(&a), Some(&(1, 300)));
+        assert_eq!(placed.sent.get(&b), Some(&(1, 10)));
+    }
+    // The next batch goes on from there; a new epoch starts afresh.
+    let (mut second, _answers) = slots(vec![
+        message(&a, 350, 450, 1),
+        message(&b, 10, 20, 1),
+        message(&a, 900, 1000, 2),
+    ]);
+    d.refuse_gaps(&mut second);
+    let kept: Vec<bool> = second.iter().map(Option::is_some).collect();
+    assert_eq!(kept, vec![false, true, true]);
+    {
+        let placed = d.placed.lock().unwrap();
+        assert_eq!(placed.sent.get(&a), Some(&(2, 1000)));
+        assert_eq!(placed.sent.get(&b), Some(&(1, 20)));
+    }
+    // A run under another pointer right after one of the same source partition goes on
+    // from where that run left it, not from what the batch found.
+    let (mut third, _answers) = slots(vec![
+        message(&a, 1000, 1100, 2),
+        message(&a_again, 1100, 1200, 2),
+    ]);
+    d.refuse_gaps(&mut third);
+    let kept: Vec<bool> = third.iter().map(Option::is_some).collect();
+    assert_eq!(kept, vec![true, true]);
+    assert_eq!(d.placed.lock().unwrap().sent.get(&a), Some(&(2, 1200)));
+}
