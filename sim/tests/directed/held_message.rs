@@ -267,8 +267,8 @@ fn a_message_held_while_its_topic_is_decided_is_not_forwarded_after_the_next_str
         "with the held message forwarded as it is, a's partition 1 did not go out of order: the steps no longer reach the situation: {broken:?} {planted:?}"
     );
     // With only the wait marks planted away, the held message is withdrawn, but the other
-    // stream has sent the later ones first (with positions, the held one sent again would be
-    // taken for held: the loss fresh seeds 88,154 and 88,415 found).
+    // stream has sent the later ones first (with positions, the held one sent again would then
+    // be taken for held by the mirror partition's positions, and lost).
     let (unmarked, _) = run(&[Bug::CommitPastWaitingMessage]);
     let first = first_forward(&unmarked, "a", "0-1");
     assert!(
