@@ -194,7 +194,7 @@ fn messages_of_a_committed_wrapper_start_do_not_count_as_uncommitted() {
 const SECOND: Duration = Duration::from_secs(1);
 
 fn forward(m: &mut SourceMirror, p: &SourcePartition, epoch: u64, offset: i64) -> u64 {
-    match m.on_message(p, epoch, offset) {
+    match m.on_message(p, epoch, offset, 0) {
         Admission::Forward { seq, .. } => seq,
         Admission::Skip => panic!("{p} at {offset} was skipped"),
     }
@@ -207,7 +207,7 @@ fn a_message_of_a_new_epoch_starts_a_new_window_and_acks_of_the_old_change_nothi
     let old = forward(&mut m, &p, 1, 100);
     forward(&mut m, &p, 1, 200);
     assert_eq!(
-        m.on_message(&p, 2, 100),
+        m.on_message(&p, 2, 100, 0),
         Admission::Forward {
             seq: 3,
             reset: Some(Reset::NewEpoch { dropped: 2 })
@@ -248,7 +248,7 @@ fn offsets_going_back_within_an_epoch_start_a_new_window() {
     forward(&mut m, &p, 1, 500);
     forward(&mut m, &p, 1, 600);
     assert_eq!(
-        m.on_message(&p, 1, 50),
+        m.on_message(&p, 1, 50, 0),
         Admission::Forward {
             seq: 3,
             reset: Some(Reset::WentBack {
@@ -286,7 +286,7 @@ fn a_partition_stopped_in_an_epoch_forwards_and_commits_nothing_more_in_it() {
         "stopped once"
     );
     assert!(m.is_stopped(&p, 1));
-    assert_eq!(m.on_message(&p, 1, 300), Admission::Skip);
+    assert_eq!(m.on_message(&p, 1, 300, 0), Admission::Skip);
     assert_eq!(m.in_flight(), 1, "only q's message");
     assert_eq!(m.force_commits(), None, "p's window went with the stop");
     // Another partition goes on; a new epoch starts p again.
@@ -296,7 +296,7 @@ fn a_partition_stopped_in_an_epoch_forwards_and_commits_nothing_more_in_it() {
     m.on_commit_outcome(&answer(&round.commits[0], CommitOutcome::Written));
     m.on_round_done();
     assert!(matches!(
-        m.on_message(&p, 2, 100),
+        m.on_message(&p, 2, 100, 0),
         Admission::Forward { .. }
     ));
     // Refused before sending: withdrawn, and stopped in its epoch.
@@ -308,7 +308,37 @@ fn a_partition_stopped_in_an_epoch_forwards_and_commits_nothing_more_in_it() {
         None,
         "nothing of a stopped partition is committed"
     );
-    assert_eq!(m.on_message(&p, 2, 300), Admission::Skip);
+    assert_eq!(m.on_message(&p, 2, 300, 0), Admission::Skip);
+    assert!(m.invariants_hold());
+}
+
+#[test]
+fn the_stream_a_partition_moved_from_within_its_epoch_is_named_to_the_stream_it_moved_to() {
+    let (p, q) = (part("0-0"), part("0-1"));
+    let mut m = SourceMirror::new(0, 10, SECOND, 0);
+    assert_eq!(m.moved_from(&p, 1, 0), None, "nothing recorded yet");
+    // Stream 0 forwards p's message to 100; a rebalance in the same epoch hands p to stream 1.
+    m.on_message(&p, 1, 100, 0);
+    assert_eq!(m.moved_from(&p, 1, 0), None, "the same stream goes on");
+    assert_eq!(
+        m.moved_from(&p, 1, 1),
+        Some(0),
+        "stream 1 goes on after stream 0"
+    );
+    assert_eq!(
+        m.moved_from(&q, 1, 1),
+        None,
+        "another partition is not concerned"
+    );
+    assert_eq!(
+        m.moved_from(&p, 2, 1),
+        None,
+        "a new epoch starts from the commit"
+    );
+    // Once stream 1 recorded a message of p, p is stream 1's.
+    m.on_message(&p, 1, 200, 1);
+    assert_eq!(m.moved_from(&p, 1, 1), None);
+    assert_eq!(m.moved_from(&p, 1, 0), Some(1));
     assert!(m.invariants_hold());
 }
 
@@ -361,7 +391,7 @@ fn a_stop_in_an_old_epoch_leaves_the_window_of_a_newer_one() {
     assert_eq!(m.in_flight(), 1, "the epoch-2 window is not the stop's");
     assert_eq!(m.on_withdrawn(&p, 1), 0);
     assert!(matches!(
-        m.on_message(&p, 2, 200),
+        m.on_message(&p, 2, 200, 0),
         Admission::Forward { .. }
     ));
 }
@@ -520,7 +550,7 @@ fn a_stopped_partition_stays_stopped_in_its_epoch_when_ownership_no_longer_lists
     m.on_ack(&p, 2, a, 10, AckOutcome::TooLarge);
     m.on_ownership(2, &[]);
     assert_eq!(
-        m.on_message(&p, 2, 20),
+        m.on_message(&p, 2, 20, 0),
         Admission::Skip,
         "still held by a stream"
     );
@@ -529,7 +559,10 @@ fn a_stopped_partition_stays_stopped_in_its_epoch_when_ownership_no_longer_lists
         !m.is_stopped(&p, 2),
         "forgotten once owned in a newer epoch"
     );
-    assert!(matches!(m.on_message(&p, 3, 10), Admission::Forward { .. }));
+    assert!(matches!(
+        m.on_message(&p, 3, 10, 0),
+        Admission::Forward { .. }
+    ));
 }
 
 /// A message as the property test's model knows it.
@@ -573,7 +606,7 @@ fn random_drivers_never_get_a_commit_past_an_unacknowledged_message() {
                     }
                     next[i] += rng.random_range(0..3);
                     let offset = next[i];
-                    match m.on_message(&parts[i], epoch[i], offset) {
+                    match m.on_message(&parts[i], epoch[i], offset, 0) {
                         Admission::Forward { seq, reset } => {
                             if reset.is_some()
                                 || m.epoch_of(&parts[i]) != window[i].first().map(|s| s.epoch)

@@ -349,6 +349,7 @@ impl Mirror {
             let limit = queue_size.saturating_mul(source_streams.len().max(1));
             let window = Arc::new(SourceWindow::new(
                 index,
+                stream_index..stream_index + source_streams.len(),
                 limit,
                 settings.commit_interval,
                 env.now_ms(),

@@ -3,7 +3,8 @@
 //! marked in it; the source's commit task (`commits.rs`) commits the acknowledged prefix.
 //!
 //! The hot path does per message one lock of the window shared by the source's streams (when
-//! forwarding), and one more per batch of acknowledgements; deliveries wait in a queue of which
+//! forwarding) and two atomic changes of the stream's own count of messages on their way to the
+//! producer, and one more lock per batch of acknowledgements; deliveries wait in a queue of which
 //! only the oldest is awaited, not each in a task of its own; a partition's key is built once
 //! per chunk. (A task and a lock per acknowledgement, and a linear search of the window, had the
 //! mirror spend most of its time on bookkeeping for 100-byte messages.)
@@ -24,7 +25,7 @@ use tributary_core::mirror::SourcePartition;
 use tributary_core::wire::TopicName;
 
 use super::origins::{DecideAhead, OriginGate, StreamVerdicts, Verdict};
-use super::window::{SourceWindow, WaitMark};
+use super::window::{Admit, SourceWindow, WaitMark};
 use super::{
     MirrorError, MirrorEvent, MirrorObserver, MirrorStats, ProducerHandle, SHUTDOWN_ACK_WAIT,
 };
@@ -370,21 +371,25 @@ async fn forward(
         }
     };
     // A message held across the decision's wait: a rebalance may have moved its partition
-    // meanwhile. No await from the last look at its hold to the window's record of it, so
-    // what is decided holds.
-    let (seq, room) = loop {
-        let mut hold = message.holder.now();
-        if tributary_core::planted::active(tributary_core::planted::Bug::HeldMessageForwarded) {
-            hold = Hold::Held;
-        }
-        match hold {
-            Hold::Held => {}
-            Hold::Unsettled => {
-                mark.get_or_insert_with(|| WaitMark::new(&context.window, &key, message.offset));
-                tokio::time::sleep(HOLD_RECHECK).await;
-                continue;
-            }
-            Hold::Gone => {
+    // meanwhile. Its hold is looked at and the message recorded under one lock of the window,
+    // so what is decided holds.
+    let (seq, room, handing) = loop {
+        let hold = || match tributary_core::planted::active(
+            tributary_core::planted::Bug::HeldMessageForwarded,
+        ) {
+            true => Hold::Held,
+            false => message.holder.now(),
+        };
+        let admitted = context.window.admit(
+            hold,
+            &key,
+            message.epoch,
+            message.offset,
+            context.stream,
+            context.positions.is_some(),
+        );
+        match admitted {
+            Admit::NotHeld(Hold::Gone) => {
                 // The ownership it was handed out in is over; the next one starts from the
                 // commit, which is not past it.
                 tracing::debug!(
@@ -394,32 +399,26 @@ async fn forward(
                 );
                 return Ok(context.window.lock().has_room());
             }
-            Hold::Moved => return Ok(withdraw_moved(context, &key, &message)),
-        }
-        // Looked at and recorded under one lock: no earlier message of the partition is
-        // marked between the look and the record.
-        let admitted = {
-            let mut state = context.window.lock();
-            match state.waits_behind(&key, message.offset) {
-                true => None,
-                false => Some((
-                    state.on_message(&key, message.epoch, message.offset),
-                    state.has_room(),
-                )),
-            }
-        };
-        match admitted {
-            None => {
+            Admit::NotHeld(Hold::Moved) => return Ok(withdraw_moved(context, &key, &message)),
+            Admit::NotHeld(_) | Admit::Behind => {
                 mark.get_or_insert_with(|| WaitMark::new(&context.window, &key, message.offset));
                 tokio::time::sleep(HOLD_RECHECK).await;
             }
             // Stopped in this epoch: what the stream still holds of it is not forwarded.
-            Some((Admission::Skip, room)) => return Ok(room),
-            Some((Admission::Forward { seq, reset }, room)) => {
+            Admit::Decided {
+                admission: Admission::Skip,
+                room,
+                ..
+            } => return Ok(room),
+            Admit::Decided {
+                admission: Admission::Forward { seq, reset },
+                room,
+                handing,
+            } => {
                 if let Some(Reset::WentBack { from, dropped }) = reset {
                     tracing::warn!("mirror: {}/{} went back from {from} to {}; {dropped} unacknowledged messages of the old offsets are not committed", message.topic, message.partition, message.offset);
                 }
-                break (seq, room);
+                break (seq, room, handing);
             }
         }
     };
@@ -441,7 +440,10 @@ async fn forward(
         bytes: message.payload.len() as u64,
     };
     let record = record_of(target_topic, message, position_key);
-    let delivery = match context.producer_for(&record).send(record).await {
+    let sent = context.producer_for(&record).send(record).await;
+    // With the producer (or refused by it): a stream its partition moves to may go on.
+    drop(handing);
+    let delivery = match sent {
         Ok(delivery) => delivery,
         // Kafka 0.7's loss, planted for the simulator: the message is dropped and the mirror
         // goes on as if it had been delivered.

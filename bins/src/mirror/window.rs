@@ -1,12 +1,17 @@
-//! What the tasks of one source share: core's [`SourceMirror`] behind a lock, and the two
-//! wake-ups around it. The streams feed it messages and acknowledgements; the source's commit
-//! task (`commits.rs`) runs the rounds it decides.
+//! What the tasks of one source share: core's [`SourceMirror`] behind a lock, the two wake-ups
+//! around it, and each stream's count of messages recorded and not yet with the producer. The
+//! streams feed it messages and acknowledgements; the source's commit task (`commits.rs`) runs
+//! the rounds it decides.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
+use tributary_core::mirror::source::Admission;
 use tributary_core::mirror::{SourceMirror, SourcePartition};
+
+use crate::consumer::Hold;
 
 /// One source's mirror state, shared by its streams and its commit task.
 #[derive(Debug)]
@@ -18,18 +23,122 @@ pub(super) struct SourceWindow {
     changed: watch::Sender<u64>,
     /// Woken when a full window of acknowledgements waits (the commit task looks at once).
     pub(super) commit_wanted: Notify,
+    /// The source's streams are numbered from this one.
+    first_stream: usize,
+    /// Per stream of the source: messages it recorded as forwarded and has not yet handed to
+    /// the producer ([`SourceWindow::admit`]).
+    handing: Box<[Handing]>,
+}
+
+/// A stream's count of messages recorded and not yet handed to the producer, on a cache line of
+/// its own: each stream changes its own twice per message, and the others only read it when a
+/// partition moves to them.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Handing(AtomicUsize);
+
+/// What [`SourceWindow::admit`] decided for a message.
+pub(super) enum Admit<'a> {
+    /// Its partition is not held by the stream as it was (moved, gone, or a rebalance under
+    /// way): nothing was recorded.
+    NotHeld(Hold),
+    /// An earlier message of its partition is not with the producer yet: ask again later.
+    Behind,
+    /// Recorded (or skipped, see [`Admission`]); `room` is whether the window has room for
+    /// another. Until `handing` is dropped (once the message is with the producer), a stream
+    /// the partition moves to waits before its own messages of it.
+    Decided {
+        admission: Admission,
+        room: bool,
+        handing: HandingGuard<'a>,
+    },
+}
+
+/// Counts a message of a stream as recorded and not yet with the producer, until dropped.
+pub(super) struct HandingGuard<'a> {
+    count: Option<&'a Handing>,
+}
+
+impl Drop for HandingGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(count) = self.count {
+            count.0.fetch_sub(1, Ordering::Release);
+        }
+    }
 }
 
 impl SourceWindow {
     /// Source `source` at `now_ms`: at most `limit` messages unacknowledged (`queue.size` ×
     /// streams); a commit round every `commit_interval`, or as soon as `limit` acknowledged
     /// messages wait.
-    pub(super) fn new(source: usize, limit: usize, commit_interval: Duration, now_ms: i64) -> Self {
+    /// Its streams are numbered `streams`.
+    pub(super) fn new(
+        source: usize,
+        streams: std::ops::Range<usize>,
+        limit: usize,
+        commit_interval: Duration,
+        now_ms: i64,
+    ) -> Self {
         SourceWindow {
             state: Mutex::new(SourceMirror::new(source, limit, commit_interval, now_ms)),
             changed: watch::Sender::new(0),
             commit_wanted: Notify::new(),
+            first_stream: streams.start,
+            handing: streams.map(|_| Handing::default()).collect(),
         }
+    }
+
+    /// Looks at where the message of `key` (resume offset `offset`, epoch `epoch`) that stream
+    /// `stream` handed out is held now, and records it as forwarded if it may go on, all under
+    /// one lock: a rebalance that moves its partition to another stream of this member is
+    /// either seen here, or that stream's first message of it is recorded after this one.
+    ///
+    /// With `ordered` (the mirror's positions: a message reaching the mirror cluster after a
+    /// later one of its partition is taken for held), a message of a partition another stream
+    /// forwarded last in this epoch also waits until that stream has handed every message it
+    /// recorded to the producer: otherwise, that stream held back between the record and the
+    /// hand-over (a full queue, a thread preempted), this one could reach the producer first.
+    pub(super) fn admit(
+        &self,
+        hold: impl FnOnce() -> Hold,
+        key: &SourcePartition,
+        epoch: u64,
+        offset: i64,
+        stream: usize,
+        ordered: bool,
+    ) -> Admit<'_> {
+        let mut state = self.lock();
+        let hold = hold();
+        if hold != Hold::Held {
+            return Admit::NotHeld(hold);
+        }
+        let handing_over = ordered
+            && state.moved_from(key, epoch, stream).is_some_and(|from| {
+                self.handing(from)
+                    .is_some_and(|h| h.0.load(Ordering::Acquire) > 0)
+            });
+        if handing_over || state.waits_behind(key, offset) {
+            return Admit::Behind;
+        }
+        let admission = state.on_message(key, epoch, offset, stream);
+        let count = self.handing(stream);
+        debug_assert!(
+            count.is_some(),
+            "stream {stream} is not one of its source's"
+        );
+        if let Some(count) = count {
+            // Under the lock: a stream that reads it under the lock after this sees it.
+            count.0.fetch_add(1, Ordering::AcqRel);
+        }
+        Admit::Decided {
+            admission,
+            room: state.has_room(),
+            handing: HandingGuard { count },
+        }
+    }
+
+    fn handing(&self, stream: usize) -> Option<&Handing> {
+        self.handing.get(stream.checked_sub(self.first_stream)?)
     }
 
     /// The state. Only memory work happens under this lock; a poisoned one is a bug here, and
@@ -88,5 +197,75 @@ impl Drop for WaitMark<'_> {
             state.on_wait_over(&self.key, self.offset);
         }
         self.window.changed();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition() -> SourcePartition {
+        let partition = tributary_core::consumer::BrokerPartition {
+            broker_id: 0,
+            partition: 0,
+        };
+        SourcePartition::new(0, "t".parse().unwrap(), partition)
+    }
+
+    fn forwarded(admit: Admit<'_>) -> HandingGuard<'_> {
+        match admit {
+            Admit::Decided {
+                admission: Admission::Forward { .. },
+                handing,
+                ..
+            } => handing,
+            _ => panic!("not forwarded"),
+        }
+    }
+
+    #[test]
+    fn a_partition_moved_between_streams_waits_until_the_first_stream_has_handed_its_messages_on() {
+        let window = SourceWindow::new(0, 3..5, 10, Duration::from_secs(1), 0);
+        let p = partition();
+        // Stream 3 records p's message to 100 and has not handed it to the producer yet.
+        let handing = forwarded(window.admit(|| Hold::Held, &p, 1, 100, 3, true));
+        // The partition moved to stream 4 in the same epoch: its later message waits.
+        assert!(matches!(
+            window.admit(|| Hold::Held, &p, 1, 200, 4, true),
+            Admit::Behind
+        ));
+        // Stream 3 goes on with its own next message meanwhile.
+        drop(forwarded(window.admit(|| Hold::Held, &p, 1, 150, 3, true)));
+        assert!(matches!(
+            window.admit(|| Hold::Held, &p, 1, 200, 4, true),
+            Admit::Behind
+        ));
+        drop(handing);
+        drop(forwarded(window.admit(|| Hold::Held, &p, 1, 200, 4, true)));
+        assert_eq!(window.lock().in_flight(), 3);
+    }
+
+    #[test]
+    fn without_positions_or_in_a_new_epoch_a_moved_partition_does_not_wait() {
+        let window = SourceWindow::new(0, 0..2, 10, Duration::from_secs(1), 0);
+        let p = partition();
+        let _handing = forwarded(window.admit(|| Hold::Held, &p, 1, 100, 0, true));
+        // Positions off: the mirror cluster does not judge order.
+        drop(forwarded(window.admit(|| Hold::Held, &p, 1, 200, 1, false)));
+        // A new epoch starts from the commit: nothing of the old one is waited for.
+        drop(forwarded(window.admit(|| Hold::Held, &p, 2, 50, 0, true)));
+    }
+
+    #[test]
+    fn a_message_whose_partition_is_not_held_is_not_recorded() {
+        let window = SourceWindow::new(0, 0..2, 10, Duration::from_secs(1), 0);
+        let p = partition();
+        for hold in [Hold::Moved, Hold::Gone, Hold::Unsettled] {
+            assert!(matches!(
+                window.admit(|| hold, &p, 1, 100, 0, true),
+                Admit::NotHeld(h) if h == hold
+            ));
+        }
+        assert_eq!(window.lock().in_flight(), 0);
     }
 }

@@ -38,6 +38,14 @@ use crate::consumer::{Commit, CommitAnswer};
 
 use super::{MirrorWindow, SourcePartition};
 
+/// Which ownership a partition's window belongs to, and which of the member's streams recorded
+/// its last message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Owner {
+    epoch: u64,
+    stream: usize,
+}
+
 /// One source's mirror state: the windows of its partitions and their epochs, the partitions
 /// stopped, and the commit schedule.
 #[derive(Debug)]
@@ -45,8 +53,9 @@ pub struct SourceMirror {
     /// Which source this is (the first field of every partition's key).
     source: usize,
     window: MirrorWindow,
-    /// The epoch each partition's window belongs to.
-    epochs: BTreeMap<SourcePartition, u64>,
+    /// The epoch each partition's window belongs to, and the stream that recorded its last
+    /// message.
+    epochs: BTreeMap<SourcePartition, Owner>,
     /// Partitions stopped at a message the mirror cluster cannot take, with the epoch they were
     /// stopped in: nothing more of them is forwarded, acknowledged into the window or committed
     /// in that epoch (the source group starts them again in a new one).
@@ -187,21 +196,23 @@ impl SourceMirror {
         }
     }
 
-    /// A message of `partition` with resume offset `offset`, handed out in epoch `epoch`, is
-    /// about to go to the producer: whether to forward it, and under which sequence number. A
-    /// forwarded message counts as in flight until its acknowledgement.
+    /// A message of `partition` with resume offset `offset`, handed out in epoch `epoch` by
+    /// stream `stream` of the member, is about to go to the producer: whether to forward it,
+    /// and under which sequence number. A forwarded message counts as in flight until its
+    /// acknowledgement.
     pub fn on_message(
         &mut self,
         partition: &SourcePartition,
         epoch: u64,
         offset: i64,
+        stream: usize,
     ) -> Admission {
         if self.stopped.get(partition) == Some(&epoch) {
             return Admission::Skip;
         }
         let known = self.epochs.get(partition).copied();
         let mut reset = None;
-        if known.is_some_and(|e| e != epoch) {
+        if known.is_some_and(|o| o.epoch != epoch) {
             let dropped = self.window.lost(partition);
             reset = Some(Reset::NewEpoch { dropped });
         }
@@ -215,8 +226,9 @@ impl SourceMirror {
         }
         self.seq += 1;
         self.window.sent(partition, self.seq, offset);
-        if known != Some(epoch) {
-            self.epochs.insert(partition.clone(), epoch);
+        let owner = Owner { epoch, stream };
+        if known != Some(owner) {
+            self.epochs.insert(partition.clone(), owner);
         }
         Admission::Forward {
             seq: self.seq,
@@ -264,6 +276,23 @@ impl SourceMirror {
             .is_some_and(|first| *first < offset)
     }
 
+    /// The stream that recorded the last message of `partition` in epoch `epoch`, when it is not
+    /// `stream`: a rebalance moved the partition between the member's streams within the epoch.
+    /// `stream` must not hand a later message of it to the producer before that stream's sends
+    /// under way have reached the producer: arriving first, the later message would have the
+    /// mirror partition's positions take the earlier one for held.
+    pub fn moved_from(
+        &self,
+        partition: &SourcePartition,
+        epoch: u64,
+        stream: usize,
+    ) -> Option<usize> {
+        self.epochs
+            .get(partition)
+            .filter(|o| o.epoch == epoch && o.stream != stream)
+            .map(|o| o.stream)
+    }
+
     /// The last message forwarded for `partition` (epoch `epoch`) was refused by the producer
     /// before it was sent (too large for the mirror cluster): the partition stops in that epoch,
     /// and its window of that epoch goes with it — nothing of it is committed past its last
@@ -280,7 +309,7 @@ impl SourceMirror {
         // A late stop of an older epoch never un-stops a newer one.
         let stopped = self.stopped.entry(partition.clone()).or_insert(epoch);
         *stopped = (*stopped).max(epoch);
-        if self.epochs.get(partition) == Some(&epoch) {
+        if self.epoch(partition) == Some(epoch) {
             self.window.lost(partition)
         } else {
             0
@@ -300,7 +329,7 @@ impl SourceMirror {
         let stopped = self.stopped.get(partition) == Some(&epoch);
         match outcome {
             AckOutcome::Durable => {
-                if stopped || self.epochs.get(partition) != Some(&epoch) {
+                if stopped || self.epoch(partition) != Some(epoch) {
                     return AckEffect::Ignored;
                 }
                 self.window.acked_at(partition, seq, offset);
@@ -330,7 +359,7 @@ impl SourceMirror {
         let gone: Vec<SourcePartition> = self
             .epochs
             .iter()
-            .filter(|(p, epoch)| **epoch <= generation && owned.get(p) != Some(*epoch))
+            .filter(|(p, o)| o.epoch <= generation && owned.get(p) != Some(&o.epoch))
             .map(|(p, _)| p.clone())
             .collect();
         let mut effect = OwnershipEffect::default();
@@ -409,7 +438,7 @@ impl SourceMirror {
                     || crate::planted::active(crate::planted::Bug::CommitPastWaitingMessage)
             })
             .filter_map(|(partition, offset)| {
-                let epoch = *self.epochs.get(&partition)?;
+                let epoch = self.epoch(&partition)?;
                 Some(Commit {
                     topic: partition.topic,
                     partition: partition.partition,
@@ -439,7 +468,7 @@ impl SourceMirror {
         assert!(self.round_running, "a commit outcome outside a round");
         let commit = &answer.commit;
         let partition = SourcePartition::new(self.source, commit.topic.clone(), commit.partition);
-        let current = self.epochs.get(&partition) == Some(&commit.epoch);
+        let current = self.epoch(&partition) == Some(commit.epoch);
         if answer.outcome.is_done() {
             if !current {
                 return CommitEffect::Ignored;
@@ -488,13 +517,18 @@ impl SourceMirror {
     /// The epoch `partition`'s window belongs to (for tests).
     #[cfg(feature = "test-support")]
     pub fn epoch_of(&self, partition: &SourcePartition) -> Option<u64> {
-        self.epochs.get(partition).copied()
+        self.epoch(partition)
     }
 
     /// Whether `partition` is stopped in `epoch` (for tests).
     #[cfg(feature = "test-support")]
     pub fn is_stopped(&self, partition: &SourcePartition, epoch: u64) -> bool {
         self.stopped.get(partition) == Some(&epoch)
+    }
+
+    /// The epoch `partition`'s window belongs to.
+    fn epoch(&self, partition: &SourcePartition) -> Option<u64> {
+        self.epochs.get(partition).map(|o| o.epoch)
     }
 
     /// The window's own invariants hold, and every window has an epoch. O(partitions).
