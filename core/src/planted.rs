@@ -121,6 +121,11 @@ pub enum Bug {
     /// is not poisoned: the next mirrored append opens the records again on that beginning,
     /// and sets appended after it can come back from a restart without their records.
     PositionsBeginFailureIgnored = 1 << 37,
+    /// A mirror stream that a source partition moved to within its epoch forwards its
+    /// messages at once, without waiting for the stream it moved from to hand the messages it
+    /// recorded to the producer: a later message can reach the mirror cluster first, and the
+    /// earlier one is then taken for held.
+    HandOverNotAwaited = 1 << 38,
 }
 
 /// The partitions of one commit request [`Bug::CommitCapped`] writes.

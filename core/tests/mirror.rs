@@ -313,32 +313,30 @@ fn a_partition_stopped_in_an_epoch_forwards_and_commits_nothing_more_in_it() {
 }
 
 #[test]
-fn the_stream_a_partition_moved_from_within_its_epoch_is_named_to_the_stream_it_moved_to() {
+fn a_partition_moved_between_streams_within_its_epoch_waits_for_the_first_streams_hand_over() {
     let (p, q) = (part("0-0"), part("0-1"));
     let mut m = SourceMirror::new(0, 10, SECOND, 0);
-    assert_eq!(m.moved_from(&p, 1, 0), None, "nothing recorded yet");
-    // Stream 0 forwards p's message to 100; a rebalance in the same epoch hands p to stream 1.
-    m.on_message(&p, 1, 100, 0);
-    assert_eq!(m.moved_from(&p, 1, 0), None, "the same stream goes on");
-    assert_eq!(
-        m.moved_from(&p, 1, 1),
-        Some(0),
-        "stream 1 goes on after stream 0"
-    );
-    assert_eq!(
-        m.moved_from(&q, 1, 1),
-        None,
-        "another partition is not concerned"
-    );
-    assert_eq!(
-        m.moved_from(&p, 2, 1),
-        None,
-        "a new epoch starts from the commit"
-    );
-    // Once stream 1 recorded a message of p, p is stream 1's.
-    m.on_message(&p, 1, 200, 1);
-    assert_eq!(m.moved_from(&p, 1, 1), None);
-    assert_eq!(m.moved_from(&p, 1, 0), Some(1));
+    let busy = |_| true;
+    // Nothing recorded yet: nothing to wait for.
+    assert!(m.on_message_in_order(&p, 1, 100, 0, busy).is_some());
+    // The same stream goes on whatever it is handing over.
+    assert!(m.on_message_in_order(&p, 1, 110, 0, busy).is_some());
+    // A rebalance in the same epoch hands p to stream 1: it waits while stream 0 hands over,
+    // and is told which stream it waits for.
+    let mut asked = None;
+    let waited = m.on_message_in_order(&p, 1, 200, 1, |from| {
+        asked = Some(from);
+        true
+    });
+    assert_eq!((waited, asked), (None, Some(0)));
+    assert_eq!(m.in_flight(), 2, "nothing recorded while it waits");
+    // Another partition, and a new epoch (which starts from the commit), go on.
+    assert!(m.on_message_in_order(&q, 1, 200, 1, busy).is_some());
+    // Once stream 0's messages are with the producer, stream 1 goes on, and p is then its.
+    assert!(m.on_message_in_order(&p, 1, 200, 1, |_| false).is_some());
+    assert!(m.on_message_in_order(&p, 1, 210, 1, busy).is_some());
+    assert!(m.on_message_in_order(&p, 1, 220, 0, busy).is_none());
+    assert!(m.on_message_in_order(&p, 2, 50, 0, busy).is_some());
     assert!(m.invariants_hold());
 }
 

@@ -156,6 +156,14 @@ pub trait MirrorObserver: Send + Sync + std::fmt::Debug {
     fn gap(&self, source: usize, report: &GapReport) {
         let _ = (source, report);
     }
+    /// How long the stream holds the message just [`forwarded`](MirrorObserver::forwarded)
+    /// before handing it to the producer: none by default. The simulator's way to hold a
+    /// stream between its record of a message and the hand-over, as a thread preempted there
+    /// or a full producer queue would.
+    fn hand_over_delay(&self, event: &MirrorEvent<'_>) -> Option<std::time::Duration> {
+        let _ = event;
+        None
+    }
 }
 
 /// Why the mirror cannot run.

@@ -431,6 +431,9 @@ async fn forward(
             message.offset,
         );
         observer.forwarded(&event, &message.payload);
+        if let Some(delay) = observer.hand_over_delay(&event) {
+            tokio::time::sleep(delay).await;
+        }
     }
     let meta = AckMeta {
         key,

@@ -112,15 +112,22 @@ impl SourceWindow {
         if hold != Hold::Held {
             return Admit::NotHeld(hold);
         }
-        let handing_over = ordered
-            && state.moved_from(key, epoch, stream).is_some_and(|from| {
-                self.handing(from)
-                    .is_some_and(|h| h.0.load(Ordering::Acquire) > 0)
-            });
-        if handing_over || state.waits_behind(key, offset) {
+        if state.waits_behind(key, offset) {
             return Admit::Behind;
         }
-        let admission = state.on_message(key, epoch, offset, stream);
+        let admission = match ordered {
+            true => {
+                let handing = |from| {
+                    self.handing(from)
+                        .is_some_and(|h| h.0.load(Ordering::Acquire) > 0)
+                };
+                match state.on_message_in_order(key, epoch, offset, stream, handing) {
+                    Some(admission) => admission,
+                    None => return Admit::Behind,
+                }
+            }
+            false => state.on_message(key, epoch, offset, stream),
+        };
         let count = self.handing(stream);
         debug_assert!(
             count.is_some(),

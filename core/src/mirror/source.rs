@@ -207,10 +207,48 @@ impl SourceMirror {
         offset: i64,
         stream: usize,
     ) -> Admission {
+        let known = self.epochs.get(partition).copied();
+        self.record(partition, epoch, offset, stream, known)
+    }
+
+    /// [`SourceMirror::on_message`] for a mirror whose messages of one partition must reach
+    /// the producer in source order (the mirror's positions: a later message arriving first
+    /// would have the mirror partition take the earlier one for held). When a rebalance moved
+    /// the partition to `stream` from another stream within `epoch`, and `handing` says that
+    /// stream still has messages it recorded on their way to the producer, nothing is recorded
+    /// and `None` comes back: ask again once they are with the producer.
+    pub fn on_message_in_order(
+        &mut self,
+        partition: &SourcePartition,
+        epoch: u64,
+        offset: i64,
+        stream: usize,
+        handing: impl FnOnce(usize) -> bool,
+    ) -> Option<Admission> {
+        let known = self.epochs.get(partition).copied();
+        let moved_from = known.filter(|o| o.epoch == epoch && o.stream != stream);
+        if moved_from.is_some_and(|o| handing(o.stream))
+            && self.stopped.get(partition) != Some(&epoch)
+            && !crate::planted::active(crate::planted::Bug::HandOverNotAwaited)
+        {
+            return None;
+        }
+        Some(self.record(partition, epoch, offset, stream, known))
+    }
+
+    /// Records the message [`SourceMirror::on_message`] describes; `known` is its partition's
+    /// owner before it.
+    fn record(
+        &mut self,
+        partition: &SourcePartition,
+        epoch: u64,
+        offset: i64,
+        stream: usize,
+        known: Option<Owner>,
+    ) -> Admission {
         if self.stopped.get(partition) == Some(&epoch) {
             return Admission::Skip;
         }
-        let known = self.epochs.get(partition).copied();
         let mut reset = None;
         if known.is_some_and(|o| o.epoch != epoch) {
             let dropped = self.window.lost(partition);
@@ -274,23 +312,6 @@ impl SourceMirror {
             .get(partition)
             .and_then(|marks| marks.keys().next())
             .is_some_and(|first| *first < offset)
-    }
-
-    /// The stream that recorded the last message of `partition` in epoch `epoch`, when it is not
-    /// `stream`: a rebalance moved the partition between the member's streams within the epoch.
-    /// `stream` must not hand a later message of it to the producer before that stream's sends
-    /// under way have reached the producer: arriving first, the later message would have the
-    /// mirror partition's positions take the earlier one for held.
-    pub fn moved_from(
-        &self,
-        partition: &SourcePartition,
-        epoch: u64,
-        stream: usize,
-    ) -> Option<usize> {
-        self.epochs
-            .get(partition)
-            .filter(|o| o.epoch == epoch && o.stream != stream)
-            .map(|o| o.stream)
     }
 
     /// The last message forwarded for `partition` (epoch `epoch`) was refused by the producer

@@ -25,6 +25,13 @@
 //! `CommitPastWaitingMessage`) the first run must break the rule, which shows the steps still
 //! reach the situation; with only the wait marks planted away, the other stream's later
 //! messages must go out first.
+//!
+//! A second run reaches the same move with the message already recorded as forwarded: maker
+//! `a` copies with the mirror's positions and holds its first message of partition 1 between
+//! its record and the hand-over to the producer (the observer's `hand_over_delay`: a thread
+//! preempted there, a full queue), while the partition moves to its other stream. That stream
+//! must wait for the hand-over: its later messages reaching the mirror cluster first would
+//! have the first one taken for held, and lost (`HandOverNotAwaited` planted shows it).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,9 +46,9 @@ use tributary::client::{connect, latest_offsets, Connection};
 use tributary::consumer::Subscription;
 use tributary::mirror::{Mirror, MirrorEvent, MirrorObserver, MirrorSettings};
 use tributary_core::config::{ConsumerConfig, ProducerConfig, Properties};
-use tributary_core::message::{CompressionCodec, MessageSetBuilder};
+use tributary_core::message::{CompressionCodec, DeepIter, MessageSetBuilder};
 use tributary_core::planted::Bug;
-use tributary_core::wire::{ProduceRequest, Request, TopicName};
+use tributary_core::wire::{ErrorCode, FetchRequest, ProduceRequest, Request, Response, TopicName};
 use tributary_sim::env::SimEnv;
 use tributary_sim::sim_fs::sim_builder;
 use tributary_sim::world::{add_cluster, ClusterSpec, Control, BROKER_PORT, ZK_PORT};
@@ -70,6 +77,10 @@ type Events = Arc<Mutex<Seens>>;
 struct Recorder {
     maker: String,
     events: Events,
+    /// Maker `a` holds its first message of partition 1 this long between its record and the
+    /// hand-over to the producer.
+    stall: Option<Duration>,
+    stalled: AtomicBool,
 }
 
 impl Recorder {
@@ -97,13 +108,27 @@ impl MirrorObserver for Recorder {
     fn committed(&self, event: &MirrorEvent<'_>) {
         self.push(event, Seen::Committed { end: event.offset });
     }
+    fn hand_over_delay(&self, event: &MirrorEvent<'_>) -> Option<Duration> {
+        let first = self.maker == "a"
+            && event.partition.to_string() == "0-1"
+            && !self.stalled.swap(true, Ordering::SeqCst);
+        self.stall.filter(|_| first)
+    }
 }
 
-fn settings(maker: &str, events: &Events) -> MirrorSettings {
+/// How a maker runs: with the mirror's positions, and with a stalled hand-over.
+#[derive(Debug, Clone, Copy, Default)]
+struct Mode {
+    positions: bool,
+    stall: Option<Duration>,
+}
+
+fn settings(maker: &str, events: &Events, mode: Mode) -> MirrorSettings {
     let consumer = format!(
         "zk.connect=src-zk:{ZK_PORT}\ngroupid=mirror\nconsumerid={maker}\nzk.sessiontimeout.ms=3000\n\
          zk.connectiontimeout.ms=5000\nautooffset.reset=smallest\nfetcher.backoff.ms=100\n\
-         rebalance.backoff.ms=500\nsocket.timeout.ms=2000\n"
+         rebalance.backoff.ms=500\nsocket.timeout.ms=2000\nmirror.preserve.partitions={}\n",
+        mode.positions
     );
     let producer = format!(
         "zk.connect=dst-zk:{ZK_PORT}\nzk.sessiontimeout.ms=3000\nzk.connectiontimeout.ms=5000\n\
@@ -122,6 +147,8 @@ fn settings(maker: &str, events: &Events) -> MirrorSettings {
     settings.observer = Some(Arc::new(Recorder {
         maker: maker.to_string(),
         events: events.clone(),
+        stall: mode.stall,
+        stalled: AtomicBool::new(false),
     }));
     settings
 }
@@ -133,12 +160,13 @@ fn add_maker(
     start: Duration,
     events: &Events,
     stop: &Arc<AtomicBool>,
+    mode: Mode,
 ) {
     let (events, stop) = (events.clone(), stop.clone());
     sim.client(format!("mm-{maker}"), async move {
         tokio::time::sleep(start).await;
         let mirror = loop {
-            match Mirror::start(SimEnv::new(1), settings(maker, &events)).await {
+            match Mirror::start(SimEnv::new(1), settings(maker, &events, mode)).await {
                 Ok(mirror) => break mirror,
                 Err(e) => tracing::info!("mirror maker {maker}: {e}; retrying"),
             }
@@ -160,9 +188,19 @@ async fn produce<S: AsyncRead + AsyncWrite + Unpin>(
     partition: i32,
     count: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    produce_named(conn, partition, count, "m").await
+}
+
+/// [`produce`], the payloads named `p<partition> <name><i>`.
+async fn produce_named<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut Connection<S>,
+    partition: i32,
+    count: usize,
+    name: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
     let mut set = MessageSetBuilder::new();
     for i in 0..count {
-        set.push(format!("p{partition} m{i}").into_bytes());
+        set.push(format!("p{partition} {name}{i}").into_bytes());
     }
     let messages: Bytes = set.build(CompressionCodec::None);
     conn.send(&Request::Produce(ProduceRequest {
@@ -186,8 +224,9 @@ fn run(bugs: &[Bug]) -> (Seens, Vec<Option<i64>>) {
     let _target = add_cluster(&mut sim, &ClusterSpec::new("dst", 1, 3), &mut rng, &control);
     let events: Events = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
-    add_maker(&mut sim, "a", Duration::from_secs(2), &events, &stop);
-    add_maker(&mut sim, "b", Duration::from_secs(12), &events, &stop);
+    let mode = Mode::default();
+    add_maker(&mut sim, "a", Duration::from_secs(2), &events, &stop, mode);
+    add_maker(&mut sim, "b", Duration::from_secs(12), &events, &stop, mode);
     let ends: Arc<Mutex<Vec<Option<i64>>>> = Arc::default();
     let (app_ends, app_stop) = (ends.clone(), stop.clone());
     sim.client("app", async move {
@@ -309,4 +348,114 @@ fn a_message_held_while_its_topic_is_decided_is_not_forwarded_after_the_next_str
     // Nothing of partition 1 went out ahead of the held message: `a`'s first forward of it is
     // that message, the partition's first (15 bytes), and the rest follow it in order.
     assert_eq!(first_forward(&events, "a", "0-1"), Some(15), "{events:?}");
+}
+
+/// Every payload of `t` in the mirror cluster, sorted.
+async fn mirrored_payloads(env: &SimEnv) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let mut conn = connect(env, "dst-broker0", BROKER_PORT, Duration::from_secs(5)).await?;
+    let mut payloads = Vec::new();
+    for partition in 0..8 {
+        let fetch = Request::Fetch(FetchRequest {
+            topic: topic(),
+            partition,
+            offset: 0,
+            max_bytes: 1 << 20,
+        });
+        let Response::Fetch(answer) = conn.call(&fetch).await? else {
+            return Err("not a fetch answer".into());
+        };
+        if answer.error != ErrorCode::NoError {
+            // Past the mirror topic's partitions.
+            break;
+        }
+        for entry in DeepIter::new(answer.messages, 0, 1 << 20) {
+            payloads.push(String::from_utf8_lossy(&entry?.message.payload).into_owned());
+        }
+    }
+    payloads.sort();
+    Ok(payloads)
+}
+
+/// The hand-over steps with `bugs` planted: maker `a` copies with the mirror's positions, and
+/// holds its first message of partition 1 between its record and the hand-over to the producer
+/// (as a preempted thread would) while `b` joins and partition 1 moves to `a`'s other stream,
+/// which then reads five later messages of it. Returns what the mirror cluster holds of `t`.
+fn run_stalled(bugs: &[Bug]) -> Vec<String> {
+    tributary_core::planted::plant(bugs);
+    let mut builder = sim_builder(12);
+    builder.simulation_duration(Duration::from_secs(90));
+    let mut sim = builder.build();
+    let control = Arc::new(Control::default());
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let _source = add_cluster(&mut sim, &ClusterSpec::new("src", 1, 3), &mut rng, &control);
+    let _target = add_cluster(&mut sim, &ClusterSpec::new("dst", 1, 3), &mut rng, &control);
+    let events: Events = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stalled = Mode {
+        positions: true,
+        stall: Some(Duration::from_secs(12)),
+    };
+    add_maker(
+        &mut sim,
+        "a",
+        Duration::from_secs(2),
+        &events,
+        &stop,
+        stalled,
+    );
+    let joining = Mode {
+        positions: true,
+        stall: None,
+    };
+    add_maker(
+        &mut sim,
+        "b",
+        Duration::from_secs(12),
+        &events,
+        &stop,
+        joining,
+    );
+    let mirrored: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (app_mirrored, app_stop) = (mirrored.clone(), stop.clone());
+    sim.client("app", async move {
+        let env = SimEnv::new(2);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut conn = connect(&env, "src-broker0", BROKER_PORT, Duration::from_secs(5)).await?;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        // `a`'s stream 0 records it at once and holds it until about 17 s.
+        produce_named(&mut conn, 1, 1, "first").await?;
+        // `b` joins at 12 s; its rebalance is done well before 16 s.
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        produce_named(&mut conn, 1, 5, "later").await?;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        *app_mirrored.lock().unwrap() = mirrored_payloads(&env).await?;
+        app_stop.store(true, Ordering::Relaxed);
+        Ok(())
+    });
+    let outcome = sim.run();
+    tributary_core::planted::plant(&[]);
+    if let Err(e) = outcome {
+        panic!("the simulation failed: {e}");
+    }
+    let mirrored = mirrored.lock().unwrap().clone();
+    mirrored
+}
+
+#[test]
+fn a_partition_moved_between_streams_waits_for_the_hand_over_of_the_first_streams_message() {
+    let expected: Vec<String> = std::iter::once("p1 first0".to_string())
+        .chain((0..5).map(|i| format!("p1 later{i}")))
+        .collect();
+    // Planted: the other stream's later messages reach the mirror cluster first, and the held
+    // one, handed over after them, is taken for held: lost.
+    let planted = run_stalled(&[Bug::HandOverNotAwaited]);
+    assert!(
+        !planted.contains(&expected[0]) && planted.contains(&expected[1]),
+        "with the hand-over not awaited, the held message still reached the mirror cluster: the steps no longer reach the situation: {planted:?}"
+    );
+    let mirrored = run_stalled(&[]);
+    assert_eq!(
+        mirrored, expected,
+        "the mirror cluster holds each message once"
+    );
 }

@@ -119,6 +119,12 @@ pub(super) fn drive(
         let mut s = state(shared);
         s.stop_producing = true;
         s.phase = Phase::Drain;
+        if let Some(stalls) = s.stalls.as_ref().filter(|s| s.count > 0) {
+            *report
+                .faults
+                .entry("mirror stream stalled before a hand-over")
+                .or_default() += stalls.count;
+        }
     }
     let healed = sim.elapsed();
     let behind = messages_behind(world.source, shared);

@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use tributary::consumer::GapReport;
 use tributary::mirror::{MirrorEvent, MirrorObserver};
 
@@ -32,8 +34,49 @@ pub(super) struct Acked {
     pub(super) start: i64,
 }
 
+/// The seed's stalls of a mirror stream between its record of a message and the hand-over to
+/// the producer: what a thread preempted there, or a full queue, does to a real mirror, and
+/// what the simulator's single-threaded tasks never do by themselves.
+#[derive(Debug)]
+pub(super) struct HandOverStalls {
+    rng: ChaCha8Rng,
+    /// About one forward in this many stalls ...
+    one_in: u32,
+    /// ... for up to this long.
+    longest_ms: u64,
+    /// Stalls so far.
+    pub(super) count: u32,
+}
+
+impl HandOverStalls {
+    /// Stalls on half the seeds with faults, drawn from a generator of their own (the seed's
+    /// other draws are those of the runs before them).
+    pub(super) fn draw(seed: u64) -> Option<Self> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6861_6e64_6f76_6572);
+        rng.random_bool(0.5).then(|| HandOverStalls {
+            one_in: rng.random_range(100..=2000),
+            longest_ms: rng.random_range(100..=3000),
+            count: 0,
+            rng,
+        })
+    }
+
+    /// How long the forward just made stalls, if it does.
+    fn next(&mut self) -> Option<Duration> {
+        if !self.rng.random_ratio(1, self.one_in) {
+            return None;
+        }
+        self.count += 1;
+        Some(Duration::from_millis(
+            self.rng.random_range(1..=self.longest_ms),
+        ))
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct State {
+    /// The seed's stalls before hand-overs (none on some seeds), while the run goes.
+    pub(super) stalls: Option<HandOverStalls>,
     pub(super) next_seq: u64,
     pub(super) stop_producing: bool,
     /// Producers whose last send has resolved after `stop_producing`, and when the last did.
@@ -136,6 +179,14 @@ impl MirrorObserver for Observer {
                 ),
             );
         }
+    }
+
+    fn hand_over_delay(&self, _event: &MirrorEvent<'_>) -> Option<Duration> {
+        let mut s = state(&self.shared);
+        if s.phase != Phase::Run {
+            return None;
+        }
+        s.stalls.as_mut()?.next()
     }
 
     fn acknowledged(&self, event: &MirrorEvent<'_>) {

@@ -59,7 +59,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use self::faults::{drive, World};
-use self::history::{state, Shared};
+use self::history::{state, HandOverStalls, Shared};
 use self::hosts::{add_checker, add_maker, add_producer, add_reader, embedded_mirror};
 use self::judge::judge;
 use self::shape::Shape;
@@ -232,6 +232,9 @@ pub fn run_seed(seed: u64, options: Options) -> Result<MirrorReport, (Violation,
         .trace
         .push(&format!("seed {seed}: {shape:?}, layout {layout:?}"));
     let shared: Shared = Arc::default();
+    if options.faults != Faults::None {
+        state(&shared).stalls = HandOverStalls::draw(seed);
+    }
 
     let (topics, source_partitions) = match layout {
         Layout::Few => (TOPICS.len(), SOURCE_PARTITIONS),
