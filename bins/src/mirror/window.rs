@@ -42,7 +42,8 @@ pub(super) enum Admit<'a> {
     /// Its partition is not held by the stream as it was (moved, gone, or a rebalance under
     /// way): nothing was recorded.
     NotHeld(Hold),
-    /// An earlier message of its partition is not with the producer yet: ask again later.
+    /// An earlier message of its partition is held across a wait by another stream, or not yet
+    /// with the producer: ask again later.
     Behind,
     /// Recorded (or skipped, see [`Admission`]); `room` is whether the window has room for
     /// another. Until `handing` is dropped (once the message is with the producer), a stream
@@ -68,10 +69,9 @@ impl Drop for HandingGuard<'_> {
 }
 
 impl SourceWindow {
-    /// Source `source` at `now_ms`: at most `limit` messages unacknowledged (`queue.size` ×
-    /// streams); a commit round every `commit_interval`, or as soon as `limit` acknowledged
-    /// messages wait.
-    /// Its streams are numbered `streams`.
+    /// Source `source`, whose streams are numbered `streams`, at `now_ms`: at most `limit`
+    /// messages unacknowledged (`queue.size` × streams); a commit round every
+    /// `commit_interval`, or as soon as `limit` acknowledged messages wait.
     pub(super) fn new(
         source: usize,
         streams: std::ops::Range<usize>,
