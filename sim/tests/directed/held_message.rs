@@ -51,7 +51,7 @@ use tributary_core::planted::Bug;
 use tributary_core::wire::{ErrorCode, FetchRequest, ProduceRequest, Request, Response, TopicName};
 use tributary_sim::env::SimEnv;
 use tributary_sim::sim_fs::sim_builder;
-use tributary_sim::world::{add_cluster, ClusterSpec, Control, BROKER_PORT, ZK_PORT};
+use tributary_sim::world::{add_cluster, Cluster, ClusterSpec, Control, BROKER_PORT, ZK_PORT};
 
 const TOPIC: &str = "t";
 
@@ -212,16 +212,23 @@ async fn produce_named<S: AsyncRead + AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// Runs the steps with `bugs` planted; every event, and each partition's end in the source.
-fn run(bugs: &[Bug]) -> (Seens, Vec<Option<i64>>) {
+/// `bugs` planted, and a simulation of 90 s from `seed` with source and mirror clusters of one
+/// broker each (kept for as long as the simulation runs).
+fn world(bugs: &[Bug], seed: u64) -> (turmoil::Sim<'static>, [Cluster; 2]) {
     tributary_core::planted::plant(bugs);
-    let mut builder = sim_builder(11);
+    let mut builder = sim_builder(seed);
     builder.simulation_duration(Duration::from_secs(90));
     let mut sim = builder.build();
     let control = Arc::new(Control::default());
-    let mut rng = ChaCha8Rng::seed_from_u64(11);
-    let _source = add_cluster(&mut sim, &ClusterSpec::new("src", 1, 3), &mut rng, &control);
-    let _target = add_cluster(&mut sim, &ClusterSpec::new("dst", 1, 3), &mut rng, &control);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let source = add_cluster(&mut sim, &ClusterSpec::new("src", 1, 3), &mut rng, &control);
+    let target = add_cluster(&mut sim, &ClusterSpec::new("dst", 1, 3), &mut rng, &control);
+    (sim, [source, target])
+}
+
+/// Runs the steps with `bugs` planted; every event, and each partition's end in the source.
+fn run(bugs: &[Bug]) -> (Seens, Vec<Option<i64>>) {
+    let (mut sim, _clusters) = world(bugs, 11);
     let events: Events = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let mode = Mode::default();
@@ -381,14 +388,7 @@ async fn mirrored_payloads(env: &SimEnv) -> Result<Vec<String>, Box<dyn std::err
 /// (as a preempted thread would) while `b` joins and partition 1 moves to `a`'s other stream,
 /// which then reads five later messages of it. Returns what the mirror cluster holds of `t`.
 fn run_stalled(bugs: &[Bug]) -> Vec<String> {
-    tributary_core::planted::plant(bugs);
-    let mut builder = sim_builder(12);
-    builder.simulation_duration(Duration::from_secs(90));
-    let mut sim = builder.build();
-    let control = Arc::new(Control::default());
-    let mut rng = ChaCha8Rng::seed_from_u64(12);
-    let _source = add_cluster(&mut sim, &ClusterSpec::new("src", 1, 3), &mut rng, &control);
-    let _target = add_cluster(&mut sim, &ClusterSpec::new("dst", 1, 3), &mut rng, &control);
+    let (mut sim, _clusters) = world(bugs, 12);
     let events: Events = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let stalled = Mode {
