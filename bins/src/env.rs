@@ -50,6 +50,10 @@ pub trait Env: Clone + Send + Sync + 'static {
     fn fs(&self) -> Self::Fs;
     /// Wall-clock time in ms since the Unix epoch.
     fn now_ms(&self) -> i64;
+    /// Time since a fixed start (the process's in production, the simulation's in the
+    /// simulator) that never goes back: for graces and timeouts, which the wall clock of
+    /// [`Env::now_ms`] could stretch or cut when it is set.
+    fn monotonic(&self) -> Duration;
     /// A seed for this process's random choices.
     fn rng_seed(&self) -> u64;
     /// This host's address as other hosts reach it, for a broker without `hostname` (0.7
@@ -205,6 +209,10 @@ impl Env for TokioEnv {
         i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
     }
 
+    fn monotonic(&self) -> Duration {
+        process_monotonic()
+    }
+
     fn rng_seed(&self) -> u64 {
         rand::random()
     }
@@ -357,4 +365,11 @@ impl Env for TokioEnv {
             },
         }
     }
+}
+
+/// Time since this process first asked, on the host's monotonic clock (tokio's, so that tests
+/// with paused time see it paused too).
+pub fn process_monotonic() -> Duration {
+    static START: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(tokio::time::Instant::now).elapsed()
 }

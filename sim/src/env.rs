@@ -79,6 +79,10 @@ impl Env for SimEnv {
         sim_now_ms()
     }
 
+    fn monotonic(&self) -> std::time::Duration {
+        turmoil::sim_elapsed().unwrap_or_default()
+    }
+
     fn rng_seed(&self) -> u64 {
         self.seed
     }

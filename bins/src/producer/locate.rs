@@ -53,7 +53,7 @@ impl<E: Env> Dispatcher<E> {
         // Most batches have nothing to locate: looked at under one lock, without a turn.
         let wanted = {
             let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
-            placed.note_registry(&snapshot.brokers);
+            placed.note_registry(&snapshot.brokers, self.env.monotonic());
             let mut wanted: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>> = BTreeMap::new();
             // Messages come in runs of one source partition: one look per run.
             let mut previous: Option<(&Arc<SourceKey>, u64)> = None;
@@ -119,7 +119,7 @@ impl<E: Env> Dispatcher<E> {
             // Looked at again in the turn: another locate may have placed them meanwhile.
             let (keys, known) = {
                 let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
-                placed.note_registry(&snapshot.brokers);
+                placed.note_registry(&snapshot.brokers, self.env.monotonic());
                 let keys: BTreeMap<Arc<SourceKey>, u64> = keys
                     .into_iter()
                     .filter(|(key, epoch)| placed.located.get(key) != Some(epoch))
@@ -163,6 +163,7 @@ impl<E: Env> Dispatcher<E> {
         let claimed = self
             .claim_records(&topic, &keys, &found, complete, &brokers)
             .await;
+        let now = self.env.monotonic();
         let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
         if let (Some(epoch), true) = (epoch, complete) {
             if placed.surveyed.len() >= SURVEYS_MAX && !placed.surveyed.contains_key(&topic) {
@@ -173,7 +174,7 @@ impl<E: Env> Dispatcher<E> {
                 .insert(topic.clone(), (epoch, found.clone()));
         }
         for (i, (key, epoch)) in keys.into_iter().enumerate() {
-            let waited = placed.locating.get(&key).map(|since| since.elapsed());
+            let waited = placed.locating_for(&key, now);
             let patient = waited.is_none_or(|w| w < PLACEMENT_GRACE);
             let copy = found.get(&*key);
             let chosen = match &claimed {
@@ -183,7 +184,7 @@ impl<E: Env> Dispatcher<E> {
                         Some((*broker, partition))
                     }
                     _ => {
-                        placed.start_locating(key);
+                        placed.start_locating(key, now);
                         continue;
                     }
                 },
@@ -192,11 +193,11 @@ impl<E: Env> Dispatcher<E> {
                 // failure the mirror sees, never a second copy). Without records, a survey
                 // not complete: wait for it up to the grace.
                 Some(Err(_)) => {
-                    placed.start_locating(key);
+                    placed.start_locating(key, now);
                     continue;
                 }
                 None if patient && !complete => {
-                    placed.start_locating(key);
+                    placed.start_locating(key, now);
                     continue;
                 }
                 // Without records: the furthest copy, else the broker chosen from the
@@ -250,11 +251,12 @@ impl<E: Env> Dispatcher<E> {
     ) -> Option<Result<Vec<Claimed>, CoordError>> {
         let records = self.records()?;
         let (claims, failing, absent) = {
+            let now = self.env.monotonic();
             let placed = crate::sync::lock(&self.placed, "the mirror's placements");
             let claims: Vec<_> = keys
                 .keys()
                 .map(|key| {
-                    let waited = placed.locating.get(key).map(|since| since.elapsed());
+                    let waited = placed.locating_for(key, now);
                     let complete = complete || waited.is_some_and(|w| w >= PLACEMENT_GRACE);
                     (key.clone(), found.get(&**key).map(|c| c.1), complete)
                 })
@@ -263,7 +265,7 @@ impl<E: Env> Dispatcher<E> {
         };
         let on = Brokers {
             topic: brokers,
-            usable: &|broker| usable(&failing, &absent, broker, brokers),
+            usable: &|broker| usable(&failing, &absent, broker, brokers, self.env.monotonic()),
         };
         let claimed = records.claim(&self.env, topic, &claims, &on).await;
         if let Err(e) = &claimed {
@@ -317,8 +319,7 @@ impl<E: Env> Dispatcher<E> {
         p.record
             .source
             .as_ref()
-            .and_then(|mark| placed.locating.get(&mark.key))
-            .is_some_and(|since| since.elapsed() < PLACEMENT_GRACE)
+            .is_some_and(|mark| placed.locating_within_grace(&mark.key, self.env.monotonic()))
     }
 
     /// Asks one broker about its partitions of `topic` (`-1` among them: every partition,

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tributary_core::message::CompressionCodec;
 use tributary_core::mirror::position::placement::{self, BROKER_SALT};
@@ -44,17 +45,18 @@ pub(super) struct Placements {
     /// resumes: a later message of the same epoch must start there (or before: sent again).
     pub(super) sent: BTreeMap<Arc<SourceKey>, (u64, i64)>,
     /// Source partitions whose copy could not be located yet (a broker that may hold it did
-    /// not answer), since when: their messages wait, for [`PLACEMENT_GRACE`] at most.
-    pub(super) locating: BTreeMap<Arc<SourceKey>, tokio::time::Instant>,
+    /// not answer), since when (on [`Env::monotonic`], as every clock here): their messages
+    /// wait, for [`PLACEMENT_GRACE`] at most.
+    pub(super) locating: BTreeMap<Arc<SourceKey>, Duration>,
     /// The last address seen for each broker placed on: a broker that lost its ZooKeeper
     /// registration but still answers keeps its source partitions.
     pub(super) addresses: BTreeMap<i32, (String, u16)>,
     /// Brokers whose sends have failed since then (every send since, not only those after
     /// the broker left the registry: see `absent`).
-    pub(super) failing: BTreeMap<i32, tokio::time::Instant>,
+    pub(super) failing: BTreeMap<i32, Duration>,
     /// Brokers placed on that this member has not seen registered since then: with `failing`,
     /// they keep their source partitions for [`PLACEMENT_GRACE`] after both began.
-    pub(super) absent: BTreeMap<i32, tokio::time::Instant>,
+    pub(super) absent: BTreeMap<i32, Duration>,
     /// Per mirror topic, the last complete survey of its partitions' copies and the ownership
     /// epoch it was made for: the other source partitions taken in that epoch are placed from
     /// it without asking every partition again (at most [`SURVEYS_MAX`] topics).
@@ -77,8 +79,12 @@ impl Placements {
 
     /// What this member sees registered now (`registered`, broker id → address): their
     /// addresses are kept, and every broker known is marked absent from the first look that
-    /// does not find it until one that does.
-    pub(super) fn note_registry(&mut self, registered: &BTreeMap<i32, (String, u16)>) {
+    /// does not find it until one that does. `now` is [`Env::monotonic`].
+    pub(super) fn note_registry(
+        &mut self,
+        registered: &BTreeMap<i32, (String, u16)>,
+        now: Duration,
+    ) {
         for (broker, address) in registered {
             self.addresses.insert(*broker, address.clone());
         }
@@ -86,21 +92,29 @@ impl Placements {
             match registered.contains_key(broker) {
                 true => drop(self.absent.remove(broker)),
                 false => {
-                    self.absent
-                        .entry(*broker)
-                        .or_insert_with(tokio::time::Instant::now);
+                    self.absent.entry(*broker).or_insert(now);
                 }
             }
         }
     }
 
     /// `key`'s copy is being located from now on, unless it was already (its messages wait for
-    /// [`PLACEMENT_GRACE`] from the first time). Time is tokio's: the simulator's clock under
-    /// turmoil.
-    pub(super) fn start_locating(&mut self, key: Arc<SourceKey>) {
+    /// [`PLACEMENT_GRACE`] from the first time). `now` is [`Env::monotonic`].
+    pub(super) fn start_locating(&mut self, key: Arc<SourceKey>, now: Duration) {
+        self.locating.entry(key).or_insert(now);
+    }
+
+    /// How long `key`'s copy has been being located at `now`, if it is.
+    pub(super) fn locating_for(&self, key: &Arc<SourceKey>, now: Duration) -> Option<Duration> {
         self.locating
-            .entry(key)
-            .or_insert_with(tokio::time::Instant::now);
+            .get(key)
+            .map(|since| now.saturating_sub(*since))
+    }
+
+    /// Whether `key`'s copy has been being located for less than [`PLACEMENT_GRACE`] at `now`.
+    pub(super) fn locating_within_grace(&self, key: &Arc<SourceKey>, now: Duration) -> bool {
+        self.locating_for(key, now)
+            .is_some_and(|waited| waited < PLACEMENT_GRACE)
     }
 }
 
@@ -108,15 +122,17 @@ impl Placements {
 /// (`brokers`, this member's view), or until it has both been `failing` and been `absent` from
 /// the registry for [`PLACEMENT_GRACE`] (a restarted broker unregistered for a moment, or not
 /// yet seen registered again, keeps them; so does one whose sends failed for long while it was
-/// registered — one of its partitions refusing sets — and that has just crashed).
+/// registered — one of its partitions refusing sets — and that has just crashed). `now` and
+/// the clocks are [`Env::monotonic`].
 pub(super) fn usable(
-    failing: &BTreeMap<i32, tokio::time::Instant>,
-    absent: &BTreeMap<i32, tokio::time::Instant>,
+    failing: &BTreeMap<i32, Duration>,
+    absent: &BTreeMap<i32, Duration>,
     broker: i32,
     brokers: &[i32],
+    now: Duration,
 ) -> bool {
-    let gone_for = |since: Option<&tokio::time::Instant>| {
-        since.is_some_and(|since| since.elapsed() >= PLACEMENT_GRACE)
+    let gone_for = |since: Option<&Duration>| {
+        since.is_some_and(|since| now.saturating_sub(*since) >= PLACEMENT_GRACE)
     };
     brokers.contains(&broker) || !(gone_for(failing.get(&broker)) && gone_for(absent.get(&broker)))
 }
@@ -173,6 +189,7 @@ impl<E: Env> Dispatcher<E> {
     ) -> Option<Candidate> {
         let mut brokers: Vec<i32> = candidates.iter().map(|c| c.broker_id).collect();
         brokers.dedup();
+        let now = self.env.monotonic();
         let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
         for broker in &brokers {
             if let Some(address) = registered.get(broker) {
@@ -181,7 +198,7 @@ impl<E: Env> Dispatcher<E> {
         }
         let (broker_id, partition) = match placed.by_key.get(key) {
             Some((broker, partition))
-                if usable(&placed.failing, &placed.absent, *broker, &brokers) =>
+                if usable(&placed.failing, &placed.absent, *broker, &brokers, now) =>
             {
                 (*broker, *partition)
             }
@@ -190,7 +207,7 @@ impl<E: Env> Dispatcher<E> {
             // attempt; its messages wait meanwhile.
             _ if self.records().is_some() => {
                 placed.located.remove(key);
-                placed.start_locating(key.clone());
+                placed.start_locating(key.clone(), now);
                 return None;
             }
             _ => {
@@ -222,13 +239,11 @@ impl<E: Env> Dispatcher<E> {
     /// Whether the last send to `broker_id` failed (its source partitions then move once it
     /// is unregistered and has failed for [`PLACEMENT_GRACE`]).
     fn note_send(&self, broker_id: i32, failed: bool) {
+        let now = self.env.monotonic();
         let mut placed = crate::sync::lock(&self.placed, "the mirror's placements");
         match failed {
             true => {
-                placed
-                    .failing
-                    .entry(broker_id)
-                    .or_insert_with(tokio::time::Instant::now);
+                placed.failing.entry(broker_id).or_insert(now);
             }
             false => drop(placed.failing.remove(&broker_id)),
         }
@@ -238,6 +253,7 @@ impl<E: Env> Dispatcher<E> {
     /// (failing for less than [`PLACEMENT_GRACE`]), or for its copy to be located: its retries
     /// are not counted meanwhile.
     pub(super) fn waits_for_placement(&self, pending: &[Pending]) -> bool {
+        let now = self.env.monotonic();
         let placed = crate::sync::lock(&self.placed, "the mirror's placements");
         if placed.locating.is_empty() && placed.failing.is_empty() {
             return false;
@@ -251,15 +267,12 @@ impl<E: Env> Dispatcher<E> {
                     return false;
                 }
                 previous = Some(&mark.key);
-                let locating = placed
-                    .locating
-                    .get(&mark.key)
-                    .is_some_and(|since| since.elapsed() < PLACEMENT_GRACE);
+                let locating = placed.locating_within_grace(&mark.key, now);
                 let waiting = placed
                     .by_key
                     .get(&mark.key)
                     .and_then(|(broker, _)| placed.failing.get(broker))
-                    .is_some_and(|since| since.elapsed() < PLACEMENT_GRACE);
+                    .is_some_and(|since| now.saturating_sub(*since) < PLACEMENT_GRACE);
                 locating || waiting
             })
     }

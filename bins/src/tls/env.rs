@@ -112,6 +112,10 @@ impl<E: Env> Env for SecureEnv<E> {
         self.inner.now_ms()
     }
 
+    fn monotonic(&self) -> std::time::Duration {
+        self.inner.monotonic()
+    }
+
     fn rng_seed(&self) -> u64 {
         self.inner.rng_seed()
     }

@@ -119,6 +119,9 @@ impl Env for GateEnv {
     fn now_ms(&self) -> i64 {
         T0
     }
+    fn monotonic(&self) -> std::time::Duration {
+        tributary::env::process_monotonic()
+    }
     fn rng_seed(&self) -> u64 {
         7
     }

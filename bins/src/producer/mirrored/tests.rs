@@ -56,35 +56,47 @@ fn slots(messages: Vec<(Option<Pending>, Answer)>) -> (Vec<Option<Pending>>, Vec
 
 #[test]
 fn a_broker_keeps_its_source_partitions_until_failing_and_unregistered_for_the_grace() {
-    let now = tokio::time::Instant::now();
-    let long_ago = now
-        .checked_sub(PLACEMENT_GRACE + std::time::Duration::from_secs(10))
-        .expect("a clock past the grace");
+    // Stamps on the monotonic clock: `long_ago` is past the grace at `now`, `now` is not.
+    let long_ago = std::time::Duration::from_secs(5);
+    let now = long_ago + PLACEMENT_GRACE + std::time::Duration::from_secs(10);
     let since = |at| BTreeMap::from([(0, at)]);
     let never = BTreeMap::new();
+    type Since = BTreeMap<i32, std::time::Duration>;
+    let usable_now =
+        |failing: Since, absent: Since, brokers: &[i32]| usable(&failing, &absent, 0, brokers, now);
     assert!(
-        usable(&since(long_ago), &since(long_ago), 0, &[0, 1]),
+        usable_now(since(long_ago), since(long_ago), &[0, 1]),
         "registered with the topic"
     );
     assert!(
-        usable(&since(long_ago), &since(now), 0, &[1]),
+        usable_now(since(long_ago), since(now), &[1]),
         "failing for long (a partition refusing sets), unregistered just now (a crash)"
     );
     assert!(
-        usable(&since(now), &since(long_ago), 0, &[1]),
+        usable_now(since(now), since(long_ago), &[1]),
         "failing just now"
     );
     assert!(
-        usable(&never, &since(long_ago), 0, &[1]),
+        usable_now(never.clone(), since(long_ago), &[1]),
         "never failed here"
     );
     assert!(
-        usable(&since(long_ago), &never, 0, &[1]),
+        usable_now(since(long_ago), never.clone(), &[1]),
         "never seen unregistered"
     );
     assert!(
-        !usable(&since(long_ago), &since(long_ago), 0, &[1]),
+        !usable_now(since(long_ago), since(long_ago), &[1]),
         "gone for the grace"
+    );
+    assert!(
+        usable(
+            &since(long_ago),
+            &since(long_ago),
+            0,
+            &[1],
+            long_ago + PLACEMENT_GRACE / 2
+        ),
+        "not yet gone for the grace"
     );
 }
 
@@ -93,19 +105,23 @@ fn a_broker_is_absent_from_the_first_look_without_it_to_the_next_with_it() {
     let mut placed = Placements::default();
     let both = BTreeMap::from([(0, ("b0".to_string(), 9)), (1, ("b1".to_string(), 9))]);
     let one = BTreeMap::from([(1, ("b1".to_string(), 9))]);
-    placed.note_registry(&both);
+    let (t1, t2) = (
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(2),
+    );
+    placed.note_registry(&both, t1);
     assert!(placed.absent.is_empty());
-    placed.note_registry(&one);
+    placed.note_registry(&one, t1);
     let first = placed.absent.get(&0).copied();
-    assert!(first.is_some(), "broker 0 missing");
-    placed.note_registry(&one);
+    assert_eq!(first, Some(t1), "broker 0 missing");
+    placed.note_registry(&one, t2);
     assert_eq!(
         placed.absent.get(&0).copied(),
         first,
         "absent since the first look"
     );
     assert_eq!(placed.addresses.get(&0).map(|a| a.0.as_str()), Some("b0"));
-    placed.note_registry(&both);
+    placed.note_registry(&both, t2);
     assert!(placed.absent.is_empty(), "seen again");
 }
 
