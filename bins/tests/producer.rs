@@ -1,6 +1,7 @@
 //! The producer and the broker's acknowledged produce: an ack comes only after the data is
-//! flushed, many acks share few fsyncs, a full async queue reports every message it could not
-//! take, and a broker that does not know acknowledged produce (Kafka 0.7) is detected.
+//! flushed, many acks share few fsyncs, a lone ack does not wait for the flush delay, a full
+//! async queue reports every message it could not take, and a broker that does not know
+//! acknowledged produce (Kafka 0.7) is detected.
 
 use crate::support;
 
@@ -26,9 +27,14 @@ fn topic() -> TopicName {
 
 /// A standalone broker that never flushes by itself (only for acknowledgements).
 async fn broker(env: GateEnv, dir: &std::path::Path) -> Broker {
+    broker_with(env, dir, "").await
+}
+
+/// [`broker`] with `extra` lines of configuration.
+async fn broker_with(env: GateEnv, dir: &std::path::Path, extra: &str) -> Broker {
     let text = format!(
         "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nenable.zookeeper=false\nnum.partitions=1\n\
-         log.flush.interval=1000000\nlog.default.flush.interval.ms=3600000\nlog.default.flush.scheduler.interval.ms=3600000\n",
+         log.flush.interval=1000000\nlog.default.flush.interval.ms=3600000\nlog.default.flush.scheduler.interval.ms=3600000\n{extra}",
         dir.display()
     );
     Broker::start(
@@ -145,6 +151,41 @@ async fn many_acknowledged_producers_share_few_fsyncs() {
         fsyncs >= 1 && fsyncs <= PRODUCERS as u64 / 4,
         "{PRODUCERS} acks took {fsyncs} fsyncs: no group commit"
     );
+    broker.shutdown().await.unwrap();
+}
+
+/// The flush delay is how long a flush waits for requests already being appended: a producer
+/// alone is acknowledged as soon as its data is synced, not after the delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn a_lone_acknowledged_produce_does_not_wait_for_the_flush_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = GateEnv::default();
+    let broker = broker_with(env.clone(), dir.path(), "acks.flush.delay.ms=20000\n").await;
+    let mut conn = connect(
+        &TokioEnv,
+        "127.0.0.1",
+        broker.addr.port(),
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap();
+    for round in 0..3 {
+        let request = Request::AckedProduce(vec![ProduceRequest {
+            topic: topic(),
+            partition: 0,
+            messages: set(2),
+        }]);
+        let answer = tokio::time::timeout(Duration::from_secs(10), conn.call(&request))
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the ack waited for the 20 s flush delay"));
+        match answer.unwrap() {
+            Response::AckedProduce(r) => assert_eq!(
+                (r.acks.len(), r.acks[0].error, r.acks[0].offset),
+                (1, ErrorCode::NoError, round * set(2).len() as i64)
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
     broker.shutdown().await.unwrap();
 }
 

@@ -2,9 +2,16 @@
 //!
 //! A producer that asked for an acknowledgement waits until its data is flushed. Rather than
 //! one fsync per request, partitions with waiting producers are queued to the committer, which
-//! waits `acks.flush.delay.ms` for more to arrive, then flushes each queued partition once: every
-//! producer that appended to it before the flush is acknowledged by that one fsync.
+//! flushes each queued partition once: every producer that appended to it before the flush is
+//! acknowledged by that one fsync.
+//!
+//! Before a flush the committer waits for the requests already being appended (each holds an
+//! [`Arriving`] while it appends), at most `acks.flush.delay.ms`: those would otherwise wait a
+//! whole flush more. It does not wait for requests nobody has begun to read: with one
+//! producer, or producers that all wait on this flush, a fixed delay would only idle the disk.
+//! Requests that arrive during a flush are the next flush's group, taken as soon as it ends.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -21,6 +28,25 @@ use crate::pending::{pending, PendingSender};
 #[derive(Debug, Clone)]
 pub struct FlushRequests<F: LogFs> {
     tx: PendingSender<TopicPartition, SharedLog<F>>,
+    arriving: Arc<watch::Sender<usize>>,
+}
+
+/// A request that will ask for flushes is being appended; the committer's next flush waits
+/// for it (within the delay). Dropping it says its flushes have been asked for.
+#[derive(Debug)]
+#[must_use = "the committer waits for the request only while this is held"]
+pub struct Arriving {
+    count: Arc<watch::Sender<usize>>,
+}
+
+impl Drop for Arriving {
+    fn drop(&mut self) {
+        self.count.send_modify(|n| {
+            // Every Arriving added one: the count cannot be zero while one is alive.
+            assert!(*n > 0, "an arriving request was counted out twice");
+            *n -= 1;
+        });
+    }
 }
 
 /// Why an acknowledgement cannot be given.
@@ -36,6 +62,15 @@ pub enum AckFailure {
 }
 
 impl<F: LogFs + Send + Sync + 'static> FlushRequests<F> {
+    /// Says a request that will ask for flushes is being appended: hold the result until its
+    /// flushes are asked for ([`FlushRequests::request`]).
+    pub fn arriving(&self) -> Arriving {
+        self.arriving.send_modify(|n| *n += 1);
+        Arriving {
+            count: self.arriving.clone(),
+        }
+    }
+
     /// Asks the committer to flush `log` soon (if it is not durable up to `end` already).
     pub fn request(
         &self,
@@ -90,6 +125,7 @@ pub fn start<E: Env>(
     impl std::future::Future<Output = ()> + Send,
 ) {
     let (tx, mut rx) = pending::<TopicPartition, SharedLog<E::Fs>>();
+    let (arriving, mut arrived) = watch::channel(0usize);
     let task = async move {
         loop {
             let mut due = tokio::select! {
@@ -97,8 +133,10 @@ pub fn start<E: Env>(
                 _ = stop.changed() => return,
                 due = rx.next() => due,
             };
-            // Let other producers' appends join this flush.
-            tokio::time::sleep(delay).await;
+            // Let the requests being appended now join this flush. Whether they all did, the
+            // delay passed, or the broker is stopping (every sender gone), the flush goes ahead.
+            let joined = async { arrived.wait_for(|n| *n == 0).await.is_ok() };
+            drop(tokio::time::timeout(delay, joined).await);
             // One flush per partition, in partition order (deterministic).
             due.extend(rx.take_now());
             let mut flushes = JoinSet::new();
@@ -117,5 +155,11 @@ pub fn start<E: Env>(
             }
         }
     };
-    (FlushRequests { tx }, task)
+    (
+        FlushRequests {
+            tx,
+            arriving: Arc::new(arriving),
+        },
+        task,
+    )
 }

@@ -459,6 +459,7 @@ impl<E: Env> Handler<E> {
                 "acknowledged produce (this broker has no committer)",
             ));
         };
+        let arriving = acks.arriving();
         let mut appended = Vec::with_capacity(ps.len());
         for p in ps {
             appended.push(match access.allows(Operation::Produce, &p.topic) {
@@ -473,6 +474,7 @@ impl<E: Env> Handler<E> {
                 tracing::warn!("{}: the committer is gone (shutting down)", a.tp);
             }
         }
+        drop(arriving);
         let deadline = tokio::time::Instant::now() + ACK_WAIT_TIMEOUT;
         let mut out = Vec::with_capacity(appended.len());
         for result in appended {

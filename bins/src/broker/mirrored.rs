@@ -44,6 +44,7 @@ impl<E: Env> Handler<E> {
                 "mirrored produce (this broker has no committer)",
             ));
         };
+        let arriving = acks.arriving();
         let mut judged = Vec::with_capacity(sets.len());
         for set in sets {
             judged.push(
@@ -58,6 +59,7 @@ impl<E: Env> Handler<E> {
                 tracing::warn!("{}: the committer is gone (shutting down)", j.tp);
             }
         }
+        drop(arriving);
         let deadline = tokio::time::Instant::now() + ACK_WAIT_TIMEOUT;
         let mut out = Vec::with_capacity(judged.len());
         for j in judged {

@@ -83,8 +83,8 @@ pub struct BrokerConfig {
     pub max_message_bytes: u32,
     /// `max.topic.name.length` (255; names are never longer than 255 here).
     pub max_topic_name_bytes: u32,
-    /// `acks.flush.delay.ms` (5; Tributary): how long a flush for waiting acknowledgements waits
-    /// for more producers to join it (group commit).
+    /// `acks.flush.delay.ms` (5; Tributary): the longest a flush for waiting acknowledgements
+    /// waits for requests already being appended to join it (group commit).
     pub acks_flush_delay_ms: u32,
     /// `fetch.zero.copy` (true; Tributary): serve bytes already checked in this process with
     /// sendfile; false re-reads and re-checks every served byte on every fetch.
