@@ -456,3 +456,29 @@ fn a_wrapper_with_a_corrupt_message_inside_yields_none_of_its_messages() {
         items[1]
     );
 }
+
+/// A builder sized with `entry_bytes` holds its set without growing, and `finish` gives the
+/// same bytes as `build` for every codec.
+#[test]
+fn a_builder_sized_by_entry_bytes_finishes_as_it_builds() {
+    let payloads = ["", "a", "bb", "a longer payload of some bytes"];
+    let bytes: usize = payloads
+        .iter()
+        .map(|p| MessageSetBuilder::entry_bytes(p.len()))
+        .sum();
+    for codec in [
+        CompressionCodec::None,
+        CompressionCodec::Gzip,
+        CompressionCodec::Snappy,
+    ] {
+        let mut sized = MessageSetBuilder::with_capacity(bytes);
+        payloads.iter().for_each(|p| {
+            sized.push(Bytes::copy_from_slice(p.as_bytes()));
+        });
+        let built = sized.build(codec);
+        if codec == CompressionCodec::None {
+            assert_eq!(built.len(), bytes, "entry_bytes is what a message takes");
+        }
+        assert_eq!(sized.finish(codec), built);
+    }
+}

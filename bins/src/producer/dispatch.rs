@@ -408,6 +408,24 @@ impl<E: Env> Dispatcher<E> {
     ) -> Result<Bytes, SendError> {
         let max = self.config.max_message_bytes as usize;
         let codec = self.config.codec_for(topic);
+        if codec == tributary_core::message::CompressionCodec::None {
+            // Encoded once, into a buffer of the set's size.
+            let bytes = values
+                .iter()
+                .map(|v| MessageSetBuilder::entry_bytes(v.len()))
+                .sum();
+            let mut set = MessageSetBuilder::with_capacity(bytes);
+            for value in values {
+                if value.len() > max {
+                    return Err(SendError::TooLarge {
+                        size: value.len(),
+                        max: self.config.max_message_bytes,
+                    });
+                }
+                set.push_message(&Message::new(value.clone()));
+            }
+            return Ok(set.finish(codec));
+        }
         let mut out = bytes::BytesMut::new();
         let mut chunk = MessageSetBuilder::new();
         let mut chunk_bytes = 0usize;

@@ -461,6 +461,12 @@ async fn complete_wrappers(
             .as_ref()
             .map(|m| (m.key.clone(), m.start == m.next))
     };
+    // Only a message inside a compressed wrapper leaves it open: a batch with none (every
+    // batch of an uncompressed source) needs no look per source partition.
+    let inside_a_wrapper = |q: &Queued| q.record.source.as_ref().is_some_and(|m| m.start == m.next);
+    if !batch.iter().any(inside_a_wrapper) {
+        return None;
+    }
     let mut open: BTreeMap<Arc<SourceKey>, bool> = BTreeMap::new();
     for (key, now_open) in batch.iter().filter_map(inside) {
         open.insert(key, now_open);
