@@ -25,7 +25,7 @@ cargo bench --locked --no-run -p tributary -p tributary-tests 2>"$out/build.log"
   || { cat "$out/build.log" >&2; exit 1; }
 
 start=$(date +%s)
-benches=("tributary log" "tributary broker" "tributary-tests clients" "tributary-tests mirror" "tributary-tests scale")
+benches=("tributary log" "tributary broker" "tributary-tests clients" "tributary-tests mirror" "tributary-tests scale" "tributary-tests keeps_up")
 for entry in "${benches[@]}"; do
   read -r package bench <<<"$entry"
   echo "running the $bench bench ($mode; $(( $(date +%s) - start )) s so far)..." >&2

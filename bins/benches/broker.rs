@@ -27,7 +27,7 @@ use tributary_core::wire::{
 #[path = "../../tests/src/bench.rs"]
 #[allow(dead_code)]
 mod bench;
-use bench::{point, quick, row};
+use bench::{point, quick, row, touch_memory};
 
 const BATCH_MESSAGES: usize = 200;
 const FETCH_BYTES: i32 = 1 << 20;
@@ -347,6 +347,7 @@ fn selected(name: &str) -> bool {
 }
 
 fn main() {
+    touch_memory();
     let (produce_mib, fetch_mib) = if quick() { (32, 128) } else { (256, 1024) };
     let produce_bytes = mib_from_env("TRIBUTARY_BENCH_MIB", produce_mib) << 20;
     let fetch_bytes = mib_from_env("TRIBUTARY_BENCH_READ_MIB", fetch_mib) << 20;

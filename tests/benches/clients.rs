@@ -71,6 +71,7 @@ fn topic(name: &str) -> TopicName {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     support::trace_from_env();
+    tributary_tests::bench::touch_memory();
     let zk = ZooKeeper::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let text = format!(

@@ -273,6 +273,7 @@ fn regex_escape(name: &str) -> String {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     support::trace_from_env();
+    tributary_tests::bench::touch_memory();
     let (source_zk, target_zk) = (ZooKeeper::start(), ZooKeeper::start());
     let (source_dir, target_dir) = (
         tempfile::tempdir().expect("dir"),

@@ -1,0 +1,382 @@
+//! Whether the mirror keeps up with its source, measured against the source's own ingest rate
+//! in the same run on the same machine:
+//!
+//! 1. **Source ingest**: `producer-perf --threads 4 --async` writes 1 KiB messages into an
+//!    8-partition topic of the source broker, alone on the machine: the rate a source takes.
+//! 2. **Backlog copy**: the mirror (the production engine, in process: 4 streams, the seed's
+//!    `mirror-producer.properties` with the durable acknowledgements the mirror always asks
+//!    for) copies an 8-partition backlog of 1 KiB and of 100 B messages; its rate from its
+//!    first message to the acknowledgement of the last, as a ratio of the ingest rate, and its
+//!    CPU per MB (every thread but the brokers').
+//! 3. **Live**: a producer writes 1 KiB messages at half the ingest rate while the mirror copies
+//!    them, for 10 minutes (30 s in the quick run); the lag (messages produced and not yet
+//!    acknowledged by the mirror cluster) is sampled every second. The mirror keeps up when the
+//!    lag of the last tenth of the run is no larger than that of the first.
+//!
+//! Both brokers flush as the seed's `server.properties` says (10,000 messages or 1 s).
+//! `TRIBUTARY_BENCH_PRODUCERS` sets the mirror's producers (default 1, as 0.7's MirrorMaker);
+//! `TRIBUTARY_BENCH_LIVE_SECS` the live run's length.
+//!
+//! `cargo bench -p tributary-tests --bench keeps_up` (needs ZooKeeper: scripts/install-deps.sh).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tributary::env::TokioEnv;
+use tributary::mirror::Mirror;
+use tributary::producer::{Producer, Record};
+use tributary_core::config::{BrokerConfig, ProducerConfig};
+use tributary_core::wire::TopicName;
+use tributary_tests::zookeeper::ZooKeeper;
+use tributary_tools::date_format::PERF_DEFAULT;
+use tributary_tools::perf::{producer_perf, ProducerPerfArgs};
+
+mod support;
+use support::{bench_mirror_settings, mirror_consumer_config, properties, BenchBroker};
+
+/// Partitions of every topic of the source.
+const PARTITIONS: usize = 8;
+/// Streams of the mirror.
+const STREAMS: u32 = 4;
+/// Sending tasks of the ingest and of the live producer.
+const THREADS: usize = 4;
+
+/// Bytes written by the ingest case and copied by each backlog case: 512 MiB, 64 MiB quick.
+fn volume() -> usize {
+    if tributary_tests::bench::quick() {
+        64 << 20
+    } else {
+        512 << 20
+    }
+}
+
+/// How long the live case runs: 600 s, 30 s quick, or `TRIBUTARY_BENCH_LIVE_SECS`.
+fn live_seconds() -> u64 {
+    std::env::var("TRIBUTARY_BENCH_LIVE_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if tributary_tests::bench::quick() {
+            30
+        } else {
+            600
+        })
+}
+
+fn topic(name: &str) -> TopicName {
+    name.parse().expect("topic")
+}
+
+/// A broker of `zk`'s cluster with the seed's flush policy and 8 partitions per topic.
+fn start_broker(zk: &ZooKeeper, dir: &std::path::Path) -> BenchBroker {
+    let text = format!(
+        "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nnum.partitions={PARTITIONS}\n\
+         log.flush.interval=10000\nlog.default.flush.interval.ms=1000\n\
+         log.default.flush.scheduler.interval.ms=1000\nzk.connect={}\n",
+        dir.display(),
+        zk.connect_string()
+    );
+    BenchBroker::start(properties(&text, BrokerConfig::from_properties))
+}
+
+/// The seed's `config/mirror-producer.properties`, pointed at the cluster of `zk`.
+fn seed_mirror_producer(zk: &ZooKeeper) -> ProducerConfig {
+    let seed = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../config/mirror-producer.properties"),
+    )
+    .expect("config/mirror-producer.properties");
+    let text: String = seed
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("broker.list"))
+        .map(|l| format!("{l}\n"))
+        .chain([format!("zk.connect={}\n", zk.connect_string())])
+        .collect();
+    properties(&text, ProducerConfig::from_properties)
+}
+
+/// `producer-perf --threads 4 --async` writing `messages` messages of `size` bytes to `name`
+/// through the cluster of `zk`; bytes per second.
+async fn producer_perf_rate(zk: &ZooKeeper, name: &str, size: usize, messages: u64) -> f64 {
+    let args = ProducerPerfArgs {
+        brokerinfo: format!("zk.connect={}", zk.connect_string()),
+        topic: topic(name),
+        messages,
+        message_size: size,
+        vary_message_size: false,
+        async_mode: true,
+        batch_size: 200,
+        threads: THREADS as u32,
+        compression_codec: 0,
+        acks: false,
+        reporting_interval: 1_000_000,
+        show_detailed_stats: false,
+        hide_header: true,
+        date_format: PERF_DEFAULT.to_string(),
+        stray: Default::default(),
+        tls: Default::default(),
+        zk_security: Default::default(),
+    };
+    let start = Instant::now();
+    let (delivered, failed) = producer_perf(&args, &mut std::io::sink())
+        .await
+        .expect("producer-perf");
+    assert_eq!(
+        (delivered, failed),
+        (messages, 0),
+        "producer-perf lost messages"
+    );
+    (messages as usize * size) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The mirror's producers: `TRIBUTARY_BENCH_PRODUCERS`, or 1.
+fn producers() -> u32 {
+    std::env::var("TRIBUTARY_BENCH_PRODUCERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
+/// A mirror of `name` (by group `group`) from the source of `source` into the cluster of
+/// `target`, started and running until the returned sender is dropped.
+async fn start_mirror(
+    source: &ZooKeeper,
+    target: &ZooKeeper,
+    name: &str,
+    group: &str,
+) -> (
+    Arc<tributary::metrics::mirror::MirrorStats>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), tributary::mirror::MirrorError>>,
+) {
+    let consumer = mirror_consumer_config(source, group, "smallest");
+    let mut settings = bench_mirror_settings(consumer, target, name.to_string());
+    settings.producer = seed_mirror_producer(target);
+    settings.streams = STREAMS;
+    settings.producers = producers();
+    let mirror = Mirror::start(TokioEnv, settings).await.expect("mirror");
+    let stats = mirror.stats.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(mirror.run_until(async { drop(stopped.await) }));
+    (stats, stop, running)
+}
+
+/// The mirror copies the `count` messages of `size` bytes of `name`: bytes per second from its
+/// first message sent to the acknowledgement of the last, and the CPU cores it used meanwhile.
+async fn backlog_copy(
+    source: &ZooKeeper,
+    target: &ZooKeeper,
+    name: &str,
+    size: usize,
+    count: u64,
+) -> (f64, f64) {
+    let not_broker = |thread: &str| thread != tributary_tests::bench::BROKER_THREAD_NAME;
+    let (stats, stop, running) = start_mirror(source, target, name, &format!("copy-{name}")).await;
+    let deadline = Instant::now() + Duration::from_secs(1200);
+    let mut first = None;
+    while stats.acked.load(Ordering::Relaxed) < count {
+        if first.is_none() && stats.sent.load(Ordering::Relaxed) > 0 {
+            first = Some((
+                Instant::now(),
+                tributary_tests::bench::thread_cpu_ns(not_broker),
+            ));
+        }
+        assert!(Instant::now() < deadline, "the mirror did not finish");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let (started, cpu_before) = first.expect("no message sent");
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu = tributary_tests::bench::thread_cpu_ns(not_broker).saturating_sub(cpu_before);
+    drop(stop);
+    running.await.expect("mirror task").expect("mirror run");
+    assert_eq!(
+        stats.acked.load(Ordering::Relaxed),
+        count,
+        "the mirror copied more than the source held"
+    );
+    (
+        (count as usize * size) as f64 / seconds,
+        cpu as f64 / 1e9 / seconds,
+    )
+}
+
+/// One second's look at the live copy.
+struct Sample {
+    produced: u64,
+    lag: u64,
+}
+
+/// Writes 1 KiB messages to `name` at `rate` bytes per second for `seconds` while a mirror
+/// copies them; samples the lag every second. Returns the samples and the seconds the mirror
+/// took to drain what was left when the writing stopped.
+async fn live(
+    source: &ZooKeeper,
+    target: &ZooKeeper,
+    name: &str,
+    rate: f64,
+    seconds: u64,
+) -> (Vec<Sample>, f64) {
+    const SIZE: usize = 1024;
+    const TICK: Duration = Duration::from_millis(10);
+    let (stats, stop, running) = start_mirror(source, target, name, &format!("live-{name}")).await;
+    let config = properties(
+        &format!(
+            "zk.connect={}\nproducer.type=async\nbatch.size=200\nqueue.time=20\nqueue.size=100000\nqueue.enqueueTimeout.ms=-1\n",
+            source.connect_string()
+        ),
+        ProducerConfig::from_properties,
+    );
+    let produced = Arc::new(AtomicU64::new(0));
+    let per_tick = rate / SIZE as f64 / THREADS as f64 * TICK.as_secs_f64();
+    let end = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    let writers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (config, produced, name) = (config.clone(), produced.clone(), topic(name));
+            tokio::spawn(async move {
+                let producer = Producer::start(TokioEnv, config).await.expect("producer");
+                let payload = bytes::Bytes::from(vec![b'l'; SIZE]);
+                let (mut due, mut sent) = (0f64, 0u64);
+                let mut tick = tokio::time::interval(TICK);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+                while tokio::time::Instant::now() < end {
+                    tick.tick().await;
+                    due += per_tick;
+                    while (sent as f64) < due {
+                        // Async without acknowledgements: resolved once written, as 0.7's.
+                        drop(
+                            producer
+                                .send(Record::new(name.clone(), payload.clone()))
+                                .await
+                                .expect("queued"),
+                        );
+                        sent += 1;
+                        produced.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                producer.close().await;
+            })
+        })
+        .collect();
+    let mut samples = Vec::new();
+    let mut next = tokio::time::Instant::now() + Duration::from_secs(1);
+    while tokio::time::Instant::now() < end {
+        tokio::time::sleep_until(next).await;
+        next += Duration::from_secs(1);
+        let produced = produced.load(Ordering::Relaxed);
+        let acked = stats.acked.load(Ordering::Relaxed);
+        samples.push(Sample {
+            produced,
+            lag: produced.saturating_sub(acked),
+        });
+    }
+    for writer in writers {
+        writer.await.expect("live producer");
+    }
+    let total = produced.load(Ordering::Relaxed);
+    let stopped = Instant::now();
+    let deadline = stopped + Duration::from_secs(600);
+    while stats.acked.load(Ordering::Relaxed) < total {
+        assert!(
+            Instant::now() < deadline,
+            "the mirror did not drain the live run"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let drain = stopped.elapsed().as_secs_f64();
+    drop(stop);
+    running.await.expect("mirror task").expect("mirror run");
+    (samples, drain)
+}
+
+/// The mean lag of `samples`.
+fn mean_lag(samples: &[Sample]) -> f64 {
+    samples.iter().map(|s| s.lag as f64).sum::<f64>() / samples.len().max(1) as f64
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    support::trace_from_env();
+    tributary_tests::bench::touch_memory();
+    let (source_zk, target_zk) = (ZooKeeper::start(), ZooKeeper::start());
+    let (source_dir, target_dir) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let source = start_broker(&source_zk, source_dir.path());
+    let target = start_broker(&target_zk, target_dir.path());
+    let producers = producers();
+    println!(
+        "keeps up: one source broker -> the mirror ({STREAMS} streams, {producers} producer(s), seed producer settings, durable acks) -> one mirror broker, {PARTITIONS} partitions, seed flush"
+    );
+    // The source alone: what it takes.
+    let ingest = producer_perf_rate(&source_zk, "ingest", 1024, (volume() / 1024) as u64).await;
+    println!(
+        "  source ingest, producer-perf --threads {THREADS} --async, 1 KiB: {:.1} MB/s",
+        ingest / 1e6
+    );
+    for size in [1024usize, 100] {
+        let name = format!("backlog-{size}");
+        let count = (volume() / size) as u64;
+        producer_perf_rate(&source_zk, &name, size, count).await;
+        let (copy, cores) = backlog_copy(&source_zk, &target_zk, &name, size, count).await;
+        println!(
+            "  mirror copy of a {} MiB backlog of {size} B messages: {:.1} MB/s = {:.2} of the ingest; {cores:.2} cores, {:.0} MB/s per core",
+            volume() >> 20,
+            copy / 1e6,
+            copy / ingest,
+            copy / 1e6 / cores.max(1e-9)
+        );
+        tributary_tests::bench::row(
+            &format!("mirror keeps up: backlog of {size} B messages, {producers} producer(s)"),
+            &format!("{:.0} MB/s", copy / 1e6),
+            &format!(
+                "source ingest, producer-perf --threads 4 --async 1 KiB, {:.0} MB/s",
+                ingest / 1e6
+            ),
+            copy / ingest,
+        );
+        tributary_tests::bench::row(
+            &format!("mirror keeps up: CPU per core, {size} B messages, {producers} producer(s)"),
+            &format!(
+                "{:.0} MB/s per core ({cores:.2} cores)",
+                copy / 1e6 / cores.max(1e-9)
+            ),
+            &format!(
+                "target {} MB/s per core",
+                if size == 100 { 100 } else { 190 }
+            ),
+            copy / 1e6 / cores.max(1e-9) / if size == 100 { 100.0 } else { 190.0 },
+        );
+    }
+    // Live: half the ingest rate, the mirror beside it.
+    let seconds = live_seconds();
+    let offered = ingest / 2.0;
+    let (samples, drain) = live(&source_zk, &target_zk, "live", offered, seconds).await;
+    let tenth = (samples.len() / 10).max(1);
+    let (early, late) = (
+        mean_lag(&samples[..tenth.min(samples.len())]),
+        mean_lag(&samples[samples.len().saturating_sub(tenth)..]),
+    );
+    let worst = samples.iter().map(|s| s.lag).max().unwrap_or(0);
+    let produced = samples.last().map_or(0, |s| s.produced);
+    let reached = (produced as usize * 1024) as f64 / samples.len().max(1) as f64;
+    println!(
+        "  live, {seconds} s at {:.1} MB/s offered ({:.1} MB/s written): lag first tenth {early:.0}, last tenth {late:.0}, worst {worst} messages; drained {drain:.1} s after the writes stopped",
+        offered / 1e6,
+        reached / 1e6
+    );
+    for s in &samples {
+        println!("    lag {} of {} produced", s.lag, s.produced);
+    }
+    tributary_tests::bench::row(
+        &format!("mirror keeps up: live {seconds} s at half the ingest ({:.0} MB/s), lag sampled each second", offered / 1e6),
+        &format!(
+            "lag first tenth {early:.0}, last tenth {late:.0}, worst {worst} msgs; drained in {drain:.1} s"
+        ),
+        "lag of the first tenth",
+        // At or below 1 the lag did not grow.
+        (early + 1.0) / (late + 1.0),
+    );
+    source.stop();
+    target.stop();
+}
