@@ -7,7 +7,7 @@
 //!
 //! Before a flush the committer waits for the requests already being appended (each holds an
 //! [`Arriving`] while it appends), at most `acks.flush.delay.ms`: those would otherwise wait a
-//! whole flush more. It does not wait for requests nobody has begun to read: with one
+//! whole flush more. It does not wait for requests still being read or not yet sent: with one
 //! producer, or producers that all wait on this flush, a fixed delay would only idle the disk.
 //! Requests that arrive during a flush are the next flush's group, taken as soon as it ends.
 
