@@ -3,12 +3,13 @@
 # with (measured in the same run, on this machine) and the ratio. Each bench's own output is
 # kept in target/bench/<bench>.log and the table in target/bench/table.md.
 #
-#   scripts/bench.sh           the full run (a few minutes on 2 cores), the figures to quote
-#   scripts/bench.sh --quick   small volumes, one round: a regression check in under 2 minutes
+#   scripts/bench.sh           the full run (about half an hour on 2 cores, ten minutes of it
+#                              the mirror's live case), the figures to quote
+#   scripts/bench.sh --quick   small volumes, one round: a regression check in a few minutes
 #                              (once built); its ratios are noisier
 #
 # Benchmarks stay out of the CI test run: on a shared machine they are too noisy to gate on.
-# The clients, mirror and scale benches start ZooKeeper (scripts/install-deps.sh installs it).
+# The clients, mirror, scale and keeps_up benches start ZooKeeper (scripts/install-deps.sh installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
