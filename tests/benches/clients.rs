@@ -24,8 +24,8 @@ use tributary_core::wire::{
     FetchRequest, OffsetsRequest, ProduceRequest, Request, Response, TopicName,
 };
 use tributary_tests::zookeeper::ZooKeeper;
-use tributary_tools::date_format::{DateFormat, PERF_DEFAULT};
-use tributary_tools::perf::{producer_perf, ProducerPerfArgs};
+use tributary_tools::date_format::DateFormat;
+use tributary_tools::perf::producer_perf;
 use tributary_tools::simple_perf::{simple_consumer_perf, SimplePerfOptions};
 
 mod support;
@@ -412,25 +412,13 @@ async fn perf_tools(port: u16, ends: &[i64]) {
     }
     let sent = (messages / (2 * BATCH * PERF_CONNECTIONS)) * 2 * BATCH * PERF_CONNECTIONS;
     let raw = (sent * PERF_MESSAGE_BYTES) as f64 / start.elapsed().as_secs_f64();
-    let args = ProducerPerfArgs {
-        brokerinfo: format!("broker.list=0:127.0.0.1:{port}"),
-        topic: topic("perf-tool"),
-        messages: sent as u64,
-        message_size: PERF_MESSAGE_BYTES,
-        vary_message_size: false,
-        async_mode: true,
-        batch_size: BATCH as u32,
-        threads: PERF_CONNECTIONS as u32,
-        compression_codec: 0,
-        acks: false,
-        reporting_interval: 5000,
-        show_detailed_stats: false,
-        hide_header: true,
-        date_format: PERF_DEFAULT.to_string(),
-        stray: Default::default(),
-        tls: Default::default(),
-        zk_security: Default::default(),
-    };
+    let args = support::producer_perf_args(
+        format!("broker.list=0:127.0.0.1:{port}"),
+        topic("perf-tool"),
+        sent as u64,
+        PERF_MESSAGE_BYTES,
+        PERF_CONNECTIONS as u32,
+    );
     let start = Instant::now();
     let (delivered, failed) = producer_perf(&args, &mut std::io::sink())
         .await

@@ -29,8 +29,7 @@ use tributary::producer::{Producer, Record};
 use tributary_core::config::{BrokerConfig, ProducerConfig};
 use tributary_core::wire::TopicName;
 use tributary_tests::zookeeper::ZooKeeper;
-use tributary_tools::date_format::PERF_DEFAULT;
-use tributary_tools::perf::{producer_perf, ProducerPerfArgs};
+use tributary_tools::perf::producer_perf;
 
 mod support;
 use support::{bench_mirror_settings, mirror_consumer_config, properties, BenchBroker};
@@ -98,25 +97,13 @@ fn seed_mirror_producer(zk: &ZooKeeper) -> ProducerConfig {
 /// `producer-perf --threads 4 --async` writing `messages` messages of `size` bytes to `name`
 /// through the cluster of `zk`; bytes per second.
 async fn producer_perf_rate(zk: &ZooKeeper, name: &str, size: usize, messages: u64) -> f64 {
-    let args = ProducerPerfArgs {
-        brokerinfo: format!("zk.connect={}", zk.connect_string()),
-        topic: topic(name),
+    let args = support::producer_perf_args(
+        format!("zk.connect={}", zk.connect_string()),
+        topic(name),
         messages,
-        message_size: size,
-        vary_message_size: false,
-        async_mode: true,
-        batch_size: 200,
-        threads: THREADS as u32,
-        compression_codec: 0,
-        acks: false,
-        reporting_interval: 1_000_000,
-        show_detailed_stats: false,
-        hide_header: true,
-        date_format: PERF_DEFAULT.to_string(),
-        stray: Default::default(),
-        tls: Default::default(),
-        zk_security: Default::default(),
-    };
+        size,
+        THREADS as u32,
+    );
     let start = Instant::now();
     let (delivered, failed) = producer_perf(&args, &mut std::io::sink())
         .await

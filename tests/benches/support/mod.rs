@@ -131,3 +131,33 @@ pub fn bench_mirror_settings(
         target_zookeeper: None,
     }
 }
+
+/// `producer-perf`'s arguments as the benches run it: `--async`, 200-message batches, no
+/// compression, no acknowledgements, no report lines.
+pub fn producer_perf_args(
+    brokerinfo: String,
+    topic: TopicName,
+    messages: u64,
+    message_size: usize,
+    threads: u32,
+) -> tributary_tools::perf::ProducerPerfArgs {
+    tributary_tools::perf::ProducerPerfArgs {
+        brokerinfo,
+        topic,
+        messages,
+        message_size,
+        vary_message_size: false,
+        async_mode: true,
+        batch_size: 200,
+        threads,
+        compression_codec: 0,
+        acks: false,
+        reporting_interval: 5000,
+        show_detailed_stats: false,
+        hide_header: true,
+        date_format: tributary_tools::date_format::PERF_DEFAULT.to_string(),
+        stray: Default::default(),
+        tls: Default::default(),
+        zk_security: Default::default(),
+    }
+}
