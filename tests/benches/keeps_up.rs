@@ -6,8 +6,8 @@
 //! 2. **Backlog copy**: the mirror (the production engine, in process: 4 streams, the seed's
 //!    `mirror-producer.properties` with the durable acknowledgements the mirror always asks
 //!    for) copies an 8-partition backlog of 1 KiB and of 100 B messages; its rate from its
-//!    first message to the acknowledgement of the last, as a ratio of the ingest rate, and its
-//!    CPU per MB (every thread but the brokers').
+//!    first message to the acknowledgement of the last, as a ratio of the ingest rate, and the
+//!    MB/s it copies per CPU core (every thread but the brokers').
 //! 3. **Live**: a producer writes 1 KiB messages at half the ingest rate while the mirror copies
 //!    them, for 10 minutes (30 s in the quick run); the lag (messages produced and not yet
 //!    acknowledged by the mirror cluster) is sampled every second. The mirror keeps up when the

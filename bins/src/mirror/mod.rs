@@ -100,7 +100,8 @@ pub struct MirrorSettings {
     pub filter: Subscription,
     /// Streams per source.
     pub streams: u32,
-    /// Producers, used round-robin by the streams.
+    /// Producers: each source partition's messages go to one of them, chosen by a hash of the
+    /// source partition (so its order into the mirror cluster is one producer's).
     pub producers: u32,
     /// How often source offsets are committed.
     pub commit_interval: Duration,
