@@ -68,10 +68,7 @@ async fn best_ceiling_of(streams: usize) -> f64 {
 }
 
 fn mib_from_env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    usize::try_from(bench::env_number(name, default as u64)).expect("a size in MiB")
 }
 
 /// The seed's flush policy (10,000 messages or 1 s), or with `fsync: false` one that never

@@ -25,7 +25,6 @@ use tributary_core::wire::{
 };
 use tributary_tests::zookeeper::ZooKeeper;
 use tributary_tools::date_format::DateFormat;
-use tributary_tools::perf::producer_perf;
 use tributary_tools::simple_perf::{simple_consumer_perf, SimplePerfOptions};
 
 mod support;
@@ -412,23 +411,14 @@ async fn perf_tools(port: u16, ends: &[i64]) {
     }
     let sent = (messages / (2 * BATCH * PERF_CONNECTIONS)) * 2 * BATCH * PERF_CONNECTIONS;
     let raw = (sent * PERF_MESSAGE_BYTES) as f64 / start.elapsed().as_secs_f64();
-    let args = support::producer_perf_args(
+    let tool = support::producer_perf_rate(
         format!("broker.list=0:127.0.0.1:{port}"),
         topic("perf-tool"),
         sent as u64,
         PERF_MESSAGE_BYTES,
         PERF_CONNECTIONS as u32,
-    );
-    let start = Instant::now();
-    let (delivered, failed) = producer_perf(&args, &mut std::io::sink())
-        .await
-        .expect("producer-perf");
-    assert_eq!(
-        (delivered, failed),
-        (sent as u64, 0),
-        "producer-perf lost messages"
-    );
-    let tool = (sent * PERF_MESSAGE_BYTES) as f64 / start.elapsed().as_secs_f64();
+    )
+    .await;
     tool_row(
         "producer-perf --threads 4 --async, 1 KiB",
         tool,

@@ -29,7 +29,6 @@ use tributary::producer::{Producer, Record};
 use tributary_core::config::{BrokerConfig, ProducerConfig};
 use tributary_core::wire::TopicName;
 use tributary_tests::zookeeper::ZooKeeper;
-use tributary_tools::perf::producer_perf;
 
 mod support;
 use support::{bench_mirror_settings, mirror_consumer_config, properties, BenchBroker};
@@ -52,14 +51,12 @@ fn volume() -> usize {
 
 /// How long the live case runs: 600 s, 30 s quick, or `TRIBUTARY_BENCH_LIVE_SECS`.
 fn live_seconds() -> u64 {
-    std::env::var("TRIBUTARY_BENCH_LIVE_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if tributary_tests::bench::quick() {
-            30
-        } else {
-            600
-        })
+    let default = if tributary_tests::bench::quick() {
+        30
+    } else {
+        600
+    };
+    tributary_tests::bench::env_number("TRIBUTARY_BENCH_LIVE_SECS", default)
 }
 
 fn topic(name: &str) -> TopicName {
@@ -97,31 +94,23 @@ fn seed_mirror_producer(zk: &ZooKeeper) -> ProducerConfig {
 /// `producer-perf --threads 4 --async` writing `messages` messages of `size` bytes to `name`
 /// through the cluster of `zk`; bytes per second.
 async fn producer_perf_rate(zk: &ZooKeeper, name: &str, size: usize, messages: u64) -> f64 {
-    let args = support::producer_perf_args(
+    support::producer_perf_rate(
         format!("zk.connect={}", zk.connect_string()),
         topic(name),
         messages,
         size,
         THREADS as u32,
-    );
-    let start = Instant::now();
-    let (delivered, failed) = producer_perf(&args, &mut std::io::sink())
-        .await
-        .expect("producer-perf");
-    assert_eq!(
-        (delivered, failed),
-        (messages, 0),
-        "producer-perf lost messages"
-    );
-    (messages as usize * size) as f64 / start.elapsed().as_secs_f64()
+    )
+    .await
 }
 
 /// The mirror's producers: `TRIBUTARY_BENCH_PRODUCERS`, or 1.
 fn producers() -> u32 {
-    std::env::var("TRIBUTARY_BENCH_PRODUCERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
+    u32::try_from(tributary_tests::bench::env_number(
+        "TRIBUTARY_BENCH_PRODUCERS",
+        1,
+    ))
+    .expect("TRIBUTARY_BENCH_PRODUCERS: a number of producers")
 }
 
 /// A mirror of `name` (by group `group`) from the source of `source` into the cluster of
@@ -240,6 +229,11 @@ async fn live(
                         produced.fetch_add(1, Ordering::Relaxed);
                     }
                 }
+                let failed = producer.stats().failed.load(Ordering::Relaxed);
+                assert_eq!(
+                    failed, 0,
+                    "the live producer failed to send {failed} messages"
+                );
                 producer.close().await;
             })
         })

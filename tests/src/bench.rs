@@ -55,6 +55,17 @@ pub fn rss() -> (u64, u64) {
 /// apart from the component measured.
 pub const BROKER_THREAD_NAME: &str = "bench-broker";
 
+/// The number in the environment variable `name`, or `default` when it is unset. A value that
+/// is not a number stops the bench and says so, rather than measuring something not asked for.
+pub fn env_number(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Err(_) => default,
+        Ok(text) => text.trim().parse().unwrap_or_else(|_| {
+            panic!("{name}={text:?} is not a whole number (unset it for the default, {default})")
+        }),
+    }
+}
+
 /// Touches up to `TRIBUTARY_BENCH_TOUCH_GIB` (default 12, at most half of the memory available)
 /// of this machine's memory once and frees it, and says how much. On a VM whose host backs guest
 /// memory on first touch, a bench that grows the page cache into memory the guest never used
@@ -71,11 +82,7 @@ pub fn touch_memory() {
                 .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
         })
         .map_or(0, |kib| kib * 1024);
-    let wanted = std::env::var("TRIBUTARY_BENCH_TOUCH_GIB")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(12)
-        << 30;
+    let wanted = env_number("TRIBUTARY_BENCH_TOUCH_GIB", 12) << 30;
     let bytes = wanted.min(available / 2);
     const CHUNK: usize = 256 << 20;
     let started = std::time::Instant::now();

@@ -132,16 +132,17 @@ pub fn bench_mirror_settings(
     }
 }
 
-/// `producer-perf`'s arguments as the benches run it: `--async`, 200-message batches, no
-/// compression, no acknowledgements, no report lines.
-pub fn producer_perf_args(
+/// Runs `producer-perf` as the benches do (`--async`, 200-message batches, no compression, no
+/// acknowledgements, no report lines): `messages` of `message_size` bytes to `topic` through
+/// `brokerinfo` from `threads` tasks. Bytes per second; a message not delivered fails the bench.
+pub async fn producer_perf_rate(
     brokerinfo: String,
     topic: TopicName,
     messages: u64,
     message_size: usize,
     threads: u32,
-) -> tributary_tools::perf::ProducerPerfArgs {
-    tributary_tools::perf::ProducerPerfArgs {
+) -> f64 {
+    let args = tributary_tools::perf::ProducerPerfArgs {
         brokerinfo,
         topic,
         messages,
@@ -159,5 +160,15 @@ pub fn producer_perf_args(
         stray: Default::default(),
         tls: Default::default(),
         zk_security: Default::default(),
-    }
+    };
+    let start = std::time::Instant::now();
+    let (delivered, failed) = tributary_tools::perf::producer_perf(&args, &mut std::io::sink())
+        .await
+        .expect("producer-perf");
+    assert_eq!(
+        (delivered, failed),
+        (messages, 0),
+        "producer-perf lost messages"
+    );
+    (messages as usize * message_size) as f64 / start.elapsed().as_secs_f64()
 }
