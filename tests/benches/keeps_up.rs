@@ -7,7 +7,8 @@
 //!    `mirror-producer.properties` with the durable acknowledgements the mirror always asks
 //!    for) copies an 8-partition backlog of 1 KiB and of 100 B messages; its rate from its
 //!    first message to the acknowledgement of the last, as a ratio of the ingest rate, and the
-//!    MB/s it copies per CPU core (every thread but the brokers').
+//!    MB/s it copies per CPU core (every thread but the brokers'). Beside each case, the cores
+//!    the whole machine was busy: a case near all of them is bound by the CPU it shares.
 //! 3. **Live**: a producer writes 1 KiB messages at half the ingest rate while the mirror copies
 //!    them, for 10 minutes (30 s in the quick run); the lag (messages produced and not yet
 //!    acknowledged by the mirror cluster) is sampled every second. The mirror keeps up when the
@@ -137,15 +138,22 @@ async fn start_mirror(
     (stats, stop, running)
 }
 
+/// What one case used of the machine: the cores of its own threads (not the brokers'), and the
+/// cores the whole machine was busy (every process, brokers and ZooKeeper included).
+struct Cores {
+    own: f64,
+    machine: f64,
+}
+
 /// The mirror copies the `count` messages of `size` bytes of `name`: bytes per second from its
-/// first message sent to the acknowledgement of the last, and the CPU cores it used meanwhile.
+/// first message sent to the acknowledgement of the last, and the CPU it used meanwhile.
 async fn backlog_copy(
     source: &ZooKeeper,
     target: &ZooKeeper,
     name: &str,
     size: usize,
     count: u64,
-) -> (f64, f64) {
+) -> (f64, Cores) {
     let not_broker = |thread: &str| thread != tributary_tests::bench::BROKER_THREAD_NAME;
     let (stats, stop, running) = start_mirror(source, target, name, &format!("copy-{name}")).await;
     let deadline = Instant::now() + Duration::from_secs(1200);
@@ -155,14 +163,16 @@ async fn backlog_copy(
             first = Some((
                 Instant::now(),
                 tributary_tests::bench::thread_cpu_ns(not_broker),
+                tributary_tests::bench::machine_busy_ns(),
             ));
         }
         assert!(Instant::now() < deadline, "the mirror did not finish");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let (started, cpu_before) = first.expect("no message sent");
+    let (started, cpu_before, busy_before) = first.expect("no message sent");
     let seconds = started.elapsed().as_secs_f64();
     let cpu = tributary_tests::bench::thread_cpu_ns(not_broker).saturating_sub(cpu_before);
+    let busy = tributary_tests::bench::machine_busy_ns().saturating_sub(busy_before);
     drop(stop);
     running.await.expect("mirror task").expect("mirror run");
     assert_eq!(
@@ -172,7 +182,10 @@ async fn backlog_copy(
     );
     (
         (count as usize * size) as f64 / seconds,
-        cpu as f64 / 1e9 / seconds,
+        Cores {
+            own: cpu as f64 / 1e9 / seconds,
+            machine: busy as f64 / 1e9 / seconds,
+        },
     )
 }
 
@@ -290,22 +303,37 @@ async fn main() {
         "keeps up: one source broker -> the mirror ({STREAMS} streams, {producers} producer(s), seed producer settings, durable acks) -> one mirror broker, {PARTITIONS} partitions, seed flush"
     );
     // The source alone: what it takes.
+    let machine_cores = tributary_tests::bench::machine_cores();
+    let (started, busy_before) = (Instant::now(), tributary_tests::bench::machine_busy_ns());
     let ingest = producer_perf_rate(&source_zk, "ingest", 1024, (volume() / 1024) as u64).await;
+    let ingest_busy = tributary_tests::bench::machine_busy_ns().saturating_sub(busy_before) as f64
+        / 1e9
+        / started.elapsed().as_secs_f64();
     println!(
-        "  source ingest, producer-perf --threads {THREADS} --async, 1 KiB: {:.1} MB/s",
+        "  source ingest, producer-perf --threads {THREADS} --async, 1 KiB: {:.1} MB/s; machine busy {ingest_busy:.2} of {machine_cores} cores",
         ingest / 1e6
+    );
+    tributary_tests::bench::point(
+        "mirror keeps up: machine busy during the source's ingest",
+        &format!("{ingest_busy:.2} of {machine_cores} cores"),
     );
     for size in [1024usize, 100] {
         let name = format!("backlog-{size}");
         let count = (volume() / size) as u64;
         producer_perf_rate(&source_zk, &name, size, count).await;
-        let (copy, cores) = backlog_copy(&source_zk, &target_zk, &name, size, count).await;
+        let (copy, used) = backlog_copy(&source_zk, &target_zk, &name, size, count).await;
+        let cores = used.own;
         println!(
-            "  mirror copy of a {} MiB backlog of {size} B messages: {:.1} MB/s = {:.2} of the ingest; {cores:.2} cores, {:.0} MB/s per core",
+            "  mirror copy of a {} MiB backlog of {size} B messages: {:.1} MB/s = {:.2} of the ingest; {cores:.2} cores, {:.0} MB/s per core; machine busy {:.2} of {machine_cores} cores",
             volume() >> 20,
             copy / 1e6,
             copy / ingest,
-            copy / 1e6 / cores.max(1e-9)
+            copy / 1e6 / cores.max(1e-9),
+            used.machine
+        );
+        tributary_tests::bench::point(
+            &format!("mirror keeps up: machine busy during the copy of {size} B messages"),
+            &format!("{:.2} of {machine_cores} cores", used.machine),
         );
         tributary_tests::bench::row(
             &format!("mirror keeps up: backlog of {size} B messages, {producers} producer(s)"),

@@ -36,6 +36,34 @@ pub fn thread_cpu_ns(counts: impl Fn(&str) -> bool) -> u64 {
         .sum()
 }
 
+/// CPU time (ns) the whole machine has spent busy since boot: every core, every process, from
+/// the first line of `/proc/stat` (user, nice, system, irq, softirq and steal; not idle and not
+/// I/O wait), in clock ticks of 10 ms. The busy cores over a case, set beside the machine's
+/// cores, say whether the case was bound by the CPU or waited on something else. Without
+/// `/proc` there is nothing to measure: it panics.
+pub fn machine_busy_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat (CPU accounting)");
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("cpu "))
+        .expect("/proc/stat starts with the machine's cpu line")
+        .split_whitespace()
+        .map(|t| t.parse().expect("/proc/stat: a tick count"))
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    let busy: u64 = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .filter_map(|i| ticks.get(*i))
+        .sum();
+    busy * 10_000_000
+}
+
+/// The cores this machine has.
+pub fn machine_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// This process's resident set and its peak so far, in bytes (`/proc/self/status`).
 pub fn rss() -> (u64, u64) {
     let status =
