@@ -12,7 +12,11 @@
 //! 3. **Live**: a producer writes 1 KiB messages at half the ingest rate while the mirror copies
 //!    them, for 10 minutes (30 s in the quick run); the lag (messages produced and not yet
 //!    acknowledged by the mirror cluster) is sampled every second. The mirror keeps up when the
-//!    lag of the last tenth of the run is no larger than that of the first.
+//!    lag of the last tenth of the run is no larger than that of the first. A lag past
+//!    2,000,000 messages ends the run there (it does not keep up, and the disk is bounded).
+//!
+//! Both brokers keep 512 MiB a partition (128 MiB segments, retention every minute): at this
+//! machine's rates a full live run needs about 25 GB free per broker.
 //!
 //! Both brokers flush as the seed's `server.properties` says (10,000 messages or 1 s).
 //! `TRIBUTARY_BENCH_PRODUCERS` sets the mirror's producers (default 1, as 0.7's MirrorMaker);
@@ -60,6 +64,19 @@ fn live_seconds() -> u64 {
     tributary_tests::bench::env_number("TRIBUTARY_BENCH_LIVE_SECS", default)
 }
 
+/// The lag (messages written and not yet acknowledged by the mirror cluster) at which the live
+/// case stops: the mirror has then fallen 2 GiB behind, 256 MiB a partition, which the source
+/// still holds (its retention keeps 512 MiB a partition). A run that does not keep up ends
+/// there instead of filling the disk with a backlog that only grows.
+const LAG_BOUND: u64 = 2_000_000;
+
+/// What both brokers keep of a partition: segments of 128 MiB, the oldest deleted past 512 MiB
+/// (retention runs every minute, 0.7's shortest). The live case writes at half the source's
+/// ingest rate for 10 minutes, far more than this machine's disk; at 360 MB/s a broker holds at
+/// most 4 GiB retained and one minute of writes, about 25 GB.
+const SEGMENT_BYTES: u64 = 128 << 20;
+const RETAINED_BYTES: u64 = 512 << 20;
+
 fn topic(name: &str) -> TopicName {
     name.parse().expect("topic")
 }
@@ -69,7 +86,8 @@ fn start_broker(zk: &ZooKeeper, dir: &std::path::Path) -> BenchBroker {
     let text = format!(
         "brokerid=0\nport=0\nhostname=127.0.0.1\nlog.dir={}\nnum.partitions={PARTITIONS}\n\
          log.flush.interval=10000\nlog.default.flush.interval.ms=1000\n\
-         log.default.flush.scheduler.interval.ms=1000\nzk.connect={}\n",
+         log.default.flush.scheduler.interval.ms=1000\nzk.connect={}\n\
+         log.file.size={SEGMENT_BYTES}\nlog.retention.size={RETAINED_BYTES}\nlog.cleanup.interval.mins=1\n",
         dir.display(),
         zk.connect_string()
     );
@@ -195,16 +213,25 @@ struct Sample {
     lag: u64,
 }
 
-/// Writes 1 KiB messages to `name` at `rate` bytes per second for `seconds` while a mirror
-/// copies them; samples the lag every second. Returns the samples and the seconds the mirror
-/// took to drain what was left when the writing stopped.
+/// How the live case went.
+struct Live {
+    /// One look a second.
+    samples: Vec<Sample>,
+    /// Seconds the mirror took to drain what was left when the writing stopped.
+    drain: f64,
+    /// The second at which the lag passed [`LAG_BOUND`] and the writing stopped, if it did.
+    outgrown: Option<usize>,
+}
+
+/// Writes 1 KiB messages to `name` at `rate` bytes per second for `seconds` (or until the lag
+/// passes [`LAG_BOUND`]) while a mirror copies them; samples the lag every second.
 async fn live(
     source: &ZooKeeper,
     target: &ZooKeeper,
     name: &str,
     rate: f64,
     seconds: u64,
-) -> (Vec<Sample>, f64) {
+) -> Live {
     const SIZE: usize = 1024;
     const TICK: Duration = Duration::from_millis(10);
     let (stats, stop, running) = start_mirror(source, target, name, &format!("live-{name}")).await;
@@ -216,18 +243,24 @@ async fn live(
         ProducerConfig::from_properties,
     );
     let produced = Arc::new(AtomicU64::new(0));
+    let outgrown = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let per_tick = rate / SIZE as f64 / THREADS as f64 * TICK.as_secs_f64();
     let end = tokio::time::Instant::now() + Duration::from_secs(seconds);
     let writers: Vec<_> = (0..THREADS)
         .map(|_| {
-            let (config, produced, name) = (config.clone(), produced.clone(), topic(name));
+            let (config, produced, outgrown, name) = (
+                config.clone(),
+                produced.clone(),
+                outgrown.clone(),
+                topic(name),
+            );
             tokio::spawn(async move {
                 let producer = Producer::start(TokioEnv, config).await.expect("producer");
                 let payload = bytes::Bytes::from(vec![b'l'; SIZE]);
                 let (mut due, mut sent) = (0f64, 0u64);
                 let mut tick = tokio::time::interval(TICK);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-                while tokio::time::Instant::now() < end {
+                while tokio::time::Instant::now() < end && !outgrown.load(Ordering::Relaxed) {
                     tick.tick().await;
                     due += per_tick;
                     while (sent as f64) < due {
@@ -258,10 +291,12 @@ async fn live(
         next += Duration::from_secs(1);
         let produced = produced.load(Ordering::Relaxed);
         let acked = stats.acked.load(Ordering::Relaxed);
-        samples.push(Sample {
-            produced,
-            lag: produced.saturating_sub(acked),
-        });
+        let lag = produced.saturating_sub(acked);
+        samples.push(Sample { produced, lag });
+        if lag > LAG_BOUND {
+            outgrown.store(true, Ordering::Relaxed);
+            break;
+        }
     }
     for writer in writers {
         writer.await.expect("live producer");
@@ -279,7 +314,12 @@ async fn live(
     let drain = stopped.elapsed().as_secs_f64();
     drop(stop);
     running.await.expect("mirror task").expect("mirror run");
-    (samples, drain)
+    let outgrown = outgrown.load(Ordering::Relaxed).then_some(samples.len());
+    Live {
+        samples,
+        drain,
+        outgrown,
+    }
 }
 
 /// The mean lag of `samples`.
@@ -360,7 +400,15 @@ async fn main() {
     // Live: half the ingest rate, the mirror beside it.
     let seconds = live_seconds();
     let offered = ingest / 2.0;
-    let (samples, drain) = live(&source_zk, &target_zk, "live", offered, seconds).await;
+    let Live {
+        samples,
+        drain,
+        outgrown,
+    } = live(&source_zk, &target_zk, "live", offered, seconds).await;
+    let ran = match outgrown {
+        Some(second) => format!("stopped at {second} s of {seconds}: lag past {LAG_BOUND}"),
+        None => format!("{seconds} s"),
+    };
     let tenth = (samples.len() / 10).max(1);
     let (early, late) = (
         mean_lag(&samples[..tenth.min(samples.len())]),
@@ -370,7 +418,7 @@ async fn main() {
     let produced = samples.last().map_or(0, |s| s.produced);
     let reached = (produced as usize * 1024) as f64 / samples.len().max(1) as f64;
     println!(
-        "  live, {seconds} s at {:.1} MB/s offered ({:.1} MB/s written): lag first tenth {early:.0}, last tenth {late:.0}, worst {worst} messages; drained {drain:.1} s after the writes stopped",
+        "  live, {ran}, at {:.1} MB/s offered ({:.1} MB/s written): lag first tenth {early:.0}, last tenth {late:.0}, worst {worst} messages; drained {drain:.1} s after the writes stopped",
         offered / 1e6,
         reached / 1e6
     );
@@ -378,7 +426,7 @@ async fn main() {
         println!("    lag {} of {} produced", s.lag, s.produced);
     }
     tributary_tests::bench::row(
-        &format!("mirror keeps up: live {seconds} s at half the ingest ({:.0} MB/s), lag sampled each second", offered / 1e6),
+        &format!("mirror keeps up: live at half the ingest ({:.0} MB/s), lag sampled each second, {ran}", offered / 1e6),
         &format!(
             "lag first tenth {early:.0}, last tenth {late:.0}, worst {worst} msgs; drained in {drain:.1} s"
         ),
