@@ -65,9 +65,10 @@ fn live_seconds() -> u64 {
 }
 
 /// The lag (messages written and not yet acknowledged by the mirror cluster) at which the live
-/// case stops: the mirror has then fallen 2 GiB behind, 256 MiB a partition, which the source
-/// still holds (its retention keeps 512 MiB a partition). A run that does not keep up ends
-/// there instead of filling the disk with a backlog that only grows.
+/// case stops: the mirror has then fallen 2 GiB behind, about 256 MiB a partition, which the
+/// source still holds (its retention deletes whole 128 MiB segments past 512 MiB, so it keeps
+/// at least 384 MiB a partition). A run that does not keep up ends there instead of filling the
+/// disk with a backlog that only grows.
 const LAG_BOUND: u64 = 2_000_000;
 
 /// What both brokers keep of a partition: segments of 128 MiB, the oldest deleted past 512 MiB
