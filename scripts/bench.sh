@@ -10,6 +10,8 @@
 #
 # Benchmarks stay out of the CI test run: on a shared machine they are too noisy to gate on.
 # The clients, mirror, scale and keeps_up benches start ZooKeeper (scripts/install-deps.sh installs it).
+# Their data goes under TMPDIR; keeps_up's live case stops early, and says so in its row, when
+# less than 4 GiB is left there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

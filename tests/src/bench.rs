@@ -64,6 +64,21 @@ pub fn machine_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// Bytes free to an unprivileged writer on the file system holding `path`, from `df -Pk`;
+/// `None` when `df` cannot be run or its answer is not understood (the caller says so).
+pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    let out = std::process::Command::new("df")
+        .arg("-Pk")
+        .arg(path)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    // POSIX format: a header line, then "filesystem blocks used available capacity mount".
+    let text = String::from_utf8(out.stdout).ok()?;
+    let kib: u64 = text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// This process's resident set and its peak so far, in bytes (`/proc/self/status`).
 pub fn rss() -> (u64, u64) {
     let status =
