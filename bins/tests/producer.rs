@@ -232,6 +232,57 @@ async fn an_async_producer_that_cannot_queue_or_send_reports_every_message() {
     producer.close().await;
 }
 
+/// `try_send` queues while the async queue has room and gives the record back, untouched and
+/// not counted, when it is full or the producer is sync; what it queued is reported like what
+/// `send` queued.
+#[tokio::test]
+async fn try_send_queues_while_there_is_room_and_gives_the_record_back_otherwise() {
+    // Nothing listens on this port: every queued message fails, after its retry.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = producer_config(&format!(
+        "broker.list=0:127.0.0.1:{port}\nproducer.type=async\nqueue.size=3\nbatch.size=3\nqueue.time=10\nnum.retries=0\n"
+    ));
+    let producer = Producer::start(TokioEnv, config).await.unwrap();
+    // A current-thread test: the sender task does not run before this task waits, so the
+    // queue fills at its size.
+    let mut deliveries = Vec::new();
+    let mut back = Vec::new();
+    for i in 0..5 {
+        match producer.try_send(Record::new(topic(), format!("m{i}").into_bytes())) {
+            Ok(delivery) => deliveries.push(delivery),
+            Err(record) => back.push(record),
+        }
+    }
+    assert_eq!(deliveries.len(), 3, "a 3-message queue took more or fewer");
+    assert_eq!(
+        back.iter().map(|r| r.value.clone()).collect::<Vec<_>>(),
+        vec![Bytes::from_static(b"m3"), Bytes::from_static(b"m4")],
+        "the records it could not queue come back as they were"
+    );
+    assert_eq!(producer.stats().accepted.load(Ordering::SeqCst), 3);
+    assert_eq!(producer.stats().queue_full.load(Ordering::SeqCst), 0);
+    for d in deliveries {
+        assert!(
+            matches!(d.await, Err(SendError::Failed { attempts: 1, .. })),
+            "a queued message is reported"
+        );
+    }
+    producer.close().await;
+
+    let sync = producer_config(&format!(
+        "broker.list=0:127.0.0.1:{port}\nproducer.type=sync\n"
+    ));
+    let producer = Producer::start(TokioEnv, sync).await.unwrap();
+    let record = Record::new(topic(), &b"s"[..]);
+    assert_eq!(producer.try_send(record.clone()).err(), Some(record));
+    assert_eq!(producer.stats().accepted.load(Ordering::SeqCst), 0);
+    producer.close().await;
+}
+
 /// A stand-in for a Kafka 0.7 broker: closes the connection on ACKED_PRODUCE (an unknown
 /// request type), answers OFFSETS, and reports the produce requests it receives.
 async fn kafka_0_7_stand_in() -> (u16, tokio::sync::mpsc::UnboundedReceiver<i16>) {

@@ -32,7 +32,8 @@ use tributary::env::TokioEnv;
 use tributary::mirror::Mirror;
 use tributary::producer::{Producer, Record};
 use tributary_core::config::{BrokerConfig, ProducerConfig};
-use tributary_core::wire::TopicName;
+use tributary_core::message::MessageSetBuilder;
+use tributary_core::wire::{OffsetsRequest, Request, Response, TopicName};
 use tributary_tests::zookeeper::ZooKeeper;
 
 mod support;
@@ -168,6 +169,41 @@ async fn start_mirror(
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(mirror.run_until(async { drop(stopped.await) }));
     (stats, stop, running)
+}
+
+/// Waits until the source broker on `port` serves all `bytes` of `name`'s partitions. A broker
+/// serves only what it has flushed, and the seed flushes every 10,000 messages or each second:
+/// a partition's last messages are readable only after that second. Copying a backlog that is
+/// not all readable yet would time the source's flush along with the mirror.
+async fn wait_until_served(port: u16, name: &str, bytes: u64) {
+    let topic: TopicName = name.parse().expect("topic");
+    let mut conn = tributary::client::connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(10))
+        .await
+        .expect("connect to the source broker");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut served = 0u64;
+        for partition in 0..PARTITIONS as i32 {
+            let request = Request::Offsets(OffsetsRequest {
+                topic: topic.clone(),
+                partition,
+                time: -1,
+                max_offsets: 1,
+            });
+            let Ok(Response::Offsets(answer)) = conn.call(&request).await else {
+                panic!("the source broker did not answer OFFSETS for {name}/{partition}");
+            };
+            served += answer.offsets.first().copied().unwrap_or(0).max(0) as u64;
+        }
+        if served >= bytes {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the source serves {served} of the {bytes} bytes of {name} after a minute"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// What one case used of the machine: the cores of its own threads (not the brokers'), and the
@@ -390,6 +426,8 @@ async fn main() {
         let name = format!("backlog-{size}");
         let count = (volume() / size) as u64;
         producer_perf_rate(&source_zk, &name, size, count).await;
+        let entry = MessageSetBuilder::entry_bytes(size) as u64;
+        wait_until_served(source.port, &name, count * entry).await;
         let (copy, used) = backlog_copy(&source_zk, &target_zk, &name, size, count).await;
         let cores = used.own;
         println!(

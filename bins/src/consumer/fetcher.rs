@@ -290,6 +290,12 @@ async fn deliver(
             .map(|()| false);
     }
     partition.offsets().fetched_chunk(valid as u64);
+    tracing::trace!(
+        "{}/{}: {valid} bytes from offset {offset} for stream {}",
+        partition.topic,
+        partition.partition,
+        partition.stream
+    );
     if tributary_core::planted::active(tributary_core::planted::Bug::SkipChunk) && offset % 10 == 3
     {
         return Ok(true);

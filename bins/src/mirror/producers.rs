@@ -17,6 +17,8 @@ use crate::producer::{Producer, ProducerStats, Record, SendError};
 
 /// A producer as the mirror uses it (type-erased over the environment).
 pub(super) trait ProducerHandle: Send + Sync {
+    /// [`Producer::try_send`]: queued at once, or the record back for [`ProducerHandle::send`].
+    fn try_send(&self, record: Record) -> Result<crate::producer::Delivery, Record>;
     fn send(
         &self,
         record: Record,
@@ -33,6 +35,10 @@ pub(super) trait ProducerHandle: Send + Sync {
 }
 
 impl<E: Env> ProducerHandle for Producer<E> {
+    fn try_send(&self, record: Record) -> Result<crate::producer::Delivery, Record> {
+        Producer::try_send(self, record)
+    }
+
     fn send(
         &self,
         record: Record,

@@ -70,6 +70,16 @@ impl StreamContext {
         }
     }
 
+    /// Hands `record` to its producer: queued at once when the queue has room (no future is
+    /// built for it), waited for through `send` otherwise.
+    async fn hand_over(&self, record: Record) -> Result<Delivery, SendError> {
+        let producer = self.producer_for(&record);
+        match producer.try_send(record) {
+            Ok(delivery) => Ok(delivery),
+            Err(record) => producer.send(record).await,
+        }
+    }
+
     fn event<'a>(
         &self,
         topic: &'a TopicName,
@@ -195,32 +205,37 @@ impl Deliveries {
 /// a time, so one entry spares allocating the keys for nearly every message.
 #[derive(Debug, Default)]
 struct Keys {
-    last: Option<(Arc<SourcePartition>, Option<Arc<SourceKey>>)>,
+    /// The topic as the consumer handed it out (its partition's own allocation: compared by
+    /// pointer message by message), and the keys made for it.
+    last: Option<(TopicName, Arc<SourcePartition>, Option<Arc<SourceKey>>)>,
 }
 
 impl Keys {
-    /// The window's key of the partition, and its key in mirror positions (with `cluster`).
+    /// The window's key of the partition, and its key in mirror positions (with `cluster`);
+    /// their topic is the one allocation `window` shares between the source's keys.
     fn key(
         &mut self,
         source: usize,
+        window: &SourceWindow,
         cluster: Option<&ClusterId>,
         topic: &TopicName,
         partition: BrokerPartition,
     ) -> (Arc<SourcePartition>, Option<Arc<SourceKey>>) {
         match &self.last {
-            Some((key, position)) if key.topic == *topic && key.partition == partition => {
+            Some((given, key, position)) if given == topic && key.partition == partition => {
                 (key.clone(), position.clone())
             }
             _ => {
-                let key = Arc::new(SourcePartition::new(source, topic.clone(), partition));
+                let shared = window.shared_topic(topic);
+                let key = Arc::new(SourcePartition::new(source, shared.clone(), partition));
                 let position = cluster.map(|cluster| {
                     Arc::new(SourceKey {
                         cluster: cluster.clone(),
-                        topic: topic.clone(),
+                        topic: shared,
                         partition,
                     })
                 });
-                self.last = Some((key.clone(), position.clone()));
+                self.last = Some((topic.clone(), key.clone(), position.clone()));
                 (key, position)
             }
         }
@@ -242,10 +257,15 @@ pub(super) async fn run_stream(
     // Whether this stream may take another message: known after every step that changes the
     // window (each computes it under the lock it holds anyway), looked up after a wake-up.
     let mut room = context.window.has_room();
+    // One wait for the stop, registered once for the whole run (stop is only ever set, and a
+    // dropped sender ends the wait too), rather than one registered and dropped per message.
+    let mut stopped = std::pin::pin!(async move {
+        let _set_or_gone = stop.wait_for(|stopped| *stopped).await;
+    });
     loop {
         tokio::select! {
             biased;
-            _ = stop.changed() => break,
+            () = stopped.as_mut() => break,
             ready = acks.ready(), if !acks.is_empty() => {
                 // Every acknowledgement ready now (a batch's come together), under one lock.
                 room = on_acks(&context, ready)?;
@@ -261,11 +281,17 @@ pub(super) async fn run_stream(
                     // then not sent and its offset stays uncommitted.
                     tokio::select! {
                         biased;
-                        _ = stop.wait_for(|stopped| *stopped) => break,
+                        () = stopped.as_mut() => break,
                         forwarded = forward(&context, &mut acks, &mut keys, &mut verdicts, message) => room = forwarded?,
                     }
+                    // A message handed on without waiting (the common case) spends none of the
+                    // task's budget: without this the stream would keep its thread for a whole
+                    // chunk, and the producer's sender, due on it, would wait that long.
+                    tokio::task::coop::consume_budget().await;
                 }
-                Err(ConsumerError::Timeout(_)) => {}
+                Err(ConsumerError::Timeout(waited)) => {
+                    tracing::trace!("mirror stream {}: no message in {waited:?}", context.stream);
+                }
                 Err(ConsumerError::Closed) => break,
                 // Said by the consumer already; the watchdog alarms if it lasts.
                 Err(e @ ConsumerError::Rebalance { .. }) => tracing::error!("mirror: {e}"),
@@ -341,6 +367,7 @@ async fn forward(
 ) -> Result<bool, MirrorError> {
     let (key, position_key) = keys.key(
         context.source,
+        &context.window,
         context.positions.as_ref(),
         &message.topic,
         message.partition,
@@ -443,7 +470,7 @@ async fn forward(
         bytes: message.payload.len() as u64,
     };
     let record = record_of(target_topic, message, position_key);
-    let sent = context.producer_for(&record).send(record).await;
+    let sent = context.hand_over(record).await;
     // With the producer (or refused by it): a stream its partition moves to may go on.
     drop(handing);
     let delivery = match sent {

@@ -3,6 +3,7 @@
 //! streams feed it messages and acknowledgements; the source's commit task (`commits.rs`) runs
 //! the rounds it decides.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tributary_core::mirror::source::Admission;
 use tributary_core::mirror::{SourceMirror, SourcePartition};
+use tributary_core::wire::TopicName;
 
 use crate::consumer::Hold;
 
@@ -28,7 +30,14 @@ pub(super) struct SourceWindow {
     /// Per stream of the source: messages it recorded as forwarded and has not yet handed to
     /// the producer ([`SourceWindow::admit`]).
     handing: Box<[Handing]>,
+    /// One allocation per topic name for the keys of the source's partitions
+    /// ([`SourceWindow::shared_topic`]); at most [`SHARED_TOPICS_MAX`] names.
+    topics: Mutex<BTreeSet<TopicName>>,
 }
+
+/// The most topic names [`SourceWindow::shared_topic`] keeps; past it a name is used as it
+/// comes (its lookups then compare the text).
+const SHARED_TOPICS_MAX: usize = 100_000;
 
 /// A stream's count of messages recorded and not yet handed to the producer, on a cache line of
 /// its own: each stream changes its own twice per message, and the others only read it when a
@@ -85,7 +94,24 @@ impl SourceWindow {
             commit_wanted: Notify::new(),
             first_stream: streams.start,
             handing: streams.map(|_| Handing::default()).collect(),
+            topics: Mutex::default(),
         }
+    }
+
+    /// `topic` in the allocation every key of this source uses for that name: the window
+    /// looks partitions up message by message, and two keys of one topic then compare their
+    /// topics by pointer rather than by text. (A consumer hands out each partition's name in
+    /// an allocation of its own.) Called once per chunk, not per message.
+    pub(super) fn shared_topic(&self, topic: &TopicName) -> TopicName {
+        let mut topics = crate::sync::lock(&self.topics, "the mirror window's topic names");
+        if let Some(shared) = topics.get(topic) {
+            return shared.clone();
+        }
+        let shared = topic.unshared();
+        if topics.len() < SHARED_TOPICS_MAX {
+            topics.insert(shared.clone());
+        }
+        shared
     }
 
     /// Looks at where the message of `key` (resume offset `offset`, epoch `epoch`) that stream
@@ -228,6 +254,30 @@ mod tests {
             } => handing,
             _ => panic!("not forwarded"),
         }
+    }
+
+    /// Every key of one topic gets the same allocation of its name, whatever allocation the
+    /// consumer handed out; a new name gets one of its own; past the bound names still come
+    /// back, equal, in allocations not kept.
+    #[test]
+    fn one_allocation_per_topic_name_for_the_window_keys() {
+        let window = SourceWindow::new(0, 0..1, 10, Duration::from_secs(1), 0);
+        let given: TopicName = "t".parse().unwrap();
+        let first = window.shared_topic(&given.unshared());
+        let second = window.shared_topic(&given.unshared());
+        assert_eq!(first, given);
+        assert!(first.same_allocation(&second), "two partitions of t, two allocations");
+        let other = window.shared_topic(&"u".parse().unwrap());
+        assert_eq!(other.as_str(), "u");
+        assert!(!other.same_allocation(&first));
+        for i in 0..SHARED_TOPICS_MAX {
+            window.shared_topic(&format!("n{i}").parse().unwrap());
+        }
+        let late: TopicName = "late".parse().unwrap();
+        let (a, b) = (window.shared_topic(&late), window.shared_topic(&late));
+        assert_eq!((a.as_str(), b.as_str()), ("late", "late"));
+        assert!(!a.same_allocation(&b), "a name past the bound was kept");
+        assert!(window.shared_topic(&given).same_allocation(&first), "t kept");
     }
 
     #[test]

@@ -13,7 +13,6 @@ use rand_chacha::ChaCha8Rng;
 use tokio::sync::oneshot;
 use tributary_core::config::{Discovery, ProducerConfig};
 use tributary_core::message::{Message, MessageSetBuilder};
-use tributary_core::mirror::position::SourceKey;
 use tributary_core::producer::{choose, group_by_partition, Candidate};
 use tributary_core::wire::{
     ErrorCode, OffsetsRequest, ProduceRequest, Request, Response, TopicName, READ_ONLY_REPLICA,
@@ -219,28 +218,30 @@ impl<E: Env> Dispatcher<E> {
         self.locate(&snapshot, &pending).await;
         let mut by_broker: BTreeMap<i32, Vec<(Pending, i32)>> = BTreeMap::new();
         let mut retry = Vec::new();
-        // A mirror's messages come a source partition at a time: its decision is taken once
-        // per run of them (compared by the key's pointer, shared by the partition's messages).
-        let mut decided: Option<(std::sync::Arc<SourceKey>, Option<Option<Candidate>>)> = None;
+        // A mirror's source partition is decided once per attempt, at its first message: its
+        // messages share one key (found by the key's address; the records that hold the keys
+        // outlive this map), and streams interleave partitions in a batch.
+        let mut decided: BTreeMap<usize, Option<Option<Candidate>>> = BTreeMap::new();
+        let mut candidates: Option<(TopicName, bool, Vec<Candidate>)> = None;
         for p in pending {
             let choice = match &p.record.source {
                 Some(mark) => {
-                    let known = decided
-                        .as_ref()
-                        .filter(|(key, _)| std::sync::Arc::ptr_eq(key, &mark.key))
-                        .map(|(_, choice)| *choice);
-                    let choice = known.unwrap_or_else(|| {
-                        let choice = match self.is_locating(&p) {
-                            true => None,
-                            false => Some(self.place(
-                                &snapshot.candidates(&p.record.topic),
-                                &snapshot.brokers,
-                                &mark.key,
-                            )),
-                        };
-                        decided = Some((mark.key.clone(), choice));
-                        choice
-                    });
+                    let address = std::sync::Arc::as_ptr(&mark.key) as usize;
+                    let choice = match decided.get(&address) {
+                        Some(choice) => *choice,
+                        None => {
+                            let choice = match self.is_locating(&p) {
+                                true => None,
+                                false => Some(self.place(
+                                    &snapshot.candidates(&p.record.topic),
+                                    &snapshot.brokers,
+                                    &mark.key,
+                                )),
+                            };
+                            decided.insert(address, choice);
+                            choice
+                        }
+                    };
                     let Some(choice) = choice else {
                         *last = format!(
                             "{}: where its copy is in the mirror cluster is not known yet (a broker, or the cluster's ZooKeeper, did not answer)",
@@ -252,13 +253,24 @@ impl<E: Env> Dispatcher<E> {
                     choice
                 }
                 None => {
-                    let candidates = if retry_anywhere && p.record.key.is_none() {
-                        snapshot.candidates_on_retry(&p.record.topic)
-                    } else {
-                        snapshot.candidates(&p.record.topic)
-                    };
+                    let anywhere = retry_anywhere && p.record.key.is_none();
+                    // A batch's messages mostly share a topic: its candidates are listed once
+                    // per run of them (the snapshot does not change within an attempt).
+                    let listed = candidates
+                        .as_ref()
+                        .is_some_and(|(topic, on_retry, _)| {
+                            *on_retry == anywhere && *topic == p.record.topic
+                        });
+                    if !listed {
+                        let list = match anywhere {
+                            true => snapshot.candidates_on_retry(&p.record.topic),
+                            false => snapshot.candidates(&p.record.topic),
+                        };
+                        candidates = Some((p.record.topic.clone(), anywhere, list));
+                    }
+                    let list = candidates.as_ref().map_or(&[][..], |(_, _, list)| list);
                     let mut rng = crate::sync::lock(&self.rng, "the producer's partition chooser");
-                    choose(&candidates, p.record.key.as_deref(), &mut *rng)
+                    choose(list, p.record.key.as_deref(), &mut *rng)
                 }
             };
             match choice {

@@ -361,6 +361,31 @@ impl<E: Env> Producer<E> {
         Ok(delivery)
     }
 
+    /// Queues one message without waiting when the async queue has room now, as
+    /// [`Producer::send`] would, without building `send`'s future (the mirror hands on every
+    /// message this way first). The record comes back untouched otherwise (sync mode, a full
+    /// queue, a closed producer): [`Producer::send`] then waits or fails as configured.
+    pub fn try_send(&self, record: Record) -> Result<Delivery, Record> {
+        let Some(queue) = &self.queue else {
+            return Err(record);
+        };
+        let (delivery, done) = Delivery::pending();
+        let queued = Queued {
+            record,
+            done,
+            queued_at: tokio::time::Instant::now(),
+        };
+        match queue.try_send(queued) {
+            Ok(()) => {
+                self.count_accepted(1);
+                Ok(delivery)
+            }
+            Err(mpsc::error::TrySendError::Full(back) | mpsc::error::TrySendError::Closed(back)) => {
+                Err(back.record)
+            }
+        }
+    }
+
     fn count_accepted(&self, messages: u64) {
         self.dispatcher
             .stats()

@@ -59,6 +59,10 @@ impl Ord for BrokerPartition {
 /// prefix before what it starts), without writing them.
 fn digit_order(a: u64, b: u64) -> std::cmp::Ordering {
     use std::cmp::Ordering;
+    // Equal numbers are the common case (one broker's partitions, one partition looked up).
+    if a == b {
+        return Ordering::Equal;
+    }
     let digits = |n: u64| n.checked_ilog10().map_or(1, |log| log + 1);
     let (da, db) = (digits(a), digits(b));
     match da.cmp(&db) {

@@ -16,8 +16,25 @@ pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// `[A-Za-z0-9._-]`, and neither `.` nor `..`. Such a name is safe as a directory name.
 ///
 /// Cloning is cheap (a shared, immutable string): a consumer hands one out with every message.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Ordered as the names' bytes are; two clones of one name compare without reading the text
+/// (the mirror looks its partitions up by topic message by message).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TopicName(Arc<str>);
+
+impl Ord for TopicName {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        if self.same_allocation(other) {
+            return std::cmp::Ordering::Equal;
+        }
+        self.0.as_bytes().cmp(other.0.as_bytes())
+    }
+}
+
+impl PartialOrd for TopicName {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 /// Why a topic name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -72,6 +89,11 @@ impl TopicName {
         TopicName(Arc::from(&*self.0))
     }
 
+    /// Whether `other` is a clone of this very value (one allocation), not only the same name.
+    pub fn same_allocation(&self, other: &TopicName) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// The name as text.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -113,5 +135,23 @@ mod tests {
         let error = TopicName::from_bytes(format!("{longest}t").as_bytes()).unwrap_err();
         assert_eq!(error, TopicError::TooLong(250));
         assert!(error.to_string().contains("the limit is 249"), "{error}");
+    }
+
+    /// Names order as their bytes do, whether two values share one allocation (clones) or
+    /// not (`unshared`, or parsed apart): the shortcut for clones changes no order.
+    #[test]
+    fn names_order_as_their_bytes_shared_or_not() {
+        let names = ["a", "a.b", "a-b", "a_b", "ab", "b", "B", "z9", "z10", "Z"];
+        for a in names {
+            for b in names {
+                let (x, y) = (a.parse::<TopicName>().unwrap(), b.parse::<TopicName>().unwrap());
+                assert_eq!(x.cmp(&y), a.as_bytes().cmp(b.as_bytes()), "{a} against {b}");
+                assert_eq!(x.cmp(&y.unshared()), a.cmp(b), "{a} against {b} apart");
+                assert_eq!(x.partial_cmp(&y), Some(a.cmp(b)), "{a} against {b}");
+            }
+            let x = a.parse::<TopicName>().unwrap();
+            assert_eq!(x.cmp(&x.clone()), std::cmp::Ordering::Equal);
+            assert_eq!(x.cmp(&x.unshared()), std::cmp::Ordering::Equal);
+        }
     }
 }
