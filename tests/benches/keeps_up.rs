@@ -5,7 +5,8 @@
 //!    8-partition topic of the source broker, alone on the machine: the rate a source takes.
 //! 2. **Backlog copy**: the mirror (the production engine, in process: 4 streams, the seed's
 //!    `mirror-producer.properties` with the durable acknowledgements the mirror always asks
-//!    for) copies an 8-partition backlog of 1 KiB and of 100 B messages; its rate from its
+//!    for) copies an 8-partition backlog of 1 KiB and of 100 B messages, started once the
+//!    source serves all of it (a broker serves only what it has flushed); its rate from its
 //!    first message to the acknowledgement of the last, as a ratio of the ingest rate, and the
 //!    MB/s it copies per CPU core (every thread but the brokers'). Beside each case, the cores
 //!    the whole machine was busy: a case near all of them is bound by the CPU it shares.
