@@ -189,14 +189,18 @@ async fn a_lone_acknowledged_produce_does_not_wait_for_the_flush_delay() {
     broker.shutdown().await.unwrap();
 }
 
-#[tokio::test]
-async fn an_async_producer_that_cannot_queue_or_send_reports_every_message() {
-    // Nothing listens on this port: every send fails.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+/// A port nothing listens on (bound for a moment, then let go): every send to it fails.
+fn dead_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
+        .port()
+}
+
+#[tokio::test]
+async fn an_async_producer_that_cannot_queue_or_send_reports_every_message() {
+    let port = dead_port();
     let config = producer_config(&format!(
         "broker.list=0:127.0.0.1:{port}\nproducer.type=async\nqueue.size=10\nbatch.size=5\nqueue.time=10\nqueue.enqueueTimeout.ms=0\nnum.retries=1\n"
     ));
@@ -237,12 +241,7 @@ async fn an_async_producer_that_cannot_queue_or_send_reports_every_message() {
 /// `send` queued.
 #[tokio::test]
 async fn try_send_queues_while_there_is_room_and_gives_the_record_back_otherwise() {
-    // Nothing listens on this port: every queued message fails, after its retry.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = dead_port();
     let config = producer_config(&format!(
         "broker.list=0:127.0.0.1:{port}\nproducer.type=async\nqueue.size=3\nbatch.size=3\nqueue.time=10\nnum.retries=0\n"
     ));
