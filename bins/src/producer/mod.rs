@@ -240,6 +240,20 @@ struct Queued {
     queued_at: tokio::time::Instant,
 }
 
+impl Queued {
+    /// `record` queued now (the runtime's clock, which the sender's `queue.time` deadline is
+    /// measured on), with the delivery that reports its fate.
+    fn new(record: Record) -> (Delivery, Queued) {
+        let (delivery, done) = Delivery::pending();
+        let queued = Queued {
+            record,
+            done,
+            queued_at: tokio::time::Instant::now(),
+        };
+        (delivery, queued)
+    }
+}
+
 /// A producer; see the module docs.
 pub struct Producer<E: Env> {
     /// Sends over `E`'s connections, inside TLS when `security.protocol=ssl`.
@@ -327,12 +341,7 @@ impl<E: Env> Producer<E> {
             self.dispatcher.dispatch(vec![(record, done)]).await;
             return Ok(delivery);
         };
-        let (delivery, done) = Delivery::pending();
-        let queued = Queued {
-            record,
-            done,
-            queued_at: tokio::time::Instant::now(),
-        };
+        let (delivery, queued) = Queued::new(record);
         let full = |_| {
             self.dispatcher
                 .stats()
@@ -369,12 +378,7 @@ impl<E: Env> Producer<E> {
         let Some(queue) = &self.queue else {
             return Err(record);
         };
-        let (delivery, done) = Delivery::pending();
-        let queued = Queued {
-            record,
-            done,
-            queued_at: tokio::time::Instant::now(),
-        };
+        let (delivery, queued) = Queued::new(record);
         match queue.try_send(queued) {
             Ok(()) => {
                 self.count_accepted(1);
