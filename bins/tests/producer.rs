@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tributary::broker::Broker;
 use tributary::client::connect;
 use tributary::env::TokioEnv;
-use tributary::producer::{Producer, Record, SendError};
+use tributary::producer::{Producer, Record, RunDelivery, SendError};
 use tributary_core::config::{BrokerConfig, ProducerConfig, Properties};
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{
@@ -280,6 +280,64 @@ async fn try_send_queues_while_there_is_room_and_gives_the_record_back_otherwise
     assert_eq!(producer.try_send(record.clone()).err(), Some(record));
     assert_eq!(producer.stats().accepted.load(Ordering::SeqCst), 0);
     producer.close().await;
+}
+
+/// A run of messages handed on together resolves once, after every one of them is durably
+/// acknowledged, with all of them stored in order; a message the queue has no room for comes
+/// back without joining the run, and joins it through `send_in`.
+#[tokio::test]
+async fn a_run_resolves_once_all_its_messages_are_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = GateEnv::default();
+    let broker = broker(env.clone(), dir.path()).await;
+    let port = broker.addr.port();
+    let config = producer_config(&format!(
+        "broker.list=0:127.0.0.1:{port}\nproducer.type=async\ndurable.acks=true\nqueue.size=3\nbatch.size=2\nqueue.time=10\nqueue.enqueueTimeout.ms=-1\n"
+    ));
+    let producer = Producer::start(TokioEnv, config).await.unwrap();
+    // Hold every fsync: nothing can be acknowledged yet.
+    env.fs.gate.set_closed(true);
+    let run = RunDelivery::new();
+    let mut back = Vec::new();
+    // A current-thread test: the sender does not run before this task waits, so the queue
+    // fills at its size.
+    for i in 0..5 {
+        if let Err(record) = producer.try_send_in(Record::new(topic(), format!("m{i}")), &run) {
+            back.push(record);
+        }
+    }
+    assert_eq!(back.len(), 2, "a 3-message queue took more or fewer");
+    for record in back {
+        producer.send_in(record, &run).await.unwrap();
+    }
+    let mut delivery = run.seal();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        delivery.try_take().is_none(),
+        "the run resolved before its messages were flushed"
+    );
+    env.fs.gate.set_closed(false);
+    let delivered = tokio::time::timeout(Duration::from_secs(10), delivery)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(delivered.offset.is_some(), "not durably acknowledged");
+    assert_eq!(producer.stats().delivered.load(Ordering::SeqCst), 5);
+    let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(20))
+        .await
+        .unwrap();
+    let fetch = Request::Fetch(FetchRequest {
+        topic: topic(),
+        partition: 0,
+        offset: 0,
+        max_bytes: 10_000,
+    });
+    match conn.call(&fetch).await.unwrap() {
+        Response::Fetch(f) => assert_eq!(f.messages, set(5), "the run's messages, in order"),
+        other => panic!("{other:?}"),
+    }
+    producer.close().await;
+    broker.shutdown().await.unwrap();
 }
 
 /// A stand-in for a Kafka 0.7 broker: closes the connection on ACKED_PRODUCE (an unknown

@@ -189,6 +189,72 @@ fn messages_of_a_committed_wrapper_start_do_not_count_as_uncommitted() {
     assert!(w.invariants_hold());
 }
 
+/// Runs recorded as one entry each give the window exactly what the same messages recorded
+/// one by one give, when each run's messages are acknowledged together: the same commit
+/// points, counts and commits due, whatever order the runs are acknowledged in.
+#[test]
+fn a_run_is_its_messages_acknowledged_together() {
+    for seed in 0..200 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let p = part("0-0");
+        let (mut runs, mut singles) = (MirrorWindow::new(), MirrorWindow::new());
+        // Runs of 1 to 5 messages, each resuming past the one before. (Messages inside a
+        // compressed wrapper share a resume offset, the wrapper's start: once that is
+        // committed, one by one they no longer count as uncommitted, while a run holding them
+        // counts them until its end is committed, as a crash would indeed send them again.)
+        let (mut offset, mut seq) = (0i64, 0u64);
+        let mut made: Vec<(u64, Vec<(u64, i64)>)> = Vec::new();
+        for run in 0..20u64 {
+            let mut messages = Vec::new();
+            for _ in 0..rng.random_range(1..=5) {
+                offset += rng.random_range(1..=2);
+                seq += 1;
+                singles.sent(&p, seq, offset);
+                messages.push((seq, offset));
+            }
+            runs.sent_run(&p, run, offset, messages.len());
+            made.push((run, messages));
+        }
+        made.shuffle(&mut rng);
+        let mut points = Vec::new();
+        for (run, messages) in &made {
+            let last = messages.last().unwrap().1;
+            runs.acked_at(&p, *run, last);
+            for (seq, offset) in messages {
+                singles.acked_at(&p, *seq, *offset);
+            }
+            let counts = |w: &MirrorWindow| (w.in_flight(), w.uncommitted(), w.acked_uncommitted());
+            assert_eq!(counts(&runs), counts(&singles), "seed {seed}");
+            assert_eq!(runs.commit_point(&p), singles.commit_point(&p), "seed {seed}");
+            assert_eq!(runs.commits_due(), singles.commits_due(), "seed {seed}");
+            assert!(runs.invariants_hold());
+            // A commit of a point the window reached (now or earlier: commits are made at
+            // commit points, which are the ends of runs) covers the same messages in both.
+            points.extend(runs.commit_point(&p));
+            if !points.is_empty() && rng.random_bool(0.3) {
+                let at = points[rng.random_range(0..points.len())];
+                runs.committed(&p, at);
+                singles.committed(&p, at);
+                assert_eq!(counts(&runs), counts(&singles), "seed {seed}, commit at {at}");
+            }
+        }
+        assert_eq!(runs.in_flight(), 0);
+        assert_eq!(runs.lost(&p), singles.lost(&p));
+    }
+}
+
+#[test]
+fn a_lost_run_returns_its_messages() {
+    let p = part("0-0");
+    let mut w = MirrorWindow::new();
+    w.sent_run(&p, 1, 10, 4);
+    w.sent_run(&p, 2, 20, 3);
+    assert_eq!(w.acked_at(&p, 1, 10), Some(10));
+    assert_eq!((w.in_flight(), w.acked_uncommitted()), (3, 4));
+    assert_eq!(w.lost(&p), 3, "the unacknowledged run's three messages");
+    assert_eq!((w.in_flight(), w.uncommitted()), (0, 0));
+}
+
 // ---- SourceMirror
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -210,7 +276,8 @@ fn a_message_of_a_new_epoch_starts_a_new_window_and_acks_of_the_old_change_nothi
         m.on_message(&p, 2, 100, 0),
         Admission::Forward {
             seq: 3,
-            reset: Some(Reset::NewEpoch { dropped: 2 })
+            reset: Some(Reset::NewEpoch { dropped: 2 }),
+            messages: 1
         }
     );
     assert_eq!(m.in_flight(), 1);
@@ -254,7 +321,8 @@ fn offsets_going_back_within_an_epoch_start_a_new_window() {
             reset: Some(Reset::WentBack {
                 from: 600,
                 dropped: 2
-            })
+            }),
+            messages: 1
         }
     );
     // An ack of the old offsets finds nothing in the new window: no commit at 500 or 600.
@@ -605,7 +673,7 @@ fn random_drivers_never_get_a_commit_past_an_unacknowledged_message() {
                     next[i] += rng.random_range(0..3);
                     let offset = next[i];
                     match m.on_message(&parts[i], epoch[i], offset, 0) {
-                        Admission::Forward { seq, reset } => {
+                        Admission::Forward { seq, reset, .. } => {
                             if reset.is_some()
                                 || m.epoch_of(&parts[i]) != window[i].first().map(|s| s.epoch)
                             {
@@ -741,4 +809,74 @@ fn a_clock_that_went_back_postpones_the_next_round_by_one_interval_at_most() {
     assert_eq!(m.poll_timeout(), Some(back + 1_000));
     let round = poll(&mut m, back + 1_000).expect("due one interval after the clock went back");
     assert_eq!(round.commits.len(), 1);
+}
+
+#[test]
+fn a_run_is_cut_to_the_room_left_and_forwarded_whole_when_there_is_room() {
+    let p = part("0-0");
+    // At most 10 in flight.
+    let mut m = SourceMirror::new(0, 10, SECOND, 0);
+    assert_eq!(m.room_left(), 10);
+    let offsets: Vec<i64> = (1..=7).map(|i| i * 10).collect();
+    assert_eq!(
+        m.on_run(&p, 1, &offsets, 0),
+        Admission::Forward {
+            seq: 1,
+            reset: None,
+            messages: 7
+        }
+    );
+    assert_eq!((m.in_flight(), m.room_left()), (7, 3));
+    // Five offered, three recorded: the run ends at its third message.
+    let more: Vec<i64> = (8..=12).map(|i| i * 10).collect();
+    assert_eq!(
+        m.on_run(&p, 1, &more, 0),
+        Admission::Forward {
+            seq: 2,
+            reset: None,
+            messages: 3
+        }
+    );
+    assert_eq!((m.in_flight(), m.room_left()), (10, 0));
+    assert!(!m.has_room());
+    // The cut run's acknowledgement names its last recorded offset, 100; the first run's
+    // comes later, and the commit then covers both.
+    assert_eq!(m.on_ack(&p, 1, 2, 100, AckOutcome::Durable), AckEffect::Recorded);
+    assert_eq!(m.in_flight(), 10, "the older run is still in flight");
+    assert_eq!(m.on_ack(&p, 1, 1, 70, AckOutcome::Durable), AckEffect::Recorded);
+    assert_eq!(m.in_flight(), 0);
+    let round = m.force_commits().unwrap();
+    assert_eq!(round.commits[0].offset, 100);
+    // Without room, one message still goes (as a single message would).
+    let mut full = SourceMirror::new(0, 1, SECOND, 0);
+    forward(&mut full, &p, 1, 10);
+    assert!(matches!(
+        full.on_run(&p, 1, &[20, 30], 0),
+        Admission::Forward { messages: 1, .. }
+    ));
+    assert_eq!(full.in_flight(), 2);
+}
+
+#[test]
+fn a_run_that_goes_back_starts_a_new_window_from_its_first_offset() {
+    let p = part("0-0");
+    let mut m = SourceMirror::new(0, 100, SECOND, 0);
+    forward(&mut m, &p, 1, 500);
+    assert_eq!(
+        m.on_run(&p, 1, &[300, 400, 600], 0),
+        Admission::Forward {
+            seq: 2,
+            reset: Some(Reset::WentBack {
+                from: 500,
+                dropped: 1
+            }),
+            messages: 3
+        }
+    );
+    assert_eq!(m.in_flight(), 3);
+    // A run starting at the last offset sent does not go back.
+    assert!(matches!(
+        m.on_run(&p, 1, &[600, 700], 0),
+        Admission::Forward { reset: None, messages: 2, .. }
+    ));
 }

@@ -115,6 +115,9 @@ pub struct MessageStream {
     uncounted: u64,
     /// The consumer's shared state, for the holds of the messages handed out.
     shared: Weak<Shared>,
+    /// An error met by [`MessageStream::next_now`], which the next [`MessageStream::next`]
+    /// returns.
+    stashed: Option<ConsumerError>,
 }
 
 impl Drop for MessageStream {
@@ -137,6 +140,7 @@ impl MessageStream {
             handed_out,
             uncounted: 0,
             shared,
+            stashed: None,
         }
     }
 
@@ -153,46 +157,14 @@ impl MessageStream {
     /// partition and offset that could not be read (the stream goes on with other data after).
     pub async fn next(&mut self) -> Result<ConsumedMessage, ConsumerError> {
         loop {
-            if let Some((partition, entries)) = &mut self.current {
-                if !partition.is_owned() || partition.is_unreadable() {
-                    // Taken away by a rebalance (the new owner reads it from the committed
-                    // offset), or stopped at unreadable data.
-                    self.current = None;
-                    continue;
+            if let Some(error) = self.stashed.take() {
+                return Err(error);
+            }
+            if self.current.is_some() {
+                match self.take_from_chunk() {
+                    Some(next) => return next,
+                    None => continue,
                 }
-                match entries.next() {
-                    Some(Ok(entry)) => {
-                        partition.offsets().handed_out(entry.next_offset);
-                        self.uncounted += 1;
-                        return Ok(ConsumedMessage {
-                            topic: partition.topic.clone(),
-                            partition: partition.partition,
-                            offset: entry.next_offset,
-                            start: entry.offset,
-                            epoch: partition.epoch,
-                            payload: entry.message.payload,
-                            holder: Holder {
-                                state: partition.clone(),
-                                shared: self.shared.clone(),
-                            },
-                        });
-                    }
-                    Some(Err(e)) => {
-                        // Nothing after a corrupt message is handed out (the rest of this chunk
-                        // and whatever was fetched past it), until the next rebalance reads the
-                        // partition again from its committed offset; the error says where.
-                        partition.mark_unreadable();
-                        let error = ConsumerError::Corrupt {
-                            topic: partition.topic.clone(),
-                            partition: partition.partition,
-                            detail: e.to_string(),
-                        };
-                        self.current = None;
-                        return Err(error);
-                    }
-                    None => self.current = None,
-                }
-                continue;
             }
             // The chunk is done (or there was none): count it before waiting for the next.
             self.count_handed_out();
@@ -222,4 +194,134 @@ impl MessageStream {
             }
         }
     }
+
+    /// The next message of the chunk being handed out, if it has one now: never waits for a
+    /// chunk. A caller takes a run of one partition's messages this way after
+    /// [`MessageStream::next`] (all of one chunk: one partition, one epoch, one hold). An error
+    /// met here ends the run, and the next call to `next` returns it.
+    pub fn next_now(&mut self) -> Option<ConsumedMessage> {
+        if self.stashed.is_some() || self.current.is_none() {
+            return None;
+        }
+        match self.take_from_chunk()? {
+            Ok(message) => Some(message),
+            Err(error) => {
+                self.stashed = Some(error);
+                None
+            }
+        }
+    }
+
+    /// The next message of the current chunk; `None` once the chunk is done or dropped (its
+    /// partition taken away by a rebalance, or stopped at unreadable data).
+    fn take_from_chunk(&mut self) -> Option<Result<ConsumedMessage, ConsumerError>> {
+        let (partition, entries) = self.current.as_mut()?;
+        if !partition.is_owned() || partition.is_unreadable() {
+            // Taken away by a rebalance (the new owner reads it from the committed offset), or
+            // stopped at unreadable data.
+            self.current = None;
+            return None;
+        }
+        match entries.next() {
+            Some(Ok(entry)) => {
+                partition.offsets().handed_out(entry.next_offset);
+                self.uncounted += 1;
+                Some(Ok(ConsumedMessage {
+                    topic: partition.topic.clone(),
+                    partition: partition.partition,
+                    offset: entry.next_offset,
+                    start: entry.offset,
+                    epoch: partition.epoch,
+                    payload: entry.message.payload,
+                    holder: Holder {
+                        state: partition.clone(),
+                        shared: self.shared.clone(),
+                    },
+                }))
+            }
+            Some(Err(e)) => {
+                // Nothing after a corrupt message is handed out (the rest of this chunk and
+                // whatever was fetched past it), until the next rebalance reads the partition
+                // again from its committed offset; the error says where.
+                partition.mark_unreadable();
+                let error = ConsumerError::Corrupt {
+                    topic: partition.topic.clone(),
+                    partition: partition.partition,
+                    detail: e.to_string(),
+                };
+                self.current = None;
+                Some(Err(error))
+            }
+            None => {
+                self.current = None;
+                None
+            }
+        }
+    }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use tributary_core::consumer::PartitionOffsets;
+    use tributary_core::message::{CompressionCodec, MessageSetBuilder};
+
+    fn partition() -> Arc<PartitionState> {
+        Arc::new(PartitionState::new(
+            "t".parse().unwrap(),
+            BrokerPartition {
+                broker_id: 0,
+                partition: 0,
+            },
+            1,
+            1,
+            "g_a-0".into(),
+            0,
+            ("b".into(), 9092),
+            PartitionOffsets::starting_at(0),
+        ))
+    }
+
+    fn chunk(partition: &Arc<PartitionState>, start: i64, payloads: &[&str]) -> Chunk {
+        let mut set = MessageSetBuilder::new();
+        for payload in payloads {
+            set.push(payload.as_bytes().to_vec());
+        }
+        Chunk::Messages {
+            partition: partition.clone(),
+            start,
+            bytes: set.build(CompressionCodec::None),
+        }
+    }
+
+    fn payload(message: &ConsumedMessage) -> &[u8] {
+        &message.payload
+    }
+
+    /// `next_now` hands out the rest of the chunk `next` started, never a queued chunk after
+    /// it, and nothing once the partition was taken away.
+    #[tokio::test]
+    async fn next_now_takes_only_what_the_current_chunk_still_holds() {
+        let (tx, rx) = mpsc::channel(4);
+        let mut stream = MessageStream::new(rx, None, Arc::default(), Weak::new());
+        let p = partition();
+        assert!(stream.next_now().is_none(), "no chunk yet");
+        tx.send(chunk(&p, 0, &["a", "b", "c"])).await.unwrap();
+        let end_of_first = MessageSetBuilder::entry_bytes(1) as i64 * 3;
+        tx.send(chunk(&p, end_of_first, &["d", "e"])).await.unwrap();
+        let first = stream.next().await.unwrap();
+        assert_eq!(payload(&first), b"a");
+        let (b, c) = (stream.next_now().unwrap(), stream.next_now().unwrap());
+        assert_eq!((payload(&b), payload(&c)), (&b"b"[..], &b"c"[..]));
+        assert!(b.holder == first.holder && c.offset == end_of_first);
+        assert!(stream.next_now().is_none(), "the next chunk is not this run's");
+        assert!(stream.next_now().is_none());
+        let d = stream.next().await.unwrap();
+        assert_eq!((payload(&d), d.start), (&b"d"[..], end_of_first));
+        // Taken away by a rebalance: the rest of the chunk is dropped.
+        p.release();
+        assert!(stream.next_now().is_none());
+    }
+}
+

@@ -13,18 +13,19 @@ use tributary_core::wire::TopicName;
 use super::MirrorError;
 use crate::env::Env;
 use crate::failure::Failure;
-use crate::producer::{Producer, ProducerStats, Record, SendError};
+use crate::producer::{Producer, ProducerStats, Record, RunDelivery, SendError};
 
 /// A producer as the mirror uses it (type-erased over the environment).
 pub(super) trait ProducerHandle: Send + Sync {
-    /// [`Producer::try_send`]: queued at once, or the record back for [`ProducerHandle::send`].
-    fn try_send(&self, record: Record) -> Result<crate::producer::Delivery, Record>;
-    fn send(
-        &self,
+    /// [`Producer::try_send_in`]: queued at once into `run`, or the record back for
+    /// [`ProducerHandle::send_in`].
+    fn try_send_in(&self, record: Record, run: &RunDelivery) -> Result<(), Record>;
+    /// [`Producer::send_in`].
+    fn send_in<'a>(
+        &'a self,
         record: Record,
-    ) -> std::pin::Pin<
-        Box<dyn Future<Output = Result<crate::producer::Delivery, SendError>> + Send + '_>,
-    >;
+        run: &'a RunDelivery,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), SendError>> + Send + 'a>>;
     fn locate_ahead(
         &self,
         sources: BTreeMap<TopicName, BTreeMap<Arc<SourceKey>, u64>>,
@@ -35,17 +36,16 @@ pub(super) trait ProducerHandle: Send + Sync {
 }
 
 impl<E: Env> ProducerHandle for Producer<E> {
-    fn try_send(&self, record: Record) -> Result<crate::producer::Delivery, Record> {
-        Producer::try_send(self, record)
+    fn try_send_in(&self, record: Record, run: &RunDelivery) -> Result<(), Record> {
+        Producer::try_send_in(self, record, run)
     }
 
-    fn send(
-        &self,
+    fn send_in<'a>(
+        &'a self,
         record: Record,
-    ) -> std::pin::Pin<
-        Box<dyn Future<Output = Result<crate::producer::Delivery, SendError>> + Send + '_>,
-    > {
-        Box::pin(Producer::send(self, record))
+        run: &'a RunDelivery,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), SendError>> + Send + 'a>> {
+        Box::pin(Producer::send_in(self, record, run))
     }
 
     fn locate_ahead(

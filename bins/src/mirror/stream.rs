@@ -1,12 +1,14 @@
-//! A mirror stream's work, driving its source's `SourceMirror` (core): each message from the
-//! source admitted by it, handed to the producer and recorded, each durable acknowledgement
-//! marked in it; the source's commit task (`commits.rs`) commits the acknowledged prefix.
+//! A mirror stream's work, driving its source's `SourceMirror` (core): messages from the source
+//! admitted by it, handed to the producer and recorded, each durable acknowledgement marked in
+//! it; the source's commit task (`commits.rs`) commits the acknowledged prefix.
 //!
-//! The hot path does per message one lock of the window shared by the source's streams (when
-//! forwarding) and two atomic changes of the stream's own count of messages on their way to the
-//! producer, and one more lock per batch of acknowledgements; deliveries wait in a queue of which
-//! only the oldest is awaited, not each in a task of its own; a partition's key is built once
-//! per chunk. (A task and a lock per acknowledgement, and a linear search of the window, had the
+//! The stream works in runs: the messages of one chunk (one source partition, one epoch, one
+//! hold) that are there to take, at most [`RUN_MAX`], go through the window as one entry (one
+//! lock, one sequence number, one acknowledgement) and report into one delivery, while the
+//! producer still sends each message as itself. A run is cut to the room the window has left;
+//! what is cut waits in the stream and goes first next time. Deliveries wait in a queue of
+//! which only the oldest is awaited; a partition's key is built once per run. (A task and a
+//! lock per acknowledgement, then a window entry, a delivery and a wake-up per message, had the
 //! mirror spend most of its time on bookkeeping for 100-byte messages.)
 
 use std::collections::VecDeque;
@@ -31,7 +33,7 @@ use super::{
 };
 use crate::consumer::{ConsumedMessage, ConsumerConnector, ConsumerError, Hold, MessageStream};
 use crate::failure::Failure;
-use crate::producer::{Delivered, Delivery, Record, SendError, SourceMark};
+use crate::producer::{Delivered, Delivery, Record, RunDelivery, SendError, SourceMark};
 
 /// What a stream task works with.
 pub(super) struct StreamContext {
@@ -70,13 +72,13 @@ impl StreamContext {
         }
     }
 
-    /// Hands `record` to its producer: queued at once when the queue has room (no future is
-    /// built for it), waited for through `send` otherwise.
-    async fn hand_over(&self, record: Record) -> Result<Delivery, SendError> {
+    /// Hands `record` to its producer as a message of `run`: queued at once when the queue
+    /// has room (no future is built for it), waited for through `send_in` otherwise.
+    async fn hand_over(&self, record: Record, run: &RunDelivery) -> Result<(), SendError> {
         let producer = self.producer_for(&record);
-        match producer.try_send(record) {
-            Ok(delivery) => Ok(delivery),
-            Err(record) => producer.send(record).await,
+        match producer.try_send_in(record, run) {
+            Ok(()) => Ok(()),
+            Err(record) => producer.send_in(record, run).await,
         }
     }
 
@@ -104,27 +106,42 @@ const HOLD_RECHECK: std::time::Duration = std::time::Duration::from_millis(20);
 /// The most acknowledgements handled under one lock of the window.
 const ACK_BATCH_MAX: usize = 4096;
 
+/// The most messages handed on as one run: what one window entry and one delivery cover. A
+/// run's delivery resolves once its last message is acknowledged, so a longer run holds its
+/// first messages' commit a little longer.
+const RUN_MAX: usize = 512;
+
 /// What an acknowledgement is matched with: the partition (its key allocated once per
 /// partition, see [`Keys`]), the window's sequence number, the ownership epoch, the resume
-/// offset and the payload's bytes.
+/// offsets of the run's first and last message, its messages and their payloads' bytes.
 #[derive(Debug, Clone)]
 struct AckMeta {
     key: Arc<SourcePartition>,
     seq: u64,
     epoch: u64,
+    first: i64,
     offset: i64,
+    messages: u64,
     bytes: u64,
+    /// Every message's resume offset, kept only for an observer (which hears of each).
+    observed: Vec<i64>,
 }
 
 impl AckMeta {
-    /// Which source message a failure is about, and the failure: the source topic, partition
-    /// and offset, the message's size, and the producer's reason (for a message too large, the
-    /// limit that refused it).
+    /// Which source messages a failure is about, and the failure: the source topic, partition
+    /// and offsets, the size, and the producer's reason (for a message too large, the limit
+    /// that refused it).
     fn describe(&self, error: &SendError) -> String {
-        format!(
-            "source {}, the message ending at offset {} ({} bytes), was not stored by the mirror cluster: {error}",
-            self.key, self.offset, self.bytes
-        )
+        match self.messages {
+            1 => format!(
+                "source {}, the message ending at offset {} ({} bytes), was not stored by the mirror cluster: {error}",
+                self.key, self.offset, self.bytes
+            ),
+            n => format!(
+                "source {}, {n} messages ending at offsets {} to {} ({} bytes), were not all stored by the mirror cluster: {error}",
+                self.key, self.first, self.offset, self.bytes
+            ),
+        }
     }
 }
 
@@ -251,6 +268,8 @@ pub(super) async fn run_stream(
 ) -> Result<(), MirrorError> {
     let mut acks = Deliveries::default();
     let mut keys = Keys::default();
+    // Messages taken from the stream and cut from a run for want of room: they go first.
+    let mut carry: VecDeque<ConsumedMessage> = VecDeque::new();
     let mut verdicts = StreamVerdicts::default();
     let mut ahead = DecideAhead::default();
     let mut changes = context.window.changes();
@@ -272,22 +291,27 @@ pub(super) async fn run_stream(
             }
             // The window is held by this task too: its sender cannot be gone.
             Ok(()) = changes.changed(), if !room => room = context.window.has_room(),
-            next = stream.next(), if room => match next {
+            next = next_message(&mut carry, &mut stream), if room => match next {
                 Ok(message) => {
                     ahead.follow(&context.gate, context.connector.settled_generation(), || {
                         context.connector.owned().into_iter().map(|(topic, _, _)| topic).collect()
                     });
-                    // Waiting for room in a full producer queue ends on stop: the message is
-                    // then not sent and its offset stays uncommitted.
+                    let run = take_run(message, &mut carry, &mut stream);
+                    let taken = run.len();
+                    // Waiting for room in a full producer queue ends on stop: the messages not
+                    // yet handed on are then not sent, and nothing of the run is committed.
                     tokio::select! {
                         biased;
                         () = stopped.as_mut() => break,
-                        forwarded = forward(&context, &mut acks, &mut keys, &mut verdicts, message) => room = forwarded?,
+                        forwarded = forward(&context, &mut acks, &mut keys, &mut verdicts, run, &mut carry) => room = forwarded?,
                     }
                     // A message handed on without waiting (the common case) spends none of the
                     // task's budget: without this the stream would keep its thread for a whole
-                    // chunk, and the producer's sender, due on it, would wait that long.
-                    tokio::task::coop::consume_budget().await;
+                    // chunk, and the producer's sender, due on it, would wait that long. One
+                    // unit per message taken, as the queue's permit spent before.
+                    for _ in 0..taken {
+                        tokio::task::coop::consume_budget().await;
+                    }
                 }
                 Err(ConsumerError::Timeout(waited)) => {
                     tracing::trace!("mirror stream {}: no message in {waited:?}", context.stream);
@@ -356,29 +380,78 @@ fn withdraw_moved(
     room
 }
 
-/// Hands one message to the producer (waiting while its queue is full) and records it; whether
-/// the window has room for another.
+/// The next message: one cut from a run before, or the stream's next.
+async fn next_message(
+    carry: &mut VecDeque<ConsumedMessage>,
+    stream: &mut MessageStream,
+) -> Result<ConsumedMessage, ConsumerError> {
+    match carry.pop_front() {
+        Some(message) => Ok(message),
+        None => stream.next().await,
+    }
+}
+
+/// The run that starts with `first`: the messages of its chunk that follow it and are there to
+/// take now (those cut from a run before first), at most [`RUN_MAX`]; all of one hold.
+fn take_run(
+    first: ConsumedMessage,
+    carry: &mut VecDeque<ConsumedMessage>,
+    stream: &mut MessageStream,
+) -> Vec<ConsumedMessage> {
+    let mut run = vec![first];
+    while run.len() < RUN_MAX {
+        let next = match carry.front() {
+            Some(_) => carry.pop_front(),
+            None => stream.next_now(),
+        };
+        let Some(next) = next else {
+            break;
+        };
+        if next.holder != run[0].holder {
+            carry.push_front(next);
+            break;
+        }
+        run.push(next);
+    }
+    run
+}
+
+/// Puts the messages of a run that were not recorded back in front of what the stream takes
+/// next, in their order.
+fn put_back(carry: &mut VecDeque<ConsumedMessage>, cut: Vec<ConsumedMessage>) {
+    for message in cut.into_iter().rev() {
+        carry.push_front(message);
+    }
+}
+
+/// Records a run of one partition's messages (as much of it as the window has room for; the
+/// rest goes back to `carry`) and hands it to the producer, waiting while its queue is full;
+/// whether the window has room for more.
 async fn forward(
     context: &StreamContext,
     acks: &mut Deliveries,
     keys: &mut Keys,
     verdicts: &mut StreamVerdicts,
-    message: ConsumedMessage,
+    mut run: Vec<ConsumedMessage>,
+    carry: &mut VecDeque<ConsumedMessage>,
 ) -> Result<bool, MirrorError> {
+    let Some(first) = run.first() else {
+        return Ok(context.window.has_room());
+    };
     let (key, position_key) = keys.key(
         context.source,
         &context.window,
         context.positions.as_ref(),
-        &message.topic,
-        message.partition,
+        &first.topic,
+        first.partition,
     );
     // Marked while it waits: later messages of its partition, which a rebalance may hand to
     // another stream of this member in the same epoch, wait behind it (copied first, they
     // would have the mirror partition's positions take this one as held, and a commit past
     // them would skip it).
-    let mut mark = (!verdicts.is_kept(&message.topic))
-        .then(|| WaitMark::new(&context.window, &key, message.offset));
-    let target_topic = match verdicts.verdict(&context.gate, &message.topic).await {
+    let mut mark = (!verdicts.is_kept(&first.topic))
+        .then(|| WaitMark::new(&context.window, &key, first.offset));
+    let target_topic = match verdicts.verdict(&context.gate, &first.topic).await {
         Verdict::Copy(name) => name,
         Verdict::Refused(_) => {
             // Said by the gate. The partition stops in this epoch — in the window too, so that
@@ -387,31 +460,33 @@ async fn forward(
             context.stats.refused.fetch_add(1, Ordering::Relaxed);
             let room = {
                 let mut state = context.window.lock();
-                state.on_withdrawn(&key, message.epoch);
+                state.on_withdrawn(&key, first.epoch);
                 state.has_room()
             };
             context
                 .connector
-                .stop_partition(&message.topic, message.partition);
+                .stop_partition(&first.topic, first.partition);
             context.window.changed();
             return Ok(room);
         }
     };
-    // A message held across the decision's wait: a rebalance may have moved its partition
-    // meanwhile. Its hold is looked at and the message recorded under one lock of the window,
-    // so what is decided holds.
-    let (seq, room, handing) = loop {
+    let offsets: Vec<i64> = run.iter().map(|message| message.offset).collect();
+    // A run held across the decision's wait: a rebalance may have moved its partition
+    // meanwhile. Its hold is looked at and the run recorded under one lock of the window, so
+    // what is decided holds.
+    let (seq, messages, room, handing) = loop {
+        let first = &run[0];
         let hold = || match tributary_core::planted::active(
             tributary_core::planted::Bug::HeldMessageForwarded,
         ) {
             true => Hold::Held,
-            false => message.holder.now(),
+            false => first.holder.now(),
         };
         let admitted = context.window.admit(
             hold,
             &key,
-            message.epoch,
-            message.offset,
+            first.epoch,
+            &offsets,
             context.stream,
             context.positions.is_some(),
         );
@@ -421,14 +496,14 @@ async fn forward(
                 // commit, which is not past it.
                 tracing::debug!(
                     "mirror: {}/{}: its ownership ended while its topic was being decided; its next owner reads it again",
-                    message.topic,
-                    message.partition
+                    first.topic,
+                    first.partition
                 );
                 return Ok(context.window.lock().has_room());
             }
-            Admit::NotHeld(Hold::Moved) => return Ok(withdraw_moved(context, &key, &message)),
+            Admit::NotHeld(Hold::Moved) => return Ok(withdraw_moved(context, &key, first)),
             Admit::NotHeld(_) | Admit::Behind => {
-                mark.get_or_insert_with(|| WaitMark::new(&context.window, &key, message.offset));
+                mark.get_or_insert_with(|| WaitMark::new(&context.window, &key, first.offset));
                 tokio::time::sleep(HOLD_RECHECK).await;
             }
             // Stopped in this epoch: what the stream still holds of it is not forwarded.
@@ -438,74 +513,153 @@ async fn forward(
                 ..
             } => return Ok(room),
             Admit::Decided {
-                admission: Admission::Forward { seq, reset },
+                admission:
+                    Admission::Forward {
+                        seq,
+                        reset,
+                        messages,
+                    },
                 room,
                 handing,
             } => {
                 if let Some(Reset::WentBack { from, dropped }) = reset {
-                    tracing::warn!("mirror: {}/{} went back from {from} to {}; {dropped} unacknowledged messages of the old offsets are not committed", message.topic, message.partition, message.offset);
+                    tracing::warn!("mirror: {}/{} went back from {from} to {}; {dropped} unacknowledged messages of the old offsets are not committed", first.topic, first.partition, first.offset);
                 }
-                break (seq, room, handing);
+                break (seq, messages, room, handing);
             }
         }
     };
     drop(mark);
-    if let Some(observer) = &context.observer {
-        let event = context.event(
-            &message.topic,
-            message.partition,
-            message.epoch,
-            message.offset,
-        );
-        observer.forwarded(&event, &message.payload);
-        if let Some(delay) = observer.hand_over_delay(&event) {
-            tokio::time::sleep(delay).await;
-        }
-    }
-    let meta = AckMeta {
+    put_back(carry, run.split_off(messages.min(run.len())));
+    let forwarded = Forwarded {
         key,
         seq,
-        epoch: message.epoch,
-        offset: message.offset,
-        bytes: message.payload.len() as u64,
+        target_topic,
+        position_key,
     };
-    let record = record_of(target_topic, message, position_key);
-    let sent = context.hand_over(record).await;
+    let outcome = hand_over_run(context, acks, forwarded, run).await;
     // With the producer (or refused by it): a stream its partition moves to may go on.
     drop(handing);
-    let delivery = match sent {
-        Ok(delivery) => delivery,
-        // Kafka 0.7's loss, planted for the simulator: the message is dropped and the mirror
-        // goes on as if it had been delivered.
-        Err(SendError::QueueFull { .. })
-            if tributary_core::planted::active(tributary_core::planted::Bug::MirrorDropOnFull) =>
-        {
-            let mut state = context.window.lock();
-            state.on_ack(&meta.key, meta.epoch, seq, meta.offset, AckOutcome::Durable);
-            return Ok(state.has_room());
-        }
-        // Too large for the mirror cluster: this partition's failure alone. It stops here (its
-        // window goes: nothing of it is committed past its last commit) and the others go on;
-        // a restart or the next rebalance tries it again from the commit.
-        Err(e @ SendError::TooLarge { .. }) => {
-            let room = {
-                let mut state = context.window.lock();
-                state.on_withdrawn(&meta.key, meta.epoch);
-                state.has_room()
-            };
-            stop_partition(context, &meta, &e);
-            context.window.changed();
-            return Ok(room);
-        }
-        Err(e) => return Err(MirrorError::Send(Failure::caused(meta.describe(&e), e))),
+    outcome.map(|handed| handed.unwrap_or(room))
+}
+
+/// A run the window recorded: its partition's keys, its sequence number and where it goes.
+struct Forwarded {
+    key: Arc<SourcePartition>,
+    seq: u64,
+    target_topic: TopicName,
+    position_key: Option<Arc<SourceKey>>,
+}
+
+/// Hands every message of a recorded run to the producer, into one delivery queued in `acks`.
+/// `Some(room)` when the run ended early (refused by the producer: the partition stops), with
+/// whether the window has room.
+async fn hand_over_run(
+    context: &StreamContext,
+    acks: &mut Deliveries,
+    forwarded: Forwarded,
+    run: Vec<ConsumedMessage>,
+) -> Result<Option<bool>, MirrorError> {
+    let Forwarded {
+        key,
+        seq,
+        target_topic,
+        position_key,
+    } = forwarded;
+    let (Some(first), Some(last)) = (run.first(), run.last()) else {
+        return Ok(None);
     };
-    context.stats.sent.fetch_add(1, Ordering::Relaxed);
+    let mut meta = AckMeta {
+        key,
+        seq,
+        epoch: first.epoch,
+        first: first.offset,
+        offset: last.offset,
+        messages: run.len() as u64,
+        bytes: 0,
+        observed: Vec::new(),
+    };
+    let delivery = RunDelivery::new();
+    for message in run {
+        let size = message.payload.len() as u64;
+        if let Some(observer) = &context.observer {
+            let event = context.event(
+                &message.topic,
+                message.partition,
+                message.epoch,
+                message.offset,
+            );
+            observer.forwarded(&event, &message.payload);
+            if let Some(delay) = observer.hand_over_delay(&event) {
+                tokio::time::sleep(delay).await;
+            }
+            meta.observed.push(message.offset);
+        }
+        let offset = message.offset;
+        let record = record_of(target_topic.clone(), message, position_key.clone());
+        match context.hand_over(record, &delivery).await {
+            Ok(()) => meta.bytes += size,
+            Err(e) => {
+                let this = AckMeta {
+                    first: offset,
+                    offset,
+                    messages: 1,
+                    bytes: size,
+                    observed: Vec::new(),
+                    ..meta.clone()
+                };
+                return refused(context, &meta, &this, e).map(Some);
+            }
+        }
+    }
+    context
+        .stats
+        .sent
+        .fetch_add(meta.messages, Ordering::Relaxed);
     context
         .stats
         .sent_bytes
         .fetch_add(meta.bytes, Ordering::Relaxed);
-    acks.push(PendingAck { meta, delivery });
-    Ok(room)
+    acks.push(PendingAck {
+        meta,
+        delivery: delivery.seal(),
+    });
+    Ok(None)
+}
+
+/// The producer refused message `this` of the run `run` before sending it; whether the window
+/// has room after.
+fn refused(
+    context: &StreamContext,
+    run: &AckMeta,
+    this: &AckMeta,
+    error: SendError,
+) -> Result<bool, MirrorError> {
+    match error {
+        // Kafka 0.7's loss, planted for the simulator: the run is dropped and the mirror goes
+        // on as if it had been delivered.
+        SendError::QueueFull { .. }
+            if tributary_core::planted::active(tributary_core::planted::Bug::MirrorDropOnFull) =>
+        {
+            let mut state = context.window.lock();
+            state.on_ack(&run.key, run.epoch, run.seq, run.offset, AckOutcome::Durable);
+            Ok(state.has_room())
+        }
+        // Too large for the mirror cluster: this partition's failure alone. It stops here (its
+        // window goes: nothing of it is committed past its last commit) and the others go on;
+        // a restart or the next rebalance tries it again from the commit.
+        e @ SendError::TooLarge { .. } => {
+            let room = {
+                let mut state = context.window.lock();
+                state.on_withdrawn(&run.key, run.epoch);
+                state.has_room()
+            };
+            stop_partition(context, this, &e);
+            context.window.changed();
+            Ok(room)
+        }
+        e => Err(MirrorError::Send(Failure::caused(this.describe(&e), e))),
+    }
 }
 
 /// The mirror's copy of `message` in `topic`; with its source position when positions are on.
@@ -559,7 +713,7 @@ fn on_acks(
                 // Durable: the mirror producer never sends unacknowledged
                 // (durable.acks.fallback=false).
                 Ok(delivered) if delivered.offset.is_some() => {
-                    acked += 1;
+                    acked += meta.messages;
                     acked_bytes += meta.bytes;
                     let effect = state.on_ack(
                         &meta.key,
@@ -613,7 +767,7 @@ fn on_acks(
         tracing::info!(
             "mirror: {}: a message before the one ending at {} was not sent in this ownership; the partition starts again from its commit",
             meta.key,
-            meta.offset
+            meta.first
         );
         if context
             .connector
@@ -633,8 +787,10 @@ fn on_acks(
     }
     if let Some(observer) = &context.observer {
         for meta in &recorded {
-            let event = context.event(&meta.key.topic, meta.key.partition, meta.epoch, meta.offset);
-            observer.acknowledged(&event);
+            for offset in &meta.observed {
+                let event = context.event(&meta.key.topic, meta.key.partition, meta.epoch, *offset);
+                observer.acknowledged(&event);
+            }
         }
     }
     match failure {
@@ -652,7 +808,7 @@ mod tests {
     fn pending(
         queue: &mut Deliveries,
         seq: u64,
-    ) -> tokio::sync::oneshot::Sender<Result<Delivered, SendError>> {
+    ) -> crate::producer::Done {
         let (delivery, resolve) = Delivery::pending();
         queue.push(PendingAck {
             meta: AckMeta {
@@ -666,8 +822,11 @@ mod tests {
                 )),
                 seq,
                 epoch: 1,
+                first: seq as i64 * 10,
                 offset: seq as i64 * 10,
+                messages: 1,
                 bytes: 1,
+                observed: Vec::new(),
             },
             delivery,
         });
@@ -699,13 +858,13 @@ mod tests {
             resolvers.next().unwrap(),
         );
         // 2 and 4 resolve first: nothing is ready while 1 is on its way.
-        second.send(delivered()).unwrap();
-        fourth.send(delivered()).unwrap();
+        second.resolve(delivered());
+        fourth.resolve(delivered());
         let waited = tokio::time::timeout(Duration::from_millis(20), queue.ready()).await;
         assert!(waited.is_err(), "ready before the oldest delivery resolved");
         assert_eq!(queue.len(), 4, "a cancelled wait took something");
         // 1 resolves: 1 and 2 come together; 3 (on its way) holds 4 back.
-        first.send(delivered()).unwrap();
+        first.resolve(delivered());
         assert_eq!(seqs(&queue.ready().await), vec![1, 2]);
         assert_eq!(queue.len(), 2);
         // At shutdown every resolved one is taken, wherever it is: 4, not 3.

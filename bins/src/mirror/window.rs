@@ -114,10 +114,15 @@ impl SourceWindow {
         shared
     }
 
-    /// Looks at where the message of `key` (resume offset `offset`, epoch `epoch`) that stream
-    /// `stream` handed out is held now, and records it as forwarded if it may go on, all under
-    /// one lock: a rebalance that moves its partition to another stream of this member is
-    /// either seen here, or that stream's first message of it is recorded after this one.
+    /// Looks at where the run of `key`'s messages (resume offsets `offsets`, in source order,
+    /// never empty; epoch `epoch`) that stream `stream` handed out is held now, and records it
+    /// as forwarded if it may go on (as much of it as there is room for, see
+    /// `SourceMirror::on_run`), all under one lock: a rebalance that moves its partition to
+    /// another stream of this member is either seen here, or that stream's first message of it
+    /// is recorded after this run. The run waits behind a message its partition holds across
+    /// a wait as its first message would: a message marked past its first is of an ownership
+    /// already over (in one epoch a partition's messages reach one stream at a time, in
+    /// order), and is dropped, not forwarded.
     ///
     /// With `ordered` (the mirror's positions: a message reaching the mirror cluster after a
     /// later one of its partition is taken for held), a message of a partition another stream
@@ -129,7 +134,7 @@ impl SourceWindow {
         hold: impl FnOnce() -> Hold,
         key: &SourcePartition,
         epoch: u64,
-        offset: i64,
+        offsets: &[i64],
         stream: usize,
         ordered: bool,
     ) -> Admit<'_> {
@@ -138,8 +143,11 @@ impl SourceWindow {
         if hold != Hold::Held {
             return Admit::NotHeld(hold);
         }
-        if state.waits_behind(key, offset) {
-            return Admit::Behind;
+        // (An empty run is the caller's bug: the window's record of it stops the stream.)
+        if let Some(&first) = offsets.first() {
+            if state.waits_behind(key, first) {
+                return Admit::Behind;
+            }
         }
         let admission = match ordered {
             true => {
@@ -147,12 +155,12 @@ impl SourceWindow {
                     self.handing(from)
                         .is_some_and(|h| h.0.load(Ordering::Acquire) > 0)
                 };
-                match state.on_message_in_order(key, epoch, offset, stream, handing) {
+                match state.on_run_in_order(key, epoch, offsets, stream, handing) {
                     Some(admission) => admission,
                     None => return Admit::Behind,
                 }
             }
-            false => state.on_message(key, epoch, offset, stream),
+            false => state.on_run(key, epoch, offsets, stream),
         };
         let count = self.handing(stream);
         debug_assert!(
@@ -285,20 +293,20 @@ mod tests {
         let window = SourceWindow::new(0, 3..5, 10, Duration::from_secs(1), 0);
         let p = partition();
         // Stream 3 records p's message to 100 and has not handed it to the producer yet.
-        let handing = forwarded(window.admit(|| Hold::Held, &p, 1, 100, 3, true));
+        let handing = forwarded(window.admit(|| Hold::Held, &p, 1, &[100], 3, true));
         // The partition moved to stream 4 in the same epoch: its later message waits.
         assert!(matches!(
-            window.admit(|| Hold::Held, &p, 1, 200, 4, true),
+            window.admit(|| Hold::Held, &p, 1, &[200], 4, true),
             Admit::Behind
         ));
         // Stream 3 goes on with its own next message meanwhile.
-        drop(forwarded(window.admit(|| Hold::Held, &p, 1, 150, 3, true)));
+        drop(forwarded(window.admit(|| Hold::Held, &p, 1, &[150], 3, true)));
         assert!(matches!(
-            window.admit(|| Hold::Held, &p, 1, 200, 4, true),
+            window.admit(|| Hold::Held, &p, 1, &[200], 4, true),
             Admit::Behind
         ));
         drop(handing);
-        drop(forwarded(window.admit(|| Hold::Held, &p, 1, 200, 4, true)));
+        drop(forwarded(window.admit(|| Hold::Held, &p, 1, &[200], 4, true)));
         assert_eq!(window.lock().in_flight(), 3);
     }
 
@@ -306,11 +314,40 @@ mod tests {
     fn without_positions_or_in_a_new_epoch_a_moved_partition_does_not_wait() {
         let window = SourceWindow::new(0, 0..2, 10, Duration::from_secs(1), 0);
         let p = partition();
-        let _handing = forwarded(window.admit(|| Hold::Held, &p, 1, 100, 0, true));
+        let _handing = forwarded(window.admit(|| Hold::Held, &p, 1, &[100], 0, true));
         // Positions off: the mirror cluster does not judge order.
-        drop(forwarded(window.admit(|| Hold::Held, &p, 1, 200, 1, false)));
+        drop(forwarded(window.admit(|| Hold::Held, &p, 1, &[200], 1, false)));
         // A new epoch starts from the commit: nothing of the old one is waited for.
-        drop(forwarded(window.admit(|| Hold::Held, &p, 2, 50, 0, true)));
+        drop(forwarded(window.admit(|| Hold::Held, &p, 2, &[50], 0, true)));
+    }
+
+    /// A run is recorded as far as the window has room, and as a whole past an earlier
+    /// message another stream holds across a wait only once that wait is over.
+    #[test]
+    fn a_run_is_recorded_up_to_the_room_left_and_waits_behind_a_held_message() {
+        let window = SourceWindow::new(0, 0..2, 4, Duration::from_secs(1), 0);
+        let p = partition();
+        let mark = WaitMark::new(&window, &p, 50);
+        assert!(matches!(
+            window.admit(|| Hold::Held, &p, 1, &[60, 70], 0, true),
+            Admit::Behind
+        ));
+        drop(mark);
+        let messages = |admit: Admit<'_>| match admit {
+            Admit::Decided {
+                admission: Admission::Forward { messages, .. },
+                ..
+            } => messages,
+            _ => panic!("not forwarded"),
+        };
+        assert_eq!(messages(window.admit(|| Hold::Held, &p, 1, &[60, 70, 80], 0, true)), 3);
+        assert_eq!(
+            messages(window.admit(|| Hold::Held, &p, 1, &[90, 100, 110], 0, true)),
+            1,
+            "one message of room left"
+        );
+        assert_eq!(window.lock().in_flight(), 4);
+        assert!(!window.has_room());
     }
 
     #[test]
@@ -319,7 +356,7 @@ mod tests {
         let p = partition();
         for hold in [Hold::Moved, Hold::Gone, Hold::Unsettled] {
             assert!(matches!(
-                window.admit(|| hold, &p, 1, 100, 0, true),
+                window.admit(|| hold, &p, 1, &[100], 0, true),
                 Admit::NotHeld(h) if h == hold
             ));
         }

@@ -10,7 +10,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tokio::sync::oneshot;
 use tributary_core::config::{Discovery, ProducerConfig};
 use tributary_core::message::{Message, MessageSetBuilder};
 use tributary_core::producer::{choose, group_by_partition, Candidate};
@@ -29,7 +28,7 @@ use crate::env::Env;
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
-pub(super) type Done = oneshot::Sender<Result<Delivered, SendError>>;
+pub(super) use super::delivery::Done;
 
 /// A connection is not reused after sitting idle this long: brokers close idle connections
 /// (after 10 minutes), and a produce written into a connection the broker already closed would
@@ -203,7 +202,7 @@ impl<E: Env> Dispatcher<E> {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         // The caller may have dropped its delivery: then nobody is waiting for the answer.
-        let _nobody_waiting = done.send(outcome).is_err();
+        done.resolve(outcome);
     }
 
     /// One attempt: every message placed and sent; returns those to retry. A retry places a

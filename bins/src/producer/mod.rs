@@ -18,6 +18,7 @@
 //! Brokers come from `broker.list` or ZooKeeper (see [`directory`]); connections go through
 //! [`Env`], so the simulator drives the same producer.
 
+mod delivery;
 pub mod directory;
 mod dispatch;
 mod locate;
@@ -27,21 +28,20 @@ pub(crate) mod targets;
 
 use crate::tls::env::{ClientLink, SecureEnv};
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tributary_core::config::{Discovery, EnqueueTimeout, ProducerConfig, ProducerType};
 use tributary_core::mirror::position::SourceKey;
 use tributary_core::producer::BatchPolicy;
 use tributary_core::wire::TopicName;
 
+pub use self::delivery::{Delivery, RunDelivery};
+pub(crate) use self::delivery::Done;
 use self::directory::Directory;
 use self::dispatch::Dispatcher;
 use crate::coordination::CoordError;
@@ -169,40 +169,6 @@ pub enum SendError {
     },
 }
 
-/// What became of one message; resolves once it is known.
-#[derive(Debug)]
-pub struct Delivery(oneshot::Receiver<Result<Delivered, SendError>>);
-
-impl Delivery {
-    pub(crate) fn pending() -> (Self, oneshot::Sender<Result<Delivered, SendError>>) {
-        let (tx, rx) = oneshot::channel();
-        (Delivery(rx), tx)
-    }
-
-    /// The outcome if it is known already, without waiting (and without registering a waker):
-    /// `None` while the message is still on its way. Once it returned the outcome, the
-    /// delivery is spent (a later call or poll reports `SendError::Closed`).
-    pub fn try_take(&mut self) -> Option<Result<Delivered, SendError>> {
-        match self.0.try_recv() {
-            Ok(outcome) => Some(outcome),
-            Err(oneshot::error::TryRecvError::Empty) => None,
-            // A dropped sender means the producer went away before deciding: not delivered.
-            Err(oneshot::error::TryRecvError::Closed) => Some(Err(SendError::Closed)),
-        }
-    }
-}
-
-impl Future for Delivery {
-    type Output = Result<Delivered, SendError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // A dropped sender means the producer went away before deciding: not delivered.
-        Pin::new(&mut self.get_mut().0)
-            .poll(cx)
-            .map(|r| r.unwrap_or(Err(SendError::Closed)))
-    }
-}
-
 /// Counters of a producer's life.
 #[derive(Debug, Default)]
 pub struct ProducerStats {
@@ -236,21 +202,19 @@ pub enum StartError {
 /// One queued message and where to report its fate.
 struct Queued {
     record: Record,
-    done: oneshot::Sender<Result<Delivered, SendError>>,
+    done: Done,
     queued_at: tokio::time::Instant,
 }
 
 impl Queued {
     /// `record` queued now (the runtime's clock, which the sender's `queue.time` deadline is
-    /// measured on), with the delivery that reports its fate.
-    fn new(record: Record) -> (Delivery, Queued) {
-        let (delivery, done) = Delivery::pending();
-        let queued = Queued {
+    /// measured on), reporting its fate to `done`.
+    fn new(record: Record, done: Done) -> Queued {
+        Queued {
             record,
             done,
             queued_at: tokio::time::Instant::now(),
-        };
-        (delivery, queued)
+        }
     }
 }
 
@@ -331,17 +295,29 @@ impl<E: Env> Producer<E> {
 
     /// Sends (sync) or queues (async) one message; see the module docs.
     pub async fn send(&self, record: Record) -> Result<Delivery, SendError> {
+        let (delivery, done) = Delivery::pending();
+        self.send_to(record, done).await?;
+        Ok(delivery)
+    }
+
+    /// [`Producer::send`] for one message of a run handed on together: its fate goes into
+    /// `run` (see [`RunDelivery`]). A message that could not be queued fails the run.
+    pub async fn send_in(&self, record: Record, run: &RunDelivery) -> Result<(), SendError> {
+        self.send_to(record, run.share()).await
+    }
+
+    /// Sends or queues `record` as [`Producer::send`] says, reporting its fate to `done`.
+    async fn send_to(&self, record: Record, done: Done) -> Result<(), SendError> {
         let Some(queue) = &self.queue else {
-            let (delivery, done) = Delivery::pending();
             self.count_accepted(1);
             let _one_at_a_time = match record.source.is_some() {
                 true => Some(self.mirrored.lock().await),
                 false => None,
             };
             self.dispatcher.dispatch(vec![(record, done)]).await;
-            return Ok(delivery);
+            return Ok(());
         };
-        let (delivery, queued) = Queued::new(record);
+        let queued = Queued::new(record, done);
         let full = |_| {
             self.dispatcher
                 .stats()
@@ -367,7 +343,7 @@ impl<E: Env> Producer<E> {
             }
         }
         self.count_accepted(1);
-        Ok(delivery)
+        Ok(())
     }
 
     /// Queues one message without waiting when the async queue has room now, as
@@ -378,16 +354,33 @@ impl<E: Env> Producer<E> {
         let Some(queue) = &self.queue else {
             return Err(record);
         };
-        let (delivery, queued) = Queued::new(record);
-        match queue.try_send(queued) {
+        let (delivery, done) = Delivery::pending();
+        match queue.try_send(Queued::new(record, done)) {
             Ok(()) => {
                 self.count_accepted(1);
                 Ok(delivery)
             }
             Err(mpsc::error::TrySendError::Full(back) | mpsc::error::TrySendError::Closed(back)) => {
+                // Its delivery goes unread: dropped with it.
                 Err(back.record)
             }
         }
+    }
+
+    /// [`Producer::try_send`] for one message of a run handed on together: queued into `run`
+    /// (see [`RunDelivery`]) when the queue has room now; otherwise the record comes back and
+    /// the run is as it was ([`Producer::send_in`] then waits or fails).
+    pub fn try_send_in(&self, record: Record, run: &RunDelivery) -> Result<(), Record> {
+        let Some(queue) = &self.queue else {
+            return Err(record);
+        };
+        // Room first: the run counts a share only for a message that is queued.
+        let Ok(permit) = queue.try_reserve() else {
+            return Err(record);
+        };
+        permit.send(Queued::new(record, run.share()));
+        self.count_accepted(1);
+        Ok(())
     }
 
     fn count_accepted(&self, messages: u64) {
@@ -597,7 +590,7 @@ mod tests {
         };
         Queued {
             record: Record::mirrored("t".parse().unwrap(), &b"m"[..], mark),
-            done: oneshot::channel().0,
+            done: Delivery::pending().1,
             queued_at: tokio::time::Instant::now(),
         }
     }

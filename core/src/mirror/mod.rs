@@ -3,7 +3,10 @@
 //!
 //! Each message the mirror takes from a source partition is recorded with its resume offset
 //! when it is handed to the producer ([`MirrorWindow::sent`]), and marked when the mirror
-//! cluster has acknowledged it durably ([`MirrorWindow::acked`]). The commit point of a partition
+//! cluster has acknowledged it durably ([`MirrorWindow::acked`]). A run of consecutive messages
+//! of one partition handed on together is recorded as one entry that counts its messages
+//! ([`MirrorWindow::sent_run`]): it is acknowledged as a whole, and its resume offset is its
+//! last message's. The commit point of a partition
 //! is the resume offset of the last message of the longest acknowledged prefix: committing it
 //! can never skip a message that is not safely in the mirror cluster, whatever order
 //! acknowledgements come in. A partition lost in a rebalance is forgotten ([`MirrorWindow::lost`]):
@@ -68,16 +71,34 @@ impl fmt::Display for SourcePartition {
     }
 }
 
+/// A message, or a run of consecutive messages of one partition, handed to the producer.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// Its sequence number.
+    seq: u64,
+    /// The resume offset of its (last) message.
+    offset: i64,
+    /// How many messages it holds (at least one).
+    messages: usize,
+    /// Whether the mirror cluster has acknowledged it durably.
+    acked: bool,
+}
+
 /// One partition's window.
 #[derive(Debug, Default)]
 struct Window {
-    /// Messages handed to the producer and not yet part of the committable prefix, in source
-    /// order: (sequence number, resume offset, acknowledged).
-    pending: VecDeque<(u64, i64, bool)>,
+    /// Entries handed to the producer and not yet part of the committable prefix, in source
+    /// order.
+    pending: VecDeque<Entry>,
     /// The resume offset of the last message of the acknowledged prefix.
     commit_point: Option<i64>,
-    /// Resume offsets of the acknowledged prefix's messages not yet covered by a commit.
-    acked_uncommitted: VecDeque<i64>,
+    /// The acknowledged prefix's entries not yet covered by a commit: (resume offset,
+    /// messages).
+    acked_uncommitted: VecDeque<(i64, usize)>,
+    /// Messages of `pending`'s entries.
+    pending_messages: usize,
+    /// Messages of `acked_uncommitted`'s entries.
+    acked_uncommitted_messages: usize,
     /// What was last committed.
     committed: Option<i64>,
 }
@@ -102,7 +123,19 @@ impl MirrorWindow {
     /// may record messages of one partition that moved between them); offsets of one window
     /// never go back (a reset starts a new window: [`MirrorWindow::lost`] first).
     pub fn sent(&mut self, partition: &SourcePartition, seq: u64, offset: i64) {
-        let window = self.windows.entry(partition.clone()).or_default();
+        self.sent_run(partition, seq, offset, 1);
+    }
+
+    /// As [`MirrorWindow::sent`], for a run of `messages` consecutive messages of `partition`
+    /// handed on together as `seq`, the last with resume offset `offset`: in flight until
+    /// acknowledged as a whole, then committable up to `offset`.
+    pub fn sent_run(&mut self, partition: &SourcePartition, seq: u64, offset: i64, messages: usize) {
+        assert!(messages > 0, "an empty run recorded");
+        // Looked up before inserting: the key is cloned only for a partition's first entry.
+        let window = match self.windows.get_mut(partition) {
+            Some(window) => window,
+            None => self.windows.entry(partition.clone()).or_default(),
+        };
         // On in release: a message recorded behind the committable prefix would let a commit
         // cover it before it is acknowledged.
         assert!(
@@ -112,10 +145,19 @@ impl MirrorWindow {
         let at = window
             .pending
             .iter()
-            .rposition(|(_, o, _)| *o <= offset)
+            .rposition(|e| e.offset <= offset)
             .map_or(0, |i| i + 1);
-        window.pending.insert(at, (seq, offset, false));
-        self.in_flight += 1;
+        window.pending.insert(
+            at,
+            Entry {
+                seq,
+                offset,
+                messages,
+                acked: false,
+            },
+        );
+        window.pending_messages += messages;
+        self.in_flight += messages;
         debug_assert!(self.invariants_hold());
     }
 
@@ -125,18 +167,18 @@ impl MirrorWindow {
         window
             .pending
             .back()
-            .map(|(_, o, _)| *o)
+            .map(|e| e.offset)
             .or(window.commit_point)
     }
 
-    /// Message `seq` of `partition` is durably in the mirror cluster; returns the new commit
-    /// point when it moved.
+    /// Message (or run) `seq` of `partition` is durably in the mirror cluster; returns the new
+    /// commit point when it moved.
     pub fn acked(&mut self, partition: &SourcePartition, seq: u64) -> Option<i64> {
         let window = self.windows.get_mut(partition)?;
-        if let Some(entry) = window.pending.iter_mut().find(|(s, _, _)| *s == seq) {
-            entry.2 = true;
+        if let Some(entry) = window.pending.iter_mut().find(|e| e.seq == seq) {
+            entry.acked = true;
         }
-        self.advance(partition)
+        Self::advance(window, &mut self.in_flight, &mut self.acked_uncommitted)
     }
 
     /// As [`MirrorWindow::acked`], for message `seq` sent with resume offset `offset`: found by
@@ -144,40 +186,52 @@ impl MirrorWindow {
     /// whatever order acknowledgements come in, where `acked` scans.
     pub fn acked_at(&mut self, partition: &SourcePartition, seq: u64, offset: i64) -> Option<i64> {
         let window = self.windows.get_mut(partition)?;
-        let first = window.pending.partition_point(|(_, o, _)| *o < offset);
+        // The oldest entry is the common case (acknowledgements mostly come in order).
+        let first = match window.pending.front() {
+            Some(front) if front.offset == offset => 0,
+            _ => window.pending.partition_point(|e| e.offset < offset),
+        };
         if let Some(entry) = window
             .pending
             .range_mut(first..)
-            .take_while(|(_, o, _)| *o == offset)
-            .find(|(s, _, _)| *s == seq)
+            .take_while(|e| e.offset == offset)
+            .find(|e| e.seq == seq)
         {
-            entry.2 = true;
+            entry.acked = true;
         }
-        self.advance(partition)
+        let moved = Self::advance(window, &mut self.in_flight, &mut self.acked_uncommitted);
+        debug_assert!(self.invariants_hold());
+        moved
     }
 
-    /// Moves `partition`'s acknowledged prefix into the committable part; the new commit point
-    /// when it moved.
-    fn advance(&mut self, partition: &SourcePartition) -> Option<i64> {
-        let window = self.windows.get_mut(partition)?;
+    /// Moves `window`'s acknowledged prefix into the committable part, keeping the counts;
+    /// the new commit point when it moved.
+    fn advance(
+        window: &mut Window,
+        in_flight: &mut usize,
+        acked_uncommitted: &mut usize,
+    ) -> Option<i64> {
         let mut moved = None;
         let planted = crate::planted::active(crate::planted::Bug::MirrorCommitQueued);
-        while let Some(&(_, offset, acked)) = window.pending.front() {
-            if !acked && !planted {
+        while let Some(&entry) = window.pending.front() {
+            if !entry.acked && !planted {
                 break;
             }
             window.pending.pop_front();
-            self.in_flight = take(self.in_flight, 1, "in flight");
+            window.pending_messages = take(window.pending_messages, entry.messages, "pending");
+            *in_flight = take(*in_flight, entry.messages, "in flight");
             // A message inside a compressed wrapper resumes at the wrapper's start, which may be
             // committed already: nothing is left to commit for it.
-            if window.committed.is_none_or(|c| offset > c) {
-                window.acked_uncommitted.push_back(offset);
-                self.acked_uncommitted += 1;
+            if window.committed.is_none_or(|c| entry.offset > c) {
+                window
+                    .acked_uncommitted
+                    .push_back((entry.offset, entry.messages));
+                window.acked_uncommitted_messages += entry.messages;
+                *acked_uncommitted += entry.messages;
             }
-            window.commit_point = Some(offset);
-            moved = Some(offset);
+            window.commit_point = Some(entry.offset);
+            moved = Some(entry.offset);
         }
-        debug_assert!(self.invariants_hold());
         moved
     }
 
@@ -201,13 +255,15 @@ impl MirrorWindow {
     pub fn committed(&mut self, partition: &SourcePartition, offset: i64) {
         if let Some(window) = self.windows.get_mut(partition) {
             window.committed = Some(window.committed.map_or(offset, |c| c.max(offset)));
-            while window
+            while let Some(&(_, messages)) = window
                 .acked_uncommitted
                 .front()
-                .is_some_and(|o| *o <= offset)
+                .filter(|(o, _)| *o <= offset)
             {
                 window.acked_uncommitted.pop_front();
-                self.acked_uncommitted = take(self.acked_uncommitted, 1, "acknowledged");
+                window.acked_uncommitted_messages =
+                    take(window.acked_uncommitted_messages, messages, "acknowledged");
+                self.acked_uncommitted = take(self.acked_uncommitted, messages, "acknowledged");
             }
         }
         debug_assert!(self.invariants_hold());
@@ -219,14 +275,15 @@ impl MirrorWindow {
         let Some(window) = self.windows.remove(partition) else {
             return 0;
         };
-        self.in_flight = take(self.in_flight, window.pending.len(), "in flight");
+        let in_flight = window.pending_messages;
+        self.in_flight = take(self.in_flight, in_flight, "in flight");
         self.acked_uncommitted = take(
             self.acked_uncommitted,
-            window.acked_uncommitted.len(),
+            window.acked_uncommitted_messages,
             "acknowledged",
         );
         debug_assert!(self.invariants_hold());
-        window.pending.len()
+        in_flight
     }
 
     /// Messages handed to the producer and not yet in a committable prefix.
@@ -251,22 +308,19 @@ impl MirrorWindow {
     }
 
     /// In flight equals the sum of the windows' pending messages, and acknowledged-uncommitted
-    /// the sum of theirs. O(partitions): checked after every change in debug and simulator
-    /// builds; release builds keep the O(1) checks (a counter never goes below zero, a message
-    /// is never recorded behind the committable prefix).
+    /// the sum of theirs; a window holds messages exactly when it holds entries.
+    /// O(partitions): checked after every change in debug and simulator builds; release
+    /// builds keep the O(1) checks (a counter never goes below zero, a message is never
+    /// recorded behind the committable prefix, a run is never empty).
     pub fn invariants_hold(&self) -> bool {
-        self.in_flight
-            == self
-                .windows
-                .values()
-                .map(|w| w.pending.len())
-                .sum::<usize>()
+        let windows = || self.windows.values();
+        self.in_flight == windows().map(|w| w.pending_messages).sum::<usize>()
             && self.acked_uncommitted
-                == self
-                    .windows
-                    .values()
-                    .map(|w| w.acked_uncommitted.len())
-                    .sum::<usize>()
+                == windows().map(|w| w.acked_uncommitted_messages).sum::<usize>()
+            && windows().all(|w| {
+                (w.pending_messages == 0) == w.pending.is_empty()
+                    && (w.acked_uncommitted_messages == 0) == w.acked_uncommitted.is_empty()
+            })
     }
 }
 

@@ -88,12 +88,16 @@ pub struct SourceMirror {
 /// What [`SourceMirror::on_message`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
-    /// Hand the message to the producer as message `seq` of its partition.
+    /// Hand the message to the producer as message `seq` of its partition; for a run, its
+    /// first `messages` messages, together as `seq`.
     Forward {
         /// Its sequence number: name it in [`SourceMirror::on_ack`].
         seq: u64,
         /// The partition's previous window was dropped first.
         reset: Option<Reset>,
+        /// How many of the messages offered were recorded (1 for a single message): a run is
+        /// cut to the room the window has left, at least one message.
+        messages: usize,
     },
     /// The partition is stopped in this epoch: the message is not forwarded.
     Skip,
@@ -207,8 +211,24 @@ impl SourceMirror {
         offset: i64,
         stream: usize,
     ) -> Admission {
+        self.on_run(partition, epoch, &[offset], stream)
+    }
+
+    /// [`SourceMirror::on_message`] for a run of consecutive messages of `partition` that a
+    /// stream hands to the producer together, `offsets` their resume offsets in source order
+    /// (never empty): as if each were offered in turn with nothing between them, except that
+    /// the forwarded ones share one sequence number and are acknowledged as a whole. At most
+    /// the room the window has left is recorded (at least one message, as a single message
+    /// is when there is none); [`Admission::Forward`] says how many.
+    pub fn on_run(
+        &mut self,
+        partition: &SourcePartition,
+        epoch: u64,
+        offsets: &[i64],
+        stream: usize,
+    ) -> Admission {
         let known = self.epochs.get(partition).copied();
-        self.record(partition, epoch, offset, stream, known)
+        self.record(partition, epoch, offsets, stream, known)
     }
 
     /// [`SourceMirror::on_message`] for a mirror whose messages of one partition must reach
@@ -225,6 +245,18 @@ impl SourceMirror {
         stream: usize,
         handing: impl FnOnce(usize) -> bool,
     ) -> Option<Admission> {
+        self.on_run_in_order(partition, epoch, &[offset], stream, handing)
+    }
+
+    /// [`SourceMirror::on_message_in_order`] for a run (see [`SourceMirror::on_run`]).
+    pub fn on_run_in_order(
+        &mut self,
+        partition: &SourcePartition,
+        epoch: u64,
+        offsets: &[i64],
+        stream: usize,
+        handing: impl FnOnce(usize) -> bool,
+    ) -> Option<Admission> {
         let known = self.epochs.get(partition).copied();
         let moved_from = known.filter(|o| o.epoch == epoch && o.stream != stream);
         if moved_from.is_some_and(|o| handing(o.stream))
@@ -233,22 +265,33 @@ impl SourceMirror {
         {
             return None;
         }
-        Some(self.record(partition, epoch, offset, stream, known))
+        Some(self.record(partition, epoch, offsets, stream, known))
     }
 
-    /// Records the message [`SourceMirror::on_message`] describes; `known` is its partition's
-    /// owner before it.
+    /// Records the run [`SourceMirror::on_run`] describes (as much of it as there is room
+    /// for); `known` is its partition's owner before it.
+    #[allow(clippy::panic)]
     fn record(
         &mut self,
         partition: &SourcePartition,
         epoch: u64,
-        offset: i64,
+        offsets: &[i64],
         stream: usize,
         known: Option<Owner>,
     ) -> Admission {
+        // The caller's bug, not input: on in release, as a message behind its window is.
+        let Some(&offset) = offsets.first() else {
+            panic!("an empty run offered to the mirror window");
+        };
+        assert!(
+            offsets.windows(2).all(|pair| pair[0] <= pair[1]),
+            "a run's offsets go back"
+        );
         if self.stopped.get(partition) == Some(&epoch) {
             return Admission::Skip;
         }
+        let messages = offsets.len().min(self.room_left()).max(1);
+        let last = offsets[messages - 1];
         let mut reset = None;
         if known.is_some_and(|o| o.epoch != epoch) {
             let dropped = self.window.lost(partition);
@@ -257,13 +300,13 @@ impl SourceMirror {
         if let Some(from) = self
             .window
             .last_sent(partition)
-            .filter(|last| offset < *last)
+            .filter(|sent| offset < *sent)
         {
             let dropped = self.window.lost(partition);
             reset = Some(Reset::WentBack { from, dropped });
         }
         self.seq += 1;
-        self.window.sent(partition, self.seq, offset);
+        self.window.sent_run(partition, self.seq, last, messages);
         let owner = Owner { epoch, stream };
         if known != Some(owner) {
             self.epochs.insert(partition.clone(), owner);
@@ -271,6 +314,7 @@ impl SourceMirror {
         Admission::Forward {
             seq: self.seq,
             reset,
+            messages,
         }
     }
 
@@ -400,8 +444,18 @@ impl SourceMirror {
     /// Whether a stream may take another message: fewer than `limit` in flight and fewer than
     /// `2 × limit` uncommitted.
     pub fn has_room(&self) -> bool {
-        self.window.in_flight() < self.limit
-            && self.window.uncommitted() < self.limit.saturating_mul(2)
+        self.room_left() > 0
+    }
+
+    /// How many more messages a stream may take: up to `limit` in flight and `2 × limit`
+    /// uncommitted.
+    pub fn room_left(&self) -> usize {
+        let in_flight = self.limit.saturating_sub(self.window.in_flight());
+        let uncommitted = self
+            .limit
+            .saturating_mul(2)
+            .saturating_sub(self.window.uncommitted());
+        in_flight.min(uncommitted)
     }
 
     /// Whether a full window of acknowledged messages waits and the last round succeeded: a

@@ -10,7 +10,7 @@ use tributary_core::config::{Discovery, Properties};
 use tributary_core::consumer::BrokerPartition;
 use tributary_core::identity::ClusterId;
 
-type Answer = tokio::sync::oneshot::Receiver<Result<Delivered, SendError>>;
+type Answer = crate::producer::Delivery;
 
 fn dispatcher() -> Dispatcher<TokioEnv> {
     let text = "broker.list=0:127.0.0.1:9\ndurable.acks=true\nproducer.type=sync\n";
@@ -39,7 +39,7 @@ fn key(partition: u32) -> Arc<SourceKey> {
 /// A mirror's message of `key` from `start` to `next` in `epoch`, and where its outcome
 /// is told.
 fn message(key: &Arc<SourceKey>, start: i64, next: i64, epoch: u64) -> (Option<Pending>, Answer) {
-    let (done, answer) = tokio::sync::oneshot::channel();
+    let (answer, done) = crate::producer::Delivery::pending();
     let mark = SourceMark {
         key: key.clone(),
         start,
@@ -190,8 +190,8 @@ fn a_message_after_a_gap_in_its_epoch_is_refused_and_the_sent_point_is_kept_acro
     d.refuse_gaps(&mut first);
     let kept: Vec<bool> = first.iter().map(Option::is_some).collect();
     assert_eq!(kept, vec![true, true, true, true, false, true, true]);
-    match answers.get_mut(4).unwrap().try_recv() {
-        Ok(Err(SendError::SourceGap {
+    match answers.get_mut(4).unwrap().try_take() {
+        Some(Err(SendError::SourceGap {
             expected, found, ..
         })) => assert_eq!((expected, found), (200, 300)),
         other => panic!("the message after the gap: {other:?}"),
