@@ -225,7 +225,11 @@ fn a_run_is_its_messages_acknowledged_together() {
             }
             let counts = |w: &MirrorWindow| (w.in_flight(), w.uncommitted(), w.acked_uncommitted());
             assert_eq!(counts(&runs), counts(&singles), "seed {seed}");
-            assert_eq!(runs.commit_point(&p), singles.commit_point(&p), "seed {seed}");
+            assert_eq!(
+                runs.commit_point(&p),
+                singles.commit_point(&p),
+                "seed {seed}"
+            );
             assert_eq!(runs.commits_due(), singles.commits_due(), "seed {seed}");
             assert!(runs.invariants_hold());
             // A commit of a point the window reached (now or earlier: commits are made at
@@ -235,7 +239,11 @@ fn a_run_is_its_messages_acknowledged_together() {
                 let at = points[rng.random_range(0..points.len())];
                 runs.committed(&p, at);
                 singles.committed(&p, at);
-                assert_eq!(counts(&runs), counts(&singles), "seed {seed}, commit at {at}");
+                assert_eq!(
+                    counts(&runs),
+                    counts(&singles),
+                    "seed {seed}, commit at {at}"
+                );
             }
         }
         assert_eq!(runs.in_flight(), 0);
@@ -841,9 +849,15 @@ fn a_run_is_cut_to_the_room_left_and_forwarded_whole_when_there_is_room() {
     assert!(!m.has_room());
     // The cut run's acknowledgement names its last recorded offset, 100; the first run's
     // comes later, and the commit then covers both.
-    assert_eq!(m.on_ack(&p, 1, 2, 100, AckOutcome::Durable), AckEffect::Recorded);
+    assert_eq!(
+        m.on_ack(&p, 1, 2, 100, AckOutcome::Durable),
+        AckEffect::Recorded
+    );
     assert_eq!(m.in_flight(), 10, "the older run is still in flight");
-    assert_eq!(m.on_ack(&p, 1, 1, 70, AckOutcome::Durable), AckEffect::Recorded);
+    assert_eq!(
+        m.on_ack(&p, 1, 1, 70, AckOutcome::Durable),
+        AckEffect::Recorded
+    );
     assert_eq!(m.in_flight(), 0);
     let round = m.force_commits().unwrap();
     assert_eq!(round.commits[0].offset, 100);
@@ -877,6 +891,10 @@ fn a_run_that_goes_back_starts_a_new_window_from_its_first_offset() {
     // A run starting at the last offset sent does not go back.
     assert!(matches!(
         m.on_run(&p, 1, &[600, 700], 0),
-        Admission::Forward { reset: None, messages: 2, .. }
+        Admission::Forward {
+            reset: None,
+            messages: 2,
+            ..
+        }
     ));
 }

@@ -178,9 +178,10 @@ async fn start_mirror(
 /// not all readable yet would time the source's flush along with the mirror.
 async fn wait_until_served(port: u16, name: &str, bytes: u64) {
     let topic: TopicName = name.parse().expect("topic");
-    let mut conn = tributary::client::connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(10))
-        .await
-        .expect("connect to the source broker");
+    let mut conn =
+        tributary::client::connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(10))
+            .await
+            .expect("connect to the source broker");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let mut served = 0u64;

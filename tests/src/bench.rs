@@ -75,7 +75,13 @@ pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
         .filter(|o| o.status.success())?;
     // POSIX format: a header line, then "filesystem blocks used available capacity mount".
     let text = String::from_utf8(out.stdout).ok()?;
-    let kib: u64 = text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()?;
+    let kib: u64 = text
+        .lines()
+        .nth(1)?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()?;
     Some(kib * 1024)
 }
 

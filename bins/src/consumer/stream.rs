@@ -315,7 +315,10 @@ mod tests {
         let (b, c) = (stream.next_now().unwrap(), stream.next_now().unwrap());
         assert_eq!((payload(&b), payload(&c)), (&b"b"[..], &b"c"[..]));
         assert!(b.holder == first.holder && c.offset == end_of_first);
-        assert!(stream.next_now().is_none(), "the next chunk is not this run's");
+        assert!(
+            stream.next_now().is_none(),
+            "the next chunk is not this run's"
+        );
         assert!(stream.next_now().is_none());
         let d = stream.next().await.unwrap();
         assert_eq!((payload(&d), d.start), (&b"d"[..], end_of_first));
@@ -324,4 +327,3 @@ mod tests {
         assert!(stream.next_now().is_none());
     }
 }
-

@@ -362,6 +362,7 @@ impl Mirror {
                 limit,
                 settings.commit_interval,
                 env.now_ms(),
+                stream::RUN_MAX,
             ));
             let (running, streams_done) = tokio::sync::mpsc::channel(1);
             streams.spawn(run_commits(

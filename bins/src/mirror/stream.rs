@@ -108,8 +108,9 @@ const ACK_BATCH_MAX: usize = 4096;
 
 /// The most messages handed on as one run: what one window entry and one delivery cover. A
 /// run's delivery resolves once its last message is acknowledged, so a longer run holds its
-/// first messages' commit a little longer.
-const RUN_MAX: usize = 512;
+/// first messages' commit a little longer. (A small window takes shorter runs: see
+/// `SourceWindow::run_max`.)
+pub(super) const RUN_MAX: usize = 512;
 
 /// What an acknowledgement is matched with: the partition (its key allocated once per
 /// partition, see [`Keys`]), the window's sequence number, the ownership epoch, the resume
@@ -296,7 +297,7 @@ pub(super) async fn run_stream(
                     ahead.follow(&context.gate, context.connector.settled_generation(), || {
                         context.connector.owned().into_iter().map(|(topic, _, _)| topic).collect()
                     });
-                    let run = take_run(message, &mut carry, &mut stream);
+                    let run = take_run(message, context.window.run_max(), &mut carry, &mut stream);
                     let taken = run.len();
                     // Waiting for room in a full producer queue ends on stop: the messages not
                     // yet handed on are then not sent, and nothing of the run is committed.
@@ -392,14 +393,15 @@ async fn next_message(
 }
 
 /// The run that starts with `first`: the messages of its chunk that follow it and are there to
-/// take now (those cut from a run before first), at most [`RUN_MAX`]; all of one hold.
+/// take now (those cut from a run before first), at most `max`; all of one hold.
 fn take_run(
     first: ConsumedMessage,
+    max: usize,
     carry: &mut VecDeque<ConsumedMessage>,
     stream: &mut MessageStream,
 ) -> Vec<ConsumedMessage> {
     let mut run = vec![first];
-    while run.len() < RUN_MAX {
+    while run.len() < max {
         let next = match carry.front() {
             Some(_) => carry.pop_front(),
             None => stream.next_now(),
@@ -642,7 +644,13 @@ fn refused(
             if tributary_core::planted::active(tributary_core::planted::Bug::MirrorDropOnFull) =>
         {
             let mut state = context.window.lock();
-            state.on_ack(&run.key, run.epoch, run.seq, run.offset, AckOutcome::Durable);
+            state.on_ack(
+                &run.key,
+                run.epoch,
+                run.seq,
+                run.offset,
+                AckOutcome::Durable,
+            );
             Ok(state.has_room())
         }
         // Too large for the mirror cluster: this partition's failure alone. It stops here (its
@@ -805,10 +813,7 @@ mod tests {
 
     use super::*;
 
-    fn pending(
-        queue: &mut Deliveries,
-        seq: u64,
-    ) -> crate::producer::Done {
+    fn pending(queue: &mut Deliveries, seq: u64) -> crate::producer::Done {
         let (delivery, resolve) = Delivery::pending();
         queue.push(PendingAck {
             meta: AckMeta {

@@ -33,7 +33,13 @@ pub(super) struct SourceWindow {
     /// One allocation per topic name for the keys of the source's partitions
     /// ([`SourceWindow::shared_topic`]); at most [`SHARED_TOPICS_MAX`] names.
     topics: Mutex<BTreeSet<TopicName>>,
+    /// The most messages a stream records as one run ([`SourceWindow::run_max`]).
+    run_max: usize,
 }
+
+/// A run is at most this share of the window's limit: a run is acknowledged and committed
+/// as a whole, so what a crash sends again grows by up to a run per partition.
+const RUN_SHARE_OF_LIMIT: usize = 16;
 
 /// The most topic names [`SourceWindow::shared_topic`] keeps; past it a name is used as it
 /// comes (its lookups then compare the text).
@@ -80,13 +86,15 @@ impl Drop for HandingGuard<'_> {
 impl SourceWindow {
     /// Source `source`, whose streams are numbered `streams`, at `now_ms`: at most `limit`
     /// messages unacknowledged (`queue.size` × streams); a commit round every
-    /// `commit_interval`, or as soon as `limit` acknowledged messages wait.
+    /// `commit_interval`, or as soon as `limit` acknowledged messages wait; runs of at most
+    /// `run_max` messages (see [`SourceWindow::run_max`]).
     pub(super) fn new(
         source: usize,
         streams: std::ops::Range<usize>,
         limit: usize,
         commit_interval: Duration,
         now_ms: i64,
+        run_max: usize,
     ) -> Self {
         SourceWindow {
             state: Mutex::new(SourceMirror::new(source, limit, commit_interval, now_ms)),
@@ -95,7 +103,15 @@ impl SourceWindow {
             first_stream: streams.start,
             handing: streams.map(|_| Handing::default()).collect(),
             topics: Mutex::default(),
+            run_max: (limit / RUN_SHARE_OF_LIMIT).clamp(1, run_max),
         }
+    }
+
+    /// The most messages a stream records and hands on as one run: a sixteenth of the limit
+    /// (so a crash sends again little more than one message at a time would), at most the
+    /// `run_max` the window was made with, at least one.
+    pub(super) fn run_max(&self) -> usize {
+        self.run_max
     }
 
     /// `topic` in the allocation every key of this source uses for that name: the window
@@ -269,12 +285,15 @@ mod tests {
     /// back, equal, in allocations not kept.
     #[test]
     fn one_allocation_per_topic_name_for_the_window_keys() {
-        let window = SourceWindow::new(0, 0..1, 10, Duration::from_secs(1), 0);
+        let window = SourceWindow::new(0, 0..1, 10, Duration::from_secs(1), 0, 1);
         let given: TopicName = "t".parse().unwrap();
         let first = window.shared_topic(&given.unshared());
         let second = window.shared_topic(&given.unshared());
         assert_eq!(first, given);
-        assert!(first.same_allocation(&second), "two partitions of t, two allocations");
+        assert!(
+            first.same_allocation(&second),
+            "two partitions of t, two allocations"
+        );
         let other = window.shared_topic(&"u".parse().unwrap());
         assert_eq!(other.as_str(), "u");
         assert!(!other.same_allocation(&first));
@@ -285,12 +304,15 @@ mod tests {
         let (a, b) = (window.shared_topic(&late), window.shared_topic(&late));
         assert_eq!((a.as_str(), b.as_str()), ("late", "late"));
         assert!(!a.same_allocation(&b), "a name past the bound was kept");
-        assert!(window.shared_topic(&given).same_allocation(&first), "t kept");
+        assert!(
+            window.shared_topic(&given).same_allocation(&first),
+            "t kept"
+        );
     }
 
     #[test]
     fn a_partition_moved_between_streams_waits_until_the_first_stream_has_handed_its_messages_on() {
-        let window = SourceWindow::new(0, 3..5, 10, Duration::from_secs(1), 0);
+        let window = SourceWindow::new(0, 3..5, 10, Duration::from_secs(1), 0, 1);
         let p = partition();
         // Stream 3 records p's message to 100 and has not handed it to the producer yet.
         let handing = forwarded(window.admit(|| Hold::Held, &p, 1, &[100], 3, true));
@@ -300,32 +322,60 @@ mod tests {
             Admit::Behind
         ));
         // Stream 3 goes on with its own next message meanwhile.
-        drop(forwarded(window.admit(|| Hold::Held, &p, 1, &[150], 3, true)));
+        drop(forwarded(window.admit(
+            || Hold::Held,
+            &p,
+            1,
+            &[150],
+            3,
+            true,
+        )));
         assert!(matches!(
             window.admit(|| Hold::Held, &p, 1, &[200], 4, true),
             Admit::Behind
         ));
         drop(handing);
-        drop(forwarded(window.admit(|| Hold::Held, &p, 1, &[200], 4, true)));
+        drop(forwarded(window.admit(
+            || Hold::Held,
+            &p,
+            1,
+            &[200],
+            4,
+            true,
+        )));
         assert_eq!(window.lock().in_flight(), 3);
     }
 
     #[test]
     fn without_positions_or_in_a_new_epoch_a_moved_partition_does_not_wait() {
-        let window = SourceWindow::new(0, 0..2, 10, Duration::from_secs(1), 0);
+        let window = SourceWindow::new(0, 0..2, 10, Duration::from_secs(1), 0, 1);
         let p = partition();
         let _handing = forwarded(window.admit(|| Hold::Held, &p, 1, &[100], 0, true));
         // Positions off: the mirror cluster does not judge order.
-        drop(forwarded(window.admit(|| Hold::Held, &p, 1, &[200], 1, false)));
+        drop(forwarded(window.admit(
+            || Hold::Held,
+            &p,
+            1,
+            &[200],
+            1,
+            false,
+        )));
         // A new epoch starts from the commit: nothing of the old one is waited for.
-        drop(forwarded(window.admit(|| Hold::Held, &p, 2, &[50], 0, true)));
+        drop(forwarded(window.admit(
+            || Hold::Held,
+            &p,
+            2,
+            &[50],
+            0,
+            true,
+        )));
     }
 
     /// A run is recorded as far as the window has room, and as a whole past an earlier
     /// message another stream holds across a wait only once that wait is over.
     #[test]
     fn a_run_is_recorded_up_to_the_room_left_and_waits_behind_a_held_message() {
-        let window = SourceWindow::new(0, 0..2, 4, Duration::from_secs(1), 0);
+        let window = SourceWindow::new(0, 0..2, 4, Duration::from_secs(1), 0, 1);
         let p = partition();
         let mark = WaitMark::new(&window, &p, 50);
         assert!(matches!(
@@ -340,7 +390,10 @@ mod tests {
             } => messages,
             _ => panic!("not forwarded"),
         };
-        assert_eq!(messages(window.admit(|| Hold::Held, &p, 1, &[60, 70, 80], 0, true)), 3);
+        assert_eq!(
+            messages(window.admit(|| Hold::Held, &p, 1, &[60, 70, 80], 0, true)),
+            3
+        );
         assert_eq!(
             messages(window.admit(|| Hold::Held, &p, 1, &[90, 100, 110], 0, true)),
             1,
@@ -351,8 +404,16 @@ mod tests {
     }
 
     #[test]
+    fn runs_are_a_sixteenth_of_the_limit_within_their_bounds() {
+        let run_max =
+            |limit| SourceWindow::new(0, 0..1, limit, Duration::from_secs(1), 0, 512).run_max();
+        assert_eq!((run_max(4), run_max(64), run_max(3200)), (1, 4, 200));
+        assert_eq!(run_max(40_000), 512, "at most the bound given");
+    }
+
+    #[test]
     fn a_message_whose_partition_is_not_held_is_not_recorded() {
-        let window = SourceWindow::new(0, 0..2, 10, Duration::from_secs(1), 0);
+        let window = SourceWindow::new(0, 0..2, 10, Duration::from_secs(1), 0, 1);
         let p = partition();
         for hold in [Hold::Moved, Hold::Gone, Hold::Unsettled] {
             assert!(matches!(

@@ -233,7 +233,10 @@ mod tests {
         second.resolve(delivered(Some(2)));
         let outcome = (&mut delivery).await.unwrap();
         assert_eq!(outcome.offset, Some(2), "the last message delivered");
-        assert!(matches!(delivery.try_take(), Some(Err(SendError::Closed))), "spent");
+        assert!(
+            matches!(delivery.try_take(), Some(Err(SendError::Closed))),
+            "spent"
+        );
     }
 
     #[tokio::test]
@@ -246,7 +249,10 @@ mod tests {
         shares.next().unwrap().resolve(delivered(None));
         shares.next().unwrap().resolve(Err(SendError::Closed));
         shares.next().unwrap().resolve(delivered(Some(4)));
-        assert!(matches!(delivery.await, Err(SendError::Closed)), "the failure wins");
+        assert!(
+            matches!(delivery.await, Err(SendError::Closed)),
+            "the failure wins"
+        );
         // Without a failure, a message without a durable acknowledgement wins.
         let run = RunDelivery::new();
         let (a, b) = (run.share(), run.share());
@@ -264,6 +270,9 @@ mod tests {
         drop(dropped);
         kept.resolve(delivered(Some(1)));
         assert!(matches!(delivery.await, Err(SendError::Closed)));
-        assert!(matches!(RunDelivery::new().seal().await, Err(SendError::Closed)));
+        assert!(matches!(
+            RunDelivery::new().seal().await,
+            Err(SendError::Closed)
+        ));
     }
 }

@@ -255,11 +255,9 @@ impl<E: Env> Dispatcher<E> {
                     let anywhere = retry_anywhere && p.record.key.is_none();
                     // A batch's messages mostly share a topic: its candidates are listed once
                     // per run of them (the snapshot does not change within an attempt).
-                    let listed = candidates
-                        .as_ref()
-                        .is_some_and(|(topic, on_retry, _)| {
-                            *on_retry == anywhere && *topic == p.record.topic
-                        });
+                    let listed = candidates.as_ref().is_some_and(|(topic, on_retry, _)| {
+                        *on_retry == anywhere && *topic == p.record.topic
+                    });
                     if !listed {
                         let list = match anywhere {
                             true => snapshot.candidates_on_retry(&p.record.topic),

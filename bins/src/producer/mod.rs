@@ -40,8 +40,8 @@ use tributary_core::mirror::position::SourceKey;
 use tributary_core::producer::BatchPolicy;
 use tributary_core::wire::TopicName;
 
-pub use self::delivery::{Delivery, RunDelivery};
 pub(crate) use self::delivery::Done;
+pub use self::delivery::{Delivery, RunDelivery};
 use self::directory::Directory;
 use self::dispatch::Dispatcher;
 use crate::coordination::CoordError;
@@ -360,7 +360,9 @@ impl<E: Env> Producer<E> {
                 self.count_accepted(1);
                 Ok(delivery)
             }
-            Err(mpsc::error::TrySendError::Full(back) | mpsc::error::TrySendError::Closed(back)) => {
+            Err(
+                mpsc::error::TrySendError::Full(back) | mpsc::error::TrySendError::Closed(back),
+            ) => {
                 // Its delivery goes unread: dropped with it.
                 Err(back.record)
             }

@@ -129,7 +129,13 @@ impl MirrorWindow {
     /// As [`MirrorWindow::sent`], for a run of `messages` consecutive messages of `partition`
     /// handed on together as `seq`, the last with resume offset `offset`: in flight until
     /// acknowledged as a whole, then committable up to `offset`.
-    pub fn sent_run(&mut self, partition: &SourcePartition, seq: u64, offset: i64, messages: usize) {
+    pub fn sent_run(
+        &mut self,
+        partition: &SourcePartition,
+        seq: u64,
+        offset: i64,
+        messages: usize,
+    ) {
         assert!(messages > 0, "an empty run recorded");
         // Looked up before inserting: the key is cloned only for a partition's first entry.
         let window = match self.windows.get_mut(partition) {
@@ -316,7 +322,9 @@ impl MirrorWindow {
         let windows = || self.windows.values();
         self.in_flight == windows().map(|w| w.pending_messages).sum::<usize>()
             && self.acked_uncommitted
-                == windows().map(|w| w.acked_uncommitted_messages).sum::<usize>()
+                == windows()
+                    .map(|w| w.acked_uncommitted_messages)
+                    .sum::<usize>()
             && windows().all(|w| {
                 (w.pending_messages == 0) == w.pending.is_empty()
                     && (w.acked_uncommitted_messages == 0) == w.acked_uncommitted.is_empty()

@@ -144,7 +144,10 @@ mod tests {
         let names = ["a", "a.b", "a-b", "a_b", "ab", "b", "B", "z9", "z10", "Z"];
         for a in names {
             for b in names {
-                let (x, y) = (a.parse::<TopicName>().unwrap(), b.parse::<TopicName>().unwrap());
+                let (x, y) = (
+                    a.parse::<TopicName>().unwrap(),
+                    b.parse::<TopicName>().unwrap(),
+                );
                 assert_eq!(x.cmp(&y), a.as_bytes().cmp(b.as_bytes()), "{a} against {b}");
                 assert_eq!(x.cmp(&y.unshared()), a.cmp(b), "{a} against {b} apart");
                 assert_eq!(x.partial_cmp(&y), Some(a.cmp(b)), "{a} against {b}");
