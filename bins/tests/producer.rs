@@ -49,6 +49,22 @@ fn producer_config(text: &str) -> ProducerConfig {
     ProducerConfig::from_properties(&Properties::parse("test", text).unwrap()).unwrap()
 }
 
+/// What the broker serves of partition 0 of [`topic`] from its start (up to 10,000 bytes).
+async fn served(
+    conn: &mut tributary::client::Connection<<TokioEnv as tributary::env::Env>::Stream>,
+) -> Bytes {
+    let fetch = Request::Fetch(FetchRequest {
+        topic: topic(),
+        partition: 0,
+        offset: 0,
+        max_bytes: 10_000,
+    });
+    match conn.call(&fetch).await.unwrap() {
+        Response::Fetch(f) => f.messages,
+        other => panic!("{other:?}"),
+    }
+}
+
 fn set(n: usize) -> Bytes {
     let mut b = MessageSetBuilder::new();
     (0..n).for_each(|i| {
@@ -92,16 +108,7 @@ async fn an_ack_comes_only_after_the_data_is_flushed() {
         other => panic!("{other:?}"),
     }
     // Acknowledged means visible (reads stop at the flushed end; nothing else flushes here).
-    let fetch = Request::Fetch(FetchRequest {
-        topic: topic(),
-        partition: 0,
-        offset: 0,
-        max_bytes: 10_000,
-    });
-    match conn.call(&fetch).await.unwrap() {
-        Response::Fetch(f) => assert_eq!(f.messages, set(3)),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(served(&mut conn).await, set(3));
     broker.shutdown().await.unwrap();
 }
 
@@ -326,16 +333,11 @@ async fn a_run_resolves_once_all_its_messages_are_acknowledged() {
     let mut conn = connect(&TokioEnv, "127.0.0.1", port, Duration::from_secs(20))
         .await
         .unwrap();
-    let fetch = Request::Fetch(FetchRequest {
-        topic: topic(),
-        partition: 0,
-        offset: 0,
-        max_bytes: 10_000,
-    });
-    match conn.call(&fetch).await.unwrap() {
-        Response::Fetch(f) => assert_eq!(f.messages, set(5), "the run's messages, in order"),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        served(&mut conn).await,
+        set(5),
+        "the run's messages, in order"
+    );
     producer.close().await;
     broker.shutdown().await.unwrap();
 }
