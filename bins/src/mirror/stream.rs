@@ -2,11 +2,13 @@
 //! admitted by it, handed to the producer and recorded, each durable acknowledgement marked in
 //! it; the source's commit task (`commits.rs`) commits the acknowledged prefix.
 //!
-//! The stream works in runs: the messages of one chunk (one source partition, one epoch, one
-//! hold) that are there to take, at most [`RUN_MAX`], go through the window as one entry (one
-//! lock, one sequence number, one acknowledgement) and report into one delivery, while the
-//! producer still sends each message as itself. A run is cut to the room the window has left;
-//! what is cut waits in the stream and goes first next time. Deliveries wait in a queue of
+//! The stream works in runs: a message from the source, and the messages of its chunk (one
+//! source partition, one epoch, one hold) that follow it, taken from the source's stream under
+//! the window's lock as the message is recorded (within the room the window has left, at most
+//! `SourceWindow::run_max`), go through the window as one entry (one lock, one sequence
+//! number, one acknowledgement) and report into one delivery, while the producer still sends
+//! each message as itself. A message is never taken from the source's stream without being
+//! recorded at once, or marked in the window while it waits. Deliveries wait in a queue of
 //! which only the oldest is awaited; a partition's key is built once per run. (A task and a
 //! lock per acknowledgement, then a window entry, a delivery and a wake-up per message, had the
 //! mirror spend most of its time on bookkeeping for 100-byte messages.)
@@ -269,8 +271,6 @@ pub(super) async fn run_stream(
 ) -> Result<(), MirrorError> {
     let mut acks = Deliveries::default();
     let mut keys = Keys::default();
-    // Messages taken from the stream and cut from a run for want of room: they go first.
-    let mut carry: VecDeque<ConsumedMessage> = VecDeque::new();
     let mut verdicts = StreamVerdicts::default();
     let mut ahead = DecideAhead::default();
     let mut changes = context.window.changes();
@@ -292,25 +292,25 @@ pub(super) async fn run_stream(
             }
             // The window is held by this task too: its sender cannot be gone.
             Ok(()) = changes.changed(), if !room => room = context.window.has_room(),
-            next = next_message(&mut carry, &mut stream), if room => match next {
+            next = stream.next(), if room => match next {
                 Ok(message) => {
                     ahead.follow(&context.gate, context.connector.settled_generation(), || {
                         context.connector.owned().into_iter().map(|(topic, _, _)| topic).collect()
                     });
-                    let run = take_run(message, context.window.run_max(), &mut carry, &mut stream);
-                    let taken = run.len();
                     // Waiting for room in a full producer queue ends on stop: the messages not
                     // yet handed on are then not sent, and nothing of the run is committed.
-                    tokio::select! {
+                    let mut stages = Stages { acks: &mut acks, keys: &mut keys, verdicts: &mut verdicts };
+                    let taken = tokio::select! {
                         biased;
                         () = stopped.as_mut() => break,
-                        forwarded = forward(&context, &mut acks, &mut keys, &mut verdicts, run, &mut carry) => room = forwarded?,
-                    }
+                        forwarded = forward(&context, &mut stages, message, &mut stream) => forwarded?,
+                    };
+                    room = taken.room;
                     // A message handed on without waiting (the common case) spends none of the
                     // task's budget: without this the stream would keep its thread for a whole
                     // chunk, and the producer's sender, due on it, would wait that long. One
                     // unit per message taken, as the queue's permit spent before.
-                    for _ in 0..taken {
+                    for _ in 0..taken.messages {
                         tokio::task::coop::consume_budget().await;
                     }
                 }
@@ -381,79 +381,45 @@ fn withdraw_moved(
     room
 }
 
-/// The next message: one cut from a run before, or the stream's next.
-async fn next_message(
-    carry: &mut VecDeque<ConsumedMessage>,
-    stream: &mut MessageStream,
-) -> Result<ConsumedMessage, ConsumerError> {
-    match carry.pop_front() {
-        Some(message) => Ok(message),
-        None => stream.next().await,
-    }
+/// What a stream keeps from one message to the next: its deliveries, its partition keys and
+/// its topics' verdicts.
+struct Stages<'a> {
+    acks: &'a mut Deliveries,
+    keys: &'a mut Keys,
+    verdicts: &'a mut StreamVerdicts,
 }
 
-/// The run that starts with `first`: the messages of its chunk that follow it and are there to
-/// take now (those cut from a run before first), at most `max`; all of one hold.
-fn take_run(
-    first: ConsumedMessage,
-    max: usize,
-    carry: &mut VecDeque<ConsumedMessage>,
-    stream: &mut MessageStream,
-) -> Vec<ConsumedMessage> {
-    let mut run = vec![first];
-    while run.len() < max {
-        let next = match carry.front() {
-            Some(_) => carry.pop_front(),
-            None => stream.next_now(),
-        };
-        let Some(next) = next else {
-            break;
-        };
-        if next.holder != run[0].holder {
-            carry.push_front(next);
-            break;
-        }
-        run.push(next);
-    }
-    run
-}
-
-/// Puts the messages of a run that were not recorded back in front of what the stream takes
-/// next, in their order.
-fn put_back(carry: &mut VecDeque<ConsumedMessage>, cut: Vec<ConsumedMessage>) {
-    for message in cut.into_iter().rev() {
-        carry.push_front(message);
-    }
-}
-
-/// Records a run of one partition's messages (as much of it as the window has room for; the
-/// rest goes back to `carry`) and hands it to the producer, waiting while its queue is full;
+/// What forwarding a message took: how many messages of the source's stream (the run's), and
 /// whether the window has room for more.
+struct Taken {
+    messages: usize,
+    room: bool,
+}
+
+/// Records `message` with the messages of its chunk that follow it (as many as the window has
+/// room for, taken from `stream` as the run is recorded) and hands the run to the producer,
+/// waiting while its queue is full.
 async fn forward(
     context: &StreamContext,
-    acks: &mut Deliveries,
-    keys: &mut Keys,
-    verdicts: &mut StreamVerdicts,
-    mut run: Vec<ConsumedMessage>,
-    carry: &mut VecDeque<ConsumedMessage>,
-) -> Result<bool, MirrorError> {
-    let Some(first) = run.first() else {
-        return Ok(context.window.has_room());
-    };
-    let (key, position_key) = keys.key(
+    stages: &mut Stages<'_>,
+    message: ConsumedMessage,
+    stream: &mut MessageStream,
+) -> Result<Taken, MirrorError> {
+    let one = |room| Taken { messages: 1, room };
+    let (key, position_key) = stages.keys.key(
         context.source,
         &context.window,
         context.positions.as_ref(),
-        &first.topic,
-        first.partition,
+        &message.topic,
+        message.partition,
     );
     // Marked while it waits: later messages of its partition, which a rebalance may hand to
     // another stream of this member in the same epoch, wait behind it (copied first, they
     // would have the mirror partition's positions take this one as held, and a commit past
     // them would skip it).
-    let mut mark = (!verdicts.is_kept(&first.topic))
-        .then(|| WaitMark::new(&context.window, &key, first.offset));
-    let target_topic = match verdicts.verdict(&context.gate, &first.topic).await {
+    let mut mark = (!stages.verdicts.is_kept(&message.topic))
+        .then(|| WaitMark::new(&context.window, &key, message.offset));
+    let target_topic = match stages.verdicts.verdict(&context.gate, &message.topic).await {
         Verdict::Copy(name) => name,
         Verdict::Refused(_) => {
             // Said by the gate. The partition stops in this epoch — in the window too, so that
@@ -462,35 +428,36 @@ async fn forward(
             context.stats.refused.fetch_add(1, Ordering::Relaxed);
             let room = {
                 let mut state = context.window.lock();
-                state.on_withdrawn(&key, first.epoch);
+                state.on_withdrawn(&key, message.epoch);
                 state.has_room()
             };
             context
                 .connector
-                .stop_partition(&first.topic, first.partition);
+                .stop_partition(&message.topic, message.partition);
             context.window.changed();
-            return Ok(room);
+            return Ok(one(room));
         }
     };
-    let offsets: Vec<i64> = run.iter().map(|message| message.offset).collect();
-    // A run held across the decision's wait: a rebalance may have moved its partition
+    // A message held across the decision's wait: a rebalance may have moved its partition
     // meanwhile. Its hold is looked at and the run recorded under one lock of the window, so
-    // what is decided holds.
-    let (seq, messages, room, handing) = loop {
-        let first = &run[0];
+    // what is decided holds; the rest of the run is taken from the stream only then.
+    let mut rest: Vec<ConsumedMessage> = Vec::new();
+    let (seq, room, handing) = loop {
         let hold = || match tributary_core::planted::active(
             tributary_core::planted::Bug::HeldMessageForwarded,
         ) {
             true => Hold::Held,
-            false => first.holder.now(),
+            false => message.holder.now(),
         };
+        let extend = |more: usize| follow_on(stream, &message, more, &mut rest);
         let admitted = context.window.admit(
             hold,
             &key,
-            first.epoch,
-            &offsets,
+            message.epoch,
+            message.offset,
             context.stream,
             context.positions.is_some(),
+            extend,
         );
         match admitted {
             Admit::NotHeld(Hold::Gone) => {
@@ -498,14 +465,14 @@ async fn forward(
                 // commit, which is not past it.
                 tracing::debug!(
                     "mirror: {}/{}: its ownership ended while its topic was being decided; its next owner reads it again",
-                    first.topic,
-                    first.partition
+                    message.topic,
+                    message.partition
                 );
-                return Ok(context.window.lock().has_room());
+                return Ok(one(context.window.lock().has_room()));
             }
-            Admit::NotHeld(Hold::Moved) => return Ok(withdraw_moved(context, &key, first)),
+            Admit::NotHeld(Hold::Moved) => return Ok(one(withdraw_moved(context, &key, &message))),
             Admit::NotHeld(_) | Admit::Behind => {
-                mark.get_or_insert_with(|| WaitMark::new(&context.window, &key, first.offset));
+                mark.get_or_insert_with(|| WaitMark::new(&context.window, &key, message.offset));
                 tokio::time::sleep(HOLD_RECHECK).await;
             }
             // Stopped in this epoch: what the stream still holds of it is not forwarded.
@@ -513,36 +480,57 @@ async fn forward(
                 admission: Admission::Skip,
                 room,
                 ..
-            } => return Ok(room),
+            } => return Ok(one(room)),
             Admit::Decided {
-                admission:
-                    Admission::Forward {
-                        seq,
-                        reset,
-                        messages,
-                    },
+                admission: Admission::Forward { seq, reset, .. },
                 room,
                 handing,
             } => {
                 if let Some(Reset::WentBack { from, dropped }) = reset {
-                    tracing::warn!("mirror: {}/{} went back from {from} to {}; {dropped} unacknowledged messages of the old offsets are not committed", first.topic, first.partition, first.offset);
+                    tracing::warn!("mirror: {}/{} went back from {from} to {}; {dropped} unacknowledged messages of the old offsets are not committed", message.topic, message.partition, message.offset);
                 }
-                break (seq, messages, room, handing);
+                break (seq, room, handing);
             }
         }
     };
     drop(mark);
-    put_back(carry, run.split_off(messages.min(run.len())));
+    let mut run = Vec::with_capacity(1 + rest.len());
+    run.push(message);
+    run.append(&mut rest);
+    let messages = run.len();
     let forwarded = Forwarded {
         key,
         seq,
         target_topic,
         position_key,
     };
-    let outcome = hand_over_run(context, acks, forwarded, run).await;
+    let outcome = hand_over_run(context, stages.acks, forwarded, run).await;
     // With the producer (or refused by it): a stream its partition moves to may go on.
     drop(handing);
-    outcome.map(|handed| handed.unwrap_or(room))
+    let room = outcome?.unwrap_or(room);
+    Ok(Taken { messages, room })
+}
+
+/// Takes up to `more` messages of `first`'s chunk that follow it from `stream` into `rest`
+/// (only what the chunk holds now: never waits), and gives their resume offsets.
+fn follow_on(
+    stream: &mut MessageStream,
+    first: &ConsumedMessage,
+    more: usize,
+    rest: &mut Vec<ConsumedMessage>,
+) -> Vec<i64> {
+    let mut offsets = Vec::with_capacity(more);
+    while offsets.len() < more {
+        let Some(next) = stream.next_now() else {
+            break;
+        };
+        // The chunk `first` came from is the one being handed out: nothing else was taken
+        // from the stream since.
+        debug_assert!(next.holder == first.holder, "a run across two chunks");
+        offsets.push(next.offset);
+        rest.push(next);
+    }
+    offsets
 }
 
 /// A run the window recorded: its partition's keys, its sequence number and where it goes.

@@ -33,7 +33,9 @@ pub(super) struct SourceWindow {
     /// One allocation per topic name for the keys of the source's partitions
     /// ([`SourceWindow::shared_topic`]); at most [`SHARED_TOPICS_MAX`] names.
     topics: Mutex<BTreeSet<TopicName>>,
-    /// The most messages a stream records as one run ([`SourceWindow::run_max`]).
+    /// The most messages a stream records and hands on as one run: a sixteenth of the limit
+    /// (so a crash sends again little more than one message at a time would), at most the
+    /// `run_max` the window was made with, at least one.
     run_max: usize,
 }
 
@@ -87,7 +89,7 @@ impl SourceWindow {
     /// Source `source`, whose streams are numbered `streams`, at `now_ms`: at most `limit`
     /// messages unacknowledged (`queue.size` × streams); a commit round every
     /// `commit_interval`, or as soon as `limit` acknowledged messages wait; runs of at most
-    /// `run_max` messages (see [`SourceWindow::run_max`]).
+    /// `run_max` messages (see `SourceWindow::run_max`).
     pub(super) fn new(
         source: usize,
         streams: std::ops::Range<usize>,
@@ -107,13 +109,6 @@ impl SourceWindow {
         }
     }
 
-    /// The most messages a stream records and hands on as one run: a sixteenth of the limit
-    /// (so a crash sends again little more than one message at a time would), at most the
-    /// `run_max` the window was made with, at least one.
-    pub(super) fn run_max(&self) -> usize {
-        self.run_max
-    }
-
     /// `topic` in the allocation every key of this source uses for that name: the window
     /// looks partitions up message by message, and two keys of one topic then compare their
     /// topics by pointer rather than by text. (A consumer hands out each partition's name in
@@ -130,54 +125,56 @@ impl SourceWindow {
         shared
     }
 
-    /// Looks at where the run of `key`'s messages (resume offsets `offsets`, in source order,
-    /// never empty; epoch `epoch`) that stream `stream` handed out is held now, and records it
-    /// as forwarded if it may go on (as much of it as there is room for, see
-    /// `SourceMirror::on_run`), all under one lock: a rebalance that moves its partition to
-    /// another stream of this member is either seen here, or that stream's first message of it
-    /// is recorded after this run. The run waits behind a message its partition holds across
-    /// a wait as its first message would: a message marked past its first is of an ownership
-    /// already over (in one epoch a partition's messages reach one stream at a time, in
-    /// order), and is dropped, not forwarded.
+    /// Looks at where the message of `key` (resume offset `first`, epoch `epoch`) that stream
+    /// `stream` handed out is held now, and records it as forwarded if it may go on, all under
+    /// one lock: a rebalance that moves its partition to another stream of this member is
+    /// either seen here, or that stream's first message of it is recorded after this one.
+    /// Recorded with it, as one run, are the messages `extend` hands out after it, asked for
+    /// under the same lock (at most the run's size less one, within the room the window has
+    /// left; `extend` gives their resume offsets, in order): taken from the source's stream
+    /// only here, each is handed out and recorded at once, as a single message is.
     ///
     /// With `ordered` (the mirror's positions: a message reaching the mirror cluster after a
     /// later one of its partition is taken for held), a message of a partition another stream
     /// forwarded last in this epoch also waits until that stream has handed every message it
     /// recorded to the producer: otherwise, that stream held back between the record and the
     /// hand-over (a full queue, a thread preempted), this one could reach the producer first.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn admit(
         &self,
         hold: impl FnOnce() -> Hold,
         key: &SourcePartition,
         epoch: u64,
-        offsets: &[i64],
+        first: i64,
         stream: usize,
         ordered: bool,
+        extend: impl FnOnce(usize) -> Vec<i64>,
     ) -> Admit<'_> {
         let mut state = self.lock();
         let hold = hold();
         if hold != Hold::Held {
             return Admit::NotHeld(hold);
         }
-        // (An empty run is the caller's bug: the window's record of it stops the stream.)
-        if let Some(&first) = offsets.first() {
-            if state.waits_behind(key, first) {
-                return Admit::Behind;
-            }
+        if state.waits_behind(key, first) {
+            return Admit::Behind;
         }
-        let admission = match ordered {
-            true => {
-                let handing = |from| {
-                    self.handing(from)
-                        .is_some_and(|h| h.0.load(Ordering::Acquire) > 0)
-                };
-                match state.on_run_in_order(key, epoch, offsets, stream, handing) {
-                    Some(admission) => admission,
-                    None => return Admit::Behind,
-                }
-            }
-            false => state.on_run(key, epoch, offsets, stream),
+        let handing = |from| {
+            self.handing(from)
+                .is_some_and(|h| h.0.load(Ordering::Acquire) > 0)
         };
+        if ordered && state.waits_for_hand_over(key, epoch, stream, handing) {
+            return Admit::Behind;
+        }
+        let mut offsets = vec![first];
+        if !state.is_stopped(key, epoch) {
+            let more = self.run_max.min(state.room_left()).saturating_sub(1);
+            offsets.extend(extend(more));
+        }
+        let admission = state.on_run(key, epoch, &offsets, stream);
+        debug_assert!(
+            !matches!(admission, Admission::Forward { messages, .. } if messages != offsets.len()),
+            "a run cut after its messages were handed out"
+        );
         let count = self.handing(stream);
         debug_assert!(
             count.is_some(),
@@ -315,10 +312,10 @@ mod tests {
         let window = SourceWindow::new(0, 3..5, 10, Duration::from_secs(1), 0, 1);
         let p = partition();
         // Stream 3 records p's message to 100 and has not handed it to the producer yet.
-        let handing = forwarded(window.admit(|| Hold::Held, &p, 1, &[100], 3, true));
+        let handing = forwarded(window.admit(|| Hold::Held, &p, 1, 100, 3, true, |_| Vec::new()));
         // The partition moved to stream 4 in the same epoch: its later message waits.
         assert!(matches!(
-            window.admit(|| Hold::Held, &p, 1, &[200], 4, true),
+            window.admit(|| Hold::Held, &p, 1, 200, 4, true, |_| Vec::new()),
             Admit::Behind
         ));
         // Stream 3 goes on with its own next message meanwhile.
@@ -326,12 +323,13 @@ mod tests {
             || Hold::Held,
             &p,
             1,
-            &[150],
+            150,
             3,
             true,
+            |_| Vec::new(),
         )));
         assert!(matches!(
-            window.admit(|| Hold::Held, &p, 1, &[200], 4, true),
+            window.admit(|| Hold::Held, &p, 1, 200, 4, true, |_| Vec::new()),
             Admit::Behind
         ));
         drop(handing);
@@ -339,9 +337,10 @@ mod tests {
             || Hold::Held,
             &p,
             1,
-            &[200],
+            200,
             4,
             true,
+            |_| Vec::new(),
         )));
         assert_eq!(window.lock().in_flight(), 3);
     }
@@ -350,38 +349,52 @@ mod tests {
     fn without_positions_or_in_a_new_epoch_a_moved_partition_does_not_wait() {
         let window = SourceWindow::new(0, 0..2, 10, Duration::from_secs(1), 0, 1);
         let p = partition();
-        let _handing = forwarded(window.admit(|| Hold::Held, &p, 1, &[100], 0, true));
+        let _handing = forwarded(window.admit(|| Hold::Held, &p, 1, 100, 0, true, |_| Vec::new()));
         // Positions off: the mirror cluster does not judge order.
         drop(forwarded(window.admit(
             || Hold::Held,
             &p,
             1,
-            &[200],
+            200,
             1,
             false,
+            |_| Vec::new(),
         )));
         // A new epoch starts from the commit: nothing of the old one is waited for.
         drop(forwarded(window.admit(
             || Hold::Held,
             &p,
             2,
-            &[50],
+            50,
             0,
             true,
+            |_| Vec::new(),
         )));
     }
 
-    /// A run is recorded as far as the window has room, and as a whole past an earlier
-    /// message another stream holds across a wait only once that wait is over.
+    /// A run takes its messages only once it is recorded: as many as the window has room for
+    /// and the run's size allows, none while an earlier message another stream holds across
+    /// a wait is in front of it.
     #[test]
-    fn a_run_is_recorded_up_to_the_room_left_and_waits_behind_a_held_message() {
-        let window = SourceWindow::new(0, 0..2, 4, Duration::from_secs(1), 0, 1);
+    fn a_run_takes_its_messages_only_as_it_is_recorded_within_the_room_left() {
+        // 64 in flight at most: runs of up to 4.
+        let window = SourceWindow::new(0, 0..2, 64, Duration::from_secs(1), 0, 512);
         let p = partition();
+        let asked = std::cell::Cell::new(None);
+        // The messages after `first`, ten offsets apart.
+        let after = |first: i64| {
+            let asked = &asked;
+            move |more: usize| {
+                asked.set(Some(more));
+                (1..=more as i64).map(|i| first + i * 10).collect()
+            }
+        };
         let mark = WaitMark::new(&window, &p, 50);
         assert!(matches!(
-            window.admit(|| Hold::Held, &p, 1, &[60, 70], 0, true),
+            window.admit(|| Hold::Held, &p, 1, 60, 0, true, after(60)),
             Admit::Behind
         ));
+        assert_eq!(asked.get(), None, "messages taken for a run that waits");
         drop(mark);
         let messages = |admit: Admit<'_>| match admit {
             Admit::Decided {
@@ -391,22 +404,35 @@ mod tests {
             _ => panic!("not forwarded"),
         };
         assert_eq!(
-            messages(window.admit(|| Hold::Held, &p, 1, &[60, 70, 80], 0, true)),
-            3
+            messages(window.admit(|| Hold::Held, &p, 1, 60, 0, true, after(60))),
+            4
         );
+        assert_eq!(asked.take(), Some(3), "three more after the first");
+        // Two messages of room left: one more.
+        for offset in (100..).step_by(10).take(58) {
+            assert_eq!(
+                messages(window.admit(|| Hold::Held, &p, 1, offset, 0, true, |_| Vec::new())),
+                1
+            );
+        }
         assert_eq!(
-            messages(window.admit(|| Hold::Held, &p, 1, &[90, 100, 110], 0, true)),
-            1,
-            "one message of room left"
+            messages(window.admit(|| Hold::Held, &p, 1, 1000, 0, true, after(1000))),
+            2
         );
-        assert_eq!(window.lock().in_flight(), 4);
-        assert!(!window.has_room());
+        assert_eq!(asked.take(), Some(1));
+        // None left: the message alone, as a single message is.
+        assert_eq!(
+            messages(window.admit(|| Hold::Held, &p, 1, 2000, 0, true, after(2000))),
+            1
+        );
+        assert_eq!(asked.take(), Some(0));
+        assert_eq!(window.lock().in_flight(), 65);
     }
 
     #[test]
     fn runs_are_a_sixteenth_of_the_limit_within_their_bounds() {
         let run_max =
-            |limit| SourceWindow::new(0, 0..1, limit, Duration::from_secs(1), 0, 512).run_max();
+            |limit| SourceWindow::new(0, 0..1, limit, Duration::from_secs(1), 0, 512).run_max;
         assert_eq!((run_max(4), run_max(64), run_max(3200)), (1, 4, 200));
         assert_eq!(run_max(40_000), 512, "at most the bound given");
     }
@@ -417,7 +443,7 @@ mod tests {
         let p = partition();
         for hold in [Hold::Moved, Hold::Gone, Hold::Unsettled] {
             assert!(matches!(
-                window.admit(|| hold, &p, 1, &[100], 0, true),
+                window.admit(|| hold, &p, 1, 100, 0, true, |_| Vec::new()),
                 Admit::NotHeld(h) if h == hold
             ));
         }

@@ -257,15 +257,30 @@ impl SourceMirror {
         stream: usize,
         handing: impl FnOnce(usize) -> bool,
     ) -> Option<Admission> {
-        let known = self.epochs.get(partition).copied();
-        let moved_from = known.filter(|o| o.epoch == epoch && o.stream != stream);
-        if moved_from.is_some_and(|o| handing(o.stream))
-            && self.stopped.get(partition) != Some(&epoch)
-            && !crate::planted::active(crate::planted::Bug::HandOverNotAwaited)
-        {
+        if self.waits_for_hand_over(partition, epoch, stream, handing) {
             return None;
         }
+        let known = self.epochs.get(partition).copied();
         Some(self.record(partition, epoch, offsets, stream, known))
+    }
+
+    /// Whether [`SourceMirror::on_run_in_order`] would record nothing now: `partition` moved
+    /// to `stream` from another stream within `epoch`, and `handing` says that stream still
+    /// has messages it recorded on their way to the producer.
+    pub fn waits_for_hand_over(
+        &self,
+        partition: &SourcePartition,
+        epoch: u64,
+        stream: usize,
+        handing: impl FnOnce(usize) -> bool,
+    ) -> bool {
+        let moved_from = self
+            .epochs
+            .get(partition)
+            .filter(|o| o.epoch == epoch && o.stream != stream);
+        moved_from.is_some_and(|o| handing(o.stream))
+            && self.stopped.get(partition) != Some(&epoch)
+            && !crate::planted::active(crate::planted::Bug::HandOverNotAwaited)
     }
 
     /// Records the run [`SourceMirror::on_run`] describes (as much of it as there is room
@@ -595,8 +610,7 @@ impl SourceMirror {
         self.epoch(partition)
     }
 
-    /// Whether `partition` is stopped in `epoch` (for tests).
-    #[cfg(feature = "test-support")]
+    /// Whether `partition` is stopped in `epoch`: nothing more of it is forwarded in it.
     pub fn is_stopped(&self, partition: &SourcePartition, epoch: u64) -> bool {
         self.stopped.get(partition) == Some(&epoch)
     }
