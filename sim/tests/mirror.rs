@@ -133,17 +133,20 @@ fn mixed_faults_never_break_a_mirror_invariant(half: u64) {
     }
 }
 
-/// Seed 98,093 (two streams, a window of 32 messages, runs of two): with the mirror cluster's
-/// second broker down, a rebalance keeps a source partition with this member but moves it to
-/// its other stream, in the same epoch. A stream that had taken messages from the
-/// partition's chunk for a run and kept what the window had no room for, unrecorded and
-/// unmarked, forwarded them after the other stream's later messages. A run now takes its
-/// messages from the source's stream only as it is recorded.
+/// Seed 98,093 (two streams, a window of 32 messages, runs of two, no positions): with the
+/// mirror cluster's second broker down and the producer's queue full, a rebalance keeps a
+/// source partition with this member but moves it to its other stream, in the same epoch. A
+/// stream that had recorded a run told each message as forwarded only as it reached the
+/// producer, so the rest of its run came after the other stream's later messages. A run is now
+/// forwarded whole as it is recorded, before any of it waits for the producer.
 #[test]
 fn a_run_is_never_forwarded_after_later_messages_of_its_partition() {
     let seed = 98_093;
     if let Err((violation, r)) = run_seed(seed, options(Faults::Mixed)) {
-        panic!("mirror seed {seed} failed: {violation}\n{}", r.trace_tail.join("\n"));
+        panic!(
+            "mirror seed {seed} failed: {violation}\n{}",
+            r.trace_tail.join("\n")
+        );
     }
 }
 

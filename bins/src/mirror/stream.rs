@@ -569,6 +569,20 @@ async fn hand_over_run(
         bytes: 0,
         observed: Vec::new(),
     };
+    // The whole run is forwarded as it is recorded, before any of it waits for the producer:
+    // an observer hears of every message of it then, in order.
+    if let Some(observer) = &context.observer {
+        for message in &run {
+            let event = context.event(
+                &message.topic,
+                message.partition,
+                message.epoch,
+                message.offset,
+            );
+            observer.forwarded(&event, &message.payload);
+            meta.observed.push(message.offset);
+        }
+    }
     let delivery = RunDelivery::new();
     for message in run {
         let size = message.payload.len() as u64;
@@ -579,11 +593,9 @@ async fn hand_over_run(
                 message.epoch,
                 message.offset,
             );
-            observer.forwarded(&event, &message.payload);
             if let Some(delay) = observer.hand_over_delay(&event) {
                 tokio::time::sleep(delay).await;
             }
-            meta.observed.push(message.offset);
         }
         let offset = message.offset;
         let record = record_of(target_topic.clone(), message, position_key.clone());
