@@ -74,6 +74,9 @@ fn cluster() -> Cluster {
     let port = free_port();
     let properties = one_broker_properties(port, &dir.path().join("logs"), &zk.connect_string());
     let broker = BrokerProcess::start(dir.path(), port, &properties);
+    // It listens before it registers (as 0.7's does): a producer finding brokers through
+    // ZooKeeper before the registration has none to send to.
+    broker.wait_until_registered();
     Cluster { zk, broker, dir }
 }
 
