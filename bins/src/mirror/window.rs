@@ -266,6 +266,26 @@ mod tests {
         SourcePartition::new(0, "t".parse().unwrap(), partition)
     }
 
+    /// One message of `p`, held by `stream`, offered alone.
+    fn single<'a>(
+        window: &'a SourceWindow,
+        p: &SourcePartition,
+        epoch: u64,
+        offset: i64,
+        stream: usize,
+        ordered: bool,
+    ) -> Admit<'a> {
+        window.admit(
+            || Hold::Held,
+            p,
+            epoch,
+            offset,
+            stream,
+            ordered,
+            |_| Vec::new(),
+        )
+    }
+
     fn forwarded(admit: Admit<'_>) -> HandingGuard<'_> {
         match admit {
             Admit::Decided {
@@ -312,36 +332,20 @@ mod tests {
         let window = SourceWindow::new(0, 3..5, 10, Duration::from_secs(1), 0, 1);
         let p = partition();
         // Stream 3 records p's message to 100 and has not handed it to the producer yet.
-        let handing = forwarded(window.admit(|| Hold::Held, &p, 1, 100, 3, true, |_| Vec::new()));
+        let handing = forwarded(single(&window, &p, 1, 100, 3, true));
         // The partition moved to stream 4 in the same epoch: its later message waits.
         assert!(matches!(
-            window.admit(|| Hold::Held, &p, 1, 200, 4, true, |_| Vec::new()),
+            single(&window, &p, 1, 200, 4, true),
             Admit::Behind
         ));
         // Stream 3 goes on with its own next message meanwhile.
-        drop(forwarded(window.admit(
-            || Hold::Held,
-            &p,
-            1,
-            150,
-            3,
-            true,
-            |_| Vec::new(),
-        )));
+        drop(forwarded(single(&window, &p, 1, 150, 3, true)));
         assert!(matches!(
-            window.admit(|| Hold::Held, &p, 1, 200, 4, true, |_| Vec::new()),
+            single(&window, &p, 1, 200, 4, true),
             Admit::Behind
         ));
         drop(handing);
-        drop(forwarded(window.admit(
-            || Hold::Held,
-            &p,
-            1,
-            200,
-            4,
-            true,
-            |_| Vec::new(),
-        )));
+        drop(forwarded(single(&window, &p, 1, 200, 4, true)));
         assert_eq!(window.lock().in_flight(), 3);
     }
 
@@ -349,27 +353,11 @@ mod tests {
     fn without_positions_or_in_a_new_epoch_a_moved_partition_does_not_wait() {
         let window = SourceWindow::new(0, 0..2, 10, Duration::from_secs(1), 0, 1);
         let p = partition();
-        let _handing = forwarded(window.admit(|| Hold::Held, &p, 1, 100, 0, true, |_| Vec::new()));
+        let _handing = forwarded(single(&window, &p, 1, 100, 0, true));
         // Positions off: the mirror cluster does not judge order.
-        drop(forwarded(window.admit(
-            || Hold::Held,
-            &p,
-            1,
-            200,
-            1,
-            false,
-            |_| Vec::new(),
-        )));
+        drop(forwarded(single(&window, &p, 1, 200, 1, false)));
         // A new epoch starts from the commit: nothing of the old one is waited for.
-        drop(forwarded(window.admit(
-            || Hold::Held,
-            &p,
-            2,
-            50,
-            0,
-            true,
-            |_| Vec::new(),
-        )));
+        drop(forwarded(single(&window, &p, 2, 50, 0, true)));
     }
 
     /// A run takes its messages only once it is recorded: as many as the window has room for
@@ -410,10 +398,7 @@ mod tests {
         assert_eq!(asked.take(), Some(3), "three more after the first");
         // Two messages of room left: one more.
         for offset in (100..).step_by(10).take(58) {
-            assert_eq!(
-                messages(window.admit(|| Hold::Held, &p, 1, offset, 0, true, |_| Vec::new())),
-                1
-            );
+            assert_eq!(messages(single(&window, &p, 1, offset, 0, true)), 1);
         }
         assert_eq!(
             messages(window.admit(|| Hold::Held, &p, 1, 1000, 0, true, after(1000))),

@@ -245,26 +245,13 @@ impl SourceMirror {
         stream: usize,
         handing: impl FnOnce(usize) -> bool,
     ) -> Option<Admission> {
-        self.on_run_in_order(partition, epoch, &[offset], stream, handing)
-    }
-
-    /// [`SourceMirror::on_message_in_order`] for a run (see [`SourceMirror::on_run`]).
-    pub fn on_run_in_order(
-        &mut self,
-        partition: &SourcePartition,
-        epoch: u64,
-        offsets: &[i64],
-        stream: usize,
-        handing: impl FnOnce(usize) -> bool,
-    ) -> Option<Admission> {
         if self.waits_for_hand_over(partition, epoch, stream, handing) {
             return None;
         }
-        let known = self.epochs.get(partition).copied();
-        Some(self.record(partition, epoch, offsets, stream, known))
+        Some(self.on_message(partition, epoch, offset, stream))
     }
 
-    /// Whether [`SourceMirror::on_run_in_order`] would record nothing now: `partition` moved
+    /// Whether [`SourceMirror::on_message_in_order`] would record nothing now: `partition` moved
     /// to `stream` from another stream within `epoch`, and `handing` says that stream still
     /// has messages it recorded on their way to the producer.
     pub fn waits_for_hand_over(
