@@ -135,7 +135,6 @@ impl RunDelivery {
     /// `SendError::Closed`: nothing of it was handed on.
     pub fn seal(self) -> Delivery {
         let mut state = lock(&self.0);
-        state.sealed = true;
         if state.undecided == 0 && state.outcome.is_none() {
             state.outcome = Some(Err(SendError::Closed));
         }
@@ -153,10 +152,9 @@ impl Default for RunDelivery {
 /// A run's shares decided so far, and who waits for the run.
 #[derive(Debug, Default)]
 struct RunState {
-    /// Shares given out and not yet decided.
+    /// Shares given out and not yet decided. (Nobody looks before the run is sealed: its
+    /// delivery only exists from then on.)
     undecided: usize,
-    /// No more shares come.
-    sealed: bool,
     /// The run's outcome so far (see [`Delivery`]); taken once.
     outcome: Option<Outcome>,
     /// Taken already: a later look reports `SendError::Closed`.
@@ -167,7 +165,7 @@ struct RunState {
 
 impl RunState {
     /// One share decided: the run's outcome becomes the worse of the two; the waiting task is
-    /// woken once the last share of a sealed run is in.
+    /// woken once the last share is in (a task waits only on a sealed run).
     fn decided(&mut self, outcome: Outcome) {
         self.undecided = self.undecided.saturating_sub(1);
         let worse = match (&self.outcome, &outcome) {
@@ -187,7 +185,7 @@ impl RunState {
     }
 
     fn is_decided(&self) -> bool {
-        self.sealed && self.undecided == 0
+        self.undecided == 0
     }
 
     /// The run's outcome once every share is decided.
