@@ -175,3 +175,86 @@ async fn a_batch_whose_source_offsets_go_back_stores_each_message_once() {
     assert_eq!(stored(port).await, expected);
     broker.shutdown().await.unwrap();
 }
+
+/// A broker that never answers a MIRROR_PRODUCE (each one it receives is reported with the
+/// connection it came on) and has no partitions of the topic (it says so to every other
+/// request: a producer's question where a source partition's copy is).
+async fn silent_broker() -> (u16, tokio::sync::mpsc::UnboundedReceiver<usize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tributary_core::wire::{MirrorPositionsResponse, MIRROR_PRODUCE_ID};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut connection = 0;
+        while let Ok((mut stream, _)) = listener.accept().await {
+            connection += 1;
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                while let Ok(size) = stream.read_i32().await {
+                    let mut body = vec![0; size as usize];
+                    if stream.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    if i16::from_be_bytes([body[0], body[1]]) == MIRROR_PRODUCE_ID {
+                        let _ = tx.send(connection);
+                        continue;
+                    }
+                    let none = Response::MirrorPositions(MirrorPositionsResponse {
+                        error: ErrorCode::WrongPartition,
+                        sources: Vec::new(),
+                        translated: Vec::new(),
+                    });
+                    let _ = stream.write_all(&none.to_bytes().unwrap()).await;
+                }
+            });
+        }
+    });
+    (port, rx)
+}
+
+/// Messages `from..to` of source partition `partition`, queued without waiting for them.
+async fn queue(producer: &Producer<TokioEnv>, partition: u32, from: i64, to: i64) {
+    let key = Arc::new(SourceKey {
+        partition: BrokerPartition {
+            broker_id: 4,
+            partition,
+        },
+        ..(*key()).clone()
+    });
+    for i in from..to {
+        let mark = SourceMark {
+            key: key.clone(),
+            start: 10 * i,
+            next: 10 * (i + 1),
+            epoch: 1,
+        };
+        let record = Record::mirrored(topic(), format!("message {i}").into_bytes(), mark);
+        drop(producer.send(record).await.unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_source_partitions_have_a_request_in_flight_each_and_one_never_has_two() {
+    let (port, mut requests) = silent_broker().await;
+    let text = format!(
+        "broker.list=0:127.0.0.1:{port}\ndurable.acks=true\nproducer.type=async\nbatch.size=1\nqueue.time=5\nsocket.timeout.ms=30000\n"
+    );
+    let config = ProducerConfig::from_properties(&Properties::parse("test", &text).unwrap());
+    let producer = Producer::start(TokioEnv, config.unwrap()).await.unwrap();
+    queue(&producer, 0, 0, 1).await;
+    let first = tokio::time::timeout(Duration::from_secs(10), requests.recv()).await;
+    let first = first.expect("a first batch").expect("sent");
+    queue(&producer, 0, 1, 5).await;
+    let more = tokio::time::timeout(Duration::from_millis(500), requests.recv()).await;
+    assert!(
+        more.is_err(),
+        "one source partition's next batch waits for the answer to its first: {more:?}"
+    );
+    queue(&producer, 1, 0, 5).await;
+    let second = tokio::time::timeout(Duration::from_secs(10), requests.recv()).await;
+    let second = second.expect("another source partition's batch goes while the first waits");
+    assert_ne!(Some(first), second, "on a connection of its own");
+    let more = tokio::time::timeout(Duration::from_millis(500), requests.recv()).await;
+    assert!(more.is_err(), "at most two in flight: {more:?}");
+}

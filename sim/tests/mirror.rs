@@ -18,6 +18,9 @@ mod place_ahead;
 /// step by step (drawn seeds reach it about twice in a thousand).
 #[path = "directed/placement_race.rs"]
 mod placement_race;
+/// A mirror producer's two lanes: two source partitions in flight together, one never twice.
+#[path = "directed/two_lanes.rs"]
+mod two_lanes;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -584,6 +584,8 @@ async fn hand_over_run(
         }
     }
     let delivery = RunDelivery::new();
+    // Without positions a source partition's messages still keep their order in the producer.
+    let order = position_key.is_none().then(|| order_of(&meta.key));
     for message in run {
         let size = message.payload.len() as u64;
         if let Some(observer) = &context.observer {
@@ -598,7 +600,7 @@ async fn hand_over_run(
             }
         }
         let offset = message.offset;
-        let record = record_of(target_topic.clone(), message, position_key.clone());
+        let record = record_of(target_topic.clone(), message, position_key.clone(), order);
         match context.hand_over(record, &delivery).await {
             Ok(()) => meta.bytes += size,
             Err(e) => {
@@ -670,9 +672,24 @@ fn refused(
     }
 }
 
-/// The mirror's copy of `message` in `topic`; with its source position when positions are on.
-fn record_of(topic: TopicName, message: ConsumedMessage, key: Option<Arc<SourceKey>>) -> Record {
-    match key {
+/// The producer's order (see [`Record::order`]) of a source partition's messages: equal for
+/// equal partitions within this process (two partitions sharing one only wait for each other).
+fn order_of(partition: &SourcePartition) -> std::num::NonZeroU64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    partition.hash(&mut hasher);
+    std::num::NonZeroU64::new(hasher.finish()).unwrap_or(std::num::NonZeroU64::MIN)
+}
+
+/// The mirror's copy of `message` in `topic`: with its source position when positions are on,
+/// else in `order`.
+fn record_of(
+    topic: TopicName,
+    message: ConsumedMessage,
+    key: Option<Arc<SourceKey>>,
+    order: Option<std::num::NonZeroU64>,
+) -> Record {
+    let record = match key {
         Some(key) => Record::mirrored(
             topic,
             message.payload,
@@ -684,6 +701,10 @@ fn record_of(topic: TopicName, message: ConsumedMessage, key: Option<Arc<SourceK
             },
         ),
         None => Record::new(topic, message.payload),
+    };
+    match order {
+        Some(order) => record.in_order(order),
+        None => record,
     }
 }
 

@@ -19,9 +19,10 @@ use tributary_core::wire::{
 
 use super::directory::Directory;
 use super::placement_records::PlacementRecords;
+use super::pool::{Lease, Pool};
 use super::targets::{how, Targets};
 use super::{Delivered, ProducerStats, Record, SendError};
-use crate::client::{connect, ClientError, Connection};
+use crate::client::{connect, ClientError};
 use crate::env::Env;
 
 /// Pause before the first retry; doubled each time, at most [`RETRY_BACKOFF_MAX`].
@@ -29,17 +30,6 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 pub(super) use super::delivery::Done;
-
-/// A connection is not reused after sitting idle this long: brokers close idle connections
-/// (after 10 minutes), and a produce written into a connection the broker already closed would
-/// be lost while looking sent.
-pub(super) const IDLE_REUSE_MAX: Duration = Duration::from_secs(120);
-
-/// A cached connection and when it was last used.
-pub(super) struct Pooled<S> {
-    conn: Connection<S>,
-    pub(super) used: tokio::time::Instant,
-}
 
 /// A message being sent, with where it is going this attempt.
 pub(super) struct Pending {
@@ -71,7 +61,8 @@ pub(super) struct Dispatcher<E: Env> {
     pub(super) env: E,
     pub(super) config: ProducerConfig,
     pub(super) directory: Directory,
-    pub(super) connections: tokio::sync::Mutex<BTreeMap<i32, Pooled<E::Stream>>>,
+    /// Connections to brokers, one per request in flight.
+    pub(super) pool: Pool<E::Stream>,
     rng: Mutex<ChaCha8Rng>,
     /// Brokers that refused ACKED_PRODUCE (said once in the log, remembered).
     without_acks: Mutex<BTreeSet<i32>>,
@@ -104,7 +95,7 @@ impl<E: Env> Dispatcher<E> {
             env,
             config,
             directory,
-            connections: tokio::sync::Mutex::default(),
+            pool: Pool::default(),
             rng,
             without_acks: Mutex::default(),
             without_positions: Mutex::default(),
@@ -483,9 +474,8 @@ impl<E: Env> Dispatcher<E> {
                 .collect();
         }
         let acks = self.config.durable_acks && !known_without_acks;
-        let mut connections = self.connections.lock().await;
-        let (conn, fresh) = match self.checkout(&mut connections, broker_id, host, port).await {
-            Ok(checked_out) => checked_out,
+        let mut lease = match self.checkout(broker_id, host, port).await {
+            Ok(lease) => lease,
             Err(why) => return retry_all(sets.len(), why),
         };
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
@@ -494,21 +484,23 @@ impl<E: Env> Dispatcher<E> {
                 Ok([one]) => Request::Produce(one),
                 Err(parts) => Request::MultiProduce(parts),
             };
-            return match conn.send(&request).await {
+            return match lease.conn.send(&request).await {
                 Ok(()) => {
+                    lease.give_back();
                     self.targets.answered(broker_id, &format!("{host}:{port}"));
                     sets.iter().map(|_| SetOutcome::Delivered(None)).collect()
                 }
                 Err(e) => {
-                    connections.remove(&broker_id);
+                    self.pool.discard(broker_id);
                     self.targets
                         .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
                     retry_all(sets.len(), format!("broker {broker_id}: {}", how(&e)))
                 }
             };
         }
-        match conn.call(&Request::AckedProduce(parts.clone())).await {
+        match lease.conn.call(&Request::AckedProduce(parts.clone())).await {
             Ok(Response::AckedProduce(r)) if r.acks.len() == sets.len() => {
+                lease.give_back();
                 self.targets.answered(broker_id, &format!("{host}:{port}"));
                 r.acks
                     .iter()
@@ -516,7 +508,7 @@ impl<E: Env> Dispatcher<E> {
                     .collect()
             }
             Ok(other) => {
-                connections.remove(&broker_id);
+                self.pool.discard(broker_id);
                 retry_all(
                     sets.len(),
                     format!("broker {broker_id} answered an acknowledged produce with {other:?}"),
@@ -524,13 +516,13 @@ impl<E: Env> Dispatcher<E> {
             }
             // Closed on a connection dialled for this request: the broker may not know the
             // request type. (A reused connection may just have been closed while idle: retry.)
-            Err(ClientError::Closed(_)) if fresh => {
-                connections.remove(&broker_id);
-                drop(connections);
+            Err(ClientError::Closed(_)) if lease.fresh => {
+                drop(lease);
+                self.pool.discard(broker_id);
                 self.after_acks_refused(broker_id, host, port, parts).await
             }
             Err(e) => {
-                connections.remove(&broker_id);
+                self.pool.discard(broker_id);
                 self.targets
                     .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
                 retry_all(sets.len(), format!("broker {broker_id}: {}", how(&e)))
@@ -598,73 +590,51 @@ impl<E: Env> Dispatcher<E> {
                 .map(|_| SetOutcome::Fail(SendError::AcksUnsupported(broker_id)))
                 .collect();
         }
-        let mut connections = self.connections.lock().await;
-        let sent = match self
-            .connection(&mut connections, broker_id, host, port)
-            .await
-        {
-            Ok(conn) => conn
-                .send(&Request::MultiProduce(parts))
-                .await
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+        let sent = match self.checkout(broker_id, host, port).await {
+            Ok(mut lease) => match lease.conn.send(&Request::MultiProduce(parts)).await {
+                Ok(()) => {
+                    lease.give_back();
+                    Ok(())
+                }
+                Err(e) => Err(format!("broker {broker_id}: {e}")),
+            },
+            Err(why) => Err(why),
         };
         match sent {
             Ok(()) => (0..count).map(|_| SetOutcome::Delivered(None)).collect(),
-            Err(e) => {
-                connections.remove(&broker_id);
-                retry_all(count, format!("broker {broker_id}: {e}"))
+            Err(why) => {
+                self.pool.discard(broker_id);
+                retry_all(count, why)
             }
         }
     }
 
-    /// The pooled connection to `broker_id` (idle ones dropped first) and whether it was
-    /// dialled for this call; or, when it cannot be dialled, the failure (counted and said
-    /// every 30 s) as the reason to retry.
-    pub(super) async fn checkout<'a>(
+    /// A connection to `broker_id` for one exchange (see [`Pool`]); or, when it cannot be
+    /// dialled, the failure (counted and said every 30 s) as the reason to retry.
+    pub(super) async fn checkout(
         &self,
-        connections: &'a mut BTreeMap<i32, Pooled<E::Stream>>,
         broker_id: i32,
         host: &str,
         port: u16,
-    ) -> Result<(&'a mut Connection<E::Stream>, bool), String> {
-        connections.retain(|_, pooled| pooled.used.elapsed() < IDLE_REUSE_MAX);
-        let fresh = !connections.contains_key(&broker_id);
-        match self.connection(connections, broker_id, host, port).await {
-            Ok(conn) => Ok((conn, fresh)),
+    ) -> Result<Lease<'_, E::Stream>, String> {
+        let timeout = Duration::from_millis(
+            self.config
+                .socket_timeout_ms
+                .max(self.config.connect_timeout_ms)
+                .into(),
+        );
+        match self
+            .pool
+            .checkout(&self.env, broker_id, (host, port), timeout)
+            .await
+        {
+            Ok(lease) => Ok(lease),
             Err(e) => {
                 self.targets
                     .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
                 Err(format!("broker {broker_id} at {host}:{port}: {}", how(&e)))
             }
         }
-    }
-
-    /// The open connection to `broker_id`, dialled if needed.
-    pub(super) async fn connection<'a>(
-        &self,
-        connections: &'a mut BTreeMap<i32, Pooled<E::Stream>>,
-        broker_id: i32,
-        host: &str,
-        port: u16,
-    ) -> Result<&'a mut Connection<E::Stream>, ClientError> {
-        let pooled = match connections.entry(broker_id) {
-            std::collections::btree_map::Entry::Occupied(open) => open.into_mut(),
-            std::collections::btree_map::Entry::Vacant(slot) => {
-                let timeout = Duration::from_millis(
-                    self.config
-                        .socket_timeout_ms
-                        .max(self.config.connect_timeout_ms)
-                        .into(),
-                );
-                slot.insert(Pooled {
-                    conn: connect(&self.env, host, port, timeout).await?,
-                    used: tokio::time::Instant::now(),
-                })
-            }
-        };
-        pooled.used = tokio::time::Instant::now();
-        Ok(&mut pooled.conn)
     }
 }
 

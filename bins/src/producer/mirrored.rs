@@ -656,14 +656,14 @@ impl<E: Env> Dispatcher<E> {
     ) -> Vec<Answer> {
         let plain = |outcomes: Vec<SetOutcome>| outcomes.into_iter().map(Answer::Plain).collect();
         let request = Request::MirrorProduce(sets.iter().map(|(s, _)| s.clone()).collect());
-        let mut connections = self.connections.lock().await;
-        let (conn, fresh) = match self.checkout(&mut connections, broker_id, host, port).await {
-            Ok(checked_out) => checked_out,
+        let mut lease = match self.checkout(broker_id, host, port).await {
+            Ok(lease) => lease,
             Err(why) => return plain(retry_all(sets.len(), why)),
         };
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
-        match conn.call(&request).await {
+        match lease.conn.call(&request).await {
             Ok(Response::MirrorProduce(r)) if r.acks.len() == sets.len() => {
+                lease.give_back();
                 self.targets.answered(broker_id, &format!("{host}:{port}"));
                 r.acks
                     .iter()
@@ -674,21 +674,21 @@ impl<E: Env> Dispatcher<E> {
                     .collect()
             }
             Ok(other) => {
-                connections.remove(&broker_id);
+                self.pool.discard(broker_id);
                 plain(retry_all(
                     sets.len(),
                     format!("broker {broker_id} answered a mirrored produce with {other:?}"),
                 ))
             }
             // Closed on a connection dialled for it: the broker may not know the request.
-            Err(ClientError::Closed(_)) if fresh => {
-                connections.remove(&broker_id);
-                drop(connections);
+            Err(ClientError::Closed(_)) if lease.fresh => {
+                drop(lease);
+                self.pool.discard(broker_id);
                 self.after_positions_refused(broker_id, host, port, sets)
                     .await
             }
             Err(e) => {
-                connections.remove(&broker_id);
+                self.pool.discard(broker_id);
                 self.targets
                     .failed(&self.stats, broker_id, &format!("{host}:{port}"), &e);
                 plain(retry_all(

@@ -9,8 +9,10 @@
 //!   delivery.
 //! - `producer.type=async`: `send` queues (`queue.size` messages; when full,
 //!   `queue.enqueueTimeout.ms` says: 0 fail at once, -1 wait, >0 wait that long then fail) and one
-//!   sender task sends batches of `batch.size`, or what is there after `queue.time`. Batches go
-//!   out one after another, so a partition's messages keep their order, retries included.
+//!   sender task sends batches of `batch.size`, or what is there after `queue.time`. A mirror's
+//!   source partitions are spread over two lanes with a batch in flight each (see [`sender`]);
+//!   one source partition's batches, and all other messages' batches, go out one after
+//!   another, so a partition's messages keep their order, retries included.
 //! - `durable.acks=true`: every request is ACKED_PRODUCE and a delivery resolves only once the
 //!   broker has flushed it, with its offset. Without acks, a delivery resolves when the bytes
 //!   are written to the socket (all 0.7 can know).
@@ -24,6 +26,8 @@ mod dispatch;
 mod locate;
 mod mirrored;
 mod placement_records;
+mod pool;
+mod sender;
 pub(crate) mod targets;
 
 use crate::tls::env::{ClientLink, SecureEnv};
@@ -59,6 +63,12 @@ pub struct Record {
     /// For a mirror's message: which source message it is. Such messages go to one partition
     /// per source partition, in MIRROR_PRODUCE sets the broker appends at most once each.
     pub source: Option<SourceMark>,
+    /// Which messages this one keeps its order with: messages of one order (and of one
+    /// source partition, with `source`) never travel in two requests at once, so they reach
+    /// the brokers in the order queued, retries included. Every message with neither shares
+    /// one order (0.7's: everything in order). Messages of different orders may be in flight
+    /// together (the async producer has two lanes).
+    pub order: Option<std::num::NonZeroU64>,
 }
 
 impl Record {
@@ -69,6 +79,15 @@ impl Record {
             key: None,
             value: value.into(),
             source: None,
+            order: None,
+        }
+    }
+
+    /// The record, kept in order with the other records of `order` only (see [`Record::order`]).
+    pub fn in_order(self, order: std::num::NonZeroU64) -> Self {
+        Record {
+            order: Some(order),
+            ..self
         }
     }
 
@@ -269,13 +288,13 @@ impl<E: Env> Producer<E> {
                     queue_time_ms: config.queue_time_ms.into(),
                 };
                 let catch_up = if config.durable_acks {
-                    ACKED_CATCH_UP_MAX
+                    sender::ACKED_CATCH_UP_MAX
                 } else {
                     0
                 };
                 (
                     Some(tx),
-                    Some(tokio::spawn(send_batches(
+                    Some(tokio::spawn(sender::send_batches(
                         dispatcher.clone(),
                         rx,
                         policy,
@@ -454,197 +473,5 @@ impl<E: Env> Producer<E> {
                 }
             }
         }
-    }
-}
-
-/// With durable acks, how many messages a batch may also take from what queued up while the
-/// previous batch waited for its acknowledgement (so throughput follows the flush rate rather
-/// than `batch.size`; order is unchanged).
-const ACKED_CATCH_UP_MAX: usize = 10_000;
-/// ... and only while the batch holds less than this many payload bytes; no batch grows past
-/// it (requests stay well under brokers' `max.socket.request.bytes`).
-const ACKED_CATCH_UP_BYTES_MAX: usize = 8 * 1024 * 1024;
-
-/// How long a batch waits for the rest of a compressed source wrapper it holds part of.
-const WRAPPER_WAIT: Duration = Duration::from_millis(100);
-
-/// A mirror's batch does not end inside a compressed source wrapper when the rest of it is
-/// coming: a wrapper's messages before its last all resume at its start, so a set ending with
-/// them covers no source offset of theirs, and a restart there would copy them again. Takes
-/// more from the queue (waiting at most [`WRAPPER_WAIT`], within the batch's byte limit)
-/// until every source partition's last message in the batch ends its wrapper. `Some(true)`
-/// when the queue closed meanwhile; `None` when nothing was needed.
-async fn complete_wrappers(
-    rx: &mut mpsc::Receiver<Queued>,
-    batch: &mut Vec<Queued>,
-    mut bytes: usize,
-) -> Option<bool> {
-    let inside = |q: &Queued| {
-        q.record
-            .source
-            .as_ref()
-            .map(|m| (m.key.clone(), m.start == m.next))
-    };
-    // Only a message inside a compressed wrapper leaves it open: a batch with none (every
-    // batch of an uncompressed source) needs no look per source partition.
-    let inside_a_wrapper = |q: &Queued| q.record.source.as_ref().is_some_and(|m| m.start == m.next);
-    if !batch.iter().any(inside_a_wrapper) {
-        return None;
-    }
-    let mut open: BTreeMap<Arc<SourceKey>, bool> = BTreeMap::new();
-    for (key, now_open) in batch.iter().filter_map(inside) {
-        open.insert(key, now_open);
-    }
-    let mut unfinished = open.values().filter(|o| **o).count();
-    if unfinished == 0 {
-        return None;
-    }
-    let deadline = tokio::time::Instant::now() + WRAPPER_WAIT;
-    while unfinished > 0 && bytes < ACKED_CATCH_UP_BYTES_MAX {
-        let next = tokio::select! {
-            biased;
-            next = rx.recv() => next,
-            () = tokio::time::sleep_until(deadline) => break,
-        };
-        let Some(next) = next else {
-            return Some(true);
-        };
-        if let Some((key, now_open)) = inside(&next) {
-            let was_open = open.insert(key, now_open).unwrap_or(false);
-            unfinished = unfinished + usize::from(now_open) - usize::from(was_open);
-        }
-        bytes += next.record.value.len();
-        batch.push(next);
-    }
-    Some(false)
-}
-
-/// The async sender: batches of `batch.size`, or what is there when the first message of the
-/// batch has waited `queue.time`, plus up to `catch_up` more already queued; one batch at a time.
-async fn send_batches<E: Env>(
-    dispatcher: Arc<Dispatcher<E>>,
-    mut rx: mpsc::Receiver<Queued>,
-    policy: BatchPolicy,
-    catch_up: usize,
-) {
-    while let Some(first) = rx.recv().await {
-        let deadline = first.queued_at + Duration::from_millis(policy.queue_time_ms);
-        let mut bytes = first.record.value.len();
-        let mut batch = vec![first];
-        let mut closed = false;
-        // A batch also ends at ACKED_CATCH_UP_BYTES_MAX bytes: a request stays far below any
-        // broker's max.socket.request.bytes, whatever batch.size says.
-        while batch.len() < policy.batch_size && bytes < ACKED_CATCH_UP_BYTES_MAX {
-            tokio::select! {
-                biased;
-                next = rx.recv() => match next {
-                    Some(next) => {
-                        bytes += next.record.value.len();
-                        batch.push(next);
-                    }
-                    None => {
-                        closed = true;
-                        break;
-                    }
-                },
-                () = tokio::time::sleep_until(deadline) => break,
-            }
-        }
-        while batch.len() < policy.batch_size + catch_up && bytes < ACKED_CATCH_UP_BYTES_MAX {
-            match rx.try_recv() {
-                Ok(next) => {
-                    bytes += next.record.value.len();
-                    batch.push(next);
-                }
-                Err(_) => break,
-            }
-        }
-        if let Some(more) = complete_wrappers(&mut rx, &mut batch, bytes).await {
-            closed |= more;
-        }
-        tracing::trace!(
-            "sending a batch of {} messages; {} left in the queue",
-            batch.len(),
-            rx.len()
-        );
-        dispatcher
-            .dispatch(batch.into_iter().map(|q| (q.record, q.done)).collect())
-            .await;
-        if closed {
-            break;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::expect_used, clippy::unwrap_used)]
-    use super::*;
-    use tributary_core::consumer::BrokerPartition;
-    use tributary_core::identity::ClusterId;
-
-    fn queued(key: &Arc<SourceKey>, start: i64, next: i64) -> Queued {
-        let mark = SourceMark {
-            key: key.clone(),
-            start,
-            next,
-            epoch: 1,
-        };
-        Queued {
-            record: Record::mirrored("t".parse().unwrap(), &b"m"[..], mark),
-            done: Delivery::pending().1,
-            queued_at: tokio::time::Instant::now(),
-        }
-    }
-
-    fn key(partition: u32) -> Arc<SourceKey> {
-        Arc::new(SourceKey {
-            cluster: ClusterId::parse("east").unwrap(),
-            topic: "t".parse().unwrap(),
-            partition: BrokerPartition {
-                broker_id: 0,
-                partition,
-            },
-        })
-    }
-
-    #[tokio::test]
-    async fn a_batch_ending_inside_a_source_wrapper_takes_the_rest_of_it() {
-        let (a, b) = (key(0), key(1));
-        let (tx, mut rx) = mpsc::channel(16);
-        // Source partition a's wrapper at 100..160 holds three messages: two resume at 100.
-        let mut batch = vec![queued(&a, 40, 100), queued(&a, 100, 100), queued(&b, 0, 10)];
-        for q in [
-            queued(&a, 100, 100),
-            queued(&b, 10, 20),
-            queued(&a, 100, 160),
-            queued(&a, 160, 200),
-        ] {
-            tx.send(q).await.unwrap();
-        }
-        let closed = complete_wrappers(&mut rx, &mut batch, 0).await;
-        assert_eq!(closed, Some(false));
-        assert_eq!(
-            batch.len(),
-            6,
-            "up to the wrapper's last message, no further"
-        );
-        assert_eq!(rx.len(), 1);
-        // A batch that ends no wrapper inside is left as it is.
-        let mut whole = vec![queued(&a, 160, 200)];
-        assert_eq!(complete_wrappers(&mut rx, &mut whole, 0).await, None);
-        assert_eq!(whole.len(), 1);
-    }
-
-    #[tokio::test]
-    async fn the_rest_of_a_wrapper_is_waited_for_only_so_long() {
-        let a = key(0);
-        let (_tx, mut rx) = mpsc::channel(4);
-        let mut batch = vec![queued(&a, 100, 100)];
-        let waited =
-            tokio::time::timeout(WRAPPER_WAIT * 20, complete_wrappers(&mut rx, &mut batch, 0))
-                .await;
-        assert_eq!(waited, Ok(Some(false)), "given up after WRAPPER_WAIT");
-        assert_eq!(batch.len(), 1);
     }
 }
