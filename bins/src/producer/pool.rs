@@ -129,21 +129,39 @@ mod tests {
         let env = crate::env::TokioEnv;
         let pool = Pool::default();
         let timeout = Duration::from_secs(5);
-        let a = pool.checkout(&env, 1, ("127.0.0.1", port), timeout).await.unwrap();
-        let b = pool.checkout(&env, 1, ("127.0.0.1", port), timeout).await.unwrap();
+        let a = pool
+            .checkout(&env, 1, ("127.0.0.1", port), timeout)
+            .await
+            .unwrap();
+        let b = pool
+            .checkout(&env, 1, ("127.0.0.1", port), timeout)
+            .await
+            .unwrap();
         assert!(a.fresh && b.fresh);
         let third = pool.checkout(&env, 1, ("127.0.0.1", port), timeout);
         let waited = tokio::time::timeout(Duration::from_millis(100), third).await;
-        assert!(waited.is_err(), "a third exchange waits while {LANES} are lent");
+        assert!(
+            waited.is_err(),
+            "a third exchange waits while {LANES} are lent"
+        );
         a.give_back();
         drop(b);
-        let c = pool.checkout(&env, 1, ("127.0.0.1", port), timeout).await.unwrap();
+        let c = pool
+            .checkout(&env, 1, ("127.0.0.1", port), timeout)
+            .await
+            .unwrap();
         assert!(!c.fresh, "the connection given back is reused");
-        let d = pool.checkout(&env, 1, ("127.0.0.1", port), timeout).await.unwrap();
+        let d = pool
+            .checkout(&env, 1, ("127.0.0.1", port), timeout)
+            .await
+            .unwrap();
         assert!(d.fresh, "the one dropped (a failed exchange) is not");
         c.give_back();
         pool.discard(1);
-        let e = pool.checkout(&env, 1, ("127.0.0.1", port), timeout).await.unwrap();
+        let e = pool
+            .checkout(&env, 1, ("127.0.0.1", port), timeout)
+            .await
+            .unwrap();
         assert!(e.fresh, "discarded with its broker's failure");
         accepted.abort();
     }

@@ -342,7 +342,11 @@ mod tests {
             buffers.take(q);
         }
         let now = Instant::now();
-        assert_eq!(buffers.due(0, now, false), Due::Now, "a's lane holds batch.size");
+        assert_eq!(
+            buffers.due(0, now, false),
+            Due::Now,
+            "a's lane holds batch.size"
+        );
         assert_eq!(starts(&buffers.send(0)), [0, 10]);
         // b waits for batch.size or queue.time in its own lane, not behind a's request.
         assert!(
@@ -352,7 +356,11 @@ mod tests {
         buffers.take(queued(&b, 10, 20));
         buffers.take(queued(&a, 20, 30));
         assert_eq!(buffers.due(1, now, false), Due::Now);
-        assert_eq!(starts(&buffers.send(1)), [0, 10], "b's batch while a's is in flight");
+        assert_eq!(
+            starts(&buffers.send(1)),
+            [0, 10],
+            "b's batch while a's is in flight"
+        );
         assert_eq!(
             buffers.due(0, now, true),
             Due::Idle,
@@ -398,7 +406,11 @@ mod tests {
         );
         buffers.take(queued(&a, 100, 100));
         buffers.take(queued(&a, 100, 160));
-        assert_eq!(buffers.due(0, now, false), Due::Now, "the wrapper is complete");
+        assert_eq!(
+            buffers.due(0, now, false),
+            Due::Now,
+            "the wrapper is complete"
+        );
         assert_eq!(starts(&buffers.send(0)), [40, 100, 100, 100]);
         // A wrapper whose rest does not come is waited for only so long.
         buffers.lanes.answered(0);

@@ -79,7 +79,11 @@ impl<K: Ord + Clone + std::fmt::Debug> Lanes<K> {
 
     /// A message of `key` now waits in `lane`, which must be [`Lanes::lane_for`]'s answer.
     pub fn add(&mut self, lane: usize, key: &K) {
-        debug_assert_eq!(self.lane_for(key), lane, "{key:?} put in a lane not its own");
+        debug_assert_eq!(
+            self.lane_for(key),
+            lane,
+            "{key:?} put in a lane not its own"
+        );
         if let Some(l) = self.lanes.get_mut(lane) {
             if !l.waiting.contains(key) {
                 l.waiting.insert(key.clone());
@@ -123,7 +127,10 @@ impl<K: Ord + Clone + std::fmt::Debug> Lanes<K> {
         let Some(l) = self.lanes.get_mut(lane) else {
             return;
         };
-        assert!(!l.sending, "lane {lane} sent a batch while one was in flight");
+        assert!(
+            !l.sending,
+            "lane {lane} sent a batch while one was in flight"
+        );
         l.in_flight = std::mem::take(&mut l.waiting);
         l.in_flight_messages = std::mem::take(&mut l.waiting_messages);
         l.sending = true;
@@ -174,7 +181,11 @@ mod tests {
         assert_eq!(put(&mut lanes, 8), 1, "a new key goes to the emptier lane");
         assert_eq!(put(&mut lanes, 7), 0);
         lanes.send(0);
-        assert_eq!(put(&mut lanes, 7), 0, "in flight: later messages wait behind it");
+        assert_eq!(
+            put(&mut lanes, 7),
+            0,
+            "in flight: later messages wait behind it"
+        );
         assert_eq!(put(&mut lanes, 9), 1, "lane 0 holds more messages");
         lanes.answered(0);
         assert_eq!(put(&mut lanes, 7), 0, "still waiting in lane 0");
