@@ -226,6 +226,9 @@ pub fn run(seed: u64, options: &Options) -> Result<LinkReport, Failure> {
             Ok(())
         });
     }
+    // Once every byte is copied the run goes on for one sampling interval, so that the link's
+    // count is read after the last byte crossed it.
+    let mut settled_at: Option<Duration> = None;
     loop {
         {
             let s = state(&shared);
@@ -235,7 +238,8 @@ pub fn run(seed: u64, options: &Options) -> Result<LinkReport, Failure> {
                     control.trace.tail(40).join("\n")
                 )));
             }
-            if s.done {
+            let now = sim.elapsed();
+            if s.done && *settled_at.get_or_insert(now + SAMPLE_EVERY) <= now {
                 break;
             }
         }
@@ -248,7 +252,7 @@ pub fn run(seed: u64, options: &Options) -> Result<LinkReport, Failure> {
                 )))
             }
         }
-        if turmoil::sim_elapsed().is_some_and(|t| t > options.limit + Duration::from_secs(30)) {
+        if sim.elapsed() > options.limit + Duration::from_secs(30) {
             let s = state(&shared);
             return Err(Failure::from(format!(
                 "the mirror copied {} of {} bytes within {:?}",
