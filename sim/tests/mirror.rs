@@ -153,6 +153,23 @@ fn a_run_is_never_forwarded_after_later_messages_of_its_partition() {
     }
 }
 
+/// Seed 99,305: the mirror member's ZooKeeper session ended while a stream was stalled
+/// handing over a run of its ownership (epoch 4); the rest of that run reached the producer's
+/// queue among the next ownership's messages (epoch 6), and one set joined epoch 4's last
+/// messages (27,621..27,771) to epoch 6's message 28,346..28,371, claiming 27,621..28,371.
+/// The mirror partition took 27,771..28,346 for held, and lost it. A set now holds only
+/// messages that each start where the one before resumes.
+#[test]
+fn a_set_never_claims_source_offsets_it_does_not_hold() {
+    let seed = 99_305;
+    if let Err((violation, r)) = run_seed(seed, options(Faults::Mixed)) {
+        panic!(
+            "mirror seed {seed} failed: {violation}\n{}",
+            r.trace_tail.join("\n")
+        );
+    }
+}
+
 #[test]
 fn the_same_seed_gives_the_same_trace() {
     // One seed, for CI time: the replica and cluster suites check determinism on their own

@@ -7,7 +7,7 @@
 //! copy; a set the partition holds the start of comes back as an overlap, and only its rest is
 //! sent again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -309,12 +309,26 @@ impl<E: Env> Dispatcher<E> {
         let partitions: Vec<i32> = messages.iter().map(|(_, partition)| *partition).collect();
         let mut slots: Vec<Option<Pending>> = messages.into_iter().map(|(p, _)| Some(p)).collect();
         self.refuse_gaps(&mut slots);
+        // One set per source partition per request: a later set of it would be judged against
+        // what the first leaves, and if the first comes back as an overlap (its rest to send
+        // again) or fails, a later set appended past that gap would have the partition take
+        // the missing messages for held. Later runs wait for the next round, in order.
         let mut sets: Vec<(MirrorSet, Run)> = Vec::new();
+        let mut later: Vec<Run> = Vec::new();
+        let mut first_runs: BTreeSet<Arc<SourceKey>> = BTreeSet::new();
         for run in self.runs(&mut slots, &partitions) {
-            sets.extend(self.build_runs(&mut slots, run));
+            match first_runs.insert(run.key.clone()) {
+                true => sets.extend(self.build_runs(&mut slots, run)),
+                false => later.push(run),
+            }
         }
         if sets.is_empty() {
-            return Left::default();
+            let again = later.into_iter().flat_map(|run| run.indexes);
+            let again = again.filter_map(|i| slots.get_mut(i).and_then(Option::take));
+            return Left {
+                retry: Vec::new(),
+                again: again.collect(),
+            };
         }
         let address = address.or_else(|| self.placed_address(broker_id));
         let outcomes = match address {
@@ -330,6 +344,13 @@ impl<E: Env> Dispatcher<E> {
         self.note_send(broker_id, failed);
         self.pin_chosen(broker_id, &sets, &outcomes);
         let mut left = Left::default();
+        // Source partitions whose set is retried: their later runs are retried after it.
+        let retried: BTreeSet<Arc<SourceKey>> = sets
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| matches!(o, Answer::Plain(SetOutcome::Retry(_))))
+            .map(|((_, run), _)| run.key.clone())
+            .collect();
         for ((set, run), outcome) in sets.iter().zip(outcomes) {
             let partition = set.produce.partition;
             for &i in &run.indexes {
@@ -370,6 +391,17 @@ impl<E: Env> Dispatcher<E> {
                         last.clone_from(why);
                         left.retry.push(p);
                     }
+                }
+            }
+        }
+        for run in later {
+            for i in run.indexes {
+                let Some(p) = slots.get_mut(i).and_then(Option::take) else {
+                    continue;
+                };
+                match retried.contains(&run.key) {
+                    true => left.retry.push(p),
+                    false => left.again.push(p),
                 }
             }
         }
@@ -460,10 +492,14 @@ impl<E: Env> Dispatcher<E> {
     }
 
     /// The messages grouped by topic, source partition and the partition asked for, each
-    /// group in the order sent; a group whose source offsets go back (the source partition read
-    /// again from an earlier offset: taken over again, or a rebalance of this member) is cut
-    /// there, so that no set's source offsets claim messages twice: the set after the cut is
-    /// judged on its own (then held, or an overlap).
+    /// group in the order sent. A set claims every source offset from its first message's start
+    /// to its last one's resume offset, so a group holds only messages that each start where
+    /// the one before resumes: it is cut where the source offsets go back (the source partition
+    /// read again from an earlier offset: taken over again, or a rebalance of this member), so
+    /// that no set claims messages twice, and where they skip ahead (the rest of an earlier
+    /// ownership's messages queued among a later one's), so that no set claims messages it
+    /// does not hold. The set after a cut is judged on its own (then held, an overlap, or
+    /// appended).
     fn runs(&self, slots: &mut [Option<Pending>], partitions: &[i32]) -> Vec<Run> {
         let mut runs: Vec<Run> = Vec::new();
         // Where each run's last message resumes, by run.
@@ -488,7 +524,7 @@ impl<E: Env> Dispatcher<E> {
             };
             let follows = joined.and_then(|run| {
                 let resume = resumes.get_mut(run)?;
-                (mark.start >= *resume).then(|| {
+                (mark.start == *resume).then(|| {
                     *resume = mark.next;
                     run
                 })

@@ -30,12 +30,12 @@ use tributary_sim::world::{add_cluster, ClusterSpec, Control, ZK_PORT};
 const LINK: Duration = Duration::from_millis(1);
 const PARTITIONS: u32 = 32;
 
-fn topic() -> TopicName {
+pub(super) fn topic() -> TopicName {
     "t".parse().unwrap()
 }
 
 /// Source partition `partition` of cluster `east`, topic `orders`.
-fn source(partition: u32) -> Arc<SourceKey> {
+pub(super) fn source(partition: u32) -> Arc<SourceKey> {
     Arc::new(SourceKey {
         cluster: ClusterId::parse("east").unwrap(),
         topic: "orders".parse().unwrap(),

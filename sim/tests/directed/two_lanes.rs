@@ -15,33 +15,16 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tributary::producer::{Delivered, Producer, Record, SourceMark};
 use tributary_core::config::{ProducerConfig, Properties};
-use tributary_core::consumer::BrokerPartition;
-use tributary_core::identity::ClusterId;
 use tributary_core::mirror::position::SourceKey;
-use tributary_core::wire::TopicName;
 use tributary_sim::env::SimEnv;
 use tributary_sim::sim_fs::sim_builder;
 use tributary_sim::world::{add_cluster, ClusterSpec, Control, ZK_PORT};
 
+use super::place_ahead::{source, topic};
+
 const LINK: Duration = Duration::from_millis(40);
 /// A request and its answer.
 const ROUND_TRIP: Duration = Duration::from_millis(80);
-
-fn topic() -> TopicName {
-    "t".parse().unwrap()
-}
-
-/// Source partition `partition` of cluster `east`, topic `orders`.
-fn source(partition: u32) -> Arc<SourceKey> {
-    Arc::new(SourceKey {
-        cluster: ClusterId::parse("east").unwrap(),
-        topic: "orders".parse().unwrap(),
-        partition: BrokerPartition {
-            broker_id: 0,
-            partition,
-        },
-    })
-}
 
 /// Message `n` of `key` (source offsets 100 n .. 100 (n + 1)), in ownership epoch 1.
 fn message(key: &Arc<SourceKey>, n: i64) -> Record {

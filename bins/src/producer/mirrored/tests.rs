@@ -126,7 +126,7 @@ fn a_broker_is_absent_from_the_first_look_without_it_to_the_next_with_it() {
 }
 
 #[test]
-fn runs_group_each_source_partition_in_order_and_cut_where_its_offsets_go_back() {
+fn runs_group_each_source_partition_in_order_and_cut_where_its_offsets_go_back_or_skip() {
     let d = dispatcher();
     let (a, b) = (key(0), key(1));
     // The same source partition under another pointer (a key built again for a later
@@ -151,6 +151,20 @@ fn runs_group_each_source_partition_in_order_and_cut_where_its_offsets_go_back()
         grouped,
         vec![(0, vec![0, 1, 3]), (1, vec![2, 5]), (0, vec![4, 6])],
     );
+    // The rest of an earlier ownership's messages queued among a later one's: a message
+    // that skips ahead of where its group resumes starts a set of its own (joined, the set
+    // would claim the source offsets between, which it does not hold).
+    let (mut skipping, _answers) = self::slots(vec![
+        message(&a, 0, 100, 6),
+        message(&a, 100, 200, 6),
+        message(&a, 50, 60, 4),
+        message(&a, 60, 70, 4),
+        message(&a, 200, 300, 6),
+    ]);
+    let partitions = vec![-1; skipping.len()];
+    let runs = d.runs(&mut skipping, &partitions);
+    let grouped: Vec<Vec<usize>> = runs.iter().map(|r| r.indexes.clone()).collect();
+    assert_eq!(grouped, vec![vec![0, 1], vec![2, 3], vec![4]]);
     // Another partition asked for is another run.
     let (mut slots, _answers) = slots_of(&a);
     let runs = d.runs(&mut slots, &[-1, 3, -1]);
@@ -158,7 +172,9 @@ fn runs_group_each_source_partition_in_order_and_cut_where_its_offsets_go_back()
         .iter()
         .map(|r| (r.partition, r.indexes.clone()))
         .collect();
-    assert_eq!(grouped, vec![(-1, vec![0, 2]), (3, vec![1])]);
+    // ... and the one asked for first resumes only where its own messages do: joined, its
+    // set would claim 10..20, which the other partition holds.
+    assert_eq!(grouped, vec![(-1, vec![0]), (3, vec![1]), (-1, vec![2])]);
 }
 
 fn slots_of(key: &Arc<SourceKey>) -> (Vec<Option<Pending>>, Vec<Answer>) {
