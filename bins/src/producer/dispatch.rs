@@ -486,7 +486,7 @@ impl<E: Env> Dispatcher<E> {
             };
             return match lease.conn.send(&request).await {
                 Ok(()) => {
-                    lease.give_back();
+                    lease.give_back(self.env.monotonic());
                     self.targets.answered(broker_id, &format!("{host}:{port}"));
                     sets.iter().map(|_| SetOutcome::Delivered(None)).collect()
                 }
@@ -500,7 +500,7 @@ impl<E: Env> Dispatcher<E> {
         }
         match lease.conn.call(&Request::AckedProduce(parts.clone())).await {
             Ok(Response::AckedProduce(r)) if r.acks.len() == sets.len() => {
-                lease.give_back();
+                lease.give_back(self.env.monotonic());
                 self.targets.answered(broker_id, &format!("{host}:{port}"));
                 r.acks
                     .iter()
@@ -593,7 +593,7 @@ impl<E: Env> Dispatcher<E> {
         let sent = match self.checkout(broker_id, host, port).await {
             Ok(mut lease) => match lease.conn.send(&Request::MultiProduce(parts)).await {
                 Ok(()) => {
-                    lease.give_back();
+                    lease.give_back(self.env.monotonic());
                     Ok(())
                 }
                 Err(e) => Err(format!("broker {broker_id}: {e}")),

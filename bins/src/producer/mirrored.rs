@@ -699,7 +699,7 @@ impl<E: Env> Dispatcher<E> {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         match lease.conn.call(&request).await {
             Ok(Response::MirrorProduce(r)) if r.acks.len() == sets.len() => {
-                lease.give_back();
+                lease.give_back(self.env.monotonic());
                 self.targets.answered(broker_id, &format!("{host}:{port}"));
                 r.acks
                     .iter()

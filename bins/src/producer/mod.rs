@@ -222,19 +222,9 @@ pub enum StartError {
 struct Queued {
     record: Record,
     done: Done,
-    queued_at: tokio::time::Instant,
-}
-
-impl Queued {
-    /// `record` queued now (the runtime's clock, which the sender's `queue.time` deadline is
-    /// measured on), reporting its fate to `done`.
-    fn new(record: Record, done: Done) -> Queued {
-        Queued {
-            record,
-            done,
-            queued_at: tokio::time::Instant::now(),
-        }
-    }
+    /// When it was queued, on [`Env::monotonic`] (the sender's `queue.time` deadline is
+    /// measured on the same clock).
+    queued_at: Duration,
 }
 
 /// A producer; see the module docs.
@@ -336,7 +326,7 @@ impl<E: Env> Producer<E> {
             self.dispatcher.dispatch(vec![(record, done)]).await;
             return Ok(());
         };
-        let queued = Queued::new(record, done);
+        let queued = self.queued_now(record, done);
         let full = |_| {
             self.dispatcher
                 .stats()
@@ -374,7 +364,7 @@ impl<E: Env> Producer<E> {
             return Err(record);
         };
         let (delivery, done) = Delivery::pending();
-        match queue.try_send(Queued::new(record, done)) {
+        match queue.try_send(self.queued_now(record, done)) {
             Ok(()) => {
                 self.count_accepted(1);
                 Ok(delivery)
@@ -399,9 +389,18 @@ impl<E: Env> Producer<E> {
         let Ok(permit) = queue.try_reserve() else {
             return Err(record);
         };
-        permit.send(Queued::new(record, run.share()));
+        permit.send(self.queued_now(record, run.share()));
         self.count_accepted(1);
         Ok(())
+    }
+
+    /// `record` queued now, reporting its fate to `done`.
+    fn queued_now(&self, record: Record, done: Done) -> Queued {
+        Queued {
+            record,
+            done,
+            queued_at: self.dispatcher.env.monotonic(),
+        }
     }
 
     fn count_accepted(&self, messages: u64) {

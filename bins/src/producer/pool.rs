@@ -18,10 +18,10 @@ use crate::env::Env;
 /// be lost while looking sent.
 pub(super) const IDLE_REUSE_MAX: Duration = Duration::from_secs(120);
 
-/// An idle connection and when it was last used.
+/// An idle connection and when it was last used (on [`Env::monotonic`]).
 struct Idle<S> {
     conn: Connection<S>,
-    used: tokio::time::Instant,
+    used: Duration,
 }
 
 /// The pool; see the module docs.
@@ -67,7 +67,8 @@ impl<S> Pool<S> {
         let reused = {
             let mut idle = crate::sync::lock(&self.idle, "the producer's connections");
             let open = idle.entry(broker_id).or_default();
-            open.retain(|i| i.used.elapsed() < IDLE_REUSE_MAX);
+            let now = env.monotonic();
+            open.retain(|i| now.saturating_sub(i.used) < IDLE_REUSE_MAX);
             open.pop()
         };
         let (conn, fresh) = match reused {
@@ -91,8 +92,9 @@ impl<S> Pool<S> {
 }
 
 impl<S> Lease<'_, S> {
-    /// The exchange succeeded: the connection is idle again, for the next one.
-    pub(super) fn give_back(self) {
+    /// The exchange succeeded: the connection is idle again from `now` (on [`Env::monotonic`]),
+    /// for the next one.
+    pub(super) fn give_back(self, now: Duration) {
         let Lease {
             conn,
             broker_id,
@@ -102,10 +104,7 @@ impl<S> Lease<'_, S> {
         let mut idle = crate::sync::lock(&pool.idle, "the producer's connections");
         let open = idle.entry(broker_id).or_default();
         if open.len() < LANES {
-            open.push(Idle {
-                conn,
-                used: tokio::time::Instant::now(),
-            });
+            open.push(Idle { conn, used: now });
         }
     }
 }
@@ -144,7 +143,7 @@ mod tests {
             waited.is_err(),
             "a third exchange waits while {LANES} are lent"
         );
-        a.give_back();
+        a.give_back(env.monotonic());
         drop(b);
         let c = pool
             .checkout(&env, 1, ("127.0.0.1", port), timeout)
@@ -156,7 +155,7 @@ mod tests {
             .await
             .unwrap();
         assert!(d.fresh, "the one dropped (a failed exchange) is not");
-        c.give_back();
+        c.give_back(env.monotonic());
         pool.discard(1);
         let e = pool
             .checkout(&env, 1, ("127.0.0.1", port), timeout)

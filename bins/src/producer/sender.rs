@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::{self, error::TryRecvError};
 use tokio::task::JoinSet;
-use tokio::time::Instant;
 use tributary_core::mirror::position::SourceKey;
 use tributary_core::producer::{BatchPolicy, Lanes, LANES};
 
@@ -79,7 +78,7 @@ struct Waiting {
     /// How many of `open` are.
     unfinished: usize,
     /// Since when the batch, due, waits for the rest of its wrappers.
-    wrapper_wait: Option<Instant>,
+    wrapper_wait: Option<Duration>,
 }
 
 impl Waiting {
@@ -104,7 +103,7 @@ impl Waiting {
 #[derive(Debug, PartialEq, Eq)]
 enum Due {
     Now,
-    At(Instant),
+    At(Duration),
     Idle,
 }
 
@@ -175,8 +174,9 @@ impl LaneBuffers {
         }
     }
 
-    /// When `lane`'s batch is due, at `now`; `closed` when the queue is closed and empty.
-    fn due(&mut self, lane: usize, now: Instant, closed: bool) -> Due {
+    /// When `lane`'s batch is due, at `now` (on [`Env::monotonic`], as every time here);
+    /// `closed` when the queue is closed and empty.
+    fn due(&mut self, lane: usize, now: Duration, closed: bool) -> Due {
         let sending = self.lanes.is_sending(lane);
         let Some(w) = self.waiting.get_mut(lane) else {
             return Due::Idle;
@@ -245,8 +245,8 @@ pub(super) async fn send_batches<E: Env>(
                 Err(TryRecvError::Disconnected) => closed = true,
             }
         }
-        let now = Instant::now();
-        let mut wake: Option<Instant> = None;
+        let now = dispatcher.env.monotonic();
+        let mut wake: Option<Duration> = None;
         for lane in 0..LANES {
             match buffers.due(lane, now, closed) {
                 Due::Now => {
@@ -282,7 +282,7 @@ pub(super) async fn send_batches<E: Env>(
                 Some(queued) => buffers.take(queued),
                 None => closed = true,
             },
-            () = tokio::time::sleep_until(wake.unwrap_or(now)), if wake.is_some() => {}
+            () = tokio::time::sleep(wake.unwrap_or(now).saturating_sub(now)), if wake.is_some() => {}
         }
     }
 }
@@ -305,7 +305,7 @@ mod tests {
         Queued {
             record: Record::mirrored("t".parse().unwrap(), &b"m"[..], mark),
             done: Delivery::pending().1,
-            queued_at: Instant::now(),
+            queued_at: Duration::ZERO,
         }
     }
 
@@ -341,7 +341,7 @@ mod tests {
         for q in [queued(&a, 0, 10), queued(&a, 10, 20), queued(&b, 0, 10)] {
             buffers.take(q);
         }
-        let now = Instant::now();
+        let now = Duration::ZERO;
         assert_eq!(
             buffers.due(0, now, false),
             Due::Now,
@@ -384,7 +384,7 @@ mod tests {
         assert!(buffers.stalled.is_none(), "the lane has room again");
         assert_eq!(buffers.waiting[0].messages.len(), 1);
         assert_eq!(
-            buffers.due(0, Instant::now(), true),
+            buffers.due(0, Duration::ZERO, true),
             Due::Idle,
             "behind its batch in flight"
         );
@@ -398,7 +398,7 @@ mod tests {
         for q in [queued(&a, 40, 100), queued(&a, 100, 100), queued(&b, 0, 10)] {
             buffers.take(q);
         }
-        let now = Instant::now();
+        let now = Duration::ZERO;
         assert_eq!(
             buffers.due(0, now, false),
             Due::At(now + WRAPPER_WAIT),

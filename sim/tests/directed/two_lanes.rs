@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use tributary::env::Env as _;
 use tributary::producer::{Delivered, Producer, Record, SourceMark};
 use tributary_core::config::{ProducerConfig, Properties};
 use tributary_core::mirror::position::SourceKey;
@@ -78,16 +79,16 @@ fn two_source_partitions_are_in_flight_together_and_one_never_twice() {
         let a_second = producer.send(message(&a, 1)).await?;
         // a's request has left (batch.size=1; the sender takes it at once).
         tokio::time::sleep(Duration::from_millis(10)).await;
-        let queued = tokio::time::Instant::now();
+        let queued = env.monotonic();
         let b_second = producer.send(message(&b, 1)).await?;
         let a_third = producer.send(message(&a, 2)).await?;
         b_second.await?;
-        let b_beside_a = queued.elapsed();
+        let b_beside_a = env.monotonic() - queued;
         let a_second = a_second.await?;
         let a_third = a_third.await?;
         *report.lock().unwrap() = Seen {
             b_beside_a,
-            a_behind_a: queued.elapsed(),
+            a_behind_a: env.monotonic() - queued,
             a_second: Some(a_second),
             a_third: Some(a_third),
         };
