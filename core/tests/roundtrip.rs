@@ -31,6 +31,33 @@ fn requests_round_trip_through_the_frame_decoder() {
 }
 
 #[test]
+fn a_request_carrying_message_sets_is_never_longer_than_its_bound() {
+    use tributary_core::wire::Request;
+    let mut checked = 0;
+    for seed in 0..CASES {
+        let mut rng = rng(seed);
+        let request = request(&mut rng);
+        let carries_sets = matches!(
+            request,
+            Request::Produce(_)
+                | Request::MultiProduce(_)
+                | Request::AckedProduce(_)
+                | Request::MirrorProduce(_)
+        );
+        if !carries_sets {
+            continue;
+        }
+        checked += 1;
+        let (len, bound) = (request.to_bytes().unwrap().len(), request.encoded_len_bound());
+        assert!(
+            len <= bound,
+            "seed {seed}: {len} bytes encoded past the bound of {bound}: to_bytes would grow and copy its buffer"
+        );
+    }
+    assert!(checked > CASES / 4, "only {checked} requests carried sets");
+}
+
+#[test]
 fn back_to_back_requests_decode_in_order() {
     let decoder = RequestDecoder::new(REQUEST_BYTES_MAX_DEFAULT);
     let mut rng = rng(7);

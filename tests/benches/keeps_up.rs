@@ -11,9 +11,11 @@
 //!    MB/s it copies per CPU core (every thread but the brokers'). Beside each case, the cores
 //!    the whole machine was busy: a case near all of them is bound by the CPU it shares.
 //! 3. **Live**: a producer writes 1 KiB messages at half the ingest rate while the mirror copies
-//!    them, for 10 minutes (30 s in the quick run); the lag (messages produced and not yet
-//!    acknowledged by the mirror cluster) is sampled every second. The mirror keeps up when the
-//!    lag of the last tenth of the run is no larger than that of the first. A lag past
+//!    them, for 10 minutes (30 s in the quick run); the lag (messages written to the source and
+//!    not yet acknowledged by the mirror cluster; what waits in the writers' own queues is
+//!    stated apart) is sampled every second, with the rate the source really took and how
+//!    busy the machine was. The mirror keeps up when the lag of the last tenth of the run is
+//!    no larger than that of the first. A lag past
 //!    2,000,000 messages ends the run there (it does not keep up, and the disk is bounded).
 //!
 //! Both brokers keep 512 MiB a partition (128 MiB segments, retention every minute): at this
@@ -21,7 +23,8 @@
 //!
 //! Both brokers flush as the seed's `server.properties` says (10,000 messages or 1 s).
 //! `TRIBUTARY_BENCH_PRODUCERS` sets the mirror's producers (default 1, as 0.7's MirrorMaker);
-//! `TRIBUTARY_BENCH_LIVE_SECS` the live run's length.
+//! `TRIBUTARY_BENCH_LIVE_SECS` the live run's length, `TRIBUTARY_BENCH_LIVE_PERCENT` its rate as a
+//! percentage of the ingest (default 50); `TRIBUTARY_BENCH_ONLY=live` skips the backlog cases.
 //!
 //! `cargo bench -p tributary-tests --bench keeps_up` (needs ZooKeeper: scripts/install-deps.sh).
 
@@ -261,7 +264,12 @@ async fn backlog_copy(
 
 /// One second's look at the live copy.
 struct Sample {
+    /// Messages the writers had queued so far.
     produced: u64,
+    /// Of those, the messages written to the source broker.
+    written: u64,
+    /// Messages written to the source and not yet acknowledged by the mirror cluster: the
+    /// mirror's lag (what still waits in the writers' own queues is not the mirror's).
     lag: u64,
 }
 
@@ -273,6 +281,8 @@ struct Live {
     drain: f64,
     /// The second at which the writing stopped before its time, and why, if it did.
     stopped: Option<(usize, Stop)>,
+    /// Cores of the whole machine busy while the writers wrote.
+    busy: f64,
 }
 
 /// Writes 1 KiB messages to `name` at `rate` bytes per second for `seconds` (or until the lag
@@ -297,19 +307,29 @@ async fn live(
         ProducerConfig::from_properties,
     );
     let produced = Arc::new(AtomicU64::new(0));
+    // Each writer's counters: what it wrote to the source (delivered, without acks: written
+    // to the socket).
+    let written: Arc<std::sync::Mutex<Vec<Arc<tributary::producer::ProducerStats>>>> =
+        Arc::default();
     let stop_writing = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let per_tick = rate / SIZE as f64 / THREADS as f64 * TICK.as_secs_f64();
     let end = tokio::time::Instant::now() + Duration::from_secs(seconds);
     let writers: Vec<_> = (0..THREADS)
         .map(|_| {
-            let (config, produced, stop_writing, name) = (
+            let (config, produced, written, stop_writing, name) = (
                 config.clone(),
                 produced.clone(),
+                written.clone(),
                 stop_writing.clone(),
                 topic(name),
             );
             tokio::spawn(async move {
                 let producer = Producer::start(TokioEnv, config).await.expect("producer");
+                let stats = producer
+                    .stats_weak()
+                    .upgrade()
+                    .expect("the producer's counters");
+                written.lock().expect("the writers' counters").push(stats);
                 let payload = bytes::Bytes::from(vec![b'l'; SIZE]);
                 let (mut due, mut sent) = (0f64, 0u64);
                 let mut tick = tokio::time::interval(TICK);
@@ -340,14 +360,25 @@ async fn live(
         .collect();
     let mut samples = Vec::new();
     let mut stopped = None;
+    let (started, busy_before) = (Instant::now(), tributary_tests::bench::machine_busy_ns());
     let mut next = tokio::time::Instant::now() + Duration::from_secs(1);
     while tokio::time::Instant::now() < end {
         tokio::time::sleep_until(next).await;
         next += Duration::from_secs(1);
         let produced = produced.load(Ordering::Relaxed);
+        let written: u64 = written
+            .lock()
+            .expect("the writers' counters")
+            .iter()
+            .map(|s| s.delivered.load(Ordering::Relaxed))
+            .sum();
         let acked = stats.acked.load(Ordering::Relaxed);
-        let lag = produced.saturating_sub(acked);
-        samples.push(Sample { produced, lag });
+        let lag = written.saturating_sub(acked);
+        samples.push(Sample {
+            produced,
+            written,
+            lag,
+        });
         let free = tributary_tests::bench::free_bytes(logs);
         if free.is_none() && samples.len() == 1 {
             eprintln!(
@@ -366,6 +397,9 @@ async fn live(
             break;
         }
     }
+    let busy = tributary_tests::bench::machine_busy_ns().saturating_sub(busy_before) as f64
+        / 1e9
+        / started.elapsed().as_secs_f64();
     for writer in writers {
         writer.await.expect("live producer");
     }
@@ -386,6 +420,7 @@ async fn live(
         samples,
         drain,
         stopped,
+        busy,
     }
 }
 
@@ -424,7 +459,12 @@ async fn main() {
         "mirror keeps up: machine busy during the source's ingest",
         &format!("{ingest_busy:.2} of {machine_cores} cores"),
     );
-    for size in [1024usize, 100] {
+    // `TRIBUTARY_BENCH_ONLY=live`: the ingest and the live case alone.
+    let sizes: &[usize] = match std::env::var("TRIBUTARY_BENCH_ONLY").as_deref() {
+        Ok("live") => &[],
+        _ => &[1024, 100],
+    };
+    for &size in sizes {
         let name = format!("backlog-{size}");
         let count = (volume() / size) as u64;
         producer_perf_rate(&source_zk, &name, size, count).await;
@@ -466,22 +506,34 @@ async fn main() {
             copy / 1e6 / cores.max(1e-9) / if size == 100 { 100.0 } else { 190.0 },
         );
     }
-    // Live: half the ingest rate, the mirror beside it.
+    // Live: half the ingest rate (or `TRIBUTARY_BENCH_LIVE_PERCENT` of it), the mirror beside it.
+    let percent = tributary_tests::bench::env_number("TRIBUTARY_BENCH_LIVE_PERCENT", 50);
+    live_case(&source_zk, &target_zk, ingest, percent, source_dir.path()).await;
+    source.stop();
+    target.stop();
+}
+
+/// The live case: writers at `percent` of the `ingest` rate (bytes a second) into the source
+/// (whose logs are under `logs`) while the mirror copies; prints its samples and its row.
+async fn live_case(
+    source_zk: &ZooKeeper,
+    target_zk: &ZooKeeper,
+    ingest: f64,
+    percent: u64,
+    logs: &std::path::Path,
+) {
     let seconds = live_seconds();
-    let offered = ingest / 2.0;
+    let offered = ingest * percent as f64 / 100.0;
+    let share = match percent {
+        50 => "half the ingest".to_string(),
+        _ => format!("{percent} % of the ingest"),
+    };
     let Live {
         samples,
         drain,
         stopped,
-    } = live(
-        &source_zk,
-        &target_zk,
-        "live",
-        offered,
-        seconds,
-        source_dir.path(),
-    )
-    .await;
+        busy,
+    } = live(source_zk, target_zk, "live", offered, seconds, logs).await;
     let ran = match &stopped {
         Some((second, Stop::Lag)) => {
             format!("stopped at {second} s of {seconds}: lag past {LAG_BOUND}")
@@ -498,18 +550,34 @@ async fn main() {
         mean_lag(&samples[samples.len().saturating_sub(tenth)..]),
     );
     let worst = samples.iter().map(|s| s.lag).max().unwrap_or(0);
-    let produced = samples.last().map_or(0, |s| s.produced);
-    let reached = (produced as usize * 1024) as f64 / samples.len().max(1) as f64;
+    let last = samples.last();
+    let per_second =
+        |messages: u64| (messages as usize * 1024) as f64 / samples.len().max(1) as f64;
+    let queued = per_second(last.map_or(0, |s| s.produced));
+    let written = per_second(last.map_or(0, |s| s.written));
+    let machine_cores = tributary_tests::bench::machine_cores();
     println!(
-        "  live, {ran}, at {:.1} MB/s offered ({:.1} MB/s written): lag first tenth {early:.0}, last tenth {late:.0}, worst {worst} messages; drained {drain:.1} s after the writes stopped",
+        "  live, {ran}, at {:.1} MB/s offered ({:.1} MB/s queued by the writers, {:.1} MB/s written to the source); machine busy {busy:.2} of {machine_cores} cores; the mirror's lag behind the source: first tenth {early:.0}, last tenth {late:.0}, worst {worst} messages; drained {drain:.1} s after the writes stopped",
         offered / 1e6,
-        reached / 1e6
+        queued / 1e6,
+        written / 1e6
     );
     for s in &samples {
-        println!("    lag {} of {} produced", s.lag, s.produced);
+        println!(
+            "    lag {} of {} written ({} queued)",
+            s.lag, s.written, s.produced
+        );
     }
+    tributary_tests::bench::point(
+        "mirror keeps up: machine busy during the live case",
+        &format!(
+            "{busy:.2} of {machine_cores} cores; the source took {:.0} MB/s of the {:.0} offered",
+            written / 1e6,
+            offered / 1e6
+        ),
+    );
     let case = format!(
-        "mirror keeps up: live at half the ingest ({:.0} MB/s), lag sampled each second, {ran}",
+        "mirror keeps up: live at {share} ({:.0} MB/s), lag sampled each second, {ran}",
         offered / 1e6
     );
     let figure = format!(
@@ -526,6 +594,4 @@ async fn main() {
             (early + 1.0) / (late + 1.0),
         ),
     }
-    source.stop();
-    target.stop();
 }

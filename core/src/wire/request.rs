@@ -256,6 +256,39 @@ impl Request {
         Ok(request)
     }
 
+    /// An upper bound of the whole frame's length for the requests that carry message sets
+    /// (PRODUCE, MULTIPRODUCE, ACKED_PRODUCE, MIRROR_PRODUCE), so that [`Request::to_bytes`]
+    /// writes a produce request of megabytes into one buffer, never grown and copied on the way;
+    /// a small fixed size for the others (which grow as needed).
+    pub fn encoded_len_bound(&self) -> usize {
+        /// The size prefix, the type and an entry count.
+        const FRAME: usize = 4 + 2 + 2;
+        /// A string's length prefix and the fixed fields of one produce body.
+        const PRODUCE: usize = 2 + 4 + 4;
+        /// The fixed fields of a mirror set beyond its produce body: the source key's two
+        /// strings' prefixes, broker and partition, and the source offsets.
+        const MIRROR: usize = 2 + 2 + 4 + 4 + 8 + 8;
+        let produce = |p: &ProduceRequest| PRODUCE + p.topic.as_str().len() + p.messages.len();
+        FRAME
+            + match self {
+                Request::Produce(p) => produce(p),
+                Request::MultiProduce(parts) | Request::AckedProduce(parts) => {
+                    parts.iter().map(produce).sum()
+                }
+                Request::MirrorProduce(sets) => sets
+                    .iter()
+                    .map(|set| {
+                        let key = &set.source.key;
+                        produce(&set.produce)
+                            + MIRROR
+                            + key.cluster.as_str().len()
+                            + key.topic.as_str().len()
+                    })
+                    .sum(),
+                _ => 64,
+            }
+    }
+
     /// Appends the whole frame (size prefix included) to `out`.
     pub fn encode(&self, out: &mut BytesMut) -> Result<(), EncodeError> {
         let start = out.len();
@@ -291,7 +324,7 @@ impl Request {
 
     /// The encoded frame as fresh bytes.
     pub fn to_bytes(&self) -> Result<Bytes, EncodeError> {
-        let mut out = BytesMut::new();
+        let mut out = BytesMut::with_capacity(self.encoded_len_bound());
         self.encode(&mut out)?;
         Ok(out.freeze())
     }
