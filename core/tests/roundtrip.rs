@@ -48,7 +48,10 @@ fn a_request_carrying_message_sets_is_never_longer_than_its_bound() {
             continue;
         }
         checked += 1;
-        let (len, bound) = (request.to_bytes().unwrap().len(), request.encoded_len_bound());
+        let (len, bound) = (
+            request.to_bytes().unwrap().len(),
+            request.encoded_len_bound(),
+        );
         assert!(
             len <= bound,
             "seed {seed}: {len} bytes encoded past the bound of {bound}: to_bytes would grow and copy its buffer"
