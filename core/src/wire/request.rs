@@ -324,7 +324,9 @@ impl Request {
 
     /// The encoded frame as fresh bytes.
     pub fn to_bytes(&self) -> Result<Bytes, EncodeError> {
-        let mut out = BytesMut::with_capacity(self.encoded_len_bound());
+        /// The most reserved at once: a larger request (none the producer builds) grows.
+        const RESERVE_MAX: usize = 64 << 20;
+        let mut out = BytesMut::with_capacity(self.encoded_len_bound().min(RESERVE_MAX));
         self.encode(&mut out)?;
         Ok(out.freeze())
     }
