@@ -144,13 +144,7 @@ fn mixed_faults_never_break_a_mirror_invariant(half: u64) {
 /// forwarded whole as it is recorded, before any of it waits for the producer.
 #[test]
 fn a_run_is_never_forwarded_after_later_messages_of_its_partition() {
-    let seed = 98_093;
-    if let Err((violation, r)) = run_seed(seed, options(Faults::Mixed)) {
-        panic!(
-            "mirror seed {seed} failed: {violation}\n{}",
-            r.trace_tail.join("\n")
-        );
-    }
+    replay(98_093);
 }
 
 /// Seed 99,305: the mirror member's ZooKeeper session ended while a stream was stalled
@@ -161,7 +155,11 @@ fn a_run_is_never_forwarded_after_later_messages_of_its_partition() {
 /// messages that each start where the one before resumes.
 #[test]
 fn a_set_never_claims_source_offsets_it_does_not_hold() {
-    let seed = 99_305;
+    replay(99_305);
+}
+
+/// Runs mirror `seed` with mixed faults; a violation fails the test with the trace's tail.
+fn replay(seed: u64) {
     if let Err((violation, r)) = run_seed(seed, options(Faults::Mixed)) {
         panic!(
             "mirror seed {seed} failed: {violation}\n{}",

@@ -161,8 +161,7 @@ fn runs_group_each_source_partition_in_order_and_cut_where_its_offsets_go_back_o
         message(&a, 60, 70, 4),
         message(&a, 200, 300, 6),
     ]);
-    let partitions = vec![-1; skipping.len()];
-    let runs = d.runs(&mut skipping, &partitions);
+    let runs = d.runs(&mut skipping, &[-1; 5]);
     let grouped: Vec<Vec<usize>> = runs.iter().map(|r| r.indexes.clone()).collect();
     assert_eq!(grouped, vec![vec![0, 1], vec![2, 3], vec![4]]);
     // Another partition asked for is another run.
