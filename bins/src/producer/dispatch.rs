@@ -170,16 +170,26 @@ impl<E: Env> Dispatcher<E> {
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
         }
+        self.give_up(pending, attempts, &last);
+    }
+
+    /// Fails `pending` after `attempts`, the last failure being `last`. A mirror's message
+    /// given up on was not stored: its source partition's later messages must not be
+    /// appended past it (see `note_unsent`).
+    pub(super) fn give_up(&self, pending: Vec<Pending>, attempts: u32, last: &str) {
         tracing::error!(
             "{} messages not sent after {attempts} attempts: {last}",
             pending.len()
         );
         for p in pending {
+            if let Some(mark) = &p.record.source {
+                self.note_unsent(mark);
+            }
             self.finish(
                 p.done,
                 Err(SendError::Failed {
                     attempts,
-                    last: last.clone(),
+                    last: last.to_string(),
                 }),
             );
         }

@@ -17,8 +17,7 @@ use tributary_core::mirror::position::placement::{self, BROKER_SALT};
 use tributary_core::mirror::position::SourceKey;
 use tributary_core::producer::Candidate;
 use tributary_core::wire::{
-    ErrorCode, MirrorAck, MirrorOutcome, MirrorSet, ProduceRequest, Request, Response, SourceStamp,
-    TopicName,
+    ErrorCode, MirrorAck, MirrorSet, ProduceRequest, Request, Response, SourceStamp, TopicName,
 };
 
 use super::dispatch::{ack_outcome, retry_all, Dispatcher, Left, Pending, SetOutcome};
@@ -309,19 +308,7 @@ impl<E: Env> Dispatcher<E> {
         let partitions: Vec<i32> = messages.iter().map(|(_, partition)| *partition).collect();
         let mut slots: Vec<Option<Pending>> = messages.into_iter().map(|(p, _)| Some(p)).collect();
         self.refuse_gaps(&mut slots);
-        // One set per source partition per request: a later set of it would be judged against
-        // what the first leaves, and if the first comes back as an overlap (its rest to send
-        // again) or fails, a later set appended past that gap would have the partition take
-        // the missing messages for held. Later runs wait for the next round, in order.
-        let mut sets: Vec<(MirrorSet, Run)> = Vec::new();
-        let mut later: Vec<Run> = Vec::new();
-        let mut first_runs: BTreeSet<Arc<SourceKey>> = BTreeSet::new();
-        for run in self.runs(&mut slots, &partitions) {
-            match first_runs.insert(run.key.clone()) {
-                true => sets.extend(self.build_runs(&mut slots, run)),
-                false => later.push(run),
-            }
-        }
+        let (sets, later) = self.first_sets(&mut slots, &partitions);
         if sets.is_empty() {
             let again = later.into_iter().flat_map(|run| run.indexes);
             let again = again.filter_map(|i| slots.get_mut(i).and_then(Option::take));
@@ -343,69 +330,29 @@ impl<E: Env> Dispatcher<E> {
             .all(|o| matches!(o, Answer::Plain(SetOutcome::Retry(_))));
         self.note_send(broker_id, failed);
         self.pin_chosen(broker_id, &sets, &outcomes);
-        let mut left = Left::default();
-        // Source partitions whose set is retried: their later runs are retried after it.
-        let retried: BTreeSet<Arc<SourceKey>> = sets
-            .iter()
-            .zip(&outcomes)
-            .filter(|(_, o)| matches!(o, Answer::Plain(SetOutcome::Retry(_))))
-            .map(|((_, run), _)| run.key.clone())
-            .collect();
-        for ((set, run), outcome) in sets.iter().zip(outcomes) {
-            let partition = set.produce.partition;
-            for &i in &run.indexes {
-                let Some(p) = slots.get_mut(i).and_then(Option::take) else {
-                    continue;
-                };
-                let delivered = |offset, held| Delivered {
-                    broker_id,
-                    partition,
-                    offset: Some(offset),
-                    held,
-                };
-                match &outcome {
-                    Answer::Judged(ack) => match ack.outcome {
-                        MirrorOutcome::Appended => {
-                            self.finish(p.done, Ok(delivered(ack.offset, false)))
-                        }
-                        MirrorOutcome::Held => self.finish_held(p, ack, broker_id),
-                        // Held up to `held_to`: those are acknowledged, the rest sent again.
-                        MirrorOutcome::Overlap => match p.record.source.as_ref() {
-                            Some(mark) if mark.start < ack.held_to => {
-                                self.finish_held(p, ack, broker_id)
-                            }
-                            _ => left.again.push(p),
-                        },
-                    },
-                    Answer::Plain(SetOutcome::Delivered(offset)) => self.finish(
-                        p.done,
-                        Ok(Delivered {
-                            broker_id,
-                            partition,
-                            offset: *offset,
-                            held: false,
-                        }),
-                    ),
-                    Answer::Plain(SetOutcome::Fail(e)) => self.finish(p.done, Err(e.clone())),
-                    Answer::Plain(SetOutcome::Retry(why)) => {
-                        last.clone_from(why);
-                        left.retry.push(p);
-                    }
-                }
+        self.settle(broker_id, &mut slots, &sets, outcomes, later, last)
+    }
+
+    /// The sets of one request, one per source partition, and the runs that wait for the next
+    /// round, in order. A later set of a source partition would be judged against what the
+    /// first leaves, and if the first comes back as an overlap (its rest to send again) or
+    /// fails, a later set appended past that gap would have the partition take the missing
+    /// messages for held.
+    fn first_sets(
+        &self,
+        slots: &mut [Option<Pending>],
+        partitions: &[i32],
+    ) -> (Vec<(MirrorSet, Run)>, Vec<Run>) {
+        let mut sets: Vec<(MirrorSet, Run)> = Vec::new();
+        let mut later: Vec<Run> = Vec::new();
+        let mut first_runs: BTreeSet<Arc<SourceKey>> = BTreeSet::new();
+        for run in self.runs(slots, partitions) {
+            match first_runs.insert(run.key.clone()) {
+                true => sets.extend(self.build_runs(slots, run)),
+                false => later.push(run),
             }
         }
-        for run in later {
-            for i in run.indexes {
-                let Some(p) = slots.get_mut(i).and_then(Option::take) else {
-                    continue;
-                };
-                match retried.contains(&run.key) {
-                    true => left.retry.push(p),
-                    false => left.again.push(p),
-                }
-            }
-        }
-        left
+        (sets, later)
     }
 
     /// Where the broker chose the partition (-1 asked) and judged the set, the source
@@ -780,5 +727,6 @@ enum Answer {
     Plain(SetOutcome),
 }
 
+mod settle;
 #[cfg(test)]
 mod tests;

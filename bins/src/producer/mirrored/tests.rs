@@ -241,3 +241,98 @@ fn a_message_after_a_gap_in_its_epoch_is_refused_and_the_sent_point_is_kept_acro
     assert_eq!(kept, vec![true, true]);
     assert_eq!(d.placed.lock().unwrap().sent.get(&a), Some(&(2, 1200)));
 }
+
+/// What a round leaves to send again, put through the next round's gap check: the messages
+/// that would be sent on, by their source offsets.
+fn sent_on_after(d: &Dispatcher<TokioEnv>, again: Vec<Pending>) -> Vec<(i64, i64)> {
+    let mut next: Vec<Option<Pending>> = again.into_iter().map(Some).collect();
+    d.refuse_gaps(&mut next);
+    next.iter()
+        .flatten()
+        .filter_map(|p| p.record.source.as_ref().map(|m| (m.start, m.next)))
+        .collect()
+}
+
+#[test]
+fn a_source_partitions_later_run_is_not_sent_past_its_first_set_that_failed() {
+    let d = dispatcher();
+    let (a, b) = (key(0), key(1));
+    let (mut slots, mut answers) = slots(vec![
+        message(&a, 0, 10, 1),
+        message(&a, 10, 20, 1),
+        // Asked for another partition: a later run of `a`, for the next round.
+        message(&a, 20, 30, 1),
+        message(&b, 0, 10, 1),
+    ]);
+    let partitions = [-1, -1, 3, -1];
+    d.refuse_gaps(&mut slots);
+    let (sets, later) = d.first_sets(&mut slots, &partitions);
+    assert_eq!((sets.len(), later.len()), (2, 1));
+    let refused = SendError::Refused {
+        broker_id: 0,
+        reason: "invalid message set".into(),
+    };
+    let appended = MirrorAck {
+        error: ErrorCode::NoError,
+        partition: 0,
+        offset: 0,
+        outcome: tributary_core::wire::MirrorOutcome::Appended,
+        held_to: 10,
+    };
+    let outcomes = vec![
+        super::Answer::Plain(SetOutcome::Fail(refused)),
+        super::Answer::Judged(appended),
+    ];
+    let mut last = String::new();
+    let left = d.settle(0, &mut slots, &sets, outcomes, later, &mut last);
+    assert!(left.retry.is_empty());
+    for (i, answer) in answers.iter_mut().enumerate().take(2) {
+        match answer.try_take() {
+            Some(Err(SendError::Refused { .. })) => {}
+            other => panic!("message {i} of the failed set: {other:?}"),
+        }
+    }
+    assert!(matches!(answers[3].try_take(), Some(Ok(_))), "b's set");
+    // 0..20 was not stored: 20..30, appended, would have the partition take 0..20 for held
+    // when the mirror sends it again from its commit.
+    assert_eq!(sent_on_after(&d, left.again), vec![]);
+    match answers[2].try_take() {
+        Some(Err(SendError::SourceGap {
+            expected, found, ..
+        })) => assert_eq!((expected, found), (0, 20)),
+        other => panic!("the later run: {other:?}"),
+    }
+    // The mirror starts the partition again from its commit: 0..10 goes on.
+    let (resent, _answer) = message(&a, 0, 10, 1);
+    assert_eq!(
+        sent_on_after(&d, resent.into_iter().collect()),
+        vec![(0, 10)]
+    );
+}
+
+#[test]
+fn a_source_partitions_messages_given_up_on_are_not_passed_by_its_next_batch() {
+    let d = dispatcher();
+    let a = key(0);
+    let (mut slots, mut answers) = slots(vec![message(&a, 0, 10, 1), message(&a, 10, 20, 1)]);
+    d.refuse_gaps(&mut slots);
+    d.give_up(
+        slots.into_iter().flatten().collect(),
+        4,
+        "broker 0 did not answer",
+    );
+    for answer in &mut answers {
+        assert!(matches!(
+            answer.try_take(),
+            Some(Err(SendError::Failed { attempts: 4, .. }))
+        ));
+    }
+    let (next, _answer) = message(&a, 20, 30, 1);
+    assert_eq!(sent_on_after(&d, next.into_iter().collect()), vec![]);
+    // Another epoch (the partition taken over again) starts afresh.
+    let (other_epoch, _answer) = message(&a, 0, 10, 2);
+    assert_eq!(
+        sent_on_after(&d, other_epoch.into_iter().collect()),
+        vec![(0, 10)]
+    );
+}
