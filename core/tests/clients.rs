@@ -7,7 +7,9 @@ use tributary_core::consumer::{
     assign, consumer_id, thread_id, BrokerPartition, FilterKind, PartitionOffsets, Registration,
     TopicPattern,
 };
-use tributary_core::producer::{choose, java_string_hash, BatchPolicy, Candidate};
+use tributary_core::producer::{
+    choose, group_by_partition, java_string_hash, BatchPolicy, Candidate,
+};
 
 fn bp(s: &str) -> BrokerPartition {
     BrokerPartition::parse(s).unwrap()
@@ -205,4 +207,45 @@ fn a_batch_is_due_when_full_or_when_its_first_message_has_waited_queue_time() {
     assert!(policy.due(3, 0, 0));
     assert!(policy.due(1, 0, 100));
     assert_eq!(policy.remaining_ms(0, 40), 60);
+}
+
+#[test]
+fn a_batch_groups_into_one_set_per_partition_each_in_queue_order() {
+    let orders: tributary_core::wire::TopicName = "orders".parse().unwrap();
+    // The same name built again (a caller making a new name per message) is the same topic.
+    let orders_again: tributary_core::wire::TopicName = "orders".parse().unwrap();
+    let audit: tributary_core::wire::TopicName = "audit".parse().unwrap();
+    let payload = |i: u8| bytes::Bytes::from(vec![i]);
+    let batch = [
+        (0, &orders, 0),
+        (1, &orders_again, 0),
+        (2, &orders, 1),
+        (3, &audit, 0),
+        (4, &orders, 0),
+        (5, &orders, 1),
+        (6, &orders_again, 0),
+    ];
+    let grouped = group_by_partition(
+        batch
+            .iter()
+            .map(|(i, topic, partition)| (*i, *topic, *partition, payload(*i as u8))),
+    );
+    let sets: Vec<(String, i32, Vec<usize>)> = grouped
+        .iter()
+        .map(|((topic, partition), items)| {
+            for (i, value) in items {
+                assert_eq!(value.as_ref(), [*i as u8], "each index keeps its payload");
+            }
+            let indexes = items.iter().map(|(i, _)| *i).collect();
+            (topic.to_string(), *partition, indexes)
+        })
+        .collect();
+    assert_eq!(
+        sets,
+        [
+            ("audit".to_string(), 0, vec![3]),
+            ("orders".to_string(), 0, vec![0, 1, 4, 6]),
+            ("orders".to_string(), 1, vec![2, 5]),
+        ]
+    );
 }

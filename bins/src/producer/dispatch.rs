@@ -115,11 +115,8 @@ impl<E: Env> Dispatcher<E> {
     }
 
     /// Sends `batch`, resolving every message's delivery.
-    pub(super) async fn dispatch(&self, batch: Vec<(Record, Done)>) {
-        let mut pending: Vec<Pending> = batch
-            .into_iter()
-            .map(|(record, done)| Pending { record, done })
-            .collect();
+    pub(super) async fn dispatch(&self, batch: Vec<Pending>) {
+        let mut pending = batch;
         let attempts = 1 + self.config.num_retries;
         let mut last = String::new();
         let mut backoff = RETRY_BACKOFF;
@@ -309,8 +306,8 @@ impl<E: Env> Dispatcher<E> {
         last: &mut String,
     ) -> Vec<Pending> {
         let mut slots: Vec<Option<Pending>> = Vec::with_capacity(messages.len());
-        let mut placed = Vec::with_capacity(messages.len());
-        for (i, (p, partition)) in messages.into_iter().enumerate() {
+        let mut partitions = Vec::with_capacity(messages.len());
+        for (p, partition) in messages {
             let (size, max) = (p.record.value.len(), self.config.max_message_bytes);
             if size > max as usize
                 && self.config.codec_for(&p.record.topic)
@@ -319,13 +316,24 @@ impl<E: Env> Dispatcher<E> {
                 // Too large on its own: only this message fails.
                 self.finish(p.done, Err(SendError::TooLarge { size, max }));
                 slots.push(None);
+                partitions.push(partition);
                 continue;
             }
-            placed.push((i, p.record.topic.clone(), partition, p.record.value.clone()));
             slots.push(Some(p));
+            partitions.push(partition);
         }
+        let placed =
+            slots
+                .iter()
+                .zip(&partitions)
+                .enumerate()
+                .filter_map(|(i, (slot, partition))| {
+                    slot.as_ref()
+                        .map(|p| (i, &p.record.topic, *partition, p.record.value.clone()))
+                });
+        let grouped = group_by_partition(placed);
         let mut sets: Vec<(ProduceRequest, Vec<usize>)> = Vec::new();
-        for ((topic, partition), payloads) in group_by_partition(placed) {
+        for ((topic, partition), payloads) in grouped {
             let (mut indexes, mut values): (Vec<usize>, Vec<Bytes>) = payloads.into_iter().unzip();
             let mut built = self.build_set(&topic, &values);
             if built.is_err() {

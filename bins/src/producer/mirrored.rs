@@ -285,6 +285,10 @@ impl<E: Env> Dispatcher<E> {
         let positions = self.config.durable_acks
             && !crate::sync::lock(&self.without_positions, "the brokers without positions")
                 .contains(&broker_id);
+        // Most batches are all of one kind: handed on whole, not message by message.
+        if !positions || messages.iter().all(|(p, _)| p.record.source.is_none()) {
+            return (Vec::new(), messages);
+        }
         let mut marked = Vec::new();
         let mut plain = Vec::new();
         for (p, partition) in messages {

@@ -47,7 +47,7 @@ use tributary_core::wire::TopicName;
 pub(crate) use self::delivery::Done;
 pub use self::delivery::{Delivery, RunDelivery};
 use self::directory::Directory;
-use self::dispatch::Dispatcher;
+use self::dispatch::{Dispatcher, Pending};
 use crate::coordination::CoordError;
 use crate::env::Env;
 
@@ -323,7 +323,9 @@ impl<E: Env> Producer<E> {
                 true => Some(self.mirrored.lock().await),
                 false => None,
             };
-            self.dispatcher.dispatch(vec![(record, done)]).await;
+            self.dispatcher
+                .dispatch(vec![Pending { record, done }])
+                .await;
             return Ok(());
         };
         let queued = self.queued_now(record, done);
@@ -423,11 +425,11 @@ impl<E: Env> Producer<E> {
             .into_iter()
             .map(|record| {
                 let (delivery, done) = Delivery::pending();
-                (delivery, (record, done))
+                (delivery, Pending { record, done })
             })
             .unzip();
         self.count_accepted(batch.len() as u64);
-        let _one_at_a_time = match batch.iter().any(|(r, _)| r.source.is_some()) {
+        let _one_at_a_time = match batch.iter().any(|p| p.record.source.is_some()) {
             true => Some(self.mirrored.lock().await),
             false => None,
         };

@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use tributary_core::mirror::position::SourceKey;
 use tributary_core::producer::{BatchPolicy, Lanes, LANES};
 
-use super::dispatch::{Dispatcher, Done};
+use super::dispatch::{Dispatcher, Pending};
 use super::{Queued, Record};
 use crate::env::Env;
 
@@ -67,10 +67,12 @@ fn identity(record: &Record) -> (u8, u64) {
     }
 }
 
-/// The messages waiting in one lane.
+/// The messages waiting in one lane, as the batch they will be sent in.
 #[derive(Default)]
 struct Waiting {
-    messages: Vec<Queued>,
+    messages: Vec<Pending>,
+    /// When the first of `messages` was queued (on [`Env::monotonic`]).
+    first_queued_at: Duration,
     bytes: usize,
     /// Per source partition with a message inside a compressed wrapper here, whether its last
     /// waiting message is inside one (its wrapper's rest is still to come).
@@ -86,6 +88,9 @@ impl Waiting {
     /// coming: a wrapper's messages before its last all resume at its start, so a set ending
     /// with them covers no source offset of theirs, and a restart there would copy them again.
     fn push(&mut self, queued: Queued) {
+        if self.messages.is_empty() {
+            self.first_queued_at = queued.queued_at;
+        }
         self.bytes += queued.record.value.len();
         if let Some(mark) = &queued.record.source {
             let inside = mark.start == mark.next;
@@ -95,7 +100,10 @@ impl Waiting {
                 self.unfinished = self.unfinished + usize::from(inside) - usize::from(was);
             }
         }
-        self.messages.push(queued);
+        self.messages.push(Pending {
+            record: queued.record,
+            done: queued.done,
+        });
     }
 }
 
@@ -181,9 +189,9 @@ impl LaneBuffers {
         let Some(w) = self.waiting.get_mut(lane) else {
             return Due::Idle;
         };
-        let Some(first) = w.messages.first() else {
+        if w.messages.is_empty() {
             return Due::Idle;
-        };
+        }
         if sending {
             return Due::Idle;
         }
@@ -191,7 +199,7 @@ impl LaneBuffers {
         if full || closed {
             return Due::Now;
         }
-        let deadline = first.queued_at + Duration::from_millis(self.policy.queue_time_ms);
+        let deadline = w.first_queued_at + Duration::from_millis(self.policy.queue_time_ms);
         if w.messages.len() < self.policy.batch_size.max(1) && now < deadline {
             return Due::At(deadline);
         }
@@ -204,20 +212,19 @@ impl LaneBuffers {
         Due::Now
     }
 
-    /// `lane`'s waiting messages, as its batch now in flight.
-    fn send(&mut self, lane: usize) -> Vec<(Record, Done)> {
+    /// `lane`'s waiting messages, as its batch now in flight. The lane's next batch starts
+    /// with room for as many messages as this one held (within the batch's cap), so it does
+    /// not grow by copying.
+    fn send(&mut self, lane: usize) -> Vec<Pending> {
         self.lanes.send(lane);
         debug_assert_eq!(self.lanes.check(), Ok(()));
-        let waiting = self
-            .waiting
-            .get_mut(lane)
-            .map(std::mem::take)
-            .unwrap_or_default();
-        waiting
-            .messages
-            .into_iter()
-            .map(|q| (q.record, q.done))
-            .collect()
+        let Some(w) = self.waiting.get_mut(lane) else {
+            return Vec::new();
+        };
+        let room = w.messages.len().min(self.cap);
+        let waiting = std::mem::take(w);
+        w.messages = Vec::with_capacity(room);
+        waiting.messages
     }
 
     /// Whether nothing waits.
@@ -327,10 +334,10 @@ mod tests {
         }
     }
 
-    fn starts(batch: &[(Record, Done)]) -> Vec<i64> {
+    fn starts(batch: &[Pending]) -> Vec<i64> {
         batch
             .iter()
-            .map(|(r, _)| r.source.as_ref().unwrap().start)
+            .map(|p| p.record.source.as_ref().unwrap().start)
             .collect()
     }
 
@@ -380,6 +387,10 @@ mod tests {
         buffers.take(queued(&a, 20, 30));
         assert!(buffers.stalled.is_some(), "the lane holds a whole batch");
         buffers.send(0);
+        assert!(
+            buffers.waiting[0].messages.capacity() >= 2,
+            "the next batch has room for as many as the last held"
+        );
         buffers.retake_stalled();
         assert!(buffers.stalled.is_none(), "the lane has room again");
         assert_eq!(buffers.waiting[0].messages.len(), 1);

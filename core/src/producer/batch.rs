@@ -36,15 +36,43 @@ impl BatchPolicy {
 /// the caller's index of the message (to report its outcome).
 pub type PartitionSets = BTreeMap<(TopicName, i32), Vec<(usize, Bytes)>>;
 
+/// One (topic, partition)'s consecutive messages: its key and the payloads with their indexes.
+type Run = ((TopicName, i32), Vec<(usize, Bytes)>);
+
 /// Groups `(index, topic, partition, payload)` into one ordered list per (topic, partition).
-pub fn group_by_partition(
-    messages: impl IntoIterator<Item = (usize, TopicName, i32, Bytes)>,
+/// Consecutive messages of one (topic, partition) are gathered before their list is looked up,
+/// so a batch of a few partitions costs a lookup per run of messages, not per message, and
+/// a topic name is cloned once per run.
+pub fn group_by_partition<'a>(
+    messages: impl IntoIterator<Item = (usize, &'a TopicName, i32, Bytes)>,
 ) -> PartitionSets {
     let mut sets = PartitionSets::new();
+    let mut run: Option<Run> = None;
     for (index, topic, partition, payload) in messages {
-        sets.entry((topic, partition))
-            .or_default()
-            .push((index, payload));
+        match &mut run {
+            Some(((t, p), items)) if *p == partition && t == topic => {
+                items.push((index, payload));
+            }
+            _ => {
+                if let Some((key, items)) = run.take() {
+                    gather(&mut sets, key, items);
+                }
+                run = Some(((topic.clone(), partition), vec![(index, payload)]));
+            }
+        }
+    }
+    if let Some((key, items)) = run {
+        gather(&mut sets, key, items);
     }
     sets
+}
+
+/// Adds a run of one (topic, partition)'s messages after those already grouped for it.
+fn gather(sets: &mut PartitionSets, key: (TopicName, i32), mut items: Vec<(usize, Bytes)>) {
+    match sets.entry(key) {
+        std::collections::btree_map::Entry::Vacant(slot) => {
+            slot.insert(items);
+        }
+        std::collections::btree_map::Entry::Occupied(slot) => slot.into_mut().append(&mut items),
+    }
 }
