@@ -482,3 +482,32 @@ fn a_builder_sized_by_entry_bytes_finishes_as_it_builds() {
         assert_eq!(sized.finish(codec), built);
     }
 }
+
+#[test]
+fn a_message_built_with_the_crc_a_checked_read_found_is_the_message_built_from_its_payload() {
+    let set = set_of(&[
+        "first",
+        "",
+        "a third, longer than sixty-four bytes so the CRC folds ......",
+    ]);
+    let mut copied = MessageSetBuilder::new();
+    let mut computed = MessageSetBuilder::new();
+    for entry in DeepIter::new(set.clone(), 0, 1 << 20) {
+        let message = entry.unwrap().message;
+        let again = Message::with_checked_crc(message.payload.clone(), message.crc);
+        assert_eq!(again, Message::new(message.payload.clone()));
+        copied.push_message(&again);
+        computed.push_message(&Message::new(message.payload));
+    }
+    let copied = copied.build(CompressionCodec::None);
+    assert_eq!(copied, computed.build(CompressionCodec::None));
+    assert_eq!(copied, set, "the copy is the source's set, byte for byte");
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "the CRC given is not the payload's")]
+fn a_crc_that_is_not_the_payloads_is_caught_in_debug_builds() {
+    let payload = Bytes::from_static(b"payload");
+    let _ = Message::with_checked_crc(payload.clone(), crc32fast::hash(&payload) ^ 1);
+}

@@ -57,10 +57,8 @@ fn a_commit_asked_for_as_a_rebalance_begins_is_written_before_the_partitions_mov
             .await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         for i in 0..40u32 {
-            let record = Record {
-                key: Some(vec![i as u8].into()),
-                ..Record::new(topic(), format!("m {i}").into_bytes())
-            };
+            let mut record = Record::new(topic(), format!("m {i}").into_bytes());
+            record.key = Some(vec![i as u8].into());
             producer.send(record).await?.await?;
         }
         let subscription = Subscription::Topics([(topic(), 1)].into_iter().collect());

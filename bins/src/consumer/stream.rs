@@ -37,6 +37,8 @@ pub struct ConsumedMessage {
     pub epoch: u64,
     /// The payload.
     pub payload: Bytes,
+    /// The CRC32 of `payload`, as stored with it and checked against it when it was read.
+    pub crc: u32,
     /// The handing stream's hold on the partition (see [`Holder::now`]).
     pub holder: Holder,
 }
@@ -232,6 +234,7 @@ impl MessageStream {
                     offset: entry.next_offset,
                     start: entry.offset,
                     epoch: partition.epoch,
+                    crc: entry.message.crc,
                     payload: entry.message.payload,
                     holder: Holder {
                         state: partition.clone(),

@@ -19,6 +19,10 @@ use crate::producer::{Producer, ProducerStats, Record, RunDelivery, SendError};
 pub(super) trait ProducerHandle: Send + Sync {
     /// [`Producer::try_send_in`]: queued at once into `run`, or the record back for
     /// [`ProducerHandle::send_in`].
+    #[expect(
+        clippy::result_large_err,
+        reason = "the record comes back as it was, for the caller to send another way; boxing it would allocate at every full queue"
+    )]
     fn try_send_in(&self, record: Record, run: &RunDelivery) -> Result<(), Record>;
     /// [`Producer::send_in`].
     fn send_in<'a>(

@@ -689,6 +689,7 @@ fn record_of(
     key: Option<Arc<SourceKey>>,
     order: Option<std::num::NonZeroU64>,
 ) -> Record {
+    let crc = message.crc;
     let record = match key {
         Some(key) => Record::mirrored(
             topic,
@@ -702,6 +703,8 @@ fn record_of(
         ),
         None => Record::new(topic, message.payload),
     };
+    // The consumer checked the payload against its CRC: the copy is not hashed again.
+    let record = record.with_checked_crc(crc);
     match order {
         Some(order) => record.in_order(order),
         None => record,

@@ -37,6 +37,31 @@ pub(super) struct Pending {
     pub(super) done: Done,
 }
 
+/// A message's payload as a set is built from it: its value, and its CRC when a checked read
+/// found it already (see [`Record::checked_crc`]).
+#[derive(Clone)]
+pub(super) struct Payload {
+    pub(super) value: Bytes,
+    checked_crc: Option<u32>,
+}
+
+impl Payload {
+    pub(super) fn of(record: &Record) -> Self {
+        Payload {
+            value: record.value.clone(),
+            checked_crc: record.checked_crc,
+        }
+    }
+
+    /// The message carrying it (its CRC computed only when not known).
+    fn message(&self) -> Message {
+        match self.checked_crc {
+            Some(crc) => Message::with_checked_crc(self.value.clone(), crc),
+            None => Message::new(self.value.clone()),
+        }
+    }
+}
+
 /// What an attempt left: messages to retry after the pause, and messages to send again at
 /// once (the rest of a mirror's set whose start the partition held already).
 #[derive(Default)]
@@ -329,12 +354,13 @@ impl<E: Env> Dispatcher<E> {
                 .enumerate()
                 .filter_map(|(i, (slot, partition))| {
                     slot.as_ref()
-                        .map(|p| (i, &p.record.topic, *partition, p.record.value.clone()))
+                        .map(|p| (i, &p.record.topic, *partition, Payload::of(&p.record)))
                 });
         let grouped = group_by_partition(placed);
         let mut sets: Vec<(ProduceRequest, Vec<usize>)> = Vec::new();
         for ((topic, partition), payloads) in grouped {
-            let (mut indexes, mut values): (Vec<usize>, Vec<Bytes>) = payloads.into_iter().unzip();
+            let (mut indexes, mut values): (Vec<usize>, Vec<Payload>) =
+                payloads.into_iter().unzip();
             let mut built = self.build_set(&topic, &values);
             if built.is_err() {
                 // Some message is too large on its own (batching never makes one too large):
@@ -422,7 +448,7 @@ impl<E: Env> Dispatcher<E> {
     pub(super) fn build_set(
         &self,
         topic: &TopicName,
-        values: &[Bytes],
+        values: &[Payload],
     ) -> Result<Bytes, SendError> {
         let max = self.config.max_message_bytes as usize;
         let codec = self.config.codec_for(topic);
@@ -430,17 +456,17 @@ impl<E: Env> Dispatcher<E> {
             // Encoded once, into a buffer of the set's size.
             let bytes = values
                 .iter()
-                .map(|v| MessageSetBuilder::entry_bytes(v.len()))
+                .map(|v| MessageSetBuilder::entry_bytes(v.value.len()))
                 .sum();
             let mut set = MessageSetBuilder::with_capacity(bytes);
             for value in values {
-                if value.len() > max {
+                if value.value.len() > max {
                     return Err(SendError::TooLarge {
-                        size: value.len(),
+                        size: value.value.len(),
                         max: self.config.max_message_bytes,
                     });
                 }
-                set.push_message(&Message::new(value.clone()));
+                set.push_message(&value.message());
             }
             return Ok(set.finish(codec));
         }
@@ -449,15 +475,15 @@ impl<E: Env> Dispatcher<E> {
         let mut chunk_bytes = 0usize;
         for value in values {
             if codec != tributary_core::message::CompressionCodec::None
-                && chunk_bytes + value.len() > max
+                && chunk_bytes + value.value.len() > max
                 && !chunk.is_empty()
             {
                 out.extend_from_slice(&chunk.build(codec));
                 chunk = MessageSetBuilder::new();
                 chunk_bytes = 0;
             }
-            chunk.push_message(&Message::new(value.clone()));
-            chunk_bytes += value.len();
+            chunk.push_message(&value.message());
+            chunk_bytes += value.value.len();
         }
         if !chunk.is_empty() {
             out.extend_from_slice(&chunk.build(codec));

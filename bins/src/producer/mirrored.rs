@@ -20,7 +20,7 @@ use tributary_core::wire::{
     ErrorCode, MirrorAck, MirrorSet, ProduceRequest, Request, Response, SourceStamp, TopicName,
 };
 
-use super::dispatch::{ack_outcome, retry_all, Dispatcher, Left, Pending, SetOutcome};
+use super::dispatch::{ack_outcome, retry_all, Dispatcher, Left, Payload, Pending, SetOutcome};
 use super::targets::how;
 use super::{Delivered, SendError};
 use crate::client::ClientError;
@@ -507,11 +507,11 @@ impl<E: Env> Dispatcher<E> {
     /// and the messages before and after it go as sets of their own (a set's source offsets
     /// never cover a message it does not hold).
     fn build_runs(&self, slots: &mut [Option<Pending>], run: Run) -> Vec<(MirrorSet, Run)> {
-        let values = |indexes: &[usize], slots: &[Option<Pending>]| -> Vec<bytes::Bytes> {
+        let values = |indexes: &[usize], slots: &[Option<Pending>]| -> Vec<Payload> {
             indexes
                 .iter()
                 .filter_map(|i| slots.get(*i).and_then(Option::as_ref))
-                .map(|p| p.record.value.clone())
+                .map(|p| Payload::of(&p.record))
                 .collect()
         };
         if let Ok(set) = self.build_set(&run.topic, &values(&run.indexes, slots)) {
@@ -524,7 +524,7 @@ impl<E: Env> Dispatcher<E> {
             let too_large = match self.config.codec_for(&run.topic) {
                 CompressionCodec::None => value
                     .first()
-                    .is_some_and(|v| v.len() > self.config.max_message_bytes as usize),
+                    .is_some_and(|v| v.value.len() > self.config.max_message_bytes as usize),
                 _ => self.build_set(&run.topic, &value).is_err(),
             };
             if !too_large {
@@ -576,10 +576,10 @@ impl<E: Env> Dispatcher<E> {
         if indexes.is_empty() {
             return None;
         }
-        let values: Vec<bytes::Bytes> = indexes
+        let values: Vec<Payload> = indexes
             .iter()
             .filter_map(|i| slots.get(*i).and_then(Option::as_ref))
-            .map(|p| p.record.value.clone())
+            .map(|p| Payload::of(&p.record))
             .collect();
         let part = Run {
             topic: run.topic.clone(),

@@ -69,6 +69,11 @@ pub struct Record {
     /// one order (0.7's: everything in order). Messages of different orders may be in flight
     /// together (the async producer has two lanes).
     pub order: Option<std::num::NonZeroU64>,
+    /// The CRC32 of `value` when the caller read it already, checked, from these very bytes (a
+    /// mirror's copy of a source message): the message set uses it rather than computing it
+    /// again. Only this crate sets it ([`Record::with_checked_crc`]): a wrong one would have
+    /// the broker refuse the set as corrupt.
+    pub(crate) checked_crc: Option<u32>,
 }
 
 impl Record {
@@ -80,6 +85,7 @@ impl Record {
             value: value.into(),
             source: None,
             order: None,
+            checked_crc: None,
         }
     }
 
@@ -87,6 +93,15 @@ impl Record {
     pub fn in_order(self, order: std::num::NonZeroU64) -> Self {
         Record {
             order: Some(order),
+            ..self
+        }
+    }
+
+    /// The record, with `crc`, the CRC32 of its value as a checked read found it (see
+    /// [`Record::checked_crc`]).
+    pub(crate) fn with_checked_crc(self, crc: u32) -> Self {
+        Record {
+            checked_crc: Some(crc),
             ..self
         }
     }
@@ -361,6 +376,10 @@ impl<E: Env> Producer<E> {
     /// [`Producer::send`] would, without building `send`'s future (the mirror hands on every
     /// message this way first). The record comes back untouched otherwise (sync mode, a full
     /// queue, a closed producer): [`Producer::send`] then waits or fails as configured.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the record comes back as it was, for the caller to send another way; boxing it would allocate at every full queue"
+    )]
     pub fn try_send(&self, record: Record) -> Result<Delivery, Record> {
         let Some(queue) = &self.queue else {
             return Err(record);
@@ -383,6 +402,10 @@ impl<E: Env> Producer<E> {
     /// [`Producer::try_send`] for one message of a run handed on together: queued into `run`
     /// (see [`RunDelivery`]) when the queue has room now; otherwise the record comes back and
     /// the run is as it was ([`Producer::send_in`] then waits or fails).
+    #[expect(
+        clippy::result_large_err,
+        reason = "the record comes back as it was, for the caller to send another way; boxing it would allocate at every full queue"
+    )]
     pub fn try_send_in(&self, record: Record, run: &RunDelivery) -> Result<(), Record> {
         let Some(queue) = &self.queue else {
             return Err(record);

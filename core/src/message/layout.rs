@@ -187,6 +187,23 @@ impl Message {
         Self::with_codec(Magic::V1, CompressionCodec::None, payload)
     }
 
+    /// A magic-1, uncompressed message whose payload's CRC the caller already has, from a read
+    /// that checked it against these very bytes (a mirror copying a source message): it is not
+    /// computed again. Debug builds check it.
+    pub fn with_checked_crc(payload: Bytes, crc: u32) -> Self {
+        debug_assert_eq!(
+            crc32fast::hash(&payload),
+            crc,
+            "the CRC given is not the payload's"
+        );
+        Message {
+            magic: Magic::V1,
+            attributes: CompressionCodec::None.id(),
+            crc,
+            payload,
+        }
+    }
+
     /// A message of the given magic and codec. Magic 0 cannot carry a codec: asking for one is a
     /// bug in the caller, so it is asserted.
     pub fn with_codec(magic: Magic, codec: CompressionCodec, payload: impl Into<Bytes>) -> Self {

@@ -34,20 +34,21 @@ impl BatchPolicy {
 
 /// A batch grouped by destination: (topic, partition) → the payloads in queue order, each with
 /// the caller's index of the message (to report its outcome).
-pub type PartitionSets = BTreeMap<(TopicName, i32), Vec<(usize, Bytes)>>;
+pub type PartitionSets<P = Bytes> = BTreeMap<(TopicName, i32), Vec<(usize, P)>>;
 
 /// One (topic, partition)'s consecutive messages: its key and the payloads with their indexes.
-type Run = ((TopicName, i32), Vec<(usize, Bytes)>);
+type Run<P> = ((TopicName, i32), Vec<(usize, P)>);
 
-/// Groups `(index, topic, partition, payload)` into one ordered list per (topic, partition).
+/// Groups `(index, topic, partition, payload)` into one ordered list per (topic, partition)
+/// (a payload is whatever the caller builds its sets from: the message's bytes by default).
 /// Consecutive messages of one (topic, partition) are gathered before their list is looked up,
 /// so a batch of a few partitions costs a lookup per run of messages, not per message, and
 /// a topic name is cloned once per run.
-pub fn group_by_partition<'a>(
-    messages: impl IntoIterator<Item = (usize, &'a TopicName, i32, Bytes)>,
-) -> PartitionSets {
+pub fn group_by_partition<'a, P>(
+    messages: impl IntoIterator<Item = (usize, &'a TopicName, i32, P)>,
+) -> PartitionSets<P> {
     let mut sets = PartitionSets::new();
-    let mut run: Option<Run> = None;
+    let mut run: Option<Run<P>> = None;
     for (index, topic, partition, payload) in messages {
         match &mut run {
             Some(((t, p), items)) if *p == partition && t == topic => {
@@ -68,7 +69,7 @@ pub fn group_by_partition<'a>(
 }
 
 /// Adds a run of one (topic, partition)'s messages after those already grouped for it.
-fn gather(sets: &mut PartitionSets, key: (TopicName, i32), mut items: Vec<(usize, Bytes)>) {
+fn gather<P>(sets: &mut PartitionSets<P>, key: (TopicName, i32), mut items: Vec<(usize, P)>) {
     match sets.entry(key) {
         std::collections::btree_map::Entry::Vacant(slot) => {
             slot.insert(items);
