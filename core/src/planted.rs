@@ -126,6 +126,10 @@ pub enum Bug {
     /// recorded to the producer: a later message can reach the mirror cluster first, and the
     /// earlier one is then taken for held.
     HandOverNotAwaited = 1 << 38,
+    /// The mirror's producer gives messages up after its retries without taking their source
+    /// partition's sent point back: the partition's next messages are appended past them, and
+    /// the mirror partition then takes them for held when they are sent again.
+    GivenUpKeepsSentPoint = 1 << 39,
 }
 
 /// The partitions of one commit request [`Bug::CommitCapped`] writes.

@@ -97,6 +97,9 @@ pub struct Disk {
     /// Syncs that still succeed before every later one fails (`-1`: no such limit); see
     /// [`Disk::fail_syncs_after`].
     syncs_left: std::sync::atomic::AtomicI64,
+    /// Whether the disk is full: writes that would grow a file fail (ENOSPC) until it is
+    /// emptied again ([`Disk::set_full`]).
+    full: AtomicBool,
 }
 
 impl Disk {
@@ -109,7 +112,27 @@ impl Disk {
             sync_failures: AtomicU64::new(0),
             failing: AtomicBool::new(faults.sync_failures_per_million > 0),
             syncs_left: std::sync::atomic::AtomicI64::new(-1),
+            full: AtomicBool::new(false),
         })
+    }
+
+    /// Fills the disk (`true`): from then on every write that would grow a file fails with
+    /// ENOSPC, writing nothing, as a full file system's do; a write within a file's length and
+    /// a shrink still succeed. `false` frees space again.
+    pub fn set_full(&self, full: bool) {
+        self.full.store(full, Ordering::SeqCst);
+    }
+
+    /// Fails a write growing `file` to `end` bytes while the disk is full (the file's length
+    /// is read only then).
+    fn room_for(&self, file: &tfs::File, end: u64) -> io::Result<()> {
+        if self.full.load(Ordering::SeqCst) && end > file.metadata()?.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                "simulated ENOSPC: the disk is full",
+            ));
+        }
+        Ok(())
     }
 
     /// An instant, faultless disk.
@@ -245,6 +268,8 @@ impl LogFile for SimFile {
 
     fn write_all_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
         self.operate()?;
+        let end = offset.saturating_add(data.len() as u64);
+        self.disk.room_for(&self.file, end)?;
         self.file.write_all_at(data, offset)
     }
 
@@ -259,6 +284,7 @@ impl LogFile for SimFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.operate()?;
+        self.disk.room_for(&self.file, len)?;
         self.file.set_len(len)
     }
 }

@@ -7,6 +7,10 @@ use crate::support;
 /// Topics decided ahead of their first messages, many at once.
 #[path = "directed/decide_ahead.rs"]
 mod decide_ahead;
+/// A mirror's messages given up on while the mirror cluster's disk is full: the next ones are
+/// refused, not appended past them.
+#[path = "directed/disk_full.rs"]
+mod disk_full;
 /// A held message whose partition moves in the same epoch, built step by step (no seed reaches
 /// it reliably).
 #[path = "directed/held_message.rs"]
