@@ -14,15 +14,14 @@ use std::time::Duration;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tributary::producer::{Delivered, Producer, Record, SendError, SourceMark};
-use tributary_core::config::{ProducerConfig, Properties};
+use tributary::producer::{Delivered, Record, SendError, SourceMark};
 use tributary_core::mirror::position::SourceKey;
 use tributary_core::planted::{plant, Bug};
 use tributary_sim::env::SimEnv;
 use tributary_sim::sim_fs::sim_builder;
-use tributary_sim::world::{add_cluster, ClusterSpec, Control, ZK_PORT};
+use tributary_sim::world::{add_cluster, ClusterSpec, Control};
 
-use super::place_ahead::{source, topic};
+use super::place_ahead::{member, source, topic};
 
 /// Message `n` of `key` (source offsets 100 n .. 100 (n + 1)) in ownership `epoch`.
 fn message(key: &Arc<SourceKey>, n: i64, epoch: u64) -> Record {
@@ -65,12 +64,7 @@ fn run(bugs: &[Bug]) -> Seen {
     sim.client("mirror", async move {
         let env = SimEnv::new(1);
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let config = format!(
-            "zk.connect=dst-zk:{ZK_PORT}\nzk.sessiontimeout.ms=6000\nzk.connectiontimeout.ms=6000\n\
-             producer.type=sync\ndurable.acks=true\nsocket.timeout.ms=2000\nnum.retries=2\n"
-        );
-        let config = ProducerConfig::from_properties(&Properties::parse("producer", &config)?)?;
-        let producer = Producer::start(env.clone(), config).await?;
+        let producer = member(&env, "num.retries=2\n").await?;
         let a = source(1);
         producer.send(message(&a, 0, 1)).await?.await?;
         disk.set_full(true);

@@ -57,10 +57,15 @@ fn first_message(key: &Arc<SourceKey>) -> Record {
     Record::mirrored(topic(), format!("{} m0", key.partition), mark)
 }
 
-async fn member(env: &SimEnv) -> Result<Producer<SimEnv>, Box<dyn std::error::Error>> {
+/// A mirror's sync producer with durable acks to the `dst` cluster, with `settings` (lines of
+/// producer properties) added.
+pub(super) async fn member(
+    env: &SimEnv,
+    settings: &str,
+) -> Result<Producer<SimEnv>, Box<dyn std::error::Error>> {
     let config = format!(
         "zk.connect=dst-zk:{ZK_PORT}\nzk.sessiontimeout.ms=6000\nzk.connectiontimeout.ms=6000\n\
-         producer.type=sync\ndurable.acks=true\nsocket.timeout.ms=2000\n"
+         producer.type=sync\ndurable.acks=true\nsocket.timeout.ms=2000\n{settings}"
     );
     let config = ProducerConfig::from_properties(&Properties::parse("producer", &config)?)?;
     Ok(Producer::start(env.clone(), config).await?)
@@ -105,7 +110,7 @@ fn source_partitions_located_ahead_are_placed_at_once_not_one_after_another() {
     sim.client("mirror", async move {
         let env = SimEnv::new(1);
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let producer = member(&env).await?;
+        let producer = member(&env, "").await?;
         // The topic's first set creates it; placements of a topic without brokers wait.
         first_messages(&producer, &[source(1000)]).await?;
         let baseline: Vec<_> = (0..PARTITIONS).map(source).collect();
