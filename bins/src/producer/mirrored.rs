@@ -285,14 +285,25 @@ impl<E: Env> Dispatcher<E> {
         let positions = self.config.durable_acks
             && !crate::sync::lock(&self.without_positions, "the brokers without positions")
                 .contains(&broker_id);
-        // Most batches are all of one kind: handed on whole, not message by message.
-        if !positions || messages.iter().all(|(p, _)| p.record.source.is_none()) {
+        // Most batches are all of one kind (a mirror's, or none of them): handed on whole, not
+        // message by message.
+        let marked_count = match positions {
+            true => messages
+                .iter()
+                .filter(|(p, _)| p.record.source.is_some())
+                .count(),
+            false => 0,
+        };
+        if marked_count == 0 {
             return (Vec::new(), messages);
+        }
+        if marked_count == messages.len() {
+            return (messages, Vec::new());
         }
         let mut marked = Vec::new();
         let mut plain = Vec::new();
         for (p, partition) in messages {
-            match p.record.source.is_some() && positions {
+            match p.record.source.is_some() {
                 true => marked.push((p, partition)),
                 false => plain.push((p, partition)),
             }

@@ -336,3 +336,47 @@ fn a_source_partitions_messages_given_up_on_are_not_passed_by_its_next_batch() {
         vec![(0, 10)]
     );
 }
+
+#[test]
+fn a_batch_is_split_into_the_mirrors_sets_and_plain_produces_in_order() {
+    let d = dispatcher();
+    let a = key(0);
+    let plain = |n: u8| {
+        let (answer, done) = crate::producer::Delivery::pending();
+        let record = Record::new("t".parse().unwrap(), vec![n]);
+        (Pending { record, done }, answer)
+    };
+    let starts = |placed: &Placed| -> Vec<Option<i64>> {
+        placed
+            .iter()
+            .map(|(p, _)| p.record.source.as_ref().map(|m| m.start))
+            .collect()
+    };
+    let marked_only = |d: &Dispatcher<TokioEnv>| {
+        let (slots, _answers) = slots_of(&a);
+        let messages: Vec<(Pending, i32)> = slots.into_iter().flatten().map(|p| (p, -1)).collect();
+        d.split_marked(0, messages)
+    };
+    let (marked, rest) = marked_only(&d);
+    assert_eq!(
+        (starts(&marked), rest.len()),
+        (vec![Some(0), Some(10), Some(20)], 0)
+    );
+    let (p1, _a1) = plain(1);
+    let (p2, _a2) = plain(2);
+    let (plain_only, rest) = d.split_marked(0, vec![(p1, 0), (p2, 1)]);
+    assert_eq!((plain_only.len(), starts(&rest)), (0, vec![None, None]));
+    let (mut mixed, _answers) = slots_of(&a);
+    let (p3, _a3) = plain(3);
+    let mut messages = vec![(p3, 0)];
+    messages.extend(mixed.iter_mut().filter_map(Option::take).map(|p| (p, -1)));
+    let (marked, rest) = d.split_marked(0, messages);
+    assert_eq!(
+        (starts(&marked), starts(&rest)),
+        (vec![Some(0), Some(10), Some(20)], vec![None])
+    );
+    // A broker that does not know mirrored produce gets them all as plain produces.
+    d.without_positions.lock().unwrap().insert(0);
+    let (marked, rest) = marked_only(&d);
+    assert_eq!((marked.len(), rest.len()), (0, 3));
+}
