@@ -63,14 +63,24 @@ pub fn consumer_ids_path(group: &GroupId) -> String {
     format!("/consumers/{group}/ids")
 }
 
+/// `/consumers/<group>/owners`: a directory per topic the group has claimed.
+pub fn consumer_owners_root(group: &GroupId) -> String {
+    format!("/consumers/{group}/owners")
+}
+
+/// `/consumers/<group>/offsets`: a directory per topic the group has committed.
+pub fn consumer_offsets_root(group: &GroupId) -> String {
+    format!("/consumers/{group}/offsets")
+}
+
 /// `/consumers/<group>/owners/<topic>`.
 pub fn consumer_owners_path(group: &GroupId, topic: &TopicName) -> String {
-    format!("/consumers/{group}/owners/{topic}")
+    format!("{}/{topic}", consumer_owners_root(group))
 }
 
 /// `/consumers/<group>/offsets/<topic>`.
 pub fn consumer_offsets_path(group: &GroupId, topic: &TopicName) -> String {
-    format!("/consumers/{group}/offsets/{topic}")
+    format!("{}/{topic}", consumer_offsets_root(group))
 }
 
 /// A partition's name under owners/offsets: `<broker id>-<partition>`.

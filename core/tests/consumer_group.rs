@@ -106,15 +106,31 @@ fn to_claims(
     topics: Vec<Vec<BrokerTopicNode>>,
     starts: &dyn Fn(&PartitionKey) -> StartFound,
 ) -> Vec<OwnerClaim> {
+    to_claims_releasing(machine, held, group, topics, starts).1
+}
+
+/// [`to_claims`] of a first attempt, which keeps the nodes it held: also the owner nodes it
+/// released once planned (after only those of stopped partitions before it read anything).
+fn to_claims_releasing(
+    machine: &mut Rebalance<Failure>,
+    held: Vec<HeldPartition>,
+    group: GroupRead,
+    topics: Vec<Vec<BrokerTopicNode>>,
+    starts: &dyn Fn(&PartitionKey) -> StartFound,
+) -> (Vec<(PartitionKey, String)>, Vec<OwnerClaim>) {
     assert!(matches!(machine.poll(), Some(Step::Release)));
     machine.handle_released(Released {
         owned: held,
         stopped: Vec::new(),
         generation: 7,
     });
-    let Some(Step::ReleaseOwners(_)) = machine.poll() else {
+    let Some(Step::ReleaseOwners(before)) = machine.poll() else {
         panic!("owners released first")
     };
+    assert!(
+        before.is_empty(),
+        "a first attempt releases no node before it plans: {before:?}"
+    );
     machine.handle_owners_released();
     let Some(Step::ReleaseStrays(_)) = machine.poll() else {
         panic!("then strays")
@@ -131,6 +147,10 @@ fn to_claims(
     };
     assert_eq!(topics_asked, vec![topic()]);
     machine.handle_topics(topics, NOW);
+    let Some(Step::ReleaseOwners(given_away)) = machine.poll() else {
+        panic!("what the plan gives away goes once planned")
+    };
+    machine.handle_owners_released();
     let Some(Step::ReadAddresses(ids)) = machine.poll() else {
         panic!("addresses next")
     };
@@ -142,7 +162,16 @@ fn to_claims(
     let Some(Step::Claim(claims)) = machine.poll() else {
         panic!("claims next")
     };
-    claims
+    (given_away, claims)
+}
+
+/// Answers a failed keeping attempt's release of every node held before: the wait comes next.
+fn release_all_before_the_wait(machine: &mut Rebalance<Failure>) -> Vec<(PartitionKey, String)> {
+    let Some(Step::ReleaseOwners(all)) = machine.poll() else {
+        panic!("a failed keeping attempt lets every node go before its wait")
+    };
+    machine.handle_owners_released();
+    all
 }
 
 #[test]
@@ -274,6 +303,7 @@ fn a_partition_owned_elsewhere_is_retried_when_its_node_goes_without_counting_an
     assert_eq!(strays, vec![key(0, 0), key(0, 1), key(0, 2)]);
     // One could not be released: it is tried again before the next attempt.
     machine.handle_strays_left(vec![key(0, 1)], NOW);
+    assert!(release_all_before_the_wait(&mut machine).is_empty());
     let Some(Step::Wait { watch_owner }) = machine.poll() else {
         panic!("wait")
     };
@@ -333,10 +363,16 @@ fn early_retries_are_bounded_and_every_counted_attempt_waits_its_backoff() {
         assert!(matches!(machine.poll(), Some(Step::CheckRegistration)));
     };
     let mut watched = 0;
+    let mut first_attempt = true;
     loop {
         release(&mut machine);
         // The registration check fails as if blocked by an owner node.
         machine.handle_failed(Failure::Blocked(key(0, 0)), NOW);
+        if first_attempt {
+            // The first attempt kept what it held: it all goes before the wait.
+            release_all_before_the_wait(&mut machine);
+            first_attempt = false;
+        }
         let Some(Step::Wait { watch_owner }) = machine.poll() else {
             panic!()
         };
@@ -419,6 +455,7 @@ fn a_failed_settle_releases_every_claim_before_the_attempt_counts_as_failed() {
         claims.into_iter().map(|c| c.key).collect::<Vec<_>>()
     );
     machine.handle_strays_left(Vec::new(), NOW);
+    release_all_before_the_wait(&mut machine);
     assert!(matches!(
         machine.poll(),
         Some(Step::Wait { watch_owner: None })
@@ -447,6 +484,7 @@ fn an_unreadable_registration_fails_the_attempt_rather_than_assign_without_it() 
         .members
         .push(("g_z".to_string(), Some(b"not a registration".to_vec())));
     machine.handle_group(group, NOW);
+    release_all_before_the_wait(&mut machine);
     assert!(matches!(
         machine.poll(),
         Some(Step::Wait { watch_owner: None })
@@ -475,14 +513,26 @@ fn partitions_owned_before_and_not_claimed_again_are_released_after_success() {
             epoch: 2,
         })
         .collect();
-    let claims = to_claims(
+    let (given_away_once_planned, claims) = to_claims_releasing(
         &mut machine,
         held,
         view(&["g_a", "g_b"]),
         nodes(2, 2),
         &|_| panic!("every planned partition was kept: no start is read"),
     );
+    let given_away = vec![
+        (key(1, 0), "g_a-0".to_string()),
+        (key(1, 1), "g_a-0".to_string()),
+    ];
+    assert_eq!(
+        given_away_once_planned, given_away,
+        "what the plan gives away goes before the starts are read"
+    );
     assert_eq!(claims.len(), 2);
+    assert!(
+        claims.iter().all(|c| c.held),
+        "the half kept is checked, not claimed again"
+    );
     machine.handle_claimed();
     machine.poll();
     machine.handle_settled(vec![SettleAnswer::Nothing; 2]);
@@ -491,15 +541,164 @@ fn partitions_owned_before_and_not_claimed_again_are_released_after_success() {
     };
     assert!(installed.partitions.iter().all(|p| p.epoch == 2));
     machine.handle_prepared();
-    let Some(Step::ReleaseOwners(given_away)) = machine.poll() else {
+    let Some(Step::ReleaseOwners(after_success)) = machine.poll() else {
         panic!()
     };
     assert_eq!(
-        given_away,
-        vec![
-            (key(1, 0), "g_a-0".to_string()),
-            (key(1, 1), "g_a-0".to_string())
-        ]
+        after_success, given_away,
+        "tried once more after success, in case the first release failed"
+    );
+}
+
+#[test]
+fn a_rebalance_that_moves_nothing_keeps_every_owner_node_in_place() {
+    // g_a alone held both partitions of broker 0 and still owns them; a partition on a new
+    // broker appeared (a new topic among those mirrored, say).
+    let mut machine: Rebalance<Failure> = Rebalance::new(settings("g_a", 1));
+    let held: Vec<HeldPartition> = [key(0, 0), key(0, 1)]
+        .into_iter()
+        .map(|key| HeldPartition {
+            key,
+            owner: "g_a-0".to_string(),
+            offsets: PartitionOffsets::starting_at(5),
+            epoch: 2,
+        })
+        .collect();
+    let mut topics = nodes(1, 2);
+    topics[0].push(BrokerTopicNode {
+        broker_id: 1,
+        data: b"1".to_vec(),
+    });
+    let (given_away, claims) =
+        to_claims_releasing(&mut machine, held, view(&["g_a"]), topics, &|k| {
+            assert_eq!(*k, key(1, 0), "only the new partition's start is read");
+            StartFound::Reset(0)
+        });
+    assert!(given_away.is_empty(), "nothing moved: {given_away:?}");
+    let held: Vec<(PartitionKey, bool)> = claims.iter().map(|c| (c.key.clone(), c.held)).collect();
+    assert_eq!(
+        held,
+        vec![(key(0, 0), true), (key(0, 1), true), (key(1, 0), false)],
+        "the nodes held are checked; only the new one is claimed"
+    );
+    machine.handle_claimed();
+    machine.poll();
+    machine.handle_settled(vec![
+        SettleAnswer::Nothing,
+        SettleAnswer::Nothing,
+        SettleAnswer::Recorded,
+    ]);
+    let Some(Step::Prepare(_)) = machine.poll() else {
+        panic!()
+    };
+    machine.handle_prepared();
+    let Some(Step::ReleaseOwners(after_success)) = machine.poll() else {
+        panic!()
+    };
+    assert!(after_success.is_empty(), "{after_success:?}");
+}
+
+#[test]
+fn a_node_held_for_another_thread_is_given_away_and_claimed_anew() {
+    // g_a now runs two streams: 0-1, held by g_a-0, is planned for g_a-1.
+    let mut machine: Rebalance<Failure> = Rebalance::new(settings("g_a", 2));
+    let held: Vec<HeldPartition> = [key(0, 0), key(0, 1)]
+        .into_iter()
+        .map(|key| HeldPartition {
+            key,
+            owner: "g_a-0".to_string(),
+            offsets: PartitionOffsets::starting_at(5),
+            epoch: 2,
+        })
+        .collect();
+    let mut group = view(&["g_a"]);
+    group.members[0].1 = Some(registration(2));
+    let (given_away, claims) = to_claims_releasing(&mut machine, held, group, nodes(1, 2), &|_| {
+        panic!("both were owned before: no start is read")
+    });
+    assert_eq!(given_away, vec![(key(0, 1), "g_a-0".to_string())]);
+    let held: Vec<(String, bool)> = claims.iter().map(|c| (c.thread.clone(), c.held)).collect();
+    assert_eq!(
+        held,
+        vec![("g_a-0".to_string(), true), ("g_a-1".to_string(), false)]
+    );
+}
+
+#[test]
+fn a_failed_keeping_attempt_lets_every_node_go_and_the_next_releases_before_it_reads() {
+    let mut machine: Rebalance<Failure> = Rebalance::new(settings("g_a", 1));
+    let held: Vec<HeldPartition> = [key(0, 0), key(0, 1)]
+        .into_iter()
+        .map(|key| HeldPartition {
+            key,
+            owner: "g_a-0".to_string(),
+            offsets: PartitionOffsets::starting_at(5),
+            epoch: 2,
+        })
+        .collect();
+    let claims = to_claims(&mut machine, held, view(&["g_a"]), nodes(1, 3), &|_| {
+        StartFound::Committed(0)
+    });
+    assert_eq!(
+        claims.iter().map(|c| c.held).collect::<Vec<_>>(),
+        vec![true, true, false]
+    );
+    machine.handle_claims_failed(3, Failure::Blocked(key(0, 2)));
+    let Some(Step::ReleaseStrays(strays)) = machine.poll() else {
+        panic!()
+    };
+    assert_eq!(strays.len(), 3);
+    machine.handle_strays_left(Vec::new(), NOW);
+    let every_node = vec![
+        (key(0, 0), "g_a-0".to_string()),
+        (key(0, 1), "g_a-0".to_string()),
+    ];
+    assert_eq!(
+        release_all_before_the_wait(&mut machine),
+        every_node,
+        "no member waits on a node of ours through the backoff"
+    );
+    let Some(Step::Wait { .. }) = machine.poll() else {
+        panic!()
+    };
+    machine.handle_owner_gone();
+    assert!(matches!(machine.poll(), Some(Step::Release)));
+    machine.handle_released(Released {
+        generation: 9,
+        ..Released::default()
+    });
+    let Some(Step::ReleaseOwners(before_reading)) = machine.poll() else {
+        panic!()
+    };
+    assert_eq!(
+        before_reading, every_node,
+        "a later attempt releases everything before it reads, as 0.7 does"
+    );
+    machine.handle_owners_released();
+    machine.poll();
+    machine.handle_strays_left(Vec::new(), NOW);
+    machine.poll();
+    machine.handle_restarts(BTreeSet::new());
+    machine.poll();
+    machine.handle_registered();
+    machine.poll();
+    machine.handle_group(view(&["g_a"]), NOW);
+    machine.poll();
+    machine.handle_topics(nodes(1, 3), NOW);
+    let Some(Step::ReadAddresses(ids)) = machine.poll() else {
+        panic!("no release after planning once nothing is kept")
+    };
+    machine.handle_addresses(addresses(&ids.concat()));
+    let Some(Step::ReadStarts(_)) = machine.poll() else {
+        panic!()
+    };
+    machine.handle_starts(BTreeMap::new());
+    let Some(Step::Claim(claims)) = machine.poll() else {
+        panic!()
+    };
+    assert!(
+        claims.iter().all(|c| !c.held),
+        "nothing is held once released"
     );
 }
 

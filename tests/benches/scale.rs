@@ -16,6 +16,8 @@
 //! `cargo bench -p tributary-tests --bench scale` (needs ZooKeeper: scripts/install-deps.sh);
 //! `TRIBUTARY_BENCH_QUICK=1` stops at 1,000 partitions (and leaves the replica's 1,000 out). The mirror cluster's topics are created
 //! before each mirror run (timed on its own), so the rates compare steady copying.
+//! `TRIBUTARY_BENCH_SHAPES=10,10000` and `TRIBUTARY_BENCH_REPLICA_SHAPES=` (empty: none) run
+//! chosen shapes alone.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -51,8 +53,30 @@ const LOAD_FANOUT: usize = 100;
 /// Most payload bytes a load request carries.
 const LOAD_REQUEST_BYTES: usize = 32 << 20;
 
-/// Source partitions of each shape; the first is the baseline.
+/// Shapes named by the environment variable `name` (a comma-separated list of partition
+/// counts, possibly empty), to run some cases alone; `None` when it is not set.
+fn shapes_from_env(name: &str) -> Option<Vec<usize>> {
+    let listed = std::env::var(name).ok()?;
+    Some(
+        listed
+            .split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| {
+                s.trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{name}: {s:?} is not a partition count"))
+            })
+            .collect(),
+    )
+}
+
+/// Source partitions of each shape; the first is the baseline (`TRIBUTARY_BENCH_SHAPES`
+/// overrides them).
 fn shapes() -> Vec<usize> {
+    if let Some(shapes) = shapes_from_env("TRIBUTARY_BENCH_SHAPES") {
+        assert!(!shapes.is_empty(), "TRIBUTARY_BENCH_SHAPES names no shape");
+        return shapes;
+    }
     if quick() {
         vec![10, 1, 100, 1000]
     } else {
@@ -63,6 +87,9 @@ fn shapes() -> Vec<usize> {
 /// The shapes the replica copies; the first is the baseline. (10,000 partitions are left out:
 /// the replica took over 9 minutes to copy that shape's 128 MiB — docs/performance.md.)
 fn replica_shapes() -> Vec<usize> {
+    if let Some(shapes) = shapes_from_env("TRIBUTARY_BENCH_REPLICA_SHAPES") {
+        return shapes;
+    }
     if quick() {
         vec![10, 100]
     } else {
@@ -217,7 +244,7 @@ struct MirrorRun {
     /// Seconds the stop took (the final commit of every partition).
     stop_seconds: f64,
     /// For the largest shape: seconds from a new topic's first message to its acknowledgement.
-    new_topic_seconds: Option<f64>,
+    new_topic: Option<Arrival>,
 }
 
 /// Mirrors the shape of `partitions` (`count` messages) from `source` into `target`; with
@@ -274,6 +301,7 @@ async fn mirror_shape(
             });
             conn.call(&offsets).await.expect("offsets");
             let sent = Instant::now();
+            let served_before = source.served();
             while stats.acked.load(Ordering::Relaxed) < count as u64 + 1 {
                 assert!(
                     sent.elapsed() < Duration::from_secs(120),
@@ -281,7 +309,14 @@ async fn mirror_shape(
                 );
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
-            Some(sent.elapsed().as_secs_f64())
+            let seconds = sent.elapsed().as_secs_f64();
+            let requests = served_before.zip(source.served()).map(|(before, after)| {
+                (
+                    after.received - before.received,
+                    after.writes.saturating_sub(before.writes),
+                )
+            });
+            Some(Arrival { seconds, requests })
         }
         None => None,
     };
@@ -293,18 +328,37 @@ async fn mirror_shape(
         commits,
         rss_growth: rss_after.saturating_sub(rss_before),
         stop_seconds: stopping.elapsed().as_secs_f64(),
-        new_topic_seconds,
+        new_topic: new_topic_seconds,
     }
 }
 
-/// Three members of one group join one after another over the shape of `partitions`: the
-/// seconds from each arrival until every partition is owned by exactly one member.
-async fn group_rebalance(zk: &ZooKeeper, partitions: usize) -> Vec<f64> {
+/// What ZooKeeper served meanwhile, for a printed line (nothing when it did not answer).
+fn zookeeper_work(requests: Option<(u64, u64)>) -> String {
+    match requests {
+        Some((received, writes)) => {
+            format!("; ZooKeeper received {received} requests, logged {writes} writes")
+        }
+        None => String::new(),
+    }
+}
+
+/// A member's arrival in a group: the seconds until every partition was owned by exactly one
+/// member, and the requests ZooKeeper received and the writes it logged meanwhile.
+#[derive(Debug, Clone, Copy)]
+struct Arrival {
+    seconds: f64,
+    requests: Option<(u64, u64)>,
+}
+
+/// Three members of one group join one after another over the shape of `partitions`: from each
+/// arrival until every partition is owned by exactly one member.
+async fn group_rebalance(zk: &ZooKeeper, partitions: usize) -> Vec<Arrival> {
     let subscription = Subscription::Whitelist(format!("p{partitions}-[0-9]+"), 1);
     let mut members = Vec::new();
     let mut seconds = Vec::new();
     for _ in 0..3 {
         let arrived = Instant::now();
+        let served_before = zk.served();
         let (member, streams) = ConsumerConnector::start(
             TokioEnv,
             mirror_consumer_config(zk, "scale-group", "largest"),
@@ -339,7 +393,17 @@ async fn group_rebalance(zk: &ZooKeeper, partitions: usize) -> Vec<f64> {
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        seconds.push(arrived.elapsed().as_secs_f64());
+        let seconds_taken = arrived.elapsed().as_secs_f64();
+        let requests = served_before.zip(zk.served()).map(|(before, after)| {
+            (
+                after.received - before.received,
+                after.writes.saturating_sub(before.writes),
+            )
+        });
+        seconds.push(Arrival {
+            seconds: seconds_taken,
+            requests,
+        });
     }
     for (member, _) in members {
         member.shutdown().await;
@@ -599,10 +663,11 @@ async fn main() {
                 ),
             );
         }
-        if let Some(seconds) = run.new_topic_seconds {
+        if let Some(Arrival { seconds, requests }) = run.new_topic {
             println!(
-                "a new topic among {} mirrored in {seconds:.3} s (target 1 s)",
-                layout(*partitions).0
+                "a new topic among {} mirrored in {seconds:.3} s (target 1 s){}",
+                layout(*partitions).0,
+                zookeeper_work(requests)
             );
             row(
                 &format!("scale: new topic among {} mirrored", layout(*partitions).0),
@@ -614,9 +679,11 @@ async fn main() {
     }
     replica_shapes_case(&source_zk).await;
     let joins = group_rebalance(&source_zk, largest).await;
-    for (members, seconds) in joins.iter().enumerate() {
+    for (members, arrival) in joins.iter().enumerate() {
+        let seconds = arrival.seconds;
+        let requests = zookeeper_work(arrival.requests);
         println!(
-            "group of {} over {largest} partitions: every partition owned once {seconds:.2} s after the member's arrival",
+            "group of {} over {largest} partitions: every partition owned once {seconds:.2} s after the member's arrival{requests}",
             members + 1
         );
         point(

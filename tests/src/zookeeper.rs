@@ -178,6 +178,30 @@ impl ZooKeeper {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// What the server has served so far, from its `srvr` answer: the requests it received
+    /// (every client's, reads and writes) and its last zxid (one per write it logged, failed
+    /// writes included). `None` when it does not answer.
+    pub fn served(&self) -> Option<Served> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut reply = String::new();
+        stream.write_all(b"srvr").ok()?;
+        stream.read_to_string(&mut reply).ok()?;
+        let field = |name: &str| {
+            reply
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .map(str::trim)
+        };
+        let received = field("Received:")?.parse().ok()?;
+        let zxid = u64::from_str_radix(field("Zxid:")?.trim_start_matches("0x"), 16).ok()?;
+        Some(Served {
+            received,
+            writes: zxid & 0xffff_ffff,
+        })
+    }
+
     fn answers(&self) -> bool {
         let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
         let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
@@ -189,6 +213,15 @@ impl ZooKeeper {
             && stream.read_to_string(&mut reply).is_ok()
             && reply.contains("Mode:")
     }
+}
+
+/// What a server has served ([`ZooKeeper::served`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    /// Requests received, reads and writes.
+    pub received: u64,
+    /// Writes logged in the current epoch (the zxid's counter), failed ones included.
+    pub writes: u64,
 }
 
 fn spawn(cfg: &Path) -> Child {

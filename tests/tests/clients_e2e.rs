@@ -207,8 +207,28 @@ async fn a_group_splits_partitions_and_a_killed_member_is_replaced_without_loss(
     );
 }
 
+/// Each owner node of `topic` in group `group`: (partition, the thread it names, the zxid that
+/// made it).
+async fn owner_nodes(
+    zk: &zookeeper_client::Client,
+    group: &str,
+    topic: &str,
+) -> BTreeMap<String, (String, i64)> {
+    let dir = format!("/consumers/{group}/owners/{topic}");
+    let mut nodes = BTreeMap::new();
+    for partition in zk.list_children(&dir).await.unwrap_or_default() {
+        if let Ok((thread, stat)) = zk.get_data(&format!("{dir}/{partition}")).await {
+            nodes.insert(
+                partition,
+                (String::from_utf8_lossy(&thread).into_owned(), stat.czxid),
+            );
+        }
+    }
+    nodes
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_new_topic_matching_a_whitelist_is_consumed_within_a_second() {
+async fn a_new_topic_matching_a_whitelist_is_consumed_within_a_second_its_members_nodes_kept() {
     let c = cluster();
     let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n"))
         .await
@@ -227,6 +247,11 @@ async fn a_new_topic_matching_a_whitelist_is_consumed_within_a_second() {
         .unwrap()
         .unwrap();
     assert_eq!(first.payload.as_ref(), b"first");
+    let zk = zookeeper_client::Client::connect(&c.zk.connect_string())
+        .await
+        .unwrap();
+    let owned_before = owner_nodes(&zk, "w", "wild-a").await;
+    assert!(!owned_before.is_empty(), "wild-a is owned");
     // A topic that does not exist yet: registered by its first write.
     let sent_at = Instant::now();
     produce(&producer, "wild-b", vec!["second".to_string()]).await;
@@ -244,6 +269,13 @@ async fn a_new_topic_matching_a_whitelist_is_consumed_within_a_second() {
         took < Duration::from_millis(1500),
         "the new topic took {took:?}"
     );
+    // The rebalance that took the new topic moved nothing else: wild-a's owner nodes are the
+    // very nodes made before it (same creating zxid), not released and made again.
+    assert!(
+        !owner_nodes(&zk, "w", "wild-b").await.is_empty(),
+        "wild-b is owned"
+    );
+    assert_eq!(owner_nodes(&zk, "w", "wild-a").await, owned_before);
     // The stream kept running for the old topic too.
     produce(&producer, "wild-a", vec!["third".to_string()]).await;
     let third = tokio::time::timeout(Duration::from_secs(10), stream.next())

@@ -4,7 +4,7 @@
 //! shorter), so a broker that accepts connections but never answers holds up only its own
 //! partitions, and only that long.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,12 +13,12 @@ use tributary_core::config::AutoOffsetReset;
 use tributary_core::consumer::BrokerPartition;
 use tributary_core::group_id::GroupId;
 use tributary_core::wire::{ErrorCode, OffsetsRequest, Request, Response, TopicName};
-use tributary_core::zk_layout::consumer_offsets_path;
+use tributary_core::zk_layout::{consumer_offsets_path, consumer_offsets_root};
 
 use super::{OffsetNodeError, StartOffsetError};
 use crate::client::{connect, ClientError, PIPELINED_REQUESTS_MAX};
 use crate::coordination::pipeline::pipelined;
-use crate::coordination::Coordination;
+use crate::coordination::{CoordError, Coordination};
 use crate::env::Env;
 
 /// The longest a rebalance waits for one broker's start offsets.
@@ -43,11 +43,21 @@ pub async fn read_starts<E: Env>(
 ) -> BTreeMap<Key, Start> {
     let mut starts = BTreeMap::new();
     let mut ask: BTreeMap<(String, u16), Vec<Key>> = BTreeMap::new();
-    // The group's committed offsets, read pipelined on the session.
+    // The group's committed offsets, read pipelined on the session; none for a topic the group
+    // never committed.
     let partitions: Vec<(Key, (String, u16))> = partitions.into_iter().collect();
-    let reads = partitions
-        .iter()
-        .map(|(key, _)| committed_offset(coord, group, key));
+    let committed_topics = committed_topics(coord, group).await;
+    let reads = partitions.iter().map(|(key, _)| {
+        let never = committed_topics
+            .as_ref()
+            .is_some_and(|topics| !topics.contains(key.0.as_str()));
+        async move {
+            if never {
+                return Ok(None);
+            }
+            committed_offset(coord, group, key).await
+        }
+    });
     let mut read = Vec::with_capacity(partitions.len());
     pipelined(reads, |committed| {
         read.push(committed);
@@ -81,6 +91,19 @@ pub async fn read_starts<E: Env>(
         }
     }
     starts
+}
+
+/// The topics the group has committed offsets of, in one read; `None` when it cannot be read
+/// (each partition is then read, and its own failure reported). A topic missing here had no
+/// offset node when this was read, which is what a read of each partition's node would have
+/// found then: those reads are not taken at one instant either. A group's first join over
+/// 10,000 partitions saves 10,000 reads.
+async fn committed_topics(coord: &impl Coordination, group: &GroupId) -> Option<BTreeSet<String>> {
+    match coord.children(&consumer_offsets_root(group)).await {
+        Ok(topics) => Some(topics.into_iter().collect()),
+        Err(CoordError::NoNode(_)) => Some(BTreeSet::new()),
+        Err(_) => None,
+    }
 }
 
 /// The group's committed offset of a partition (`None`: nothing on record).

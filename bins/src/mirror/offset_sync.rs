@@ -28,7 +28,7 @@ use tributary_core::identity::ClusterId;
 use tributary_core::mirror::position::SourceKey;
 use tributary_core::replica::offset_sync::{group_commits_here, owned_during_write};
 use tributary_core::wire::TopicName;
-use tributary_core::zk_layout::{consumer_ids_path, consumer_offsets_path};
+use tributary_core::zk_layout::{consumer_ids_path, consumer_offsets_path, consumer_offsets_root};
 
 use super::held::{read_held, translate, Held, MirrorPartition, TranslateError};
 use crate::consumer::{read_offset_node, OffsetNodeError};
@@ -89,7 +89,7 @@ pub async fn committed_offsets(
         source,
     };
     let mut out = BTreeMap::new();
-    let topics = match coord.children(&format!("/consumers/{group}/offsets")).await {
+    let topics = match coord.children(&consumer_offsets_root(group)).await {
         Err(CoordError::NoNode(_)) => Vec::new(),
         other => other.map_err(zk)?,
     };

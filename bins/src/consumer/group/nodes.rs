@@ -1,6 +1,7 @@
 //! The owner, offset and broker nodes a rebalance reads and writes, one helper per kind of
 //! request (the rebalance machine decides which, and when).
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use tributary_core::consumer::group::PartitionKey;
@@ -195,6 +196,74 @@ impl<E: Env> Member<E> {
             // ZooKeeper trouble: the backoff decides.
             Err(_) => Box::pin(std::future::pending()),
         }
+    }
+
+    /// Whether this session still holds the owner node it held through the rebalance, naming
+    /// `thread`: one read, where a claim would be a write. `Ok(false)` when it must be claimed
+    /// (gone with an expired session, or changed).
+    pub(super) async fn still_held(
+        &self,
+        coord: &E::Coord,
+        topic: &TopicName,
+        partition: BrokerPartition,
+        thread: &str,
+    ) -> Result<bool, RebalanceError> {
+        let path = super::owner_path(self.group(), topic, partition);
+        match coord.get_with_owner(&path).await {
+            Ok(node) => {
+                Ok(node.owner == Some(coord.session_id()) && node.data == thread.as_bytes())
+            }
+            Err(CoordError::NoNode(_)) => Ok(false),
+            Err(source) => Err(RebalanceError::ZooKeeper { path, source }),
+        }
+    }
+
+    /// Makes the directories under `root` (the group's `owners` or `offsets`) that `topics`
+    /// lack: one `children` read of `root`, then one create per missing topic, pipelined. A
+    /// shortcut, not a guarantee: the creates that follow still make missing ancestors
+    /// themselves, so a failure here is only logged. Without it every partition of a new topic
+    /// found its parent missing, and its create, its ancestors' and its retry were each a write
+    /// ZooKeeper logged: six a partition, not one, for a group's first 10,000 partitions.
+    pub(super) async fn ensure_topic_dirs<'a>(
+        &self,
+        coord: &E::Coord,
+        root: &str,
+        topics: impl Iterator<Item = &'a TopicName>,
+    ) {
+        let wanted: BTreeSet<&TopicName> = topics.collect();
+        if wanted.is_empty() {
+            return;
+        }
+        let present: BTreeSet<String> = match coord.children(root).await {
+            Ok(children) => children.into_iter().collect(),
+            Err(CoordError::NoNode(_)) => {
+                if let Err(e) = coord.ensure_parents(&format!("{root}/-")).await {
+                    tracing::debug!("making {root}: {e}; each create makes it instead");
+                    return;
+                }
+                BTreeSet::new()
+            }
+            Err(e) => {
+                tracing::debug!("listing {root}: {e}; each create makes its parent instead");
+                return;
+            }
+        };
+        let creates = wanted
+            .into_iter()
+            .filter(|topic| !present.contains(topic.as_str()))
+            .map(|topic| async move {
+                let path = format!("{root}/{topic}");
+                let made = coord.create(&path, b"", NodeKind::Persistent).await;
+                (path, made)
+            });
+        pipelined(creates, |(path, made)| {
+            match made {
+                Ok(_) | Err(CoordError::NodeExists(_)) => {}
+                Err(e) => tracing::debug!("making {path}: {e}; each create makes it instead"),
+            }
+            std::ops::ControlFlow::Continue(())
+        })
+        .await;
     }
 
     /// Creates the owner node (ephemeral, our thread id); one this session holds already counts

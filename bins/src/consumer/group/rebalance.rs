@@ -16,7 +16,10 @@ use tributary_core::consumer::group::{
 };
 use tributary_core::consumer::PartitionOffsets;
 use tributary_core::wire::TopicName;
-use tributary_core::zk_layout::{broker_topic_path, consumer_ids_path, BROKER_TOPICS_PATH};
+use tributary_core::zk_layout::{
+    broker_topic_path, consumer_ids_path, consumer_offsets_root, consumer_owners_root,
+    BROKER_TOPICS_PATH,
+};
 
 use super::super::fetcher::{self, Share};
 use super::super::offset_node::read_offset_node;
@@ -377,20 +380,34 @@ impl<E: Env> Member<E> {
     }
 
     /// Claims every owner node, pipelined on the session (one round trip each, one after
-    /// another, was most of a rebalance of many partitions). On a failure, how many claims were
-    /// sent: each of those may have made its node (a connection lost after the create was
-    /// applied, or a claim abandoned in flight when another failed).
+    /// another, was most of a rebalance of many partitions); a node held through the rebalance
+    /// is only checked. On a failure, how many claims were sent: each of those may have made its
+    /// node (a connection lost after the create was applied, or a claim abandoned in flight
+    /// when another failed).
     async fn claim_all(
         &self,
         coord: &E::Coord,
         claims: &[OwnerClaim],
     ) -> Result<(), (usize, RebalanceError)> {
+        let new_topics = claims.iter().filter(|c| !c.held).map(|c| &c.key.0);
+        self.ensure_topic_dirs(coord, &consumer_owners_root(self.group()), new_topics)
+            .await;
         let started = AtomicUsize::new(0);
         let mut failed = None;
         let requests = claims.iter().map(|claim| {
             // Counted from the moment its request is made, before it is sent.
             started.fetch_add(1, Ordering::Relaxed);
-            self.claim(coord, &claim.key.0, claim.key.1, &claim.thread)
+            let (topic, partition) = (&claim.key.0, claim.key.1);
+            async move {
+                if claim.held
+                    && self
+                        .still_held(coord, topic, partition, &claim.thread)
+                        .await?
+                {
+                    return Ok(());
+                }
+                self.claim(coord, topic, partition, &claim.thread).await
+            }
         });
         pipelined(requests, |claim| match claim {
             Ok(()) => std::ops::ControlFlow::Continue(()),
@@ -415,6 +432,12 @@ impl<E: Env> Member<E> {
         coord: &E::Coord,
         requests: &[SettleRequest],
     ) -> Result<Vec<SettleAnswer>, RebalanceError> {
+        let recorded_topics = requests
+            .iter()
+            .filter(|r| r.record.is_some())
+            .map(|r| &r.key.0);
+        self.ensure_topic_dirs(coord, &consumer_offsets_root(self.group()), recorded_topics)
+            .await;
         let mut answers = Vec::with_capacity(requests.len());
         let mut failed = None;
         let settles = requests

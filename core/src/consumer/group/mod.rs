@@ -2,11 +2,15 @@
 //! carried out by a driver (`bins::consumer::group`) against ZooKeeper and the brokers.
 //!
 //! A rebalance: stop fetching and take back what is owned (committing it with autocommit);
-//! release the owner nodes held; read the members and the partitions; compute the range
-//! assignment (`plan`); find each new partition's start (committed, or `autooffset.reset`);
-//! claim the owner nodes (a node held by someone else fails the attempt: what it claimed is
-//! released, and after `rebalance.backoff.ms` it is tried again, `rebalance.retries.max` times,
-//! then the member owns nothing until the next change). Unlike 0.7, a blocked attempt is tried
+//! read the members and the partitions; compute the range assignment (`plan`); release the
+//! owner nodes held that the plan gives away; find each new partition's start (committed, or
+//! `autooffset.reset`); claim the owner nodes, checking rather than making again those held
+//! through (a node held by someone else fails the attempt: what it claimed is released, then
+//! every node held before, and after `rebalance.backoff.ms` it is tried again — releasing every
+//! node before it reads, as 0.7 does before each attempt — `rebalance.retries.max` times, then
+//! the member owns nothing until the next change). Unlike 0.7, the first attempt keeps the
+//! nodes it will own again in place: a rebalance that moves nothing writes nothing to
+//! ZooKeeper, and no other member can own a kept partition while this one rebalances. Unlike 0.7, a blocked attempt is tried
 //! again as soon as the blocking node goes, without counting as an attempt (at most
 //! [`EARLY_RETRIES_MAX`] such early tries; every counted attempt still waits out its backoff).
 //! A claimed partition's committed offset is read again, so a commit its previous owner made

@@ -92,6 +92,10 @@ pub struct OwnerClaim {
     pub key: PartitionKey,
     /// The thread id the node names.
     pub thread: String,
+    /// The member held this node, naming this thread, before the rebalance and did not let it
+    /// go: the driver checks that its session still holds it (one read) and claims it only if
+    /// it does not.
+    pub held: bool,
 }
 
 /// What to settle of a claimed partition's start once its owner node is held.
@@ -185,8 +189,8 @@ pub enum Step<F> {
     ReadAddresses(Vec<Vec<i32>>),
     /// Find where these partitions start; then [`Rebalance::handle_starts`].
     ReadStarts(Vec<(PartitionKey, (String, u16))>),
-    /// Claim these owner nodes, pipelined, in order; then [`Rebalance::handle_claimed`] or
-    /// [`Rebalance::handle_claims_failed`].
+    /// Claim these owner nodes (those [`OwnerClaim::held`] checked first), pipelined, in
+    /// order; then [`Rebalance::handle_claimed`] or [`Rebalance::handle_claims_failed`].
     Claim(Vec<OwnerClaim>),
     /// Settle each claimed partition's start, pipelined, draining on a failure; then
     /// [`Rebalance::handle_settled`].
@@ -247,6 +251,10 @@ enum Awaiting {
 enum After {
     /// Before an attempt reads anything.
     BeforeAttempt,
+    /// The attempt planned, keeping the nodes it held: those it gives away go.
+    Planned,
+    /// An attempt that kept the nodes it held failed: they all go before its wait.
+    Failed,
     /// A claim failed: what it claimed goes.
     ClaimFailed,
     /// The attempt succeeded: what was given away goes.
@@ -262,6 +270,8 @@ struct Attempt {
     registered: Vec<String>,
     wanted: Vec<(TopicName, u32)>,
     plan: Vec<Planned>,
+    /// The brokers to read the addresses of, per topic, once the plan's releases are done.
+    brokers: Vec<Vec<i32>>,
     addresses: BTreeMap<i32, (String, u16)>,
     starts: BTreeMap<PartitionKey, StartFound>,
     /// Per planned partition (plan order): its offsets and epoch before settling, the start to
@@ -288,9 +298,18 @@ pub struct Rebalance<F> {
     /// their commit).
     kept: BTreeMap<PartitionKey, (PartitionOffsets, u64)>,
     /// Every partition owned before the rebalance (or stopped), with its owner thread: its node
-    /// is released before every attempt, and once more after success unless claimed again, so a
-    /// node of ours never outlives the rebalance that gave its partition away.
+    /// is released before every attempt but a keeping one, and once more after success unless
+    /// claimed again, so a node of ours never outlives the rebalance that gave its partition
+    /// away.
     owned_before: BTreeMap<PartitionKey, String>,
+    /// Whether the current attempt keeps the owner nodes held before (the first attempt, until
+    /// it fails): it releases, once planned, only those it gives away, and claims the rest as
+    /// held. A rebalance that moves nothing writes nothing to ZooKeeper, and no other member
+    /// can own a kept partition in between. After a failure every node goes before the wait,
+    /// and every later attempt releases them first, as 0.7 does.
+    keeping: bool,
+    /// The owner nodes a keeping attempt still holds from before, with the thread each names.
+    held_through: BTreeMap<PartitionKey, String>,
     /// Owner nodes a failed attempt may have left (a release or claim failed after ZooKeeper
     /// made the node): released, if this session holds them, before every attempt and after.
     strays: Vec<PartitionKey>,
@@ -313,6 +332,8 @@ impl<F: AttemptFailure> Rebalance<F> {
             backoff_until: None,
             kept: BTreeMap::new(),
             owned_before: BTreeMap::new(),
+            keeping: true,
+            held_through: BTreeMap::new(),
             strays: Vec::new(),
             released: Vec::new(),
             generation: 0,
@@ -378,20 +399,34 @@ impl<F: AttemptFailure> Rebalance<F> {
             self.owned_before
                 .insert(held.key.clone(), held.owner.clone());
         }
-        for (key, owner) in released.stopped {
-            self.owned_before.insert(key, owner);
+        let stopped = released.stopped;
+        for (key, owner) in &stopped {
+            self.owned_before.insert(key.clone(), owner.clone());
         }
         self.released = released.owned;
         self.current = Attempt::default();
-        let all: Vec<(PartitionKey, String)> = self
-            .owned_before
-            .iter()
-            .map(|(key, owner)| (key.clone(), owner.clone()))
-            .collect();
+        let release: Vec<(PartitionKey, String)> = if self.keeping {
+            // Only what streams stopped goes now (never kept); the plan decides the rest.
+            self.held_through = self.owned_before.clone();
+            for (key, _) in &stopped {
+                self.held_through.remove(key);
+            }
+            stopped
+        } else {
+            self.held_through.clear();
+            self.all_owned_before()
+        };
         self.then(
-            Step::ReleaseOwners(all),
+            Step::ReleaseOwners(release),
             Awaiting::OwnersReleased(After::BeforeAttempt),
         );
+    }
+
+    fn all_owned_before(&self) -> Vec<(PartitionKey, String)> {
+        self.owned_before
+            .iter()
+            .map(|(key, owner)| (key.clone(), owner.clone()))
+            .collect()
     }
 
     /// The owner nodes of [`Step::ReleaseOwners`] were released (or tried).
@@ -403,6 +438,11 @@ impl<F: AttemptFailure> Rebalance<F> {
         };
         self.expect(awaiting);
         let strays = match after {
+            After::Planned => {
+                let brokers = std::mem::take(&mut self.current.brokers);
+                return self.then(Step::ReadAddresses(brokers), Awaiting::Addresses);
+            }
+            After::Failed => return self.wait_step(),
             After::BeforeAttempt => std::mem::take(&mut self.strays),
             After::Success => {
                 let strays = std::mem::take(&mut self.strays);
@@ -441,6 +481,7 @@ impl<F: AttemptFailure> Rebalance<F> {
                     Awaiting::Finished,
                 );
             }
+            After::Planned | After::Failed => unreachable_state(awaiting),
             After::GiveUp => {
                 let last = self
                     .failure
@@ -532,7 +573,31 @@ impl<F: AttemptFailure> Rebalance<F> {
         let topics: Vec<TopicName> = self.current.wanted.iter().map(|(t, _)| t.clone()).collect();
         let brokers = plan::brokers_by_topic(&topics, &planned);
         self.current.plan = planned;
-        self.then(Step::ReadAddresses(brokers), Awaiting::Addresses);
+        if !self.keeping {
+            return self.then(Step::ReadAddresses(brokers), Awaiting::Addresses);
+        }
+        // The nodes held that the plan does not keep for the same thread go now, before the
+        // starts are read, so a member that plans them is not kept waiting.
+        let planned_threads: BTreeMap<&PartitionKey, &String> = self
+            .current
+            .plan
+            .iter()
+            .map(|p| (&p.key, &p.thread))
+            .collect();
+        let given_away: Vec<(PartitionKey, String)> = self
+            .held_through
+            .iter()
+            .filter(|(key, owner)| planned_threads.get(key) != Some(owner))
+            .map(|(key, owner)| (key.clone(), owner.clone()))
+            .collect();
+        for (key, _) in &given_away {
+            self.held_through.remove(key);
+        }
+        self.current.brokers = brokers;
+        self.then(
+            Step::ReleaseOwners(given_away),
+            Awaiting::OwnersReleased(After::Planned),
+        );
     }
 
     /// The addresses of the brokers [`Step::ReadAddresses`] named.
@@ -567,6 +632,7 @@ impl<F: AttemptFailure> Rebalance<F> {
             .map(|p| OwnerClaim {
                 key: p.key.clone(),
                 thread: p.thread.clone(),
+                held: self.held_through.get(&p.key) == Some(&p.thread),
             })
             .collect();
         self.then(Step::Claim(claims), Awaiting::Claims);
@@ -750,10 +816,26 @@ impl<F: AttemptFailure> Rebalance<F> {
     }
 
     /// The attempt failed: wait out its backoff (started at its first failure), or less when a
-    /// blocking owner node goes and early retries are left.
+    /// blocking owner node goes and early retries are left. An attempt that kept the nodes
+    /// held before lets them all go first: no member waits on a node of ours through a
+    /// backoff, and every later attempt releases before it reads, as 0.7 does.
     fn wait(&mut self, now: Duration) {
         self.backoff_until
             .get_or_insert(now.saturating_add(self.settings.backoff));
+        if self.keeping {
+            self.keeping = false;
+            self.held_through.clear();
+            let all = self.all_owned_before();
+            return self.then(
+                Step::ReleaseOwners(all),
+                Awaiting::OwnersReleased(After::Failed),
+            );
+        }
+        self.wait_step();
+    }
+
+    /// The wait of a failed attempt, its backoff set.
+    fn wait_step(&mut self) {
         let watch_owner = if self.early_retries < EARLY_RETRIES_MAX {
             self.failure.as_ref().and_then(AttemptFailure::blocked_by)
         } else {
