@@ -106,17 +106,19 @@ fn to_claims(
     topics: Vec<Vec<BrokerTopicNode>>,
     starts: &dyn Fn(&PartitionKey) -> StartFound,
 ) -> Vec<OwnerClaim> {
-    to_claims_releasing(machine, held, group, topics, starts).1
+    to_claims_releasing(machine, held, group, topics, starts, Vec::new()).1
 }
 
 /// [`to_claims`] of a first attempt, which keeps the nodes it held: also the owner nodes it
-/// released once planned (after only those of stopped partitions before it read anything).
+/// released once planned (after only those of stopped partitions before it read anything),
+/// the release of `left_once_planned` failing.
 fn to_claims_releasing(
     machine: &mut Rebalance<Failure>,
     held: Vec<HeldPartition>,
     group: GroupRead,
     topics: Vec<Vec<BrokerTopicNode>>,
     starts: &dyn Fn(&PartitionKey) -> StartFound,
+    left_once_planned: Vec<PartitionKey>,
 ) -> (Vec<(PartitionKey, String)>, Vec<OwnerClaim>) {
     assert!(matches!(machine.poll(), Some(Step::Release)));
     machine.handle_released(Released {
@@ -131,7 +133,7 @@ fn to_claims_releasing(
         before.is_empty(),
         "a first attempt releases no node before it plans: {before:?}"
     );
-    machine.handle_owners_released();
+    machine.handle_owners_released(Vec::new());
     let Some(Step::ReleaseStrays(_)) = machine.poll() else {
         panic!("then strays")
     };
@@ -150,7 +152,7 @@ fn to_claims_releasing(
     let Some(Step::ReleaseOwners(given_away)) = machine.poll() else {
         panic!("what the plan gives away goes once planned")
     };
-    machine.handle_owners_released();
+    machine.handle_owners_released(left_once_planned);
     let Some(Step::ReadAddresses(ids)) = machine.poll() else {
         panic!("addresses next")
     };
@@ -170,7 +172,7 @@ fn release_all_before_the_wait(machine: &mut Rebalance<Failure>) -> Vec<(Partiti
     let Some(Step::ReleaseOwners(all)) = machine.poll() else {
         panic!("a failed keeping attempt lets every node go before its wait")
     };
-    machine.handle_owners_released();
+    machine.handle_owners_released(Vec::new());
     all
 }
 
@@ -238,7 +240,7 @@ fn an_attempt_plans_the_range_claims_it_and_settles_each_start() {
         given_away.is_empty(),
         "1-0 was claimed again: {given_away:?}"
     );
-    machine.handle_owners_released();
+    machine.handle_owners_released(Vec::new());
     let Some(Step::ReleaseStrays(_)) = machine.poll() else {
         panic!("strays")
     };
@@ -332,7 +334,7 @@ fn a_partition_owned_elsewhere_is_retried_when_its_node_goes_without_counting_an
     let Some(Step::ReleaseOwners(_)) = machine.poll() else {
         panic!()
     };
-    machine.handle_owners_released();
+    machine.handle_owners_released(Vec::new());
     let Some(Step::ReleaseStrays(strays)) = machine.poll() else {
         panic!()
     };
@@ -353,7 +355,7 @@ fn early_retries_are_bounded_and_every_counted_attempt_waits_its_backoff() {
         let Some(Step::ReleaseOwners(_)) = machine.poll() else {
             panic!()
         };
-        machine.handle_owners_released();
+        machine.handle_owners_released(Vec::new());
         let Some(Step::ReleaseStrays(_)) = machine.poll() else {
             panic!()
         };
@@ -407,7 +409,7 @@ fn early_retries_are_bounded_and_every_counted_attempt_waits_its_backoff() {
                     ..Released::default()
                 });
             }
-            Some(Step::ReleaseOwners(_)) => machine.handle_owners_released(),
+            Some(Step::ReleaseOwners(_)) => machine.handle_owners_released(Vec::new()),
             Some(Step::ReleaseStrays(_)) => machine.handle_strays_left(Vec::new(), NOW),
             Some(Step::TakeRestarts) => machine.handle_restarts(BTreeSet::new()),
             Some(Step::CheckRegistration) => machine.handle_failed(Failure::ZooKeeper, NOW),
@@ -471,7 +473,7 @@ fn an_unreadable_registration_fails_the_attempt_rather_than_assign_without_it() 
         ..Released::default()
     });
     machine.poll();
-    machine.handle_owners_released();
+    machine.handle_owners_released(Vec::new());
     machine.poll();
     machine.handle_strays_left(Vec::new(), NOW);
     machine.poll();
@@ -519,6 +521,7 @@ fn partitions_owned_before_and_not_claimed_again_are_released_after_success() {
         view(&["g_a", "g_b"]),
         nodes(2, 2),
         &|_| panic!("every planned partition was kept: no start is read"),
+        vec![key(1, 1)],
     );
     let given_away = vec![
         (key(1, 0), "g_a-0".to_string()),
@@ -545,8 +548,9 @@ fn partitions_owned_before_and_not_claimed_again_are_released_after_success() {
         panic!()
     };
     assert_eq!(
-        after_success, given_away,
-        "tried once more after success, in case the first release failed"
+        after_success,
+        vec![(key(1, 1), "g_a-0".to_string())],
+        "only the release that could not be settled is tried once more after success"
     );
 }
 
@@ -569,11 +573,17 @@ fn a_rebalance_that_moves_nothing_keeps_every_owner_node_in_place() {
         broker_id: 1,
         data: b"1".to_vec(),
     });
-    let (given_away, claims) =
-        to_claims_releasing(&mut machine, held, view(&["g_a"]), topics, &|k| {
+    let (given_away, claims) = to_claims_releasing(
+        &mut machine,
+        held,
+        view(&["g_a"]),
+        topics,
+        &|k| {
             assert_eq!(*k, key(1, 0), "only the new partition's start is read");
             StartFound::Reset(0)
-        });
+        },
+        Vec::new(),
+    );
     assert!(given_away.is_empty(), "nothing moved: {given_away:?}");
     let held: Vec<(PartitionKey, bool)> = claims.iter().map(|c| (c.key.clone(), c.held)).collect();
     assert_eq!(
@@ -613,9 +623,14 @@ fn a_node_held_for_another_thread_is_given_away_and_claimed_anew() {
         .collect();
     let mut group = view(&["g_a"]);
     group.members[0].1 = Some(registration(2));
-    let (given_away, claims) = to_claims_releasing(&mut machine, held, group, nodes(1, 2), &|_| {
-        panic!("both were owned before: no start is read")
-    });
+    let (given_away, claims) = to_claims_releasing(
+        &mut machine,
+        held,
+        group,
+        nodes(1, 2),
+        &|_| panic!("both were owned before: no start is read"),
+        Vec::new(),
+    );
     assert_eq!(given_away, vec![(key(0, 1), "g_a-0".to_string())]);
     let held: Vec<(String, bool)> = claims.iter().map(|c| (c.thread.clone(), c.held)).collect();
     assert_eq!(
@@ -674,7 +689,7 @@ fn a_failed_keeping_attempt_lets_every_node_go_and_the_next_releases_before_it_r
         before_reading, every_node,
         "a later attempt releases everything before it reads, as 0.7 does"
     );
-    machine.handle_owners_released();
+    machine.handle_owners_released(Vec::new());
     machine.poll();
     machine.handle_strays_left(Vec::new(), NOW);
     machine.poll();
@@ -757,4 +772,61 @@ fn members_planning_from_one_view_claim_every_partition_exactly_once() {
             "seed {seed}: a partition nobody claims"
         );
     }
+}
+
+#[test]
+fn a_partition_a_stream_stopped_is_released_before_anything_is_read_and_never_kept() {
+    let mut machine: Rebalance<Failure> = Rebalance::new(settings("g_a", 1));
+    assert!(matches!(machine.poll(), Some(Step::Release)));
+    machine.handle_released(Released {
+        owned: vec![HeldPartition {
+            key: key(0, 0),
+            owner: "g_a-0".to_string(),
+            offsets: PartitionOffsets::starting_at(5),
+            epoch: 2,
+        }],
+        stopped: vec![(key(0, 1), "g_a-0".to_string())],
+        generation: 3,
+    });
+    let Some(Step::ReleaseOwners(before)) = machine.poll() else {
+        panic!()
+    };
+    assert_eq!(before, vec![(key(0, 1), "g_a-0".to_string())]);
+    machine.handle_owners_released(Vec::new());
+    machine.poll();
+    machine.handle_strays_left(Vec::new(), NOW);
+    machine.poll();
+    machine.handle_restarts(BTreeSet::new());
+    machine.poll();
+    machine.handle_registered();
+    machine.poll();
+    machine.handle_group(view(&["g_a"]), NOW);
+    machine.poll();
+    machine.handle_topics(nodes(1, 2), NOW);
+    let Some(Step::ReleaseOwners(given_away)) = machine.poll() else {
+        panic!()
+    };
+    assert!(given_away.is_empty(), "{given_away:?}");
+    machine.handle_owners_released(Vec::new());
+    let Some(Step::ReadAddresses(ids)) = machine.poll() else {
+        panic!()
+    };
+    machine.handle_addresses(addresses(&ids.concat()));
+    let Some(Step::ReadStarts(new)) = machine.poll() else {
+        panic!()
+    };
+    assert_eq!(
+        new.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+        vec![key(0, 1)],
+        "the stopped partition starts again from its commit"
+    );
+    machine.handle_starts(BTreeMap::new());
+    let Some(Step::Claim(claims)) = machine.poll() else {
+        panic!()
+    };
+    assert_eq!(
+        claims.iter().map(|c| c.held).collect::<Vec<_>>(),
+        vec![true, false],
+        "its node went before the attempt: claimed anew"
+    );
 }

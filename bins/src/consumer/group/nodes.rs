@@ -19,32 +19,55 @@ use crate::env::Env;
 
 impl<E: Env> Member<E> {
     /// Deletes each owner node that still names the thread given (never one another member has
-    /// claimed since), pipelined on the session (see [`pipelined`]), every one tried.
-    pub(super) async fn release_owners(&self, coord: &E::Coord, owners: &[(PartitionKey, String)]) {
+    /// claimed since), pipelined on the session (see [`pipelined`]), every one tried; returns
+    /// those whose release could not be settled (ZooKeeper unreachable).
+    pub(super) async fn release_owners(
+        &self,
+        coord: &E::Coord,
+        owners: &[(PartitionKey, String)],
+    ) -> Vec<PartitionKey> {
         let releases = owners
             .iter()
             .map(|((topic, partition), owner)| self.release_owner(coord, topic, *partition, owner));
-        pipelined(releases, |()| std::ops::ControlFlow::Continue(())).await;
+        let mut settled = Vec::with_capacity(owners.len());
+        pipelined(releases, |done| {
+            settled.push(done);
+            std::ops::ControlFlow::Continue(())
+        })
+        .await;
+        owners
+            .iter()
+            .zip(settled)
+            .filter(|(_, done)| !done)
+            .map(|((key, _), _)| key.clone())
+            .collect()
     }
 
-    /// Deletes a partition's owner node if it still names `owner`.
+    /// Deletes a partition's owner node if it still names `owner`; `false` when that could not
+    /// be settled.
     async fn release_owner(
         &self,
         coord: &E::Coord,
         topic: &TopicName,
         partition: BrokerPartition,
         owner: &str,
-    ) {
+    ) -> bool {
         let path = super::owner_path(self.group(), topic, partition);
         match coord.get(&path).await {
             Ok((data, version)) if data == owner.as_bytes() => {
                 match coord.delete(&path, Some(version)).await {
-                    Ok(()) | Err(CoordError::NoNode(_)) | Err(CoordError::BadVersion(_)) => {}
-                    Err(e) => tracing::warn!("releasing {path}: {e}"),
+                    Ok(()) | Err(CoordError::NoNode(_)) | Err(CoordError::BadVersion(_)) => true,
+                    Err(e) => {
+                        tracing::warn!("releasing {path}: {e}");
+                        false
+                    }
                 }
             }
-            Ok(_) | Err(CoordError::NoNode(_)) => {}
-            Err(e) => tracing::warn!("releasing {path}: {e}"),
+            Ok(_) | Err(CoordError::NoNode(_)) => true,
+            Err(e) => {
+                tracing::warn!("releasing {path}: {e}");
+                false
+            }
         }
     }
 

@@ -98,8 +98,8 @@ impl<E: Env> Member<E> {
                     machine.handle_released(released);
                 }
                 Step::ReleaseOwners(owners) => {
-                    self.release_owners(coord, &owners).await;
-                    machine.handle_owners_released();
+                    let left = self.release_owners(coord, &owners).await;
+                    machine.handle_owners_released(left);
                 }
                 Step::ReleaseStrays(strays) => {
                     let left = self.release_claimed(coord, strays).await;

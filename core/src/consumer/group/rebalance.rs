@@ -167,7 +167,8 @@ pub enum Step<F> {
     /// rebalance here instead.
     Release,
     /// Delete each owner node that still names the thread given (never one another member has
-    /// claimed since), every one tried; then [`Rebalance::handle_owners_released`].
+    /// claimed since), every one tried; then [`Rebalance::handle_owners_released`] with those
+    /// whose release could not be settled (ZooKeeper unreachable).
     ReleaseOwners(Vec<(PartitionKey, String)>),
     /// Delete each owner node this session holds; then [`Rebalance::handle_strays_left`] with
     /// those that could not be settled.
@@ -310,6 +311,11 @@ pub struct Rebalance<F> {
     keeping: bool,
     /// The owner nodes a keeping attempt still holds from before, with the thread each names.
     held_through: BTreeMap<PartitionKey, String>,
+    /// Nodes owned before that a release settled (gone, or another thread's) and no claim has
+    /// touched since: not released again after success.
+    let_go: BTreeSet<PartitionKey>,
+    /// The nodes the release in progress was asked to let go.
+    releasing: Vec<PartitionKey>,
     /// Owner nodes a failed attempt may have left (a release or claim failed after ZooKeeper
     /// made the node): released, if this session holds them, before every attempt and after.
     strays: Vec<PartitionKey>,
@@ -334,6 +340,8 @@ impl<F: AttemptFailure> Rebalance<F> {
             owned_before: BTreeMap::new(),
             keeping: true,
             held_through: BTreeMap::new(),
+            let_go: BTreeSet::new(),
+            releasing: Vec::new(),
             strays: Vec::new(),
             released: Vec::new(),
             generation: 0,
@@ -416,10 +424,13 @@ impl<F: AttemptFailure> Rebalance<F> {
             self.held_through.clear();
             self.all_owned_before()
         };
-        self.then(
-            Step::ReleaseOwners(release),
-            Awaiting::OwnersReleased(After::BeforeAttempt),
-        );
+        self.release_owners(release, After::BeforeAttempt);
+    }
+
+    /// Asks for `owners` to be released, remembering which, and awaits the answer `after`.
+    fn release_owners(&mut self, owners: Vec<(PartitionKey, String)>, after: After) {
+        self.releasing = owners.iter().map(|(key, _)| key.clone()).collect();
+        self.then(Step::ReleaseOwners(owners), Awaiting::OwnersReleased(after));
     }
 
     fn all_owned_before(&self) -> Vec<(PartitionKey, String)> {
@@ -429,14 +440,21 @@ impl<F: AttemptFailure> Rebalance<F> {
             .collect()
     }
 
-    /// The owner nodes of [`Step::ReleaseOwners`] were released (or tried).
-    pub fn handle_owners_released(&mut self) {
+    /// The owner nodes of [`Step::ReleaseOwners`] were released, but for `left`, whose release
+    /// could not be settled.
+    pub fn handle_owners_released(&mut self, left: Vec<PartitionKey>) {
         let awaiting = self.awaiting;
         let after = match awaiting {
             Awaiting::OwnersReleased(after) => after,
             other => unreachable_state(other),
         };
         self.expect(awaiting);
+        let left: BTreeSet<PartitionKey> = left.into_iter().collect();
+        for key in std::mem::take(&mut self.releasing) {
+            if !left.contains(&key) {
+                self.let_go.insert(key);
+            }
+        }
         let strays = match after {
             After::Planned => {
                 let brokers = std::mem::take(&mut self.current.brokers);
@@ -594,10 +612,7 @@ impl<F: AttemptFailure> Rebalance<F> {
             self.held_through.remove(key);
         }
         self.current.brokers = brokers;
-        self.then(
-            Step::ReleaseOwners(given_away),
-            Awaiting::OwnersReleased(After::Planned),
-        );
+        self.release_owners(given_away, After::Planned);
     }
 
     /// The addresses of the brokers [`Step::ReadAddresses`] named.
@@ -635,6 +650,10 @@ impl<F: AttemptFailure> Rebalance<F> {
                 held: self.held_through.get(&p.key) == Some(&p.thread),
             })
             .collect();
+        // A claim may make a node again: released or not, it is settled after the attempt.
+        for planned in &self.current.plan {
+            self.let_go.remove(&planned.key);
+        }
         self.then(Step::Claim(claims), Awaiting::Claims);
     }
 
@@ -770,19 +789,17 @@ impl<F: AttemptFailure> Rebalance<F> {
     }
 
     /// The claimed partitions' state is built: what was owned before and is not claimed now
-    /// is released (a release that failed before the attempt is tried once more).
+    /// is released, unless a release already settled it (one that could not is tried once
+    /// more).
     pub fn handle_prepared(&mut self) {
         self.expect(Awaiting::Prepared);
         let given_away: Vec<(PartitionKey, String)> = self
             .owned_before
             .iter()
-            .filter(|(key, _)| !self.current.claimed.contains(*key))
+            .filter(|(key, _)| !self.current.claimed.contains(*key) && !self.let_go.contains(*key))
             .map(|(key, owner)| (key.clone(), owner.clone()))
             .collect();
-        self.then(
-            Step::ReleaseOwners(given_away),
-            Awaiting::OwnersReleased(After::Success),
-        );
+        self.release_owners(given_away, After::Success);
     }
 
     /// The step awaited ([`Step::CheckRegistration`] to [`Step::Settle`], except a claim)
@@ -826,10 +843,7 @@ impl<F: AttemptFailure> Rebalance<F> {
             self.keeping = false;
             self.held_through.clear();
             let all = self.all_owned_before();
-            return self.then(
-                Step::ReleaseOwners(all),
-                Awaiting::OwnersReleased(After::Failed),
-            );
+            return self.release_owners(all, After::Failed);
         }
         self.wait_step();
     }
