@@ -130,6 +130,10 @@ pub enum Bug {
     /// partition's sent point back: the partition's next messages are appended past them, and
     /// the mirror partition then takes them for held when they are sent again.
     GivenUpKeepsSentPoint = 1 << 39,
+    /// A member's rebalance that keeps its owner nodes counts those its plan gives away as
+    /// released without releasing them: the member they go to cannot claim them while this
+    /// member's session lasts, and they are owned by no one.
+    GivenAwayNotReleased = 1 << 40,
 }
 
 /// The partitions of one commit request [`Bug::CommitCapped`] writes.

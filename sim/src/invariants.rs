@@ -30,7 +30,8 @@ pub enum Invariant {
     AckedIsConsumed,
     /// S9 (clients): a committed offset is never ahead of what was handed out.
     CommitNotAhead,
-    /// S10 (clients): once the group settles, every partition has exactly one owner.
+    /// S10 (clients): once the group settles, every partition has exactly one owner, whose owner
+    /// node names it.
     OwnershipDisjoint,
     /// S11 (mirror): every message the source acknowledged and still holds is in the mirror
     /// cluster.

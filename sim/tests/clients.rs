@@ -50,6 +50,9 @@ fn planted_consumer_bugs_are_caught_by_their_invariant() {
     for (bug, expected) in [
         (Bug::CommitFetched, Invariant::CommitNotAhead),
         (Bug::SkipChunk, Invariant::AckedIsConsumed),
+        // Owner nodes a keeping member gives away but never releases: the member they go to
+        // cannot claim them, and nobody owns them.
+        (Bug::GivenAwayNotReleased, Invariant::OwnershipDisjoint),
     ] {
         plant(&[bug]);
         let caught = (0..30).find_map(|seed| {

@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 
 use tributary::client::connect;
 use tributary::consumer::{ConsumerConnector, Subscription};
+use tributary::coordination::pipeline::pipelined;
 use tributary::coordination::zk::ZkCoordination;
-use tributary::coordination::{CoordError, Coordination};
+use tributary::coordination::{CoordError, Coordination, NodeKind};
 use tributary::env::TokioEnv;
 use tributary::mirror::Mirror;
 use tributary_core::config::{BrokerConfig, ZkConnect};
@@ -330,6 +331,36 @@ async fn mirror_shape(
         stop_seconds: stopping.elapsed().as_secs_f64(),
         new_topic: new_topic_seconds,
     }
+}
+
+/// The ceiling of a group's first join over `partitions`: the writes it cannot do without in
+/// 0.7's layout (an owner node and a recorded start per partition) made alone, pipelined on
+/// one session as a member makes them; the seconds ZooKeeper took to log them.
+async fn zookeeper_write_ceiling(zk: &ZooKeeper, partitions: usize) -> f64 {
+    let connect = ZkConnect::parse(&zk.connect_string()).expect("zk.connect");
+    let coord = ZkCoordination::connect(&connect, Duration::from_secs(10), Duration::from_secs(10))
+        .await
+        .expect("zookeeper");
+    let dir = "/write-ceiling";
+    coord
+        .ensure_parents(&format!("{dir}/-"))
+        .await
+        .expect("the ceiling's directory");
+    let start = Instant::now();
+    let coord_ref = &coord;
+    let creates = (0..2 * partitions).map(|i| async move {
+        coord_ref
+            .create(&format!("{dir}/{i}"), b"0", NodeKind::Persistent)
+            .await
+    });
+    pipelined(creates, |made| {
+        made.expect("a create of the write ceiling");
+        std::ops::ControlFlow::Continue(())
+    })
+    .await;
+    let seconds = start.elapsed().as_secs_f64();
+    coord.close().await;
+    seconds
 }
 
 /// What ZooKeeper served meanwhile, for a printed line (nothing when it did not answer).
@@ -678,7 +709,23 @@ async fn main() {
         }
     }
     replica_shapes_case(&source_zk).await;
+    let ceiling = zookeeper_write_ceiling(&source_zk, largest).await;
+    println!(
+        "ZooKeeper logs {} pipelined creates on one session in {ceiling:.2} s",
+        2 * largest
+    );
     let joins = group_rebalance(&source_zk, largest).await;
+    if let Some(first) = joins.first() {
+        row(
+            &format!("scale: a group of 1 taking {largest} partitions"),
+            &format!("{:.2} s", first.seconds),
+            &format!(
+                "its {} necessary ZooKeeper writes alone {ceiling:.2} s",
+                2 * largest
+            ),
+            ceiling / first.seconds,
+        );
+    }
     for (members, arrival) in joins.iter().enumerate() {
         let seconds = arrival.seconds;
         let requests = zookeeper_work(arrival.requests);

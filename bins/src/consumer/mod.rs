@@ -204,6 +204,7 @@ impl ConsumerConnector {
             zombies,
             streams: Arc::new(senders),
             retired: Default::default(),
+            owners_session: Default::default(),
         };
         member.register(&coord).await?;
         let member_registration = member.registration.clone();

@@ -8,7 +8,9 @@
 //! - `CommitNotAhead`: a committed offset (read from the ZooKeeper model as the run goes) is
 //!   never ahead of what some member was handed for that partition;
 //! - `OwnershipDisjoint`: once the group settles after healing, every partition is owned by
-//!   exactly one member;
+//!   exactly one member, and its owner node in the ZooKeeper model names that member's thread
+//!   (a member that kept a partition through a rebalance without the node it believed it held
+//!   would share it with any member whose view differs);
 //! - `History`: nothing consumed that was never sent, and a member never hands out one message
 //!   twice within a generation.
 
@@ -65,6 +67,8 @@ struct State {
     handed_out: BTreeMap<String, i64>,
     /// Each member's owned partitions, as it last reported.
     owned: BTreeMap<usize, BTreeSet<String>>,
+    /// Each member's consumer id, as it last joined.
+    ids: BTreeMap<usize, String>,
     stop_producing: bool,
     commits_checked: u64,
 }
@@ -241,6 +245,9 @@ fn add_consumer(
             control
                 .trace
                 .push(&format!("{name} joined as {}", connector.consumer_id()));
+            state(&shared)
+                .ids
+                .insert(index, connector.consumer_id().to_string());
             let mut stream = streams.remove(0);
             // Some members are slow applications: fetched chunks wait in their queue.
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -361,7 +368,8 @@ fn drive(
                 .collect();
             (
                 missing,
-                ownership_problem(&s, &registered_partitions(cluster)),
+                ownership_problem(&s, &registered_partitions(cluster))
+                    .or_else(|| owner_node_problem(&s, cluster)),
             )
         };
         if missing.is_empty()
@@ -503,6 +511,33 @@ fn registered_partitions(cluster: &crate::world::Cluster) -> Vec<String> {
         out.extend((0..count).map(|p| format!("{broker}-{p}")));
     }
     out
+}
+
+/// `OwnershipDisjoint`'s second half: each partition a member owns has its owner node, naming
+/// one of that member's threads (`<consumer id>-<n>`).
+fn owner_node_problem(s: &State, cluster: &crate::world::Cluster) -> Option<String> {
+    let m = cluster.model.lock().unwrap_or_else(|p| p.into_inner());
+    for (member, owned) in &s.owned {
+        let Some(id) = s.ids.get(member) else {
+            continue;
+        };
+        for p in owned {
+            let path = format!("/consumers/{GROUP}/owners/{TOPIC}/{p}");
+            let named = m
+                .data(&path)
+                .map(|d| String::from_utf8_lossy(&d).into_owned());
+            let ours = named
+                .as_deref()
+                .and_then(|thread| thread.strip_prefix(id.as_str()))
+                .is_some_and(|rest| rest.starts_with('-'));
+            if !ours {
+                return Some(format!(
+                    "member {member} ({id}) owns {TOPIC}/{p}, whose owner node names {named:?}"
+                ));
+            }
+        }
+    }
+    None
 }
 
 fn ownership_problem(s: &State, expected: &[String]) -> Option<String> {

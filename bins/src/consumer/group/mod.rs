@@ -15,6 +15,7 @@ mod commit;
 mod nodes;
 mod rebalance;
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -94,6 +95,11 @@ pub(super) struct Member<E: Env> {
     /// Sessions this member gave up: their nodes, if a restarted ZooKeeper still holds them,
     /// are this member's to take back.
     pub retired: RetiredSessions,
+    /// The ZooKeeper session in which every owner node this member holds was made or checked
+    /// by its last successful rebalance (0: none). A node held through the next rebalance in
+    /// that same session is still there without a read: an ephemeral node goes only with its
+    /// session or by a delete, and a member deletes only nodes naming its own threads.
+    pub owners_session: AtomicU64,
 }
 
 impl<E: Env> Member<E> {

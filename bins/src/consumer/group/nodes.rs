@@ -2,6 +2,7 @@
 //! request (the rebalance machine decides which, and when).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tributary_core::consumer::group::PartitionKey;
@@ -222,8 +223,10 @@ impl<E: Env> Member<E> {
     }
 
     /// Whether this session still holds the owner node it held through the rebalance, naming
-    /// `thread`: one read, where a claim would be a write. `Ok(false)` when it must be claimed
-    /// (gone with an expired session, or changed).
+    /// `thread`: no request when the member's last successful rebalance made or checked its
+    /// nodes in the session it still has (see [`Member::owners_session`]), one read otherwise,
+    /// where a claim would be a write. `Ok(false)` when it must be claimed (gone with an
+    /// expired session, or changed).
     pub(super) async fn still_held(
         &self,
         coord: &E::Coord,
@@ -231,6 +234,10 @@ impl<E: Env> Member<E> {
         partition: BrokerPartition,
         thread: &str,
     ) -> Result<bool, RebalanceError> {
+        let session = coord.session_id();
+        if session != 0 && session == self.owners_session.load(Ordering::Relaxed) {
+            return Ok(true);
+        }
         let path = super::owner_path(self.group(), topic, partition);
         match coord.get_with_owner(&path).await {
             Ok(node) => {

@@ -47,6 +47,8 @@ struct Run {
     unlogged: Option<RebalanceError>,
     /// Only with the planted bug `KeepLostPartitions`: what was held before, to go on fetching.
     held: BTreeMap<PartitionKey, Arc<PartitionState>>,
+    /// The session the claims that succeeded were made in, if it did not change under them.
+    claimed_in: Option<u64>,
 }
 
 impl<E: Env> Member<E> {
@@ -83,6 +85,7 @@ impl<E: Env> Member<E> {
             prepared: None,
             unlogged: None,
             held: BTreeMap::new(),
+            claimed_in: None,
         };
         loop {
             // The machine always has a step after an answer: none would be a bug in it.
@@ -146,13 +149,19 @@ impl<E: Env> Member<E> {
                     let starts = self.read_starts(coord, partitions, &mut run).await;
                     machine.handle_starts(starts);
                 }
-                Step::Claim(claims) => match self.claim_all(coord, &claims).await {
-                    Ok(()) => machine.handle_claimed(),
-                    Err((started, e)) => {
-                        run.unlogged = Some(e.clone());
-                        machine.handle_claims_failed(started, e);
+                Step::Claim(claims) => {
+                    let session = coord.session_id();
+                    match self.claim_all(coord, &claims).await {
+                        Ok(()) => {
+                            run.claimed_in = (coord.session_id() == session).then_some(session);
+                            machine.handle_claimed()
+                        }
+                        Err((started, e)) => {
+                            run.unlogged = Some(e.clone());
+                            machine.handle_claims_failed(started, e);
+                        }
                     }
-                },
+                }
                 Step::Settle(requests) => match self.settle(coord, &requests).await {
                     Ok(answers) => machine.handle_settled(answers),
                     Err(e) => {
@@ -551,6 +560,8 @@ impl<E: Env> Member<E> {
         let Some((installed, states)) = run.prepared.take() else {
             unreachable_step()
         };
+        self.owners_session
+            .store(run.claimed_in.unwrap_or(0), Ordering::Relaxed);
         if strays_left > 0 {
             tracing::warn!(
                 "consumer {}: {strays_left} owner nodes of a failed attempt could not be released; they go with this session",

@@ -93,8 +93,9 @@ pub struct OwnerClaim {
     /// The thread id the node names.
     pub thread: String,
     /// The member held this node, naming this thread, before the rebalance and did not let it
-    /// go: the driver checks that its session still holds it (one read) and claims it only if
-    /// it does not.
+    /// go: the driver checks that its session still holds it (without a request when its
+    /// session is the one the node was made or checked in; one read otherwise) and claims it
+    /// only if it does not.
     pub held: bool,
 }
 
@@ -612,6 +613,11 @@ impl<F: AttemptFailure> Rebalance<F> {
             self.held_through.remove(key);
         }
         self.current.brokers = brokers;
+        if crate::planted::active(crate::planted::Bug::GivenAwayNotReleased) {
+            self.let_go
+                .extend(given_away.into_iter().map(|(key, _)| key));
+            return self.release_owners(Vec::new(), After::Planned);
+        }
         self.release_owners(given_away, After::Planned);
     }
 
