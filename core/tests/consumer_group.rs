@@ -97,6 +97,34 @@ fn addresses(ids: &[i32]) -> BTreeMap<i32, (String, u16)> {
 
 const NOW: Duration = Duration::from_secs(100);
 
+/// Answers the release before an attempt (nothing left to try again) and every read up to the
+/// plan, for g_a alone in its group over `topics`.
+fn plan_alone_after_release(machine: &mut Rebalance<Failure>, topics: Vec<Vec<BrokerTopicNode>>) {
+    machine.handle_owners_released(Vec::new());
+    assert!(matches!(machine.poll(), Some(Step::ReleaseStrays(_))));
+    machine.handle_strays_left(Vec::new(), NOW);
+    assert!(matches!(machine.poll(), Some(Step::TakeRestarts)));
+    machine.handle_restarts(BTreeSet::new());
+    assert!(matches!(machine.poll(), Some(Step::CheckRegistration)));
+    machine.handle_registered();
+    assert!(matches!(machine.poll(), Some(Step::ReadGroup)));
+    machine.handle_group(view(&["g_a"]), NOW);
+    assert!(matches!(machine.poll(), Some(Step::ReadTopics(_))));
+    machine.handle_topics(topics, NOW);
+}
+
+/// `keys`, held by thread g_a-0 since generation 2, each resuming at 5.
+fn held_by_g_a_0(keys: &[PartitionKey]) -> Vec<HeldPartition> {
+    keys.iter()
+        .map(|key| HeldPartition {
+            key: key.clone(),
+            owner: "g_a-0".to_string(),
+            offsets: PartitionOffsets::starting_at(5),
+            epoch: 2,
+        })
+        .collect()
+}
+
 /// Drives `machine` from its start to the claim step with `held` released and `view`/`nodes`
 /// read; returns the claims asked for.
 fn to_claims(
@@ -506,15 +534,7 @@ fn an_answer_out_of_turn_stops_the_member() {
 fn partitions_owned_before_and_not_claimed_again_are_released_after_success() {
     // g_a held all four partitions; g_b joined: g_a keeps the first half, gives up the rest.
     let mut machine: Rebalance<Failure> = Rebalance::new(settings("g_a", 1));
-    let held: Vec<HeldPartition> = [key(0, 0), key(0, 1), key(1, 0), key(1, 1)]
-        .into_iter()
-        .map(|key| HeldPartition {
-            key,
-            owner: "g_a-0".to_string(),
-            offsets: PartitionOffsets::starting_at(5),
-            epoch: 2,
-        })
-        .collect();
+    let held = held_by_g_a_0(&[key(0, 0), key(0, 1), key(1, 0), key(1, 1)]);
     let (given_away_once_planned, claims) = to_claims_releasing(
         &mut machine,
         held,
@@ -559,15 +579,7 @@ fn a_rebalance_that_moves_nothing_keeps_every_owner_node_in_place() {
     // g_a alone held both partitions of broker 0 and still owns them; a partition on a new
     // broker appeared (a new topic among those mirrored, say).
     let mut machine: Rebalance<Failure> = Rebalance::new(settings("g_a", 1));
-    let held: Vec<HeldPartition> = [key(0, 0), key(0, 1)]
-        .into_iter()
-        .map(|key| HeldPartition {
-            key,
-            owner: "g_a-0".to_string(),
-            offsets: PartitionOffsets::starting_at(5),
-            epoch: 2,
-        })
-        .collect();
+    let held = held_by_g_a_0(&[key(0, 0), key(0, 1)]);
     let mut topics = nodes(1, 2);
     topics[0].push(BrokerTopicNode {
         broker_id: 1,
@@ -612,15 +624,7 @@ fn a_rebalance_that_moves_nothing_keeps_every_owner_node_in_place() {
 fn a_node_held_for_another_thread_is_given_away_and_claimed_anew() {
     // g_a now runs two streams: 0-1, held by g_a-0, is planned for g_a-1.
     let mut machine: Rebalance<Failure> = Rebalance::new(settings("g_a", 2));
-    let held: Vec<HeldPartition> = [key(0, 0), key(0, 1)]
-        .into_iter()
-        .map(|key| HeldPartition {
-            key,
-            owner: "g_a-0".to_string(),
-            offsets: PartitionOffsets::starting_at(5),
-            epoch: 2,
-        })
-        .collect();
+    let held = held_by_g_a_0(&[key(0, 0), key(0, 1)]);
     let mut group = view(&["g_a"]);
     group.members[0].1 = Some(registration(2));
     let (given_away, claims) = to_claims_releasing(
@@ -642,15 +646,7 @@ fn a_node_held_for_another_thread_is_given_away_and_claimed_anew() {
 #[test]
 fn a_failed_keeping_attempt_lets_every_node_go_and_the_next_releases_before_it_reads() {
     let mut machine: Rebalance<Failure> = Rebalance::new(settings("g_a", 1));
-    let held: Vec<HeldPartition> = [key(0, 0), key(0, 1)]
-        .into_iter()
-        .map(|key| HeldPartition {
-            key,
-            owner: "g_a-0".to_string(),
-            offsets: PartitionOffsets::starting_at(5),
-            epoch: 2,
-        })
-        .collect();
+    let held = held_by_g_a_0(&[key(0, 0), key(0, 1)]);
     let claims = to_claims(&mut machine, held, view(&["g_a"]), nodes(1, 3), &|_| {
         StartFound::Committed(0)
     });
@@ -689,17 +685,7 @@ fn a_failed_keeping_attempt_lets_every_node_go_and_the_next_releases_before_it_r
         before_reading, every_node,
         "a later attempt releases everything before it reads, as 0.7 does"
     );
-    machine.handle_owners_released(Vec::new());
-    machine.poll();
-    machine.handle_strays_left(Vec::new(), NOW);
-    machine.poll();
-    machine.handle_restarts(BTreeSet::new());
-    machine.poll();
-    machine.handle_registered();
-    machine.poll();
-    machine.handle_group(view(&["g_a"]), NOW);
-    machine.poll();
-    machine.handle_topics(nodes(1, 3), NOW);
+    plan_alone_after_release(&mut machine, nodes(1, 3));
     let Some(Step::ReadAddresses(ids)) = machine.poll() else {
         panic!("no release after planning once nothing is kept")
     };
@@ -792,17 +778,7 @@ fn a_partition_a_stream_stopped_is_released_before_anything_is_read_and_never_ke
         panic!()
     };
     assert_eq!(before, vec![(key(0, 1), "g_a-0".to_string())]);
-    machine.handle_owners_released(Vec::new());
-    machine.poll();
-    machine.handle_strays_left(Vec::new(), NOW);
-    machine.poll();
-    machine.handle_restarts(BTreeSet::new());
-    machine.poll();
-    machine.handle_registered();
-    machine.poll();
-    machine.handle_group(view(&["g_a"]), NOW);
-    machine.poll();
-    machine.handle_topics(nodes(1, 2), NOW);
+    plan_alone_after_release(&mut machine, nodes(1, 2));
     let Some(Step::ReleaseOwners(given_away)) = machine.poll() else {
         panic!()
     };

@@ -10,9 +10,10 @@
 //! node before it reads, as 0.7 does before each attempt — `rebalance.retries.max` times, then
 //! the member owns nothing until the next change). Unlike 0.7, the first attempt keeps the
 //! nodes it will own again in place: a rebalance that moves nothing writes nothing to
-//! ZooKeeper, and no other member can own a kept partition while this one rebalances. Unlike 0.7, a blocked attempt is tried
-//! again as soon as the blocking node goes, without counting as an attempt (at most
-//! [`EARLY_RETRIES_MAX`] such early tries; every counted attempt still waits out its backoff).
+//! ZooKeeper, and no other member can own a kept partition while this one rebalances. Also
+//! unlike 0.7, a blocked attempt is tried again as soon as the blocking node goes, without
+//! counting as an attempt (at most [`EARLY_RETRIES_MAX`] such early tries; every counted
+//! attempt still waits out its backoff).
 //! A claimed partition's committed offset is read again, so a commit its previous owner made
 //! meanwhile is not delivered again; a partition kept through a rebalance resumes after what was
 //! handed out, not from ZooKeeper; a start taken from `autooffset.reset` is recorded, so data
