@@ -400,6 +400,66 @@ async fn a_sync_producer_keeps_going_when_one_of_two_brokers_dies() {
     );
 }
 
+/// A group's first join writes what 0.7's layout needs (an owner node and a recorded start per
+/// partition) and each topic's two parents once: not every ancestor again for each partition
+/// (six logged writes a node, most of them creates of ancestors that already exist).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_groups_first_join_makes_each_topics_parents_once() {
+    const TOPICS: usize = 8;
+    let c = cluster();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n"))
+        .await
+        .unwrap();
+    for t in 0..TOPICS {
+        produce(&producer, &format!("join-{t}"), ["m".to_string()]).await;
+    }
+    let zk = zookeeper_client::Client::connect(&c.zk.connect_string())
+        .await
+        .unwrap();
+    let mut partitions = 0;
+    for t in 0..TOPICS {
+        let dir = format!("/brokers/topics/join-{t}");
+        for broker in zk.list_children(&dir).await.unwrap() {
+            let (count, _) = zk.get_data(&format!("{dir}/{broker}")).await.unwrap();
+            partitions += String::from_utf8(count)
+                .unwrap()
+                .trim()
+                .parse::<usize>()
+                .unwrap();
+        }
+    }
+    let before = c.zk.served().expect("ZooKeeper's srvr answer");
+    let (consumer, _streams) = ConsumerConnector::start(
+        TokioEnv,
+        consumer_config(&c.zk, "fresh", "autocommit.interval.ms=3600000\n"),
+        Subscription::Whitelist("join-.*".into(), 1),
+    )
+    .await
+    .unwrap();
+    let joined = Instant::now();
+    while consumer.owned().len() < partitions {
+        assert!(
+            joined.elapsed() < Duration::from_secs(30),
+            "owns {} of {partitions} partitions",
+            consumer.owned().len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let after = c.zk.served().expect("ZooKeeper's srvr answer");
+    let writes = after.writes - before.writes;
+    // An owner node and a recorded start per partition, two parents per topic, and a handful
+    // of the group's own nodes (its directories and the member's registration).
+    let needed = 2 * partitions + 2 * TOPICS;
+    eprintln!(
+        "{writes} writes logged for {partitions} partitions of {TOPICS} topics ({needed} needed)"
+    );
+    assert!(
+        writes <= (needed + 16) as u64,
+        "{writes} writes logged for {partitions} partitions of {TOPICS} topics: {needed} are needed"
+    );
+    consumer.shutdown().await;
+}
+
 /// A group that commits (autocommit) but never committed a partition records where it starts
 /// it as soon as it claims it, so data deleted later before it was read is a reported gap, not
 /// a silent fresh start; a group that never commits keeps 0.7's fresh start and records nothing.
