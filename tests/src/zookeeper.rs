@@ -184,7 +184,7 @@ impl ZooKeeper {
     pub fn served(&self) -> Option<Served> {
         let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
         let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
         let mut reply = String::new();
         stream.write_all(b"srvr").ok()?;
         stream.read_to_string(&mut reply).ok()?;
