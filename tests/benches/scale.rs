@@ -35,7 +35,7 @@ use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{OffsetsRequest, ProduceRequest, Request, TopicName};
 use tributary_core::zk_layout::{broker_id_path, broker_topic_partitions_path, BROKER_TOPICS_PATH};
 use tributary_tests::bench::{point, quick, row, rss};
-use tributary_tests::zookeeper::ZooKeeper;
+use tributary_tests::zookeeper::{Served, ZooKeeper};
 
 mod support;
 use support::{
@@ -282,7 +282,7 @@ async fn mirror_shape(
     let rate = count as f64 / first.expect("no message sent").elapsed().as_secs_f64();
     let (rss_after, _) = rss();
     let commits = stats.commits.load(Ordering::Relaxed);
-    let new_topic_seconds = match new_topic {
+    let new_topic = match new_topic {
         Some(conn) => {
             let name = topic(&format!("{}new", prefix(partitions)));
             let mut set = MessageSetBuilder::new();
@@ -311,12 +311,7 @@ async fn mirror_shape(
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
             let seconds = sent.elapsed().as_secs_f64();
-            let requests = served_before.zip(source.served()).map(|(before, after)| {
-                (
-                    after.received - before.received,
-                    after.writes.saturating_sub(before.writes),
-                )
-            });
+            let requests = served_since(source, served_before);
             Some(Arrival { seconds, requests })
         }
         None => None,
@@ -329,7 +324,7 @@ async fn mirror_shape(
         commits,
         rss_growth: rss_after.saturating_sub(rss_before),
         stop_seconds: stopping.elapsed().as_secs_f64(),
-        new_topic: new_topic_seconds,
+        new_topic,
     }
 }
 
@@ -363,10 +358,15 @@ async fn zookeeper_write_ceiling(zk: &ZooKeeper, partitions: usize) -> f64 {
     seconds
 }
 
+/// What `zk` served since `before` (`None` when either reading failed).
+fn served_since(zk: &ZooKeeper, before: Option<Served>) -> Option<Served> {
+    Some(zk.served()?.since(before?))
+}
+
 /// What ZooKeeper served meanwhile, for a printed line (nothing when it did not answer).
-fn zookeeper_work(requests: Option<(u64, u64)>) -> String {
-    match requests {
-        Some((received, writes)) => {
+fn zookeeper_work(served: Option<Served>) -> String {
+    match served {
+        Some(Served { received, writes }) => {
             format!("; ZooKeeper received {received} requests, logged {writes} writes")
         }
         None => String::new(),
@@ -378,7 +378,7 @@ fn zookeeper_work(requests: Option<(u64, u64)>) -> String {
 #[derive(Debug, Clone, Copy)]
 struct Arrival {
     seconds: f64,
-    requests: Option<(u64, u64)>,
+    requests: Option<Served>,
 }
 
 /// Three members of one group join one after another over the shape of `partitions`: from each
@@ -386,7 +386,7 @@ struct Arrival {
 async fn group_rebalance(zk: &ZooKeeper, partitions: usize) -> Vec<Arrival> {
     let subscription = Subscription::Whitelist(format!("p{partitions}-[0-9]+"), 1);
     let mut members = Vec::new();
-    let mut seconds = Vec::new();
+    let mut arrivals = Vec::new();
     for _ in 0..3 {
         let arrived = Instant::now();
         let served_before = zk.served();
@@ -424,22 +424,15 @@ async fn group_rebalance(zk: &ZooKeeper, partitions: usize) -> Vec<Arrival> {
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let seconds_taken = arrived.elapsed().as_secs_f64();
-        let requests = served_before.zip(zk.served()).map(|(before, after)| {
-            (
-                after.received - before.received,
-                after.writes.saturating_sub(before.writes),
-            )
-        });
-        seconds.push(Arrival {
-            seconds: seconds_taken,
-            requests,
+        arrivals.push(Arrival {
+            seconds: arrived.elapsed().as_secs_f64(),
+            requests: served_since(zk, served_before),
         });
     }
     for (member, _) in members {
         member.shutdown().await;
     }
-    seconds
+    arrivals
 }
 
 /// Replica mode over the shapes the mirror read (still on the source broker): for each, a new

@@ -224,6 +224,16 @@ pub struct Served {
     pub writes: u64,
 }
 
+impl Served {
+    /// What was served between `before` and this reading (0 where a restart reset a count).
+    pub fn since(self, before: Served) -> Served {
+        Served {
+            received: self.received.saturating_sub(before.received),
+            writes: self.writes.saturating_sub(before.writes),
+        }
+    }
+}
+
 fn spawn(cfg: &Path) -> Child {
     Command::new("java")
         .args(["-Xmx256m", "-cp", CLASSPATH, MAIN_CLASS])

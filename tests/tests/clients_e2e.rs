@@ -446,7 +446,7 @@ async fn a_groups_first_join_makes_each_topics_parents_once() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let after = c.zk.served().expect("ZooKeeper's srvr answer");
-    let writes = after.writes - before.writes;
+    let writes = after.since(before).writes;
     // An owner node and a recorded start per partition, two parents per topic, and a handful
     // of the group's own nodes (its directories and the member's registration).
     let needed = 2 * partitions + 2 * TOPICS;

@@ -287,12 +287,13 @@ impl<E: Env> Dispatcher<E> {
                 .contains(&broker_id);
         // Most batches are all of one kind (a mirror's, or none of them): handed on whole, not
         // message by message.
-        let marked_count = match positions {
-            true => messages
+        let marked_count = if positions {
+            messages
                 .iter()
                 .filter(|(p, _)| p.record.source.is_some())
-                .count(),
-            false => 0,
+                .count()
+        } else {
+            0
         };
         if marked_count == 0 {
             return (Vec::new(), messages);
