@@ -134,6 +134,9 @@ pub enum Bug {
     /// released without releasing them: the member they go to cannot claim them while this
     /// member's session lasts, and they are owned by no one.
     GivenAwayNotReleased = 1 << 40,
+    /// A rebalance's release after success takes every node owned before, the kept ones too:
+    /// the member goes on owning partitions whose owner nodes it deleted.
+    KeptNodeReleased = 1 << 41,
 }
 
 /// The partitions of one commit request [`Bug::CommitCapped`] writes.

@@ -53,6 +53,8 @@ fn planted_consumer_bugs_are_caught_by_their_invariant() {
         // Owner nodes a keeping member gives away but never releases: the member they go to
         // cannot claim them, and nobody owns them.
         (Bug::GivenAwayNotReleased, Invariant::OwnershipDisjoint),
+        // Kept nodes deleted after success: the member owns partitions no node names.
+        (Bug::KeptNodeReleased, Invariant::OwnershipDisjoint),
     ] {
         plant(&[bug]);
         let caught = (0..30).find_map(|seed| {
