@@ -12,6 +12,13 @@
 //!
 //! An operation that panics marks its partition failed before the panic goes on: the log's
 //! state may be half-updated, so it serves nothing more, and the panic stops the broker.
+//!
+//! Every operation ends by publishing the partition's state, and publishing marks the
+//! partition for the broker's timers ([`Activity`]) when it holds unflushed bytes or its
+//! flushed end moved: the flush timer and the checkpoint visit only what is marked. The log's
+//! lock is handed out only for reading ([`Partition::lock`]), so no change escapes this.
+
+mod activity;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -21,9 +28,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{watch, OwnedMutexGuard};
-use tributary_core::log::{Log, LogError, LogFs, LogManager, TopicPartition};
+use tributary_core::log::{Log, LogCell, LogError, LogFs, LogManager, TopicPartition};
 use tributary_core::mirror::position::SourceKey;
 
+use self::activity::Flags;
+pub use self::activity::{Activity, Mark};
 use crate::env::Env;
 use crate::metrics::broker::BrokerMeter;
 use crate::sync::lock;
@@ -42,6 +51,7 @@ pub struct Durable {
 /// waiting for their data to be flushed).
 #[derive(Debug)]
 pub struct Partition<F: LogFs> {
+    tp: TopicPartition,
     log: Arc<tokio::sync::Mutex<Log<F>>>,
     durable: watch::Sender<Durable>,
     /// The written end, published after every operation (for metrics, read without the lock).
@@ -49,6 +59,9 @@ pub struct Partition<F: LogFs> {
     /// Per source partition copied here with positions: the source offset its durable copy
     /// reaches, published when the flushed end moves (for metrics, read without the log's lock).
     held: std::sync::Mutex<Vec<(SourceKey, i64)>>,
+    /// The broker's book of partitions its timers must look at, and this one's marks in it.
+    activity: Arc<Activity<F>>,
+    flags: Flags,
 }
 
 /// Per source partition recorded in `log`'s positions: how far its copy reaches within the
@@ -61,13 +74,26 @@ fn durably_held<F: LogFs>(log: &Log<F>, flushed_end: u64) -> Vec<(SourceKey, i64
     })
 }
 
-impl<F: LogFs> From<Log<F>> for Partition<F> {
-    fn from(log: Log<F>) -> Self {
+impl<F: LogFs> LogCell<F> for Partition<F> {
+    type Shared = Activity<F>;
+
+    /// A log just opened (recovered) or created has nothing unflushed, so it needs no mark
+    /// until an operation on it.
+    fn hold(log: Log<F>, activity: &Arc<Activity<F>>) -> Self {
+        debug_assert_eq!(
+            log.flushed_end(),
+            log.written_end(),
+            "{}: a log handed to the broker with unflushed bytes would not be flushed by its timer until written to",
+            log.topic_partition()
+        );
         let durable = Durable {
             flushed_end: log.flushed_end(),
             stopped: log.is_poisoned() || log.is_failed(),
         };
         Partition {
+            tp: log.topic_partition().clone(),
+            activity: activity.clone(),
+            flags: Flags::default(),
             held: std::sync::Mutex::new(durably_held(&log, durable.flushed_end)),
             written_end: AtomicU64::new(log.written_end()),
             log: Arc::new(tokio::sync::Mutex::new(log)),
@@ -76,17 +102,33 @@ impl<F: LogFs> From<Log<F>> for Partition<F> {
     }
 }
 
+/// A partition's log, locked for reading its state.
+#[derive(Debug)]
+pub struct Reading<'a, F: LogFs>(tokio::sync::MutexGuard<'a, Log<F>>);
+
+impl<F: LogFs> std::ops::Deref for Reading<'_, F> {
+    type Target = Log<F>;
+
+    fn deref(&self) -> &Log<F> {
+        &self.0
+    }
+}
+
 impl<F: LogFs> Partition<F> {
-    /// Locks the log (for quick reads of its state; disk work goes through [`with_log`]).
-    pub async fn lock(&self) -> tokio::sync::MutexGuard<'_, Log<F>> {
-        self.log.lock().await
+    /// The partition this is.
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.tp
     }
 
-    /// Locks the log if no one holds it.
-    pub fn try_lock(
-        &self,
-    ) -> Result<tokio::sync::MutexGuard<'_, Log<F>>, tokio::sync::TryLockError> {
-        self.log.try_lock()
+    /// Locks the log for a quick read of its state. Changes go through [`with_log`], which
+    /// publishes them.
+    pub async fn lock(&self) -> Reading<'_, F> {
+        Reading(self.log.lock().await)
+    }
+
+    /// Locks the log for reading if no one holds it.
+    pub fn try_lock(&self) -> Result<Reading<'_, F>, tokio::sync::TryLockError> {
+        self.log.try_lock().map(Reading)
     }
 
     /// Follows what is durable.
@@ -102,20 +144,27 @@ impl<F: LogFs> Partition<F> {
         )
     }
 
-    fn publish(&self, log: &Log<F>) {
-        self.written_end.store(log.written_end(), Ordering::Relaxed);
+    /// Publishes `log`'s state, then marks the partition for the timers: when its written end
+    /// moved and it holds unflushed bytes (the flush timer keeps it marked until they are
+    /// flushed), and when its flushed end moved.
+    fn publish(this: &Arc<Self>, log: &Log<F>) {
+        let written_before = this.written_end.swap(log.written_end(), Ordering::Relaxed);
         let now = Durable {
             flushed_end: log.flushed_end(),
             stopped: log.is_poisoned() || log.is_failed(),
         };
-        let moved = self.durable.send_if_modified(|was| {
+        let moved = this.durable.send_if_modified(|was| {
             let changed = *was != now;
             *was = now;
             changed
         });
         if moved {
-            *lock(&self.held, "a partition's durably held positions") =
+            *lock(&this.held, "a partition's durably held positions") =
                 durably_held(log, now.flushed_end);
+            this.activity.mark(this, Mark::Flushed);
+        }
+        if log.written_end() != written_before && log.written_end() > log.flushed_end() {
+            this.activity.mark(this, Mark::Unflushed);
         }
     }
 
@@ -150,7 +199,7 @@ pub fn with_log<'a, E: Env, R: Send + 'static>(
                 crate::sync::panic_message(panic.as_ref())
             ));
         }
-        log.publish(&guard);
+        Partition::publish(log, &guard);
         drop(guard);
         outcome.unwrap_or_else(|panic| resume_unwind(panic))
     })
@@ -188,15 +237,46 @@ pub async fn flush<E: Env>(
     with_log(env, log, move |l| l.finish_flush(ticket, synced)).await
 }
 
-/// The logs whose unflushed data is older than their flush interval. A partition busy right
-/// now (a long read, a roll) is looked at again on the next tick rather than waited for, so one
-/// slow partition never delays the others' flushes.
+/// The logs whose unflushed data is older than their flush interval, from those marked
+/// [`Mark::Unflushed`]. A marked partition not due yet, or busy right now (a long read, a
+/// roll), stays marked and is looked at again on the next tick rather than waited for, so one
+/// slow partition never delays the others' flushes; one with nothing left to flush, or
+/// poisoned (it never flushes again), is let go until an operation marks it again.
 pub fn due_for_flush<F: LogFs + Clone>(logs: &Logs<F>, now_ms: i64) -> Vec<SharedLog<F>> {
-    logs.all()
+    let activity = logs.shared();
+    let mut due = Vec::new();
+    for partition in activity.take(Mark::Unflushed) {
+        let (is_due, pending) = match partition.try_lock() {
+            Ok(l) => (
+                l.flush_due(now_ms),
+                !l.is_poisoned() && l.written_end() > l.flushed_end(),
+            ),
+            Err(_) => (false, true),
+        };
+        let forget = !is_due
+            && tributary_core::planted::active(
+                tributary_core::planted::Bug::FlushTimerForgetsWaiting,
+            );
+        if is_due {
+            due.push(partition);
+        } else if pending && !forget {
+            activity.mark(&partition, Mark::Unflushed);
+        }
+    }
+    due
+}
+
+/// Writes the recovery checkpoint, recording the flushed end of every partition marked
+/// [`Mark::Flushed`] (the others' are recorded already); writes nothing when no end moved.
+pub async fn checkpoint_moved<E: Env>(env: &E, logs: &Arc<Logs<E::Fs>>) -> Result<(), LogError> {
+    let ends: Vec<(TopicPartition, u64)> = logs
+        .shared()
+        .take(Mark::Flushed)
         .into_iter()
-        .filter(|(_, log)| log.try_lock().is_ok_and(|l| l.flush_due(now_ms)))
-        .map(|(_, log)| log)
-        .collect()
+        .map(|p| (p.tp.clone(), p.durable.borrow().flushed_end))
+        .collect();
+    let logs = logs.clone();
+    env.blocking(move || logs.write_checkpoint(ends)).await
 }
 
 /// Each served partition's flushed end, as published (no lock taken).
@@ -207,7 +287,8 @@ fn flushed_ends<F: LogFs + Clone>(logs: &Logs<F>) -> BTreeMap<TopicPartition, u6
         .collect()
 }
 
-/// Writes the recovery checkpoint from every partition's flushed end.
+/// Writes the recovery checkpoint from every partition's flushed end (at shutdown and after a
+/// demotion, where visiting every partition once is the point).
 pub async fn checkpoint<E: Env>(env: &E, logs: &Arc<Logs<E::Fs>>) -> Result<(), LogError> {
     let ends = flushed_ends(logs);
     let logs = logs.clone();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use tributary::env::TokioEnv;
-use tributary::logs::{self, Logs};
+use tributary::logs::{self, Logs, Mark};
 use tributary::real_fs::{RealFile, RealFs};
 use tributary_core::config::{BrokerConfig, Properties};
 use tributary_core::log::segment_file_name;
@@ -334,24 +334,27 @@ fn manager(dir: &Path, extra: &str) -> (Arc<Logs<RealFs>>, tributary_core::log::
 }
 
 /// A partition's log; these tests run one task, so the lock is always free.
-fn lock(log: &tributary::logs::Partition<RealFs>) -> tokio::sync::MutexGuard<'_, Log<RealFs>> {
+fn lock(log: &tributary::logs::Partition<RealFs>) -> tributary::logs::Reading<'_, RealFs> {
     log.try_lock().expect("no other task holds the log")
 }
 
-/// What the broker's flush timer does at `now`: flush every due partition, then checkpoint.
+/// What the broker's flush timer does at `now`: flush every due partition, then checkpoint
+/// the ends that moved.
 async fn flush_due(m: &Arc<Logs<RealFs>>, now: i64) {
     for log in logs::due_for_flush(m, now) {
         logs::flush(&TokioEnv, &log, &Default::default())
             .await
             .unwrap();
     }
-    logs::checkpoint(&TokioEnv, m).await.unwrap();
+    logs::checkpoint_moved(&TokioEnv, m).await.unwrap();
 }
 
-fn write_through(m: &Logs<RealFs>, t: &TopicPartition, data: &Bytes) {
+async fn write_through(m: &Logs<RealFs>, t: &TopicPartition, data: &Bytes) {
     let (log, _) = m.get_or_create(t, T0).unwrap();
-    let mut log = lock(&log);
-    log.append(data, T0).unwrap();
+    let data = data.clone();
+    logs::with_log(&TokioEnv, &log, move |l| l.append(&data, T0))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -359,8 +362,8 @@ async fn clean_shutdown_writes_marker_and_checkpoint_and_restart_serves_everythi
     let dir = tempfile::tempdir().unwrap();
     let (m, report) = manager(dir.path(), "num.partitions=2\n");
     assert!(!report.clean_shutdown);
-    write_through(&m, &tp("a", 1), &set(1, 3, 10));
-    write_through(&m, &tp("b-c", 0), &set(2, 1, 10));
+    write_through(&m, &tp("a", 1), &set(1, 3, 10)).await;
+    write_through(&m, &tp("b-c", 0), &set(2, 1, 10)).await;
     logs::close(&TokioEnv, &m, T0, true).await.unwrap();
     assert!(dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
     let checkpoint = std::fs::read_to_string(dir.path().join(CHECKPOINT_FILE)).unwrap();
@@ -384,7 +387,7 @@ async fn clean_shutdown_writes_marker_and_checkpoint_and_restart_serves_everythi
 async fn recovery_truncates_a_torn_tail_of_the_active_segment() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = manager(dir.path(), "");
-    write_through(&m, &tp("t", 0), &set(1, 3, 10));
+    write_through(&m, &tp("t", 0), &set(1, 3, 10)).await;
     flush_due(&m, T0 + 10_000).await;
     drop(m); // no close: an unclean shutdown
     let segment = dir.path().join("t-0/00000000000000000000.kafka");
@@ -406,8 +409,8 @@ async fn recovery_truncates_a_torn_tail_of_the_active_segment() {
 async fn a_partition_directory_gone_under_the_checkpoints_promise_is_reported_not_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = manager(dir.path(), "");
-    write_through(&m, &tp("t", 0), &set(1, 3, 10));
-    write_through(&m, &tp("u", 0), &set(1, 3, 10));
+    write_through(&m, &tp("t", 0), &set(1, 3, 10)).await;
+    write_through(&m, &tp("u", 0), &set(1, 3, 10)).await;
     flush_due(&m, T0 + 10_000).await;
     drop(m);
     // How 0.7 deletes a topic (or how a disk loses a directory): the promise is left behind.
@@ -426,8 +429,8 @@ async fn a_partition_directory_gone_under_the_checkpoints_promise_is_reported_no
 async fn corruption_below_the_checkpoint_refuses_the_partition_and_deletes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = manager(dir.path(), "");
-    write_through(&m, &tp("t", 0), &set(1, 3, 10));
-    write_through(&m, &tp("u", 0), &set(1, 3, 10));
+    write_through(&m, &tp("t", 0), &set(1, 3, 10)).await;
+    write_through(&m, &tp("u", 0), &set(1, 3, 10)).await;
     flush_due(&m, T0 + 10_000).await;
     drop(m);
     let segment = dir.path().join("t-0/00000000000000000000.kafka");
@@ -454,7 +457,7 @@ async fn corruption_below_the_checkpoint_refuses_the_partition_and_deletes_nothi
         "nothing was deleted or truncated"
     );
     // A later checkpoint (another partition's end moved) keeps the promise too.
-    write_through(&m, &tp("u", 0), &set(2, 1, 10));
+    write_through(&m, &tp("u", 0), &set(2, 1, 10)).await;
     flush_due(&m, T0 + 20_000).await;
     let checkpoint = std::fs::read_to_string(dir.path().join(CHECKPOINT_FILE)).unwrap();
     assert!(
@@ -470,7 +473,7 @@ async fn a_checkpoint_is_written_only_when_a_flushed_end_moved() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(CHECKPOINT_FILE);
     let (m, _) = manager(dir.path(), "");
-    write_through(&m, &tp("t", 0), &set(1, 3, 10));
+    write_through(&m, &tp("t", 0), &set(1, 3, 10)).await;
     flush_due(&m, T0 + 10_000).await;
     assert!(
         std::fs::read_to_string(&path).unwrap().contains("t 0 60\n"),
@@ -482,12 +485,12 @@ async fn a_checkpoint_is_written_only_when_a_flushed_end_moved() {
         !path.exists(),
         "nothing moved, yet the checkpoint was written again"
     );
-    write_through(&m, &tp("u", 0), &set(2, 1, 10));
+    write_through(&m, &tp("u", 0), &set(2, 1, 10)).await;
     flush_due(&m, T0 + 30_000).await;
     assert_checkpoint_holds(&path, &["t 0 60", "u 0 20"]);
     // The same partitions, one end moved: written again.
     std::fs::remove_file(&path).unwrap();
-    write_through(&m, &tp("t", 0), &set(3, 1, 10));
+    write_through(&m, &tp("t", 0), &set(3, 1, 10)).await;
     flush_due(&m, T0 + 40_000).await;
     assert_checkpoint_holds(&path, &["t 0 80", "u 0 20"]);
 }
@@ -514,7 +517,7 @@ fn a_checkpoint_write_that_failed_is_written_by_the_next_call() {
     )
     .unwrap();
     let path = dir.path().join(CHECKPOINT_FILE);
-    let ends = |end: u64| [(tp("t", 0), end)].into_iter().collect();
+    let ends = |end: u64| [(tp("t", 0), end)];
     m.write_checkpoint(ends(60)).unwrap();
     fs.fail_writes.store(true, Ordering::SeqCst);
     assert!(m.write_checkpoint(ends(80)).is_err());
@@ -532,7 +535,7 @@ async fn a_missing_or_damaged_checkpoint_falls_back_to_validating_everything() {
     for damage in ["remove", "garble"] {
         let dir = tempfile::tempdir().unwrap();
         let (m, _) = manager(dir.path(), "");
-        write_through(&m, &tp("t", 0), &set(1, 3, 10));
+        write_through(&m, &tp("t", 0), &set(1, 3, 10)).await;
         flush_due(&m, T0 + 10_000).await;
         drop(m);
         let checkpoint = dir.path().join(CHECKPOINT_FILE);
@@ -562,7 +565,7 @@ async fn a_missing_or_damaged_checkpoint_falls_back_to_validating_everything() {
 async fn data_missing_below_the_checkpoint_is_corruption() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = manager(dir.path(), "");
-    write_through(&m, &tp("t", 0), &set(1, 3, 10));
+    write_through(&m, &tp("t", 0), &set(1, 3, 10)).await;
     flush_due(&m, T0 + 10_000).await;
     drop(m);
     let segment = dir.path().join("t-0/00000000000000000000.kafka");
@@ -761,8 +764,8 @@ fn partitions_are_created_on_demand_within_the_topic_count() {
 async fn the_manager_flushes_what_is_due_and_applies_retention() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = manager(dir.path(), "log.default.flush.interval.ms=1000\ntopic.flush.intervals.ms=slow:5000\nlog.retention.hours=1\n");
-    write_through(&m, &tp("fast", 0), &set(1, 1, 10));
-    write_through(&m, &tp("slow", 0), &set(1, 1, 10));
+    write_through(&m, &tp("fast", 0), &set(1, 1, 10)).await;
+    write_through(&m, &tp("slow", 0), &set(1, 1, 10)).await;
     flush_due(&m, T0 + 1000).await;
     assert_eq!(lock(&m.get(&tp("fast", 0)).unwrap()).flushed_end(), 20);
     assert_eq!(
@@ -774,6 +777,69 @@ async fn the_manager_flushes_what_is_due_and_applies_retention() {
     assert_eq!(lock(&m.get(&tp("slow", 0)).unwrap()).flushed_end(), 20);
     assert_eq!(logs::cleanup(&TokioEnv, &m, T0 + 2 * HOUR_MS).await, 2);
     assert_eq!(lock(&m.get(&tp("fast", 0)).unwrap()).start_offset(), 20);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partition_busy_at_its_flush_tick_is_flushed_at_a_later_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, _) = manager(dir.path(), "log.default.flush.interval.ms=1000\n");
+    write_through(&m, &tp("t", 0), &set(1, 1, 10)).await;
+    let log = m.get(&tp("t", 0)).unwrap();
+    {
+        let _busy = log.lock().await;
+        assert!(
+            logs::due_for_flush(&m, T0 + 1000).is_empty(),
+            "a busy partition is waited for"
+        );
+    }
+    flush_due(&m, T0 + 2000).await;
+    assert_eq!(
+        lock(&log).flushed_end(),
+        20,
+        "a partition busy at one tick was forgotten by the next"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_flush_timer_and_the_checkpoint_visit_only_partitions_that_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(CHECKPOINT_FILE);
+    let (m, _) = manager(
+        dir.path(),
+        "num.partitions=100\nlog.default.flush.interval.ms=1000\n",
+    );
+    for partition in 0..100 {
+        write_through(&m, &tp("t", partition), &set(1, 1, 10)).await;
+    }
+    let activity = m.shared();
+    assert_eq!(activity.marked(Mark::Unflushed), 100);
+    flush_due(&m, T0 + 1000).await;
+    let marked = || {
+        (
+            activity.marked(Mark::Unflushed),
+            activity.marked(Mark::Flushed),
+        )
+    };
+    assert_eq!(marked(), (0, 0), "all flushed and checkpointed");
+    write_through(&m, &tp("t", 7), &set(2, 1, 10)).await;
+    // A read publishes the partition's state too, and marks nothing.
+    let read = m.get(&tp("t", 3)).unwrap();
+    logs::with_log(&TokioEnv, &read, |l| l.read(0, 100).map(|_| ()))
+        .await
+        .unwrap();
+    assert_eq!(marked(), (1, 0));
+    let due: Vec<TopicPartition> = logs::due_for_flush(&m, T0 + 2000)
+        .iter()
+        .map(|p| p.topic_partition().clone())
+        .collect();
+    assert_eq!(due, [tp("t", 7)]);
+    logs::flush(&TokioEnv, &m.get(&tp("t", 7)).unwrap(), &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(marked(), (0, 1), "the flushed end moved");
+    logs::checkpoint_moved(&TokioEnv, &m).await.unwrap();
+    assert_eq!(marked(), (0, 0));
+    assert_checkpoint_holds(&path, &["t 7 40", "t 3 20", "t 99 20"]);
 }
 
 /// A file system whose syncs, writes, truncations and removals of segment files can be made

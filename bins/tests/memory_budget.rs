@@ -36,9 +36,13 @@ async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
         let (log, _) = logs
             .get_or_create(&TopicPartition::new("t".parse().unwrap(), 0), 0)
             .unwrap();
-        let mut log = log.try_lock().unwrap();
-        log.append(&set, 0).unwrap();
-        log.flush(0).unwrap();
+        let set = set.clone();
+        tributary::logs::with_log(&TokioEnv, &log, move |l| {
+            l.append(&set, 0)?;
+            l.flush(0)
+        })
+        .await
+        .unwrap();
     }
     // Room for one 600 KB response at a time, not two.
     let budget_bytes = 700 * 1024;
@@ -128,9 +132,13 @@ async fn a_response_waiting_for_a_slow_reader_keeps_its_share() {
         let (log, _) = logs
             .get_or_create(&TopicPartition::new("t".parse().unwrap(), 0), 0)
             .unwrap();
-        let mut log = log.try_lock().unwrap();
-        log.append(&set, 0).unwrap();
-        log.flush(0).unwrap();
+        let set = set.clone();
+        tributary::logs::with_log(&TokioEnv, &log, move |l| {
+            l.append(&set, 0)?;
+            l.flush(0)
+        })
+        .await
+        .unwrap();
     }
     let shared = Arc::new(Shared {
         handler: Handler::new(TokioEnv, logs),

@@ -137,6 +137,10 @@ pub enum Bug {
     /// A rebalance's release after success takes every node owned before, the kept ones too:
     /// the member goes on owning partitions whose owner nodes it deleted.
     KeptNodeReleased = 1 << 41,
+    /// The broker's flush timer lets go of a partition it finds not yet due, as if it had
+    /// nothing to flush: bytes appended last stay unflushed, and invisible, until another
+    /// append marks the partition again.
+    FlushTimerForgetsWaiting = 1 << 42,
 }
 
 /// The partitions of one commit request [`Bug::CommitCapped`] writes.

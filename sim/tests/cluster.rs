@@ -115,6 +115,13 @@ fn each_planted_bug_is_caught_by_its_invariant_and_the_clean_build_passes_the_sa
         ),
         (Bug::ProduceWrongPartition, Faults::None, Invariant::History),
         (Bug::DropSomeProduces, Faults::None, Invariant::History),
+        // A flush timer that lets go of partitions not due yet: the messages produced last
+        // never become readable.
+        (
+            Bug::FlushTimerForgetsWaiting,
+            Faults::None,
+            Invariant::History,
+        ),
     ];
     // A bug can do more than one kind of damage (serving unflushed data also makes a latest
     // offset go back after a crash): the search goes on to the seed its own invariant catches,

@@ -67,7 +67,7 @@ async fn flush_loop<E: Env>(
                 Err(e) => tracing::error!("a flush task was cancelled: {e}"),
             }
         }
-        if let Err(e) = logs::checkpoint(&env, &logs).await {
+        if let Err(e) = logs::checkpoint_moved(&env, &logs).await {
             tracing::error!("{e}");
         }
     }

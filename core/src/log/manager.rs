@@ -7,6 +7,7 @@
 //! ends. Shutdown: flushes everything, writes the checkpoint and the marker.
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -62,8 +63,37 @@ struct Replicas {
     on_disk: BTreeMap<TopicName, u32>,
 }
 
-/// All partition logs of a broker, each in a cell `C` of the caller's choosing (a lock the
-/// caller holds while it works on the log: an async mutex in the broker, a plain one in tests).
+/// What the manager keeps each log in: a lock the caller holds while it works on the log (an
+/// async mutex in the broker, a plain one in tests), with whatever the caller keeps beside it.
+pub trait LogCell<F: LogFs>: Sized {
+    /// What every cell of one manager shares: the caller's book-keeping across partitions (the
+    /// broker's: which partitions its timers must look at). Made once, by the manager.
+    type Shared: Default + Debug;
+    /// Puts `log` in a cell that shares `shared` with the manager's other cells.
+    fn hold(log: Log<F>, shared: &Arc<Self::Shared>) -> Self;
+}
+
+impl<F: LogFs> LogCell<F> for Mutex<Log<F>> {
+    type Shared = ();
+
+    fn hold(log: Log<F>, _: &Arc<()>) -> Self {
+        Mutex::new(log)
+    }
+}
+
+/// What the recovery checkpoint holds, as the manager last recorded it.
+#[derive(Debug)]
+struct Checkpointed {
+    /// Each partition's recorded flushed end: served partitions as the caller reported them,
+    /// and those refused at startup as the checkpoint read then held them, so their promise is
+    /// not forgotten. Partitions are never removed, so an entry is only ever updated.
+    ends: BTreeMap<TopicPartition, u64>,
+    /// Whether the file holds `ends`: false until the first write, and after a write that
+    /// failed (the next call writes even if nothing moved).
+    written: bool,
+}
+
+/// All partition logs of a broker, each in a cell `C` of the caller's choosing.
 ///
 /// The manager owns `log.dir` for its whole life (an OS lock on [`DIR_LOCK_FILE`]), knows which
 /// partitions exist and which were refused at startup, creates partitions durably, and writes
@@ -71,7 +101,7 @@ struct Replicas {
 /// read, flush, retention) is done by the caller through the cell, so the manager never holds
 /// one partition's lock while another waits, and never does I/O under its map's lock.
 #[derive(Debug)]
-pub struct LogManager<F: LogFs + Clone, C> {
+pub struct LogManager<F: LogFs + Clone, C: LogCell<F>> {
     fs: F,
     config: BrokerConfig,
     log_dir: PathBuf,
@@ -79,19 +109,19 @@ pub struct LogManager<F: LogFs + Clone, C> {
     /// Serializes creation of new partitions (file-system work), outside the map's lock.
     creating: Mutex<()>,
     refused: BTreeMap<TopicPartition, String>,
-    /// The checkpoint's entries for the partitions refused at startup, as read then: carried
-    /// into every checkpoint written, so their promise is not forgotten.
-    refused_ends: BTreeMap<TopicPartition, u64>,
-    /// What the last checkpoint written holds; `None` until one is written. A checkpoint that
-    /// would hold the same is not written again (at 10,000 partitions, rewriting and syncing an
-    /// unchanged file every flush interval put the broker at 80 % system time).
-    checkpointed: Mutex<Option<BTreeMap<TopicPartition, u64>>>,
+    /// What the checkpoint holds. Only the ends a caller reports are updated, so a call costs
+    /// what moved; a checkpoint that would hold the same is not written again (at 10,000
+    /// partitions, rewriting and syncing an unchanged file every flush interval put the broker
+    /// at 80 % system time).
+    checkpointed: Mutex<Checkpointed>,
+    /// Shared by every cell (see [`LogCell::Shared`]).
+    shared: Arc<C::Shared>,
     /// Replica mode: the source's partition counts of copied topics, and which are promoted.
     replicas: Mutex<Replicas>,
     dir_lock: F::DirLock,
 }
 
-impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
+impl<F: LogFs + Clone, C: LogCell<F>> LogManager<F, C> {
     /// Locks `config.log_dir` (refusing when another process holds it), then opens every
     /// partition under it, recovering as needed, and writes a fresh checkpoint.
     pub fn open(fs: F, config: BrokerConfig, now_ms: i64) -> Result<(Self, OpenReport), LogError> {
@@ -124,6 +154,7 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
             ..OpenReport::default()
         };
         let checkpoints = read_checkpoint(&fs, &log_dir);
+        let shared = Arc::new(C::Shared::default());
         let mut logs = BTreeMap::new();
         let mut ends = BTreeMap::new();
         let mut refused = BTreeMap::new();
@@ -175,7 +206,7 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
                 Ok(log) => {
                     report.opened.push(tp.clone());
                     ends.insert(tp.clone(), log.flushed_end());
-                    logs.insert(tp, Arc::new(C::from(log)));
+                    logs.insert(tp, Arc::new(C::hold(log, &shared)));
                 }
                 Err(error) => {
                     tracing::error!("{error}");
@@ -214,8 +245,11 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
             logs: Mutex::new(logs),
             creating: Mutex::new(()),
             refused,
-            refused_ends,
-            checkpointed: Mutex::new(None),
+            checkpointed: Mutex::new(Checkpointed {
+                ends: refused_ends,
+                written: false,
+            }),
+            shared,
             replicas: Mutex::new(Replicas::default()),
             dir_lock,
         };
@@ -472,7 +506,7 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
             now_ms,
         )?;
         tracing::info!("{tp}: created log");
-        let shared = Arc::new(C::from(log));
+        let shared = Arc::new(C::hold(log, &self.shared));
         let before = self.logs().insert(tp.clone(), shared.clone());
         // On in release: under the creation lock no other log of this partition can appear.
         assert!(
@@ -511,38 +545,51 @@ impl<F: LogFs + Clone, C: From<Log<F>>> LogManager<F, C> {
         topics
     }
 
-    /// Writes the recovery checkpoint atomically: `ends` holds the flushed end of served
-    /// partitions (the caller reads them from the logs); partitions refused at startup keep
-    /// their entries, so their promise is not forgotten. When the last checkpoint written holds
-    /// exactly this, nothing is written (the file already says it); a write that failed is
-    /// tried again by the next call.
-    pub fn write_checkpoint(&self, ends: BTreeMap<TopicPartition, u64>) -> Result<(), LogError> {
-        let mut all = self.refused_ends.clone();
-        all.extend(ends);
+    /// What every cell shares (see [`LogCell::Shared`]).
+    pub fn shared(&self) -> &Arc<C::Shared> {
+        &self.shared
+    }
+
+    /// Records `ends`, the flushed ends of served partitions the caller read from their logs
+    /// (a partition not named keeps the end recorded before), and writes the recovery
+    /// checkpoint atomically from every recorded end. Partitions refused at startup keep
+    /// their entries, so their promise is not forgotten. When no end moved and the last write
+    /// succeeded, nothing is written (the file already says it); a write that failed is tried
+    /// again by the next call.
+    pub fn write_checkpoint(
+        &self,
+        ends: impl IntoIterator<Item = (TopicPartition, u64)>,
+    ) -> Result<(), LogError> {
         let mut checkpointed = self.checkpointed();
-        if checkpointed.as_ref() == Some(&all) {
+        for (tp, end) in ends {
+            if checkpointed.ends.get(&tp) != Some(&end) {
+                checkpointed.ends.insert(tp, end);
+                checkpointed.written = false;
+            }
+        }
+        if checkpointed.written {
             return Ok(());
         }
         let path = self.log_dir.join(CHECKPOINT_FILE);
         self.fs
-            .write_file_atomic(&path, &checkpoint::encode(&all))
+            .write_file_atomic(&path, &checkpoint::encode(&checkpointed.ends))
             .map_err(|source| LogError::Io {
                 partition: "log.dir".into(),
                 op: "write checkpoint",
                 path: path.display().to_string(),
                 source,
             })?;
-        *checkpointed = Some(all);
+        checkpointed.written = true;
         Ok(())
     }
 
-    /// What the last checkpoint written holds. Held across a write, so that two writers do not
+    /// What the checkpoint holds. Held across a write, so that two writers do not
     /// interleave; only this module's code runs under it, so a poisoned lock is a bug here.
     #[expect(
         clippy::panic,
         reason = "a poisoned checkpoint lock is a bug in this module; stopping loudly is the point"
     )]
-    fn checkpointed(&self) -> MutexGuard<'_, Option<BTreeMap<TopicPartition, u64>>> {
+    fn checkpointed(&self) -> MutexGuard<'_, Checkpointed> {
         self.checkpointed.lock().unwrap_or_else(|_| {
             panic!("the checkpoint lock was poisoned: a checkpoint write panicked")
         })

@@ -26,7 +26,7 @@ mod segment;
 pub use checkpoint::{decode as decode_checkpoint, encode as encode_checkpoint, CHECKPOINT_FILE};
 pub use error::LogError;
 pub use fs::{tmp_path, DirEntry, LockError, LogFile, LogFs};
-pub use manager::{LogManager, OpenReport, CLEAN_SHUTDOWN_FILE, DIR_LOCK_FILE};
+pub use manager::{LogCell, LogManager, OpenReport, CLEAN_SHUTDOWN_FILE, DIR_LOCK_FILE};
 #[cfg(any(test, feature = "fuzzing"))]
 pub use mem_fs::{MemFile, MemFs};
 pub use names::{
