@@ -263,6 +263,9 @@ async fn mirror_shape(
         format!("p{partitions}-.*"),
     );
     let (rss_before, _) = rss();
+    // On stderr, for a profiler to follow the copy: `perf record` between these two lines
+    // sees the mirror and the brokers copying, not the loading before.
+    eprintln!("copying {partitions} partitions: started");
     let mirror = Mirror::start(TokioEnv, settings).await.expect("mirror");
     let stats = mirror.stats.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -280,6 +283,7 @@ async fn mirror_shape(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let rate = count as f64 / first.expect("no message sent").elapsed().as_secs_f64();
+    eprintln!("copying {partitions} partitions: done");
     let (rss_after, _) = rss();
     let commits = stats.commits.load(Ordering::Relaxed);
     let new_topic = match new_topic {
