@@ -14,7 +14,7 @@
 //! state may be half-updated, so it serves nothing more, and the panic stops the broker.
 //!
 //! Every operation ends by publishing the partition's state, and publishing marks the
-//! partition for the broker's timers ([`Activity`]) when it holds unflushed bytes or its
+//! partition for the broker's timers ([`Activity`]) when an append left unflushed bytes or its
 //! flushed end moved: the flush timer and the checkpoint visit only what is marked. The log's
 //! lock is handed out only for reading ([`Partition::lock`]), so no change escapes this.
 

@@ -17,33 +17,38 @@ use tributary_core::log::TopicPartition;
 use tributary_core::message::{CompressionCodec, MessageSetBuilder};
 use tributary_core::wire::{ErrorCode, FetchRequest, Request, Response};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
-    let dir = tempfile::tempdir().unwrap();
+/// A broker's logs in `dir` whose partition `t-0` holds `count` messages of 50 KB, flushed;
+/// with the set appended.
+async fn logs_holding(dir: &std::path::Path, count: u8) -> (Arc<Logs<RealFs>>, bytes::Bytes) {
     let text = format!(
         "brokerid=0\nlog.dir={}\nenable.zookeeper=false\n",
-        dir.path().display()
+        dir.display()
     );
     let config = BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
     let (logs, _) = Logs::<RealFs>::open(RealFs, config, 0).unwrap();
     let logs = Arc::new(logs);
     let mut set = MessageSetBuilder::new();
-    (0..10u8).for_each(|i| {
+    (0..count).for_each(|i| {
         set.push(vec![i; 50_000]);
     });
     let set = set.build(CompressionCodec::None);
-    {
-        let (log, _) = logs
-            .get_or_create(&TopicPartition::new("t".parse().unwrap(), 0), 0)
-            .unwrap();
-        let set = set.clone();
-        tributary::logs::with_log(&TokioEnv, &log, move |l| {
-            l.append(&set, 0)?;
-            l.flush(0)
-        })
-        .await
+    let (log, _) = logs
+        .get_or_create(&TopicPartition::new("t".parse().unwrap(), 0), 0)
         .unwrap();
-    }
+    let appended = set.clone();
+    tributary::logs::with_log(&TokioEnv, &log, move |l| {
+        l.append(&appended, 0)?;
+        l.flush(0)
+    })
+    .await
+    .unwrap();
+    (logs, set)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let (logs, set) = logs_holding(dir.path(), 10).await;
     // Room for one 600 KB response at a time, not two.
     let budget_bytes = 700 * 1024;
     let shared = Arc::new(Shared {
@@ -116,30 +121,7 @@ async fn fetches_that_together_exceed_the_budget_wait_their_turn() {
 async fn a_response_waiting_for_a_slow_reader_keeps_its_share() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "brokerid=0\nlog.dir={}\nenable.zookeeper=false\n",
-        dir.path().display()
-    );
-    let config = BrokerConfig::from_properties(&Properties::parse("test", &text).unwrap()).unwrap();
-    let (logs, _) = Logs::<RealFs>::open(RealFs, config, 0).unwrap();
-    let logs = Arc::new(logs);
-    let mut set = MessageSetBuilder::new();
-    (0..12u8).for_each(|i| {
-        set.push(vec![i; 50_000]);
-    });
-    let set = set.build(CompressionCodec::None);
-    {
-        let (log, _) = logs
-            .get_or_create(&TopicPartition::new("t".parse().unwrap(), 0), 0)
-            .unwrap();
-        let set = set.clone();
-        tributary::logs::with_log(&TokioEnv, &log, move |l| {
-            l.append(&set, 0)?;
-            l.flush(0)
-        })
-        .await
-        .unwrap();
-    }
+    let (logs, _) = logs_holding(dir.path(), 12).await;
     let shared = Arc::new(Shared {
         handler: Handler::new(TokioEnv, logs),
         request_bytes_max: 1 << 20,

@@ -263,8 +263,8 @@ async fn mirror_shape(
         format!("p{partitions}-.*"),
     );
     let (rss_before, _) = rss();
-    // On stderr, for a profiler to follow the copy: `perf record` between these two lines
-    // sees the mirror and the brokers copying, not the loading before.
+    // On stderr, for a profiler to follow the copy (as the replica's): `perf record` between
+    // these two lines sees the mirror and the brokers copying, not the loading before.
     eprintln!("copying {partitions} partitions: started");
     let mirror = Mirror::start(TokioEnv, settings).await.expect("mirror");
     let stats = mirror.stats.clone();
@@ -459,6 +459,7 @@ async fn replica_shapes_case(source_zk: &ZooKeeper) {
         );
         let config = broker_config_with(&replica_zk, dir.path(), PER_TOPIC, &extra);
         let (rss_before, _) = rss();
+        eprintln!("replicating {partitions} partitions: started");
         let start = Instant::now();
         let replica = tokio::task::spawn_blocking(move || BenchBroker::start(config))
             .await
@@ -486,6 +487,7 @@ async fn replica_shapes_case(source_zk: &ZooKeeper) {
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        eprintln!("replicating {partitions} partitions: done");
         let total = end * all.len() as i64;
         let from_start = total as f64 / start.elapsed().as_secs_f64() / 1e6;
         let (visible_at, visible) = first_visible.expect("nothing copied");
