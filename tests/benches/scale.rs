@@ -263,9 +263,6 @@ async fn mirror_shape(
         format!("p{partitions}-.*"),
     );
     let (rss_before, _) = rss();
-    // On stderr, for a profiler to follow the copy (as the replica's): `perf record` between
-    // these two lines sees the mirror and the brokers copying, not the loading before.
-    eprintln!("copying {partitions} partitions: started");
     let mirror = Mirror::start(TokioEnv, settings).await.expect("mirror");
     let stats = mirror.stats.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -275,6 +272,10 @@ async fn mirror_shape(
     while stats.acked.load(Ordering::Relaxed) < count as u64 {
         if first.is_none() && stats.sent.load(Ordering::Relaxed) > 0 {
             first = Some(Instant::now());
+            // On stderr, for a profiler to follow the copy the rate times (as the replica's):
+            // `perf record` between this line and `done` sees the mirror and the brokers
+            // copying, not the loading or the mirror's start before.
+            eprintln!("copying {partitions} partitions: started");
         }
         assert!(
             Instant::now() < deadline,
