@@ -141,6 +141,9 @@ pub enum Bug {
     /// nothing to flush: bytes appended last stay unflushed, and invisible, until another
     /// append marks the partition again.
     FlushTimerForgetsWaiting = 1 << 42,
+    /// A commit's transaction gives each offset node the next partition's offset (the last
+    /// node the first's): nodes written together hold one another's offsets.
+    TransactionOffsetsShifted = 1 << 43,
 }
 
 /// The partitions of one commit request [`Bug::CommitCapped`] writes.

@@ -33,6 +33,7 @@ where
         .map_err(|e| Failure::caused(format!("open: {e}"), e))?;
     nodes_and_versions(&a, base).await?;
     sequential_nodes(&a, base).await?;
+    set_all_writes_every_node_or_none(&a, &b, base).await?;
     watches_fire_once_on_change(&a, &b, base).await?;
     a_read_after_sync_sees_what_was_written(&a, &b, base).await?;
     ephemeral_owner_is_the_creating_session(&a, &b, base).await?;
@@ -308,6 +309,69 @@ async fn a_read_after_sync_sees_what_was_written(
         data == b"1",
         "a read after sync sees another session's write",
     )
+}
+
+/// `set_all` (ZooKeeper's `multi`): every node written, each version bumped (twice for a node
+/// named twice), watches fired; with one node missing, none written and the error names it.
+async fn set_all_writes_every_node_or_none(
+    a: &impl Coordination,
+    b: &impl Coordination,
+    base: &str,
+) -> Result<(), Failure> {
+    let e = |e: CoordError| e.to_string();
+    let together = format!("{base}/together");
+    let (x, y, missing) = (
+        format!("{together}/x"),
+        format!("{together}/y"),
+        format!("{together}/missing"),
+    );
+    for node in [&together, &x, &y] {
+        a.create(node, b"0", NodeKind::Persistent)
+            .await
+            .map_err(e)?;
+    }
+    let (_, _, watch) = b.get_and_watch(&y).await.map_err(e)?;
+    let writes = |values: &[(&String, &str)]| -> Vec<(String, Vec<u8>)> {
+        values
+            .iter()
+            .map(|(path, data)| ((*path).clone(), data.as_bytes().to_vec()))
+            .collect()
+    };
+    a.set_all(&writes(&[(&x, "1"), (&y, "1")]))
+        .await
+        .map_err(e)?;
+    check(
+        a.get(&x).await.map_err(e)? == (b"1".to_vec(), 1)
+            && a.get(&y).await.map_err(e)? == (b"1".to_vec(), 1),
+        "set_all writes every node and bumps each version",
+    )?;
+    check(
+        tokio::time::timeout(SETTLE, watch).await.is_ok(),
+        "set_all fires a data watch on a node it writes",
+    )?;
+    let refused = a
+        .set_all(&writes(&[(&x, "2"), (&missing, "2"), (&y, "2")]))
+        .await;
+    check(
+        matches!(&refused, Err(CoordError::NoNode(path)) if *path == missing),
+        "set_all with a missing node is NoNode naming it",
+    )?;
+    check(
+        a.get(&x).await.map_err(e)? == (b"1".to_vec(), 1)
+            && a.get(&y).await.map_err(e)? == (b"1".to_vec(), 1),
+        "a refused set_all writes nothing, not even the nodes before the missing one",
+    )?;
+    a.set_all(&writes(&[(&x, "3"), (&x, "4")]))
+        .await
+        .map_err(e)?;
+    check(
+        a.get(&x).await.map_err(e)? == (b"4".to_vec(), 3),
+        "a node set twice in one set_all ends with the last data, its version bumped twice",
+    )?;
+    for node in [&x, &y, &together] {
+        a.delete(node, None).await.map_err(e)?;
+    }
+    Ok(())
 }
 
 async fn watches_fire_once_on_change(

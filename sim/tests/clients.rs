@@ -55,6 +55,9 @@ fn planted_consumer_bugs_are_caught_by_their_invariant() {
         (Bug::GivenAwayNotReleased, Invariant::OwnershipDisjoint),
         // Kept nodes deleted after success: the member owns partitions no node names.
         (Bug::KeptNodeReleased, Invariant::OwnershipDisjoint),
+        // Offsets written together, each to the next partition's node: one runs ahead of
+        // what was handed out.
+        (Bug::TransactionOffsetsShifted, Invariant::CommitNotAhead),
     ] {
         plant(&[bug]);
         let caught = (0..30).find_map(|seed| {

@@ -17,7 +17,7 @@
 //! `TRIBUTARY_BENCH_QUICK=1` stops at 1,000 partitions (and leaves the replica's 1,000 out). The mirror cluster's topics are created
 //! before each mirror run (timed on its own), so the rates compare steady copying.
 //! `TRIBUTARY_BENCH_SHAPES=10,10000` and `TRIBUTARY_BENCH_REPLICA_SHAPES=` (empty: none) run
-//! chosen shapes alone.
+//! chosen shapes alone; `TRIBUTARY_BENCH_SHAPE_MIB=1024` gives each shape that many MiB.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -104,8 +104,14 @@ fn layout(partitions: usize) -> (usize, usize) {
     (partitions.div_ceil(PER_TOPIC), partitions.min(PER_TOPIC))
 }
 
-/// Bytes of payload each shape carries.
+/// Bytes of payload each shape carries (`TRIBUTARY_BENCH_SHAPE_MIB` MiB when set).
 fn shape_bytes() -> usize {
+    if let Ok(mib) = std::env::var("TRIBUTARY_BENCH_SHAPE_MIB") {
+        let mib: usize = mib
+            .parse()
+            .unwrap_or_else(|_| panic!("TRIBUTARY_BENCH_SHAPE_MIB={mib} is not a count of MiB"));
+        return mib << 20;
+    }
     if quick() {
         16 << 20
     } else {

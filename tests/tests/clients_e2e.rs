@@ -460,6 +460,63 @@ async fn a_groups_first_join_makes_each_topics_parents_once() {
     consumer.shutdown().await;
 }
 
+/// A commit of many partitions is written as ZooKeeper transactions, one logged write per
+/// hundred offsets, not one per offset; every offset node then holds what was consumed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_commit_of_many_partitions_is_logged_as_one_write_per_hundred_offsets() {
+    const TOPICS: usize = 8;
+    const PER_TOPIC: usize = 20;
+    let c = cluster();
+    let producer = Producer::start(TokioEnv, producer_config(&c.zk, "producer.type=sync\n"))
+        .await
+        .unwrap();
+    for t in 0..TOPICS {
+        produce(
+            &producer,
+            &format!("txn-{t}"),
+            (0..PER_TOPIC).map(|i| format!("m{i}")),
+        )
+        .await;
+    }
+    let (consumer, mut streams) = ConsumerConnector::start(
+        TokioEnv,
+        consumer_config(&c.zk, "txn", "autocommit.interval.ms=3600000\n"),
+        Subscription::Whitelist("txn-.*".into(), 1),
+    )
+    .await
+    .unwrap();
+    let mut consumed = BTreeMap::new();
+    for _ in 0..TOPICS * PER_TOPIC {
+        let message = tokio::time::timeout(Duration::from_secs(10), streams[0].next())
+            .await
+            .unwrap()
+            .unwrap();
+        let key = format!("{}/{}", message.topic, message.partition);
+        consumed.insert(key, message.offset);
+    }
+    let before = c.zk.served().expect("ZooKeeper's srvr answer");
+    let written = consumer.commit_offsets().await.unwrap();
+    let after = c.zk.served().expect("ZooKeeper's srvr answer");
+    let writes = after.since(before).writes;
+    eprintln!("{written} offsets committed in {writes} logged writes");
+    assert_eq!(written, consumed.len(), "every partition read is committed");
+    assert!(written >= TOPICS, "{written} partitions: too few to tell");
+    assert!(
+        writes <= written.div_ceil(100) as u64 + 1,
+        "{written} offsets took {writes} logged writes: they were not written together"
+    );
+    let zk = zookeeper_client::Client::connect(&c.zk.connect_string())
+        .await
+        .unwrap();
+    for (key, next) in &consumed {
+        let (topic, partition) = key.split_once('/').unwrap();
+        let path = format!("/consumers/txn/offsets/{topic}/{partition}");
+        let (data, _) = zk.get_data(&path).await.unwrap();
+        assert_eq!(String::from_utf8(data).unwrap(), next.to_string(), "{path}");
+    }
+    consumer.shutdown().await;
+}
+
 /// A group that commits (autocommit) but never committed a partition records where it starts
 /// it as soon as it claims it, so data deleted later before it was read is a reported gap, not
 /// a silent fresh start; a group that never commits keeps 0.7's fresh start and records nothing.

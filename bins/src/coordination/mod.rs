@@ -86,6 +86,28 @@ pub struct OwnedNode {
     pub owner: Option<u64>,
 }
 
+/// The most writes one [`Coordination::set_all`] takes. ZooKeeper's cost per write falls about
+/// twentyfold from one write per request to a hundred per transaction, and little beyond.
+pub const SET_ALL_WRITES_MAX: usize = 100;
+
+/// The most bytes (paths and data) one [`Coordination::set_all`] takes: a quarter of
+/// ZooKeeper's default request limit (`jute.maxbuffer`, 1 MiB), whatever the paths' lengths.
+pub const SET_ALL_BYTES_MAX: usize = 256 * 1024;
+
+/// Why `writes` cannot be one [`Coordination::set_all`], if it cannot.
+pub fn set_all_refusal(writes: &[(String, Vec<u8>)]) -> Option<CoordError> {
+    let bytes: usize = writes
+        .iter()
+        .map(|(path, data)| path.len() + data.len())
+        .sum();
+    (writes.len() > SET_ALL_WRITES_MAX || bytes > SET_ALL_BYTES_MAX).then(|| {
+        CoordError::Other(format!(
+            "a transaction of {} writes ({bytes} bytes) is over the limit of {SET_ALL_WRITES_MAX} writes and {SET_ALL_BYTES_MAX} bytes",
+            writes.len()
+        ))
+    })
+}
+
 /// A one-shot watch: resolves once when the watched node or its children change.
 pub type Watch = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -118,6 +140,16 @@ pub trait Coordination: Send + Sync + 'static {
         data: &[u8],
         version: Option<i32>,
     ) -> impl Future<Output = Result<i32, CoordError>> + Send;
+    /// Sets each node of `writes` to its data, whatever its version, as one transaction
+    /// (ZooKeeper's `multi`): every node is written, under one zxid, or none is. When one of
+    /// them cannot be written the error is that write's and names its node (`NoNode` for a
+    /// node that does not exist). A transaction lost with the connection may have been applied
+    /// whole or not at all. `writes` must hold at most [`SET_ALL_WRITES_MAX`] writes of at most
+    /// [`SET_ALL_BYTES_MAX`] bytes (paths and data) in all; a larger one is refused unsent.
+    fn set_all(
+        &self,
+        writes: &[(String, Vec<u8>)],
+    ) -> impl Future<Output = Result<(), CoordError>> + Send;
     /// Deletes a node if its version is `version` (any when `None`).
     fn delete(
         &self,

@@ -18,6 +18,8 @@ pub struct ZkCoordination {
     op_timeout: Duration,
     /// Whether created nodes get ACLs (`zk.set.acl`).
     set_acl: bool,
+    /// Whether the ensemble takes transactions, once learnt ([`ZkCoordination::transactions`]).
+    transactions: tokio::sync::OnceCell<bool>,
 }
 
 impl std::fmt::Debug for ZkCoordination {
@@ -84,7 +86,30 @@ impl ZkCoordination {
             states,
             op_timeout: session_timeout,
             set_acl,
+            transactions: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// Whether the ensemble takes transactions (`multi`), learnt with the first one: a server
+    /// older than 3.4 drops a transaction unanswered (its next reply then breaks the
+    /// connection), so transactions are sent only to an ensemble holding `/zookeeper/config`,
+    /// which ZooKeeper makes from 3.5 on (a 3.4 ensemble is written one node at a time, as a
+    /// 3.3 one is). The node is looked for from the root, whatever the chroot.
+    async fn transactions(&self) -> Result<bool, CoordError> {
+        const CONFIG_NODE: &str = "/zookeeper/config";
+        let learnt = self.transactions.get_or_try_init(|| async {
+            let root = match self.client.clone().chroot("/") {
+                Ok(root) | Err(root) => root,
+            };
+            let found = self.bounded(CONFIG_NODE, root.check_stat(CONFIG_NODE)).await?;
+            if found.is_none() {
+                tracing::info!(
+                    "ZooKeeper has no {CONFIG_NODE} (a server before 3.5): offsets are written one node at a time, not in transactions"
+                );
+            }
+            Ok::<bool, CoordError>(found.is_some())
+        });
+        learnt.await.copied()
     }
 }
 
@@ -224,6 +249,37 @@ impl Coordination for ZkCoordination {
             .bounded(path, self.client.set_data(path, data, version))
             .await?;
         Ok(stat.version)
+    }
+
+    async fn set_all(&self, writes: &[(String, Vec<u8>)]) -> Result<(), CoordError> {
+        if let Some(refused) = super::set_all_refusal(writes) {
+            return Err(refused);
+        }
+        let first = writes.first().map_or("", |(path, _)| path.as_str());
+        if !self.transactions().await? {
+            return Err(CoordError::Other(format!(
+                "{first}: this ZooKeeper takes no transactions (a server before 3.5)"
+            )));
+        }
+        let mut transaction = self.client.new_multi_writer();
+        for (path, data) in writes {
+            transaction
+                .add_set_data(path, data, None)
+                .map_err(|e| map_error(e, path))?;
+        }
+        match tokio::time::timeout(self.op_timeout, transaction.commit()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(zk::MultiWriteError::OperationFailed { index, source })) => {
+                let path = writes.get(index).map_or(first, |(path, _)| path.as_str());
+                Err(map_error(source, path))
+            }
+            Ok(Err(zk::MultiWriteError::RequestFailed { source })) => Err(map_error(source, first)),
+            Err(_) => Err(CoordError::ConnectionLoss(format!(
+                "{first} and {} more set together: no answer within {:?}",
+                writes.len().saturating_sub(1),
+                self.op_timeout
+            ))),
+        }
     }
 
     async fn delete(&self, path: &str, version: Option<i32>) -> Result<(), CoordError> {

@@ -443,6 +443,26 @@ impl Coordination for ModelCoordination {
         }
     }
 
+    async fn set_all(&self, writes: &[(String, Vec<u8>)]) -> Result<(), CoordError> {
+        if let Some(refused) = tributary::coordination::set_all_refusal(writes) {
+            return Err(refused);
+        }
+        let first = writes.first().map_or("", |(path, _)| path.as_str());
+        let op = Op::SetAll {
+            writes: writes.to_vec(),
+        };
+        match self.call(op, first).await? {
+            Reply::Done => Ok(()),
+            Reply::SetAllRefused { index, code } => {
+                let path = writes
+                    .get(index as usize)
+                    .map_or(first, |(path, _)| path.as_str());
+                Err(map_err(code, path))
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+
     async fn delete(&self, path: &str, version: Option<i32>) -> Result<(), CoordError> {
         match self
             .call(

@@ -22,6 +22,19 @@ pub enum ErrCode {
     Invalid = 5,
 }
 
+impl ErrCode {
+    /// The code a byte names (an unknown byte is `Invalid`).
+    fn decode(byte: u8) -> ErrCode {
+        match byte {
+            1 => ErrCode::NoNode,
+            2 => ErrCode::NodeExists,
+            3 => ErrCode::BadVersion,
+            4 => ErrCode::NotEmpty,
+            _ => ErrCode::Invalid,
+        }
+    }
+}
+
 /// A request's operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
@@ -46,6 +59,8 @@ pub enum Op {
     /// ZooKeeper's `sync`: answered once the session's server has every write completed
     /// before it.
     Sync { path: String },
+    /// ZooKeeper's `multi` of unconditional sets: every node written, as one write, or none.
+    SetAll { writes: Vec<(String, Vec<u8>)> },
 }
 
 /// A successful reply.
@@ -61,6 +76,9 @@ pub enum Reply {
     Done,
     /// Children, sorted.
     Children(Vec<String>),
+    /// A [`Op::SetAll`] that wrote nothing: the write at `index` failed with `code` (ZooKeeper
+    /// answers a failed `multi` with a result per operation, the failed one's error among them).
+    SetAllRefused { index: u32, code: ErrCode },
 }
 
 /// Client → server.
@@ -146,6 +164,10 @@ fn get_u64(buf: &mut &[u8]) -> Option<u64> {
     (buf.remaining() >= 8).then(|| buf.get_u64())
 }
 
+fn get_u32(buf: &mut &[u8]) -> Option<u32> {
+    (buf.remaining() >= 4).then(|| buf.get_u32())
+}
+
 fn get_i32(buf: &mut &[u8]) -> Option<i32> {
     (buf.remaining() >= 4).then(|| buf.get_i32())
 }
@@ -201,6 +223,14 @@ impl ClientMsg {
                         out.put_u8(5);
                         put_bytes(out, path.as_bytes());
                     }
+                    Op::SetAll { writes } => {
+                        out.put_u8(6);
+                        out.put_u32(writes.len() as u32);
+                        for (path, data) in writes {
+                            put_bytes(out, path.as_bytes());
+                            put_bytes(out, data);
+                        }
+                    }
                 }
             }
             ClientMsg::Close => out.put_u8(3),
@@ -255,6 +285,17 @@ impl ClientMsg {
                     5 => Op::Sync {
                         path: get_string(b)?,
                     },
+                    6 => {
+                        let n = get_u32(b)? as usize;
+                        // Each write takes at least eight bytes: no count claims more.
+                        if n > b.remaining() / 8 {
+                            return None;
+                        }
+                        let writes = (0..n)
+                            .map(|_| Some((get_string(b)?, get_bytes(b)?)))
+                            .collect::<Option<Vec<_>>>()?;
+                        Op::SetAll { writes }
+                    }
                     _ => return None,
                 };
                 ClientMsg::Request { xid, op }
@@ -313,6 +354,11 @@ impl ServerMsg {
                         out.put_u32(children.len() as u32);
                         children.iter().for_each(|c| put_bytes(out, c.as_bytes()));
                     }
+                    Ok(Reply::SetAllRefused { index, code }) => {
+                        out.put_u8(6);
+                        out.put_u32(*index);
+                        out.put_u8(*code as u8);
+                    }
                 }
             }
             ServerMsg::Watch { path, children } => {
@@ -335,13 +381,7 @@ impl ServerMsg {
                 let xid = get_u64(b)?;
                 let zxid = get_u64(b)?;
                 let result = match get_u8(b)? {
-                    0 => Err(match get_u8(b)? {
-                        1 => ErrCode::NoNode,
-                        2 => ErrCode::NodeExists,
-                        3 => ErrCode::BadVersion,
-                        4 => ErrCode::NotEmpty,
-                        _ => ErrCode::Invalid,
-                    }),
+                    0 => Err(ErrCode::decode(get_u8(b)?)),
                     1 => Ok(Reply::Created(get_string(b)?)),
                     2 => Ok(Reply::Data(get_bytes(b)?, get_i32(b)?, get_u64(b)?)),
                     3 => Ok(Reply::Version(get_i32(b)?)),
@@ -354,6 +394,10 @@ impl ServerMsg {
                         }
                         Ok(Reply::Children(children))
                     }
+                    6 => Ok(Reply::SetAllRefused {
+                        index: get_u32(b)?,
+                        code: ErrCode::decode(get_u8(b)?),
+                    }),
                     _ => return None,
                 };
                 ServerMsg::Reply { xid, zxid, result }

@@ -228,9 +228,36 @@ impl ModelState {
         self.views.get(&session).map_or(self.zxid, |v| v.zxid)
     }
 
+    /// ZooKeeper's `multi` of unconditional sets: when every node exists, each is written in
+    /// order (a node named twice is written twice) under one zxid; otherwise nothing is, and
+    /// the reply names the first node missing.
+    fn set_all(&mut self, writes: Vec<(String, Vec<u8>)>) -> Reply {
+        if let Some(index) = writes
+            .iter()
+            .position(|(path, _)| !self.nodes.contains_key(path))
+        {
+            return Reply::SetAllRefused {
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                code: ErrCode::NoNode,
+            };
+        }
+        self.zxid += 1;
+        for (path, data) in writes {
+            let Some(node) = self.nodes.get_mut(&path) else {
+                unreachable!("{path} was there when the transaction was checked");
+            };
+            node.data = data;
+            node.version += 1;
+            node.mzxid = self.zxid;
+            self.fire(&path, false);
+        }
+        Reply::Done
+    }
+
     fn apply_op(&mut self, session: u64, op: Op) -> Result<Reply, ErrCode> {
         match op {
             Op::Sync { .. } => Ok(Reply::Done),
+            Op::SetAll { writes } => Ok(self.set_all(writes)),
             Op::Create { path, data, kind } => self.create(session, path, data, kind),
             Op::Get { path, watch } => {
                 let node = self.seen_by(session).get(&path).ok_or(ErrCode::NoNode)?;

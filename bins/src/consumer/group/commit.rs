@@ -6,18 +6,18 @@ use std::sync::Arc;
 use tributary_core::consumer::{Commit, CommitAnswer, CommitOutcome};
 
 use super::super::state::PartitionState;
-use super::super::{CommitBatch, CommitError};
+use super::super::CommitBatch;
+use super::offset_writes::{write_planned, Planned};
 use super::Member;
-use crate::coordination::pipeline::pipelined;
 use crate::coordination::{CoordError, Coordination, NodeKind};
 use crate::env::Env;
 
 impl<E: Env> Member<E> {
     /// Commits the asked partitions this member still owns (in the epoch the offsets were
     /// handed out in), never past what was handed out: an answer per commit, in order. The
-    /// writes are pipelined on the session (see
-    /// [`REQUESTS_IN_FLIGHT`](crate::coordination::pipeline::REQUESTS_IN_FLIGHT)); the first
-    /// that fails ends the batch, and it and every commit after it are answered `NotWritten`.
+    /// offsets are written in transactions pipelined on the session (see
+    /// [`offset_writes`](super::offset_writes)); the first write that fails ends the batch, and
+    /// it and every commit after it are answered `NotWritten`.
     pub(super) async fn commit(&self, coord: &E::Coord, commits: &[Commit]) -> CommitBatch {
         // Commits are pipelined in runs without a repeated partition: two writes of one
         // partition in flight together could land in either order (a lower offset last), where
@@ -49,16 +49,16 @@ impl<E: Env> Member<E> {
         batch
     }
 
-    /// [`commit`](Self::commit) of `commits`, no partition twice, pipelined; `first` is the
-    /// index of the first in the whole request. Answers up to the first failure (itself
-    /// answered `NotWritten`).
+    /// [`commit`](Self::commit) of `commits`, no partition twice, written in transactions
+    /// ([`offset_writes`](super::offset_writes)); `first` is the index of the first in the whole
+    /// request. Answers up to the first failure (itself answered `NotWritten`).
     async fn commit_run(&self, coord: &E::Coord, commits: &[Commit], first: usize) -> CommitBatch {
         let keep_lost =
             tributary_core::planted::active(tributary_core::planted::Bug::KeepLostPartitions);
         let capped = tributary_core::planted::active(tributary_core::planted::Bug::CommitCapped);
-        let decided = commits.iter().enumerate().map(|(index, commit)| {
+        let planned = commits.iter().enumerate().map(|(index, commit)| {
             if capped && first + index >= tributary_core::planted::COMMIT_CAP {
-                return (commit, Err(CommitOutcome::Written));
+                return Planned::Answered(commit.clone(), CommitOutcome::Written);
             }
             let owned = self
                 .shared
@@ -69,86 +69,84 @@ impl<E: Env> Member<E> {
                     .then(|| self.zombies.get(&commit.topic, commit.partition))
                     .flatten()
             });
-            let decision = match owned {
-                None => Err(CommitOutcome::NotOwned),
+            match owned {
+                None => Planned::Answered(commit.clone(), CommitOutcome::NotOwned),
                 Some(state) if commit.offset > state.offsets().consumed() => {
-                    Err(CommitOutcome::Stale)
+                    Planned::Answered(commit.clone(), CommitOutcome::Stale)
                 }
-                Some(state) => Ok(state),
-            };
-            (commit, decision)
+                Some(state) => {
+                    self.plan_write(commit.clone(), commit.clone(), state, Some(commit.offset))
+                }
+            }
         });
-        commit_pipelined(decided.map(|(commit, decision)| async move {
-            let outcome = match decision {
-                Err(outcome) => Ok(outcome),
-                Ok(state) => self
-                    .write_commit(coord, &state, Some(commit.offset))
-                    .await
-                    .map(|(_, outcome)| outcome),
-            };
-            (commit.clone(), outcome)
-        }))
-        .await
+        write_answers(coord, planned.collect()).await
     }
 
-    /// Commits everything handed out for each of `states`, pipelined as [`commit`](Self::commit)
-    /// is: an answer per partition (the offset it commits, in the partition's epoch), in order,
-    /// up to the first write that failed.
+    /// Commits everything handed out for each of `states`, in transactions as
+    /// [`commit`](Self::commit) is: an answer per partition (the offset it commits, in the
+    /// partition's epoch), in order, up to the first write that failed (answered with what was
+    /// handed out).
     pub(super) async fn commit_partitions(
         &self,
         coord: &E::Coord,
         states: &[Arc<PartitionState>],
     ) -> CommitBatch {
-        commit_pipelined(states.iter().map(|state| async move {
-            let written = self.write_commit(coord, state, None).await;
-            let offset = match &written {
-                Ok((offset, _)) => *offset,
-                Err(_) => state.offsets().consumed(),
-            };
-            let commit = Commit {
+        let planned = states.iter().map(|state| {
+            let commit_of = |offset| Commit {
                 topic: state.topic.clone(),
                 partition: state.partition,
                 epoch: state.epoch,
                 offset,
             };
-            (commit, written.map(|(_, outcome)| outcome))
-        }))
-        .await
+            // Each read takes the offsets' lock and lets it go before the next.
+            let (consumed, committed) = {
+                let offsets = state.offsets();
+                (offsets.consumed(), offsets.committed())
+            };
+            let to_commit = state.offsets().to_commit(None);
+            let failed = commit_of(consumed);
+            match to_commit {
+                None => Planned::Answered(commit_of(committed), CommitOutcome::NothingNew),
+                Some(offset) => {
+                    self.plan_write(commit_of(offset), failed, state.clone(), Some(offset))
+                }
+            }
+        });
+        write_answers(coord, planned.collect()).await
     }
 
-    /// Writes a partition's offset: `wanted`, or everything handed out; `NothingNew` when that
-    /// is not past what is committed. The offset it committed (or found committed), with the
-    /// outcome.
-    async fn write_commit(
+    /// The write of a partition's offset: `wanted`, or everything handed out; answered
+    /// `NothingNew` (with `commit`) when that is not past what is committed.
+    fn plan_write(
         &self,
-        coord: &E::Coord,
-        state: &PartitionState,
+        commit: Commit,
+        failed: Commit,
+        state: Arc<PartitionState>,
         wanted: Option<i64>,
-    ) -> Result<(i64, CommitOutcome), CommitError> {
+    ) -> Planned {
         let Some(offset) = state.offsets().to_commit(wanted) else {
-            return Ok((state.offsets().committed(), CommitOutcome::NothingNew));
+            return Planned::Answered(commit, CommitOutcome::NothingNew);
         };
         let path = super::offset_path(self.group(), &state.topic, state.partition);
-        if let Err(source) = write_offset(coord, &path, offset).await {
-            return Err(CommitError::ZooKeeper { path, source });
+        Planned::Write {
+            commit,
+            failed,
+            state,
+            path,
+            offset,
         }
-        state.offsets().committed_at(offset);
-        Ok((offset, CommitOutcome::Written))
     }
 }
 
-/// Pipelines commit writes (see [`pipelined`]) and collects their answers in order up to the
-/// first that failed: it is answered `NotWritten`, and its error ends the batch. The writes
-/// behind it are not reported: one that completed moved its partition's committed point (the
-/// next commit answers `NothingNew`); one abandoned in flight may land or not (the committed
-/// point stays, so the next commit writes it again). Either way a node only ever holds an offset
-/// the caller asked for.
-async fn commit_pipelined<F>(writes: impl Iterator<Item = F>) -> CommitBatch
-where
-    F: std::future::Future<Output = (Commit, Result<CommitOutcome, CommitError>)>,
-{
+/// Writes what `planned` holds and collects the answers in order up to the first that failed:
+/// it is answered `NotWritten`, and its error ends the batch. The writes behind it are not
+/// reported: one that completed moved its partition's committed point (the next commit answers
+/// `NothingNew`); one abandoned in flight may land or not (the committed point stays, so the
+/// next commit writes it again). Either way a node only ever holds an offset the caller asked
+/// for.
+async fn write_answers(coord: &impl Coordination, planned: Vec<Planned>) -> CommitBatch {
     let mut batch = CommitBatch::default();
-    pipelined(writes, |(commit, written)| match written {
+    write_planned(coord, planned, |(commit, written)| match written {
         Ok(outcome) => {
             batch.answers.push(CommitAnswer { commit, outcome });
             std::ops::ControlFlow::Continue(())

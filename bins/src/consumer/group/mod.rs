@@ -13,6 +13,7 @@
 
 mod commit;
 mod nodes;
+mod offset_writes;
 mod rebalance;
 
 use std::sync::atomic::AtomicU64;
