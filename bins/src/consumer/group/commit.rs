@@ -75,7 +75,13 @@ impl<E: Env> Member<E> {
                     Planned::Answered(commit.clone(), CommitOutcome::Stale)
                 }
                 Some(state) => {
-                    self.plan_write(commit.clone(), commit.clone(), state, Some(commit.offset))
+                    let to_commit = state.offsets().to_commit(Some(commit.offset));
+                    match to_commit {
+                        None => Planned::Answered(commit.clone(), CommitOutcome::NothingNew),
+                        Some(offset) => {
+                            self.write_at(commit.clone(), commit.clone(), state, offset)
+                        }
+                    }
                 }
             }
         });
@@ -107,26 +113,21 @@ impl<E: Env> Member<E> {
             let failed = commit_of(consumed);
             match to_commit {
                 None => Planned::Answered(commit_of(committed), CommitOutcome::NothingNew),
-                Some(offset) => {
-                    self.plan_write(commit_of(offset), failed, state.clone(), Some(offset))
-                }
+                Some(offset) => self.write_at(commit_of(offset), failed, state.clone(), offset),
             }
         });
         write_answers(coord, planned.collect()).await
     }
 
-    /// The write of a partition's offset: `wanted`, or everything handed out; answered
-    /// `NothingNew` (with `commit`) when that is not past what is committed.
-    fn plan_write(
+    /// The write of `offset` to `state`'s offset node, answered with `commit` once written and
+    /// with `failed` if the write fails.
+    fn write_at(
         &self,
         commit: Commit,
         failed: Commit,
         state: Arc<PartitionState>,
-        wanted: Option<i64>,
+        offset: i64,
     ) -> Planned {
-        let Some(offset) = state.offsets().to_commit(wanted) else {
-            return Planned::Answered(commit, CommitOutcome::NothingNew);
-        };
         let path = super::offset_path(self.group(), &state.topic, state.partition);
         Planned::Write {
             commit,

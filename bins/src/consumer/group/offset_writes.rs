@@ -145,17 +145,25 @@ fn written(item: Planned) -> Outcome {
     }
 }
 
+/// The answer of a commit whose offset write failed with `source`.
+fn failed(item: Planned, source: CoordError) -> Outcome {
+    match item {
+        Planned::Answered(commit, outcome) => (commit, Ok(outcome)),
+        Planned::Write { failed, path, .. } => {
+            (failed, Err(CommitError::ZooKeeper { path, source }))
+        }
+    }
+}
+
 /// The answers of a chunk whose transaction was lost with the connection: those before its
 /// first write, then that write's failure (its partition's node named).
 fn lost_with_connection(chunk: Vec<Planned>, lost: CoordError) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
     for item in chunk {
-        match item {
-            Planned::Answered(commit, outcome) => outcomes.push((commit, Ok(outcome))),
-            Planned::Write { failed, path, .. } => {
-                outcomes.push((failed, Err(CommitError::ZooKeeper { path, source: lost })));
-                break;
-            }
+        let is_write = matches!(item, Planned::Write { .. });
+        outcomes.push(failed(item, lost.clone()));
+        if is_write {
+            break;
         }
     }
     outcomes
@@ -166,25 +174,12 @@ async fn write_one_by_one(coord: &impl Coordination, chunk: Vec<Planned>) -> Vec
     let mut outcomes = Vec::new();
     pipelined(
         chunk.into_iter().map(|item| async move {
-            match item {
-                Planned::Answered(commit, outcome) => (commit, Ok(outcome)),
-                Planned::Write {
-                    commit,
-                    failed,
-                    state,
-                    path,
-                    offset,
-                } => match write_offset(coord, &path, offset).await {
-                    Ok(()) => written(Planned::Write {
-                        commit,
-                        failed,
-                        state,
-                        path,
-                        offset,
-                    }),
-                    Err(source) => (failed, Err(CommitError::ZooKeeper { path, source })),
-                },
+            if let Planned::Write { path, offset, .. } = &item {
+                if let Err(source) = write_offset(coord, path, *offset).await {
+                    return failed(item, source);
+                }
             }
+            written(item)
         }),
         |outcome| {
             let stop = outcome.1.is_err();
