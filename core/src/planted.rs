@@ -144,6 +144,10 @@ pub enum Bug {
     /// A commit's transaction gives each offset node the next partition's offset (the last
     /// node the first's): nodes written together hold one another's offsets.
     TransactionOffsetsShifted = 1 << 43,
+    /// A rebalance's transaction of owner nodes refused because one of them exists is taken as
+    /// made, every node of it claimed: the member owns partitions whose nodes another member
+    /// holds.
+    ClaimRefusedTakenAsMade = 1 << 44,
 }
 
 /// The partitions of one commit request [`Bug::CommitCapped`] writes.

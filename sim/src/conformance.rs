@@ -34,6 +34,7 @@ where
     nodes_and_versions(&a, base).await?;
     sequential_nodes(&a, base).await?;
     set_all_writes_every_node_or_none(&a, &b, base).await?;
+    create_all_makes_every_node_or_none(&a, &b, base).await?;
     watches_fire_once_on_change(&a, &b, base).await?;
     a_read_after_sync_sees_what_was_written(&a, &b, base).await?;
     ephemeral_owner_is_the_creating_session(&a, &b, base).await?;
@@ -369,6 +370,87 @@ async fn set_all_writes_every_node_or_none(
         "a node set twice in one set_all ends with the last data, its version bumped twice",
     )?;
     for node in [&x, &y, &together] {
+        a.delete(node, None).await.map_err(e)?;
+    }
+    Ok(())
+}
+
+/// `create_all` (ZooKeeper's `multi` of creates): every node made, a parent made earlier in
+/// the same transaction counting, the parent's child watch fired, ephemeral nodes owned by the
+/// creating session; with one node in the way or a parent missing, none made and the error
+/// names it; no child under an ephemeral node made in the same transaction.
+async fn create_all_makes_every_node_or_none(
+    a: &impl Coordination,
+    b: &impl Coordination,
+    base: &str,
+) -> Result<(), Failure> {
+    let e = |e: CoordError| e.to_string();
+    let made = format!("{base}/made");
+    let [x, y, z, w] = ["x", "y", "z", "w"].map(|name| format!("{made}/{name}"));
+    let nowhere = format!("{base}/nowhere/child");
+    let creates = |paths: &[&String]| -> Vec<(String, Vec<u8>)> {
+        paths
+            .iter()
+            .map(|path| ((*path).clone(), path.as_bytes().to_vec()))
+            .collect()
+    };
+    let (_, watch) = b.children_and_watch(base).await.map_err(e)?;
+    a.create_all(&creates(&[&made, &x, &y]), NodeKind::Persistent)
+        .await
+        .map_err(e)?;
+    check(
+        a.children(&made).await.map_err(e)? == ["x", "y"]
+            && a.get(&x).await.map_err(e)? == (x.as_bytes().to_vec(), 0),
+        "create_all makes every node with its data, under a parent made before them in it",
+    )?;
+    check(
+        tokio::time::timeout(SETTLE, watch).await.is_ok(),
+        "create_all fires the child watch of a parent it creates under",
+    )?;
+    let refused = a
+        .create_all(&creates(&[&z, &x, &w]), NodeKind::Persistent)
+        .await;
+    check(
+        matches!(&refused, Err(CoordError::NodeExists(path)) if *path == x),
+        "create_all of a node that exists is NodeExists naming it",
+    )?;
+    let refused = a
+        .create_all(&creates(&[&z, &nowhere]), NodeKind::Persistent)
+        .await;
+    check(
+        matches!(&refused, Err(CoordError::NoNode(path)) if *path == nowhere),
+        "create_all under a missing parent is NoNode naming the node",
+    )?;
+    check(
+        a.children(&made).await.map_err(e)? == ["x", "y"],
+        "a refused create_all makes nothing, not even the nodes before the one refused",
+    )?;
+    b.create_all(&creates(&[&z, &w]), NodeKind::Ephemeral)
+        .await
+        .map_err(e)?;
+    let owners = [a.get_with_owner(&z).await, a.get_with_owner(&w).await];
+    check(
+        owners
+            .iter()
+            .all(|node| matches!(node, Ok(node) if node.owner == Some(b.session_id()))),
+        "create_all of ephemeral nodes makes them the creating session's",
+    )?;
+    let under_ephemeral = format!("{made}/v/kid");
+    let refused = a
+        .create_all(
+            &creates(&[&format!("{made}/v"), &under_ephemeral]),
+            NodeKind::Ephemeral,
+        )
+        .await;
+    check(
+        refused.is_err()
+            && matches!(
+                a.get(&format!("{made}/v")).await,
+                Err(CoordError::NoNode(_))
+            ),
+        "create_all of a child under an ephemeral node it makes is refused whole",
+    )?;
+    for node in [&x, &y, &z, &w, &made] {
         a.delete(node, None).await.map_err(e)?;
     }
     Ok(())

@@ -58,6 +58,9 @@ fn planted_consumer_bugs_are_caught_by_their_invariant() {
         // Offsets written together, each to the next partition's node: one runs ahead of
         // what was handed out.
         (Bug::TransactionOffsetsShifted, Invariant::CommitNotAhead),
+        // Owner nodes made together, refused for one held elsewhere, taken as made: the member
+        // owns partitions whose nodes name another member's thread.
+        (Bug::ClaimRefusedTakenAsMade, Invariant::OwnershipDisjoint),
     ] {
         plant(&[bug]);
         let caught = (0..30).find_map(|seed| {

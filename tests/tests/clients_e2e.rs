@@ -460,10 +460,12 @@ async fn a_groups_first_join_makes_each_topics_parents_once() {
     consumer.shutdown().await;
 }
 
-/// A commit of many partitions is written as ZooKeeper transactions, one logged write per
-/// hundred offsets, not one per offset; every offset node then holds what was consumed.
+/// A group's join of many partitions makes its owner nodes and recorded starts, and a commit
+/// of them writes its offsets, as ZooKeeper transactions: one logged write per hundred nodes,
+/// not one per node. Every owner node then names the member's thread, and every offset node
+/// holds the recorded start, then what was consumed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_commit_of_many_partitions_is_logged_as_one_write_per_hundred_offsets() {
+async fn a_join_and_a_commit_of_many_partitions_are_logged_as_one_write_per_hundred_nodes() {
     const TOPICS: usize = 8;
     const PER_TOPIC: usize = 20;
     let c = cluster();
@@ -478,6 +480,24 @@ async fn a_commit_of_many_partitions_is_logged_as_one_write_per_hundred_offsets(
         )
         .await;
     }
+    let zk = zookeeper_client::Client::connect(&c.zk.connect_string())
+        .await
+        .unwrap();
+    let mut partitions = BTreeSet::new();
+    for t in 0..TOPICS {
+        let topic = format!("txn-{t}");
+        for broker in zk
+            .list_children(&format!("/brokers/topics/{topic}"))
+            .await
+            .unwrap()
+        {
+            let path = format!("/brokers/topics/{topic}/{broker}");
+            let (count, _) = zk.get_data(&path).await.unwrap();
+            let count: u32 = String::from_utf8(count).unwrap().trim().parse().unwrap();
+            partitions.extend((0..count).map(|p| format!("{topic}/{broker}-{p}")));
+        }
+    }
+    let before_join = c.zk.served().expect("ZooKeeper's srvr answer");
     let (consumer, mut streams) = ConsumerConnector::start(
         TokioEnv,
         consumer_config(&c.zk, "txn", "autocommit.interval.ms=3600000\n"),
@@ -495,6 +515,38 @@ async fn a_commit_of_many_partitions_is_logged_as_one_write_per_hundred_offsets(
         consumed.insert(key, message.offset);
     }
     let before = c.zk.served().expect("ZooKeeper's srvr answer");
+    let joined = before.since(before_join).writes;
+    // Besides its owner nodes and recorded starts, the join makes its registration (the node
+    // and its three ancestors) and the group's directories (`owners` and `offsets`, each with
+    // its two ancestors, whose creates are logged even when they exist, and a node per topic
+    // under each): 26 writes here, and a few more allowed.
+    let directories = 2 * (TOPICS as u64 + 3) + 4 + 4;
+    eprintln!(
+        "{} partitions joined in {joined} logged writes",
+        partitions.len()
+    );
+    assert!(
+        partitions.len() >= 2 * TOPICS,
+        "{partitions:?}: too few to tell"
+    );
+    assert!(
+        joined <= 2 * partitions.len().div_ceil(100) as u64 + directories,
+        "{} partitions took {joined} logged writes to join: their nodes were not made together",
+        partitions.len()
+    );
+    for key in &partitions {
+        let (topic, partition) = key.split_once('/').unwrap();
+        let owner = format!("/consumers/txn/owners/{topic}/{partition}");
+        let (thread, stat) = zk.get_data(&owner).await.unwrap();
+        assert!(stat.ephemeral_owner != 0, "{owner} is not ephemeral");
+        assert!(
+            String::from_utf8(thread).unwrap().ends_with("-0"),
+            "{owner}"
+        );
+        let offset = format!("/consumers/txn/offsets/{topic}/{partition}");
+        let (start, _) = zk.get_data(&offset).await.unwrap();
+        assert_eq!(start, b"0", "{offset}: the recorded start");
+    }
     let written = consumer.commit_offsets().await.unwrap();
     let after = c.zk.served().expect("ZooKeeper's srvr answer");
     let writes = after.since(before).writes;
@@ -505,9 +557,6 @@ async fn a_commit_of_many_partitions_is_logged_as_one_write_per_hundred_offsets(
         writes <= written.div_ceil(100) as u64 + 1,
         "{written} offsets took {writes} logged writes: they were not written together"
     );
-    let zk = zookeeper_client::Client::connect(&c.zk.connect_string())
-        .await
-        .unwrap();
     for (key, next) in &consumed {
         let (topic, partition) = key.split_once('/').unwrap();
         let path = format!("/consumers/txn/offsets/{topic}/{partition}");

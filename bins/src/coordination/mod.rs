@@ -6,8 +6,14 @@ pub mod ephemeral;
 pub mod identity;
 pub mod nodes;
 pub mod pipeline;
+pub mod transaction;
 pub mod zk;
 mod zk_security;
+
+pub use transaction::{
+    create_all_refusal, outcome_unknown, transaction_refusal, transaction_runs,
+    TRANSACTION_BYTES_MAX, TRANSACTION_WRITES_MAX,
+};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -86,28 +92,6 @@ pub struct OwnedNode {
     pub owner: Option<u64>,
 }
 
-/// The most writes one [`Coordination::set_all`] takes. ZooKeeper's cost per write falls about
-/// twentyfold from one write per request to a hundred per transaction, and little beyond.
-pub const SET_ALL_WRITES_MAX: usize = 100;
-
-/// The most bytes (paths and data) one [`Coordination::set_all`] takes: a quarter of
-/// ZooKeeper's default request limit (`jute.maxbuffer`, 1 MiB), whatever the paths' lengths.
-pub const SET_ALL_BYTES_MAX: usize = 256 * 1024;
-
-/// Why `writes` cannot be one [`Coordination::set_all`], if it cannot.
-pub fn set_all_refusal(writes: &[(String, Vec<u8>)]) -> Option<CoordError> {
-    let bytes: usize = writes
-        .iter()
-        .map(|(path, data)| path.len() + data.len())
-        .sum();
-    (writes.len() > SET_ALL_WRITES_MAX || bytes > SET_ALL_BYTES_MAX).then(|| {
-        CoordError::Other(format!(
-            "a transaction of {} writes ({bytes} bytes) is over the limit of {SET_ALL_WRITES_MAX} writes and {SET_ALL_BYTES_MAX} bytes",
-            writes.len()
-        ))
-    })
-}
-
 /// A one-shot watch: resolves once when the watched node or its children change.
 pub type Watch = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -144,11 +128,23 @@ pub trait Coordination: Send + Sync + 'static {
     /// (ZooKeeper's `multi`): every node is written, under one zxid, or none is. When one of
     /// them cannot be written the error is that write's and names its node (`NoNode` for a
     /// node that does not exist). A transaction lost with the connection may have been applied
-    /// whole or not at all. `writes` must hold at most [`SET_ALL_WRITES_MAX`] writes of at most
-    /// [`SET_ALL_BYTES_MAX`] bytes (paths and data) in all; a larger one is refused unsent.
+    /// whole or not at all. `writes` must hold at most [`TRANSACTION_WRITES_MAX`] writes of at most
+    /// [`TRANSACTION_BYTES_MAX`] bytes (paths and data) in all; a larger one is refused unsent.
     fn set_all(
         &self,
         writes: &[(String, Vec<u8>)],
+    ) -> impl Future<Output = Result<(), CoordError>> + Send;
+    /// Creates each node of `creates` with its data, every one of `kind`, as one transaction
+    /// (ZooKeeper's `multi`): every node is created, under one zxid, or none is. When one of
+    /// them cannot be created the error is that create's and names its node (`NodeExists`;
+    /// `NoNode` for a parent that neither exists nor is created earlier in the transaction). A
+    /// transaction lost with the connection may have been applied whole or not at all.
+    /// `kind` must not be sequential (the caller would not learn the names), and `creates`
+    /// must fit the limits of [`transaction_refusal`]: otherwise it is refused unsent.
+    fn create_all(
+        &self,
+        creates: &[(String, Vec<u8>)],
+        kind: NodeKind,
     ) -> impl Future<Output = Result<(), CoordError>> + Send;
     /// Deletes a node if its version is `version` (any when `None`).
     fn delete(

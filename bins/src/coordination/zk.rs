@@ -104,7 +104,7 @@ impl ZkCoordination {
             let found = self.bounded(CONFIG_NODE, root.check_stat(CONFIG_NODE)).await?;
             if found.is_none() {
                 tracing::info!(
-                    "ZooKeeper has no {CONFIG_NODE} (a server before 3.5): offsets are written one node at a time, not in transactions"
+                    "ZooKeeper has no {CONFIG_NODE} (a server before 3.5): offsets, owner nodes and recorded starts are written one node at a time, not in transactions"
                 );
             }
             Ok::<bool, CoordError>(found.is_some())
@@ -184,6 +184,46 @@ impl ZkCoordination {
             ))),
         }
     }
+
+    /// A new transaction, if this ensemble takes them (see [`ZkCoordination::transactions`]);
+    /// `nodes` are the nodes it is for, named in the error otherwise.
+    async fn transaction(
+        &self,
+        nodes: &[(String, Vec<u8>)],
+    ) -> Result<zk::MultiWriter<'_>, CoordError> {
+        if !self.transactions().await? {
+            let first = nodes.first().map_or("", |(path, _)| path.as_str());
+            return Err(CoordError::Other(format!(
+                "{first}: this ZooKeeper takes no transactions (a server before 3.5)"
+            )));
+        }
+        Ok(self.client.new_multi_writer())
+    }
+
+    /// Commits `transaction`, made of one operation per node of `nodes` in order; a refused one
+    /// is mapped to the failed operation's error, naming its node. `done` says what was done
+    /// to the nodes, for a transaction with no answer.
+    async fn commit(
+        &self,
+        mut transaction: zk::MultiWriter<'_>,
+        nodes: &[(String, Vec<u8>)],
+        done: &str,
+    ) -> Result<(), CoordError> {
+        let first = nodes.first().map_or("", |(path, _)| path.as_str());
+        match tokio::time::timeout(self.op_timeout, transaction.commit()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(zk::MultiWriteError::OperationFailed { index, source })) => {
+                let path = nodes.get(index).map_or(first, |(path, _)| path.as_str());
+                Err(map_error(source, path))
+            }
+            Ok(Err(zk::MultiWriteError::RequestFailed { source })) => Err(map_error(source, first)),
+            Err(_) => Err(CoordError::ConnectionLoss(format!(
+                "{first} and {} more {done} together: no answer within {:?}",
+                nodes.len().saturating_sub(1),
+                self.op_timeout
+            ))),
+        }
+    }
 }
 
 fn mode(kind: NodeKind) -> zk::CreateMode {
@@ -195,6 +235,16 @@ fn mode(kind: NodeKind) -> zk::CreateMode {
     }
 }
 
+/// A create's options: `kind`, and the ACLs `protected` when the node is protected (open to
+/// anyone otherwise).
+fn create_options(kind: NodeKind, protected: Option<&[zk::Acl]>) -> zk::CreateOptions<'_> {
+    let acls = match protected {
+        Some(acls) => zk::Acls::new(acls),
+        None => zk::Acls::anyone_all(),
+    };
+    mode(kind).with_acls(acls)
+}
+
 fn watch(watcher: zk::OneshotWatcher) -> Watch {
     Box::pin(async move {
         watcher.changed().await;
@@ -203,15 +253,8 @@ fn watch(watcher: zk::OneshotWatcher) -> Watch {
 
 impl Coordination for ZkCoordination {
     async fn create(&self, path: &str, data: &[u8], kind: NodeKind) -> Result<String, CoordError> {
-        let protected;
-        let acls = match self.set_acl {
-            true => {
-                protected = zk_security::acls_for(path);
-                zk::Acls::new(&protected)
-            }
-            false => zk::Acls::anyone_all(),
-        };
-        let options = mode(kind).with_acls(acls);
+        let protected = self.set_acl.then(|| zk_security::acls_for(path));
+        let options = create_options(kind, protected.as_deref());
         let (_, sequence) = self
             .bounded(path, self.client.create(path, data, &options))
             .await?;
@@ -252,34 +295,34 @@ impl Coordination for ZkCoordination {
     }
 
     async fn set_all(&self, writes: &[(String, Vec<u8>)]) -> Result<(), CoordError> {
-        if let Some(refused) = super::set_all_refusal(writes) {
+        if let Some(refused) = super::transaction_refusal(writes) {
             return Err(refused);
         }
-        let first = writes.first().map_or("", |(path, _)| path.as_str());
-        if !self.transactions().await? {
-            return Err(CoordError::Other(format!(
-                "{first}: this ZooKeeper takes no transactions (a server before 3.5)"
-            )));
-        }
-        let mut transaction = self.client.new_multi_writer();
+        let mut transaction = self.transaction(writes).await?;
         for (path, data) in writes {
             transaction
                 .add_set_data(path, data, None)
                 .map_err(|e| map_error(e, path))?;
         }
-        match tokio::time::timeout(self.op_timeout, transaction.commit()).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(zk::MultiWriteError::OperationFailed { index, source })) => {
-                let path = writes.get(index).map_or(first, |(path, _)| path.as_str());
-                Err(map_error(source, path))
-            }
-            Ok(Err(zk::MultiWriteError::RequestFailed { source })) => Err(map_error(source, first)),
-            Err(_) => Err(CoordError::ConnectionLoss(format!(
-                "{first} and {} more set together: no answer within {:?}",
-                writes.len().saturating_sub(1),
-                self.op_timeout
-            ))),
+        self.commit(transaction, writes, "set").await
+    }
+
+    async fn create_all(
+        &self,
+        creates: &[(String, Vec<u8>)],
+        kind: NodeKind,
+    ) -> Result<(), CoordError> {
+        if let Some(refused) = super::create_all_refusal(creates, kind) {
+            return Err(refused);
         }
+        let mut transaction = self.transaction(creates).await?;
+        for (path, data) in creates {
+            let protected = self.set_acl.then(|| zk_security::acls_for(path));
+            transaction
+                .add_create(path, data, &create_options(kind, protected.as_deref()))
+                .map_err(|e| map_error(e, path))?;
+        }
+        self.commit(transaction, creates, "created").await
     }
 
     async fn delete(&self, path: &str, version: Option<i32>) -> Result<(), CoordError> {

@@ -444,7 +444,7 @@ impl Coordination for ModelCoordination {
     }
 
     async fn set_all(&self, writes: &[(String, Vec<u8>)]) -> Result<(), CoordError> {
-        if let Some(refused) = tributary::coordination::set_all_refusal(writes) {
+        if let Some(refused) = tributary::coordination::transaction_refusal(writes) {
             return Err(refused);
         }
         let first = writes.first().map_or("", |(path, _)| path.as_str());
@@ -453,8 +453,33 @@ impl Coordination for ModelCoordination {
         };
         match self.call(op, first).await? {
             Reply::Done => Ok(()),
-            Reply::SetAllRefused { index, code } => {
+            Reply::TransactionRefused { index, code } => {
                 let path = writes
+                    .get(index as usize)
+                    .map_or(first, |(path, _)| path.as_str());
+                Err(map_err(code, path))
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn create_all(
+        &self,
+        creates: &[(String, Vec<u8>)],
+        kind: NodeKind,
+    ) -> Result<(), CoordError> {
+        if let Some(refused) = tributary::coordination::create_all_refusal(creates, kind) {
+            return Err(refused);
+        }
+        let first = creates.first().map_or("", |(path, _)| path.as_str());
+        let op = Op::CreateAll {
+            creates: creates.to_vec(),
+            kind: u8::from(kind == NodeKind::Ephemeral),
+        };
+        match self.call(op, first).await? {
+            Reply::Done => Ok(()),
+            Reply::TransactionRefused { index, code } => {
+                let path = creates
                     .get(index as usize)
                     .map_or(first, |(path, _)| path.as_str());
                 Err(map_err(code, path))

@@ -61,6 +61,12 @@ pub enum Op {
     Sync { path: String },
     /// ZooKeeper's `multi` of unconditional sets: every node written, as one write, or none.
     SetAll { writes: Vec<(String, Vec<u8>)> },
+    /// ZooKeeper's `multi` of creates, all of one kind (0 persistent, 1 ephemeral): every node
+    /// created, as one write, or none.
+    CreateAll {
+        creates: Vec<(String, Vec<u8>)>,
+        kind: u8,
+    },
 }
 
 /// A successful reply.
@@ -76,9 +82,9 @@ pub enum Reply {
     Done,
     /// Children, sorted.
     Children(Vec<String>),
-    /// A [`Op::SetAll`] that wrote nothing: the write at `index` failed with `code` (ZooKeeper
+    /// A [`Op::SetAll`] or [`Op::CreateAll`] that wrote nothing: the write at `index` failed with `code` (ZooKeeper
     /// answers a failed `multi` with a result per operation, the failed one's error among them).
-    SetAllRefused { index: u32, code: ErrCode },
+    TransactionRefused { index: u32, code: ErrCode },
 }
 
 /// Client → server.
@@ -156,6 +162,27 @@ fn get_strings(buf: &mut &[u8]) -> Option<Vec<String>> {
     (0..n).map(|_| get_string(buf)).collect()
 }
 
+/// Writes `(path, data)` pairs: their count, then each path and its data.
+fn put_pairs(out: &mut BytesMut, pairs: &[(String, Vec<u8>)]) {
+    out.put_u32(pairs.len() as u32);
+    for (path, data) in pairs {
+        put_bytes(out, path.as_bytes());
+        put_bytes(out, data);
+    }
+}
+
+/// Reads what [`put_pairs`] wrote.
+fn get_pairs(buf: &mut &[u8]) -> Option<Vec<(String, Vec<u8>)>> {
+    let n = get_u32(buf)? as usize;
+    // Each pair takes at least eight bytes: no count claims more.
+    if n > buf.remaining() / 8 {
+        return None;
+    }
+    (0..n)
+        .map(|_| Some((get_string(buf)?, get_bytes(buf)?)))
+        .collect()
+}
+
 fn get_u8(buf: &mut &[u8]) -> Option<u8> {
     (buf.remaining() >= 1).then(|| buf.get_u8())
 }
@@ -225,11 +252,12 @@ impl ClientMsg {
                     }
                     Op::SetAll { writes } => {
                         out.put_u8(6);
-                        out.put_u32(writes.len() as u32);
-                        for (path, data) in writes {
-                            put_bytes(out, path.as_bytes());
-                            put_bytes(out, data);
-                        }
+                        put_pairs(out, writes);
+                    }
+                    Op::CreateAll { creates, kind } => {
+                        out.put_u8(7);
+                        out.put_u8(*kind);
+                        put_pairs(out, creates);
                     }
                 }
             }
@@ -285,16 +313,15 @@ impl ClientMsg {
                     5 => Op::Sync {
                         path: get_string(b)?,
                     },
-                    6 => {
-                        let n = get_u32(b)? as usize;
-                        // Each write takes at least eight bytes: no count claims more.
-                        if n > b.remaining() / 8 {
-                            return None;
+                    6 => Op::SetAll {
+                        writes: get_pairs(b)?,
+                    },
+                    7 => {
+                        let kind = get_u8(b)?;
+                        Op::CreateAll {
+                            kind,
+                            creates: get_pairs(b)?,
                         }
-                        let writes = (0..n)
-                            .map(|_| Some((get_string(b)?, get_bytes(b)?)))
-                            .collect::<Option<Vec<_>>>()?;
-                        Op::SetAll { writes }
                     }
                     _ => return None,
                 };
@@ -354,7 +381,7 @@ impl ServerMsg {
                         out.put_u32(children.len() as u32);
                         children.iter().for_each(|c| put_bytes(out, c.as_bytes()));
                     }
-                    Ok(Reply::SetAllRefused { index, code }) => {
+                    Ok(Reply::TransactionRefused { index, code }) => {
                         out.put_u8(6);
                         out.put_u32(*index);
                         out.put_u8(*code as u8);
@@ -394,7 +421,7 @@ impl ServerMsg {
                         }
                         Ok(Reply::Children(children))
                     }
-                    6 => Ok(Reply::SetAllRefused {
+                    6 => Ok(Reply::TransactionRefused {
                         index: get_u32(b)?,
                         code: ErrCode::decode(get_u8(b)?),
                     }),

@@ -236,7 +236,7 @@ impl ModelState {
             .iter()
             .position(|(path, _)| !self.nodes.contains_key(path))
         {
-            return Reply::SetAllRefused {
+            return Reply::TransactionRefused {
                 index: u32::try_from(index).unwrap_or(u32::MAX),
                 code: ErrCode::NoNode,
             };
@@ -254,10 +254,58 @@ impl ModelState {
         Reply::Done
     }
 
+    /// ZooKeeper's `multi` of creates of one kind (0 persistent, 1 ephemeral): when every
+    /// create can be made in order (its parent exists, or is made earlier in the transaction,
+    /// and is not ephemeral; the node does not exist and is not made earlier), each is made
+    /// under one zxid; otherwise nothing is, and the reply names the first that cannot be.
+    fn create_all(&mut self, session: u64, creates: Vec<(String, Vec<u8>)>, kind: u8) -> Reply {
+        let mut made: BTreeSet<&str> = BTreeSet::new();
+        for (index, (path, _)) in creates.iter().enumerate() {
+            let refused = |code| Reply::TransactionRefused {
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                code,
+            };
+            let Some(parent_path) = parent(path).filter(|_| valid(path) && kind <= 1) else {
+                return refused(ErrCode::Invalid);
+            };
+            match self.nodes.get(parent_path) {
+                Some(parent) if parent.owner.is_some() => return refused(ErrCode::Invalid),
+                Some(_) => {}
+                None if made.contains(parent_path) && kind == 0 => {}
+                None if made.contains(parent_path) => return refused(ErrCode::Invalid),
+                None => return refused(ErrCode::NoNode),
+            }
+            if self.nodes.contains_key(path) || !made.insert(path) {
+                return refused(ErrCode::NodeExists);
+            }
+        }
+        self.zxid += 1;
+        let owner = (kind == 1).then_some(session);
+        for (path, data) in creates {
+            let node = Node {
+                data,
+                version: 0,
+                owner,
+                next_sequence: 0,
+                mzxid: self.zxid,
+                pzxid: self.zxid,
+            };
+            self.nodes.insert(path.clone(), node);
+            let parent_path = parent(&path).unwrap_or("/").to_string();
+            if let Some(parent) = self.nodes.get_mut(&parent_path) {
+                parent.pzxid = self.zxid;
+            }
+            self.fire(&path, false);
+            self.fire(&parent_path, true);
+        }
+        Reply::Done
+    }
+
     fn apply_op(&mut self, session: u64, op: Op) -> Result<Reply, ErrCode> {
         match op {
             Op::Sync { .. } => Ok(Reply::Done),
             Op::SetAll { writes } => Ok(self.set_all(writes)),
+            Op::CreateAll { creates, kind } => Ok(self.create_all(session, creates, kind)),
             Op::Create { path, data, kind } => self.create(session, path, data, kind),
             Op::Get { path, watch } => {
                 let node = self.seen_by(session).get(&path).ok_or(ErrCode::NoNode)?;

@@ -2,8 +2,8 @@
 //! can never land for a partition a rebalance has just given away.
 //!
 //! The rebalance itself is core's state machine (`tributary_core::consumer::group`), driven by
-//! [`rebalance`]; the owner, offset and broker nodes it names are read and written by [`nodes`];
-//! commits by [`commit`]. Commits asked for before a rebalance are served before it releases
+//! [`rebalance`]; the owner, offset and broker nodes it names are read and written by [`nodes`],
+//! its claims and recorded starts made in transactions by [`claims`]; commits by [`commit`]. Commits asked for before a rebalance are served before it releases
 //! anything.
 //!
 //! Triggers: members joining or leaving (`/consumers/<g>/ids`), brokers registering or losing a
@@ -11,6 +11,7 @@
 //! the session's expiry (re-register first: handled in one place, [`Member::run`]). Changes
 //! arriving together are coalesced.
 
+mod claims;
 mod commit;
 mod nodes;
 mod offset_writes;

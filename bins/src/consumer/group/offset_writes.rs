@@ -1,5 +1,5 @@
 //! Committed offsets written in transactions. A commit of many partitions becomes one
-//! ZooKeeper transaction ([`Coordination::set_all`]) per [`SET_ALL_WRITES_MAX`] offsets,
+//! ZooKeeper transaction ([`Coordination::set_all`]) per hundred offsets ([`transaction_runs`]),
 //! pipelined on the session: ZooKeeper does about a twentieth of the work it does for one
 //! request per offset, which is what bounds a mirror of thousands of partitions when ZooKeeper
 //! shares its machines.
@@ -19,7 +19,7 @@ use super::super::state::PartitionState;
 use super::super::CommitError;
 use super::commit::write_offset;
 use crate::coordination::pipeline::pipelined;
-use crate::coordination::{CoordError, Coordination, SET_ALL_BYTES_MAX, SET_ALL_WRITES_MAX};
+use crate::coordination::{outcome_unknown, transaction_runs, CoordError, Coordination};
 
 /// A commit decided before anything is written: answered without a write, or an offset to
 /// write for a partition.
@@ -41,9 +41,8 @@ pub(super) enum Planned {
 /// One commit's outcome, in the order asked.
 pub(super) type Outcome = (Commit, Result<CommitOutcome, CommitError>);
 
-/// Writes the offsets of `planned` (no partition twice), in transactions of at most
-/// [`SET_ALL_WRITES_MAX`] offsets and [`SET_ALL_BYTES_MAX`] bytes, pipelined, and hands `each`
-/// every commit's outcome in order up to the first that failed (included); after that, no
+/// Writes the offsets of `planned` (no partition twice), in transactions cut by
+/// [`transaction_runs`], pipelined, and hands `each` every commit's outcome in order up to the first that failed (included); after that, no
 /// further write is started.
 pub(super) async fn write_planned(
     coord: &impl Coordination,
@@ -51,7 +50,7 @@ pub(super) async fn write_planned(
     mut each: impl FnMut(Outcome) -> ControlFlow<()>,
 ) {
     pipelined(
-        chunks(planned, write_bytes)
+        transaction_runs(planned, write_bytes)
             .into_iter()
             .map(|chunk| write_chunk(coord, chunk)),
         |outcomes| {
@@ -64,29 +63,6 @@ pub(super) async fn write_planned(
         },
     )
     .await
-}
-
-/// `items` cut, in order, into runs of at most [`SET_ALL_WRITES_MAX`] writes and
-/// [`SET_ALL_BYTES_MAX`] bytes; `write_bytes` says which items are writes, and their size.
-fn chunks<T>(items: Vec<T>, write_bytes: impl Fn(&T) -> Option<usize>) -> Vec<Vec<T>> {
-    let mut chunks: Vec<Vec<T>> = Vec::new();
-    let mut current = Vec::new();
-    let (mut writes, mut bytes) = (0usize, 0usize);
-    for item in items {
-        if let Some(size) = write_bytes(&item) {
-            if writes == SET_ALL_WRITES_MAX || (writes > 0 && bytes + size > SET_ALL_BYTES_MAX) {
-                chunks.push(std::mem::take(&mut current));
-                (writes, bytes) = (0, 0);
-            }
-            writes += 1;
-            bytes += size;
-        }
-        current.push(item);
-    }
-    if !current.is_empty() {
-        chunks.push(current);
-    }
-    chunks
 }
 
 /// A planned write's size in a transaction (its path, and an offset of at most 20 digits).
@@ -119,11 +95,7 @@ async fn write_chunk(coord: &impl Coordination, chunk: Vec<Planned>) -> Vec<Outc
     };
     match together {
         Ok(()) => chunk.into_iter().map(written).collect(),
-        Err(Some(
-            lost @ (CoordError::ConnectionLoss(_)
-            | CoordError::SessionExpired
-            | CoordError::Unreachable(_)),
-        )) => lost_with_connection(chunk, lost),
+        Err(Some(lost)) if outcome_unknown(&lost) => lost_with_connection(chunk, lost),
         // Refused whole (or a single write): one node at a time.
         Err(_) => write_one_by_one(coord, chunk).await,
     }
@@ -206,36 +178,4 @@ fn shifted_if_planted(mut writes: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8
         }
     }
     writes
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    /// Items as the chunks see them: `Some(path length)` for a write, `None` for an answer.
-    fn shape(chunks: &[Vec<Option<usize>>]) -> Vec<(usize, usize)> {
-        chunks
-            .iter()
-            .map(|c| (c.len(), c.iter().filter(|i| i.is_some()).count()))
-            .collect()
-    }
-
-    #[test]
-    fn chunks_hold_at_most_the_transaction_limit_of_writes_in_order() {
-        let mut items: Vec<Option<usize>> = (0..250).map(Some).collect();
-        items.insert(100, None);
-        let chunks = chunks(items, |i| i.map(|_| 10));
-        assert_eq!(shape(&chunks), vec![(101, 100), (100, 100), (50, 50)]);
-        assert_eq!(chunks[1][0], Some(100), "the order is kept");
-    }
-
-    #[test]
-    fn chunks_hold_at_most_the_transaction_limit_of_bytes() {
-        let third = SET_ALL_BYTES_MAX / 3;
-        let items: Vec<Option<usize>> = vec![Some(third); 4];
-        assert_eq!(shape(&chunks(items, |i| *i)), vec![(3, 3), (1, 1)]);
-        let items: Vec<Option<usize>> = vec![Some(third + 1); 4];
-        assert_eq!(shape(&chunks(items, |i| *i)), vec![(2, 2), (2, 2)]);
-    }
 }

@@ -4,31 +4,27 @@
 //! attempt failed and when the next starts — is the machine's.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tributary_core::consumer::group::{
-    BrokerTopicNode, GroupRead, HeldPartition, Installed, OwnerClaim, PartitionKey, Rebalance,
-    RebalanceSettings, Released, SettleAnswer, SettleRequest, StartFound, Step,
+    BrokerTopicNode, GroupRead, HeldPartition, Installed, PartitionKey, Rebalance,
+    RebalanceSettings, Released, StartFound, Step,
 };
 use tributary_core::consumer::PartitionOffsets;
 use tributary_core::wire::TopicName;
-use tributary_core::zk_layout::{
-    broker_topic_path, consumer_ids_path, consumer_offsets_root, consumer_owners_root,
-    BROKER_TOPICS_PATH,
-};
+use tributary_core::zk_layout::{broker_topic_path, consumer_ids_path, BROKER_TOPICS_PATH};
 
 use super::super::fetcher::{self, Share};
-use super::super::offset_node::read_offset_node;
 use super::super::starts::{read_starts, Start};
 use super::super::state::{Chunk, PartitionState};
 use super::super::{ConsumerError, RebalanceError, StartOffsetError};
 use super::nodes::children_or_none;
 use super::Member;
-use crate::coordination::pipeline::{pipelined, pipelined_draining};
+use crate::coordination::pipeline::pipelined;
 use crate::coordination::{CoordError, Coordination, Watch};
 use crate::env::Env;
 
@@ -386,125 +382,6 @@ impl<E: Env> Member<E> {
                 (key, found)
             })
             .collect()
-    }
-
-    /// Claims every owner node, pipelined on the session (one round trip each, one after
-    /// another, was most of a rebalance of many partitions); a node held through the rebalance
-    /// is only checked. On a failure, how many claims were sent: each of those may have made its
-    /// node (a connection lost after the create was applied, or a claim abandoned in flight
-    /// when another failed).
-    async fn claim_all(
-        &self,
-        coord: &E::Coord,
-        claims: &[OwnerClaim],
-    ) -> Result<(), (usize, RebalanceError)> {
-        let new_topics = claims.iter().filter(|c| !c.held).map(|c| &c.key.0);
-        self.ensure_topic_dirs(coord, &consumer_owners_root(self.group()), new_topics)
-            .await;
-        let started = AtomicUsize::new(0);
-        let mut failed = None;
-        let requests = claims.iter().map(|claim| {
-            // Counted from the moment its request is made, before it is sent.
-            started.fetch_add(1, Ordering::Relaxed);
-            let (topic, partition) = (&claim.key.0, claim.key.1);
-            async move {
-                if claim.held
-                    && self
-                        .still_held(coord, topic, partition, &claim.thread)
-                        .await?
-                {
-                    return Ok(());
-                }
-                self.claim(coord, topic, partition, &claim.thread).await
-            }
-        });
-        pipelined(requests, |claim| match claim {
-            Ok(()) => std::ops::ControlFlow::Continue(()),
-            Err(e) => {
-                failed = Some(e);
-                std::ops::ControlFlow::Break(())
-            }
-        })
-        .await;
-        match failed {
-            Some(e) => Err((started.load(Ordering::Relaxed), e)),
-            None => Ok(()),
-        }
-    }
-
-    /// Settles each claimed partition's start, pipelined (one round trip or two each, one after
-    /// another, was most of a join of 1,000 partitions). Drained on a failure: a start recorded
-    /// by a request in flight is seen, and its gap reported; abandoned, it could land unseen and
-    /// the next attempt would take it as recorded by someone else, never reporting the gap.
-    async fn settle(
-        &self,
-        coord: &E::Coord,
-        requests: &[SettleRequest],
-    ) -> Result<Vec<SettleAnswer>, RebalanceError> {
-        let recorded_topics = requests
-            .iter()
-            .filter(|r| r.record.is_some())
-            .map(|r| &r.key.0);
-        self.ensure_topic_dirs(coord, &consumer_offsets_root(self.group()), recorded_topics)
-            .await;
-        let mut answers = Vec::with_capacity(requests.len());
-        let mut failed = None;
-        let settles = requests
-            .iter()
-            .map(|request| self.settle_one(coord, request));
-        pipelined_draining(settles, |outcome| match outcome {
-            Ok(answer) => {
-                answers.push(answer);
-                std::ops::ControlFlow::Continue(())
-            }
-            Err(e) => {
-                failed.get_or_insert(e);
-                std::ops::ControlFlow::Break(())
-            }
-        })
-        .await;
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(answers),
-        }
-    }
-
-    async fn settle_one(
-        &self,
-        coord: &E::Coord,
-        request: &SettleRequest,
-    ) -> Result<SettleAnswer, RebalanceError> {
-        let (topic, partition) = (&request.key.0, request.key.1);
-        if let Some(start) = request.reread_after {
-            // The previous owner may have committed between the read of the start and its
-            // release of the node (it serves the commits asked for before its own rebalance).
-            let path = super::offset_path(self.group(), topic, partition);
-            return Ok(match read_offset_node(coord, path).await {
-                Ok(committed) => SettleAnswer::Reread(committed),
-                Err(e) => {
-                    tracing::warn!("consumer {}: reading {topic}/{partition}'s offset again after claiming it: {e}; starting at {start}, read before (what was committed since is delivered again)", self.consumer_id);
-                    SettleAnswer::Reread(None)
-                }
-            });
-        }
-        let Some(start) = request.record else {
-            return Ok(SettleAnswer::Nothing);
-        };
-        match self.record_start(coord, topic, partition, start).await {
-            Ok(None) => {
-                if request.report_deleted_prefix {
-                    self.report_deleted_prefix(topic, partition, start);
-                }
-                Ok(SettleAnswer::Recorded)
-            }
-            // Another member committed since the start was read: resume there.
-            Ok(Some(committed)) => Ok(SettleAnswer::CommittedSince(committed)),
-            Err(source) => Err(RebalanceError::RecordStart {
-                topic: topic.clone(),
-                partition,
-                source,
-            }),
-        }
     }
 
     /// Builds the claimed partitions' state; one whose start could not be read is owned but
