@@ -27,7 +27,9 @@ use tributary::client::connect;
 use tributary::consumer::{ConsumerConnector, Subscription};
 use tributary::coordination::pipeline::pipelined;
 use tributary::coordination::zk::ZkCoordination;
-use tributary::coordination::{CoordError, Coordination, NodeKind};
+use tributary::coordination::{
+    transaction_runs, CoordError, Coordination, NodeKind, TRANSACTION_WRITES_MAX,
+};
 use tributary::env::TokioEnv;
 use tributary::mirror::Mirror;
 use tributary_core::config::{BrokerConfig, ZkConnect};
@@ -340,24 +342,39 @@ async fn mirror_shape(
 }
 
 /// The ceiling of a group's first join over `partitions`: the writes it cannot do without in
-/// 0.7's layout (an owner node and a recorded start per partition) made alone, pipelined on
-/// one session as a member makes them; the seconds ZooKeeper took to log them.
-async fn zookeeper_write_ceiling(zk: &ZooKeeper, partitions: usize) -> f64 {
+/// 0.7's layout (an owner node and a recorded start per partition), pipelined on one session as
+/// a member makes them — in transactions of [`TRANSACTION_WRITES_MAX`] when `together`, one
+/// request each otherwise; the seconds ZooKeeper took to log them.
+async fn zookeeper_write_ceiling(zk: &ZooKeeper, partitions: usize, together: bool) -> f64 {
     let connect = ZkConnect::parse(&zk.connect_string()).expect("zk.connect");
     let coord = ZkCoordination::connect(&connect, Duration::from_secs(10), Duration::from_secs(10))
         .await
         .expect("zookeeper");
-    let dir = "/write-ceiling";
+    let dir = format!(
+        "/write-ceiling-{}",
+        if together { "together" } else { "alone" }
+    );
     coord
         .ensure_parents(&format!("{dir}/-"))
         .await
         .expect("the ceiling's directory");
+    let nodes: Vec<(String, Vec<u8>)> = (0..2 * partitions)
+        .map(|i| (format!("{dir}/{i}"), b"0".to_vec()))
+        .collect();
+    let runs = match together {
+        true => transaction_runs(nodes, |(path, data)| Some(path.len() + data.len())),
+        false => nodes.into_iter().map(|node| vec![node]).collect(),
+    };
     let start = Instant::now();
     let coord_ref = &coord;
-    let creates = (0..2 * partitions).map(|i| async move {
-        coord_ref
-            .create(&format!("{dir}/{i}"), b"0", NodeKind::Persistent)
-            .await
+    let creates = runs.iter().map(|run| async move {
+        match run.as_slice() {
+            [(path, data)] => coord_ref
+                .create(path, data, NodeKind::Persistent)
+                .await
+                .map(drop),
+            run => coord_ref.create_all(run, NodeKind::Persistent).await,
+        }
     });
     pipelined(creates, |made| {
         made.expect("a create of the write ceiling");
@@ -715,9 +732,10 @@ async fn main() {
         }
     }
     replica_shapes_case(&source_zk).await;
-    let ceiling = zookeeper_write_ceiling(&source_zk, largest).await;
+    let alone = zookeeper_write_ceiling(&source_zk, largest, false).await;
+    let ceiling = zookeeper_write_ceiling(&source_zk, largest, true).await;
     println!(
-        "ZooKeeper logs {} pipelined creates on one session in {ceiling:.2} s",
+        "ZooKeeper logs {} pipelined creates on one session in {ceiling:.2} s in transactions of {TRANSACTION_WRITES_MAX}, {alone:.2} s one request each",
         2 * largest
     );
     let joins = group_rebalance(&source_zk, largest).await;
@@ -726,7 +744,7 @@ async fn main() {
             &format!("scale: a group of 1 taking {largest} partitions"),
             &format!("{:.2} s", first.seconds),
             &format!(
-                "its {} necessary ZooKeeper writes alone {ceiling:.2} s",
+                "its {} necessary ZooKeeper creates alone {ceiling:.2} s in transactions ({alone:.2} s one request each)",
                 2 * largest
             ),
             ceiling / first.seconds,

@@ -518,9 +518,9 @@ async fn a_join_and_a_commit_of_many_partitions_are_logged_as_one_write_per_hund
     let joined = before.since(before_join).writes;
     // Besides its owner nodes and recorded starts, the join makes its registration (the node
     // and its three ancestors) and the group's directories (`owners` and `offsets`, each with
-    // its two ancestors, whose creates are logged even when they exist, and a node per topic
-    // under each): 26 writes here, and a few more allowed.
-    let directories = 2 * (TOPICS as u64 + 3) + 4 + 4;
+    // its two ancestors, whose creates are logged even when they exist, and its topics' nodes
+    // in one transaction): 12 writes here, and a few more allowed.
+    let directories = 2 * (TOPICS.div_ceil(100) as u64 + 3) + 4 + 3;
     eprintln!(
         "{} partitions joined in {joined} logged writes",
         partitions.len()

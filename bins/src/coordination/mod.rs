@@ -12,7 +12,7 @@ mod zk_security;
 
 pub use transaction::{
     create_all_refusal, outcome_unknown, transaction_refusal, transaction_runs,
-    TRANSACTION_BYTES_MAX, TRANSACTION_WRITES_MAX,
+    TRANSACTIONS_IN_FLIGHT, TRANSACTION_BYTES_MAX, TRANSACTION_WRITES_MAX,
 };
 
 use std::future::Future;

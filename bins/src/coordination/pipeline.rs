@@ -19,7 +19,7 @@ pub async fn pipelined<F: std::future::Future>(
     requests: impl Iterator<Item = F>,
     each: impl FnMut(F::Output) -> std::ops::ControlFlow<()>,
 ) {
-    run(requests, each, false).await
+    run(requests, each, false, REQUESTS_IN_FLIGHT).await
 }
 
 /// As [`pipelined`], but once `each` breaks, the requests already in flight are still awaited
@@ -30,19 +30,42 @@ pub async fn pipelined_draining<F: std::future::Future>(
     requests: impl Iterator<Item = F>,
     each: impl FnMut(F::Output) -> std::ops::ControlFlow<()>,
 ) {
-    run(requests, each, true).await
+    run(requests, each, true, REQUESTS_IN_FLIGHT).await
 }
 
-/// Both pipelines: after a break, `drain` awaits what is in flight, otherwise it is abandoned.
+/// As [`pipelined`], with at most `limit` requests in flight (at least one): for requests that
+/// each carry many writes (transactions), where a failure abandons what is in flight and every
+/// one of those must then be looked after.
+pub async fn pipelined_at_most<F: std::future::Future>(
+    limit: usize,
+    requests: impl Iterator<Item = F>,
+    each: impl FnMut(F::Output) -> std::ops::ControlFlow<()>,
+) {
+    run(requests, each, false, limit).await
+}
+
+/// As [`pipelined_draining`], with at most `limit` requests in flight (at least one).
+pub async fn pipelined_draining_at_most<F: std::future::Future>(
+    limit: usize,
+    requests: impl Iterator<Item = F>,
+    each: impl FnMut(F::Output) -> std::ops::ControlFlow<()>,
+) {
+    run(requests, each, true, limit).await
+}
+
+/// Every pipeline: after a break, `drain` awaits what is in flight, otherwise it is abandoned;
+/// at most `limit` (at least one, at most [`REQUESTS_IN_FLIGHT`]) in flight.
 async fn run<F: std::future::Future>(
     mut requests: impl Iterator<Item = F>,
     mut each: impl FnMut(F::Output) -> std::ops::ControlFlow<()>,
     drain: bool,
+    limit: usize,
 ) {
+    let limit = limit.clamp(1, REQUESTS_IN_FLIGHT);
     let mut in_flight = futures_util::stream::FuturesOrdered::new();
     let mut broken = false;
     loop {
-        while !broken && in_flight.len() < REQUESTS_IN_FLIGHT {
+        while !broken && in_flight.len() < limit {
             match requests.next() {
                 Some(request) => in_flight.push_back(request),
                 None => break,
@@ -102,6 +125,24 @@ mod tests {
             most.get(),
             REQUESTS_IN_FLIGHT,
             "never more than the bound, and the bound used"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pipeline_at_most_a_limit_keeps_that_many_in_flight_in_order() {
+        let (in_flight, most) = (Cell::new(0), Cell::new(0));
+        let requests = (0..20).map(|i| request(i, 20 - i, &in_flight, &most));
+        let mut seen = Vec::new();
+        pipelined_at_most(3, requests, |index| {
+            seen.push(index);
+            ControlFlow::Continue(())
+        })
+        .await;
+        assert_eq!(seen, (0..20).collect::<Vec<_>>());
+        assert_eq!(
+            most.get(),
+            3,
+            "never more than the limit, and the limit used"
         );
     }
 

@@ -16,6 +16,12 @@ pub const TRANSACTION_WRITES_MAX: usize = 100;
 /// request limit (`jute.maxbuffer`, 1 MiB), whatever the paths' lengths.
 pub const TRANSACTION_BYTES_MAX: usize = 256 * 1024;
 
+/// Transactions of a rebalance kept in flight at once on one session. ZooKeeper applies them one
+/// after another, so a few keep it busy (a group's first join of 10,000 partitions is 200 of
+/// them); and when one fails the attempt, every node the others in flight may have made is
+/// looked at again as a stray, so few are in flight.
+pub const TRANSACTIONS_IN_FLIGHT: usize = 4;
+
 /// Why `writes` cannot be one transaction, if it cannot.
 pub fn transaction_refusal(writes: &[(String, Vec<u8>)]) -> Option<CoordError> {
     let bytes: usize = writes

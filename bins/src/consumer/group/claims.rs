@@ -21,8 +21,12 @@ use tributary_core::zk_layout::{consumer_offsets_root, consumer_owners_root};
 use super::super::offset_node::read_offset_node;
 use super::super::{OffsetNodeError, RebalanceError};
 use super::Member;
-use crate::coordination::pipeline::{pipelined, pipelined_draining};
-use crate::coordination::{outcome_unknown, transaction_runs, CoordError, Coordination, NodeKind};
+use crate::coordination::pipeline::{
+    pipelined, pipelined_at_most, pipelined_draining, pipelined_draining_at_most,
+};
+use crate::coordination::{
+    outcome_unknown, transaction_runs, CoordError, Coordination, NodeKind, TRANSACTIONS_IN_FLIGHT,
+};
 use crate::env::Env;
 
 /// The most bytes an offset takes in a node (an `i64` in decimal).
@@ -52,7 +56,7 @@ impl<E: Env> Member<E> {
             started.fetch_add(run.len(), Ordering::Relaxed);
             self.claim_run(coord, run)
         });
-        pipelined(requests, |claimed| match claimed {
+        pipelined_at_most(TRANSACTIONS_IN_FLIGHT, requests, |claimed| match claimed {
             Ok(()) => ControlFlow::Continue(()),
             Err(e) => {
                 failed = Some(e);
@@ -71,7 +75,10 @@ impl<E: Env> Member<E> {
     }
 
     /// Claims one run's owner nodes: those held through the rebalance checked, the others made
-    /// in one transaction, or one at a time when it is refused whole.
+    /// in one transaction. When it is refused for one node (in the way, or its parent missing),
+    /// that node is claimed alone — which fails the attempt when another member holds it, and
+    /// otherwise settles it (a retired session's node taken back, a parent made) — and the rest
+    /// are made together again; refused for anything else, one node at a time.
     async fn claim_run(
         &self,
         coord: &E::Coord,
@@ -88,12 +95,13 @@ impl<E: Env> Member<E> {
                 to_make.push(claim);
             }
         }
-        if to_make.len() >= 2 {
+        // Each round makes every node or settles one alone: at most one round per node.
+        while to_make.len() >= 2 {
             let creates: Vec<(String, Vec<u8>)> = to_make
                 .iter()
                 .map(|claim| (self.claim_path(claim), claim.thread.clone().into_bytes()))
                 .collect();
-            match coord.create_all(&creates, NodeKind::Ephemeral).await {
+            let in_the_way = match coord.create_all(&creates, NodeKind::Ephemeral).await {
                 Ok(()) => return Ok(()),
                 Err(source) if outcome_unknown(&source) => {
                     let path = creates.into_iter().next().map_or_else(String::new, |c| c.0);
@@ -102,12 +110,22 @@ impl<E: Env> Member<E> {
                 Err(CoordError::NodeExists(_)) if planted::active(Bug::ClaimRefusedTakenAsMade) => {
                     return Ok(());
                 }
-                Err(refused) => tracing::debug!(
-                    "consumer {}: {} owner nodes not made together ({refused}); one at a time",
+                Err(CoordError::NodeExists(path) | CoordError::NoNode(path)) => {
+                    creates.iter().position(|(made, _)| *made == path)
+                }
+                Err(_) => None,
+            };
+            let Some(index) = in_the_way else {
+                tracing::debug!(
+                    "consumer {}: {} owner nodes not made together; one at a time",
                     self.consumer_id,
                     creates.len()
-                ),
-            }
+                );
+                break;
+            };
+            let claim = to_make.remove(index);
+            self.claim(coord, &claim.key.0, claim.key.1, &claim.thread)
+                .await?;
         }
         let mut failed = None;
         let claims = to_make
@@ -146,7 +164,7 @@ impl<E: Env> Member<E> {
             records_only(request).then(|| self.record_path(request).len() + OFFSET_DIGITS_MAX)
         });
         let settles = runs.into_iter().map(|run| self.settle_run(coord, run));
-        pipelined_draining(settles, |outcome| match outcome {
+        pipelined_draining_at_most(TRANSACTIONS_IN_FLIGHT, settles, |outcome| match outcome {
             Ok(run_answers) => {
                 answers.extend(run_answers);
                 ControlFlow::Continue(())

@@ -14,8 +14,10 @@ use super::super::offset_node::read_offset_node;
 use super::super::{OffsetNodeError, RebalanceError};
 use super::Member;
 use crate::coordination::ephemeral::{self, HoldError};
-use crate::coordination::pipeline::pipelined;
-use crate::coordination::{CoordError, Coordination, NodeKind, Watch};
+use crate::coordination::pipeline::{pipelined, pipelined_at_most};
+use crate::coordination::{
+    transaction_runs, CoordError, Coordination, NodeKind, Watch, TRANSACTIONS_IN_FLIGHT,
+};
 use crate::env::Env;
 
 impl<E: Env> Member<E> {
@@ -249,8 +251,9 @@ impl<E: Env> Member<E> {
     }
 
     /// Makes the directories under `root` (the group's `owners` or `offsets`) that `topics`
-    /// lack: one `children` read of `root`, then one create per missing topic, pipelined. A
-    /// shortcut, not a guarantee: the creates that follow still make missing ancestors
+    /// lack: one `children` read of `root`, then the missing topics' nodes made in
+    /// transactions of a hundred (one at a time when one is refused), pipelined. A shortcut,
+    /// not a guarantee: the creates that follow still make missing ancestors
     /// themselves, so a failure here is only logged. Without it every partition of a new topic
     /// found its parent missing, and its create, its ancestors' and its retry were each a write
     /// ZooKeeper logged: six a partition, not one, for a group's first 10,000 partitions.
@@ -278,19 +281,25 @@ impl<E: Env> Member<E> {
                 return;
             }
         };
-        let creates = wanted
+        let missing: Vec<(String, Vec<u8>)> = wanted
             .into_iter()
             .filter(|topic| !present.contains(topic.as_str()))
-            .map(|topic| async move {
-                let path = format!("{root}/{topic}");
-                let made = coord.create(&path, b"", NodeKind::Persistent).await;
-                (path, made)
-            });
-        pipelined(creates, |(path, made)| {
-            match made {
-                Ok(_) | Err(CoordError::NodeExists(_)) => {}
-                Err(e) => tracing::debug!("making {path}: {e}; each create makes it instead"),
+            .map(|topic| (format!("{root}/{topic}"), Vec::new()))
+            .collect();
+        let runs = transaction_runs(missing, |(path, _)| Some(path.len()));
+        let creates = runs.into_iter().map(|run| async move {
+            match run.as_slice() {
+                [_, _, ..] => match coord.create_all(&run, NodeKind::Persistent).await {
+                    Ok(()) => {}
+                    Err(e) => {
+                        tracing::debug!("making {} topic directories under {root} together: {e}; one at a time", run.len());
+                        make_one_at_a_time(coord, &run).await;
+                    }
+                },
+                _ => make_one_at_a_time(coord, &run).await,
             }
+        });
+        pipelined_at_most(TRANSACTIONS_IN_FLIGHT, creates, |()| {
             std::ops::ControlFlow::Continue(())
         })
         .await;
@@ -318,6 +327,22 @@ impl<E: Env> Member<E> {
             Err(HoldError::Coord(source)) => Err(RebalanceError::ZooKeeper { path, source }),
         }
     }
+}
+
+/// Makes each node of `nodes` (persistent, empty), pipelined: a shortcut, so a failure is only
+/// logged (see [`Member::ensure_topic_dirs`]).
+async fn make_one_at_a_time(coord: &impl Coordination, nodes: &[(String, Vec<u8>)]) {
+    let creates = nodes.iter().map(|(path, data)| async move {
+        (path, coord.create(path, data, NodeKind::Persistent).await)
+    });
+    pipelined(creates, |(path, made)| {
+        match made {
+            Ok(_) | Err(CoordError::NodeExists(_)) => {}
+            Err(e) => tracing::debug!("making {path}: {e}; each create makes it instead"),
+        }
+        std::ops::ControlFlow::Continue(())
+    })
+    .await;
 }
 
 /// Children of `path` and a watch on them; a missing node has none, and is looked for again
