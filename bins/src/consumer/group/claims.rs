@@ -85,15 +85,30 @@ impl<E: Env> Member<E> {
         run: Vec<&OwnerClaim>,
     ) -> Result<(), RebalanceError> {
         let mut to_make = Vec::with_capacity(run.len());
-        for claim in run {
+        let mut failed = None;
+        let checks = run.into_iter().map(|claim| async move {
             let (topic, partition) = (&claim.key.0, claim.key.1);
-            if !(claim.held
+            let held = claim.held
                 && self
                     .still_held(coord, topic, partition, &claim.thread)
-                    .await?)
-            {
-                to_make.push(claim);
+                    .await?;
+            Ok((claim, held))
+        });
+        pipelined(checks, |checked| match checked {
+            Ok((claim, held)) => {
+                if !held {
+                    to_make.push(claim);
+                }
+                ControlFlow::Continue(())
             }
+            Err(e) => {
+                failed = Some(e);
+                ControlFlow::Break(())
+            }
+        })
+        .await;
+        if let Some(e) = failed {
+            return Err(e);
         }
         // Each round makes every node or settles one alone: at most one round per node.
         while to_make.len() >= 2 {
@@ -127,7 +142,6 @@ impl<E: Env> Member<E> {
             self.claim(coord, &claim.key.0, claim.key.1, &claim.thread)
                 .await?;
         }
-        let mut failed = None;
         let claims = to_make
             .into_iter()
             .map(|claim| self.claim(coord, &claim.key.0, claim.key.1, &claim.thread));
