@@ -3,8 +3,9 @@
 //!
 //! The rebalance itself is core's state machine (`tributary_core::consumer::group`), driven by
 //! [`rebalance`]; the owner, offset and broker nodes it names are read and written by [`nodes`],
-//! its claims and recorded starts made in transactions by [`claims`]; commits by [`commit`]. Commits asked for before a rebalance are served before it releases
-//! anything.
+//! its claims and recorded starts made in transactions by [`claims`]; commits by [`commit`].
+//! Commits asked for before a rebalance releases the member's partitions are served before it
+//! does, those asked for while its fetchers stop included.
 //!
 //! Triggers: members joining or leaving (`/consumers/<g>/ids`), brokers registering or losing a
 //! subscribed topic (`/brokers/topics/<t>`), new topics for a wildcard (`/brokers/topics`), and
@@ -186,12 +187,10 @@ impl<E: Env> Member<E> {
         autocommit.tick().await;
         loop {
             if pending_rebalance {
-                // Commits asked for before the rebalance go first, while this member still owns
-                // their partitions: behind it they would find the partitions released.
-                while let Ok(request) = commits.try_recv() {
-                    self.serve_commit(&coord, request).await;
-                }
-                match self.rebalance(&coord, &mut fetchers, &mut stop).await {
+                match self
+                    .rebalance(&coord, &mut fetchers, &mut commits, &mut stop)
+                    .await
+                {
                     Some(fresh) => watches = fresh,
                     None => break,
                 }
@@ -306,6 +305,19 @@ impl<E: Env> Member<E> {
     }
 
     /// Serves one commit request and answers it (an asker that gave up is not waited for).
+    /// Serves every commit waiting, and those asked for meanwhile, until none waits: done just
+    /// before a rebalance releases the member's partitions, so that a commit asked for while
+    /// the member still owned them is written, not refused as not owned behind the rebalance.
+    async fn serve_waiting_commits(
+        &self,
+        coord: &E::Coord,
+        commits: &mut mpsc::Receiver<CommitRequest>,
+    ) {
+        while let Ok(request) = commits.try_recv() {
+            self.serve_commit(coord, request).await;
+        }
+    }
+
     async fn serve_commit(&self, coord: &E::Coord, request: CommitRequest) {
         let batch = if request.everything {
             self.commit_partitions(coord, &self.shared.all()).await

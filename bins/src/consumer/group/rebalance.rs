@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tributary_core::consumer::group::{
     BrokerTopicNode, GroupRead, HeldPartition, Installed, PartitionKey, Rebalance,
@@ -23,7 +23,7 @@ use super::super::starts::{read_starts, Start};
 use super::super::state::{Chunk, PartitionState};
 use super::super::{ConsumerError, RebalanceError, StartOffsetError};
 use super::nodes::children_or_none;
-use super::Member;
+use super::{CommitRequest, Member};
 use crate::coordination::pipeline::pipelined;
 use crate::coordination::{CoordError, Coordination, Watch};
 use crate::env::Env;
@@ -71,6 +71,7 @@ impl<E: Env> Member<E> {
         &self,
         coord: &E::Coord,
         fetchers: &mut JoinSet<()>,
+        commits: &mut mpsc::Receiver<CommitRequest>,
         stop: &mut watch::Receiver<bool>,
     ) -> Option<JoinSet<()>> {
         let mut machine: Rebalance<RebalanceError> = Rebalance::new(self.rebalance_settings());
@@ -93,7 +94,9 @@ impl<E: Env> Member<E> {
                     if *stop.borrow() {
                         return None;
                     }
-                    let released = self.release_for_rebalance(coord, fetchers, &mut run).await;
+                    let released = self
+                        .release_for_rebalance(coord, fetchers, commits, &mut run)
+                        .await;
                     machine.handle_released(released);
                 }
                 Step::ReleaseOwners(owners) => {
@@ -219,16 +222,20 @@ impl<E: Env> Member<E> {
         );
     }
 
-    /// Stops every fetcher, takes every owned partition back (a new generation) and, with
-    /// autocommit, commits them.
+    /// Stops every fetcher, serves the commits waiting, takes every owned partition back (a
+    /// new generation) and, with autocommit, commits them.
     async fn release_for_rebalance(
         &self,
         coord: &E::Coord,
         fetchers: &mut JoinSet<()>,
+        commits: &mut mpsc::Receiver<CommitRequest>,
         run: &mut Run,
     ) -> Released {
         fetchers.abort_all();
         while fetchers.join_next().await.is_some() {}
+        // Nothing awaits between the last commit served and the release: a commit asked for
+        // while the member owned the partitions is written first.
+        self.serve_waiting_commits(coord, commits).await;
         let released = self.shared.release_all();
         // Partitions stopped since the last rebalance: their owner nodes go too, and they are
         // not kept, so they start again from the group's commit.
