@@ -304,7 +304,6 @@ impl<E: Env> Member<E> {
         }
     }
 
-    /// Serves one commit request and answers it (an asker that gave up is not waited for).
     /// Serves every commit waiting, and those asked for meanwhile, until none waits: done just
     /// before a rebalance releases the member's partitions, so that a commit asked for while
     /// the member still owned them is written, not refused as not owned behind the rebalance.
@@ -318,6 +317,7 @@ impl<E: Env> Member<E> {
         }
     }
 
+    /// Serves one commit request and answers it (an asker that gave up is not waited for).
     async fn serve_commit(&self, coord: &E::Coord, request: CommitRequest) {
         let batch = if request.everything {
             self.commit_partitions(coord, &self.shared.all()).await
