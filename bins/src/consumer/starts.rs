@@ -17,7 +17,7 @@ use tributary_core::zk_layout::{consumer_offsets_path, consumer_offsets_root};
 
 use super::{OffsetNodeError, StartOffsetError};
 use crate::client::{connect, ClientError, PIPELINED_REQUESTS_MAX};
-use crate::coordination::pipeline::pipelined;
+use crate::coordination::pipeline::{pipelined_all, REQUESTS_IN_FLIGHT};
 use crate::coordination::{CoordError, Coordination};
 use crate::env::Env;
 
@@ -58,12 +58,7 @@ pub async fn read_starts<E: Env>(
             committed_offset(coord, group, key).await
         }
     });
-    let mut read = Vec::with_capacity(partitions.len());
-    pipelined(reads, |committed| {
-        read.push(committed);
-        std::ops::ControlFlow::Continue(())
-    })
-    .await;
+    let read = pipelined_all(REQUESTS_IN_FLIGHT, reads).await;
     for ((key, address), committed) in partitions.into_iter().zip(read) {
         match committed {
             Ok(Some(offset)) => drop(starts.insert(key, Ok((offset, true)))),

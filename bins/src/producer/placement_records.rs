@@ -13,7 +13,6 @@
 //! after a failure; reads are made after a `sync`, so a record another member has just written is
 //! seen.
 
-use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +24,7 @@ use tributary_core::mirror::position::SourceKey;
 use tributary_core::wire::TopicName;
 use tributary_core::zk_layout::mirror_placement_path;
 
-use crate::coordination::pipeline::pipelined;
+use crate::coordination::pipeline::{try_pipelined, OnFailure, REQUESTS_IN_FLIGHT};
 use crate::coordination::{CoordError, Coordination, NodeKind};
 use crate::env::Env;
 
@@ -131,26 +130,10 @@ async fn claim_all(
     let first_path = mirror_placement_path(topic, first);
     coord.ensure_parents(&first_path).await?;
     coord.sync(&first_path).await?;
-    let mut claimed = Vec::with_capacity(claims.len());
-    let mut failed: Option<CoordError> = None;
     let requests = claims.iter().map(|(key, furthest, complete)| {
         claim_one(coord, topic, key, *furthest, *complete, brokers)
     });
-    pipelined(requests, |outcome| match outcome {
-        Ok(step) => {
-            claimed.push(step);
-            ControlFlow::Continue(())
-        }
-        Err(e) => {
-            failed = Some(e);
-            ControlFlow::Break(())
-        }
-    })
-    .await;
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(claimed),
-    }
+    try_pipelined(REQUESTS_IN_FLIGHT, OnFailure::Abandon, requests).await
 }
 
 /// One record: read, then followed, created or moved; read again when another member wrote it

@@ -282,23 +282,29 @@ impl ModelState {
         self.zxid += 1;
         let owner = (kind == 1).then_some(session);
         for (path, data) in creates {
-            let node = Node {
-                data,
-                version: 0,
-                owner,
-                next_sequence: 0,
-                mzxid: self.zxid,
-                pzxid: self.zxid,
-            };
-            self.nodes.insert(path.clone(), node);
-            let parent_path = parent(&path).unwrap_or("/").to_string();
-            if let Some(parent) = self.nodes.get_mut(&parent_path) {
-                parent.pzxid = self.zxid;
-            }
-            self.fire(&path, false);
-            self.fire(&parent_path, true);
+            self.insert_node(&path, data, owner);
         }
         Reply::Done
+    }
+
+    /// Makes `path` under the current zxid (the caller has bumped it and checked that the
+    /// node can be made): its parent's child list changes, and the watches of both fire.
+    fn insert_node(&mut self, path: &str, data: Vec<u8>, owner: Option<u64>) {
+        let node = Node {
+            data,
+            version: 0,
+            owner,
+            next_sequence: 0,
+            mzxid: self.zxid,
+            pzxid: self.zxid,
+        };
+        self.nodes.insert(path.to_string(), node);
+        let parent_path = parent(path).unwrap_or("/").to_string();
+        if let Some(parent) = self.nodes.get_mut(&parent_path) {
+            parent.pzxid = self.zxid;
+        }
+        self.fire(path, false);
+        self.fire(&parent_path, true);
     }
 
     fn apply_op(&mut self, session: u64, op: Op) -> Result<Reply, ErrCode> {
@@ -387,22 +393,7 @@ impl ModelState {
         }
         let owner = (kind == 1 || kind == 3).then_some(session);
         self.zxid += 1;
-        self.nodes.insert(
-            path.clone(),
-            Node {
-                data,
-                version: 0,
-                owner,
-                next_sequence: 0,
-                mzxid: self.zxid,
-                pzxid: self.zxid,
-            },
-        );
-        if let Some(parent) = self.nodes.get_mut(&parent_path) {
-            parent.pzxid = self.zxid;
-        }
-        self.fire(&path, false);
-        self.fire(&parent_path, true);
+        self.insert_node(&path, data, owner);
         Ok(Reply::Created(path))
     }
 

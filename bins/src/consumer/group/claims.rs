@@ -3,15 +3,16 @@
 //! bounded it (ZooKeeper's work per write falls about twentyfold in transactions of a hundred).
 //!
 //! Each run of at most a hundred nodes ([`transaction_runs`]) is one transaction
-//! ([`Coordination::create_all`]), the runs pipelined on the session. A transaction refused
-//! whole (a node that exists: held by another member, left by a retired session of this one,
-//! already recorded by another member; a parent missing; a server without transactions) made
-//! nothing, so its run is done again one node at a time, as a claim or a record of one
-//! partition is: that tells whose node is in the way and settles it as before. A transaction
-//! lost with the connection may have made its nodes or not: the attempt fails, as one create
-//! lost would fail it, and the nodes its claims may have made are released as strays.
+//! ([`Coordination::create_all`]), at most [`TRANSACTIONS_IN_FLIGHT`] pipelined on the
+//! session. A transaction refused made nothing. Refused for one owner node (held by another
+//! member, left by a retired session of this one, its parent missing), that node is claimed
+//! alone, as 0.7 claims every node, which tells whose node is in the way and settles it; the
+//! rest go together again. Refused for anything else (a server without transactions), or a
+//! transaction of starts refused (one already recorded by another member), the run is done one
+//! node at a time, as a claim or a record of one partition is. A transaction lost with the
+//! connection may have made its nodes or not: the attempt fails, as one create lost would fail
+//! it, and the nodes its claims may have made are released as strays.
 
-use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tributary_core::consumer::group::{OwnerClaim, SettleAnswer, SettleRequest};
@@ -21,9 +22,7 @@ use tributary_core::zk_layout::{consumer_offsets_root, consumer_owners_root};
 use super::super::offset_node::read_offset_node;
 use super::super::{OffsetNodeError, RebalanceError};
 use super::Member;
-use crate::coordination::pipeline::{
-    pipelined, pipelined_at_most, pipelined_draining, pipelined_draining_at_most,
-};
+use crate::coordination::pipeline::{try_pipelined, OnFailure, REQUESTS_IN_FLIGHT};
 use crate::coordination::{
     outcome_unknown, transaction_runs, CoordError, Coordination, NodeKind, TRANSACTIONS_IN_FLIGHT,
 };
@@ -47,7 +46,6 @@ impl<E: Env> Member<E> {
         self.ensure_topic_dirs(coord, &consumer_owners_root(self.group()), new_topics)
             .await;
         let started = AtomicUsize::new(0);
-        let mut failed = None;
         let runs = transaction_runs(claims.iter().collect(), |claim: &&OwnerClaim| {
             Some(self.claim_path(claim).len() + claim.thread.len())
         });
@@ -56,17 +54,9 @@ impl<E: Env> Member<E> {
             started.fetch_add(run.len(), Ordering::Relaxed);
             self.claim_run(coord, run)
         });
-        pipelined_at_most(TRANSACTIONS_IN_FLIGHT, requests, |claimed| match claimed {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(e) => {
-                failed = Some(e);
-                ControlFlow::Break(())
-            }
-        })
-        .await;
-        match failed {
-            Some(e) => Err((started.load(Ordering::Relaxed), e)),
-            None => Ok(()),
+        match try_pipelined(TRANSACTIONS_IN_FLIGHT, OnFailure::Abandon, requests).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err((started.load(Ordering::Relaxed), e)),
         }
     }
 
@@ -84,32 +74,20 @@ impl<E: Env> Member<E> {
         coord: &E::Coord,
         run: Vec<&OwnerClaim>,
     ) -> Result<(), RebalanceError> {
-        let mut to_make = Vec::with_capacity(run.len());
-        let mut failed = None;
         let checks = run.into_iter().map(|claim| async move {
             let (topic, partition) = (&claim.key.0, claim.key.1);
             let held = claim.held
                 && self
                     .still_held(coord, topic, partition, &claim.thread)
                     .await?;
-            Ok((claim, held))
+            Ok::<_, RebalanceError>((claim, held))
         });
-        pipelined(checks, |checked| match checked {
-            Ok((claim, held)) => {
-                if !held {
-                    to_make.push(claim);
-                }
-                ControlFlow::Continue(())
-            }
-            Err(e) => {
-                failed = Some(e);
-                ControlFlow::Break(())
-            }
-        })
-        .await;
-        if let Some(e) = failed {
-            return Err(e);
-        }
+        let mut to_make: Vec<&OwnerClaim> =
+            try_pipelined(REQUESTS_IN_FLIGHT, OnFailure::Abandon, checks)
+                .await?
+                .into_iter()
+                .filter_map(|(claim, held)| (!held).then_some(claim))
+                .collect();
         // Each round makes every node or settles one alone: at most one round per node.
         while to_make.len() >= 2 {
             let creates: Vec<(String, Vec<u8>)> = to_make
@@ -145,15 +123,8 @@ impl<E: Env> Member<E> {
         let claims = to_make
             .into_iter()
             .map(|claim| self.claim(coord, &claim.key.0, claim.key.1, &claim.thread));
-        pipelined(claims, |claimed| match claimed {
-            Ok(()) => ControlFlow::Continue(()),
-            Err(e) => {
-                failed = Some(e);
-                ControlFlow::Break(())
-            }
-        })
-        .await;
-        failed.map_or(Ok(()), Err)
+        try_pipelined(REQUESTS_IN_FLIGHT, OnFailure::Abandon, claims).await?;
+        Ok(())
     }
 
     /// Settles each claimed partition's start (an answer per request, in order): the starts to
@@ -172,27 +143,12 @@ impl<E: Env> Member<E> {
             .map(|r| &r.key.0);
         self.ensure_topic_dirs(coord, &consumer_offsets_root(self.group()), recorded_topics)
             .await;
-        let mut answers = Vec::with_capacity(requests.len());
-        let mut failed = None;
         let runs = transaction_runs(requests.iter().collect(), |request: &&SettleRequest| {
             records_only(request).then(|| self.record_path(request).len() + OFFSET_DIGITS_MAX)
         });
         let settles = runs.into_iter().map(|run| self.settle_run(coord, run));
-        pipelined_draining_at_most(TRANSACTIONS_IN_FLIGHT, settles, |outcome| match outcome {
-            Ok(run_answers) => {
-                answers.extend(run_answers);
-                ControlFlow::Continue(())
-            }
-            Err(e) => {
-                failed.get_or_insert(e);
-                ControlFlow::Break(())
-            }
-        })
-        .await;
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(answers),
-        }
+        let answers = try_pipelined(TRANSACTIONS_IN_FLIGHT, OnFailure::Drain, settles).await?;
+        Ok(answers.into_iter().flatten().collect())
     }
 
     fn record_path(&self, request: &SettleRequest) -> String {
@@ -208,8 +164,6 @@ impl<E: Env> Member<E> {
         run: Vec<&SettleRequest>,
     ) -> Result<Vec<SettleAnswer>, RebalanceError> {
         let recorded = self.record_together(coord, &run).await?;
-        let mut answers = Vec::with_capacity(run.len());
-        let mut failed = None;
         let settles = run.into_iter().map(|request| async move {
             if recorded && records_only(request) {
                 self.recorded(request);
@@ -217,18 +171,7 @@ impl<E: Env> Member<E> {
             }
             self.settle_one(coord, request).await
         });
-        pipelined_draining(settles, |outcome| match outcome {
-            Ok(answer) => {
-                answers.push(answer);
-                ControlFlow::Continue(())
-            }
-            Err(e) => {
-                failed.get_or_insert(e);
-                ControlFlow::Break(())
-            }
-        })
-        .await;
-        failed.map_or(Ok(answers), Err)
+        try_pipelined(REQUESTS_IN_FLIGHT, OnFailure::Drain, settles).await
     }
 
     /// Records the starts of `run`'s requests that only record one, in one transaction when

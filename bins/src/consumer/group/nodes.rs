@@ -14,7 +14,7 @@ use super::super::offset_node::read_offset_node;
 use super::super::{OffsetNodeError, RebalanceError};
 use super::Member;
 use crate::coordination::ephemeral::{self, HoldError};
-use crate::coordination::pipeline::{pipelined, pipelined_at_most};
+use crate::coordination::pipeline::{pipelined_all, REQUESTS_IN_FLIGHT};
 use crate::coordination::{
     transaction_runs, CoordError, Coordination, NodeKind, Watch, TRANSACTIONS_IN_FLIGHT,
 };
@@ -22,7 +22,7 @@ use crate::env::Env;
 
 impl<E: Env> Member<E> {
     /// Deletes each owner node that still names the thread given (never one another member has
-    /// claimed since), pipelined on the session (see [`pipelined`]), every one tried; returns
+    /// claimed since), pipelined on the session (see [`pipelined_all`]), every one tried; returns
     /// those whose release could not be settled (ZooKeeper unreachable).
     pub(super) async fn release_owners(
         &self,
@@ -32,12 +32,7 @@ impl<E: Env> Member<E> {
         let releases = owners
             .iter()
             .map(|((topic, partition), owner)| self.release_owner(coord, topic, *partition, owner));
-        let mut settled = Vec::with_capacity(owners.len());
-        pipelined(releases, |done| {
-            settled.push(done);
-            std::ops::ControlFlow::Continue(())
-        })
-        .await;
+        let settled = pipelined_all(REQUESTS_IN_FLIGHT, releases).await;
         owners
             .iter()
             .zip(settled)
@@ -171,12 +166,7 @@ impl<E: Env> Member<E> {
         let releases = claimed
             .iter()
             .map(|(topic, partition)| self.release_stray(coord, topic, *partition));
-        let mut released = Vec::with_capacity(claimed.len());
-        pipelined(releases, |outcome| {
-            released.push(outcome);
-            std::ops::ControlFlow::Continue(())
-        })
-        .await;
+        let released = pipelined_all(REQUESTS_IN_FLIGHT, releases).await;
         let mut left = Vec::new();
         for (stray, kept) in claimed.into_iter().zip(released) {
             if !kept {
@@ -299,10 +289,7 @@ impl<E: Env> Member<E> {
                 _ => make_one_at_a_time(coord, &run).await,
             }
         });
-        pipelined_at_most(TRANSACTIONS_IN_FLIGHT, creates, |()| {
-            std::ops::ControlFlow::Continue(())
-        })
-        .await;
+        pipelined_all(TRANSACTIONS_IN_FLIGHT, creates).await;
     }
 
     /// Creates the owner node (ephemeral, our thread id); one this session holds already counts
@@ -335,14 +322,12 @@ async fn make_one_at_a_time(coord: &impl Coordination, nodes: &[(String, Vec<u8>
     let creates = nodes.iter().map(|(path, data)| async move {
         (path, coord.create(path, data, NodeKind::Persistent).await)
     });
-    pipelined(creates, |(path, made)| {
+    for (path, made) in pipelined_all(REQUESTS_IN_FLIGHT, creates).await {
         match made {
             Ok(_) | Err(CoordError::NodeExists(_)) => {}
             Err(e) => tracing::debug!("making {path}: {e}; each create makes it instead"),
         }
-        std::ops::ControlFlow::Continue(())
-    })
-    .await;
+    }
 }
 
 /// Children of `path` and a watch on them; a missing node has none, and is looked for again

@@ -24,7 +24,7 @@ use super::super::state::{Chunk, PartitionState};
 use super::super::{ConsumerError, RebalanceError, StartOffsetError};
 use super::nodes::children_or_none;
 use super::{CommitRequest, Member};
-use crate::coordination::pipeline::pipelined;
+use crate::coordination::pipeline::{try_pipelined, OnFailure, REQUESTS_IN_FLIGHT};
 use crate::coordination::{CoordError, Coordination, Watch};
 use crate::env::Env;
 
@@ -316,22 +316,7 @@ impl<E: Env> Member<E> {
             let nodes = broker_topic_nodes(coord, &topic_path, registered).await?;
             Ok::<_, RebalanceError>((watch, nodes))
         });
-        let mut read = Vec::with_capacity(topics.len());
-        let mut failed = None;
-        pipelined(reads, |outcome| match outcome {
-            Ok(found) => {
-                read.push(found);
-                std::ops::ControlFlow::Continue(())
-            }
-            Err(e) => {
-                failed = Some(e);
-                std::ops::ControlFlow::Break(())
-            }
-        })
-        .await;
-        if let Some(e) = failed {
-            return Err(e);
-        }
+        let read = try_pipelined(REQUESTS_IN_FLIGHT, OnFailure::Abandon, reads).await?;
         let (watches, nodes) = read.into_iter().unzip();
         *topic_watches = watches;
         Ok(nodes)
