@@ -8,4 +8,8 @@ echo "== clippy (warnings are errors; core/clippy.toml forbids I/O, clocks and g
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== tests"
-cargo test --workspace --locked
+# Four tests at a time in each test binary: the end-to-end tests mostly wait on real processes
+# (ZooKeeper, brokers, JVM clients), and two at a time left the two cores of CI half idle; the
+# simulator's CPU-bound tests lose nothing by sharing the cores four ways. One invocation for the
+# whole workspace, so that every crate is built once, with the workspace's features.
+RUST_TEST_THREADS=4 cargo test --workspace --locked
