@@ -18,6 +18,9 @@
 //! before each mirror run (timed on its own), so the rates compare steady copying.
 //! `TRIBUTARY_BENCH_SHAPES=10,10000` and `TRIBUTARY_BENCH_REPLICA_SHAPES=` (empty: none) run
 //! chosen shapes alone; `TRIBUTARY_BENCH_SHAPE_MIB=1024` gives each shape that many MiB.
+//! `TRIBUTARY_BENCH_WARM_ZOOKEEPER=1` sends both ZooKeepers the transactions a busy mirror
+//! sends before anything is measured: fresh JVMs otherwise compile ZooKeeper's paths during the
+//! first shape that commits thousands of offsets, which a running cluster did long ago.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -341,6 +344,43 @@ async fn mirror_shape(
     }
 }
 
+/// Sets sent to each ZooKeeper to warm it (`TRIBUTARY_BENCH_WARM_ZOOKEEPER`): enough for its
+/// JIT compiler to have compiled the paths of transactions of sets (a method is compiled after
+/// some ten thousand calls).
+const WARM_SETS: usize = 500_000;
+
+/// Sends `zk` [`WARM_SETS`] sets in transactions of [`TRANSACTION_WRITES_MAX`], pipelined on
+/// one session, as a mirror's commits are; the seconds it took.
+async fn warm_zookeeper(zk: &ZooKeeper) -> f64 {
+    let connect = ZkConnect::parse(&zk.connect_string()).expect("zk.connect");
+    let coord = ZkCoordination::connect(&connect, Duration::from_secs(10), Duration::from_secs(10))
+        .await
+        .expect("zookeeper");
+    let nodes: Vec<(String, Vec<u8>)> = (0..TRANSACTION_WRITES_MAX)
+        .map(|i| (format!("/bench-warm/{i}"), b"0".to_vec()))
+        .collect();
+    coord
+        .ensure_parents(&nodes[0].0)
+        .await
+        .expect("the warm-up's directory");
+    coord
+        .create_all(&nodes, NodeKind::Persistent)
+        .await
+        .expect("the warm-up's nodes");
+    let start = Instant::now();
+    let coord_ref = &coord;
+    let nodes_ref = &nodes;
+    let sets = (0..WARM_SETS / TRANSACTION_WRITES_MAX).map(|_| coord_ref.set_all(nodes_ref));
+    pipelined(sets, |set| {
+        set.expect("a set of the warm-up");
+        std::ops::ControlFlow::Continue(())
+    })
+    .await;
+    let seconds = start.elapsed().as_secs_f64();
+    coord.close().await;
+    seconds
+}
+
 /// The ceiling of a group's first join over `partitions`: the writes it cannot do without in
 /// 0.7's layout (an owner node and a recorded start per partition), pipelined on one session as
 /// a member makes them — in transactions of [`TRANSACTION_WRITES_MAX`] when `together`, one
@@ -632,6 +672,12 @@ async fn main() {
     support::trace_from_env();
     tributary_tests::bench::touch_memory();
     let (source_zk, target_zk) = (ZooKeeper::start(), ZooKeeper::start());
+    if std::env::var("TRIBUTARY_BENCH_WARM_ZOOKEEPER").is_ok_and(|v| v == "1") {
+        for zk in [&source_zk, &target_zk] {
+            let seconds = warm_zookeeper(zk).await;
+            eprintln!("warmed a ZooKeeper with {WARM_SETS} sets in transactions in {seconds:.2} s");
+        }
+    }
     let (source_dir, target_dir) = (
         tempfile::tempdir().expect("dir"),
         tempfile::tempdir().expect("dir"),
