@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use tributary::client::connect;
 use tributary::consumer::{ConsumerConnector, Subscription};
-use tributary::coordination::pipeline::pipelined;
+use tributary::coordination::pipeline::{pipelined_all, REQUESTS_IN_FLIGHT};
 use tributary::coordination::zk::ZkCoordination;
 use tributary::coordination::{
     transaction_runs, CoordError, Coordination, NodeKind, TRANSACTION_WRITES_MAX,
@@ -352,10 +352,7 @@ const WARM_SETS: usize = 500_000;
 /// Sends `zk` [`WARM_SETS`] sets in transactions of [`TRANSACTION_WRITES_MAX`], pipelined on
 /// one session, as a mirror's commits are; the seconds it took.
 async fn warm_zookeeper(zk: &ZooKeeper) -> f64 {
-    let connect = ZkConnect::parse(&zk.connect_string()).expect("zk.connect");
-    let coord = ZkCoordination::connect(&connect, Duration::from_secs(10), Duration::from_secs(10))
-        .await
-        .expect("zookeeper");
+    let coord = bench_session(zk).await;
     let nodes: Vec<(String, Vec<u8>)> = (0..TRANSACTION_WRITES_MAX)
         .map(|i| (format!("/bench-warm/{i}"), b"0".to_vec()))
         .collect();
@@ -367,18 +364,32 @@ async fn warm_zookeeper(zk: &ZooKeeper) -> f64 {
         .create_all(&nodes, NodeKind::Persistent)
         .await
         .expect("the warm-up's nodes");
-    let start = Instant::now();
-    let coord_ref = &coord;
-    let nodes_ref = &nodes;
+    let (coord_ref, nodes_ref) = (&coord, &nodes);
     let sets = (0..WARM_SETS / TRANSACTION_WRITES_MAX).map(|_| coord_ref.set_all(nodes_ref));
-    pipelined(sets, |set| {
-        set.expect("a set of the warm-up");
-        std::ops::ControlFlow::Continue(())
-    })
-    .await;
-    let seconds = start.elapsed().as_secs_f64();
+    let seconds = seconds_pipelined(sets, "a set of the warm-up").await;
     coord.close().await;
     seconds
+}
+
+/// A ZooKeeper session of the bench's own on `zk`, for the writes it times directly.
+async fn bench_session(zk: &ZooKeeper) -> ZkCoordination {
+    let connect = ZkConnect::parse(&zk.connect_string()).expect("zk.connect");
+    ZkCoordination::connect(&connect, Duration::from_secs(10), Duration::from_secs(10))
+        .await
+        .expect("zookeeper")
+}
+
+/// Runs `requests` pipelined on their session, as a member does, each expected to succeed
+/// (`what` names one in the panic); the seconds from the first sent to the last answered.
+async fn seconds_pipelined(
+    requests: impl Iterator<Item = impl std::future::Future<Output = Result<(), CoordError>>>,
+    what: &str,
+) -> f64 {
+    let start = Instant::now();
+    for done in pipelined_all(REQUESTS_IN_FLIGHT, requests).await {
+        done.unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    start.elapsed().as_secs_f64()
 }
 
 /// The ceiling of a group's first join over `partitions`: the writes it cannot do without in
@@ -386,10 +397,7 @@ async fn warm_zookeeper(zk: &ZooKeeper) -> f64 {
 /// a member makes them — in transactions of [`TRANSACTION_WRITES_MAX`] when `together`, one
 /// request each otherwise; the seconds ZooKeeper took to log them.
 async fn zookeeper_write_ceiling(zk: &ZooKeeper, partitions: usize, together: bool) -> f64 {
-    let connect = ZkConnect::parse(&zk.connect_string()).expect("zk.connect");
-    let coord = ZkCoordination::connect(&connect, Duration::from_secs(10), Duration::from_secs(10))
-        .await
-        .expect("zookeeper");
+    let coord = bench_session(zk).await;
     let dir = format!(
         "/write-ceiling-{}",
         if together { "together" } else { "alone" }
@@ -405,7 +413,6 @@ async fn zookeeper_write_ceiling(zk: &ZooKeeper, partitions: usize, together: bo
         true => transaction_runs(nodes, |(path, data)| Some(path.len() + data.len())),
         false => nodes.into_iter().map(|node| vec![node]).collect(),
     };
-    let start = Instant::now();
     let coord_ref = &coord;
     let creates = runs.iter().map(|run| async move {
         match run.as_slice() {
@@ -416,12 +423,7 @@ async fn zookeeper_write_ceiling(zk: &ZooKeeper, partitions: usize, together: bo
             run => coord_ref.create_all(run, NodeKind::Persistent).await,
         }
     });
-    pipelined(creates, |made| {
-        made.expect("a create of the write ceiling");
-        std::ops::ControlFlow::Continue(())
-    })
-    .await;
-    let seconds = start.elapsed().as_secs_f64();
+    let seconds = seconds_pipelined(creates, "a create of the write ceiling").await;
     coord.close().await;
     seconds
 }
@@ -614,10 +616,7 @@ async fn registration(
     config: BrokerConfig,
     topics: &[TopicName],
 ) -> (f64, BenchBroker) {
-    let connect = ZkConnect::parse(&zk.connect_string()).expect("zk.connect");
-    let coord = ZkCoordination::connect(&connect, Duration::from_secs(10), Duration::from_secs(10))
-        .await
-        .expect("zookeeper");
+    let coord = bench_session(zk).await;
     assert!(
         matches!(
             coord.get(&broker_id_path(0)).await,
